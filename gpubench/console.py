@@ -1,0 +1,131 @@
+"""What the commands print: the sweep's progress bar and summary, `list` and `env`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gpubench.spec import OPTIMIZERS, PRECISIONS, SweepSpec
+
+_err = Console(stderr=True)
+_out = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def sweep(spec: SweepSpec, out: Path | None, quiet: bool = False) -> int:
+    from gpubench.sweep import default_run_dir, run_sweep
+
+    run_dir = out if out is not None else default_run_dir()
+    n = len(spec.points())
+    _err.print(
+        f"gpubench: suite {spec.name!r}, {n} points on "
+        f"{', '.join(spec.resolved_devices())} -> {run_dir}"
+    )
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_err,
+        disable=quiet,
+    ) as progress:
+        task = progress.add_task("measuring", total=n)
+
+        def on_row(row: dict[str, Any], i: int, total: int) -> None:
+            progress.update(task, advance=1, description=_short(row))
+            if not _err.is_terminal and not quiet:
+                _err.print(f"[{i}/{total}] {_short(row)}")
+
+        frame = run_sweep(spec, run_dir, on_row=on_row)
+    _out.print(summary_table(frame))
+    _out.print(f"results: {run_dir}")
+    return 0
+
+
+def _short(row: dict[str, Any]) -> str:
+    ms = f"{row['step_time_s'] * 1e3:.2f} ms" if row.get("step_time_s") else row["status"]
+    return (
+        f"{row['model']} {row['device']} {row['precision']} {row['optimizer']} "
+        f"B={row['batch_size']}: {ms}"
+    )
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "" if value is None or pd.isna(value) else format(value, spec)
+
+
+def summary_table(frame: pd.DataFrame) -> Table:
+    table = Table(title="gpubench results")
+    for col in (
+        "model",
+        "device",
+        "precision",
+        "optimizer",
+        "batch",
+        "status",
+        "step ms",
+        "±CI",
+        "samples/s",
+        "loss first→last",
+    ):
+        table.add_column(
+            col, justify="right" if col in ("batch", "step ms", "samples/s") else "left"
+        )
+    for row in frame.to_dict("records"):
+        step = _fmt(row["step_time_s"] * 1e3 if row["step_time_s"] else None, ".2f")
+        ci = _fmt(row["step_time_ci_rel"] * 100 if row["step_time_ci_rel"] else None, ".1f")
+        loss = (
+            f"{row['loss_first']:.3f}→{row['loss_last']:.3f}"
+            if row["loss_first"] is not None and not pd.isna(row["loss_first"])
+            else ""
+        )
+        status = row["status"] + (" (noisy)" if row.get("noisy") is True else "")
+        if row["status"] != "ok" and row.get("error"):
+            status += f": {row['error'][:60]}"
+        table.add_row(
+            f"{row['model']}/{row['model_size']}",
+            row["device"],
+            row["precision"],
+            row["optimizer"],
+            str(row["batch_size"]),
+            status,
+            step,
+            f"{ci}%" if ci else "",
+            _fmt(row["samples_per_s"], ",.0f"),
+            loss,
+        )
+    return table
+
+
+def list_all(suites_dir: Path) -> int:
+    import torch
+
+    from gpubench.models import describe
+
+    table = Table(title="models")
+    for col in ("model", "size", "parameters", "config"):
+        table.add_column(col)
+    for m in describe():
+        cfg = ", ".join(f"{k}={v}" for k, v in m["config"].items())
+        table.add_row(m["model"], m["size"], f"{m['parameters']:,}", cfg)
+    _out.print(table)
+    devices = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+    _out.print(f"precisions: {', '.join(PRECISIONS)}")
+    _out.print(f"optimizers: {', '.join(OPTIMIZERS)}")
+    _out.print(f"devices here: {', '.join(devices)} (auto = all of them)")
+    _out.print(f"suites: {', '.join(sorted(p.stem for p in suites_dir.glob('*.toml')))}")
+    return 0
+
+
+def show_env() -> int:
+    from gpubench import env
+
+    json.dump(env.capture(), sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+    return 0

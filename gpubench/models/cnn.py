@@ -1,0 +1,77 @@
+"""A ResNet-style convolutional network (BasicBlocks with BatchNorm) on 3x32x32 images."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from gpubench.models.workload import Workload, generator, teacher_classes
+
+
+@dataclass(frozen=True)
+class CNNConfig:
+    widths: tuple[int, ...] = (16, 32, 64)
+    blocks: tuple[int, ...] = (1, 1, 1)
+    image_shape: tuple[int, int, int] = (3, 32, 32)
+    classes: int = 10
+
+
+PRESETS = {
+    "tiny": CNNConfig(widths=(8, 16), blocks=(1, 1)),
+    "small": CNNConfig(widths=(16, 32, 64), blocks=(1, 1, 1)),
+    "base": CNNConfig(widths=(64, 128, 256, 512), blocks=(2, 2, 2, 2)),  # ResNet-18 layout
+}
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut: nn.Module = nn.Identity()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.shortcut(x))
+
+
+class ResNet(nn.Module):
+    def __init__(self, cfg: CNNConfig) -> None:
+        super().__init__()
+        c0 = cfg.widths[0]
+        self.stem = nn.Sequential(
+            nn.Conv2d(cfg.image_shape[0], c0, 3, 1, 1, bias=False), nn.BatchNorm2d(c0), nn.ReLU()
+        )
+        layers: list[nn.Module] = []
+        cin = c0
+        for i, (width, n) in enumerate(zip(cfg.widths, cfg.blocks, strict=True)):
+            for j in range(n):
+                layers.append(BasicBlock(cin, width, 2 if (i > 0 and j == 0) else 1))
+                cin = width
+        self.layers = nn.Sequential(*layers)
+        self.head = nn.Linear(cin, cfg.classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layers(self.stem(x))
+        return self.head(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def build(cfg: CNNConfig) -> Workload:
+    def make_batch(batch_size: int, device: torch.device, seed: int):
+        x = torch.randn(
+            batch_size, *cfg.image_shape, generator=generator(device, seed), device=device
+        )
+        # The teacher sees a 4x4-pooled image so that the labels depend on spatial structure.
+        return x, teacher_classes(F.avg_pool2d(x, 8), cfg.classes)
+
+    return Workload(name="cnn", model=ResNet(cfg), make_batch=make_batch, loss_fn=F.cross_entropy)

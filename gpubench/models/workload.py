@@ -1,0 +1,66 @@
+"""The Workload: everything the harness needs to train one model on synthetic batches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+BatchMaker = Callable[[int, torch.device, int], tuple[Tensor, Tensor]]
+
+
+@dataclass
+class Workload:
+    """A model to train, how to make its batches, and how to score them.
+
+    `model` is an nn.Module on the CPU in fp32. `make_batch(batch_size, device, seed)` returns
+    `(inputs, targets)` built directly on `device`; the same seed gives the same batch.
+    `tokens_per_sample` is the sequence length of a sequence model (None otherwise).
+    `flops_per_sample` is the analytic count of one training step's forward and backward FLOPs
+    per sample, where the workload knows it (None otherwise).
+    """
+
+    name: str
+    model: nn.Module
+    make_batch: BatchMaker
+    loss_fn: Callable[[Tensor, Tensor], Tensor]
+    tokens_per_sample: int | None = None
+    flops_per_sample: float | None = None
+    task: str = "classification"
+
+    def batch(
+        self, batch_size: int, device: torch.device | str, seed: int = 0
+    ) -> tuple[Tensor, Tensor]:
+        return self.make_batch(batch_size, torch.device(device), seed)
+
+    def loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        return self.loss_fn(outputs, targets)
+
+    def samples(self, batch_size: int) -> int:
+        return batch_size
+
+    def tokens(self, batch_size: int) -> int | None:
+        return None if self.tokens_per_sample is None else batch_size * self.tokens_per_sample
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+
+def generator(device: torch.device, seed: int) -> torch.Generator:
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    return g
+
+
+def teacher_classes(inputs: Tensor, classes: int, teacher_seed: int = 1234) -> Tensor:
+    """Labels from a fixed random linear teacher: a synthetic task a network can learn.
+
+    The teacher is the same for every batch (its seed is fixed), so labels are a function of the
+    inputs and the loss falls as the network learns it, unlike random labels.
+    """
+    flat = inputs.flatten(1).float()
+    g = generator(inputs.device, teacher_seed)
+    weight = torch.randn(flat.shape[1], classes, generator=g, device=inputs.device)
+    return (flat @ weight).argmax(dim=1)

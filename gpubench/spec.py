@@ -1,0 +1,351 @@
+"""The identity of a measurement (Point), a whole sweep (SweepSpec), and their validation.
+
+Configuration is parsed and validated here, once, into frozen dataclasses. Every user mistake
+raises ConfigError with one line that names the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+SIZES = ("tiny", "small", "base")
+DATA_MODES = ("device", "host")
+MODES = ("speed",)
+_USER_MODEL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+class ConfigError(ValueError):
+    """A user's mistake in a suite file or on the command line (exit status 2)."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measurement's identity: the same Point measured twice answers the same question."""
+
+    model: str
+    model_size: str
+    device: str
+    precision: str
+    optimizer: str
+    batch_size: int
+    seed: int = 0
+    data: str = "device"
+
+    def key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def label(self) -> str:
+        return (
+            f"{self.model}/{self.model_size} {self.device} {self.precision} {self.optimizer} "
+            f"B={self.batch_size}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long to warm up and measure one point. Times in seconds.
+
+    Measurement stops once at least `min_steps` steps and `min_time_s` seconds have passed and the
+    95% confidence interval of the median step time is within `target_rel_ci` of it, or when
+    `max_time_s` or `max_steps` is reached (the point is then flagged noisy if not yet stable).
+    """
+
+    warmup_steps: int = 3
+    warmup_min_s: float = 0.2
+    min_steps: int = 10
+    max_steps: int = 10_000
+    min_time_s: float = 0.3
+    max_time_s: float = 2.0
+    target_rel_ci: float = 0.02
+
+    @staticmethod
+    def fixed(steps: int, warmup_steps: int = 3) -> Budget:
+        """Exactly `steps` measured steps, whatever the noise or the time they take."""
+        return Budget(
+            warmup_steps=warmup_steps,
+            warmup_min_s=0.0,
+            min_steps=steps,
+            max_steps=steps,
+            min_time_s=0.0,
+            max_time_s=float("inf"),
+            target_rel_ci=float("inf"),
+        )
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A whole sweep: the product of its axes, plus how to measure each point."""
+
+    name: str
+    models: tuple[str, ...]
+    size: str = "small"
+    devices: tuple[str, ...] = ("auto",)
+    batch_sizes: tuple[int, ...] = (16, 64)
+    precisions: tuple[str, ...] = ("fp32",)
+    optimizers: tuple[str, ...] = ("sgd",)
+    seeds: tuple[int, ...] = (0,)
+    data: str = "device"
+    mode: str = "speed"
+    budget: Budget = field(default_factory=Budget)
+
+    def resolved_devices(self) -> tuple[str, ...]:
+        """`auto` becomes the CPU plus CUDA where present; duplicates are dropped, order kept."""
+        out: list[str] = []
+        for d in self.devices:
+            expanded = ["cpu", *(["cuda"] if _cuda_available() else [])] if d == "auto" else [d]
+            out.extend(x for x in expanded if x not in out)
+        return tuple(out)
+
+    def points(self) -> list[Point]:
+        """Every point of the sweep, in a stable order (model, device, precision, optimizer, B)."""
+        return [
+            Point(m, self.size, d, p, o, b, s, self.data)
+            for m, d, p, o, s, b in itertools.product(
+                self.models,
+                self.resolved_devices(),
+                self.precisions,
+                self.optimizers,
+                self.seeds,
+                self.batch_sizes,
+            )
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation of single values (shared by the suite parser and the CLI)
+
+
+def _one_of(value: object, allowed: tuple[str, ...], what: str) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise ConfigError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
+    return value
+
+
+def check_model(name: object) -> str:
+    from gpubench.models import MODEL_NAMES
+
+    if isinstance(name, str) and (name in MODEL_NAMES or _USER_MODEL.match(name)):
+        return name
+    raise ConfigError(
+        f"unknown model {name!r}; allowed: {', '.join(MODEL_NAMES)}, "
+        "or 'package.module:function' returning a Workload"
+    )
+
+
+def check_device(name: object) -> str:
+    if not isinstance(name, str) or not _DEVICE.match(name):
+        raise ConfigError(f"unknown device {name!r}; allowed: auto, cpu, cuda, cuda:N")
+    if name.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                f"device {name!r} asked for, but this machine has no CUDA device; "
+                "allowed here: auto, cpu"
+            )
+        index = int(name.split(":")[1]) if ":" in name else 0
+        if index >= torch.cuda.device_count():
+            raise ConfigError(
+                f"device {name!r} does not exist; this machine has "
+                f"{torch.cuda.device_count()} CUDA device(s)"
+            )
+    return name
+
+
+def check_batch_size(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"invalid batch size {value!r}; allowed: a whole number of 1 or more")
+    return value
+
+
+def check_seed(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"invalid seed {value!r}; allowed: a whole number of 0 or more")
+    return value
+
+
+def _nonempty(values: tuple[Any, ...], key: str) -> tuple[Any, ...]:
+    if not values:
+        raise ConfigError(f"{key} is empty; give at least one value")
+    return values
+
+
+def validate(spec: SweepSpec) -> SweepSpec:
+    """Check every axis of `spec`; returns it unchanged or raises ConfigError."""
+    if not isinstance(spec.name, str) or not spec.name:
+        raise ConfigError(f"invalid suite name {spec.name!r}; allowed: a non-empty string")
+    for m in _nonempty(spec.models, "models"):
+        check_model(m)
+    _one_of(spec.size, SIZES, "size")
+    for d in _nonempty(spec.devices, "devices"):
+        check_device(d)
+    for b in _nonempty(spec.batch_sizes, "batch_sizes"):
+        check_batch_size(b)
+    for p in _nonempty(spec.precisions, "precisions"):
+        _one_of(p, PRECISIONS, "precision")
+    for o in _nonempty(spec.optimizers, "optimizers"):
+        _one_of(o, OPTIMIZERS, "optimizer")
+    for s in _nonempty(spec.seeds, "seeds"):
+        check_seed(s)
+    _one_of(spec.data, DATA_MODES, "data mode")
+    _one_of(spec.mode, MODES, "mode")
+    _check_budget(spec.budget)
+    return spec
+
+
+def _check_budget(b: Budget) -> None:
+    for f in fields(b):
+        v = getattr(b, f.name)
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or v != v:
+            raise ConfigError(f"invalid budget.{f.name} {v!r}; allowed: a number of 0 or more")
+    if b.min_steps < 1 or b.max_steps < b.min_steps:
+        raise ConfigError(
+            f"invalid budget: min_steps={b.min_steps}, max_steps={b.max_steps}; "
+            "allowed: 1 <= min_steps <= max_steps"
+        )
+    if b.target_rel_ci <= 0:
+        raise ConfigError(f"invalid budget.target_rel_ci {b.target_rel_ci!r}; allowed: above 0")
+
+
+# ---------------------------------------------------------------------------------------------
+# Suite files
+
+_LIST_KEYS = {
+    "models": str,
+    "devices": str,
+    "batch_sizes": int,
+    "precisions": str,
+    "optimizers": str,
+    "seeds": int,
+}
+_SCALAR_KEYS = {"name": str, "size": str, "data": str, "mode": str, "model": str}
+_TABLES = {"budget": Budget}
+
+
+def _line_of(text: str, key: str) -> int | None:
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=|^\s*\[{re.escape(key)}\]", re.M)
+    m = pattern.search(text)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def _where(path: Path, text: str, key: str) -> str:
+    line = _line_of(text, key)
+    return f"{path}, line {line}" if line else str(path)
+
+
+def load_suite(path: str | Path) -> SweepSpec:
+    """Read and validate a suite file; every problem is a ConfigError naming the file (and line)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read suite {str(path)!r}: {e}") from e
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        where = "" if "line" in str(e) else f" (line {len(text.splitlines())})"
+        raise ConfigError(f"{path}: malformed TOML: {e}{where}") from e
+    try:
+        return validate(_spec_from_dict(raw, default_name=path.stem))
+    except ConfigError as e:
+        key = getattr(e, "key", None)
+        raise ConfigError(f"{_where(path, text, key) if key else path}: {e}") from e
+
+
+def _keyed(key: str, message: str) -> ConfigError:
+    err = ConfigError(message)
+    err.key = key  # type: ignore[attr-defined]
+    return err
+
+
+def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
+    allowed = sorted([*_LIST_KEYS, *_SCALAR_KEYS, *_TABLES])
+    kwargs: dict[str, Any] = {}
+    for key, value in raw.items():
+        try:
+            if key in _LIST_KEYS:
+                kwargs[key] = _list(
+                    key, [value] if key == "models" and isinstance(value, str) else value
+                )
+            elif key == "model":
+                kwargs["models"] = (*kwargs.get("models", ()), check_model(value))
+            elif key in _SCALAR_KEYS:
+                kwargs[key] = _scalar(key, value)
+            elif key in _TABLES:
+                kwargs[key] = _table(key, value, _TABLES[key])
+            else:
+                raise ConfigError(f"unknown key {key!r}; allowed: {', '.join(allowed)}")
+        except ConfigError as e:
+            raise _keyed(key, str(e)) from e
+    kwargs.setdefault("name", default_name)
+    if "models" not in kwargs:
+        raise ConfigError('no models given; set models = [...] (or model = "pkg.mod:fn")')
+    return SweepSpec(**kwargs)
+
+
+_ELEMENT_CHECKS: dict[str, Any] = {
+    "models": check_model,
+    "devices": check_device,
+    "batch_sizes": check_batch_size,
+    "precisions": lambda v: _one_of(v, PRECISIONS, "precision"),
+    "optimizers": lambda v: _one_of(v, OPTIMIZERS, "optimizer"),
+    "seeds": check_seed,
+}
+_SCALAR_CHECKS: dict[str, Any] = {
+    "name": lambda v: v if v else _raise(f"invalid suite name {v!r}; allowed: a non-empty string"),
+    "size": lambda v: _one_of(v, SIZES, "size"),
+    "data": lambda v: _one_of(v, DATA_MODES, "data mode"),
+    "mode": lambda v: _one_of(v, MODES, "mode"),
+}
+
+
+def _raise(message: str) -> Any:
+    raise ConfigError(message)
+
+
+def _list(key: str, value: object) -> tuple[Any, ...]:
+    want = _LIST_KEYS[key]
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{key} must be a non-empty list of {want.__name__}s, got {value!r}")
+    return tuple(_ELEMENT_CHECKS[key](v) for v in value)
+
+
+def _scalar(key: str, value: object) -> Any:
+    if not isinstance(value, str):
+        raise ConfigError(f"{key} must be a string, got {value!r}")
+    return _SCALAR_CHECKS[key](value)
+
+
+def _table(key: str, value: object, cls: type) -> Any:
+    if not isinstance(value, dict):
+        raise _keyed(key, f"[{key}] must be a table, got {value!r}")
+    names = {f.name for f in fields(cls)}
+    for k, v in value.items():
+        if k not in names:
+            raise _keyed(key, f"unknown key {key}.{k!r}; allowed: {', '.join(sorted(names))}")
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise _keyed(key, f"{key}.{k} must be a number, got {v!r}")
+    table = replace(cls(), **value)
+    if cls is Budget:
+        _check_budget(table)
+    return table

@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gpubench.cli import main
+from gpubench.results import COLUMNS
+
+TINY = """
+name = "tiny"
+models = ["mlp", "transformer"]
+size = "tiny"
+devices = ["cpu"]
+batch_sizes = [2, 8]
+precisions = ["fp32", "tf32"]
+optimizers = ["sgd"]
+
+[budget]
+warmup_steps = 1
+warmup_min_s = 0
+min_steps = 3
+min_time_s = 0
+max_time_s = 0.2
+"""
+
+
+def test_sweep_end_to_end_writes_the_run_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(TINY)
+    out = tmp_path / "run"
+    assert main(["sweep", str(suite), "--out", str(out), "--quiet"]) == 0
+    assert {p.name for p in out.iterdir()} >= {
+        "results.jsonl",
+        "results.csv",
+        "env.json",
+        "suite.json",
+    }
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 2 * 2 * 2
+    rows = [json.loads(line) for line in lines]
+    ok = [r for r in rows if r["status"] == "ok"]
+    unsupported = [r for r in rows if r["status"] == "unsupported"]
+    assert len(ok) == 4 and all(r["precision"] == "fp32" for r in ok)
+    assert len(unsupported) == 4 and all("CUDA" in r["error"] for r in unsupported)
+    for r in ok:
+        assert r["steps_measured"] >= 3 and len(r["step_times_s"]) == r["steps_measured"]
+        assert r["step_time_s"] > 0 and r["samples_per_s"] == pytest.approx(
+            r["batch_size"] / r["step_time_s"]
+        )
+        assert r["loss_first"] > 0 and r["loss_last"] > 0
+    lm = [r for r in ok if r["model"] == "transformer"]
+    assert all(r["tokens_per_s"] == pytest.approx(r["samples_per_s"] * 16) for r in lm)
+    csv = pd.read_csv(out / "results.csv")
+    assert list(csv.columns) == COLUMNS and len(csv) == 8
+    env = json.loads((out / "env.json").read_text())
+    assert env["torch"]["version"] and env["cpu"]["torch_threads"] >= 1
+    printed = capsys.readouterr().out
+    assert "gpubench results" in printed and str(out) in printed
+
+
+def test_flags_override_the_suite(tmp_path: Path) -> None:
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(TINY)
+    out = tmp_path / "run"
+    args = [
+        "sweep",
+        str(suite),
+        "--models",
+        "cnn",
+        "--batch-sizes",
+        "3",
+        "--precisions",
+        "fp32",
+        "--optimizers",
+        "adam",
+        "--steps",
+        "2",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    assert main(args) == 0
+    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 1
+    r = rows[0]
+    assert (r["model"], r["batch_size"], r["optimizer"], r["steps_measured"]) == (
+        "cnn",
+        3,
+        "adam",
+        2,
+    )
+    assert r["optimizer_impl"] == "foreach"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--models", "resnet"], "unknown model 'resnet'"),
+        (["--size", "huge"], "unknown size 'huge'"),
+        (["--devices", "tpu"], "unknown device 'tpu'"),
+        (["--precisions", "fp8"], "unknown precision 'fp8'"),
+        (["--optimizers", "lion"], "unknown optimizer 'lion'"),
+        (["--batch-sizes", "0"], "invalid batch size 0"),
+        (["--batch-sizes", "-3"], "invalid batch size -3"),
+        (["--batch-sizes", "x"], "invalid batch size 'x'"),
+        (["--steps", "0"], "invalid number 0"),
+        (["--max-time", "-1"], "invalid number of seconds '-1'"),
+        (["nosuchsuite"], "unknown suite 'nosuchsuite'"),
+        (["missing.toml"], "does not exist"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], fragment: str
+) -> None:
+    out = tmp_path / "run"
+    assert main(["sweep", *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert fragment in err
+    assert len(err.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_malformed_suite_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('models = ["mlp"]\nprecisions = ["fp32"\n')
+    assert main(["sweep", str(bad), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "line" in err and len(err.strip().splitlines()) == 1
+
+
+def test_list_and_env(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list"]) == 0
+    listed = capsys.readouterr().out
+    for word in ("mlp", "cnn", "transformer", "tiny", "base", "bf16", "adamw", "quick"):
+        assert word in listed
+    assert main(["env"]) == 0
+    env = json.loads(capsys.readouterr().out)
+    assert {"torch", "cpu", "gpus", "python", "gpubench"} <= set(env)
+
+
+def test_python_dash_m_entry_point_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gpubench", "sweep", "--models", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "gpubench: error: argument --models: unknown model 'nope'; allowed: mlp, cnn, "
+        "transformer, or 'package.module:function' returning a Workload"
+    )

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpubench.spec import Budget, ConfigError, Point, SweepSpec, load_suite, validate
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "suite.toml"
+    path.write_text(text)
+    return path
+
+
+GOOD = """
+name = "t"
+models = ["mlp", "cnn"]
+size = "tiny"
+devices = ["cpu"]
+batch_sizes = [2, 4]
+precisions = ["fp32", "bf16"]
+optimizers = ["sgd"]
+
+[budget]
+max_time_s = 0.5
+"""
+
+
+def test_suite_expands_to_the_product_of_its_axes(tmp_path: Path) -> None:
+    spec = load_suite(write(tmp_path, GOOD))
+    points = spec.points()
+    assert len(points) == 2 * 1 * 2 * 1 * 2
+    assert len(set(points)) == len(points)
+    assert points[0] == Point("mlp", "tiny", "cpu", "fp32", "sgd", 2)
+    assert spec.budget.max_time_s == 0.5
+    assert spec.budget.min_steps == Budget().min_steps
+
+
+def test_auto_device_is_the_cpu_plus_cuda_where_present() -> None:
+    spec = SweepSpec(name="x", models=("mlp",), devices=("auto", "cpu"))
+    expected = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+    assert spec.resolved_devices() == expected
+
+
+def test_user_model_key_is_accepted(tmp_path: Path) -> None:
+    spec = load_suite(write(tmp_path, 'model = "mypkg.workloads:build"\n'))
+    assert spec.models == ("mypkg.workloads:build",)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('models = ["resnet"]', "unknown model 'resnet'"),
+        ('models = ["mlp"]\nsize = "huge"', "unknown size 'huge'"),
+        ('models = ["mlp"]\ndevices = ["tpu"]', "unknown device 'tpu'"),
+        ('models = ["mlp"]\nprecisions = ["fp8"]', "unknown precision 'fp8'"),
+        ('models = ["mlp"]\noptimizers = ["lion"]', "unknown optimizer 'lion'"),
+        ('models = ["mlp"]\nbatch_sizes = [0]', "invalid batch size 0"),
+        ('models = ["mlp"]\nbatch_sizes = [-4]', "invalid batch size -4"),
+        ('models = ["mlp"]\nbatch_sizes = [2.5]', "invalid batch size 2.5"),
+        ('models = ["mlp"]\nbatch_sizes = ["big"]', "invalid batch size 'big'"),
+        ('models = ["mlp"]\nbatch_sizes = []', "non-empty list"),
+        ('models = ["mlp"]\nbatchsize = [4]', "unknown key 'batchsize'"),
+        ('models = ["mlp"]\n[budget]\nmax_time = 3', "unknown key budget.'max_time'"),
+        ('models = ["mlp"]\n[budget]\nmin_steps = 0', "min_steps"),
+        ('name = "x"', "no models"),
+    ],
+)
+def test_bad_suites_name_the_value_and_what_is_allowed(
+    tmp_path: Path, text: str, fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_suite(write(tmp_path, text))
+    message = str(info.value)
+    assert fragment in message
+    assert str(tmp_path) in message
+    assert "\n" not in message
+
+
+def test_unknown_key_error_gives_its_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"line 3: unknown key 'batchsize'"):
+        load_suite(write(tmp_path, 'name = "x"\nmodels = ["mlp"]\nbatchsize = [4]\n'))
+
+
+def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"malformed TOML: .*line 2"):
+        load_suite(write(tmp_path, 'models = ["mlp"]\nsize = \n'))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_cuda_on_a_machine_without_one_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="no CUDA device"):
+        validate(SweepSpec(name="x", models=("mlp",), devices=("cuda",)))
+
+
+def test_shipped_suites_are_valid() -> None:
+    suites = Path(__file__).parent.parent / "gpubench" / "suites"
+    names = sorted(p.stem for p in suites.glob("*.toml"))
+    assert "quick" in names and "gpu" in names
+    for path in suites.glob("*.toml"):
+        if "cuda" in path.read_text() and not torch.cuda.is_available():
+            continue
+        load_suite(path)
