@@ -54,6 +54,15 @@ def _choice(allowed: tuple[str, ...], what: str) -> Callable[[str], str]:
     return _arg(check)
 
 
+def _bool(what: str) -> Callable[[str], bool]:
+    def check(value: str) -> bool:
+        if value.lower() not in ("true", "false"):
+            raise S.ConfigError(f"invalid {what} {value!r}; allowed: true, false")
+        return value.lower() == "true"
+
+    return _arg(check)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -103,6 +112,21 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--seeds", type=_csv(lambda t: S.check_seed(_int_value(t))))
     sweep.add_argument("--data", type=_choice(S.DATA_MODES, "data mode"))
     sweep.add_argument(
+        "--compile",
+        type=_csv(_choice(S.COMPILE_MODES, "compile mode")),
+        help="eager, compile (torch.compile), or both: eager,compile",
+    )
+    sweep.add_argument(
+        "--channels-last",
+        type=_csv(_bool("channels_last")),
+        help="false, true, or both (convolutional models only)",
+    )
+    sweep.add_argument(
+        "--cuda-graph",
+        type=_csv(_bool("cuda_graph")),
+        help="false, true, or both: capture the whole step in a CUDA graph",
+    )
+    sweep.add_argument(
         "--steps",
         type=_arg(_positive_int),
         help="measure exactly this many steps per point (no adaptive stopping)",
@@ -149,6 +173,9 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
             "optimizers",
             "seeds",
             "data",
+            "compile",
+            "channels_last",
+            "cuda_graph",
         )
         if getattr(args, key) is not None
     }

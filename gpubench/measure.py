@@ -9,18 +9,10 @@ from typing import Any
 import torch
 
 from gpubench import models, precision
-from gpubench.data import synthetic
 from gpubench.results import make_row
 from gpubench.spec import Budget, Point
+from gpubench.step import prepare, unsupported_reason
 from gpubench.timing import measure
-from gpubench.train import make_trainer
-
-
-def unsupported_reason(point: Point) -> str | None:
-    device = torch.device(point.device)
-    return precision.unsupported_reason(point.precision, device) or synthetic.unsupported_reason(
-        point.data, device
-    )
 
 
 def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
@@ -33,13 +25,16 @@ def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
     device = torch.device(point.device)
     torch.manual_seed(point.seed)
     workload = models.build(point.model, point.model_size)
-    trainer = make_trainer(workload, device, point.precision, point.optimizer)
-    batches = synthetic.Batches(workload, point.batch_size, device, point.data, point.seed)
+    reason = unsupported_reason(point, workload)
+    if reason is not None:
+        return make_row(point, "unsupported", error=reason)
     prec = precision.get(point.precision)
     with precision.tf32_mode(prec.tf32):
+        prepared = prepare(point, workload)
+        trainer = prepared.trainer
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        m = measure(lambda: trainer.step(*batches.next()), device, budget)
+        m = measure(prepared.step, device, budget)
     first, last = (float(t.item()) for t in m.outputs)  # type: ignore[attr-defined]
     s = m.stats
     tokens = workload.tokens(point.batch_size)
@@ -82,5 +77,16 @@ def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
         loss_last=last,
         torch_threads=torch.get_num_threads(),
         point_time_s=time.perf_counter() - started,
+        compile_time_s=_compile_time(point, prepared.capture_time_s, m.first_step_s, s.median_s),
         step_times_s=m.step_times_s,
     )
+
+
+def _compile_time(
+    point: Point, capture_s: float | None, first_step_s: float, median_s: float
+) -> float | None:
+    """One-off seconds to compile (torch.compile happens in the first step: its time beyond a
+    steady step) or to capture a CUDA graph; None for an eager step."""
+    if point.compile == "compile":
+        return max(first_step_s - median_s, 0.0) + (capture_s or 0.0)
+    return capture_s

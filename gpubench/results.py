@@ -15,7 +15,19 @@ from gpubench.spec import Point
 
 STATUSES = ("ok", "oom", "diverged", "unsupported", "timeout", "error")
 
-IDENTITY = ["model", "model_size", "device", "precision", "optimizer", "batch_size", "seed", "data"]
+IDENTITY = [
+    "model",
+    "model_size",
+    "device",
+    "precision",
+    "optimizer",
+    "batch_size",
+    "seed",
+    "data",
+    "compile",
+    "channels_last",
+    "cuda_graph",
+]
 
 # The flat columns of a row, in order (units in the names). A value that cannot be measured on
 # this device is None, never 0 and never a guess. Raw series (step_times_s) live only in the JSONL.
@@ -58,6 +70,7 @@ COLUMNS = [
     "time_to_target_s",
     "torch_threads",
     "point_time_s",
+    "compile_time_s",
 ]
 SERIES = ["step_times_s"]
 

@@ -18,6 +18,7 @@ OPTIMIZERS = ("sgd", "adam", "adamw")
 SIZES = ("tiny", "small", "base")
 DATA_MODES = ("device", "host")
 MODES = ("speed",)
+COMPILE_MODES = ("eager", "compile")
 _USER_MODEL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
@@ -38,6 +39,9 @@ class Point:
     batch_size: int
     seed: int = 0
     data: str = "device"
+    compile: str = "eager"
+    channels_last: bool = False
+    cuda_graph: bool = False
 
     def key(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f.name) for f in fields(self))
@@ -96,6 +100,9 @@ class SweepSpec:
     optimizers: tuple[str, ...] = ("sgd",)
     seeds: tuple[int, ...] = (0,)
     data: str = "device"
+    compile: tuple[str, ...] = ("eager",)
+    channels_last: tuple[bool, ...] = (False,)
+    cuda_graph: tuple[bool, ...] = (False,)
     mode: str = "speed"
     budget: Budget = field(default_factory=Budget)
 
@@ -110,12 +117,15 @@ class SweepSpec:
     def points(self) -> list[Point]:
         """Every point of the sweep, in a stable order (model, device, precision, optimizer, B)."""
         return [
-            Point(m, self.size, d, p, o, b, s, self.data)
-            for m, d, p, o, s, b in itertools.product(
+            Point(m, self.size, d, p, o, b, s, self.data, c, cl, g)
+            for m, d, p, o, c, cl, g, s, b in itertools.product(
                 self.models,
                 self.resolved_devices(),
                 self.precisions,
                 self.optimizers,
+                self.compile,
+                self.channels_last,
+                self.cuda_graph,
                 self.seeds,
                 self.batch_sizes,
             )
@@ -172,6 +182,12 @@ def check_device(name: object) -> str:
     return name
 
 
+def check_bool(value: object, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"invalid {what} {value!r}; allowed: true, false")
+    return value
+
+
 def check_batch_size(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"invalid batch size {value!r}; allowed: a whole number of 1 or more")
@@ -208,6 +224,12 @@ def validate(spec: SweepSpec) -> SweepSpec:
     for s in _nonempty(spec.seeds, "seeds"):
         check_seed(s)
     _one_of(spec.data, DATA_MODES, "data mode")
+    for c in _nonempty(spec.compile, "compile"):
+        _one_of(c, COMPILE_MODES, "compile mode")
+    for flag in _nonempty(spec.channels_last, "channels_last"):
+        check_bool(flag, "channels_last")
+    for flag in _nonempty(spec.cuda_graph, "cuda_graph"):
+        check_bool(flag, "cuda_graph")
     _one_of(spec.mode, MODES, "mode")
     _check_budget(spec.budget)
     return spec
@@ -237,6 +259,9 @@ _LIST_KEYS = {
     "precisions": str,
     "optimizers": str,
     "seeds": int,
+    "compile": str,
+    "channels_last": bool,
+    "cuda_graph": bool,
 }
 _SCALAR_KEYS = {"name": str, "size": str, "data": str, "mode": str, "model": str}
 _TABLES = {"budget": Budget}
@@ -310,6 +335,9 @@ _ELEMENT_CHECKS: dict[str, Any] = {
     "precisions": lambda v: _one_of(v, PRECISIONS, "precision"),
     "optimizers": lambda v: _one_of(v, OPTIMIZERS, "optimizer"),
     "seeds": check_seed,
+    "compile": lambda v: _one_of(v, COMPILE_MODES, "compile mode"),
+    "channels_last": lambda v: check_bool(v, "channels_last"),
+    "cuda_graph": lambda v: check_bool(v, "cuda_graph"),
 }
 _SCALAR_CHECKS: dict[str, Any] = {
     "name": lambda v: v if v else _raise(f"invalid suite name {v!r}; allowed: a non-empty string"),

@@ -98,6 +98,7 @@ class Measurement:
 
     warmup_steps: int
     warmup_time_s: float
+    first_step_s: float  # the first warm-up step alone: where compilation happens
     step_times_s: list[float]
     wall_time_s: float  # synchronised host clock over all measured windows
     stats: Stats
@@ -111,7 +112,7 @@ def measure(step: Callable[[], object], device: torch.device, budget: Budget) ->
     Returns raw step times and their statistics. The return values of the very first warm-up
     step and of the last measured step are kept (references only: nothing is synchronised).
     """
-    first_output, warmup_steps, warmup_time = _warm_up(step, device, budget)
+    first_output, first_step, warmup_steps, warmup_time = _warm_up(step, device, budget)
     times: list[float] = []
     wall = 0.0
     last_output: object = None
@@ -134,23 +135,31 @@ def measure(step: Callable[[], object], device: torch.device, budget: Budget) ->
             break
     noisy = stats.ci_rel > budget.target_rel_ci
     return Measurement(
-        warmup_steps, warmup_time, times, wall, stats, noisy, [first_output, last_output]
+        warmup_steps,
+        warmup_time,
+        first_step,
+        times,
+        wall,
+        stats,
+        noisy,
+        [first_output, last_output],
     )
 
 
 def _warm_up(
     step: Callable[[], object], device: torch.device, budget: Budget
-) -> tuple[object, int, float]:
+) -> tuple[object, float, int, float]:
     synchronize(device)
     t0 = time.perf_counter()
     first = step()
     n = 1
     synchronize(device)
+    first_step = time.perf_counter() - t0
     while n < budget.warmup_steps or time.perf_counter() - t0 < budget.warmup_min_s:
         step()
         n += 1
         synchronize(device)
-    return first, n, time.perf_counter() - t0
+    return first, first_step, n, time.perf_counter() - t0
 
 
 def _window_size(n_done: int, wall_s: float, step_estimate_s: float, budget: Budget) -> int:

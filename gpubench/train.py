@@ -23,6 +23,7 @@ class Trainer:
     autocast_dtype: torch.dtype | None
     scaler: torch.amp.GradScaler | None
     optimizer_impl: str
+    autocast_cache: bool = True  # a CUDA graph capture needs the weight-cast cache off
 
     def step(self, inputs: Tensor, targets: Tensor) -> Tensor:
         """One training step on the whole batch. Returns the loss, detached and unsynchronised."""
@@ -31,6 +32,7 @@ class Trainer:
             self.device.type,
             dtype=self.autocast_dtype or torch.float32,
             enabled=self.autocast_dtype is not None,
+            cache_enabled=self.autocast_cache,
         ):
             loss = self.loss_fn(self.model(inputs), targets)
         if self.scaler is not None:
@@ -49,10 +51,29 @@ def make_trainer(
     precision_name: str,
     optimizer_name: str,
     lr: float | None = None,
+    *,
+    compile: bool = False,
+    channels_last: bool = False,
+    cuda_graph: bool = False,
 ) -> Trainer:
-    """Move the workload's model to `device` and build its optimizer and loss scaler."""
+    """Move the workload's model to `device` (in channels-last layout if asked, compiled with
+    torch.compile if asked) and build its optimizer and loss scaler. `cuda_graph` prepares the
+    trainer for whole-step capture (see gpubench.graphs)."""
     prec = precision.get(precision_name)
     model = workload.model.to(device).train()
-    opt, impl = optim.make(optimizer_name, model.parameters(), device, lr)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+    opt, impl = optim.make(optimizer_name, model.parameters(), device, lr, capturable=cuda_graph)
+    if compile:
+        model = torch.compile(model)  # type: ignore[assignment]
     scaler = torch.amp.GradScaler(device.type) if prec.scaler else None
-    return Trainer(model, opt, workload.loss_fn, device, prec.autocast, scaler, impl)
+    return Trainer(
+        model,
+        opt,
+        workload.loss_fn,
+        device,
+        prec.autocast,
+        scaler,
+        impl,
+        autocast_cache=not cuda_graph,
+    )

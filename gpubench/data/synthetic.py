@@ -32,11 +32,14 @@ class Batches:
         mode: str = "device",
         seed: int = 0,
         count: int = DISTINCT_BATCHES,
+        channels_last: bool = False,
     ) -> None:
         self.device = device
         self.mode = mode
         where = torch.device("cpu") if mode == "host" else device
         made = [workload.batch(batch_size, where, seed * 1000 + i) for i in range(count)]
+        if channels_last:
+            made = [(x.contiguous(memory_format=torch.channels_last), y) for x, y in made]
         if mode == "host":
             made = [(x.pin_memory(), y.pin_memory()) for x, y in made]
         self._cycle = itertools.cycle(made)
