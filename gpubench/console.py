@@ -60,6 +60,20 @@ def _fmt(value: Any, spec: str) -> str:
     return "" if value is None or pd.isna(value) else format(value, spec)
 
 
+def _options(row: dict[str, Any]) -> str:
+    """The speed options that differ from the defaults, e.g. 'compile, graph'."""
+    opts = []
+    if row.get("compile") == "compile":
+        opts.append("compile")
+    if row.get("channels_last") is True:
+        opts.append("channels_last")
+    if row.get("cuda_graph") is True:
+        opts.append("graph")
+    if row.get("data") == "host":
+        opts.append("host data")
+    return ", ".join(opts)
+
+
 def summary_table(frame: pd.DataFrame) -> Table:
     table = Table(title="gpubench results")
     for col in (
@@ -67,6 +81,7 @@ def summary_table(frame: pd.DataFrame) -> Table:
         "device",
         "precision",
         "optimizer",
+        "options",
         "batch",
         "status",
         "step ms",
@@ -93,6 +108,7 @@ def summary_table(frame: pd.DataFrame) -> Table:
             row["device"],
             row["precision"],
             row["optimizer"],
+            _options(row),
             str(row["batch_size"]),
             status,
             step,

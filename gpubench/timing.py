@@ -25,28 +25,35 @@ _WINDOW_S = 0.25
 
 
 class _Marks:
-    """Timestamps of step boundaries on one device."""
+    """Timestamps of `count` step boundaries on one device.
 
-    def __init__(self, device: torch.device) -> None:
+    CUDA events are created and recorded once before the window (torch creates the underlying
+    event lazily, on first record), so a mark inside the window is a bare cudaEventRecord.
+    """
+
+    def __init__(self, device: torch.device, count: int) -> None:
         self.cuda = device.type == "cuda"
-        self.device = device
-        self._marks: list[torch.cuda.Event] | list[float] = []
+        self._events: list[torch.cuda.Event] = []
+        self._stamps: list[float] = []
+        if self.cuda:
+            self._events = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+            for event in self._events:
+                event.record()
+        self._n = 0
 
     def mark(self) -> None:
         if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self._marks.append(event)  # type: ignore[arg-type]
+            self._events[self._n].record()
+            self._n += 1
         else:
-            self._marks.append(time.perf_counter())  # type: ignore[arg-type]
+            self._stamps.append(time.perf_counter())
 
     def step_times(self) -> list[float]:
         """Seconds between consecutive marks; call after the device has synchronised."""
         if self.cuda:
-            events: list[torch.cuda.Event] = self._marks  # type: ignore[assignment]
-            return [a.elapsed_time(b) / 1e3 for a, b in itertools.pairwise(events)]
-        stamps: list[float] = self._marks  # type: ignore[assignment]
-        return [b - a for a, b in itertools.pairwise(stamps)]
+            used = self._events[: self._n]
+            return [a.elapsed_time(b) / 1e3 for a, b in itertools.pairwise(used)]
+        return [b - a for a, b in itertools.pairwise(self._stamps)]
 
 
 def synchronize(device: torch.device) -> None:
@@ -116,10 +123,11 @@ def measure(step: Callable[[], object], device: torch.device, budget: Budget) ->
     times: list[float] = []
     wall = 0.0
     last_output: object = None
-    estimate = warmup_time / max(warmup_steps, 1)
+    # The first step carries one-off costs (allocation, autotuning, compilation): leave it out.
+    estimate = (warmup_time - first_step) / (warmup_steps - 1) if warmup_steps > 1 else first_step
     while True:
         n_window = _window_size(len(times), wall, estimate, budget)
-        marks = _Marks(device)
+        marks = _Marks(device, n_window + 1)
         synchronize(device)
         t0 = time.perf_counter()
         marks.mark()

@@ -25,7 +25,7 @@ warmup_steps = 1
 warmup_min_s = 0
 min_steps = 3
 min_time_s = 0
-max_time_s = 0.2
+max_time_s = 2.0
 """
 
 
