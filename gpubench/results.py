@@ -58,6 +58,26 @@ COLUMNS = [
     "time_to_target_s",
     "torch_threads",
     "point_time_s",
+    # measurement detail (issue 3): how each number was obtained, and what it is checked against
+    "step_timer",
+    "step_time_device_sum_s",
+    "flops_analytic_per_step",
+    "flops_optimizer_per_step",
+    "flops_method",
+    "peak_tflops",
+    "datasheet_peak_tflops",
+    "memory_parameters_bytes",
+    "memory_gradients_bytes",
+    "memory_optimizer_bytes",
+    "memory_activations_bytes",
+    "memory_remainder_bytes",
+    "nvml_process_peak_used_bytes",
+    "samples_per_j",
+    "energy_method",
+    "sm_clock_mhz",
+    "temperature_c",
+    "throttle_reasons",
+    "nvml_sample_hz",
 ]
 SERIES = ["step_times_s"]
 

@@ -9,11 +9,15 @@ window add up to the window's device time.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import math
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,6 +26,10 @@ from gpubench.spec import Budget
 
 # Aim for windows of about this many seconds between the checks of the stopping rule.
 _WINDOW_S = 0.25
+
+# The host clock (seconds); a module attribute so that tests can drive the stopping rule with a
+# clock of their own instead of real time.
+_clock: Callable[[], float] = time.perf_counter
 
 
 class _Marks:
@@ -38,7 +46,7 @@ class _Marks:
             event.record()
             self._marks.append(event)  # type: ignore[arg-type]
         else:
-            self._marks.append(time.perf_counter())  # type: ignore[arg-type]
+            self._marks.append(_clock())  # type: ignore[arg-type]
 
     def step_times(self) -> list[float]:
         """Seconds between consecutive marks; call after the device has synchronised."""
@@ -81,15 +89,32 @@ class Stats:
 
 
 def _median_ci_rel(sorted_x: np.ndarray, median: float) -> float:
-    """Relative half-width of the 95% CI of the median: the order statistics at
-    n/2 -/+ 1.96*sqrt(n)/2 (normal approximation to the binomial)."""
-    n = len(sorted_x)
-    if n < 6 or median <= 0:
+    """Relative half-width of the 95% CI of the median, from the order statistics the exact
+    binomial gives (distribution-free); infinite below 6 samples, where none exists."""
+    ranks = median_ci_indices(len(sorted_x))
+    if ranks is None or median <= 0:
         return math.inf
-    half = 1.96 * math.sqrt(n) / 2
-    lo = max(0, math.floor(n / 2 - half))
-    hi = min(n - 1, math.ceil(n / 2 + half))
+    lo, hi = ranks
     return float((sorted_x[hi] - sorted_x[lo]) / 2 / median)
+
+
+@functools.lru_cache(maxsize=4096)
+def median_ci_indices(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
+    """0-based indices (lo, hi) into n sorted samples such that [x_lo, x_hi] covers the median
+    with probability >= `confidence` for any continuous distribution, as narrow as the exact
+    Binomial(n, 1/2) allows; None when n is too small for any such pair."""
+    tail = (1 - confidence) / 2
+    log_norm = math.lgamma(n + 1) + n * math.log(0.5)
+    below = 0.0  # P(B <= j - 1), B ~ Binomial(n, 1/2): the samples below the true median
+    j = 0
+    while j <= n // 2:
+        p = math.exp(log_norm - math.lgamma(j + 1) - math.lgamma(n - j + 1))
+        if below + p > tail:
+            break
+        below += p
+        j += 1
+    # Coverage of [x_(j), x_(n-j+1)] (1-based) is 1 - 2 P(B <= j - 1) >= confidence.
+    return None if j == 0 else (j - 1, n - j)
 
 
 @dataclass
@@ -103,15 +128,42 @@ class Measurement:
     stats: Stats
     noisy: bool
     outputs: list[object] = field(default_factory=list)  # first and last step's return values
+    timer: str = "perf_counter"  # what marked the steps: "cuda_event" or "perf_counter"
+
+    @property
+    def device_time_s(self) -> float:
+        """The sum of the per-step times (seconds): the device's time over the windows, to be
+        checked against `wall_time_s`."""
+        return float(sum(self.step_times_s))
 
 
-def measure(step: Callable[[], object], device: torch.device, budget: Budget) -> Measurement:
+def measure(
+    step: Callable[[], object],
+    device: torch.device,
+    budget: Budget,
+    probe: AbstractContextManager[Any] | None = None,
+) -> Measurement:
     """Warm up `step`, then time it in windows until `budget`'s stopping rule is met.
 
     Returns raw step times and their statistics. The return values of the very first warm-up
     step and of the last measured step are kept (references only: nothing is synchronised).
+    `probe` (memory peaks, NVML sampling) is entered after the warm-up, once the device is idle,
+    and left after the last window has synchronised: it spans exactly the measured windows and
+    the bookkeeping between them.
     """
     first_output, warmup_steps, warmup_time = _warm_up(step, device, budget)
+    with probe if probe is not None else contextlib.nullcontext():
+        return _measure_windows(step, device, budget, warmup_steps, warmup_time, first_output)
+
+
+def _measure_windows(
+    step: Callable[[], object],
+    device: torch.device,
+    budget: Budget,
+    warmup_steps: int,
+    warmup_time: float,
+    first_output: object,
+) -> Measurement:
     times: list[float] = []
     wall = 0.0
     last_output: object = None
@@ -120,21 +172,22 @@ def measure(step: Callable[[], object], device: torch.device, budget: Budget) ->
         n_window = _window_size(len(times), wall, estimate, budget)
         marks = _Marks(device)
         synchronize(device)
-        t0 = time.perf_counter()
+        t0 = _clock()
         marks.mark()
         for _ in range(n_window):
             last_output = step()
             marks.mark()
         synchronize(device)
-        wall += time.perf_counter() - t0
+        wall += _clock() - t0
         times.extend(marks.step_times())
         stats = Stats.of(times)
         estimate = stats.median_s
         if _done(stats, wall, budget):
             break
     noisy = stats.ci_rel > budget.target_rel_ci
+    timer = "cuda_event" if device.type == "cuda" else "perf_counter"
     return Measurement(
-        warmup_steps, warmup_time, times, wall, stats, noisy, [first_output, last_output]
+        warmup_steps, warmup_time, times, wall, stats, noisy, [first_output, last_output], timer
     )
 
 
@@ -142,15 +195,15 @@ def _warm_up(
     step: Callable[[], object], device: torch.device, budget: Budget
 ) -> tuple[object, int, float]:
     synchronize(device)
-    t0 = time.perf_counter()
+    t0 = _clock()
     first = step()
     n = 1
     synchronize(device)
-    while n < budget.warmup_steps or time.perf_counter() - t0 < budget.warmup_min_s:
+    while n < budget.warmup_steps or _clock() - t0 < budget.warmup_min_s:
         step()
         n += 1
         synchronize(device)
-    return first, n, time.perf_counter() - t0
+    return first, n, _clock() - t0
 
 
 def _window_size(n_done: int, wall_s: float, step_estimate_s: float, budget: Budget) -> int:
