@@ -18,10 +18,12 @@ from gpubench import precision
 from gpubench.probes import calibration, datasheet, nvml
 
 
-def capture(devices: Sequence[str] | None = None) -> dict[str, Any]:
+def capture(
+    devices: Sequence[str] | None = None, precisions: Sequence[str] | None = None
+) -> dict[str, Any]:
     """What makes a run's numbers reproducible: versions, hardware and the math switches, NVML
     (or why it is missing), and the measured matmul peaks of `devices` (default: the CPU and
-    every CUDA device), calibrated here unless cached."""
+    every CUDA device) for `precisions` (default: all), calibrated here unless cached."""
     return {
         "captured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "gpubench": {"version": _version(), "git_commit": git_commit()},
@@ -32,7 +34,7 @@ def capture(devices: Sequence[str] | None = None) -> dict[str, Any]:
         "torch": torch_info(),
         "nvml": nvml.system_info(),
         "gpus": gpu_info(),
-        "matmul_peaks": matmul_peaks(devices),
+        "matmul_peaks": matmul_peaks(devices, precisions),
     }
 
 
@@ -40,7 +42,9 @@ def default_devices() -> list[str]:
     return ["cpu", *(f"cuda:{i}" for i in range(torch.cuda.device_count()))]
 
 
-def matmul_peaks(devices: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+def matmul_peaks(
+    devices: Sequence[str] | None = None, precisions: Sequence[str] | None = None
+) -> dict[str, dict[str, Any]]:
     """Per device and precision: the measured matmul peak (TFLOPS, with the matrix size and
     when it was measured) beside the datasheet peak where the GPU is known. A precision the
     device cannot run is left out."""
@@ -51,7 +55,7 @@ def matmul_peaks(devices: Sequence[str] | None = None) -> dict[str, dict[str, An
             device = torch.device("cuda", torch.cuda.current_device())
         gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
         entry: dict[str, Any] = {}
-        for prec in ("fp32", "tf32", "fp16", "bf16"):
+        for prec in precisions if precisions is not None else ("fp32", "tf32", "fp16", "bf16"):
             if precision.unsupported_reason(prec, device) is not None:
                 continue
             peak = calibration.matmul_peak(device, prec)

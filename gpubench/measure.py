@@ -57,8 +57,9 @@ def _measure(point: Point, budget: Budget, peak: calibration.Peak | None) -> dic
     sampler = _sampler(device)
     with precision.tf32_mode(prec.tf32):
         # One step outside the window, under the FLOP counter and the saved-tensor hooks.
+        inputs, targets = batches.next()
         with flops.CountFlops() as counted, breakdown.SavedActivations(trainer.model) as saved:
-            trainer.step(*batches.next())
+            trainer.step(inputs, targets)
         m = measure(
             lambda: trainer.step(*batches.next()),
             device,
