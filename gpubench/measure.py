@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from gpubench import models, precision
 from gpubench.data import synthetic
@@ -56,15 +57,21 @@ def _measure(point: Point, budget: Budget, peak: calibration.Peak | None) -> dic
     torch_peaks = memory.TorchPeaks(device)
     sampler = _sampler(device)
     with precision.tf32_mode(prec.tf32):
-        # One step outside the window, under the FLOP counter and the saved-tensor hooks.
-        inputs, targets = batches.next()
-        with flops.CountFlops() as counted, breakdown.SavedActivations(trainer.model) as saved:
-            trainer.step(inputs, targets)
+        counted = flops.CountFlops()
+        saved = breakdown.SavedActivations(trainer.model)
+
+        def observed_step() -> Tensor:
+            """The first warm-up step, under the FLOP counter and the saved-tensor hooks."""
+            inputs, targets = batches.next()
+            with counted, saved:
+                return trainer.step(inputs, targets)
+
         m = measure(
             lambda: trainer.step(*batches.next()),
             device,
             budget,
             probe=_window(torch_peaks, sampler),
+            first_step=observed_step,
         )
     state = breakdown.breakdown(trainer.model, trainer.optimizer)  # grads and state exist now
     first, last = (float(t.item()) for t in m.outputs)  # type: ignore[attr-defined]

@@ -142,6 +142,7 @@ def measure(
     device: torch.device,
     budget: Budget,
     probe: AbstractContextManager[Any] | None = None,
+    first_step: Callable[[], object] | None = None,
 ) -> Measurement:
     """Warm up `step`, then time it in windows until `budget`'s stopping rule is met.
 
@@ -149,11 +150,14 @@ def measure(
     step and of the last measured step are kept (references only: nothing is synchronised).
     `probe` (memory peaks, NVML sampling) is entered after the warm-up, once the device is idle,
     and left after the last window has synchronised: it spans exactly the measured windows and
-    the bookkeeping between them.
+    the bookkeeping between them. `first_step`, when given, runs in place of the first warm-up
+    step (the same step under a FLOP counter, say), so observing it costs no extra step.
     """
-    first_output, warmup_steps, warmup_time = _warm_up(step, device, budget)
+    first_output, warmup_steps, warmup_time, estimate = _warm_up(step, device, budget, first_step)
     with probe if probe is not None else contextlib.nullcontext():
-        return _measure_windows(step, device, budget, warmup_steps, warmup_time, first_output)
+        return _measure_windows(
+            step, device, budget, warmup_steps, warmup_time, estimate, first_output
+        )
 
 
 def _measure_windows(
@@ -162,12 +166,12 @@ def _measure_windows(
     budget: Budget,
     warmup_steps: int,
     warmup_time: float,
+    estimate: float,
     first_output: object,
 ) -> Measurement:
     times: list[float] = []
     wall = 0.0
     last_output: object = None
-    estimate = warmup_time / max(warmup_steps, 1)
     while True:
         n_window = _window_size(len(times), wall, estimate, budget)
         marks = _Marks(device)
@@ -192,18 +196,28 @@ def _measure_windows(
 
 
 def _warm_up(
-    step: Callable[[], object], device: torch.device, budget: Budget
-) -> tuple[object, int, float]:
+    step: Callable[[], object],
+    device: torch.device,
+    budget: Budget,
+    first_step: Callable[[], object] | None = None,
+) -> tuple[object, int, float, float]:
+    """Run the warm-up; returns the first step's output, the number of steps, their total time
+    and the last step's time (seconds): the first estimate of a step. A `first_step` is always
+    followed by at least one plain step, so that estimate never comes from it."""
     synchronize(device)
     t0 = _clock()
-    first = step()
+    first = (first_step or step)()
     n = 1
     synchronize(device)
-    while n < budget.warmup_steps or _clock() - t0 < budget.warmup_min_s:
+    last = _clock() - t0
+    min_steps = max(budget.warmup_steps, 2 if first_step is not None else 1)
+    while n < min_steps or _clock() - t0 < budget.warmup_min_s:
+        t_step = _clock()
         step()
         n += 1
         synchronize(device)
-    return first, n, _clock() - t0
+        last = _clock() - t_step
+    return first, n, _clock() - t0, last
 
 
 def _window_size(n_done: int, wall_s: float, step_estimate_s: float, budget: Budget) -> int:

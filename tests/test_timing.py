@@ -147,3 +147,16 @@ def test_cuda_event_times_agree_with_the_synchronised_wall_clock() -> None:
     m = measure(lambda: a @ a, cuda, Budget(min_time_s=0.5, max_time_s=2.0))
     assert m.timer == "cuda_event"
     assert abs(m.device_time_s - m.wall_time_s) / m.wall_time_s < 0.02
+
+
+def test_first_step_replaces_the_first_warm_up_step(clock: FakeClock) -> None:
+    observed: list[int] = []
+
+    def first() -> int:
+        observed.append(clock.step())
+        return -1
+
+    m = measure(clock.step, CPU, Budget.fixed(steps=5, warmup_steps=3), first_step=first)
+    assert observed == [1] and m.warmup_steps == 3
+    assert clock.steps == 3 + 5  # no extra step for the observed one
+    assert m.outputs[0] == -1
