@@ -144,3 +144,66 @@ def test_real_nvml_sampler_runs_at_50_hz_or_faster() -> None:
     s = sampler.summary
     assert s is not None and s.sample_hz is not None and s.sample_hz >= 50
     assert s.peak_used_bytes and s.avg_power_w and s.avg_power_w > 0
+
+
+class FakeNvml:
+    """A stand-in for pynvml: an H100-like device whose process list shows this process, and
+    that does not support the total-energy counter."""
+
+    class NVMLError(Exception):
+        pass
+
+    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 0, 1, 0
+    nvmlMemory_v2 = 0x02000028
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def nvmlDeviceGetMemoryInfo(self, handle: object, version: int | None = None) -> object:
+        used = 5 * 2**30 if version else 6 * 2**30  # v2 leaves out reserved memory
+        return type("Mem", (), {"used": used, "total": 80 * 2**30})()
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: object) -> list[object]:
+        proc = type("Proc", (), {})
+        other, me = proc(), proc()
+        other.pid, other.usedGpuMemory = self.pid + 1, 2**30
+        me.pid, me.usedGpuMemory = self.pid, 3 * 2**30
+        return [other, me]
+
+    def nvmlDeviceGetPowerUsage(self, handle: object) -> int:
+        return 350_000  # mW
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: object) -> int:
+        raise self.NVMLError("Not Supported")
+
+    def nvmlDeviceGetUtilizationRates(self, handle: object) -> object:
+        return type("Util", (), {"gpu": 97})()
+
+    def nvmlDeviceGetClockInfo(self, handle: object, clock: int) -> int:
+        return 1980
+
+    def nvmlDeviceGetTemperature(self, handle: object, sensor: int) -> int:
+        return 61
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: object) -> int:
+        return 0x4
+
+
+def test_device_reads_what_the_gpu_supports_in_si_units(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    fake = FakeNvml(os.getpid())
+    monkeypatch.setattr(nvml, "_state", {"module": fake, "reason": None})
+    monkeypatch.setattr(nvml, "_handle", lambda index: f"handle{index}")
+    device = nvml.Device(0)
+    assert device.memory_info_version == "v2" and not device.energy_counter
+    assert "energy_j" not in device.supported()
+    r = device.read()
+    assert r.used_bytes == 5 * 2**30 and r.process_used_bytes == 3 * 2**30
+    assert r.power_w == 350.0 and r.energy_j is None and r.util_pct == 97.0
+    assert r.sm_clock_mhz == 1980.0 and r.temperature_c == 61.0 and r.throttle_reasons == 0x4
+    with Sampler(device.read, interval_s=0.001) as sampler:
+        pass
+    assert sampler.summary is not None and sampler.summary.throttle_reasons == "sw_power_cap"
+    fake.pid = -1  # another PID namespace: this process is not in NVML's list
+    assert nvml.Device(0).read().process_used_bytes is None

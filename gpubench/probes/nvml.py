@@ -236,13 +236,23 @@ def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def _handle(cuda_index: int) -> Any:
-    """The NVML handle of torch's CUDA device `cuda_index` (by UUID, so CUDA_VISIBLE_DEVICES
-    reordering cannot mix devices up)."""
+    """The NVML handle of torch's CUDA device `cuda_index`: by UUID, else by PCI bus id (so
+    CUDA_VISIBLE_DEVICES reordering cannot mix devices up), else by index where no
+    CUDA_VISIBLE_DEVICES renumbers them."""
     import torch
 
     nvml = _nvml()
-    uuid = str(torch.cuda.get_device_properties(cuda_index).uuid)
-    handle = _call(nvml.nvmlDeviceGetHandleByUUID, "GPU-" + uuid)
+    props = torch.cuda.get_device_properties(cuda_index)
+    uuid = str(getattr(props, "uuid", ""))
+    handle = None
+    if uuid:
+        handle = _call(nvml.nvmlDeviceGetHandleByUUID, uuid if "-" in uuid[:4] else "GPU-" + uuid)
+    if handle is None and hasattr(props, "pci_bus_id"):
+        bus = (
+            f"{getattr(props, 'pci_domain_id', 0):08X}:{props.pci_bus_id:02X}:"
+            f"{getattr(props, 'pci_device_id', 0):02X}.0"
+        )
+        handle = _call(nvml.nvmlDeviceGetHandleByPciBusId_v2, bus)
     if handle is None and "CUDA_VISIBLE_DEVICES" not in os.environ:
         handle = nvml.nvmlDeviceGetHandleByIndex(cuda_index)
     if handle is None:
@@ -261,16 +271,23 @@ class Device:
         self.nvml = nvml
         self.handle = _handle(cuda_index)
         self.pid = os.getpid()
-        self.memory_info_version = "v2"
-        if _call(nvml.nvmlDeviceGetMemoryInfo, self.handle, version=nvml.nvmlMemory_v2) is None:
-            self.memory_info_version = "v1"
+        # Memory info v2 (its `used` leaves out memory the driver reserves), where the
+        # driver and nvidia-ml-py have it.
+        self._memory_v2 = getattr(nvml, "nvmlMemory_v2", None)
+        self.memory_info_version = "v1"
+        if self._memory_v2 is not None and _call(self._v2_info) is not None:
+            self.memory_info_version = "v2"
         self.energy_counter = (
             _call(nvml.nvmlDeviceGetTotalEnergyConsumption, self.handle) is not None
         )
         self._queries: dict[str, Callable[[], Any]] = {}
+        reasons = getattr(
+            nvml,
+            "nvmlDeviceGetCurrentClocksEventReasons",
+            getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None),
+        )
         candidates: dict[str, Callable[[], Any]] = {
             "used_bytes": self._used,
-            "process_used_bytes": self._process_used,
             "power_w": lambda: nvml.nvmlDeviceGetPowerUsage(self.handle) / 1e3,
             "energy_j": lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle) / 1e3,
             "util_pct": lambda: float(nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu),
@@ -280,19 +297,25 @@ class Device:
             "temperature_c": lambda: float(
                 nvml.nvmlDeviceGetTemperature(self.handle, nvml.NVML_TEMPERATURE_GPU)
             ),
-            "throttle_reasons": lambda: int(
-                nvml.nvmlDeviceGetCurrentClocksEventReasons(self.handle)
-            ),
         }
+        if reasons is not None:
+            candidates["throttle_reasons"] = lambda: int(reasons(self.handle))
         for name, query in candidates.items():
             if _call(query) is not None:
                 self._queries[name] = query
+        # Listed even when it has no figure yet: the process may show up once it allocates.
+        if _call(nvml.nvmlDeviceGetComputeRunningProcesses, self.handle) is not None:
+            self._queries["process_used_bytes"] = self._process_used
+
+    def _v2_info(self) -> Any:
+        try:
+            return self.nvml.nvmlDeviceGetMemoryInfo(self.handle, version=self._memory_v2)
+        except TypeError:  # an nvidia-ml-py without the version argument
+            return None
 
     def _used(self) -> int:
         if self.memory_info_version == "v2":
-            return int(
-                self.nvml.nvmlDeviceGetMemoryInfo(self.handle, version=self.nvml.nvmlMemory_v2).used
-            )
+            return int(self._v2_info().used)
         return int(self.nvml.nvmlDeviceGetMemoryInfo(self.handle).used)
 
     def _process_used(self) -> int | None:
