@@ -19,11 +19,15 @@ from gpubench.probes import calibration, datasheet, nvml
 
 
 def capture(
-    devices: Sequence[str] | None = None, precisions: Sequence[str] | None = None
+    devices: Sequence[str] | None = None,
+    precisions: Sequence[str] | None = None,
+    recalibrate: bool = False,
 ) -> dict[str, Any]:
     """What makes a run's numbers reproducible: versions, hardware and the math switches, NVML
     (or why it is missing), and the measured matmul peaks of `devices` (default: the CPU and
-    every CUDA device) for `precisions` (default: all), calibrated here unless cached."""
+    every CUDA device) for `precisions` (default: all): from the cache, or measured now when
+    not cached or when `recalibrate` (a sweep does, so its MFU is against a peak measured under
+    the same conditions as its points)."""
     return {
         "captured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "gpubench": {"version": _version(), "git_commit": git_commit()},
@@ -34,7 +38,7 @@ def capture(
         "torch": torch_info(),
         "nvml": nvml.system_info(),
         "gpus": gpu_info(),
-        "matmul_peaks": matmul_peaks(devices, precisions),
+        "matmul_peaks": matmul_peaks(devices, precisions, recalibrate),
     }
 
 
@@ -43,7 +47,9 @@ def default_devices() -> list[str]:
 
 
 def matmul_peaks(
-    devices: Sequence[str] | None = None, precisions: Sequence[str] | None = None
+    devices: Sequence[str] | None = None,
+    precisions: Sequence[str] | None = None,
+    recalibrate: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Per device and precision: the measured matmul peak (TFLOPS, with the matrix size and
     when it was measured) beside the datasheet peak where the GPU is known. A precision the
@@ -58,7 +64,7 @@ def matmul_peaks(
         for prec in precisions if precisions is not None else ("fp32", "tf32", "fp16", "bf16"):
             if precision.unsupported_reason(prec, device) is not None:
                 continue
-            peak = calibration.matmul_peak(device, prec)
+            peak = calibration.matmul_peak(device, prec, refresh=recalibrate)
             assert peak is not None
             entry[prec] = {
                 "measured_tflops": peak.tflops,

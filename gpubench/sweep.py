@@ -38,7 +38,9 @@ def run_sweep(
     points = spec.points()
     store = ResultStore(out if out is not None else default_run_dir())
     store.write_json("suite.json", spec.to_dict())
-    store.write_json("env.json", env.capture(spec.resolved_devices(), spec.precisions))
+    store.write_json(
+        "env.json", env.capture(spec.resolved_devices(), spec.precisions, recalibrate=True)
+    )
     nvml.warn_if_unavailable()  # once per sweep: the rows' NVML fields will be null
     runner = InProcessRunner()
     try:

@@ -3,6 +3,7 @@ device cannot give them); a missing NVML is one warning per sweep."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,8 @@ def test_missing_nvml_warns_once_per_sweep_and_leaves_fields_null(
     ]
     assert (frame["status"] == "ok").all()
     assert frame[NVML_FIELDS].isna().all().all()
+    env = json.loads((tmp_path / "run" / "env.json").read_text())
+    assert env["nvml"] == {"available": False, "reason": "test: no driver"}
+    peak = env["matmul_peaks"]["cpu"]["fp32"]
+    assert peak["source"] == "measured"  # recalibrated at the sweep's start
+    assert (frame["peak_tflops"] == peak["measured_tflops"]).all()
