@@ -7,15 +7,27 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from gpubench import precision
+from gpubench.probes import calibration, datasheet, nvml
 
-def capture() -> dict[str, Any]:
-    """What makes a run's numbers reproducible: versions, hardware and the math switches."""
+
+def capture(
+    devices: Sequence[str] | None = None,
+    precisions: Sequence[str] | None = None,
+    recalibrate: bool = False,
+) -> dict[str, Any]:
+    """What makes a run's numbers reproducible: versions, hardware and the math switches, NVML
+    (or why it is missing), and the measured matmul peaks of `devices` (default: the CPU and
+    every CUDA device) for `precisions` (default: all): from the cache, or measured now when
+    not cached or when `recalibrate` (a sweep does, so its MFU is against a peak measured under
+    the same conditions as its points)."""
     return {
         "captured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "gpubench": {"version": _version(), "git_commit": git_commit()},
@@ -24,8 +36,48 @@ def capture() -> dict[str, Any]:
         "hostname": platform.node(),
         "cpu": cpu_info(),
         "torch": torch_info(),
+        "nvml": nvml.system_info(),
         "gpus": gpu_info(),
+        "matmul_peaks": matmul_peaks(devices, precisions, recalibrate),
     }
+
+
+def default_devices() -> list[str]:
+    return ["cpu", *(f"cuda:{i}" for i in range(torch.cuda.device_count()))]
+
+
+def matmul_peaks(
+    devices: Sequence[str] | None = None,
+    precisions: Sequence[str] | None = None,
+    recalibrate: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """Per device and precision: the measured matmul peak (TFLOPS, with the matrix size and
+    when it was measured) beside the datasheet peak where the GPU is known. A precision the
+    device cannot run is left out."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in devices if devices is not None else default_devices():
+        device = torch.device(name)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+        entry: dict[str, Any] = {}
+        for prec in precisions if precisions is not None else ("fp32", "tf32", "fp16", "bf16"):
+            if precision.unsupported_reason(prec, device) is not None:
+                continue
+            peak = calibration.matmul_peak(device, prec, refresh=recalibrate)
+            assert peak is not None
+            entry[prec] = {
+                "measured_tflops": peak.tflops,
+                "matrix_size": peak.n,
+                "dtype": peak.dtype,
+                "measured_at": peak.measured_at,
+                "source": peak.source,
+                "datasheet_tflops": (
+                    None if gpu_name is None else datasheet.peak_tflops(gpu_name, prec)
+                ),
+            }
+        out[str(device)] = entry
+    return out
 
 
 def _version() -> str:
@@ -61,14 +113,7 @@ def git_commit() -> str | None:
 
 
 def cpu_info() -> dict[str, Any]:
-    model = platform.processor() or None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    model = calibration.cpu_model()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
         "model": model,
@@ -94,11 +139,15 @@ def torch_info() -> dict[str, Any]:
 
 
 def gpu_info() -> list[dict[str, Any]]:
+    """Each CUDA device as torch sees it, with NVML's power limits and clocks where NVML is
+    there (`nvml` is None otherwise; the reason is in the top-level `nvml` entry)."""
     if not torch.cuda.is_available():
         return []
     out = []
+    nvml_ok = nvml.unavailable_reason() is None
     for i in range(torch.cuda.device_count()):
         p = torch.cuda.get_device_properties(i)
+        sheet = datasheet.lookup(p.name)
         out.append(
             {
                 "index": i,
@@ -106,6 +155,8 @@ def gpu_info() -> list[dict[str, Any]]:
                 "memory_bytes": p.total_memory,
                 "compute_capability": f"{p.major}.{p.minor}",
                 "multiprocessors": p.multi_processor_count,
+                "nvml": nvml.Device(i).info() if nvml_ok else None,
+                "datasheet": None if sheet is None else {"model": sheet[0], "tflops": sheet[1]},
             }
         )
     return out

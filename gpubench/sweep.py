@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from gpubench import env
+from gpubench.probes import nvml
 from gpubench.results import ResultStore, load_results
 from gpubench.runner import InProcessRunner
 from gpubench.spec import SweepSpec, validate
@@ -37,7 +38,10 @@ def run_sweep(
     points = spec.points()
     store = ResultStore(out if out is not None else default_run_dir())
     store.write_json("suite.json", spec.to_dict())
-    store.write_json("env.json", env.capture())
+    store.write_json(
+        "env.json", env.capture(spec.resolved_devices(), spec.precisions, recalibrate=True)
+    )
+    nvml.warn_if_unavailable()  # once per sweep: the rows' NVML fields will be null
     runner = InProcessRunner()
     try:
         for i, point in enumerate(points):

@@ -9,11 +9,15 @@ window add up to the window's device time.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import math
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,6 +26,10 @@ from gpubench.spec import Budget
 
 # Aim for windows of about this many seconds between the checks of the stopping rule.
 _WINDOW_S = 0.25
+
+# The host clock (seconds); a module attribute so that tests can drive the stopping rule with a
+# clock of their own instead of real time.
+_clock: Callable[[], float] = time.perf_counter
 
 
 class _Marks:
@@ -46,7 +54,7 @@ class _Marks:
             self._events[self._n].record()
             self._n += 1
         else:
-            self._stamps.append(time.perf_counter())
+            self._stamps.append(_clock())
 
     def step_times(self) -> list[float]:
         """Seconds between consecutive marks; call after the device has synchronised."""
@@ -88,15 +96,32 @@ class Stats:
 
 
 def _median_ci_rel(sorted_x: np.ndarray, median: float) -> float:
-    """Relative half-width of the 95% CI of the median: the order statistics at
-    n/2 -/+ 1.96*sqrt(n)/2 (normal approximation to the binomial)."""
-    n = len(sorted_x)
-    if n < 6 or median <= 0:
+    """Relative half-width of the 95% CI of the median, from the order statistics the exact
+    binomial gives (distribution-free); infinite below 6 samples, where none exists."""
+    ranks = median_ci_indices(len(sorted_x))
+    if ranks is None or median <= 0:
         return math.inf
-    half = 1.96 * math.sqrt(n) / 2
-    lo = max(0, math.floor(n / 2 - half))
-    hi = min(n - 1, math.ceil(n / 2 + half))
+    lo, hi = ranks
     return float((sorted_x[hi] - sorted_x[lo]) / 2 / median)
+
+
+@functools.lru_cache(maxsize=4096)
+def median_ci_indices(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
+    """0-based indices (lo, hi) into n sorted samples such that [x_lo, x_hi] covers the median
+    with probability >= `confidence` for any continuous distribution, as narrow as the exact
+    Binomial(n, 1/2) allows; None when n is too small for any such pair."""
+    tail = (1 - confidence) / 2
+    log_norm = math.lgamma(n + 1) + n * math.log(0.5)
+    below = 0.0  # P(B <= j - 1), B ~ Binomial(n, 1/2): the samples below the true median
+    j = 0
+    while j <= n // 2:
+        p = math.exp(log_norm - math.lgamma(j + 1) - math.lgamma(n - j + 1))
+        if below + p > tail:
+            break
+        below += p
+        j += 1
+    # Coverage of [x_(j), x_(n-j+1)] (1-based) is 1 - 2 P(B <= j - 1) >= confidence.
+    return None if j == 0 else (j - 1, n - j)
 
 
 @dataclass
@@ -105,69 +130,101 @@ class Measurement:
 
     warmup_steps: int
     warmup_time_s: float
-    first_step_s: float  # the first warm-up step alone: where compilation happens
     step_times_s: list[float]
     wall_time_s: float  # synchronised host clock over all measured windows
     stats: Stats
     noisy: bool
     outputs: list[object] = field(default_factory=list)  # first and last step's return values
+    timer: str = "perf_counter"  # what marked the steps: "cuda_event" or "perf_counter"
+
+    @property
+    def device_time_s(self) -> float:
+        """The sum of the per-step times (seconds): the device's time over the windows, to be
+        checked against `wall_time_s`."""
+        return float(sum(self.step_times_s))
 
 
-def measure(step: Callable[[], object], device: torch.device, budget: Budget) -> Measurement:
+def measure(
+    step: Callable[[], object],
+    device: torch.device,
+    budget: Budget,
+    probe: AbstractContextManager[Any] | None = None,
+    first_step: Callable[[], object] | None = None,
+) -> Measurement:
     """Warm up `step`, then time it in windows until `budget`'s stopping rule is met.
 
     Returns raw step times and their statistics. The return values of the very first warm-up
     step and of the last measured step are kept (references only: nothing is synchronised).
+    `probe` (memory peaks, NVML sampling) is entered after the warm-up, once the device is idle,
+    and left after the last window has synchronised: it spans exactly the measured windows and
+    the bookkeeping between them. `first_step`, when given, runs in place of the first warm-up
+    step (the same step under a FLOP counter, say), so observing it costs no extra step.
     """
-    first_output, first_step, warmup_steps, warmup_time = _warm_up(step, device, budget)
+    first_output, warmup_steps, warmup_time, estimate = _warm_up(step, device, budget, first_step)
+    with probe if probe is not None else contextlib.nullcontext():
+        return _measure_windows(
+            step, device, budget, warmup_steps, warmup_time, estimate, first_output
+        )
+
+
+def _measure_windows(
+    step: Callable[[], object],
+    device: torch.device,
+    budget: Budget,
+    warmup_steps: int,
+    warmup_time: float,
+    estimate: float,
+    first_output: object,
+) -> Measurement:
     times: list[float] = []
     wall = 0.0
     last_output: object = None
-    # The first step carries one-off costs (allocation, autotuning, compilation): leave it out.
-    estimate = (warmup_time - first_step) / (warmup_steps - 1) if warmup_steps > 1 else first_step
     while True:
         n_window = _window_size(len(times), wall, estimate, budget)
         marks = _Marks(device, n_window + 1)
         synchronize(device)
-        t0 = time.perf_counter()
+        t0 = _clock()
         marks.mark()
         for _ in range(n_window):
             last_output = step()
             marks.mark()
         synchronize(device)
-        wall += time.perf_counter() - t0
+        wall += _clock() - t0
         times.extend(marks.step_times())
         stats = Stats.of(times)
         estimate = stats.median_s
         if _done(stats, wall, budget):
             break
     noisy = stats.ci_rel > budget.target_rel_ci
+    timer = "cuda_event" if device.type == "cuda" else "perf_counter"
     return Measurement(
-        warmup_steps,
-        warmup_time,
-        first_step,
-        times,
-        wall,
-        stats,
-        noisy,
-        [first_output, last_output],
+        warmup_steps, warmup_time, times, wall, stats, noisy, [first_output, last_output], timer
     )
 
 
 def _warm_up(
-    step: Callable[[], object], device: torch.device, budget: Budget
-) -> tuple[object, float, int, float]:
+    step: Callable[[], object],
+    device: torch.device,
+    budget: Budget,
+    first_step: Callable[[], object] | None = None,
+) -> tuple[object, int, float, float]:
+    """Run the warm-up; returns the first step's output, the number of steps, their total time
+    and the last step's time (seconds): the first estimate of a step. A `first_step` is always
+    followed by at least one plain step, so that estimate never comes from it."""
     synchronize(device)
-    t0 = time.perf_counter()
-    first = step()
+    t0 = _clock()
+    first = (first_step or step)()
     n = 1
     synchronize(device)
-    first_step = time.perf_counter() - t0
-    while n < budget.warmup_steps or time.perf_counter() - t0 < budget.warmup_min_s:
+    last = _clock() - t0
+    min_steps = max(budget.warmup_steps, 2 if first_step is not None else 1)
+    while n < min_steps or _clock() - t0 < budget.warmup_min_s:
+        t_step = _clock()
         step()
         n += 1
         synchronize(device)
-    return first, first_step, n, time.perf_counter() - t0
+        last = _clock() - t_step
+    return first, n, _clock() - t0, last
 
 
 def _window_size(n_done: int, wall_s: float, step_estimate_s: float, budget: Budget) -> int:

@@ -66,6 +66,34 @@ class ResNet(nn.Module):
         return self.head(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
+def _conv_macs(cin: int, cout: int, k: int, stride: int, h: int, w: int) -> tuple[int, int, int]:
+    """Multiply-accumulates of a k x k convolution with padding k//2, and its output size."""
+    pad = k // 2
+    ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    return cin * cout * k * k * ho * wo, ho, wo
+
+
+def training_flops_per_sample(cfg: CNNConfig) -> float:
+    """Convolution and linear FLOPs of forward + backward for one image: 2*MACs forward and
+    4*MACs backward (input and weight gradients) per layer, less the stem's input gradient (the
+    image needs none). BatchNorm, ReLU, pooling and the loss are elementwise and not counted."""
+    c, h, w = cfg.image_shape
+    stem, h, w = _conv_macs(c, cfg.widths[0], 3, 1, h, w)
+    macs, cin = stem, cfg.widths[0]
+    for i, (width, n) in enumerate(zip(cfg.widths, cfg.blocks, strict=True)):
+        for j in range(n):
+            stride = 2 if (i > 0 and j == 0) else 1
+            m1, ho, wo = _conv_macs(cin, width, 3, stride, h, w)
+            m2, _, _ = _conv_macs(width, width, 3, 1, ho, wo)
+            shortcut = (
+                _conv_macs(cin, width, 1, stride, h, w)[0] if stride != 1 or cin != width else 0
+            )
+            macs += m1 + m2 + shortcut
+            cin, h, w = width, ho, wo
+    macs += cin * cfg.classes  # the linear head
+    return 6.0 * macs - 2.0 * stem
+
+
 def build(cfg: CNNConfig) -> Workload:
     def make_batch(batch_size: int, device: torch.device, seed: int):
         x = torch.randn(
@@ -74,4 +102,10 @@ def build(cfg: CNNConfig) -> Workload:
         # The teacher sees a 4x4-pooled image so that the labels depend on spatial structure.
         return x, teacher_classes(F.avg_pool2d(x, 8), cfg.classes)
 
-    return Workload(name="cnn", model=ResNet(cfg), make_batch=make_batch, loss_fn=F.cross_entropy)
+    return Workload(
+        name="cnn",
+        model=ResNet(cfg),
+        make_batch=make_batch,
+        loss_fn=F.cross_entropy,
+        flops_per_sample=training_flops_per_sample(cfg),
+    )

@@ -1,0 +1,197 @@
+"""The measured matmul peak of a device for a precision, the roof that MFU is computed against.
+
+A calibration times square matrix products of growing size on the device and dtype (fp32 at
+IEEE precision, tf32 as fp32 with TF32 tensor cores, fp16, bf16) and keeps the best throughput.
+It runs once per device, precision, torch version and torch thread count, and is cached in the
+process and on disk (`$GPUBENCH_CACHE_DIR`, else `$XDG_CACHE_HOME/gpubench`, else
+`~/.cache/gpubench`), so worker processes and later sweeps reuse it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gpubench import precision as P
+
+CACHE_ENV = "GPUBENCH_CACHE_DIR"
+
+# Per precision: the dtype of the product and torch's float32 matmul precision.
+_MATMUL = {
+    "fp32": (torch.float32, "highest"),
+    "tf32": (torch.float32, "high"),
+    "fp16": (torch.float16, "highest"),
+    "bf16": (torch.bfloat16, "highest"),
+}
+# Sizes tried, smallest first; past _MIN_SIZE, growth stops once one product takes longer
+# than _GROW_S at the best rate so far, or would run past _BUDGET_S.
+_SIZES = {"cpu": (128, 256, 512, 1024, 2048), "cuda": (1024, 2048, 4096, 8192, 16384)}
+_MIN_SIZE = {"cpu": 512, "cuda": 4096}
+_GROW_S = {"cpu": 0.05, "cuda": 0.005}
+_ROUND_S = {"cpu": 0.03, "cuda": 0.03}  # seconds of products per timed round; best of 3 rounds
+_ROUNDS = 3
+# Seconds one calibration should take: a larger size is not tried when it would run past this.
+_BUDGET_S = {"cpu": 1.5, "cuda": 5.0}
+
+_memo: dict[tuple[str, str], Peak] = {}
+
+
+@dataclass(frozen=True)
+class Peak:
+    """A measured matmul peak: `tflops` (1e12 FLOP/s), at matrix size `n`."""
+
+    tflops: float
+    n: int
+    dtype: str
+    measured_at: str
+    source: str  # "measured" in this process, or "cache" (an earlier measurement on disk)
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (from /proc/cpuinfo on Linux), or what platform reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def device_key(device: torch.device) -> str:
+    """What a peak depends on: the device's identity, torch's version and (CPU) thread count."""
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+        ident = f"cuda|{props.name}|{getattr(props, 'uuid', index)}"
+    else:
+        ident = f"cpu|{cpu_model()}|threads={torch.get_num_threads()}"
+    return f"{ident}|torch={torch.__version__}"
+
+
+def cache_file() -> Path:
+    root = os.environ.get(CACHE_ENV) or os.environ.get("XDG_CACHE_HOME")
+    base = Path(root) if root else Path.home() / ".cache"
+    if not os.environ.get(CACHE_ENV):
+        base = base / "gpubench"
+    return base / "matmul_peaks.json"
+
+
+def _read_cache() -> dict[str, Any]:
+    path = cache_file()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except ValueError:  # a corrupt cache is re-measured, not trusted
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_cache(key: str, precision: str, peak: Peak) -> None:
+    path = cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = _read_cache()
+    data.setdefault(key, {})[precision] = asdict(peak) | {"source": "cache"}
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def matmul_peak(device: torch.device | str, precision: str, refresh: bool = False) -> Peak | None:
+    """The device's measured matmul peak for `precision`, None where the device cannot run it.
+    Measured on first use (about a second), then served from the caches unless `refresh`."""
+    device = torch.device(device)
+    if P.unsupported_reason(precision, device) is not None:
+        return None
+    key = device_key(device)
+    if not refresh:
+        if (key, precision) in _memo:
+            return _memo[(key, precision)]
+        cached = _read_cache().get(key, {}).get(precision)
+        if cached is not None:
+            peak = Peak(**cached)
+            _memo[(key, precision)] = peak
+            return peak
+    tflops, n = measure_matmul_tflops(device, precision)
+    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    peak = Peak(tflops, n, str(_MATMUL[precision][0]).removeprefix("torch."), stamp, "measured")
+    _memo[(key, precision)] = peak
+    _write_cache(key, precision, peak)
+    return peak
+
+
+def measure_matmul_tflops(device: torch.device, precision: str) -> tuple[float, int]:
+    """Best TFLOPS of n x n products (2*n^3 FLOPs each) over growing n and both operand
+    layouts, and the n it came at. Each is warmed up, then timed in rounds of back-to-back
+    products."""
+    dtype, matmul_precision = _MATMUL[precision]
+    kind = device.type
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(matmul_precision)
+    best, best_n = 0.0, 0
+    started = time.perf_counter()
+    try:
+        for n in _SIZES[kind]:
+            if kind == "cuda" and not _fits(device, n, dtype):
+                break
+            product_s = 2 * n**3 / (best * 1e12) if best else 0.0  # at the best rate so far
+            if n > _MIN_SIZE[kind] and product_s >= _GROW_S[kind]:
+                break  # large enough: bigger products would only cost time
+            # 2 layouts x (2 single products + _ROUNDS rounds of at least _ROUND_S)
+            cost = 2 * (2 * product_s + _ROUNDS * max(product_s, _ROUND_S[kind]))
+            if n > _MIN_SIZE[kind] and time.perf_counter() - started + cost > _BUDGET_S[kind]:
+                break
+            a = torch.randn(n, n, device=device).to(dtype)
+            b = torch.randn(n, n, device=device).to(dtype)
+            # Both layouts: a @ b, and a @ b.T as nn.Linear multiplies; some backends (bf16 on
+            # CPUs without bf16 instructions) are several times faster in one of them.
+            for rhs in (b, b.t()):
+                _time_products(a, rhs, 1)  # warms up kernels and caches
+                single = _time_products(a, rhs, 1)
+                reps = max(1, math.ceil(_ROUND_S[kind] / max(single, 1e-9)))
+                seconds = min(_time_products(a, rhs, reps) for _ in range(_ROUNDS)) / reps
+                tflops = 2 * n**3 / seconds / 1e12
+                if tflops > best:
+                    best, best_n = tflops, n
+            del a, b
+    finally:
+        torch.set_float32_matmul_precision(old)
+    return best, best_n
+
+
+def _fits(device: torch.device, n: int, dtype: torch.dtype) -> bool:
+    free, _ = torch.cuda.mem_get_info(device)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return 4 * n * n * max(itemsize, 4) < free // 2
+
+
+def _time_products(a: torch.Tensor, b: torch.Tensor, reps: int) -> float:
+    """Seconds for `reps` back-to-back products a @ b (CUDA events on the GPU)."""
+    if a.device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(a.device)
+        start.record()
+        for _ in range(reps):
+            torch.mm(a, b)
+        end.record()
+        torch.cuda.synchronize(a.device)
+        return start.elapsed_time(end) / 1e3
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        torch.mm(a, b)
+    return time.perf_counter() - t0
+
+
+def clear_memo() -> None:
+    """Forget the in-process cache (tests; after changing the thread count it is keyed anyway)."""
+    _memo.clear()

@@ -1,0 +1,95 @@
+"""Memory probes: the host process's peak resident set size and the torch CUDA allocator's peaks."""
+
+from __future__ import annotations
+
+import resource
+import sys
+from pathlib import Path
+from types import TracebackType
+
+import torch
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def current_rss_bytes() -> int | None:
+    """This process's resident set size now (bytes), where /proc tells it (Linux)."""
+    return _status_kib("VmRSS")
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS mark (VmHWM) to the current RSS. True when it was reset
+    (Linux: writing 5 to /proc/self/clear_refs); False where it cannot be."""
+    try:
+        _CLEAR_REFS.write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def peak_rss_bytes() -> int | None:
+    """The process's peak RSS in bytes: VmHWM since the last reset on Linux, otherwise the
+    lifetime peak from getrusage (kilobytes on Linux, bytes on macOS)."""
+    hwm = _status_kib("VmHWM")
+    if hwm is not None:
+        return hwm
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(maxrss if sys.platform == "darwin" else maxrss * 1024)
+
+
+class HostPeakRSS:
+    """Context manager: the peak RSS of this process inside the block, in bytes (`peak_bytes`).
+    `scope` is "block" where the peak could be reset on entry, else "process" (the process's
+    lifetime peak, which equals the block's only in a fresh worker process)."""
+
+    def __init__(self) -> None:
+        self.peak_bytes: int | None = None
+        self.scope: str | None = None
+
+    def __enter__(self) -> HostPeakRSS:
+        self.scope = "block" if reset_peak_rss() else "process"
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.peak_bytes = peak_rss_bytes()
+
+
+class TorchPeaks:
+    """Context manager: torch's CUDA allocator peaks (allocated, reserved; bytes) inside the
+    block, reset on entry. Both stay None on a device without an allocator to ask (the CPU)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.allocated_bytes: int | None = None
+        self.reserved_bytes: int | None = None
+
+    def __enter__(self) -> TorchPeaks:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.device.type == "cuda":
+            self.allocated_bytes = torch.cuda.max_memory_allocated(self.device)
+            self.reserved_bytes = torch.cuda.max_memory_reserved(self.device)

@@ -1,0 +1,371 @@
+"""NVML: device and process memory, power, energy, utilisation, clocks, temperature and throttle
+reasons, sampled by a background thread over a measured window.
+
+This is the only module that imports pynvml (nvidia-ml-py). Where NVML is missing (the package,
+the driver, or the permission), `unavailable_reason()` says why and every NVML field stays None;
+nothing here raises for that. The sampler takes any reading function, so its logic is tested
+without a GPU.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+# NVML's clock-event (throttle) reason bits (nvml.h, nvmlClocksEventReason*).
+THROTTLE_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+
+DEFAULT_INTERVAL_S = 0.01  # 100 Hz; a reading takes well under a millisecond, so >= 50 Hz holds
+
+
+class NvmlWarning(UserWarning):
+    """NVML is missing: the GPU memory, power and energy fields of the rows are null."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One sample of a device. `t_s` is time.perf_counter(); None where NVML cannot tell."""
+
+    t_s: float
+    used_bytes: int | None = None  # device-wide used memory
+    process_used_bytes: int | None = None  # this process's memory on the device
+    power_w: float | None = None
+    energy_j: float | None = None  # the total-energy counter (joules since the driver loaded)
+    util_pct: float | None = None
+    sm_clock_mhz: float | None = None
+    temperature_c: float | None = None
+    throttle_reasons: int | None = None  # bitmask of THROTTLE_REASONS
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a window's readings add up to. Energy comes from the counter's difference
+    (`energy_method` = "counter") or, where the counter is missing, from the trapezoidal
+    integral of sampled power ("power_integral"); None when neither is there."""
+
+    samples: int
+    duration_s: float
+    sample_hz: float | None
+    peak_used_bytes: int | None
+    peak_process_used_bytes: int | None
+    energy_j: float | None
+    energy_method: str | None
+    avg_power_w: float | None
+    util_pct: float | None
+    sm_clock_mhz: float | None
+    temperature_c: float | None  # the highest seen
+    throttle_reasons: str | None  # names seen during the window, "none" when none
+
+
+def summarise(readings: list[Reading]) -> Summary:
+    """Summarise readings taken in time order (the first at the window's start, the last at
+    its end)."""
+    if not readings:
+        raise ValueError("no NVML readings to summarise")
+    t = [r.t_s for r in readings]
+    duration = t[-1] - t[0]
+    gaps = len(readings) - 1
+    power = [(r.t_s, r.power_w) for r in readings if r.power_w is not None]
+    power_integral = (
+        sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in itertools.pairwise(power))
+        if len(power) >= 2
+        else None
+    )
+    power_span = power[-1][0] - power[0][0] if len(power) >= 2 else 0.0
+    first_e, last_e = readings[0].energy_j, readings[-1].energy_j
+    # A counter that did not move over the window is too coarse to use: integrate power instead.
+    if first_e is not None and last_e is not None and last_e > first_e:
+        energy, method = last_e - first_e, "counter"
+    elif power_integral is not None and power_span > 0:
+        energy, method = power_integral, "power_integral"
+    else:
+        energy, method = None, None
+    masks = [r.throttle_reasons for r in readings if r.throttle_reasons is not None]
+    return Summary(
+        samples=len(readings),
+        duration_s=duration,
+        sample_hz=gaps / duration if duration > 0 and gaps > 0 else None,
+        peak_used_bytes=_max([r.used_bytes for r in readings]),
+        peak_process_used_bytes=_max([r.process_used_bytes for r in readings]),
+        energy_j=energy,
+        energy_method=method,
+        avg_power_w=power_integral / power_span
+        if power_integral is not None and power_span > 0
+        else None,
+        util_pct=_mean([r.util_pct for r in readings]),
+        sm_clock_mhz=_mean([r.sm_clock_mhz for r in readings]),
+        temperature_c=_max([r.temperature_c for r in readings]),
+        throttle_reasons=throttle_names(_or(masks)) if masks else None,
+    )
+
+
+def throttle_names(mask: int) -> str:
+    """Comma-separated names of the reasons in `mask`; "none" for 0."""
+    names = [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+    unknown = mask & ~sum(THROTTLE_REASONS)
+    if unknown:
+        names.append(f"0x{unknown:x}")
+    return ",".join(names) if names else "none"
+
+
+def _max(values: list[Any]) -> Any:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def _or(masks: list[int]) -> int:
+    out = 0
+    for m in masks:
+        out |= m
+    return out
+
+
+class Sampler:
+    """Context manager: reads once on entry, then every `interval_s` on a daemon thread, and
+    once more on exit; `summary` is set on exit. An exception in the reading function is
+    re-raised on exit, never swallowed."""
+
+    def __init__(self, read: Callable[[], Reading], interval_s: float = DEFAULT_INTERVAL_S):
+        self._read = read
+        self.interval_s = interval_s
+        self.readings: list[Reading] = []
+        self.summary: Summary | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def __enter__(self) -> Sampler:
+        self.readings = [self._read()]
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="gpubench-nvml", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(self.interval_s):
+                self.readings.append(self._read())
+        except BaseException as e:  # handed to the measuring thread in __exit__
+            self._error = e
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join()
+        if exc_type is not None:
+            return
+        if self._error is not None:
+            raise RuntimeError(f"NVML sampling failed: {self._error}") from self._error
+        self.readings.append(self._read())
+        self.summary = summarise(self.readings)
+
+
+# --- NVML itself -------------------------------------------------------------------------------
+
+_state: dict[str, Any] = {}
+
+
+def _nvml() -> Any:
+    """The initialised pynvml module, or None (the reason is in `unavailable_reason()`)."""
+    if "module" not in _state:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            _state["module"], _state["reason"] = pynvml, None
+        except ImportError:
+            _state["module"], _state["reason"] = None, "nvidia-ml-py (pynvml) is not installed"
+        except Exception as e:  # pynvml.NVMLError and its subclasses: no driver, no permission
+            _state["module"], _state["reason"] = None, f"{type(e).__name__}: {e}"
+    return _state["module"]
+
+
+def unavailable_reason() -> str | None:
+    """Why NVML cannot be used here (no package, no driver, no permission), or None."""
+    _nvml()
+    return _state["reason"]
+
+
+def warn_if_unavailable() -> str | None:
+    """Warn once (call once per sweep) that NVML is missing and why; returns the reason."""
+    reason = unavailable_reason()
+    if reason is not None:
+        warnings.warn(
+            f"NVML unavailable ({reason}): GPU memory, power, energy, utilisation, clock and "
+            "temperature fields are null",
+            NvmlWarning,
+            stacklevel=2,
+        )
+    return reason
+
+
+def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """An NVML query, or None where this GPU or driver does not support it."""
+    nvml = _nvml()
+    try:
+        return fn(*args, **kwargs)
+    except nvml.NVMLError:
+        return None
+
+
+def _handle(cuda_index: int) -> Any:
+    """The NVML handle of torch's CUDA device `cuda_index`: by UUID, else by PCI bus id (so
+    CUDA_VISIBLE_DEVICES reordering cannot mix devices up), else by index where no
+    CUDA_VISIBLE_DEVICES renumbers them."""
+    import torch
+
+    nvml = _nvml()
+    props = torch.cuda.get_device_properties(cuda_index)
+    uuid = str(getattr(props, "uuid", ""))
+    handle = None
+    if uuid:
+        handle = _call(nvml.nvmlDeviceGetHandleByUUID, uuid if "-" in uuid[:4] else "GPU-" + uuid)
+    if handle is None and hasattr(props, "pci_bus_id"):
+        bus = (
+            f"{getattr(props, 'pci_domain_id', 0):08X}:{props.pci_bus_id:02X}:"
+            f"{getattr(props, 'pci_device_id', 0):02X}.0"
+        )
+        handle = _call(nvml.nvmlDeviceGetHandleByPciBusId_v2, bus)
+    if handle is None and "CUDA_VISIBLE_DEVICES" not in os.environ:
+        handle = nvml.nvmlDeviceGetHandleByIndex(cuda_index)
+    if handle is None:
+        raise RuntimeError(f"no NVML device matches CUDA device {cuda_index} (uuid {uuid})")
+    return handle
+
+
+class Device:
+    """Reads one GPU through NVML. Which queries the GPU supports is found once, here, so a
+    reading makes only calls that can answer."""
+
+    def __init__(self, cuda_index: int) -> None:
+        nvml = _nvml()
+        if nvml is None:
+            raise RuntimeError(f"NVML unavailable: {unavailable_reason()}")
+        self.nvml = nvml
+        self.handle = _handle(cuda_index)
+        self.pid = os.getpid()
+        # Memory info v2 (its `used` leaves out memory the driver reserves), where the
+        # driver and nvidia-ml-py have it.
+        self._memory_v2 = getattr(nvml, "nvmlMemory_v2", None)
+        self.memory_info_version = "v1"
+        if self._memory_v2 is not None and _call(self._v2_info) is not None:
+            self.memory_info_version = "v2"
+        self.energy_counter = (
+            _call(nvml.nvmlDeviceGetTotalEnergyConsumption, self.handle) is not None
+        )
+        self._queries: dict[str, Callable[[], Any]] = {}
+        reasons = getattr(
+            nvml,
+            "nvmlDeviceGetCurrentClocksEventReasons",
+            getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None),
+        )
+        candidates: dict[str, Callable[[], Any]] = {
+            "used_bytes": self._used,
+            "power_w": lambda: nvml.nvmlDeviceGetPowerUsage(self.handle) / 1e3,
+            "energy_j": lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle) / 1e3,
+            "util_pct": lambda: float(nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu),
+            "sm_clock_mhz": lambda: float(
+                nvml.nvmlDeviceGetClockInfo(self.handle, nvml.NVML_CLOCK_SM)
+            ),
+            "temperature_c": lambda: float(
+                nvml.nvmlDeviceGetTemperature(self.handle, nvml.NVML_TEMPERATURE_GPU)
+            ),
+        }
+        if reasons is not None:
+            candidates["throttle_reasons"] = lambda: int(reasons(self.handle))
+        for name, query in candidates.items():
+            if _call(query) is not None:
+                self._queries[name] = query
+        # Listed even when it has no figure yet: the process may show up once it allocates.
+        if _call(nvml.nvmlDeviceGetComputeRunningProcesses, self.handle) is not None:
+            self._queries["process_used_bytes"] = self._process_used
+
+    def _v2_info(self) -> Any:
+        try:
+            return self.nvml.nvmlDeviceGetMemoryInfo(self.handle, version=self._memory_v2)
+        except TypeError:  # an nvidia-ml-py without the version argument
+            return None
+
+    def _used(self) -> int:
+        if self.memory_info_version == "v2":
+            return int(self._v2_info().used)
+        return int(self.nvml.nvmlDeviceGetMemoryInfo(self.handle).used)
+
+    def _process_used(self) -> int | None:
+        """This process's device memory; None where NVML lists it without a figure or under
+        another PID (a container's PID namespace)."""
+        for proc in self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle):
+            if proc.pid == self.pid and proc.usedGpuMemory is not None:
+                return int(proc.usedGpuMemory)
+        return None
+
+    def supported(self) -> list[str]:
+        return list(self._queries)
+
+    def read(self) -> Reading:
+        values = {name: _call(query) for name, query in self._queries.items()}
+        return Reading(t_s=time.perf_counter(), **values)
+
+    def info(self) -> dict[str, Any]:
+        """Static facts for env.json: power limits (W), clocks (MHz), memory (bytes)."""
+        nvml, h = self.nvml, self.handle
+        mem = _call(nvml.nvmlDeviceGetMemoryInfo, h)
+        power_limit = _call(nvml.nvmlDeviceGetPowerManagementLimit, h)
+        enforced = _call(nvml.nvmlDeviceGetEnforcedPowerLimit, h)
+        return {
+            "name": _call(nvml.nvmlDeviceGetName, h),
+            "memory_total_bytes": None if mem is None else int(mem.total),
+            "power_limit_w": None if power_limit is None else power_limit / 1e3,
+            "enforced_power_limit_w": None if enforced is None else enforced / 1e3,
+            "max_sm_clock_mhz": _call(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_SM),
+            "max_memory_clock_mhz": _call(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_MEM),
+            "applications_sm_clock_mhz": _call(
+                nvml.nvmlDeviceGetApplicationsClock, h, nvml.NVML_CLOCK_SM
+            ),
+            "sm_clock_mhz_now": _call(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM),
+            "persistence_mode": _call(nvml.nvmlDeviceGetPersistenceMode, h),
+            "memory_info_version": self.memory_info_version,
+            "energy_counter": self.energy_counter,
+            "sampled_fields": self.supported(),
+        }
+
+
+def system_info() -> dict[str, Any]:
+    """NVML's availability (with the reason when missing) and the driver's versions."""
+    nvml = _nvml()
+    if nvml is None:
+        return {"available": False, "reason": unavailable_reason()}
+    return {
+        "available": True,
+        "reason": None,
+        "driver_version": _call(nvml.nvmlSystemGetDriverVersion),
+        "nvml_version": _call(nvml.nvmlSystemGetNVMLVersion),
+        "cuda_driver_version": _call(nvml.nvmlSystemGetCudaDriverVersion_v2),
+    }

@@ -1,0 +1,209 @@
+"""The NVML sampler's logic against injected readings, and the path where NVML is missing."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import pytest
+
+from gpubench.probes import nvml
+from gpubench.probes.nvml import Reading, Sampler, summarise
+
+
+def _readings(energy: list[float | None], power: list[float | None]) -> list[Reading]:
+    return [
+        Reading(
+            t_s=10.0 + i * 0.5,
+            used_bytes=1000 + 10 * i,
+            process_used_bytes=900 + 10 * i,
+            power_w=p,
+            energy_j=e,
+            util_pct=50.0 + i,
+            sm_clock_mhz=1500.0,
+            temperature_c=60.0 + (i % 2),
+            throttle_reasons=0x4 if i == 1 else 0,
+        )
+        for i, (e, p) in enumerate(zip(energy, power, strict=True))
+    ]
+
+
+def test_energy_from_the_counter_where_it_moves() -> None:
+    s = summarise(_readings([100.0, 150.0, 200.0], [100.0, 100.0, 100.0]))
+    assert s.energy_method == "counter" and s.energy_j == 100.0
+    assert s.avg_power_w == pytest.approx(100.0)
+    assert s.duration_s == pytest.approx(1.0) and s.sample_hz == pytest.approx(2.0)
+    assert s.peak_used_bytes == 1020 and s.peak_process_used_bytes == 920
+    assert s.util_pct == pytest.approx(51.0) and s.temperature_c == 61.0
+    assert s.throttle_reasons == "sw_power_cap"
+
+
+def test_energy_integrates_power_without_a_counter() -> None:
+    s = summarise(_readings([None, None, None], [100.0, 200.0, 300.0]))
+    assert s.energy_method == "power_integral"
+    assert s.energy_j == pytest.approx(0.5 * 150 + 0.5 * 250)
+    assert s.avg_power_w == pytest.approx(200.0)
+
+
+def test_a_counter_that_did_not_move_is_not_a_zero_energy() -> None:
+    s = summarise(_readings([100.0, 100.0, 100.0], [80.0, 80.0, 80.0]))
+    assert s.energy_method == "power_integral" and s.energy_j == pytest.approx(80.0)
+    none = summarise(_readings([None, None, None], [None, None, None]))
+    assert none.energy_j is None and none.energy_method is None and none.avg_power_w is None
+
+
+def test_throttle_reason_names() -> None:
+    assert nvml.throttle_names(0) == "none"
+    assert nvml.throttle_names(0x4 | 0x40) == "sw_power_cap,hw_thermal_slowdown"
+    assert nvml.throttle_names(0x10000) == "0x10000"
+
+
+def test_sampler_reads_on_entry_on_its_thread_and_on_exit() -> None:
+    main = threading.get_ident()
+    threads: list[int] = []
+    step = threading.Event()
+    count = 0
+
+    def read() -> Reading:
+        nonlocal count
+        count += 1
+        threads.append(threading.get_ident())
+        if count >= 4:
+            step.set()
+        return Reading(t_s=float(count), power_w=100.0, energy_j=10.0 * count, used_bytes=count)
+
+    with Sampler(read, interval_s=0.001) as sampler:
+        assert step.wait(timeout=30)  # the thread has read at least three times
+    assert threads[0] == main and threads[-1] == main
+    assert any(t != main for t in threads[1:-1])
+    summary = sampler.summary
+    assert summary is not None and summary.samples == len(threads) >= 5
+    assert summary.peak_used_bytes == len(threads)
+    assert summary.energy_j == pytest.approx(10.0 * (len(threads) - 1))
+
+
+def test_sampler_raises_what_its_reading_function_raised() -> None:
+    calls = 0
+    failed = threading.Event()
+
+    def read() -> Reading:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            failed.set()
+            raise OSError("device fell off the bus")
+        return Reading(t_s=0.0)
+
+    with pytest.raises(RuntimeError, match="fell off the bus"), Sampler(read, 0.001):
+        assert failed.wait(timeout=30)
+
+
+def test_default_interval_is_at_least_50_hz() -> None:
+    assert 1 / nvml.DEFAULT_INTERVAL_S >= 50
+
+
+@pytest.fixture
+def no_nvml(monkeypatch: pytest.MonkeyPatch) -> str:
+    reason = "NVMLError_LibraryNotFound: NVML Shared Library Not Found"
+    monkeypatch.setattr(nvml, "_state", {"module": None, "reason": reason})
+    return reason
+
+
+def test_missing_nvml_is_a_reason_and_one_warning_not_a_crash(no_nvml: str) -> None:
+    assert nvml.unavailable_reason() == no_nvml
+    assert nvml.system_info() == {"available": False, "reason": no_nvml}
+    with pytest.warns(nvml.NvmlWarning, match="Library Not Found") as caught:
+        assert nvml.warn_if_unavailable() == no_nvml
+    assert len(caught) == 1
+    with pytest.raises(RuntimeError, match="NVML unavailable"):
+        nvml.Device(0)
+
+
+def test_nvml_here_answers_or_says_why() -> None:
+    reason = nvml.unavailable_reason()
+    info = nvml.system_info()
+    assert info["available"] == (reason is None)
+    if reason is None:
+        assert info["driver_version"]
+    else:
+        with warnings.catch_warnings(record=True):
+            assert nvml.warn_if_unavailable() == reason
+
+
+@pytest.mark.gpu
+def test_real_nvml_sampler_runs_at_50_hz_or_faster() -> None:
+    import time
+
+    import torch
+
+    if nvml.unavailable_reason() is not None:
+        pytest.skip(nvml.unavailable_reason())
+    device = nvml.Device(torch.cuda.current_device())
+    with Sampler(device.read) as sampler:
+        time.sleep(1.0)
+    s = sampler.summary
+    assert s is not None and s.sample_hz is not None and s.sample_hz >= 50
+    assert s.peak_used_bytes and s.avg_power_w and s.avg_power_w > 0
+
+
+class FakeNvml:
+    """A stand-in for pynvml: an H100-like device whose process list shows this process, and
+    that does not support the total-energy counter."""
+
+    class NVMLError(Exception):
+        pass
+
+    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 0, 1, 0
+    nvmlMemory_v2 = 0x02000028
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def nvmlDeviceGetMemoryInfo(self, handle: object, version: int | None = None) -> object:
+        used = 5 * 2**30 if version else 6 * 2**30  # v2 leaves out reserved memory
+        return type("Mem", (), {"used": used, "total": 80 * 2**30})()
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: object) -> list[object]:
+        proc = type("Proc", (), {})
+        other, me = proc(), proc()
+        other.pid, other.usedGpuMemory = self.pid + 1, 2**30
+        me.pid, me.usedGpuMemory = self.pid, 3 * 2**30
+        return [other, me]
+
+    def nvmlDeviceGetPowerUsage(self, handle: object) -> int:
+        return 350_000  # mW
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: object) -> int:
+        raise self.NVMLError("Not Supported")
+
+    def nvmlDeviceGetUtilizationRates(self, handle: object) -> object:
+        return type("Util", (), {"gpu": 97})()
+
+    def nvmlDeviceGetClockInfo(self, handle: object, clock: int) -> int:
+        return 1980
+
+    def nvmlDeviceGetTemperature(self, handle: object, sensor: int) -> int:
+        return 61
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: object) -> int:
+        return 0x4
+
+
+def test_device_reads_what_the_gpu_supports_in_si_units(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    fake = FakeNvml(os.getpid())
+    monkeypatch.setattr(nvml, "_state", {"module": fake, "reason": None})
+    monkeypatch.setattr(nvml, "_handle", lambda index: f"handle{index}")
+    device = nvml.Device(0)
+    assert device.memory_info_version == "v2" and not device.energy_counter
+    assert "energy_j" not in device.supported()
+    r = device.read()
+    assert r.used_bytes == 5 * 2**30 and r.process_used_bytes == 3 * 2**30
+    assert r.power_w == 350.0 and r.energy_j is None and r.util_pct == 97.0
+    assert r.sm_clock_mhz == 1980.0 and r.temperature_c == 61.0 and r.throttle_reasons == 0x4
+    with Sampler(device.read, interval_s=0.001) as sampler:
+        pass
+    assert sampler.summary is not None and sampler.summary.throttle_reasons == "sw_power_cap"
+    fake.pid = -1  # another PID namespace: this process is not in NVML's list
+    assert nvml.Device(0).read().process_used_bytes is None
