@@ -12,6 +12,8 @@ import pandas as pd
 
 # A batch within this fraction of the best samples/s counts as saturating throughput.
 SATURATION = 0.05
+# Memory that grows by less than this fraction across the batches measured is called flat.
+GROWTH = 0.01
 MATCH = ["model", "model_size", "precision", "optimizer", "batch_size"]
 
 
@@ -51,14 +53,18 @@ class MemoryFit:
     per_sample_bytes: float
     r2: float | None
     points: int
+    batch_range: tuple[float, float]  # smallest and largest batch fitted
 
     def at(self, batch_size: float) -> float:
         return self.fixed_bytes + self.per_sample_bytes * batch_size
 
     def largest_batch(self, capacity_bytes: float | None) -> int | None:
         """The largest batch whose predicted memory fits `capacity_bytes`, or None when there is
-        no capacity, or memory does not grow with the batch (nothing to extrapolate)."""
-        if capacity_bytes is None or self.per_sample_bytes <= 0:
+        no capacity, or memory does not grow with the batch: by less than GROWTH of its size
+        across the batches fitted (rounding, not a trend worth extrapolating)."""
+        low, high = self.batch_range
+        growth = self.per_sample_bytes * (high - low)
+        if capacity_bytes is None or growth <= GROWTH * abs(self.at(high)):
             return None
         b = math.floor((capacity_bytes - self.fixed_bytes) / self.per_sample_bytes)
         return b if b >= 1 else None
@@ -79,7 +85,9 @@ def fit_memory(batch_sizes: Sequence[float], memory_bytes: Sequence[float]) -> M
     residual = float(np.sum((y - (intercept + slope * x)) ** 2))
     total = float(np.sum((y - y.mean()) ** 2))
     r2 = 1 - residual / total if total > 0 else None
-    return MemoryFit(float(intercept), float(slope), r2, len(pairs))
+    return MemoryFit(
+        float(intercept), float(slope), r2, len(pairs), (float(x.min()), float(x.max()))
+    )
 
 
 def oom_batch(frame: pd.DataFrame) -> int | None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import matplotlib
 import pandas as pd
 
 from gpubench.report import analysis as A
 from gpubench.report import html as H
 from gpubench.report import learning, plots
 from gpubench.report.figure import Chart
-from gpubench.report.runs import combine, load_runs
+from gpubench.report.runs import Run, combine, load_runs
 
 CHART_FILES = (
     "throughput.png",
@@ -46,6 +47,12 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None) -> P
     for name in CHART_FILES:  # a chart this report does not draw must not linger from an old one
         (plots_dir / name).unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # Names come from results files: a '$' in one must print as itself, not start mathtext.
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _build(runs, path, plots_dir)
+
+
+def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     frame = combine(runs)
     capacity = {
         (r.name, str(d)): r.device_memory_bytes(str(d)) for r in runs for d in r.frame["device"]
