@@ -114,7 +114,7 @@ def _summary(frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]) -
                 (str(r["points_ok"]), r["points_ok"]),
                 (H.number(r["best_samples_per_s"], ",.0f"), r["best_samples_per_s"]),
                 (H.number(r["throughput_optimal_batch"], "d"), r["throughput_optimal_batch"]),
-                (H.number(r["latency_floor_s"], ",.3f", 1e3), r["latency_floor_s"]),
+                (H.number(r["latency_floor_s"], ",.4g", 1e3), r["latency_floor_s"]),
                 (H.number(per_sample, ",.2f", 1 / 2**20), per_sample),
                 (H.number(r["predicted_max_batch"], ",d"), r["predicted_max_batch"]),
                 (H.number(r["oom_batch"], "d"), r["oom_batch"]),
@@ -190,7 +190,7 @@ def _failures(frame: pd.DataFrame) -> str:
     bad = frame[frame["status"] != "ok"]
     head = "<h2>Failed and unsupported points</h2>\n"
     if bad.empty:
-        return head + "<p>Every point ran.</p>"
+        return head + ("<p>Every point ran.</p>" if len(frame) else "<p>No points.</p>")
     rows = [
         [
             r["run"],

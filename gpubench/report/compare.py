@@ -157,7 +157,7 @@ def compare(
 ) -> Comparison:
     """Match the points of `base` and `new` by identity and compare each pair."""
     b, n = load_input(base), load_input(new)
-    key = lambda r: tuple(str(r[k]) for k in IDENTITY)  # noqa: E731
+    key = lambda r: tuple(_identity_value(r[k]) for k in IDENTITY)  # noqa: E731
     b_rows = {key(r): r for r in b.to_dict("records")}
     n_rows = {key(r): r for r in n.to_dict("records")}
     out = Comparison(str(base), str(new), threshold_pct, alpha)
@@ -168,6 +168,13 @@ def compare(
             out.only_in_base.append({c: row[c] for c in IDENTITY})
     out.only_in_new = [{c: r[c] for c in IDENTITY} for k, r in n_rows.items() if k not in b_rows]
     return out
+
+
+def _identity_value(value: Any) -> str:
+    """An identity value as text; 16.0 (a column pandas made float) is the same point as 16."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
 
 
 def _f(value: float | None, spec: str, suffix: str = "") -> str:

@@ -89,15 +89,19 @@ def _plain(value: float, _pos: object = None) -> str:
 
 
 def log_y(ax: Axes) -> None:
-    """A log-scaled y axis with plainly written tick labels."""
+    """A log-scaled y axis with plainly written tick labels; under about a decade of range the
+    minor ticks at 2 and 5 x 10^k are labelled too."""
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(_plain))
-    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, p: _plain(v) if _few_ticks(ax) else ""))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _p: _minor_label(ax, v)))
 
 
-def _few_ticks(ax: Axes) -> bool:
+def _minor_label(ax: Axes, value: float) -> str:
     low, high = ax.get_ylim()
-    return low > 0 and high / low < 20  # under about a decade: label the minor ticks too
+    if not (low > 0 and high / low < 20) or value <= 0:
+        return ""
+    mantissa = value / 10 ** math.floor(math.log10(value) + 1e-9)
+    return _plain(value) if round(mantissa, 6) in (2.0, 5.0) else ""
 
 
 # Legend entries for marks drawn in every series' colour: shown once, in grey.

@@ -246,7 +246,7 @@ def compute(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     if not metrics:
         return None
     colors = palette(frame["series"])
-    models = _models(frame)
+    models = sorted(ok[ok[[c for c, _ in metrics]].notna().any(axis=1)]["model"].unique())
     fig, axes = panels(models, rows_per_title=len(metrics))
     for model, col_axes in zip(models, axes, strict=True):
         rows = A.ok_rows(frame[frame["model"] == model])
