@@ -233,14 +233,14 @@ def format_comparison(c: Comparison, fmt: str) -> str:
             "| " + " | ".join(HEADERS) + " |",
             "|" + "|".join("---" if i < 2 or i == 8 else "---:" for i in range(len(HEADERS))) + "|",
         ]
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in r) + " |" for r in rows]
         return "\n".join(lines)
     assert fmt == "text", fmt
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(HEADERS)]
     line = lambda cells: "  ".join(  # noqa: E731
         cell.ljust(w) if i in (0, 1, 8) else cell.rjust(w)
         for i, (cell, w) in enumerate(zip(cells, widths, strict=True))
-    )
+    ).rstrip()
     return "\n".join(
         [f"base: {c.base}", f"new:  {c.new}", line(HEADERS)]
         + [line(r) for r in rows]
