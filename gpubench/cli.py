@@ -85,6 +85,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise S.ConfigError(f"invalid percentage {text!r}; allowed: a number of 0 or more")
+    return value
+
+
 def _int_value(text: str) -> object:
     try:
         return int(text)
@@ -138,6 +148,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("--out", type=Path, help="run folder (default: results/<timestamp>)")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    report = sub.add_parser("report", help="render the HTML report of one or more run folders")
+    report.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="run folders")
+    report.add_argument(
+        "--out", type=Path, help="report .html file or folder (default: DIR/report.html)"
+    )
+
+    compare = sub.add_parser(
+        "compare", help="compare two runs point by point; exit 1 on a regression"
+    )
+    compare.add_argument("base", type=Path, help="the baseline run folder")
+    compare.add_argument("new", type=Path, help="the run folder to check")
+    compare.add_argument(
+        "--threshold",
+        type=_arg(_percent),
+        default=5.0,
+        help="smallest slowdown of the median step time, in percent, that counts (default 5)",
+    )
+    compare.add_argument(
+        "--format", type=_choice(("text", "markdown", "json"), "format"), default="text"
+    )
 
     sub.add_parser("list", help="show the models, sizes, precisions, optimizers and suites")
     sub.add_parser("env", help="print the machine and software as JSON")
@@ -203,6 +234,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     if args.command == "sweep":
         return console.sweep(spec_from_args(args), args.out, quiet=args.quiet)
+    if args.command == "report":
+        return console.report(args.dirs, args.out)
+    if args.command == "compare":
+        return console.compare(args.base, args.new, args.threshold, args.format)
     if args.command == "list":
         return console.list_all(SUITES_DIR)
     if args.command == "env":

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpubench.spec import OPTIMIZERS, PRECISIONS, SweepSpec
+from gpubench.spec import OPTIMIZERS, PRECISIONS, ConfigError, SweepSpec
 
 _err = Console(stderr=True)
 _out = Console(width=None if sys.stdout.isatty() else 160)
@@ -45,7 +45,47 @@ def sweep(spec: SweepSpec, out: Path | None, quiet: bool = False) -> int:
         frame = run_sweep(spec, run_dir, on_row=on_row)
     _out.print(summary_table(frame))
     _out.print(f"results: {run_dir}")
+    _render_report(run_dir)
     return 0
+
+
+def _render_report(run_dir: Path) -> None:
+    """The sweep's report. Its rows are already on disk, so a failure here costs only the
+    report: it is printed with the command that retries it, and the sweep still succeeds."""
+    from gpubench.report import build_report
+
+    try:
+        _out.print(f"report: {build_report([run_dir])}")
+    except Exception as e:
+        _err.print(
+            f"gpubench: warning: the report failed ({type(e).__name__}: {e}); the results are "
+            f"kept; retry with: python -m gpubench report {run_dir}"
+        )
+
+
+def report(dirs: list[Path], out: Path | None) -> int:
+    from gpubench.report import build_report
+    from gpubench.results import ResultsError
+
+    try:
+        path = build_report(dirs, out)
+    except ResultsError as e:
+        raise ConfigError(str(e)) from e
+    _out.print(f"report: {path}")
+    return 0
+
+
+def compare(base: Path, new: Path, threshold_pct: float, fmt: str) -> int:
+    from gpubench.report.compare import compare as compare_runs
+    from gpubench.report.compare import format_comparison
+    from gpubench.results import ResultsError
+
+    try:
+        result = compare_runs(base, new, threshold_pct)
+    except ResultsError as e:
+        raise ConfigError(str(e)) from e
+    sys.stdout.write(format_comparison(result, fmt) + "\n")
+    return result.exit_code()
 
 
 def _short(row: dict[str, Any]) -> str:

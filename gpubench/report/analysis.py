@@ -1,0 +1,176 @@
+"""What the report derives from rows: throughput-optimal batch, latency floor, memory fit and the
+predicted largest batch, OOM boundaries, and speedups over the CPU."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+# A batch within this fraction of the best samples/s counts as saturating throughput.
+SATURATION = 0.05
+# Memory that grows by less than this fraction across the batches measured is called flat.
+GROWTH = 0.01
+MATCH = ["model", "model_size", "precision", "optimizer", "batch_size"]
+
+
+def ok_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows with status ok and a measured step time, sorted by batch size."""
+    ok = frame[(frame["status"] == "ok") & frame["step_time_s"].notna()]
+    return ok.sort_values("batch_size")
+
+
+def throughput_optimal_batch(
+    batch_sizes: Sequence[float], samples_per_s: Sequence[float], within: float = SATURATION
+) -> int | None:
+    """The smallest batch whose samples/s is within `within` (a fraction) of the best one's."""
+    pairs = [
+        (int(b), float(t))
+        for b, t in zip(batch_sizes, samples_per_s, strict=True)
+        if t is not None and math.isfinite(float(t)) and t > 0
+    ]
+    if not pairs:
+        return None
+    best = max(t for _, t in pairs)
+    return min(b for b, t in pairs if t >= (1 - within) * best)
+
+
+def latency_floor(step_time_s: Sequence[float]) -> float | None:
+    """The shortest median step time measured, in seconds: the time a step costs however small
+    the batch (launch and framework overhead, and weights-only work)."""
+    values = [float(t) for t in step_time_s if t is not None and math.isfinite(float(t))]
+    return min(values) if values else None
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """memory = fixed_bytes + per_sample_bytes x batch, least squares over the measured points."""
+
+    fixed_bytes: float
+    per_sample_bytes: float
+    r2: float | None
+    points: int
+    batch_range: tuple[float, float]  # smallest and largest batch fitted
+
+    def at(self, batch_size: float) -> float:
+        return self.fixed_bytes + self.per_sample_bytes * batch_size
+
+    def largest_batch(self, capacity_bytes: float | None) -> int | None:
+        """The largest batch whose predicted memory fits `capacity_bytes`, or None when there is
+        no capacity, or memory does not grow with the batch: by less than GROWTH of its size
+        across the batches fitted (rounding, not a trend worth extrapolating)."""
+        low, high = self.batch_range
+        growth = self.per_sample_bytes * (high - low)
+        if capacity_bytes is None or growth <= GROWTH * abs(self.at(high)):
+            return None
+        b = math.floor((capacity_bytes - self.fixed_bytes) / self.per_sample_bytes)
+        return b if b >= 1 else None
+
+
+def fit_memory(batch_sizes: Sequence[float], memory_bytes: Sequence[float]) -> MemoryFit | None:
+    """The line through (batch, bytes), or None with fewer than two distinct batch sizes."""
+    pairs = [
+        (float(b), float(m))
+        for b, m in zip(batch_sizes, memory_bytes, strict=True)
+        if m is not None and math.isfinite(float(m))
+    ]
+    if len({b for b, _ in pairs}) < 2:
+        return None
+    x = np.array([b for b, _ in pairs])
+    y = np.array([m for _, m in pairs])
+    slope, intercept = np.polyfit(x, y, 1)
+    residual = float(np.sum((y - (intercept + slope * x)) ** 2))
+    total = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1 - residual / total if total > 0 else None
+    return MemoryFit(
+        float(intercept), float(slope), r2, len(pairs), (float(x.min()), float(x.max()))
+    )
+
+
+def oom_batch(frame: pd.DataFrame) -> int | None:
+    """The smallest batch size that ran out of memory among `frame`'s rows, or None."""
+    oom = frame[frame["status"] == "oom"]["batch_size"].dropna()
+    return int(oom.min()) if len(oom) else None
+
+
+MEMORY_COLUMNS = {
+    "nvml_peak_used_bytes": "NVML device used",
+    "torch_peak_reserved_bytes": "allocator reserved",
+    "torch_peak_allocated_bytes": "allocator peak",
+    "host_peak_rss_bytes": "host RSS",
+}
+
+
+def memory_column(frame: pd.DataFrame) -> str | None:
+    """The memory column the largest-batch prediction uses: NVML (what the device really holds,
+    context included) where measured, then the allocator's reserved and allocated peaks."""
+    for col in ("nvml_peak_used_bytes", "torch_peak_reserved_bytes", "torch_peak_allocated_bytes"):
+        if col in frame and frame[col].notna().any():
+            return col
+    return None
+
+
+def speedup_table(frame: pd.DataFrame, cpu_threads: dict[str, int | None]) -> pd.DataFrame:
+    """GPU rows joined with CPU rows of the same model, size, precision, optimizer and batch
+    size: `speedup` = CPU step time / GPU step time. `cpu_threads` maps run name to threads."""
+    ok = ok_rows(frame)
+    cpu = ok[ok["device"] == "cpu"]
+    gpu = ok[ok["device"] != "cpu"]
+    columns = [
+        *MATCH,
+        "device_name",
+        "cpu_name",
+        "cpu_threads",
+        "cpu_step_time_s",
+        "gpu_step_time_s",
+        "speedup",
+    ]
+    if cpu.empty or gpu.empty:
+        return pd.DataFrame(columns=columns)
+    cpu = cpu.groupby([*MATCH, "device_name", "run"], as_index=False)["step_time_s"].median()
+    cpu = cpu.rename(columns={"device_name": "cpu_name", "run": "cpu_run"})
+    gpu = gpu.groupby([*MATCH, "device_name"], as_index=False)["step_time_s"].median()
+    joined = gpu.merge(cpu, on=MATCH, suffixes=("_gpu", "_cpu"))
+    joined = joined.rename(
+        columns={"step_time_s_gpu": "gpu_step_time_s", "step_time_s_cpu": "cpu_step_time_s"}
+    )
+    joined["cpu_threads"] = [cpu_threads.get(r) for r in joined["cpu_run"]]
+    joined["speedup"] = joined["cpu_step_time_s"] / joined["gpu_step_time_s"]
+    return joined[columns].sort_values(MATCH).reset_index(drop=True)
+
+
+def series_summary(
+    frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]
+) -> pd.DataFrame:
+    """One line per (model, series): best throughput, the throughput-optimal batch, the latency
+    floor, the fitted memory line and the predicted largest batch, and the first OOM batch.
+    `capacity` maps (run, device) to the device's memory in bytes."""
+    out = []
+    for (model, series), group in frame.groupby(["model", "series"], sort=True):
+        ok = ok_rows(group)
+        col = memory_column(ok)
+        fit = fit_memory(ok["batch_size"], ok[col]) if col else None
+        run, device = group["run"].iloc[0], group["device"].iloc[0]
+        cap = capacity.get((run, device))
+        out.append(
+            {
+                "model": model,
+                "series": series,
+                "points_ok": len(ok),
+                "best_samples_per_s": ok["samples_per_s"].max() if len(ok) else None,
+                "throughput_optimal_batch": throughput_optimal_batch(
+                    ok["batch_size"], ok["samples_per_s"]
+                ),
+                "latency_floor_s": latency_floor(ok["step_time_s"]),
+                "memory_column": col,
+                "memory_fixed_bytes": fit.fixed_bytes if fit else None,
+                "memory_per_sample_bytes": fit.per_sample_bytes if fit else None,
+                "capacity_bytes": cap,
+                "predicted_max_batch": fit.largest_batch(cap) if fit else None,
+                "oom_batch": oom_batch(group),
+            }
+        )
+    return pd.DataFrame(out)

@@ -1,0 +1,248 @@
+"""Compare two runs point by point: step time, throughput and peak memory, with a Mann-Whitney U
+test on the raw step times so that noise is not called a regression."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from scipy.stats import mannwhitneyu
+
+from gpubench.results import IDENTITY, ResultsError, load_results
+
+THRESHOLD_PCT = 5.0  # a change smaller than this is not a regression, however significant
+ALPHA = 0.01  # significance level of the two-sided Mann-Whitney U test
+MIN_SAMPLES = 5  # fewer raw step times than this on either side cannot show significance
+PEAK_COLUMNS = (
+    "nvml_peak_used_bytes",
+    "torch_peak_reserved_bytes",
+    "torch_peak_allocated_bytes",
+    "host_peak_rss_bytes",
+)
+FORMATS = ("text", "markdown", "json")
+
+
+def load_input(path: str | Path) -> pd.DataFrame:
+    """One side of a comparison as rows: the identity columns, `status`, `step_time_s`,
+    `samples_per_s`, the peak-memory columns, and raw `step_times_s` (a list of seconds, or
+    None). Accepts a run folder or its results.jsonl; the one place to add other formats."""
+    path = Path(path)
+    folder = path.parent if path.is_file() and path.name == "results.jsonl" else path
+    if not folder.is_dir():
+        raise ResultsError(f"{str(path)!r} is not a run folder or a results.jsonl file")
+    frame = load_results(folder)
+    if "step_times_s" not in frame:
+        frame["step_times_s"] = None
+    # A point measured twice (a resumed run) counts once: its latest row.
+    return frame.drop_duplicates(subset=IDENTITY, keep="last").reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class PointChange:
+    """One point in both runs. Changes are percent of the base value (positive = larger)."""
+
+    point: dict[str, Any]
+    base_status: str
+    new_status: str
+    base_step_time_s: float | None = None
+    new_step_time_s: float | None = None
+    step_time_change_pct: float | None = None
+    throughput_change_pct: float | None = None
+    memory_column: str | None = None
+    memory_change_pct: float | None = None
+    base_samples: int = 0
+    new_samples: int = 0
+    p_value: float | None = None
+    verdict: str = "unchanged"  # regression, improvement, unchanged, not significant,
+    # too few samples, broken (ran in base, not in new), fixed
+
+    @property
+    def label(self) -> str:
+        p = self.point
+        return (
+            f"{p['model']}/{p['model_size']} {p['device']} {p['precision']} {p['optimizer']} "
+            f"B={p['batch_size']}"
+            + (f" seed={p['seed']}" if p.get("seed") not in (0, None) else "")
+            + (f" data={p['data']}" if p.get("data") not in ("device", None) else "")
+        )
+
+    @property
+    def regressed(self) -> bool:
+        return self.verdict in ("regression", "broken")
+
+
+@dataclass
+class Comparison:
+    base: str
+    new: str
+    threshold_pct: float
+    alpha: float
+    points: list[PointChange] = field(default_factory=list)
+    only_in_base: list[dict[str, Any]] = field(default_factory=list)
+    only_in_new: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[PointChange]:
+        return [p for p in self.points if p.regressed]
+
+    def exit_code(self) -> int:
+        """1 when a significant regression beyond the threshold (or a broken point) exists."""
+        return 1 if self.regressions else 0
+
+
+def _pct(base: Any, new: Any) -> float | None:
+    if not _num(base) or not _num(new) or base == 0:
+        return None
+    return (float(new) - float(base)) / float(base) * 100
+
+
+def _num(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _samples(value: Any) -> list[float]:
+    return [float(v) for v in value if _num(v)] if isinstance(value, list) else []
+
+
+def compare_point(
+    base: dict[str, Any], new: dict[str, Any], threshold_pct: float, alpha: float
+) -> PointChange:
+    """The change from `base` to `new` (two rows of the same point) and its verdict."""
+    point = {k: base[k] for k in IDENTITY}
+    b_status, n_status = str(base["status"]), str(new["status"])
+    if b_status != "ok" or n_status != "ok":
+        verdict = "broken" if b_status == "ok" else "fixed" if n_status == "ok" else "unchanged"
+        return PointChange(point, b_status, n_status, verdict=verdict)
+    mem = next((c for c in PEAK_COLUMNS if _num(base.get(c)) and _num(new.get(c))), None)
+    xs, ys = _samples(base.get("step_times_s")), _samples(new.get("step_times_s"))
+    change = _pct(base["step_time_s"], new["step_time_s"])
+    p_value = None
+    if len(xs) >= MIN_SAMPLES and len(ys) >= MIN_SAMPLES:
+        p_value = float(mannwhitneyu(ys, xs, alternative="two-sided").pvalue)
+    beyond = change is not None and abs(change) > threshold_pct
+    if not beyond:
+        verdict = "unchanged"
+    elif p_value is None:
+        verdict = "too few samples"
+    elif p_value >= alpha:
+        verdict = "not significant"
+    else:
+        verdict = "regression" if change is not None and change > 0 else "improvement"
+    return PointChange(
+        point,
+        b_status,
+        n_status,
+        base_step_time_s=float(base["step_time_s"]),
+        new_step_time_s=float(new["step_time_s"]),
+        step_time_change_pct=change,
+        throughput_change_pct=_pct(base.get("samples_per_s"), new.get("samples_per_s")),
+        memory_column=mem,
+        memory_change_pct=_pct(base.get(mem), new.get(mem)) if mem else None,
+        base_samples=len(xs),
+        new_samples=len(ys),
+        p_value=p_value,
+        verdict=verdict,
+    )
+
+
+def compare(
+    base: str | Path,
+    new: str | Path,
+    threshold_pct: float = THRESHOLD_PCT,
+    alpha: float = ALPHA,
+) -> Comparison:
+    """Match the points of `base` and `new` by identity and compare each pair."""
+    b, n = load_input(base), load_input(new)
+    key = lambda r: tuple(_identity_value(r[k]) for k in IDENTITY)  # noqa: E731
+    b_rows = {key(r): r for r in b.to_dict("records")}
+    n_rows = {key(r): r for r in n.to_dict("records")}
+    out = Comparison(str(base), str(new), threshold_pct, alpha)
+    for k, row in b_rows.items():
+        if k in n_rows:
+            out.points.append(compare_point(row, n_rows[k], threshold_pct, alpha))
+        else:
+            out.only_in_base.append({c: row[c] for c in IDENTITY})
+    out.only_in_new = [{c: r[c] for c in IDENTITY} for k, r in n_rows.items() if k not in b_rows]
+    return out
+
+
+def _identity_value(value: Any) -> str:
+    """An identity value as text; 16.0 (a column pandas made float) is the same point as 16."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+def _f(value: float | None, spec: str, suffix: str = "") -> str:
+    return "" if value is None else format(value, spec) + suffix
+
+
+def _cells(p: PointChange) -> list[str]:
+    status = p.base_status if p.base_status == p.new_status else f"{p.base_status}→{p.new_status}"
+    return [
+        p.label,
+        status,
+        _f(None if p.base_step_time_s is None else p.base_step_time_s * 1e3, ".3f"),
+        _f(None if p.new_step_time_s is None else p.new_step_time_s * 1e3, ".3f"),
+        _f(p.step_time_change_pct, "+.1f", "%"),
+        _f(p.throughput_change_pct, "+.1f", "%"),
+        _f(p.memory_change_pct, "+.1f", "%"),
+        _f(p.p_value, ".2g"),
+        p.verdict,
+    ]
+
+
+HEADERS = ["point", "status", "base ms", "new ms", "time", "throughput", "memory", "p", "verdict"]
+
+
+def summary(c: Comparison) -> str:
+    n = len(c.regressions)
+    head = f"{n} regression{'s' if n != 1 else ''}" if n else "no regression"
+    return (
+        f"{head} among {len(c.points)} matched points (threshold {c.threshold_pct:g}% on the "
+        f"median step time, Mann-Whitney U p < {c.alpha:g}); "
+        f"{len(c.only_in_base)} only in base, {len(c.only_in_new)} only in new"
+    )
+
+
+def format_comparison(c: Comparison, fmt: str) -> str:
+    """The comparison as `text` (aligned columns), `markdown` (a pull-request comment) or `json`."""
+    if fmt == "json":
+        obj = {
+            "base": c.base,
+            "new": c.new,
+            "threshold_pct": c.threshold_pct,
+            "alpha": c.alpha,
+            "regressions": len(c.regressions),
+            "points": [{**asdict(p), "label": p.label} for p in c.points],
+            "only_in_base": c.only_in_base,
+            "only_in_new": c.only_in_new,
+        }
+        return json.dumps(obj, indent=2, default=str)
+    rows = [_cells(p) for p in c.points]
+    if fmt == "markdown":
+        lines = [
+            f"### gpubench: `{c.new}` against `{c.base}`",
+            "",
+            f"**{summary(c)}**",
+            "",
+            "| " + " | ".join(HEADERS) + " |",
+            "|" + "|".join("---" if i < 2 or i == 8 else "---:" for i in range(len(HEADERS))) + "|",
+        ]
+        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in r) + " |" for r in rows]
+        return "\n".join(lines)
+    assert fmt == "text", fmt
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(HEADERS)]
+    line = lambda cells: "  ".join(  # noqa: E731
+        cell.ljust(w) if i in (0, 1, 8) else cell.rjust(w)
+        for i, (cell, w) in enumerate(zip(cells, widths, strict=True))
+    ).rstrip()
+    return "\n".join(
+        [f"base: {c.base}", f"new:  {c.new}", line(HEADERS)]
+        + [line(r) for r in rows]
+        + [summary(c)]
+    )

@@ -1,0 +1,351 @@
+"""The speed charts: throughput, step time, memory, compute and energy against batch size, and
+speedup over the CPU. Each function returns a Chart, or None when its data is absent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpubench.report import analysis as A
+from gpubench.report.figure import (
+    STAR,
+    Chart,
+    batch_axis,
+    empty_panel,
+    log_y,
+    palette,
+    panels,
+    save,
+)
+
+GiB = 1024**3
+MEMORY_STYLES: list[dict[str, Any]] = [
+    {"marker": "s", "linestyle": "-"},
+    {"marker": "^", "linestyle": "--"},
+    {"marker": "o", "linestyle": "-."},
+    {"marker": "d", "linestyle": "-"},
+]
+
+
+def _models(frame: pd.DataFrame) -> list[str]:
+    return sorted(frame["model"].unique())
+
+
+def _mark_oom(ax, group: pd.DataFrame, color) -> bool:  # type: ignore[no-untyped-def]
+    """A dotted vertical line at the first batch that ran out of memory; True if drawn."""
+    oom = A.oom_batch(group)
+    if oom is None:
+        return False
+    ax.axvline(oom, color=color, linestyle=":", linewidth=1.5, label="out of memory at this batch")
+    return True
+
+
+def throughput(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
+    """Samples/s (tokens/s for sequence models) against batch size, a line per series, the
+    throughput-optimal batch starred and the OOM boundary dotted."""
+    ok = A.ok_rows(frame)
+    if ok["samples_per_s"].notna().sum() == 0:
+        return None
+    colors = palette(frame["series"])
+    models = _models(frame)
+    fig, axes = panels(models)
+    for model, (ax,) in zip(models, axes, strict=True):
+        rows = frame[frame["model"] == model]
+        good = A.ok_rows(rows)
+        tokens = good["tokens_per_s"].notna().any()
+        metric, unit = ("tokens_per_s", "tokens/s") if tokens else ("samples_per_s", "samples/s")
+        for series, group in rows.groupby("series"):
+            g = A.ok_rows(group)
+            color = colors[str(series)]
+            if len(g):
+                ax.plot(g["batch_size"], g[metric], "o-", color=color, label=str(series))
+                best = A.throughput_optimal_batch(g["batch_size"], g["samples_per_s"])
+                at = g[g["batch_size"] == best][metric]
+                if best is not None and len(at):
+                    ax.plot(
+                        best, at.iloc[0], "*", color=color, markersize=14, mec="black", label=STAR
+                    )
+            _mark_oom(ax, group, color)
+        if good.empty:
+            empty_panel(ax, "no point of this model ran")
+            continue
+        batch_axis(ax, rows["batch_size"])
+        log_y(ax)
+        ax.set_ylabel(f"throughput ({unit}, log scale)")
+    file = "throughput.png"
+    save(fig, plots_dir, file, "Training throughput against batch size")
+    return Chart(
+        file,
+        "Throughput",
+        "Samples per second (tokens per second for sequence models) from the median step time. "
+        "A star marks the throughput-optimal batch: the smallest within 5% of the best "
+        "throughput. A dotted line marks the first batch that ran out of memory.",
+    )
+
+
+def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
+    """Median step time against batch size with IQR bars, the latency floor and the
+    throughput-optimal batch."""
+    ok = A.ok_rows(frame)
+    if ok.empty:
+        return None
+    colors = palette(frame["series"])
+    models = _models(frame)
+    fig, axes = panels(models)
+    for model, (ax,) in zip(models, axes, strict=True):
+        rows = frame[frame["model"] == model]
+        good = A.ok_rows(rows)
+        if good.empty:
+            empty_panel(ax, "no point of this model ran")
+            continue
+        for series, group in rows.groupby("series"):
+            g = A.ok_rows(group)
+            color = colors[str(series)]
+            if g.empty:
+                continue
+            ms = g["step_time_s"] * 1e3
+            iqr = g["step_time_iqr_s"].fillna(0) * 1e3 / 2
+            ax.errorbar(
+                g["batch_size"], ms, yerr=iqr, fmt="o-", color=color, capsize=3, label=str(series)
+            )
+            floor = A.latency_floor(g["step_time_s"])
+            if floor is not None:
+                ax.axhline(
+                    floor * 1e3,
+                    color=color,
+                    linestyle="--",
+                    linewidth=0.8,
+                    alpha=0.7,
+                    label="latency floor (shortest step measured)",
+                )
+            best = A.throughput_optimal_batch(g["batch_size"], g["samples_per_s"])
+            at = g[g["batch_size"] == best]["step_time_s"]
+            if best is not None and len(at):
+                ax.plot(
+                    best, at.iloc[0] * 1e3, "*", color=color, markersize=14, mec="black", label=STAR
+                )
+        batch_axis(ax, rows["batch_size"])
+        log_y(ax)
+        ax.set_ylabel("median step time (ms, log scale)")
+    file = "step_time.png"
+    save(fig, plots_dir, file, "Time per training step against batch size")
+    return Chart(
+        file,
+        "Step time",
+        "Median time of one training step (forward, loss, backward, optimizer step); bars span "
+        "the interquartile range. The dashed line is the latency floor, the shortest step "
+        "measured: below it a smaller batch saves no time. The star is the throughput-optimal "
+        "batch.",
+    )
+
+
+def memory(
+    frame: pd.DataFrame, plots_dir: Path, capacity: dict[tuple[str, str], int | None]
+) -> Chart | None:
+    """Peak memory against batch size (every memory column measured), the fitted line
+    fixed + per-sample x B, the device capacity, and the predicted largest batch."""
+    ok = A.ok_rows(frame)
+    cols = [c for c in A.MEMORY_COLUMNS if c in ok and ok[c].notna().any()]
+    if not cols:
+        return None
+    colors = palette(frame["series"])
+    styles = dict(zip(A.MEMORY_COLUMNS, MEMORY_STYLES, strict=True))
+    models = _models(frame)
+    fig, axes = panels(models)
+    for model, (ax,) in zip(models, axes, strict=True):
+        rows = frame[frame["model"] == model]
+        good = A.ok_rows(rows)
+        if good.empty or not any(good[c].notna().any() for c in cols):
+            empty_panel(ax, "no memory measured for this model")
+            continue
+        caps_drawn = set()
+        for series, group in rows.groupby("series"):
+            g = A.ok_rows(group)
+            color = colors[str(series)]
+            measured = [c for c in cols if g[c].notna().any()]
+            for i, col in enumerate(measured):
+                m = g[g[col].notna()]
+                # The series' colour is its legend entry; the style says which measurement.
+                ax.plot(
+                    m["batch_size"],
+                    m[col] / GiB,
+                    color=color,
+                    markersize=5,
+                    label=str(series) if i == 0 else "_",
+                    **styles[col],
+                )
+                ax.plot([], [], color="grey", label=A.MEMORY_COLUMNS[col], **styles[col])
+            fit_col = A.memory_column(g)
+            fit = A.fit_memory(g["batch_size"], g[fit_col]) if fit_col else None
+            cap = capacity.get((group["run"].iloc[0], group["device"].iloc[0]))
+            if fit is not None:
+                top = fit.largest_batch(cap)
+                xs = np.geomspace(float(g["batch_size"].min()), float(top or g["batch_size"].max()))
+                ax.plot(
+                    xs,
+                    [fit.at(x) / GiB for x in xs],
+                    ":",
+                    color=color,
+                    linewidth=1,
+                    label="fitted line: fixed + per-sample x batch",
+                )
+                if top is not None and cap is not None:
+                    ax.plot(
+                        top,
+                        cap / GiB,
+                        "v",
+                        color=color,
+                        markersize=9,
+                        mec="black",
+                        label="predicted largest batch",
+                    )
+                    ax.annotate(
+                        f"B≈{top:,}",
+                        (top, cap / GiB),
+                        textcoords="offset points",
+                        xytext=(-12, -14),
+                        ha="right",
+                        fontsize=8,
+                        color=color,
+                    )
+            if cap is not None and cap not in caps_drawn:
+                caps_drawn.add(cap)
+                ax.axhline(cap / GiB, color="red", linewidth=1, label="device memory")
+            _mark_oom(ax, group, color)
+        batch_axis(ax, good["batch_size"])
+        ax.set_ylabel("peak memory (GiB)")
+    file = "memory.png"
+    save(
+        fig,
+        plots_dir,
+        file,
+        "Peak memory against batch size",
+        keys={A.MEMORY_COLUMNS[c]: styles[c] for c in cols},
+    )
+    return Chart(
+        file,
+        "Memory",
+        "Peak memory of the measured steps: NVML device-wide use, and the PyTorch allocator's "
+        "reserved and allocated peaks (CUDA), or the host RSS (CPU). The dotted line is the "
+        "least-squares fit memory = fixed + per-sample x batch (NVML where measured, else the "
+        "allocator), extended to where it meets the device memory: the predicted largest batch.",
+    )
+
+
+def compute(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
+    """Achieved TFLOP/s and MFU against batch size (MFU only where measured)."""
+    ok = A.ok_rows(frame)
+    metrics = [
+        (c, label)
+        for c, label in (("tflops", "achieved TFLOP/s"), ("mfu", "MFU (% of measured peak)"))
+        if ok[c].notna().any()
+    ]
+    if not metrics:
+        return None
+    colors = palette(frame["series"])
+    models = sorted(ok[ok[[c for c, _ in metrics]].notna().any(axis=1)]["model"].unique())
+    fig, axes = panels(models, rows_per_title=len(metrics))
+    for model, col_axes in zip(models, axes, strict=True):
+        rows = A.ok_rows(frame[frame["model"] == model])
+        for ax, (col, label) in zip(col_axes, metrics, strict=True):
+            have = rows[rows[col].notna()]
+            if have.empty:
+                empty_panel(ax, f"no {label} for this model")
+                continue
+            for series, g in have.groupby("series"):
+                scale = 100 if col == "mfu" else 1
+                ax.plot(
+                    g["batch_size"],
+                    g[col] * scale,
+                    "o-",
+                    color=colors[str(series)],
+                    label=str(series),
+                )
+            batch_axis(ax, rows["batch_size"])
+            ax.set_ylabel(label)
+            if col == "tflops":
+                log_y(ax)
+    file = "compute.png"
+    save(fig, plots_dir, file, "Compute: achieved TFLOP/s and model FLOPs utilisation")
+    return Chart(
+        file,
+        "Compute",
+        "Achieved TFLOP/s is the FLOPs of one training step over its median time; MFU divides it "
+        "by the device's measured matrix-multiply peak for that precision.",
+    )
+
+
+def energy(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
+    """Energy per sample (J) against batch size, where the device's energy was measured."""
+    ok = A.ok_rows(frame)
+    ok = ok[ok["energy_j_per_step"].notna()]
+    if ok.empty:
+        return None
+    colors = palette(frame["series"])
+    models = sorted(ok["model"].unique())
+    fig, axes = panels(models)
+    for model, (ax,) in zip(models, axes, strict=True):
+        rows = ok[ok["model"] == model]
+        for series, g in rows.groupby("series"):
+            per_sample = g["energy_j_per_step"] / g["batch_size"]
+            ax.plot(
+                g["batch_size"],
+                per_sample * 1e3,
+                "o-",
+                color=colors[str(series)],
+                label=str(series),
+            )
+        batch_axis(ax, rows["batch_size"])
+        log_y(ax)
+        ax.set_ylabel("energy per sample (mJ, log scale)")
+    file = "energy.png"
+    save(fig, plots_dir, file, "Energy per training sample against batch size")
+    return Chart(
+        file,
+        "Energy",
+        "Device energy over the measured steps divided by the samples they trained.",
+    )
+
+
+def speedup(table: pd.DataFrame, plots_dir: Path) -> Chart | None:
+    """Bars of GPU-over-CPU speedup per batch size, a bar per GPU series, a panel per model."""
+    if table.empty:
+        return None
+    table = table.assign(
+        series=[
+            f"{d} {p} {o}"
+            for d, p, o in zip(
+                table["device_name"], table["precision"], table["optimizer"], strict=True
+            )
+        ]
+    )
+    colors = palette(table["series"])
+    models = sorted(table["model"].unique())
+    fig, axes = panels(models)
+    for model, (ax,) in zip(models, axes, strict=True):
+        rows = table[table["model"] == model]
+        batches = sorted(rows["batch_size"].unique())
+        series = sorted(rows["series"].unique())
+        width = 0.8 / len(series)
+        for i, s in enumerate(series):
+            g = rows[rows["series"] == s]
+            xs = [batches.index(b) + (i - (len(series) - 1) / 2) * width for b in g["batch_size"]]
+            ax.bar(xs, g["speedup"], width=width, color=colors[s], label=s)
+        ax.set_xticks(range(len(batches)))
+        ax.set_xticklabels([str(int(b)) for b in batches], fontsize=8)
+        ax.set_xlabel("batch size (samples per step)")
+        ax.axhline(1, color="black", linewidth=0.8)
+        log_y(ax)
+        ax.set_ylabel("speedup over the CPU (x, log scale)")
+        ax.grid(True, axis="y", alpha=0.3)
+    file = "speedup.png"
+    save(fig, plots_dir, file, "Speedup of each GPU point over the same point on the CPU")
+    return Chart(
+        file,
+        "Speedup over the CPU",
+        "CPU median step time over GPU median step time for the same model, size, precision, "
+        "optimizer and batch size. Above 1 the GPU is faster.",
+    )

@@ -1,0 +1,160 @@
+"""Synthetic run folders for the report and compare tests: rows built with results.make_row from
+a simple cost model (step time = floor + per-sample x B, lognormal noise), so every chart has data
+including the GPU-only and convergence fields the CPU cannot measure here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpubench.results import ResultStore, make_row
+from gpubench.spec import Point
+
+GiB = 1024**3
+H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_bytes": 80 * GiB}
+
+
+def env(gpus: list[dict[str, Any]] | None = None, threads: int = 2) -> dict[str, Any]:
+    return {
+        "captured_at": "2026-11-22T10:00:00+00:00",
+        "gpubench": {"version": "0.1.0", "git_commit": "abc123"},
+        "python": "3.11.7",
+        "os": "Linux",
+        "cpu": {"model": "Test CPU", "usable_cores": 2, "torch_threads": threads},
+        "torch": {"version": "2.13.0", "cuda": "13.0" if gpus else None, "cudnn": None},
+        "gpus": gpus or [],
+    }
+
+
+def speed_row(
+    point: Point,
+    floor_s: float,
+    per_sample_s: float,
+    rng: np.random.Generator,
+    n: int = 40,
+    slowdown: float = 1.0,
+    memory: tuple[float, float] | None = None,
+    capacity: float | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One row: raw step times drawn around floor + per_sample x B (times `slowdown`); `memory`
+    = (fixed, per-sample) bytes; a predicted use above `capacity` gives an `oom` row."""
+    b = point.batch_size
+    if memory is not None and capacity is not None and 1.1 * (memory[0] + memory[1] * b) > capacity:
+        return make_row(point, "oom", error="CUDA out of memory (synthetic)")
+    times = (floor_s + per_sample_s * b) * slowdown * rng.lognormal(0.0, 0.03, n)
+    median = float(np.median(times))
+    q1, q3 = np.percentile(times, [25, 75])
+    values: dict[str, Any] = {
+        "steps_measured": n,
+        "step_time_s": median,
+        "step_time_iqr_s": float(q3 - q1),
+        "samples_per_step": b,
+        "samples_per_s": b / median,
+        "flops_per_step": 1e9 * b,
+        "tflops": 1e9 * b / median / 1e12,
+        "loss_first": 2.3,
+        "loss_last": 1.9,
+        "torch_threads": 2,
+        "step_times_s": [float(t) for t in times],
+    }
+    if memory is not None:
+        used = memory[0] + memory[1] * b
+        values["torch_peak_allocated_bytes"] = int(used)
+        values["torch_peak_reserved_bytes"] = int(used * 1.1)
+        values["nvml_peak_used_bytes"] = int(used * 1.1 + 500 * 2**20)
+    values.update(extra)
+    return make_row(point, "ok", **values)
+
+
+def write_run(
+    path: Path, rows: list[dict[str, Any]], env_obj: dict[str, Any], **files: Any
+) -> Path:
+    store = ResultStore(path)
+    for row in rows:
+        store.append(row)
+    store.write_json("env.json", env_obj)
+    for name, obj in files.items():
+        store.write_json(f"{name}.json", obj)
+    return path
+
+
+def cpu_gpu_runs(root: Path, model: str = "mlp") -> tuple[Path, Path]:
+    """A CPU run and a GPU run of the same points, the GPU one with memory, MFU, energy and an
+    OOM boundary at B=4096."""
+    rng = np.random.default_rng(0)
+    batches = (16, 64, 256, 1024, 4096)
+    cpu_rows, gpu_rows = [], []
+    for prec in ("fp32", "bf16"):
+        for b in batches:
+            cpu_rows.append(
+                speed_row(Point(model, "small", "cpu", prec, "adamw", b), 2e-3, 1e-4, rng)
+            )
+            gpu_rows.append(
+                speed_row(
+                    Point(model, "small", "cuda", prec, "adamw", b),
+                    3e-4,
+                    2e-7 if prec == "bf16" else 5e-7,
+                    rng,
+                    memory=(2 * GiB, 10e6 if prec == "bf16" else 20e6),
+                    capacity=H100["memory_bytes"],
+                    mfu=0.1 * b / (b + 256),
+                    energy_j_per_step=0.05 + 1e-4 * b,
+                    avg_power_w=300.0,
+                )
+            )
+    cpu = write_run(root / "cpu", cpu_rows, env(threads=2))
+    gpu = write_run(root / "gpu", gpu_rows, env([H100]))
+    return cpu, gpu
+
+
+def convergence_run(root: Path) -> Path:
+    """Convergence rows with loss curves and time-to-target, plus a batch_analysis.json."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for b in (8, 32, 128):
+        point = Point("mlp", "tiny", "cpu", "fp32", "sgd", b)
+        steps = np.arange(0, 200, 20)
+        time_per_step = 1e-3 + 2e-5 * b
+        curve = [
+            {
+                "step": int(s),
+                "samples": int(s * b),
+                "time_s": float(s * time_per_step),
+                "train_loss": float(2.3 * np.exp(-s * b / 3000) + 0.1 + rng.normal(0, 0.01)),
+                "eval_loss": float(2.3 * np.exp(-s * b / 3500) + 0.15) if s % 40 == 0 else None,
+            }
+            for s in steps
+        ]
+        row = speed_row(
+            point,
+            1e-3,
+            2e-5,
+            rng,
+            eval_loss=curve[-1]["train_loss"] + 0.05,
+            steps_to_target=int(3000 / b * 2) + 10,
+            time_to_target_s=(int(3000 / b * 2) + 10) * time_per_step,
+        )
+        row["curve"] = curve
+        rows.append(row)
+    analysis = {
+        "analyses": [
+            {
+                "model": "mlp",
+                "precision": "fp32",
+                "optimizer": "sgd",
+                "device": "cpu",
+                "s_min": 40.0,
+                "b_crit": 60.0,
+                "recommended_batch_size": 128,
+            }
+        ]
+    }
+    return write_run(root / "conv", rows, env(), batch_analysis=analysis)
+
+
+def dump(path: Path, obj: Any) -> None:
+    path.write_text(json.dumps(obj))
