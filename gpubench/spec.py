@@ -93,21 +93,26 @@ class Convergence:
 
     Training stops at the first limit reached of `max_steps`, `max_samples` and `max_time_s`
     (training seconds, evaluation excluded; 60 s where none is set), or at the target where
-    `stop_at_target`. The held-out set is evaluated at step 0 and then with gaps of at most
-    `eval_every_steps` and at most `eval_rel_gap` of the steps done (at least 1), so that
-    steps-to-target is known to within that fraction. `target_metric`/`target` default to the
-    data set's. The learning rate (`lr`, default: the optimizer's) is scaled from
-    `base_batch_size` to the point's batch size by `lr_scaling` (auto: linear for SGD, sqrt for
-    Adam and AdamW), ramped up linearly over `warmup_samples` where it grows. A train loss that
-    is not finite or exceeds `divergence_factor` times the first one ends the point as diverged.
-    The gradient noise scale is measured every `noise_every_steps` steps (0: never) from
-    `noise_samples` training samples in `noise_splits` parts, averaged with decay `noise_ema`.
+    `stop_at_target`. `target` is one number for every model or a table of numbers by model
+    name; where it is missing, and for `target_metric`, the data set's default holds.
+    The held-out set (its first `eval_samples`) is evaluated at step 0 and then with gaps of at
+    most `eval_every_steps` and at most `eval_rel_gap` of the steps done (at least 1), so that
+    steps-to-target is known to within that fraction. The learning rate (`lr`, default: the
+    optimizer's) is scaled from `base_batch_size` to the point's batch size by `lr_scaling`
+    (auto: linear for SGD, sqrt for Adam and AdamW), ramped up linearly over `warmup_samples`
+    where it grows. A train loss that is not finite or exceeds `divergence_factor` times the
+    first one ends the point as diverged. The gradient noise scale is measured every
+    `noise_every_steps` steps (0: never) from `noise_samples` training samples in
+    `noise_splits` parts, averaged with decay `noise_ema`. Image models see `image_size`-pixel
+    square images where it is set (else their own input size; the MLP takes the digits at their
+    native 8x8). `data_dir` is the folder a file-based data set (cifar10) is read from.
     """
 
     dataset: str = "auto"
     data_dir: str | None = None
+    image_size: int | None = None
     target_metric: str | None = None
-    target: float | None = None
+    target: float | tuple[tuple[str, float], ...] | None = None
     stop_at_target: bool = False
     max_steps: int | None = None
     max_samples: int | None = None
@@ -124,6 +129,12 @@ class Convergence:
     noise_samples: int = 256
     noise_splits: int = 4
     noise_ema: float = 0.9
+
+    def target_for(self, model: str) -> float | None:
+        """The suite's target for `model`, or None where the data set's default holds."""
+        if isinstance(self.target, tuple):
+            return dict(self.target).get(model)
+        return self.target
 
     def time_limit_s(self) -> float | None:
         """The training-time limit in seconds: max_time_s, or 60 where no limit is set."""

@@ -24,8 +24,15 @@ def check(c: Convergence) -> None:
         _one_of(c.target_metric, TARGET_METRICS, "convergence.target_metric")
     for rule in _nonempty(c.lr_scaling, "convergence.lr_scaling"):
         _one_of(rule, LR_SCALINGS, "convergence.lr_scaling")
-    positive = ("target", "max_steps", "max_samples", "max_time_s", "eval_every_steps", "lr")
-    positive += ("eval_samples", "base_batch_size", "noise_samples")
+    targets = c.target if isinstance(c.target, tuple) else [("", c.target)]
+    for model, value in targets:
+        what = f"convergence.target.{model}" if model else "convergence.target"
+        if value is not None and (isinstance(value, bool) or not 0 < value < float("inf")):
+            raise ConfigError(f"invalid {what} {value!r}; allowed: a number above 0")
+        if c.target_metric == "eval_accuracy" and value is not None and value > 1:
+            raise ConfigError(f"invalid {what} {value!r}; an accuracy is at most 1")
+    positive = ["image_size", "max_steps", "max_samples", "max_time_s", "eval_every_steps", "lr"]
+    positive += ["eval_samples", "base_batch_size", "noise_samples"]
     for name in positive:
         v = getattr(c, name)
         if v is not None and (isinstance(v, bool) or not v > 0 or v == float("inf")):
@@ -44,8 +51,6 @@ def check(c: Convergence) -> None:
         )
     if not 0 <= c.noise_ema < 1:
         raise ConfigError(f"invalid convergence.noise_ema {c.noise_ema!r}; allowed: 0 <= x < 1")
-    if c.target_metric == "eval_accuracy" and c.target is not None and c.target > 1:
-        raise ConfigError(f"invalid convergence.target {c.target!r}; an accuracy is at most 1")
     if c.data_dir is not None and not Path(c.data_dir).is_dir():
         raise ConfigError(f"data directory {c.data_dir!r} does not exist")
     if c.dataset == "cifar10" and c.data_dir is None:
@@ -62,11 +67,22 @@ def check_models(spec: SweepSpec) -> None:
                 f"model {m!r} in a convergence run; allowed: {', '.join(catalog.MODEL_TASKS)}"
             )
         name = catalog.resolve(m, spec.convergence.dataset)
+        if name == "cifar10" and spec.convergence.image_size not in (None, 32):
+            raise ConfigError(
+                f"convergence.image_size {spec.convergence.image_size} for cifar10; allowed: 32"
+            )
         task = catalog.MODEL_TASKS[m]
         if catalog.TASKS[name] != task:
             fits = ", ".join(k for k, t in catalog.TASKS.items() if t == task)
             raise ConfigError(
                 f"model {m!r} cannot train on convergence.dataset {name!r}; allowed: {fits}"
+            )
+    if isinstance(spec.convergence.target, tuple):
+        unknown = sorted({m for m, _ in spec.convergence.target} - set(spec.models))
+        if unknown:
+            raise ConfigError(
+                f"convergence.target names {', '.join(unknown)}, not in models; "
+                f"allowed: {', '.join(spec.models)}"
             )
 
 
@@ -75,8 +91,9 @@ def check_models(spec: SweepSpec) -> None:
 _CONVERGENCE_KINDS = {
     "dataset": "str",
     "data_dir": "str",
+    "image_size": "int",
     "target_metric": "str",
-    "target": "number",
+    "target": "targets",
     "stop_at_target": "bool",
     "max_steps": "int",
     "max_samples": "int",
@@ -112,11 +129,23 @@ def parse_table(value: dict[str, Any]) -> Convergence:
             "int": isinstance(v, int) and not isinstance(v, bool),
             "number": isinstance(v, int | float) and not isinstance(v, bool),
             "strs": isinstance(v, list) and all(isinstance(x, str) for x in v),
+            "targets": _is_number(v)
+            or (isinstance(v, dict) and all(_is_number(x) for x in v.values())),
         }[kind]
         if not ok:
-            what = {"strs": "a string or list of strings", "number": "a number"}.get(kind, kind)
+            what = {
+                "strs": "a string or list of strings",
+                "number": "a number",
+                "targets": "a number or a table of numbers by model",
+            }.get(kind, kind)
             raise ConfigError(f"convergence.{k} must be {what}, got {v!r}")
+        if kind == "targets" and isinstance(v, dict):
+            v = tuple(sorted(v.items()))
         out[k] = tuple(v) if kind == "strs" else v
     table = Convergence(**out)
     check(table)
     return table
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)

@@ -36,9 +36,11 @@ def resolve(model: str, dataset: str) -> str:
 
 
 def load(
-    model: str, size: str, dataset: str, data_dir: str | None
+    model: str, size: str, dataset: str, data_dir: str | None, image_size: int | None = None
 ) -> tuple[DataSet, dict[str, Any]]:
-    """The data set for `model` at preset `size`, and the model overrides that fit it."""
+    """The data set for `model` at preset `size`, and the model overrides that fit it. Images
+    are `image_size` pixels square where that is set; else the MLP takes the digits at their
+    native 8x8 and the CNN at its own input size."""
     from gpubench.models import cnn, transformer
 
     name = resolve(model, dataset)
@@ -48,10 +50,14 @@ def load(
         seq_len = transformer.PRESETS[size].seq_len
         return text.load(seq_len), {"vocab": text.VOCAB}
     if name == "digits":
-        shape = digits.NATIVE_SHAPE if model == "mlp" else cnn.PRESETS[size].image_shape
-        ds = digits.load(shape)
+        c, h, w = digits.NATIVE_SHAPE if model == "mlp" else cnn.PRESETS[size].image_shape
+        if image_size is not None:
+            h = w = image_size
+        ds = digits.load((c, h, w))
     else:
         if data_dir is None:
             raise ValueError("the cifar10 data set needs --data-dir (or data_dir in the suite)")
+        if image_size not in (None, 32):
+            raise ValueError(f"cifar10 images are 32x32; image_size {image_size} is not")
         ds = cifar.load(str(data_dir))
     return ds, {"image_shape": ds.image_shape(), "classes": ds.classes}

@@ -61,7 +61,9 @@ class ImageDataSet:
         return (int(c), int(h), int(w))
 
     def sha256(self) -> str:
-        return digest(self.train_x, self.train_y, self.eval_x, self.eval_y)
+        if "sha256" not in self.info:
+            self.info["sha256"] = digest(self.train_x, self.train_y, self.eval_x, self.eval_y)
+        return str(self.info["sha256"])
 
     def _normalise(self, x: Tensor) -> Tensor:
         mean = self.mean.to(x.device).view(1, -1, 1, 1)
@@ -120,7 +122,9 @@ class TextDataSet:
         return (len(self.eval_tokens) - 1) // self.seq_len
 
     def sha256(self) -> str:
-        return digest(self.train_tokens, self.eval_tokens)
+        if "sha256" not in self.info:
+            self.info["sha256"] = digest(self.train_tokens, self.eval_tokens)
+        return str(self.info["sha256"])
 
     def _windows(self, tokens: Tensor, starts: Tensor) -> Batch:
         idx = starts[:, None] + torch.arange(self.seq_len + 1, device=starts.device)
