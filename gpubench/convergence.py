@@ -24,11 +24,22 @@ from gpubench.data.dataset import Batch, DataSet
 from gpubench.noise_scale import NoiseScale, gradient_norms
 from gpubench.results import make_row
 from gpubench.runner import one_line
-from gpubench.spec import Convergence, Point, SweepSpec
+from gpubench.spec import ConfigError, Convergence, Point, SweepSpec
 from gpubench.timing import Stats, _Marks, synchronize
 from gpubench.train import Trainer, make_trainer
 
 EVAL_CHUNK = 512  # held-out samples per forward pass
+
+
+def prepare(spec: SweepSpec) -> None:
+    """Load every data set the sweep needs before anything is written, so that a missing or
+    malformed data folder is a ConfigError (exit status 2) rather than a row per point."""
+    conv = spec.convergence
+    for model in spec.models:
+        try:
+            catalog.load(model, spec.size, conv.dataset, conv.data_dir, conv.image_size)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
 
 
 def run_point(point: Point, spec: SweepSpec) -> dict[str, Any]:
