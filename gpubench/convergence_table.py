@@ -63,8 +63,16 @@ def batch_table(groups: list[dict[str, Any]]) -> Table:
             _fmt(g["recommended_batch_size"], "d"),
             _fmt(g["throughput_optimal_batch_size"], "d"),
             _fmt(g["largest_batch_fits"], "d"),
-            g["comparison"]
-            if g["fit"]["valid"]
-            else f"{g['comparison']} (fit: {g['fit']['reason']})",
         )
     return table
+
+
+def comparisons(groups: list[dict[str, Any]]) -> list[str]:
+    """One line per group: the recommendation against the other batch sizes, and why a fit
+    failed where it did."""
+    lines = []
+    for g in groups:
+        fit = "" if g["fit"]["valid"] else f" (no S_min/B_crit fit: {g['fit']['reason']})"
+        name = f"{g['model']}/{g['model_size']} {g['device']} {g['precision']} {g['optimizer']}"
+        lines.append(f"{name} lr:{g['lr_scaling']}: {g['comparison']}{fit}")
+    return lines
