@@ -303,7 +303,10 @@ def _check_convergence(spec: SweepSpec) -> None:
 
     check(spec.convergence)
     if spec.mode == "convergence":
-        check_models(spec)
+        try:
+            check_models(spec)
+        except ConfigError as e:
+            raise _keyed("convergence", str(e)) from e
 
 
 def _check_budget(b: Budget) -> None:

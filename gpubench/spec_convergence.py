@@ -53,8 +53,6 @@ def check(c: Convergence) -> None:
         raise ConfigError(f"invalid convergence.noise_ema {c.noise_ema!r}; allowed: 0 <= x < 1")
     if c.data_dir is not None and not Path(c.data_dir).is_dir():
         raise ConfigError(f"data directory {c.data_dir!r} does not exist")
-    if c.dataset == "cifar10" and c.data_dir is None:
-        raise ConfigError("convergence.dataset 'cifar10' needs --data-dir (or data_dir)")
 
 
 def check_models(spec: SweepSpec) -> None:
