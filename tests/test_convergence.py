@@ -155,3 +155,14 @@ def test_missing_data_dir_is_a_usage_error(
     assert "no CIFAR-10 batches" in capsys.readouterr().err and not out.exists()
     assert main(args[:-2]) == 2
     assert "needs --data-dir" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.gpu
+def test_convergence_point_on_cuda_in_bf16() -> None:
+    conv = Convergence(max_steps=100, eval_every_steps=20, noise_every_steps=50)
+    point = Point("mlp", "small", "cuda", "bf16", "adamw", 64, 0, "device", "sqrt")
+    row = train_point(point, conv)
+    assert row["status"] == "ok" and row["eval_accuracy"] >= 0.9
+    assert row["steps_measured"] == 100 and row["step_time_s"] > 0
+    assert row["noise_scale_b_simple"] is not None
+    assert row["time_to_target_s"] is None or row["time_to_target_s"] <= row["wall_time_s"]
