@@ -147,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="time budget in seconds for measuring one point",
     )
     sweep.add_argument("--out", type=Path, help="run folder (default: results/<timestamp>)")
+    sweep.add_argument(
+        "--data-dir", help="folder of a file-based data set for convergence runs (cifar10)"
+    )
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
 
     report = sub.add_parser("report", help="render the HTML report of one or more run folders")
@@ -217,6 +220,9 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
         budget = dataclasses.replace(
             budget, max_time_s=args.max_time, min_time_s=min(budget.min_time_s, args.max_time)
         )
+    if args.data_dir is not None:
+        conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
+        spec = dataclasses.replace(spec, convergence=conv)
     return S.validate(dataclasses.replace(spec, **overrides, budget=budget))
 
 

@@ -43,7 +43,10 @@ def sweep(spec: SweepSpec, out: Path | None, quiet: bool = False) -> int:
                 _err.print(f"[{i}/{total}] {_short(row)}")
 
         frame = run_sweep(spec, run_dir, on_row=on_row)
-    _out.print(summary_table(frame))
+    if spec.mode == "convergence":
+        _print_convergence(frame, run_dir)
+    else:
+        _out.print(summary_table(frame))
     _out.print(f"results: {run_dir}")
     _render_report(run_dir)
     return 0
@@ -86,6 +89,17 @@ def compare(base: Path, new: Path, threshold_pct: float, fmt: str) -> int:
         raise ConfigError(str(e)) from e
     sys.stdout.write(format_comparison(result, fmt) + "\n")
     return result.exit_code()
+
+
+def _print_convergence(frame: pd.DataFrame, run_dir: Path) -> None:
+    from gpubench.batch_science import FILE
+    from gpubench.convergence_table import batch_table, comparisons, points_table
+
+    _out.print(points_table(frame))
+    groups = json.loads((Path(run_dir) / FILE).read_text(encoding="utf-8"))["groups"]
+    _out.print(batch_table(groups))
+    for line in comparisons(groups):
+        _out.print(line, highlight=False)
 
 
 def _short(row: dict[str, Any]) -> str:

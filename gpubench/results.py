@@ -28,6 +28,7 @@ IDENTITY = [
     "channels_last",
     "cuda_graph",
 ]
+IDENTITY += ["lr_scaling"]  # convergence runs: the learning-rate scaling rule (None otherwise)
 
 # The flat columns of a row, in order (units in the names). A value that cannot be measured on
 # this device is None, never 0 and never a guess. Raw series (step_times_s) live only in the JSONL.
@@ -91,8 +92,21 @@ COLUMNS = [
     "throttle_reasons",
     "nvml_sample_hz",
     "compile_time_s",
+    # convergence runs (mode = "convergence")
+    "samples_to_target",
+    "dataset",
+    "dataset_sha256",
+    "target_metric",
+    "target",
+    "lr",
+    "lr_base",
+    "lr_base_batch_size",
+    "lr_warmup_steps",
+    "eval_time_s",
+    "diverged_at_step",
+    "noise_scale_b_simple",
 ]
-SERIES = ["step_times_s"]
+SERIES = ["step_times_s", "curve"]
 
 
 def make_row(point: Point, status: str, **values: Any) -> dict[str, Any]:

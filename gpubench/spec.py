@@ -17,8 +17,11 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SIZES = ("tiny", "small", "base")
 DATA_MODES = ("device", "host")
-MODES = ("speed",)
 COMPILE_MODES = ("eager", "compile")
+MODES = ("speed", "convergence")
+DATASETS = ("auto", "digits", "cifar10", "text")
+LR_SCALINGS = ("auto", "none", "linear", "sqrt")
+TARGET_METRICS = ("eval_accuracy", "eval_loss")
 _USER_MODEL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
@@ -42,6 +45,7 @@ class Point:
     compile: str = "eager"
     channels_last: bool = False
     cuda_graph: bool = False
+    lr_scaling: str | None = None  # convergence runs: none, linear or sqrt
 
     def key(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f.name) for f in fields(self))
@@ -50,7 +54,7 @@ class Point:
         return (
             f"{self.model}/{self.model_size} {self.device} {self.precision} {self.optimizer} "
             f"B={self.batch_size}"
-        )
+        ) + (f" lr:{self.lr_scaling}" if self.lr_scaling is not None else "")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,6 +92,72 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class Convergence:
+    """How a convergence run (mode = "convergence") trains and judges each point.
+
+    Training stops at the first limit reached of `max_steps`, `max_samples` and `max_time_s`
+    (training seconds, evaluation excluded; 60 s where none is set), or at the target where
+    `stop_at_target`. `target` is one number for every model or a table of numbers by model
+    name; where it is missing, and for `target_metric`, the data set's default holds.
+    The held-out set (its first `eval_samples`) is evaluated at step 0 and then with gaps of at
+    most `eval_every_steps` and at most `eval_rel_gap` of the steps done (at least 1), so that
+    steps-to-target is known to within that fraction. The learning rate (`lr`, default: the
+    optimizer's) is scaled from `base_batch_size` to the point's batch size by `lr_scaling`
+    (auto: linear for SGD, sqrt for Adam and AdamW), ramped up linearly over `warmup_samples`
+    where it grows. A train loss that is not finite or exceeds `divergence_factor` times the
+    first one ends the point as diverged. The gradient noise scale is measured every
+    `noise_every_steps` steps (0: never) from `noise_samples` training samples in
+    `noise_splits` parts, averaged with decay `noise_ema`. Image models see `image_size`-pixel
+    square images where it is set (else their own input size; the MLP takes the digits at their
+    native 8x8). `data_dir` is the folder a file-based data set (cifar10) is read from.
+    """
+
+    dataset: str = "auto"
+    data_dir: str | None = None
+    image_size: int | None = None
+    target_metric: str | None = None
+    target: float | tuple[tuple[str, float], ...] | None = None
+    stop_at_target: bool = False
+    max_steps: int | None = None
+    max_samples: int | None = None
+    max_time_s: float | None = None
+    eval_every_steps: int = 100
+    eval_rel_gap: float = 0.05
+    eval_samples: int | None = 1024
+    lr: float | None = None
+    lr_scaling: tuple[str, ...] = ("auto",)
+    base_batch_size: int = 32
+    warmup_samples: int = 2048
+    divergence_factor: float = 3.0
+    noise_every_steps: int = 50
+    noise_samples: int = 256
+    noise_splits: int = 4
+    noise_ema: float = 0.9
+
+    def target_for(self, model: str) -> float | None:
+        """The suite's target for `model`, or None where the data set's default holds."""
+        if isinstance(self.target, tuple):
+            return dict(self.target).get(model)
+        return self.target
+
+    def time_limit_s(self) -> float | None:
+        """The training-time limit in seconds: max_time_s, or 60 where no limit is set."""
+        if self.max_time_s is None and self.max_steps is None and self.max_samples is None:
+            return 60.0
+        return self.max_time_s
+
+    def lr_scaling_for(self, optimizer: str) -> tuple[str, ...]:
+        """The scaling rules a point with `optimizer` runs with (`auto` resolved)."""
+        auto = "linear" if optimizer == "sgd" else "sqrt"
+        out: list[str] = []
+        for rule in self.lr_scaling:
+            rule = auto if rule == "auto" else rule
+            if rule not in out:
+                out.append(rule)
+        return tuple(out)
+
+
+@dataclass(frozen=True)
 class SweepSpec:
     """A whole sweep: the product of its axes, plus how to measure each point."""
 
@@ -105,6 +175,7 @@ class SweepSpec:
     cuda_graph: tuple[bool, ...] = (False,)
     mode: str = "speed"
     budget: Budget = field(default_factory=Budget)
+    convergence: Convergence = field(default_factory=Convergence)
 
     def resolved_devices(self) -> tuple[str, ...]:
         """`auto` becomes the CPU plus CUDA where present; duplicates are dropped, order kept."""
@@ -116,6 +187,8 @@ class SweepSpec:
 
     def points(self) -> list[Point]:
         """Every point of the sweep, in a stable order (model, device, precision, optimizer, B)."""
+        if self.mode == "convergence":
+            return self._convergence_points()
         return [
             Point(m, self.size, d, p, o, b, s, self.data, c, cl, g)
             for m, d, p, o, c, cl, g, s, b in itertools.product(
@@ -129,6 +202,17 @@ class SweepSpec:
                 self.seeds,
                 self.batch_sizes,
             )
+        ]
+
+    def _convergence_points(self) -> list[Point]:
+        """As points(), with each optimizer's learning-rate scaling rules as one more axis."""
+        return [
+            Point(m, self.size, d, p, o, b, s, self.data, lr_scaling=rule)
+            for m, d, p, o in itertools.product(
+                self.models, self.resolved_devices(), self.precisions, self.optimizers
+            )
+            for rule in self.convergence.lr_scaling_for(o)
+            for s, b in itertools.product(self.seeds, self.batch_sizes)
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -232,7 +316,19 @@ def validate(spec: SweepSpec) -> SweepSpec:
         check_bool(flag, "cuda_graph")
     _one_of(spec.mode, MODES, "mode")
     _check_budget(spec.budget)
+    _check_convergence(spec)
     return spec
+
+
+def _check_convergence(spec: SweepSpec) -> None:
+    from gpubench.spec_convergence import check, check_models
+
+    check(spec.convergence)
+    if spec.mode == "convergence":
+        try:
+            check_models(spec)
+        except ConfigError as e:
+            raise _keyed("convergence", str(e)) from e
 
 
 def _check_budget(b: Budget) -> None:
@@ -264,7 +360,7 @@ _LIST_KEYS = {
     "cuda_graph": bool,
 }
 _SCALAR_KEYS = {"name": str, "size": str, "data": str, "mode": str, "model": str}
-_TABLES = {"budget": Budget}
+_TABLES = {"budget": Budget, "convergence": Convergence}
 
 
 def _line_of(text: str, key: str) -> int | None:
@@ -367,6 +463,13 @@ def _scalar(key: str, value: object) -> Any:
 def _table(key: str, value: object, cls: type) -> Any:
     if not isinstance(value, dict):
         raise _keyed(key, f"[{key}] must be a table, got {value!r}")
+    if cls is Convergence:
+        from gpubench.spec_convergence import parse_table
+
+        try:
+            return parse_table(value)
+        except ConfigError as e:
+            raise _keyed(key, str(e)) from e
     names = {f.name for f in fields(cls)}
     for k, v in value.items():
         if k not in names:

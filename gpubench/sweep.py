@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench import env
+from gpubench import batch_science, convergence, env
 from gpubench.probes import nvml
 from gpubench.results import ResultStore, load_results
 from gpubench.runner import InProcessRunner
@@ -35,6 +35,8 @@ def run_sweep(
     """Measure every point of `spec` into run folder `out` (default results/<timestamp>) and
     return its rows. Each row is on disk before the next point starts."""
     validate(spec)
+    if spec.mode == "convergence":
+        convergence.prepare(spec)
     points = spec.points()
     store = ResultStore(out if out is not None else default_run_dir())
     store.write_json("suite.json", spec.to_dict())
@@ -45,11 +47,16 @@ def run_sweep(
     runner = InProcessRunner()
     try:
         for i, point in enumerate(points):
-            row = runner.run(point, spec.budget)
+            if spec.mode == "convergence":
+                row = convergence.run_point(point, spec)
+            else:
+                row = runner.run(point, spec.budget)
             store.append(row)
             if on_row is not None:
                 on_row(row, i + 1, len(points))
     finally:
         runner.close()
         store.write_csv()
+    if spec.mode == "convergence":
+        batch_science.write_analysis(store.dir)
     return load_results(store.dir)
