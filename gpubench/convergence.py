@@ -208,7 +208,7 @@ def train_point(point: Point, conv: Convergence) -> dict[str, Any]:
                 next_eval_step(step, conv.eval_every_steps, conv.eval_rel_gap), plan.max_steps
             )
             losses: list[Tensor] = []
-            marks = _Marks(device, stop_at - step + 1)
+            marks = _Marks(device, int(stop_at) - step + 1)
             synchronize(device)
             t0 = time.perf_counter()
             marks.mark()

@@ -32,7 +32,7 @@ def test_hyperbola_fit_refuses_data_of_another_shape() -> None:
 
 
 def _row(b: int, seed: int, steps: int | None, step_s: float, status: str = "ok") -> dict:
-    point = Point("mlp", "tiny", "cpu", "fp32", "sgd", b, seed, "device", "linear")
+    point = Point("mlp", "tiny", "cpu", "fp32", "sgd", b, seed, "device", lr_scaling="linear")
     if status != "ok":
         return make_row(point, status)
     return make_row(

@@ -17,7 +17,7 @@ QUIET: dict[str, Any] = {"noise_every_steps": 0, "eval_rel_gap": 0.0}
 
 
 def mlp_point(batch: int = 32, seed: int = 0, rule: str = "none", opt: str = "sgd") -> Point:
-    return Point("mlp", "tiny", "cpu", "fp32", opt, batch, seed, "device", rule)
+    return Point("mlp", "tiny", "cpu", "fp32", opt, batch, seed, "device", lr_scaling=rule)
 
 
 def test_mlp_on_digits_reaches_held_out_accuracy() -> None:
@@ -160,7 +160,7 @@ def test_missing_data_dir_is_a_usage_error(
 @pytest.mark.gpu
 def test_convergence_point_on_cuda_in_bf16() -> None:
     conv = Convergence(max_steps=100, eval_every_steps=20, noise_every_steps=50)
-    point = Point("mlp", "small", "cuda", "bf16", "adamw", 64, 0, "device", "sqrt")
+    point = Point("mlp", "small", "cuda", "bf16", "adamw", 64, 0, "device", lr_scaling="sqrt")
     row = train_point(point, conv)
     assert row["status"] == "ok" and row["eval_accuracy"] >= 0.9
     assert row["steps_measured"] == 100 and row["step_time_s"] > 0
