@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import platform
 import re
+import sys
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
@@ -170,6 +171,20 @@ def _as_workload(
         tokens_per_sample=tokens_per_sample,
         flops_per_sample=flops_per_sample,
     )
+
+
+# The two names this module is loaded under: its pytest11 entry point, and its module name
+# (`-p gpubench.pytest_plugin`, or `pytest_plugins`, from a checkout).
+_NAMES = ("gpubench", "gpubench.pytest_plugin")
+
+
+def pytest_plugin_registered(plugin: object, plugin_name: str, manager: Any) -> None:
+    """Loaded under one of its names, block the other: pluggy refuses a module registered twice
+    under two names, which is what loading it both ways (installed, and named with -p) does."""
+    if plugin is sys.modules[__name__] and plugin_name in _NAMES:
+        for other in _NAMES:
+            if other != plugin_name and manager.get_plugin(other) is None:
+                manager.set_blocked(other)
 
 
 @pytest.fixture
