@@ -32,9 +32,6 @@ from gpubench.models.workload import BatchMaker, Workload
 from gpubench.spec import Budget, ConfigError
 from gpubench.stepbench import SMOKE_BUDGET, Unsupported, benchmark_step
 
-# Raw series stay out of extra_info: pytest-benchmark keeps them as the rounds' data.
-_SERIES = ("step_times_s",)
-
 
 class StepClock:
     """A clock that reads 0.0 at the start of a replayed round and the measured step time (s)

@@ -95,6 +95,16 @@ def test_fixture_records_the_harness_step_times(pytester: pytest.Pytester) -> No
     assert row["step_time_s"] == stats["median"]
 
 
+def test_the_readme_example_runs(pytester: pytest.Pytester) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("# tests/test_train_speed.py")
+    example = readme[start : readme.index("```", start)]
+    pytester.makepyfile(test_train_speed=example)
+    result = _run(pytester, "--benchmark-disable")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["* samples/s*"])
+
+
 def test_disabled_benchmarks_run_one_step_as_a_test(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user=USER_TEST)
     result = _run(pytester, "--benchmark-disable")
