@@ -1,0 +1,94 @@
+"""One training step of each reference workload, benchmarked with the sweep's harness.
+
+`python -m pytest` runs these once each as tests (addopts has --benchmark-disable); the README's
+"Benchmarks in CI" section has the command that times them for real and gates on a baseline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+
+import pytest
+
+from gpubench.models import MODEL_NAMES
+from gpubench.models.workload import Workload
+
+CPU_BATCH_SIZES = (4, 16)
+GPU_BATCH_SIZES = (8, 32)
+GPU_PRECISIONS = ("fp32", "tf32", "bf16")
+OPTIMIZERS = ("sgd", "adamw")
+
+# (size, precision) on the CPU. bf16 on a CPU without bf16 instructions (this project's CI
+# machine) is emulated and 5-20x slower than fp32, so it runs at the tiny size only, which keeps
+# the quick form of this suite within seconds and a real run within a few minutes.
+CPU_SIZE_PRECISIONS = (("tiny", "fp32"), ("tiny", "bf16"), ("small", "fp32"))
+CPU_CASES = [
+    pytest.param(m, s, b, p, o, id=f"{m}-{s}-{b}-{p}-{o}")
+    for m, (s, p), b, o in itertools.product(
+        MODEL_NAMES, CPU_SIZE_PRECISIONS, CPU_BATCH_SIZES, OPTIMIZERS
+    )
+]
+
+
+def _check(row: dict, model: str, batch_size: int) -> None:
+    assert row["model"] == model and row["batch_size"] == batch_size
+    assert row["steps_measured"] == len(row["step_times_s"]) >= 1
+    assert all(t > 0 for t in row["step_times_s"])
+    assert math.isclose(row["samples_per_s"], batch_size / row["step_time_s"])
+    assert (row["tokens_per_s"] is None) == (model != "transformer")
+    assert math.isfinite(row["loss_last"])
+
+
+@pytest.mark.parametrize(("model", "size", "batch_size", "precision", "optimizer"), CPU_CASES)
+def test_cpu_step(
+    gpubench,
+    reference_workload: Callable[[str, str], Workload],
+    model: str,
+    size: str,
+    batch_size: int,
+    precision: str,
+    optimizer: str,
+) -> None:
+    row = gpubench(
+        reference_workload(model, size),
+        batch_size,
+        precision=precision,
+        optimizer=optimizer,
+        device="cpu",
+        model_size=size,
+    )
+    _check(row, model, batch_size)
+    assert row["torch_peak_allocated_bytes"] is None  # the CPU has no allocator statistics
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+@pytest.mark.parametrize("precision", GPU_PRECISIONS)
+@pytest.mark.parametrize("batch_size", GPU_BATCH_SIZES)
+@pytest.mark.parametrize("model", MODEL_NAMES)
+def test_cuda_step(
+    gpubench,
+    reference_workload: Callable[[str, str], Workload],
+    model: str,
+    batch_size: int,
+    precision: str,
+    optimizer: str,
+) -> None:
+    workload = reference_workload(model, "base")
+    row = gpubench(
+        workload,
+        batch_size,
+        precision=precision,
+        optimizer=optimizer,
+        device="cuda",
+        model_size="base",
+    )
+    _check(row, model, batch_size)
+    assert row["torch_peak_allocated_bytes"] > 0
+    if workload.flops_per_sample is None:  # no analytic count for this model yet
+        assert row["flops_per_step"] is None and row["tflops"] is None
+    else:
+        assert row["flops_per_step"] == workload.flops_per_sample * batch_size
+        assert row["tflops"] > 0
