@@ -57,3 +57,22 @@ def test_unreadable_files_are_errors(tmp_path: Path) -> None:
     bad.write_text('{"rows": []}')
     with pytest.raises(ResultsError, match="no 'benchmarks' list"):
         rows_from_benchmark_json(bad)
+
+
+def test_compare_reads_benchmark_json_and_flags_a_slowdown(pytester: pytest.Pytester) -> None:
+    from gpubench.report.compare import compare
+
+    pytester.makepyfile(test_plain=PLAIN_BENCHMARK)
+    pytester.runpytest("-p", "no:cacheprovider", "--benchmark-json=base.json").assert_outcomes(
+        passed=1
+    )
+    base = pytester.path / "base.json"
+    doc = json.loads(base.read_text())
+    for bench in doc["benchmarks"]:  # the same measurements, every step 30% slower
+        bench["stats"]["data"] = [t * 1.3 for t in bench["stats"]["data"]]
+        bench["stats"]["median"] *= 1.3
+    slow = pytester.path / "slow.json"
+    slow.write_text(json.dumps(doc))
+    assert compare(base, base, 5.0).exit_code() == 0
+    result = compare(base, slow, 5.0)
+    assert result.exit_code() == 1

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
+from gpubench.benchjson import rows_from_benchmark_json
 from gpubench.results import IDENTITY, ResultsError, load_results
 
 THRESHOLD_PCT = 5.0  # a change smaller than this is not a regression, however significant
@@ -29,12 +30,22 @@ FORMATS = ("text", "markdown", "json")
 def load_input(path: str | Path) -> pd.DataFrame:
     """One side of a comparison as rows: the identity columns, `status`, `step_time_s`,
     `samples_per_s`, the peak-memory columns, and raw `step_times_s` (a list of seconds, or
-    None). Accepts a run folder or its results.jsonl; the one place to add other formats."""
+    None). Accepts a run folder, its results.jsonl, or a pytest-benchmark JSON file (from
+    --benchmark-json or --benchmark-autosave; raw times where saved with --benchmark-save-data)."""
     path = Path(path)
-    folder = path.parent if path.is_file() and path.name == "results.jsonl" else path
-    if not folder.is_dir():
-        raise ResultsError(f"{str(path)!r} is not a run folder or a results.jsonl file")
-    frame = load_results(folder)
+    if path.is_file() and path.suffix == ".json":
+        frame = pd.DataFrame(rows_from_benchmark_json(path))
+        for col in (*IDENTITY, "status", "step_time_s", "samples_per_s"):
+            if col not in frame:
+                frame[col] = None
+    else:
+        folder = path.parent if path.is_file() and path.name == "results.jsonl" else path
+        if not folder.is_dir():
+            raise ResultsError(
+                f"{str(path)!r} is not a run folder, a results.jsonl or a pytest-benchmark "
+                "JSON file"
+            )
+        frame = load_results(folder)
     if "step_times_s" not in frame:
         frame["step_times_s"] = None
     # A point measured twice (a resumed run) counts once: its latest row.
