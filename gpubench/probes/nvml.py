@@ -280,6 +280,9 @@ class Device:
         self.energy_counter = (
             _call(nvml.nvmlDeviceGetTotalEnergyConsumption, self.handle) is not None
         )
+        self.power_reading = "average"
+        if hasattr(nvml, "nvmlDeviceGetFieldValues") and _call(self._instant_power_w):
+            self.power_reading = "instant"
         self._queries: dict[str, Callable[[], Any]] = {}
         reasons = getattr(
             nvml,
@@ -288,7 +291,7 @@ class Device:
         )
         candidates: dict[str, Callable[[], Any]] = {
             "used_bytes": self._used,
-            "power_w": lambda: nvml.nvmlDeviceGetPowerUsage(self.handle) / 1e3,
+            "power_w": self._power_w,
             "energy_j": lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle) / 1e3,
             "util_pct": lambda: float(nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu),
             "sm_clock_mhz": lambda: float(
@@ -306,6 +309,22 @@ class Device:
         # Listed even when it has no figure yet: the process may show up once it allocates.
         if _call(nvml.nvmlDeviceGetComputeRunningProcesses, self.handle) is not None:
             self._queries["process_used_bytes"] = self._process_used
+
+    def _instant_power_w(self) -> float:
+        (field,) = self.nvml.nvmlDeviceGetFieldValues(
+            self.handle, [self.nvml.NVML_FI_DEV_POWER_INSTANT]
+        )
+        if field.nvmlReturn != self.nvml.NVML_SUCCESS:
+            raise self.nvml.NVMLError(field.nvmlReturn)
+        return float(field.value.uiVal) / 1e3
+
+    def _power_w(self) -> float:
+        """Power draw in watts: the instantaneous reading where the driver has it. On Ampere
+        and newer, nvmlDeviceGetPowerUsage is a one-second moving average, which lags a
+        window that starts from idle and makes the power integral undershoot the energy."""
+        if self.power_reading == "instant":
+            return self._instant_power_w()
+        return float(self.nvml.nvmlDeviceGetPowerUsage(self.handle)) / 1e3
 
     def _v2_info(self) -> Any:
         try:
