@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,21 +13,27 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpubench.spec import OPTIMIZERS, PRECISIONS, SweepSpec
+from gpubench.spec import OPTIMIZERS, PRECISIONS, Budget, Point, SweepSpec
 
 _err = Console(stderr=True)
 _out = Console(width=None if sys.stdout.isatty() else 160)
 
 
-def sweep(spec: SweepSpec, out: Path | None, quiet: bool = False) -> int:
+def sweep(
+    spec: SweepSpec,
+    out: Path | None,
+    quiet: bool = False,
+    *,
+    resume: bool = False,
+    extend: bool = False,
+    max_memory: int | None = None,
+    point_timeout_s: float | None = None,
+) -> int:
+    from gpubench.interrupt import GracefulStop
     from gpubench.sweep import default_run_dir, run_sweep
 
     run_dir = out if out is not None else default_run_dir()
-    n = len(spec.points())
-    _err.print(
-        f"gpubench: suite {spec.name!r}, {n} points on "
-        f"{', '.join(spec.resolved_devices())} -> {run_dir}"
-    )
+    hint = resume_command(run_dir, max_memory, point_timeout_s)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -35,17 +42,134 @@ def sweep(spec: SweepSpec, out: Path | None, quiet: bool = False) -> int:
         console=_err,
         disable=quiet,
     ) as progress:
-        task = progress.add_task("measuring", total=n)
+        task = progress.add_task("measuring", total=None)
+
+        def on_start(total: int, done: int) -> None:
+            already = f" ({done} measured before)" if done else ""
+            _err.print(
+                f"gpubench: suite {spec.name!r}, {total} points{already} on "
+                f"{', '.join(spec.resolved_devices())} -> {run_dir}"
+            )
+            progress.update(task, total=total, completed=done)
 
         def on_row(row: dict[str, Any], i: int, total: int) -> None:
-            progress.update(task, advance=1, description=_short(row))
+            progress.update(task, completed=i, description=_short(row))
             if not _err.is_terminal and not quiet:
                 _err.print(f"[{i}/{total}] {_short(row)}")
 
-        frame = run_sweep(spec, run_dir, on_row=on_row)
+        def on_first_ctrl_c() -> None:
+            _err.print(
+                "gpubench: stopping after the point in flight is recorded "
+                "(Ctrl-C again stops at once, losing that point)"
+            )
+
+        try:
+            with GracefulStop(on_first_ctrl_c) as stop:
+                frame = run_sweep(
+                    spec,
+                    run_dir,
+                    on_row=on_row,
+                    resume=resume,
+                    extend=extend,
+                    max_memory=max_memory,
+                    point_timeout_s=point_timeout_s,
+                    should_stop=lambda: stop.requested,
+                    on_start=on_start,
+                )
+        except KeyboardInterrupt:
+            _err.print(f"gpubench: stopped; resume with: {hint}")
+            return 130
     _out.print(summary_table(frame))
     _out.print(f"results: {run_dir}")
+    if stop.requested:
+        _err.print(f"gpubench: stopped early; resume with: {hint}")
+        return 130
     return 0
+
+
+def resume_command(run_dir: Path, max_memory: int | None, point_timeout_s: float | None) -> str:
+    """The command line that continues the sweep in `run_dir` with the same isolation flags."""
+    from gpubench.memory_limit import exact_size
+    from gpubench.sweep import DEFAULT_POINT_TIMEOUT_S
+
+    parts = ["python -m gpubench sweep --resume", shlex.quote(str(run_dir))]
+    if max_memory is not None:
+        parts += ["--max-memory", exact_size(max_memory)]
+    if point_timeout_s is not None and point_timeout_s != DEFAULT_POINT_TIMEOUT_S:
+        parts += ["--point-timeout", f"{point_timeout_s:g}"]
+    return " ".join(parts)
+
+
+def max_batch(
+    point: Point,
+    *,
+    max_memory: int | None,
+    point_timeout_s: float | None,
+    start: int,
+    ceiling: int,
+    probe_steps: int,
+    budget: Budget,
+    time_them: bool,
+    as_json: bool,
+) -> int:
+    from gpubench import maxbatch
+    from gpubench.memory_limit import format_size
+
+    cap = max_memory if max_memory is not None else maxbatch.default_cap(point.device)
+    where = f"{point.model}/{point.model_size} {point.device} {point.precision} {point.optimizer}"
+    capped = f"capped at {format_size(cap)}" if cap is not None else "no cap but the device's own"
+    if max_memory is None and cap is not None:
+        capped += " (the memory available now; set --max-memory to choose)"
+    _err.print(f"gpubench: largest batch of {where}, memory {capped}")
+
+    def on_probe(p: maxbatch.Probe) -> None:
+        _err.print(f"  {p.phase:>7} B={p.batch_size}: {p.status} ({p.seconds:.1f} s)")
+
+    result = maxbatch.find(
+        point,
+        cap,
+        point_timeout_s,
+        start=start,
+        ceiling=ceiling,
+        probe_steps=probe_steps,
+        confirm_budget=budget,
+        time_budget=budget if time_them else None,
+        on_probe=None if as_json else on_probe,
+    )
+    if as_json:
+        json.dump(result.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    _out.print(probe_table(result))
+    if result.stopped:
+        _out.print(f"search stopped early: {result.stopped}")
+    if result.largest == 0:
+        _out.print("not even a batch of one fits")
+    else:
+        more = " (the --ceiling; more may fit)" if result.ceiling_reached else ""
+        _out.print(f"largest batch that fits: {result.largest}{more}")
+    searched = len(result.search_probes)
+    _out.print(f"probes: {searched} to search, {len(result.probes) - searched} to confirm/time")
+    if result.best_batch is not None:
+        _out.print(f"throughput-optimal batch: {result.best_batch}")
+    return 0
+
+
+def probe_table(result: Any) -> Table:
+    table = Table(title="max-batch probes")
+    for col in ("phase", "batch", "outcome", "step ms", "samples/s", "seconds"):
+        table.add_column(col, justify="left" if col in ("phase", "outcome") else "right")
+    for p in result.probes:
+        outcome = p.status if p.status in ("ok", "oom") else f"{p.status}: {(p.error or '')[:60]}"
+        table.add_row(
+            p.phase,
+            str(p.batch_size),
+            outcome,
+            _fmt(p.step_time_s * 1e3 if p.step_time_s else None, ".2f"),
+            _fmt(p.samples_per_s, ",.0f"),
+            f"{p.seconds:.1f}",
+        )
+    return table
 
 
 def _short(row: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpubench import memory_limit
 from gpubench.runner import WorkerRunner
 from gpubench.spec import Budget, ConfigError, Point
 
@@ -185,6 +186,20 @@ def _time(probe: Callable[[int, str, Budget], Probe], budget: Budget, result: Ma
     fast = [p for p in timed if p.fits and p.samples_per_s is not None]
     if fast:
         result.best_batch = max(fast, key=lambda p: p.samples_per_s or 0.0).batch_size
+
+
+def default_cap(device: str) -> int | None:
+    """The memory cap (bytes) of a search that was given none: on the CPU the memory available
+    now, so that doubling never drives the machine into swap; on CUDA none (the device's own
+    memory is the limit)."""
+    if not device.startswith("cpu"):
+        return None
+    available = memory_limit.available_bytes()
+    if available is None:
+        raise ConfigError(
+            "cannot tell how much memory this machine has available; give --max-memory SIZE"
+        )
+    return available
 
 
 def powers_of_two(limit: int) -> list[int]:

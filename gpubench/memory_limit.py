@@ -40,6 +40,14 @@ def format_size(n: int | float) -> str:
     return f"{int(n)}B"
 
 
+def exact_size(n: int) -> str:
+    """Bytes as a size that parses back to exactly `n`: 2147483648 -> '2G', 1258291200 -> '1200M'"""
+    for unit in ("T", "G", "M", "K"):
+        if n % _UNITS[unit.lower()] == 0:
+            return f"{n // _UNITS[unit.lower()]}{unit}"
+    return str(n)
+
+
 def address_space_bytes() -> int | None:
     """This process's virtual address space in bytes (Linux), or None where unknown."""
     try:

@@ -112,8 +112,8 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exit status {exitcode}"
 
 
-def context() -> mp.context.BaseContext:
-    """Where processes come from: a fork server that has imported torch and gpubench once
+def context() -> Any:  # typeshed has no common type of the spawn and forkserver contexts
+    """Where worker processes come from: a fork server that has imported torch and gpubench once
     (a fresh worker then starts in tens of milliseconds instead of seconds, and never inherits
     a CUDA context or OpenMP threads), or plain spawn where there is no fork server (Windows).
     A user's model module must be importable in the worker: sys.path and PYTHONPATH as they
