@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -160,7 +161,7 @@ def probe_table(result: Any) -> Table:
     for col in ("phase", "batch", "outcome", "step ms", "samples/s", "seconds"):
         table.add_column(col, justify="left" if col in ("phase", "outcome") else "right")
     for p in result.probes:
-        outcome = p.status if p.status in ("ok", "oom") else f"{p.status}: {(p.error or '')[:60]}"
+        outcome = p.status if p.fits else f"{p.status}: {escape((p.error or '')[:60])}"
         table.add_row(
             p.phase,
             str(p.batch_size),
@@ -211,7 +212,7 @@ def summary_table(frame: pd.DataFrame) -> Table:
         )
         status = row["status"] + (" (noisy)" if row.get("noisy") is True else "")
         if row["status"] != "ok" and row.get("error"):
-            status += f": {row['error'][:60]}"
+            status += f": {escape(row['error'][:60])}"  # an error's [brackets] are not markup
         table.add_row(
             f"{row['model']}/{row['model_size']}",
             row["device"],

@@ -67,6 +67,7 @@ def run_point(point: Point, budget: Budget, max_memory: int | None = None) -> di
 
     device = torch.device(point.device)
     started = time.perf_counter()
+    in_use = memory_limit.address_space_bytes() if device.type == "cpu" else None
     try:
         with memory_limit.capped(max_memory, device.type, device.index):
             return measure_point(point, budget)
@@ -74,7 +75,10 @@ def run_point(point: Point, budget: Budget, max_memory: int | None = None) -> di
         oom = is_out_of_memory(e)
         reason = one_line(e)
         if oom and max_memory is not None:
-            reason += f" (under --max-memory {memory_limit.format_size(max_memory)})"
+            reason += f" (under --max-memory {memory_limit.format_size(max_memory)}"
+            if in_use is not None:  # the cap counts what the worker held before the point too
+                reason += f"; {memory_limit.format_size(in_use)} was in use before the point"
+            reason += ")"
         return make_row(
             point,
             "oom" if oom else "error",
