@@ -35,55 +35,61 @@ def sweep(
 
     run_dir = out if out is not None else default_run_dir()
     hint = resume_command(run_dir, max_memory, point_timeout_s)
-    with Progress(
+    progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=_err,
         disable=quiet,
-    ) as progress:
-        task = progress.add_task("measuring", total=None)
+    )
+    task = progress.add_task("measuring", total=None)
 
-        def on_start(total: int, done: int) -> None:
-            already = f" ({done} measured before)" if done else ""
-            _err.print(
-                f"gpubench: suite {spec.name!r}, {total} points{already} on "
-                f"{', '.join(spec.resolved_devices())} -> {run_dir}"
+    def on_start(total: int, done: int) -> None:  # the run folder passed its checks
+        already = f" ({done} measured before)" if done else ""
+        _err.print(
+            f"gpubench: suite {spec.name!r}, {total} points{already} on "
+            f"{', '.join(spec.resolved_devices())} -> {run_dir}",
+            soft_wrap=True,
+        )
+        progress.update(task, total=total, completed=done)
+        progress.start()
+
+    def on_row(row: dict[str, Any], i: int, total: int) -> None:
+        progress.update(task, completed=i, description=_short(row))
+        if not _err.is_terminal and not quiet:
+            _err.print(f"[{i}/{total}] {_short(row)}")
+
+    def on_first_ctrl_c() -> None:
+        _err.print(
+            "gpubench: stopping after the point in flight is recorded "
+            "(Ctrl-C again stops at once, losing that point)",
+            soft_wrap=True,
+        )
+
+    try:
+        with GracefulStop(on_first_ctrl_c) as stop:
+            frame = run_sweep(
+                spec,
+                run_dir,
+                on_row=on_row,
+                resume=resume,
+                extend=extend,
+                max_memory=max_memory,
+                point_timeout_s=point_timeout_s,
+                should_stop=lambda: stop.requested,
+                on_start=on_start,
             )
-            progress.update(task, total=total, completed=done)
-
-        def on_row(row: dict[str, Any], i: int, total: int) -> None:
-            progress.update(task, completed=i, description=_short(row))
-            if not _err.is_terminal and not quiet:
-                _err.print(f"[{i}/{total}] {_short(row)}")
-
-        def on_first_ctrl_c() -> None:
-            _err.print(
-                "gpubench: stopping after the point in flight is recorded "
-                "(Ctrl-C again stops at once, losing that point)"
-            )
-
-        try:
-            with GracefulStop(on_first_ctrl_c) as stop:
-                frame = run_sweep(
-                    spec,
-                    run_dir,
-                    on_row=on_row,
-                    resume=resume,
-                    extend=extend,
-                    max_memory=max_memory,
-                    point_timeout_s=point_timeout_s,
-                    should_stop=lambda: stop.requested,
-                    on_start=on_start,
-                )
-        except KeyboardInterrupt:
-            _err.print(f"gpubench: stopped; resume with: {hint}")
-            return 130
+    except KeyboardInterrupt:
+        progress.stop()
+        _err.print(f"gpubench: stopped; resume with: {hint}", soft_wrap=True)
+        return 130
+    finally:
+        progress.stop()
     _out.print(summary_table(frame))
     _out.print(f"results: {run_dir}")
     if stop.requested:
-        _err.print(f"gpubench: stopped early; resume with: {hint}")
+        _err.print(f"gpubench: stopped early; resume with: {hint}", soft_wrap=True)
         return 130
     return 0
 

@@ -19,6 +19,7 @@ import gc
 import multiprocessing as mp
 import signal
 import sys
+import threading
 import time
 import types
 from collections.abc import Iterator
@@ -182,13 +183,14 @@ class WorkerRunner:
             self._stop_worker()
         return row
 
-    def close(self) -> None:
-        """Ask the worker to exit, and kill it if it does not."""
+    def close(self, grace_s: float = 5.0) -> None:
+        """Ask the worker to exit, and kill it if it has not within `grace_s` seconds (0: a
+        point in flight is abandoned at once)."""
         if self._conn is not None:
             # the worker may be gone already; _stop_worker reaps it either way
             with contextlib.suppress(OSError, ValueError):
                 self._conn.send(None)
-        self._stop_worker(grace_s=5.0)
+        self._stop_worker(grace_s=grace_s)
 
     def _ready_worker(self) -> tuple[BaseProcess, Connection]:
         if self._proc is not None and self._conn is not None and self._proc.is_alive():
@@ -200,6 +202,7 @@ class WorkerRunner:
             target=worker_main, args=(child,), name="gpubench-worker", daemon=True
         )
         with _main_module_hidden():
+            _ensure_fork_server(self._ctx)
             proc.start()
         child.close()  # so that the worker's death reads as end-of-file here
         self._proc, self._conn = proc, parent
@@ -227,6 +230,23 @@ class WorkerRunner:
             proc.close()
         if conn is not None:
             conn.close()
+
+
+def _ensure_fork_server(ctx: Any) -> None:
+    """Start the fork server (if that is where workers come from) with SIGINT ignored, which it
+    inherits: a Ctrl-C meant for the sweep must not kill it halfway through its imports."""
+    if ctx.get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager

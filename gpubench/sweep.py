@@ -130,8 +130,10 @@ def _measure(
             finished += 1
             if on_row is not None:
                 on_row(row, finished, len(points))
-    finally:
-        runner.close()
+    except BaseException:  # a second Ctrl-C, say: the point in flight is abandoned at once
+        runner.close(grace_s=0)
+        raise
+    runner.close()
 
 
 def _note_oom(oom_at: dict[tuple[Any, ...], int], point: Point) -> None:

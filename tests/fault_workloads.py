@@ -12,6 +12,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -45,6 +46,23 @@ def segfault() -> Workload:
 def hang() -> Workload:
     """Its first forward pass never returns."""
     return _wrap(lambda: time.sleep(10**6))
+
+
+def slow() -> Workload:
+    """Its first forward pass sleeps 3 s, then it trains like the tiny MLP: a point that is
+    surely in flight when a test interrupts the sweep, and that then finishes. When it starts
+    sleeping it creates the file named by $GPUBENCH_TEST_SLOW_MARKER, if set."""
+    slept: list[bool] = []
+
+    def once() -> None:
+        if not slept:
+            slept.append(True)
+            marker = os.environ.get("GPUBENCH_TEST_SLOW_MARKER")
+            if marker:
+                Path(marker).touch()
+            time.sleep(3)
+
+    return _wrap(once)
 
 
 def _raise() -> None:
