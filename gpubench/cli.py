@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any, NoReturn
 from gpubench import spec as S
 
 SUITES_DIR = Path(__file__).parent / "suites"
+_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 DEFAULT_SUITE = "quick"
 
 
@@ -263,8 +265,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return _dispatch(args)
     except S.ConfigError as e:
-        print(f"gpubench: error: {e}", file=sys.stderr)
+        print(f"gpubench: error: {_one_line(str(e))}", file=sys.stderr)
         return 2
+
+
+def _one_line(message: str) -> str:
+    """Line breaks inside a message (from a value the user gave) shown escaped, as repr does."""
+    return _LINE_BREAK.sub(lambda m: repr(m.group())[1:-1], message)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
