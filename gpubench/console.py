@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpubench.spec import OPTIMIZERS, PRECISIONS, Budget, Point, SweepSpec
+from gpubench.spec import OPTIMIZERS, PRECISIONS, Budget, ConfigError, Point, SweepSpec
 
 _err = Console(stderr=True)
 _out = Console(width=None if sys.stdout.isatty() else 160)
@@ -120,7 +120,12 @@ def max_batch(
     as_json: bool,
 ) -> int:
     from gpubench import maxbatch
+    from gpubench.measure import unsupported_reason
     from gpubench.memory_limit import format_size
+
+    reason = unsupported_reason(point)
+    if reason is not None:
+        raise ConfigError(f"{point.label().removesuffix(f' B={point.batch_size}')}: {reason}")
 
     cap = max_memory if max_memory is not None else maxbatch.default_cap(point.device)
     where = f"{point.model}/{point.model_size} {point.device} {point.precision} {point.optimizer}"

@@ -14,22 +14,23 @@ from gpubench.spec import Budget, Point
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
-_cap: list[int] = []
+_baseline: list[int] = []
 
 
-def memory_cap() -> int:
-    """A --max-memory (bytes) 320 MiB above what a worker holds once ready on this machine:
-    tens of `fault_workloads:hungry` samples fit under it, a thousand never do. (A fixed size
-    would not do: a CUDA build of torch maps far more address space than a CPU build.)"""
-    if not _cap:
+def memory_cap(headroom_mib: int = 320) -> int:
+    """A --max-memory (bytes) `headroom_mib` MiB above what a worker holds once ready on this
+    machine: with 320, tens of `fault_workloads:hungry` samples fit under it and a thousand
+    never do. (A fixed size would not do: a CUDA build of torch maps far more address space
+    than a CPU build.)"""
+    if not _baseline:
         runner = WorkerRunner()
         try:
             runner.run(Point("mlp", "tiny", "cpu", "fp32", "sgd", 2), Budget.fixed(1, 1))
             assert runner.worker_address_space is not None, "needs /proc (Linux)"
-            _cap.append((runner.worker_address_space // 2**20 + 320) * 2**20)
+            _baseline.append(runner.worker_address_space)
         finally:
             runner.close()
-    return _cap[0]
+    return (_baseline[0] // 2**20 + headroom_mib) * 2**20
 
 
 def cap_text() -> str:
