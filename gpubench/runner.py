@@ -14,9 +14,9 @@ out-of-memory error, an exception, a crash or a hang it is replaced. How a point
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import multiprocessing as mp
+import os
 import signal
 import sys
 import threading
@@ -153,6 +153,7 @@ class WorkerRunner:
         self._ctx = context()
         self._proc: BaseProcess | None = None
         self._conn: Connection | None = None
+        self._lifeline: Connection | None = None  # never written: its closing ends the worker
 
     def run(self, point: Point, budget: Budget) -> dict[str, Any]:
         proc, conn = self._ready_worker()
@@ -198,14 +199,16 @@ class WorkerRunner:
         self._stop_worker()
         t0 = time.perf_counter()
         parent, child = self._ctx.Pipe()
+        lifeline_r, lifeline_w = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(
-            target=worker_main, args=(child,), name="gpubench-worker", daemon=True
+            target=worker_main, args=(child, lifeline_r), name="gpubench-worker", daemon=True
         )
         with _main_module_hidden():
             _ensure_fork_server(self._ctx)
             proc.start()
         child.close()  # so that the worker's death reads as end-of-file here
-        self._proc, self._conn = proc, parent
+        lifeline_r.close()
+        self._proc, self._conn, self._lifeline = proc, parent, lifeline_w
         try:
             ready = parent.poll(STARTUP_TIMEOUT_S) and parent.recv()
         except EOFError:
@@ -220,8 +223,8 @@ class WorkerRunner:
         return proc, parent
 
     def _stop_worker(self, grace_s: float = 0.0) -> None:
-        proc, conn = self._proc, self._conn
-        self._proc = self._conn = None
+        proc, conn, lifeline = self._proc, self._conn, self._lifeline
+        self._proc = self._conn = self._lifeline = None
         if proc is not None:
             proc.join(timeout=grace_s)
             if proc.is_alive():
@@ -230,6 +233,8 @@ class WorkerRunner:
             proc.close()
         if conn is not None:
             conn.close()
+        if lifeline is not None:
+            lifeline.close()
 
 
 def _ensure_fork_server(ctx: Any) -> None:
@@ -261,11 +266,11 @@ def _main_module_hidden() -> Iterator[None]:
         sys.modules["__main__"] = main
 
 
-def worker_main(conn: Connection) -> None:
+def worker_main(conn: Connection, lifeline: Connection) -> None:
     """A worker's life: import torch once, then measure points sent by the parent until it
     sends None or goes away. Ctrl-C is the parent's to handle, so the worker ignores SIGINT."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
+    threading.Thread(target=_exit_with_parent, args=(lifeline,), daemon=True).start()
     # What the fork server imported stays as it is: the collector need never scan (and so copy)
     # those objects' memory pages in each worker.
     gc.freeze()
@@ -287,13 +292,10 @@ def worker_main(conn: Connection) -> None:
         conn.send(run_point(point, budget, max_memory))
 
 
-def _die_with_parent() -> None:
-    """On Linux, have the kernel kill this worker when its parent process dies (with the
-    forkserver, the server; it exits when the sweep does), so a SIGKILLed sweep leaves no orphan
-    measuring on. Elsewhere, and in any case, the worker exits at end-of-file on its pipe."""
-    if sys.platform != "linux":
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    pr_set_pdeathsig = 1
-    if libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+def _exit_with_parent(lifeline: Connection) -> None:
+    """Block until the parent's end of `lifeline` closes, which happens when the parent exits
+    or is killed (SIGKILL included), then end this worker at once: a killed sweep must not
+    leave a worker measuring on, or hanging, without it."""
+    with contextlib.suppress(EOFError, OSError):
+        lifeline.recv()
+    os._exit(1)

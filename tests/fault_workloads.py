@@ -49,9 +49,10 @@ def hang() -> Workload:
 
 
 def slow() -> Workload:
-    """Its first forward pass sleeps 3 s, then it trains like the tiny MLP: a point that is
-    surely in flight when a test interrupts the sweep, and that then finishes. When it starts
-    sleeping it creates the file named by $GPUBENCH_TEST_SLOW_MARKER, if set."""
+    """Its first forward pass sleeps ($GPUBENCH_TEST_SLOW_S seconds, default 3), then it trains
+    like the tiny MLP: a point that is surely in flight when a test interrupts the sweep, and
+    that then finishes. When it starts sleeping it creates the file named by
+    $GPUBENCH_TEST_SLOW_MARKER, if set."""
     slept: list[bool] = []
 
     def once() -> None:
@@ -60,7 +61,7 @@ def slow() -> Workload:
             marker = os.environ.get("GPUBENCH_TEST_SLOW_MARKER")
             if marker:
                 Path(marker).touch()
-            time.sleep(3)
+            time.sleep(float(os.environ.get("GPUBENCH_TEST_SLOW_S", "3")))
 
     return _wrap(once)
 
