@@ -163,7 +163,7 @@ def plan(
     (maxbatch, in fresh processes) and kept in run_dir/maxbatch.json so a resumed sweep plans
     the same points without probing again."""
     if spec.batch_sizes != AUTO:
-        return spec.points()
+        return list(dict.fromkeys(spec.points()))  # an axis value given twice is one point
     cache_path = run_dir / "maxbatch.json"
     cache: dict[str, Any] = (
         json.loads(cache_path.read_text(encoding="utf-8")) if cache_path.is_file() else {}
@@ -180,4 +180,4 @@ def plan(
         points.extend(
             dataclasses.replace(base, batch_size=b) for b in maxbatch.powers_of_two(largest)
         )
-    return points
+    return list(dict.fromkeys(points))
