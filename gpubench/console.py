@@ -172,7 +172,8 @@ def probe_table(result: Any) -> Table:
     for col in ("phase", "batch", "outcome", "step ms", "samples/s", "seconds"):
         table.add_column(col, justify="left" if col in ("phase", "outcome") else "right")
     for p in result.probes:
-        outcome = p.status if p.fits else f"{p.status}: {escape((p.error or '')[:60])}"
+        failed = not p.fits and p.status != "oom"  # an oom's reason is the allocator's words
+        outcome = f"{p.status}: {escape((p.error or '')[:60])}" if failed else p.status
         table.add_row(
             p.phase,
             str(p.batch_size),
