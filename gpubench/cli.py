@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any, NoReturn
 from gpubench import spec as S
 
 SUITES_DIR = Path(__file__).parent / "suites"
+_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 DEFAULT_SUITE = "quick"
 
 
@@ -110,13 +112,18 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument(
         "suite",
         nargs="?",
-        default=DEFAULT_SUITE,
-        help="a suite TOML file, or the name of a shipped suite (default: quick)",
+        default=None,
+        help="a suite TOML file, or the name of a shipped suite (default: quick, or with "
+        "--resume the suite the run was started with)",
     )
     sweep.add_argument("--models", type=_csv(S.check_model))
     sweep.add_argument("--size", type=_choice(S.SIZES, "size"))
     sweep.add_argument("--devices", type=_csv(S.check_device))
-    sweep.add_argument("--batch-sizes", type=_csv(lambda t: S.check_batch_size(_int_value(t))))
+    sweep.add_argument(
+        "--batch-sizes",
+        type=_auto_or(_csv(lambda t: S.check_batch_size(_int_value(t)))),
+        help='comma-separated, or "auto": powers of two up to the largest that fits',
+    )
     sweep.add_argument("--precisions", type=_csv(_choice(S.PRECISIONS, "precision")))
     sweep.add_argument("--optimizers", type=_csv(_choice(S.OPTIMIZERS, "optimizer")))
     sweep.add_argument("--seeds", type=_csv(lambda t: S.check_seed(_int_value(t))))
@@ -151,6 +158,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir", help="folder of a file-based data set for convergence runs (cifar10)"
     )
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_isolation_flags(sweep)
+    sweep.add_argument(
+        "--resume",
+        type=Path,
+        metavar="DIR",
+        help="run only the points of the suite that have no row yet in run folder DIR",
+    )
+    sweep.add_argument(
+        "--extend",
+        action="store_true",
+        help="with --resume: allow a suite with new axis values, and measure the new points",
+    )
+    _add_max_batch_parser(sub)
 
     report = sub.add_parser("report", help="render the HTML report of one or more run folders")
     report.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="run folders")
@@ -178,6 +198,65 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _auto_or(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def wrapped(text: str) -> Any:
+        return S.AUTO if text.strip() == S.AUTO else parse(text)
+
+    wrapped.__name__ = "batch sizes"
+    return wrapped
+
+
+def _add_isolation_flags(parser: argparse.ArgumentParser) -> None:
+    from gpubench.memory_limit import parse_size
+    from gpubench.sweep import DEFAULT_POINT_TIMEOUT_S
+
+    parser.add_argument(
+        "--max-memory",
+        type=_arg(parse_size),
+        metavar="SIZE",
+        help="cap each point's memory, e.g. 512M or 2G (CPU: the worker's whole address space)",
+    )
+    parser.add_argument(
+        "--point-timeout",
+        type=_arg(_positive_float),
+        default=DEFAULT_POINT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"record a point as timeout after this long (default {DEFAULT_POINT_TIMEOUT_S:g})",
+    )
+
+
+def _add_max_batch_parser(sub: Any) -> None:
+    from gpubench.maxbatch import CEILING, PROBE_STEPS
+
+    mb = sub.add_parser("max-batch", help="find the largest batch size that fits in memory")
+    mb.add_argument("--model", required=True, type=_arg(S.check_model))
+    mb.add_argument("--size", type=_choice(S.SIZES, "size"), default="small")
+    mb.add_argument("--device", type=_arg(S.check_device), default="auto")
+    mb.add_argument("--precision", type=_choice(S.PRECISIONS, "precision"), default=S.PRECISIONS[0])
+    mb.add_argument("--optimizer", type=_choice(S.OPTIMIZERS, "optimizer"), default="adamw")
+    mb.add_argument("--data", type=_choice(S.DATA_MODES, "data mode"), default="device")
+    mb.add_argument("--seed", type=_arg(lambda t: S.check_seed(_int_value(t))), default=0)
+    _add_isolation_flags(mb)
+    mb.add_argument("--start", type=_arg(_positive_int), default=1, help="first batch size")
+    mb.add_argument(
+        "--ceiling", type=_arg(_positive_int), default=CEILING, help="largest batch size to try"
+    )
+    mb.add_argument(
+        "--probe-steps",
+        type=_arg(_positive_int),
+        default=PROBE_STEPS,
+        help="training steps per probe, after one warm-up step",
+    )
+    mb.add_argument(
+        "--time",
+        action="store_true",
+        help="also time the powers of two up to the answer, to find the throughput-optimal one",
+    )
+    mb.add_argument("--steps", type=_arg(_positive_int), help="steps of the full measurements")
+    mb.add_argument("--max-time", type=_arg(_positive_float), help="seconds per full measurement")
+    mb.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
 def resolve_suite(name_or_path: str) -> Path:
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists():
@@ -194,8 +273,21 @@ def resolve_suite(name_or_path: str) -> Path:
 
 
 def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
-    """The suite file with the command line's overrides applied, validated."""
-    spec = S.load_suite(resolve_suite(args.suite))
+    """The suite file with the command line's overrides applied, validated. With --resume and
+    no suite named, the suite is the one the run folder was started with."""
+    if args.extend and args.resume is None:
+        raise S.ConfigError("--extend needs --resume DIR (the run folder to extend)")
+    if args.resume is not None and args.out is not None and args.out != args.resume:
+        raise S.ConfigError(
+            f"--out {args.out} and --resume {args.resume} name different folders; "
+            "give --resume DIR alone"
+        )
+    if args.suite is None and args.resume is not None:
+        from gpubench import rundir
+
+        spec = rundir.spec_from_saved(rundir.saved_suite(args.resume))
+    else:
+        spec = S.load_suite(resolve_suite(args.suite or DEFAULT_SUITE))
     overrides = {
         key: getattr(args, key)
         for key in (
@@ -213,17 +305,23 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
         )
         if getattr(args, key) is not None
     }
-    budget = spec.budget
+    if args.data_dir is not None:
+        conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
+        spec = dataclasses.replace(spec, convergence=conv)
+    return S.validate(
+        dataclasses.replace(spec, **overrides, budget=budget_from_args(args, spec.budget))
+    )
+
+
+def budget_from_args(args: argparse.Namespace, budget: S.Budget) -> S.Budget:
+    """`budget` with --steps and --max-time applied."""
     if args.steps is not None:
         budget = S.Budget.fixed(args.steps, budget.warmup_steps)
     if args.max_time is not None:
         budget = dataclasses.replace(
             budget, max_time_s=args.max_time, min_time_s=min(budget.min_time_s, args.max_time)
         )
-    if args.data_dir is not None:
-        conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
-        spec = dataclasses.replace(spec, convergence=conv)
-    return S.validate(dataclasses.replace(spec, **overrides, budget=budget))
+    return budget
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -231,21 +329,69 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return _dispatch(args)
     except S.ConfigError as e:
-        print(f"gpubench: error: {e}", file=sys.stderr)
+        print(f"gpubench: error: {_one_line(str(e))}", file=sys.stderr)
         return 2
+
+
+def _one_line(message: str) -> str:
+    """Line breaks inside a message (from a value the user gave) shown escaped, as repr does."""
+    return _LINE_BREAK.sub(lambda m: repr(m.group())[1:-1], message)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
     from gpubench import console
 
     if args.command == "sweep":
-        return console.sweep(spec_from_args(args), args.out, quiet=args.quiet)
+        return console.sweep(
+            spec_from_args(args),
+            args.resume if args.resume is not None else args.out,
+            quiet=args.quiet,
+            resume=args.resume is not None,
+            extend=args.extend,
+            max_memory=args.max_memory,
+            point_timeout_s=args.point_timeout,
+        )
     if args.command == "report":
         return console.report(args.dirs, args.out)
     if args.command == "compare":
         return console.compare(args.base, args.new, args.threshold, args.format)
+    if args.command == "max-batch":
+        return console.max_batch(
+            point_from_args(args),
+            max_memory=args.max_memory,
+            point_timeout_s=args.point_timeout,
+            start=args.start,
+            ceiling=args.ceiling,
+            probe_steps=args.probe_steps,
+            budget=budget_from_args(args, S.Budget()),
+            time_them=args.time,
+            as_json=args.json,
+        )
     if args.command == "list":
         return console.list_all(SUITES_DIR)
     if args.command == "env":
         return console.show_env()
     raise AssertionError(args.command)
+
+
+def point_from_args(args: argparse.Namespace) -> S.Point:
+    """max-batch's point (its batch size is where the search starts)."""
+    if args.start > args.ceiling:
+        raise S.ConfigError(
+            f"--start {args.start} is above --ceiling {args.ceiling}; allowed: start <= ceiling"
+        )
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return S.Point(
+        args.model,
+        args.size,
+        device,
+        args.precision,
+        args.optimizer,
+        args.start,
+        args.seed,
+        args.data,
+    )

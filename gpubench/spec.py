@@ -24,6 +24,10 @@ LR_SCALINGS = ("auto", "none", "linear", "sqrt")
 TARGET_METRICS = ("eval_accuracy", "eval_loss")
 _USER_MODEL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+# batch_sizes = "auto": the powers of two up to the largest batch that fits (gpubench.maxbatch).
+AUTO = "auto"
+# The SweepSpec fields that say which points there are (the rest say how each is measured).
+AXES = ("models", "size", "devices", "batch_sizes", "precisions", "optimizers", "seeds", "data")
 
 
 class ConfigError(ValueError):
@@ -165,7 +169,7 @@ class SweepSpec:
     models: tuple[str, ...]
     size: str = "small"
     devices: tuple[str, ...] = ("auto",)
-    batch_sizes: tuple[int, ...] = (16, 64)
+    batch_sizes: tuple[int, ...] | str = (16, 64)  # or AUTO
     precisions: tuple[str, ...] = ("fp32",)
     optimizers: tuple[str, ...] = ("sgd",)
     seeds: tuple[int, ...] = (0,)
@@ -186,9 +190,12 @@ class SweepSpec:
         return tuple(out)
 
     def points(self) -> list[Point]:
-        """Every point of the sweep, in a stable order (model, device, precision, optimizer, B)."""
+        """Every point of the sweep, in a stable order (model, device, precision, optimizer, B).
+        AUTO batch sizes depend on the device, so gpubench.sweep resolves them instead."""
+        batch_sizes = self.batch_sizes
+        assert not isinstance(batch_sizes, str), "resolve batch_sizes = 'auto' first"
         if self.mode == "convergence":
-            return self._convergence_points()
+            return self._convergence_points(batch_sizes)
         return [
             Point(m, self.size, d, p, o, b, s, self.data, c, cl, g)
             for m, d, p, o, c, cl, g, s, b in itertools.product(
@@ -200,11 +207,11 @@ class SweepSpec:
                 self.channels_last,
                 self.cuda_graph,
                 self.seeds,
-                self.batch_sizes,
+                batch_sizes,
             )
         ]
 
-    def _convergence_points(self) -> list[Point]:
+    def _convergence_points(self, batch_sizes: tuple[int, ...]) -> list[Point]:
         """As points(), with each optimizer's learning-rate scaling rules as one more axis."""
         return [
             Point(m, self.size, d, p, o, b, s, self.data, lr_scaling=rule)
@@ -212,7 +219,7 @@ class SweepSpec:
                 self.models, self.resolved_devices(), self.precisions, self.optimizers
             )
             for rule in self.convergence.lr_scaling_for(o)
-            for s, b in itertools.product(self.seeds, self.batch_sizes)
+            for s, b in itertools.product(self.seeds, batch_sizes)
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -299,8 +306,9 @@ def validate(spec: SweepSpec) -> SweepSpec:
     _one_of(spec.size, SIZES, "size")
     for d in _nonempty(spec.devices, "devices"):
         check_device(d)
-    for b in _nonempty(spec.batch_sizes, "batch_sizes"):
-        check_batch_size(b)
+    if spec.batch_sizes != AUTO:
+        for b in _nonempty(tuple(spec.batch_sizes), "batch_sizes"):
+            check_batch_size(b)
     for p in _nonempty(spec.precisions, "precisions"):
         _one_of(p, PRECISIONS, "precision")
     for o in _nonempty(spec.optimizers, "optimizers"):
@@ -404,7 +412,9 @@ def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         try:
-            if key in _LIST_KEYS:
+            if key == "batch_sizes" and value == AUTO:
+                kwargs[key] = AUTO
+            elif key in _LIST_KEYS:
                 kwargs[key] = _list(
                     key, [value] if key == "models" and isinstance(value, str) else value
                 )
@@ -450,7 +460,10 @@ def _raise(message: str) -> Any:
 def _list(key: str, value: object) -> tuple[Any, ...]:
     want = _LIST_KEYS[key]
     if not isinstance(value, list) or not value:
-        raise ConfigError(f"{key} must be a non-empty list of {want.__name__}s, got {value!r}")
+        also = f' or "{AUTO}"' if key == "batch_sizes" else ""
+        raise ConfigError(
+            f"{key} must be a non-empty list of {want.__name__}s{also}, got {value!r}"
+        )
     return tuple(_ELEMENT_CHECKS[key](v) for v in value)
 
 

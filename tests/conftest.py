@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -19,6 +22,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def quick_budget() -> Budget:
     """A few fixed steps: enough to exercise the harness, fast on 2 cores."""
     return Budget.fixed(steps=3, warmup_steps=1)
+
+
+# tests/fault_workloads.py (workloads that crash, hang or exhaust memory on purpose) must be
+# importable here and in worker processes, which take sys.path from this process.
+TESTS_DIR = Path(__file__).resolve().parent
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
 
 
 @pytest.fixture(autouse=True, scope="session")

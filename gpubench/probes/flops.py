@@ -73,6 +73,8 @@ class CountFlops:
 
     def __exit__(self, *exc: Any) -> None:
         self._mode.__exit__(*exc)
+        if exc[0] is not None:
+            return  # the step failed: its own exception is the one to report
         by_op = {str(op): int(n) for op, n in self._mode.get_flop_counts()["Global"].items()}
         added = sum(n for op, n in self._mode.get_flop_counts()["Global"].items() if op in MISSED)
         self.result = StepFlops(int(self._mode.get_total_flops()), int(added), by_op)

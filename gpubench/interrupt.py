@@ -1,0 +1,45 @@
+"""Ctrl-C for a long sweep: the first asks it to stop after the point in flight is recorded;
+the second stops at once (KeyboardInterrupt), losing only that point."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import Any
+
+
+class GracefulStop:
+    """Within the block, the first SIGINT sets `requested` and calls `on_first`; the second
+    raises KeyboardInterrupt. Outside the main thread (where Python cannot install signal
+    handlers) it does nothing, and Ctrl-C keeps its usual meaning."""
+
+    def __init__(self, on_first: Callable[[], None] | None = None) -> None:
+        self.requested = False
+        self._on_first = on_first
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> GracefulStop:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+            self._installed = False
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        if self._on_first is not None:
+            self._on_first()

@@ -1,0 +1,244 @@
+"""Nothing lost: a sweep killed at any moment resumes to the full set of points, each once,
+with the rows written before the kill unchanged; Ctrl-C stops cleanly and says how to resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from isolation import ROOT, gpubench_command, rows, subprocess_env
+
+from gpubench import rundir
+from gpubench.cli import main
+from gpubench.spec import load_suite
+
+EIGHT = """
+name = "eight"
+models = ["mlp"]
+size = "tiny"
+devices = ["cpu"]
+batch_sizes = [1, 2, 3, 4]
+precisions = ["fp32"]
+optimizers = ["sgd", "adamw"]
+"""
+
+
+def _start(
+    *args: str, new_session: bool = False, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        gpubench_command(*args),
+        cwd=ROOT,
+        env={**subprocess_env(), **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=new_session,
+    )
+
+
+def _wait_for(proc: subprocess.Popen[str], ready: object, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():  # type: ignore[operator]
+        assert proc.poll() is None, f"the sweep ended early: {proc.communicate()}"
+        assert time.monotonic() < deadline, "the sweep made no progress"
+        time.sleep(0.01)
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below `pid` (Linux /proc)."""
+    found: set[int] = set()
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in map(int, children.read_text().split()):
+            found |= {child, *_descendants(child)}
+    return found
+
+
+def _wait_gone(pids: set[int], timeout_s: float = 15) -> None:
+    """The sweep's helper processes end with it: none is left measuring without it."""
+    deadline = time.monotonic() + timeout_s
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = {p for p in alive if Path(f"/proc/{p}").exists() and not _zombie(p)}
+    assert not alive, f"processes left running after the sweep was killed: {alive}"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.is_file() else 0
+
+
+def test_a_sweep_killed_at_any_moment_resumes_to_every_point_once(tmp_path: Path) -> None:
+    suite = tmp_path / "eight.toml"
+    suite.write_text(EIGHT)
+    out = tmp_path / "run"
+    results = out / "results.jsonl"
+    common = ["--quiet", "--steps", "2"]
+    kept: list[bytes] = []
+    # 1: killed while starting (suite.json written, no row yet); 2: killed three rows later,
+    # while measuring; 3: resumed to the end.
+    for i, rows_more in enumerate([0, 3, None]):
+        args = [str(suite), "--out", str(out)] if i == 0 else ["--resume", str(out)]
+        want = _lines(results) + (rows_more or 0)
+        proc = _start("sweep", *args, *common)
+        if rows_more is None:
+            _, stderr = proc.communicate(timeout=300)
+            assert proc.returncode == 0, stderr
+            break
+        _wait_for(proc, lambda: (out / "suite.json").is_file() and _lines(results) >= want)  # noqa: B023
+        helpers = _descendants(proc.pid)  # the fork server and the worker, once measuring
+        assert helpers or i == 0
+        proc.kill()
+        proc.wait()
+        _wait_gone(helpers)
+        kept.append(results.read_bytes() if results.is_file() else b"")
+    final = results.read_bytes()
+    for prefix in kept:
+        assert final.startswith(prefix), "rows written before a kill were changed"
+    got = Counter((r["optimizer"], r["batch_size"]) for r in rows(out))
+    want = {(p.optimizer, p.batch_size) for p in load_suite(suite).points()}
+    assert set(got) == want and set(got.values()) == {1}, got
+    assert all(r["status"] == "ok" for r in rows(out))
+    assert len(kept[-1].splitlines()) >= 3
+    assert not (out / "results.jsonl.tmp").exists()
+
+
+SLOW = """
+name = "slow"
+models = ["mlp", "fault_workloads:slow"]
+size = "tiny"
+devices = ["cpu"]
+batch_sizes = [1, 2]
+precisions = ["fp32"]
+optimizers = ["sgd"]
+"""
+
+
+def test_ctrl_c_finishes_the_point_in_flight_and_a_second_stops_at_once(tmp_path: Path) -> None:
+    suite = tmp_path / "slow.toml"
+    suite.write_text(SLOW)
+    out = tmp_path / "run"
+    marker = tmp_path / "slow-started"
+    env = {"GPUBENCH_TEST_SLOW_MARKER": str(marker)}
+    args = ["--steps", "1"]
+    proc = _start("sweep", str(suite), "--out", str(out), *args, new_session=True, env=env)
+    _wait_for(proc, marker.exists)  # the mlp points are done; slow B=1 is in flight
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the sweep and its workers
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "stopping after the point in flight" in stderr and "Traceback" not in stderr
+    assert [(r["model"], r["batch_size"], r["status"]) for r in rows(out)] == [
+        ("mlp", 1, "ok"),
+        ("mlp", 2, "ok"),
+        ("fault_workloads:slow", 1, "ok"),
+    ]
+    hint = stderr.strip().splitlines()[-1]
+    assert hint.endswith(f"resume with: python -m gpubench sweep --resume {out}")
+    command = shlex.split(hint.split("resume with: ")[1])[1:]
+    marker.unlink()
+    env["GPUBENCH_TEST_SLOW_S"] = "120"
+    proc = _start(*command[2:], *args, new_session=True, env=env)
+    _wait_for(proc, marker.exists)  # slow B=2 is in flight, asleep for 120 s
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    t0 = time.monotonic()
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and time.monotonic() - t0 < 60, stderr
+    assert "stopped; resume with" in stderr and "Traceback" not in stderr
+    assert len(rows(out)) == 3, "the point in flight at the second Ctrl-C is not recorded"
+    assert (out / "results.csv").is_file()
+
+
+MLP2 = """
+name = "two"
+models = ["mlp"]
+size = "tiny"
+devices = ["cpu"]
+batch_sizes = [2]
+precisions = ["fp32"]
+optimizers = ["sgd"]
+"""
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("gpubench: error: "), err
+    return err
+
+
+def test_resume_refuses_another_suite_unless_extended(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = tmp_path / "two.toml"
+    suite.write_text(MLP2)
+    out = tmp_path / "run"
+    assert main(["sweep", str(suite), "--out", str(out), "--quiet", "--steps", "1"]) == 0
+    capsys.readouterr()
+    first = (out / "results.jsonl").read_bytes()
+    wider = ["sweep", str(suite), "--resume", str(out), "--quiet", "--batch-sizes", "2,4"]
+    assert main([*wider, "--steps", "1"]) == 2
+    err = _one_line_error(capsys)
+    assert "suite differs" in err and "batch_sizes: [2] there, [2, 4] here" in err
+    assert "--extend" in err
+    assert main([*wider, "--steps", "3", "--extend"]) == 2
+    assert "other settings" in _one_line_error(capsys)
+    assert main([*wider, "--steps", "1", "--extend"]) == 0
+    capsys.readouterr()
+    after = (out / "results.jsonl").read_bytes()
+    assert after.startswith(first) and [r["batch_size"] for r in rows(out)] == [2, 4]
+    assert json.loads((out / "suite.json").read_text())["batch_sizes"] == [2, 4]
+    # resuming a finished run measures nothing; a folder that is no run cannot be resumed
+    assert main(["sweep", "--resume", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert (out / "results.jsonl").read_bytes() == after
+    assert main(["sweep", "--resume", str(tmp_path / "nothing")]) == 2
+    assert "nothing to resume" in _one_line_error(capsys)
+    assert not (tmp_path / "nothing").exists()
+    assert main(["sweep", str(suite), "--out", str(out)]) == 2
+    assert "already holds results" in _one_line_error(capsys)
+    assert main(["sweep", "--extend"]) == 2
+    assert "--extend needs --resume" in _one_line_error(capsys)
+
+
+def test_a_second_sweep_into_a_folder_in_use_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = tmp_path / "two.toml"
+    suite.write_text(MLP2)
+    out = tmp_path / "run"
+    with rundir.locked(out):
+        assert main(["sweep", str(suite), "--out", str(out), "--quiet"]) == 2
+        assert f"in use by another sweep (pid {os.getpid()})" in _one_line_error(capsys)
+    assert not (out / "results.jsonl").exists()
+
+
+def test_a_torn_last_line_is_cut_before_resuming(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = tmp_path / "two.toml"
+    suite.write_text(MLP2)
+    out = tmp_path / "run"
+    args = ["--quiet", "--steps", "1", "--batch-sizes", "2,4"]
+    assert main(["sweep", str(suite), "--out", str(out), *args]) == 0
+    whole = (out / "results.jsonl").read_bytes()
+    first_line = whole[: whole.index(b"\n") + 1]
+    (out / "results.jsonl").write_bytes(whole[: len(first_line) + 40])  # a crash mid-write
+    with pytest.warns(UserWarning, match="torn last line"):
+        assert main(["sweep", str(suite), "--resume", str(out), *args]) == 0
+    again = (out / "results.jsonl").read_bytes()
+    assert again.startswith(first_line) and [r["batch_size"] for r in rows(out)] == [2, 4]
