@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import Iterator
@@ -53,14 +54,19 @@ def _measure(point: Point, budget: Budget, peak: calibration.Peak | None) -> dic
         prepared = prepare(point, workload)
         trainer, batches = prepared.trainer, prepared.batches
         counted = flops.CountFlops()
-        saved = breakdown.SavedActivations(trainer.model)
+        # Observed through the eager module: under a dispatch mode and global module hooks,
+        # torch.compile would fall back to eager for good, and a graph replay dispatches no
+        # operators to count. The eager module shares the parameters and the optimizer.
+        eager = dataclasses.replace(
+            trainer, model=getattr(trainer.model, "_orig_mod", trainer.model)
+        )
+        saved = breakdown.SavedActivations(eager.model)
 
         def observed_step() -> Tensor:
-            """The first warm-up step, under the FLOP counter and the saved-tensor hooks. It is
-            an ungraphed step even for a CUDA-graph point: a replay dispatches no operators."""
+            """The first warm-up step, eager, under the FLOP counter and saved-tensor hooks."""
             inputs, targets = batches.next()
             with counted, saved:
-                return trainer.step(inputs, targets)
+                return eager.step(inputs, targets)
 
         m = measure(
             prepared.step,
