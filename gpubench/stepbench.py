@@ -17,6 +17,7 @@ import torch
 from gpubench import optim, precision
 from gpubench.data import synthetic
 from gpubench.models.workload import Workload
+from gpubench.probes import calibration
 from gpubench.spec import (
     DATA_MODES,
     PRECISIONS,
@@ -45,6 +46,13 @@ class StepBenchmark:
 
     measurement: Measurement
     info: dict[str, Any]
+
+
+def _mfu(
+    flops: float | None, step_s: float, dev: torch.device, precision_name: str
+) -> float | None:
+    peak = calibration.matmul_peak(dev, precision_name)
+    return None if flops is None or peak is None else flops / step_s / 1e12 / peak.tflops
 
 
 def resolve_device(name: str | torch.device) -> torch.device:
@@ -128,8 +136,8 @@ def benchmark_step(
         "tokens_per_s": None if tokens is None else tokens / s.median_s,
         "flops_per_step": flops,
         "tflops": None if flops is None else flops / s.median_s / 1e12,
-        # MFU needs the device's measured matmul peak, which the probes provide; not known here.
-        "mfu": None,
+        # Against the device's measured matmul peak for this precision (cached after first use).
+        "mfu": _mfu(flops, s.median_s, dev, precision_name),
         "torch_peak_allocated_bytes": torch.cuda.max_memory_allocated(dev) if cuda else None,
         "torch_peak_reserved_bytes": torch.cuda.max_memory_reserved(dev) if cuda else None,
         "loss_first": first,

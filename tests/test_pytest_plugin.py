@@ -200,3 +200,13 @@ def test_nvidia_driver_version_from_procfs(tmp_path: Path) -> None:
     assert nvidia_driver_version(proprietary) == "550.54.15"
     assert nvidia_driver_version(open_module) == "570.86.15"
     assert nvidia_driver_version(tmp_path / "missing") is None
+
+
+def test_benchmark_step_reports_mfu_against_the_measured_peak() -> None:
+    from gpubench.probes import calibration
+
+    result = benchmark_step(models.build("mlp", "tiny"), 8, device="cpu", budget=SMOKE_BUDGET)
+    info = result.info
+    peak = calibration.matmul_peak("cpu", "fp32")
+    assert peak is not None and info["tflops"] > 0
+    assert info["mfu"] == pytest.approx(info["tflops"] / peak.tflops)
