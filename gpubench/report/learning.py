@@ -90,7 +90,7 @@ def _matches(entry: dict[str, Any], row: dict[str, Any]) -> bool:
 
 
 def time_to_target(frame: pd.DataFrame, runs: Sequence[Run], plots_dir: Path) -> Chart | None:
-    """Time to reach the target loss against batch size, with each run's recommended batch."""
+    """Time to reach the target (loss or accuracy) against batch size, with each run's recommended batch."""
     ok = A.ok_rows(frame)
     ok = ok[ok["time_to_target_s"].notna()]
     if ok.empty:
@@ -121,7 +121,7 @@ def time_to_target(frame: pd.DataFrame, runs: Sequence[Run], plots_dir: Path) ->
         log_y(ax)
         ax.set_ylabel("time to target (s, log scale)")
     file = "time_to_target.png"
-    save(fig, plots_dir, file, "Wall-clock time to reach the target loss against batch size")
+    save(fig, plots_dir, file, "Wall-clock time to reach the target quality against batch size")
     return Chart(
         file,
         "Time to target",
