@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from gpubench import spec as S
+from gpubench.suite import load_suite
 
 SUITES_DIR = Path(__file__).parent / "suites"
 _LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
@@ -287,7 +288,7 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
 
         spec = rundir.spec_from_saved(rundir.saved_suite(args.resume))
     else:
-        spec = S.load_suite(resolve_suite(args.suite or DEFAULT_SUITE))
+        spec = load_suite(resolve_suite(args.suite or DEFAULT_SUITE))
     overrides = {
         key: getattr(args, key)
         for key in (

@@ -1,16 +1,15 @@
 """The identity of a measurement (Point), a whole sweep (SweepSpec), and their validation.
 
-Configuration is parsed and validated here, once, into frozen dataclasses. Every user mistake
-raises ConfigError with one line that names the bad value and what is allowed.
+Configuration is validated here, once, into frozen dataclasses (gpubench.suite parses suite
+files into them). Every user mistake raises ConfigError with one line that names the bad value
+and what is allowed.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-import tomllib
-from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
@@ -27,7 +26,19 @@ _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 # batch_sizes = "auto": the powers of two up to the largest batch that fits (gpubench.maxbatch).
 AUTO = "auto"
 # The SweepSpec fields that say which points there are (the rest say how each is measured).
-AXES = ("models", "size", "devices", "batch_sizes", "precisions", "optimizers", "seeds", "data")
+AXES = (
+    "models",
+    "size",
+    "devices",
+    "batch_sizes",
+    "precisions",
+    "optimizers",
+    "seeds",
+    "data",
+    "compile",
+    "channels_last",
+    "cuda_graph",
+)
 
 
 class ConfigError(ValueError):
@@ -236,7 +247,7 @@ def _cuda_available() -> bool:
 # Validation of single values (shared by the suite parser and the CLI)
 
 
-def _one_of(value: object, allowed: tuple[str, ...], what: str) -> str:
+def check_one_of(value: object, allowed: tuple[str, ...], what: str) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise ConfigError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
     return value
@@ -303,27 +314,27 @@ def validate(spec: SweepSpec) -> SweepSpec:
         raise ConfigError(f"invalid suite name {spec.name!r}; allowed: a non-empty string")
     for m in _nonempty(spec.models, "models"):
         check_model(m)
-    _one_of(spec.size, SIZES, "size")
+    check_one_of(spec.size, SIZES, "size")
     for d in _nonempty(spec.devices, "devices"):
         check_device(d)
     if spec.batch_sizes != AUTO:
         for b in _nonempty(tuple(spec.batch_sizes), "batch_sizes"):
             check_batch_size(b)
     for p in _nonempty(spec.precisions, "precisions"):
-        _one_of(p, PRECISIONS, "precision")
+        check_one_of(p, PRECISIONS, "precision")
     for o in _nonempty(spec.optimizers, "optimizers"):
-        _one_of(o, OPTIMIZERS, "optimizer")
+        check_one_of(o, OPTIMIZERS, "optimizer")
     for s in _nonempty(spec.seeds, "seeds"):
         check_seed(s)
-    _one_of(spec.data, DATA_MODES, "data mode")
+    check_one_of(spec.data, DATA_MODES, "data mode")
     for c in _nonempty(spec.compile, "compile"):
-        _one_of(c, COMPILE_MODES, "compile mode")
+        check_one_of(c, COMPILE_MODES, "compile mode")
     for flag in _nonempty(spec.channels_last, "channels_last"):
         check_bool(flag, "channels_last")
     for flag in _nonempty(spec.cuda_graph, "cuda_graph"):
         check_bool(flag, "cuda_graph")
-    _one_of(spec.mode, MODES, "mode")
-    _check_budget(spec.budget)
+    check_one_of(spec.mode, MODES, "mode")
+    check_budget(spec.budget)
     _check_convergence(spec)
     return spec
 
@@ -336,10 +347,10 @@ def _check_convergence(spec: SweepSpec) -> None:
         try:
             check_models(spec)
         except ConfigError as e:
-            raise _keyed("convergence", str(e)) from e
+            raise keyed_error("convergence", str(e)) from e
 
 
-def _check_budget(b: Budget) -> None:
+def check_budget(b: Budget) -> None:
     for f in fields(b):
         v = getattr(b, f.name)
         if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or v != v:
@@ -353,143 +364,7 @@ def _check_budget(b: Budget) -> None:
         raise ConfigError(f"invalid budget.target_rel_ci {b.target_rel_ci!r}; allowed: above 0")
 
 
-# ---------------------------------------------------------------------------------------------
-# Suite files
-
-_LIST_KEYS = {
-    "models": str,
-    "devices": str,
-    "batch_sizes": int,
-    "precisions": str,
-    "optimizers": str,
-    "seeds": int,
-    "compile": str,
-    "channels_last": bool,
-    "cuda_graph": bool,
-}
-_SCALAR_KEYS = {"name": str, "size": str, "data": str, "mode": str, "model": str}
-_TABLES = {"budget": Budget, "convergence": Convergence}
-
-
-def _line_of(text: str, key: str) -> int | None:
-    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=|^\s*\[{re.escape(key)}\]", re.M)
-    m = pattern.search(text)
-    return text.count("\n", 0, m.start()) + 1 if m else None
-
-
-def _where(path: Path, text: str, key: str) -> str:
-    line = _line_of(text, key)
-    return f"{path}, line {line}" if line else str(path)
-
-
-def load_suite(path: str | Path) -> SweepSpec:
-    """Read and validate a suite file; every problem is a ConfigError naming the file (and line)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read suite {str(path)!r}: {e}") from e
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        where = "" if "line" in str(e) else f" (line {len(text.splitlines())})"
-        raise ConfigError(f"{path}: malformed TOML: {e}{where}") from e
-    try:
-        return validate(_spec_from_dict(raw, default_name=path.stem))
-    except ConfigError as e:
-        key = getattr(e, "key", None)
-        raise ConfigError(f"{_where(path, text, key) if key else path}: {e}") from e
-
-
-def _keyed(key: str, message: str) -> ConfigError:
+def keyed_error(key: str, message: str) -> ConfigError:
     err = ConfigError(message)
     err.key = key  # type: ignore[attr-defined]
     return err
-
-
-def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
-    allowed = sorted([*_LIST_KEYS, *_SCALAR_KEYS, *_TABLES])
-    kwargs: dict[str, Any] = {}
-    for key, value in raw.items():
-        try:
-            if key == "batch_sizes" and value == AUTO:
-                kwargs[key] = AUTO
-            elif key in _LIST_KEYS:
-                kwargs[key] = _list(
-                    key, [value] if key == "models" and isinstance(value, str) else value
-                )
-            elif key == "model":
-                kwargs["models"] = (*kwargs.get("models", ()), check_model(value))
-            elif key in _SCALAR_KEYS:
-                kwargs[key] = _scalar(key, value)
-            elif key in _TABLES:
-                kwargs[key] = _table(key, value, _TABLES[key])
-            else:
-                raise ConfigError(f"unknown key {key!r}; allowed: {', '.join(allowed)}")
-        except ConfigError as e:
-            raise _keyed(key, str(e)) from e
-    kwargs.setdefault("name", default_name)
-    if "models" not in kwargs:
-        raise ConfigError('no models given; set models = [...] (or model = "pkg.mod:fn")')
-    return SweepSpec(**kwargs)
-
-
-_ELEMENT_CHECKS: dict[str, Any] = {
-    "models": check_model,
-    "devices": check_device,
-    "batch_sizes": check_batch_size,
-    "precisions": lambda v: _one_of(v, PRECISIONS, "precision"),
-    "optimizers": lambda v: _one_of(v, OPTIMIZERS, "optimizer"),
-    "seeds": check_seed,
-    "compile": lambda v: _one_of(v, COMPILE_MODES, "compile mode"),
-    "channels_last": lambda v: check_bool(v, "channels_last"),
-    "cuda_graph": lambda v: check_bool(v, "cuda_graph"),
-}
-_SCALAR_CHECKS: dict[str, Any] = {
-    "name": lambda v: v if v else _raise(f"invalid suite name {v!r}; allowed: a non-empty string"),
-    "size": lambda v: _one_of(v, SIZES, "size"),
-    "data": lambda v: _one_of(v, DATA_MODES, "data mode"),
-    "mode": lambda v: _one_of(v, MODES, "mode"),
-}
-
-
-def _raise(message: str) -> Any:
-    raise ConfigError(message)
-
-
-def _list(key: str, value: object) -> tuple[Any, ...]:
-    want = _LIST_KEYS[key]
-    if not isinstance(value, list) or not value:
-        also = f' or "{AUTO}"' if key == "batch_sizes" else ""
-        raise ConfigError(
-            f"{key} must be a non-empty list of {want.__name__}s{also}, got {value!r}"
-        )
-    return tuple(_ELEMENT_CHECKS[key](v) for v in value)
-
-
-def _scalar(key: str, value: object) -> Any:
-    if not isinstance(value, str):
-        raise ConfigError(f"{key} must be a string, got {value!r}")
-    return _SCALAR_CHECKS[key](value)
-
-
-def _table(key: str, value: object, cls: type) -> Any:
-    if not isinstance(value, dict):
-        raise _keyed(key, f"[{key}] must be a table, got {value!r}")
-    if cls is Convergence:
-        from gpubench.spec_convergence import parse_table
-
-        try:
-            return parse_table(value)
-        except ConfigError as e:
-            raise _keyed(key, str(e)) from e
-    names = {f.name for f in fields(cls)}
-    for k, v in value.items():
-        if k not in names:
-            raise _keyed(key, f"unknown key {key}.{k!r}; allowed: {', '.join(sorted(names))}")
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise _keyed(key, f"{key}.{k} must be a number, got {v!r}")
-    table = replace(cls(), **value)
-    if cls is Budget:
-        _check_budget(table)
-    return table

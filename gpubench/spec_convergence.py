@@ -13,17 +13,17 @@ from gpubench.spec import (
     Convergence,
     SweepSpec,
     _nonempty,
-    _one_of,
+    check_one_of,
 )
 
 
 def check(c: Convergence) -> None:
     """Raise ConfigError naming the first invalid value of `c`."""
-    _one_of(c.dataset, DATASETS, "convergence.dataset")
+    check_one_of(c.dataset, DATASETS, "convergence.dataset")
     if c.target_metric is not None:
-        _one_of(c.target_metric, TARGET_METRICS, "convergence.target_metric")
+        check_one_of(c.target_metric, TARGET_METRICS, "convergence.target_metric")
     for rule in _nonempty(c.lr_scaling, "convergence.lr_scaling"):
-        _one_of(rule, LR_SCALINGS, "convergence.lr_scaling")
+        check_one_of(rule, LR_SCALINGS, "convergence.lr_scaling")
     targets = c.target if isinstance(c.target, tuple) else [("", c.target)]
     for model, value in targets:
         what = f"convergence.target.{model}" if model else "convergence.target"

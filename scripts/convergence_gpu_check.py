@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from gpubench.convergence_table import batch_table, comparisons, points_table
-from gpubench.spec import load_suite
+from gpubench.suite import load_suite
 from gpubench.sweep import run_sweep
 
 

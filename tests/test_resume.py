@@ -17,7 +17,7 @@ from isolation import ROOT, gpubench_command, rows, subprocess_env
 
 from gpubench import rundir
 from gpubench.cli import main
-from gpubench.spec import load_suite
+from gpubench.suite import load_suite
 
 EIGHT = """
 name = "eight"

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpubench.spec import Budget, ConfigError, Point, SweepSpec, load_suite, validate
+from gpubench.spec import Budget, ConfigError, Point, SweepSpec, validate
+from gpubench.suite import load_suite
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.spec import ConfigError, Point, load_suite
+from gpubench.spec import ConfigError, Point
+from gpubench.suite import load_suite
 
 SUITE = """
 name = "c"

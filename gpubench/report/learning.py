@@ -90,7 +90,8 @@ def _matches(entry: dict[str, Any], row: dict[str, Any]) -> bool:
 
 
 def time_to_target(frame: pd.DataFrame, runs: Sequence[Run], plots_dir: Path) -> Chart | None:
-    """Time to reach the target (loss or accuracy) against batch size, with each run's recommended batch."""
+    """Time to reach the target (loss or accuracy) against batch size, with each run's
+    recommended batch."""
     ok = A.ok_rows(frame)
     ok = ok[ok["time_to_target_s"].notna()]
     if ok.empty:
