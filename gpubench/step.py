@@ -45,13 +45,15 @@ class PreparedStep:
     capture_time_s: float | None
 
 
-def prepare(point: Point, workload: Workload) -> PreparedStep:
+def prepare(point: Point, workload: Workload, lr: float | None = None) -> PreparedStep:
+    """`point`'s trainer and batches on its device (`lr`: the optimizer's default if None)."""
     device = torch.device(point.device)
     trainer = make_trainer(
         workload,
         device,
         point.precision,
         point.optimizer,
+        lr,
         compile=point.compile == "compile",
         channels_last=point.channels_last,
         cuda_graph=point.cuda_graph,

@@ -1,7 +1,7 @@
 """One training step of any Workload benchmarked outside a sweep, with the sweep's harness.
 
 The pytest plugin (gpubench.pytest_plugin) and the project's own benchmark tests use this: the
-same trainer (train.make_trainer), batches (data.synthetic.Batches), precision switches and
+same trainer and batches (step.prepare), precision switches and
 timing (timing.measure: warm-up excluded, CUDA events read after each window, adaptive stopping)
 as a sweep's point, so a step time recorded in CI means what a sweep's `step_time_s` means.
 """
@@ -15,20 +15,20 @@ from typing import Any
 import torch
 
 from gpubench import optim, precision
-from gpubench.data import synthetic
 from gpubench.models.workload import Workload
 from gpubench.probes import calibration
 from gpubench.spec import (
     DATA_MODES,
     PRECISIONS,
     Budget,
-    ConfigError,
+    Point,
     check_batch_size,
     check_device,
+    check_one_of,
     check_seed,
 )
+from gpubench.step import prepare, unsupported_reason
 from gpubench.timing import Measurement, measure
-from gpubench.train import make_trainer
 
 # A quick run that still goes through the whole harness: one warm-up step and one timed step.
 SMOKE_BUDGET = Budget.fixed(steps=1, warmup_steps=1)
@@ -86,24 +86,31 @@ def benchmark_step(
     """
     check_batch_size(batch_size)
     check_seed(seed)
-    _check_one_of(precision_name, PRECISIONS, "precision")
-    _check_one_of(optimizer, tuple(optim.DEFAULT_LR), "optimizer")
-    _check_one_of(data, DATA_MODES, "data mode")
+    check_one_of(precision_name, PRECISIONS, "precision")
+    check_one_of(optimizer, tuple(optim.DEFAULT_LR), "optimizer")
+    check_one_of(data, DATA_MODES, "data mode")
     dev = resolve_device(device)
-    reason = precision.unsupported_reason(precision_name, dev) or synthetic.unsupported_reason(
-        data, dev
+    point = Point(
+        workload.name,
+        model_size or "custom",
+        str(dev),
+        precision_name,
+        optimizer,
+        batch_size,
+        seed,
+        data,
     )
+    reason = unsupported_reason(point, workload)
     if reason is not None:
         raise Unsupported(reason)
     budget = Budget() if budget is None else budget
-
     torch.manual_seed(seed)
-    trainer = make_trainer(workload, dev, precision_name, optimizer, lr)
-    batches = synthetic.Batches(workload, batch_size, dev, data, seed)
     with precision.tf32_mode(precision.get(precision_name).tf32):
+        prepared = prepare(point, workload, lr)
+        trainer = prepared.trainer
         if dev.type == "cuda":
             torch.cuda.reset_peak_memory_stats(dev)
-        m = measure(lambda: trainer.step(*batches.next()), dev, budget)
+        m = measure(prepared.step, dev, budget)
     first, last = (float(t.item()) for t in m.outputs)  # type: ignore[attr-defined]
     if not math.isfinite(last):
         raise FloatingPointError(f"{workload.name}: loss became {last} during measurement")
@@ -149,8 +156,3 @@ def benchmark_step(
 
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
-
-
-def _check_one_of(value: object, allowed: tuple[str, ...], what: str) -> None:
-    if not isinstance(value, str) or value not in allowed:
-        raise ConfigError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
