@@ -92,19 +92,6 @@ def run_point(point: Point, budget: Budget, max_memory: int | None = None) -> di
             torch.cuda.empty_cache()
 
 
-class InProcessRunner:
-    """Measures points in this process (no isolation: a crash or hang takes the caller down)."""
-
-    def __init__(self, max_memory: int | None = None) -> None:
-        self.max_memory = max_memory
-
-    def run(self, point: Point, budget: Budget) -> dict[str, Any]:
-        return run_point(point, budget, self.max_memory)
-
-    def close(self) -> None:
-        pass
-
-
 def describe_exit(exitcode: int | None) -> str:
     """'signal SIGSEGV', 'exit status 1', or 'no exit status' for a process's exit code."""
     if exitcode is None:
