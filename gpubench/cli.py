@@ -291,19 +291,7 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
         spec = load_suite(resolve_suite(args.suite or DEFAULT_SUITE))
     overrides = {
         key: getattr(args, key)
-        for key in (
-            "models",
-            "size",
-            "devices",
-            "batch_sizes",
-            "precisions",
-            "optimizers",
-            "seeds",
-            "data",
-            "compile",
-            "channels_last",
-            "cuda_graph",
-        )
+        for key in S.AXES  # every axis has a flag of the same name
         if getattr(args, key) is not None
     }
     if args.data_dir is not None:

@@ -25,7 +25,7 @@ from gpubench.noise_scale import NoiseScale, gradient_norms
 from gpubench.results import make_row
 from gpubench.runner import one_line
 from gpubench.spec import ConfigError, Convergence, Point, SweepSpec
-from gpubench.timing import Stats, _Marks, synchronize
+from gpubench.timing import Stats, StepMarks, synchronize
 from gpubench.train import Trainer, make_trainer
 
 EVAL_CHUNK = 512  # held-out samples per forward pass
@@ -208,7 +208,7 @@ def train_point(point: Point, conv: Convergence) -> dict[str, Any]:
                 next_eval_step(step, conv.eval_every_steps, conv.eval_rel_gap), plan.max_steps
             )
             losses: list[Tensor] = []
-            marks = _Marks(device, int(stop_at) - step + 1)
+            marks = StepMarks(device, int(stop_at) - step + 1)
             synchronize(device)
             t0 = time.perf_counter()
             marks.mark()

@@ -32,7 +32,7 @@ _WINDOW_S = 0.25
 _clock: Callable[[], float] = time.perf_counter
 
 
-class _Marks:
+class StepMarks:
     """Timestamps of `count` step boundaries on one device.
 
     CUDA events are created and recorded once before the window (torch creates the underlying
@@ -181,7 +181,7 @@ def _measure_windows(
     last_output: object = None
     while True:
         n_window = _window_size(len(times), wall, estimate, budget)
-        marks = _Marks(device, n_window + 1)
+        marks = StepMarks(device, n_window + 1)
         synchronize(device)
         t0 = _clock()
         marks.mark()

@@ -126,6 +126,6 @@ def time_to_target(frame: pd.DataFrame, runs: Sequence[Run], plots_dir: Path) ->
     return Chart(
         file,
         "Time to target",
-        "Training time until the held-out loss first reached the target. "
+        "Training time until the held-out metric (loss or accuracy) first reached the target. "
         "The dashed line is the recommended batch from the run's batch analysis.",
     )
