@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
-from gpubench.convergence_table import batch_table, comparisons, points_table
-from gpubench.suite import load_suite
-from gpubench.sweep import run_sweep
+from gpubench.cli.convergence_table import batch_table, comparisons, points_table
+from gpubench.config.suite import load_suite
+from gpubench.run.sweep import run_sweep
 
 
 def main() -> int:

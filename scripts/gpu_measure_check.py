@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-from gpubench import env
-from gpubench.measure import measure_point
+from gpubench.config.spec import Budget, Point
+from gpubench.harness.point import measure_point
 from gpubench.probes import calibration, datasheet, nvml
-from gpubench.spec import Budget, Point
+from gpubench.store import env
 
 BUDGET = Budget(warmup_steps=5, warmup_min_s=0.5, min_time_s=1.5, max_time_s=4.0)
 
@@ -61,7 +61,7 @@ def main() -> int:
             continue
         print(
             f"{model:12} {batch:>5} {r['step_time_s'] * 1e3:>9.3f} "
-            f"{_pct(r['step_time_device_sum_s'], r['wall_time_s']):>12} "
+            f"{_pct(r['step_time_sum_s'], r['wall_time_s']):>12} "
             f"{_pct(r['flops_per_step'], r['flops_analytic_per_step']):>18}  "
             f"{r['tflops']:>7.1f} {r['mfu']:>6.3f}  ({r['flops_method']})"
         )

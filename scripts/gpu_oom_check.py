@@ -28,10 +28,10 @@ from typing import Any
 
 import torch
 
-from gpubench import maxbatch
-from gpubench.memory_limit import format_size, parse_size
-from gpubench.spec import Budget, Point, SweepSpec
-from gpubench.sweep import default_run_dir, run_sweep
+from gpubench.config.spec import Budget, Point, SweepSpec
+from gpubench.run import maxbatch
+from gpubench.run.memory_cap import format_size, parse_size
+from gpubench.run.sweep import default_run_dir, run_sweep
 
 
 def main() -> int:

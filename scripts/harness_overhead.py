@@ -4,8 +4,9 @@ side by side over the same Workload, interleaved, and print the ratio of their s
     PYTHONPATH=. python scripts/harness_overhead.py [--device cpu] [--rounds 7] [--steps 60]
 
 Each round runs the hand-written loop for --steps steps (timed by one synchronised wall clock) and
-the harness (gpubench.timing.measure with a fixed budget of --steps steps, its synchronised wall
-time), alternating which goes first. The figure is the median over rounds of harness/minimal.
+the harness (gpubench.harness.timing.measure with a fixed budget of --steps steps, its
+synchronised wall time), alternating which goes first. The figure is the median over rounds of
+harness/minimal.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import time
 
 import torch
 
-from gpubench import models, precision
+from gpubench import models
+from gpubench.config import precision
+from gpubench.config.spec import Budget
 from gpubench.data.synthetic import Batches
-from gpubench.spec import Budget
-from gpubench.timing import measure, synchronize
-from gpubench.train import make_trainer
+from gpubench.harness.timing import measure, synchronize
+from gpubench.harness.train import make_trainer
 
 CASES = [
     ("mlp", "small", "fp32", "sgd", 64),

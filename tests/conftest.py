@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpubench.spec import Budget
+from gpubench.config.spec import Budget
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpubench.memory_limit import exact_size
-from gpubench.runner import WorkerRunner
-from gpubench.spec import Budget, Point
+from gpubench.config.spec import Budget, Point
+from gpubench.run.memory_cap import exact_size
+from gpubench.run.worker import WorkerRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent

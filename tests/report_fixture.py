@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from gpubench.results import ResultStore, make_row
-from gpubench.spec import Point
+from gpubench.config.spec import Point
+from gpubench.store.results import ResultStore
+from gpubench.store.row import make_row
 
 GiB = 1024**3
 H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_bytes": 80 * GiB}

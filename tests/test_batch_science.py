@@ -7,9 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpubench.batch_science import analyse, fit_hyperbola, write_analysis
-from gpubench.results import ResultStore, make_row
-from gpubench.spec import Point
+from gpubench.config.spec import Point
+from gpubench.science.batch_analysis import analyse, fit_hyperbola, write_analysis
+from gpubench.store.results import ResultStore
+from gpubench.store.row import make_row
 
 
 def test_hyperbola_fit_recovers_known_parameters() -> None:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.benchjson import rows_from_benchmark_json
-from gpubench.results import COLUMNS, ResultsError
+from gpubench.store.benchjson import rows_from_benchmark_json
+from gpubench.store.results import ResultsError
+from gpubench.store.row import COLUMNS
 
 PLAIN_BENCHMARK = """
 import pytest

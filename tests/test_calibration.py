@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpubench import env
 from gpubench.probes import calibration, datasheet
+from gpubench.store import env
 
 
 def test_cpu_peak_is_measured_once_then_served_from_the_caches(

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from gpubench.cli import main
-from gpubench.results import COLUMNS
+from gpubench.store.row import COLUMNS
 
 TINY = """
 name = "tiny"

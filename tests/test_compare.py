@@ -9,9 +9,10 @@ from report_fixture import env, speed_row, write_run
 
 import gpubench
 from gpubench.cli import main
+from gpubench.config.spec import Point, SweepSpec
 from gpubench.report.compare import compare, format_comparison, load_input
-from gpubench.results import make_row, read_rows
-from gpubench.spec import Point, SweepSpec
+from gpubench.store.results import read_rows
+from gpubench.store.row import make_row
 
 POINTS = [Point(m, "tiny", "cpu", "fp32", "sgd", b) for m in ("mlp", "cnn") for b in (4, 16, 64)]
 

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from gpubench.cli import main
-from gpubench.convergence import train_point
-from gpubench.curve import first_reaching, meets, next_eval_step
-from gpubench.lr_scaling import lr_at, scaled_lr, warmup_steps
-from gpubench.spec import Convergence, Point
+from gpubench.config.convergence import Convergence
+from gpubench.config.spec import Point
+from gpubench.science.convergence import train_point
+from gpubench.science.curve import first_reaching, meets, next_eval_step
+from gpubench.science.lr_scaling import lr_at, scaled_lr, warmup_steps
 
 QUIET: dict[str, Any] = {"noise_every_steps": 0, "eval_rel_gap": 0.0}
 

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from gpubench.data import catalog, cifar, digits, text
-from gpubench.spec import ConfigError
 
 CPU = torch.device("cpu")
 
@@ -67,7 +66,7 @@ def test_cifar_loader_reads_the_standard_pickle_batches(tmp_path: Path) -> None:
 
 
 def test_cifar_loader_names_a_folder_without_batches(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="no CIFAR-10 batches"):
+    with pytest.raises(ValueError, match="no CIFAR-10 batches"):
         cifar.batch_files(tmp_path)
 
 

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gpubench import rundir
 from gpubench.cli import main
-from gpubench.spec import DATA_MODES, OPTIMIZERS, PRECISIONS, SIZES
+from gpubench.config.spec import DATA_MODES, OPTIMIZERS, PRECISIONS, SIZES
+from gpubench.run import folder
 
 FUZZ = settings(
     max_examples=int(os.environ.get("GPUBENCH_FUZZ_EXAMPLES", "30")),
@@ -73,7 +73,7 @@ def _toml(d: dict[str, Any]) -> str:
 @contextmanager
 def _locked_run(tmp_path: Path) -> Iterator[Path]:
     out = tmp_path / "locked"
-    with rundir.locked(out):
+    with folder.locked(out):
         yield out
 
 

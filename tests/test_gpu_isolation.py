@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpubench import maxbatch
-from gpubench.runner import WorkerRunner
-from gpubench.spec import Budget, Point
+from gpubench.config.spec import Budget, Point
+from gpubench.run import maxbatch
+from gpubench.run.worker import WorkerRunner
 
 pytestmark = pytest.mark.gpu
 CAP = 512 * 2**20  # the caching allocator's share of the GPU, bytes

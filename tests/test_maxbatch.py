@@ -6,9 +6,9 @@ import math
 import pytest
 from isolation import memory_cap
 
-from gpubench import maxbatch
 from gpubench.cli import main
-from gpubench.spec import Budget, Point
+from gpubench.config.spec import Budget, Point
+from gpubench.run import maxbatch
 
 
 def test_max_batch_finds_the_boundary_in_no_more_probes_than_needed() -> None:

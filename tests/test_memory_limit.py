@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpubench.memory_limit import exact_size, format_size, parse_size
-from gpubench.spec import ConfigError
+from gpubench.config.errors import ConfigError
+from gpubench.run.memory_cap import exact_size, format_size, parse_size
 
 
 @pytest.mark.parametrize(

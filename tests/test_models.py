@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gpubench import models
-from gpubench.train import make_trainer
+from gpubench.harness.train import make_trainer
 
 
 @pytest.mark.parametrize("name", models.MODEL_NAMES)

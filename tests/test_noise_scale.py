@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from gpubench.noise_scale import NoiseScale, gradient_norms, two_batch_estimates
+from gpubench.science.noise_scale import NoiseScale, gradient_norms, two_batch_estimates
 
 
 def test_two_batch_estimator_inverts_the_expected_squared_norms() -> None:

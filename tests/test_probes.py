@@ -9,9 +9,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from gpubench import models
+from gpubench.harness.train import make_trainer
 from gpubench.models import cnn, mlp, transformer
 from gpubench.probes import breakdown, flops, memory
-from gpubench.train import make_trainer
 
 CPU = torch.device("cpu")
 

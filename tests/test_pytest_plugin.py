@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from gpubench import models
-from gpubench.benchjson import rows_from_benchmark_json
-from gpubench.pytest_plugin import nvidia_driver_version
-from gpubench.stepbench import SMOKE_BUDGET, benchmark_step
+from gpubench.cli.pytest_plugin import nvidia_driver_version
+from gpubench.harness.stepbench import SMOKE_BUDGET, benchmark_step
+from gpubench.store.benchjson import rows_from_benchmark_json
 
 # Running from a checkout, the plugin is loaded by name; once gpubench is installed its pytest11
 # entry point loads it, and naming it again would register the module twice.
 INSTALLED = any(ep.name == "gpubench" for ep in metadata.entry_points(group="pytest11"))
-PLUGIN_ARGS = () if INSTALLED else ("-p", "gpubench.pytest_plugin")
+PLUGIN_ARGS = () if INSTALLED else ("-p", "gpubench.cli.pytest_plugin")
 
 USER_TEST = """
 import os
@@ -174,13 +174,13 @@ def test_entry_point_loads_the_plugin_once(
     dist = pytester.path / "site" / "gpubench_entry-0.0.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gpubench-entry\nVersion: 0.0\n")
-    (dist / "entry_points.txt").write_text("[pytest11]\ngpubench = gpubench.pytest_plugin\n")
+    (dist / "entry_points.txt").write_text("[pytest11]\ngpubench = gpubench.cli.pytest_plugin\n")
     monkeypatch.syspath_prepend(pytester.path / "site")
     pytester.makepyfile(test_user=USER_TEST)
     args = ("-W", "ignore::pytest.PytestAssertRewriteWarning", "--benchmark-disable")
     pytester.runpytest(*args).assert_outcomes(passed=1)
-    pytester.runpytest(*args, "-p", "gpubench.pytest_plugin").assert_outcomes(passed=1)
-    monkeypatch.setenv("PYTEST_PLUGINS", "gpubench.pytest_plugin")
+    pytester.runpytest(*args, "-p", "gpubench.cli.pytest_plugin").assert_outcomes(passed=1)
+    monkeypatch.setenv("PYTEST_PLUGINS", "gpubench.cli.pytest_plugin")
     pytester.runpytest(*args).assert_outcomes(passed=1)
     # and the entry point's name turns it off
     monkeypatch.delenv("PYTEST_PLUGINS")

@@ -8,15 +8,16 @@ from report_fixture import H100, GiB, cpu_gpu_runs
 
 from gpubench.report import analysis as A
 from gpubench.report.runs import combine, load_runs
+from gpubench.science.throughput import throughput_optimal_batch
 
 
 def test_throughput_optimal_batch_is_the_smallest_within_five_percent_of_the_best() -> None:
     batches = [16, 64, 256, 1024]
-    assert A.throughput_optimal_batch(batches, [100, 300, 960, 1000]) == 256
-    assert A.throughput_optimal_batch(batches, [100, 300, 940, 1000]) == 1024
+    assert throughput_optimal_batch(batches, [100, 300, 960, 1000]) == 256
+    assert throughput_optimal_batch(batches, [100, 300, 940, 1000]) == 1024
     # The best need not be the largest batch; nulls are ignored.
-    assert A.throughput_optimal_batch(batches, [100, 1000, 990, float("nan")]) == 64
-    assert A.throughput_optimal_batch(batches, [float("nan")] * 4) is None
+    assert throughput_optimal_batch(batches, [100, 1000, 990, float("nan")]) == 64
+    assert throughput_optimal_batch(batches, [float("nan")] * 4) is None
 
 
 def test_latency_floor_is_the_shortest_measured_step() -> None:

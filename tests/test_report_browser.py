@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from report_fixture import convergence_run, cpu_gpu_runs, env, speed_row, write_run
 
+from gpubench.config.spec import Point
 from gpubench.report import build_report
-from gpubench.spec import Point
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "check_report.py"
 CHROMIUM = next(

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from isolation import ROOT, gpubench_command, rows, subprocess_env
 
-from gpubench import rundir
 from gpubench.cli import main
-from gpubench.suite import load_suite
+from gpubench.config.suite import load_suite
+from gpubench.run import folder
 
 EIGHT = """
 name = "eight"
@@ -221,7 +221,7 @@ def test_a_second_sweep_into_a_folder_in_use_refuses(
     suite = tmp_path / "two.toml"
     suite.write_text(MLP2)
     out = tmp_path / "run"
-    with rundir.locked(out):
+    with folder.locked(out):
         assert main(["sweep", str(suite), "--out", str(out), "--quiet"]) == 2
         assert f"in use by another sweep (pid {os.getpid()})" in _one_line_error(capsys)
     assert not (out / "results.jsonl").exists()

@@ -4,8 +4,9 @@ import pytest
 import torch
 from isolation import memory_cap
 
-from gpubench.runner import WorkerRunner, describe_exit, is_out_of_memory
-from gpubench.spec import Budget, Point
+from gpubench.config.spec import Budget, Point
+from gpubench.harness.failure import is_out_of_memory
+from gpubench.run.worker import WorkerRunner, describe_exit
 
 BUDGET = Budget.fixed(2, warmup_steps=1)
 

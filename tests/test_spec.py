@@ -5,8 +5,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpubench.spec import Budget, ConfigError, Point, SweepSpec, validate
-from gpubench.suite import load_suite
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import Budget, Point, SweepSpec
+from gpubench.config.suite import load_suite
+from gpubench.config.validate import validate
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.spec import ConfigError, Point
-from gpubench.suite import load_suite
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import Point
+from gpubench.config.suite import load_suite
 
 SUITE = """
 name = "c"

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from gpubench import models
-from gpubench.measure import measure_point
-from gpubench.spec import Budget, Point
-from gpubench.step import prepare, unsupported_reason
+from gpubench.config.spec import Budget, Point
+from gpubench.harness.point import measure_point
+from gpubench.harness.step import prepare, unsupported_reason
 
 
 def point(**kw: object) -> Point:

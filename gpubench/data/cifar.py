@@ -16,22 +16,21 @@ import numpy as np
 import torch
 
 from gpubench.data.dataset import ImageDataSet
-from gpubench.spec import ConfigError
 
 FOLDER = "cifar-10-batches-py"
 CLASSES = 10
 
 
 def batch_files(data_dir: str | Path) -> tuple[list[Path], Path]:
-    """The training batch files and the test batch file under `data_dir`; a ConfigError names
-    what is missing."""
+    """The training batch files and the test batch file under `data_dir`; a ValueError names
+    what is missing (the sweep reports it as a configuration error before writing anything)."""
     root = Path(data_dir)
     if (root / FOLDER).is_dir():
         root = root / FOLDER
     train = sorted(root.glob("data_batch_*"))
     test = root / "test_batch"
     if not train or not test.is_file():
-        raise ConfigError(
+        raise ValueError(
             f"no CIFAR-10 batches in {str(data_dir)!r}; expected data_batch_1..5 and test_batch "
             f"(the python-pickle version), directly or in {FOLDER}/"
         )

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from gpubench import precision as P
+from gpubench.config import precision as P
 
 CACHE_ENV = "GPUBENCH_CACHE_DIR"
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-# A batch within this fraction of the best samples/s counts as saturating throughput.
-SATURATION = 0.05
+from gpubench.science.throughput import throughput_optimal_batch
+
 # Memory that grows by less than this fraction across the batches measured is called flat.
 GROWTH = 0.01
 MATCH = ["model", "model_size", "precision", "optimizer", "batch_size"]
@@ -21,21 +21,6 @@ def ok_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows with status ok and a measured step time, sorted by batch size."""
     ok = frame[(frame["status"] == "ok") & frame["step_time_s"].notna()]
     return ok.sort_values("batch_size")
-
-
-def throughput_optimal_batch(
-    batch_sizes: Sequence[float], samples_per_s: Sequence[float], within: float = SATURATION
-) -> int | None:
-    """The smallest batch whose samples/s is within `within` (a fraction) of the best one's."""
-    pairs = [
-        (int(b), float(t))
-        for b, t in zip(batch_sizes, samples_per_s, strict=True)
-        if t is not None and math.isfinite(float(t)) and t > 0
-    ]
-    if not pairs:
-        return None
-    best = max(t for _, t in pairs)
-    return min(b for b, t in pairs if t >= (1 - within) * best)
 
 
 def latency_floor(step_time_s: Sequence[float]) -> float | None:

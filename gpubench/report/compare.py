@@ -12,8 +12,9 @@ from typing import Any
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
-from gpubench.benchjson import rows_from_benchmark_json
-from gpubench.results import IDENTITY, ResultsError, load_results
+from gpubench.store.benchjson import rows_from_benchmark_json
+from gpubench.store.results import ResultsError, load_results
+from gpubench.store.row import IDENTITY
 
 THRESHOLD_PCT = 5.0  # a change smaller than this is not a regression, however significant
 ALPHA = 0.01  # significance level of the two-sided Mann-Whitney U test

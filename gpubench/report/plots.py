@@ -20,6 +20,7 @@ from gpubench.report.figure import (
     panels,
     save,
 )
+from gpubench.science.throughput import throughput_optimal_batch
 
 GiB = 1024**3
 MEMORY_STYLES: list[dict[str, Any]] = [
@@ -62,7 +63,7 @@ def throughput(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
             color = colors[str(series)]
             if len(g):
                 ax.plot(g["batch_size"], g[metric], "o-", color=color, label=str(series))
-                best = A.throughput_optimal_batch(g["batch_size"], g["samples_per_s"])
+                best = throughput_optimal_batch(g["batch_size"], g["samples_per_s"])
                 at = g[g["batch_size"] == best][metric]
                 if best is not None and len(at):
                     ax.plot(
@@ -121,7 +122,7 @@ def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
                     alpha=0.7,
                     label="latency floor (shortest step measured)",
                 )
-            best = A.throughput_optimal_batch(g["batch_size"], g["samples_per_s"])
+            best = throughput_optimal_batch(g["batch_size"], g["samples_per_s"])
             at = g[g["batch_size"] == best]["step_time_s"]
             if best is not None and len(at):
                 ax.plot(

@@ -10,7 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.results import COLUMNS, IDENTITY, ResultsError, load_results
+from gpubench.store.results import ResultsError, load_results
+from gpubench.store.row import COLUMNS, IDENTITY
 
 # Columns the report does arithmetic on; a column of nulls reads as float NaN after coercion.
 NUMERIC = [

@@ -20,12 +20,12 @@ import torch
 from torch import Tensor, nn
 
 from gpubench import models
-from gpubench.models.workload import Workload
-from gpubench.pytest_plugin import (  # noqa: F401  (fixture and hooks, re-exported for pytest)
+from gpubench.cli.pytest_plugin import (  # noqa: F401  (fixture and hooks, re-exported for pytest
     gpubench,
     pytest_benchmark_update_machine_info,
     pytest_runtest_setup,
 )
+from gpubench.models.workload import Workload
 
 SLOWDOWN_ENV = "GPUBENCH_TEST_EXTRA_FORWARDS"
 

@@ -1,0 +1,162 @@
+"""What each command runs: the sweep (with Ctrl-C handling and its report), report, compare,
+max-batch, list and env. What they print is console.py's job."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from gpubench.cli import console
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import Budget, Point, SweepSpec
+from gpubench.run import maxbatch
+from gpubench.run.interrupt import GracefulStop
+from gpubench.run.memory_cap import exact_size
+from gpubench.run.sweep import DEFAULT_POINT_TIMEOUT_S, default_run_dir, run_sweep
+from gpubench.store.results import ResultsError
+
+
+def sweep(
+    spec: SweepSpec,
+    out: Path | None,
+    quiet: bool = False,
+    *,
+    resume: bool = False,
+    extend: bool = False,
+    max_memory: int | None = None,
+    point_timeout_s: float | None = None,
+) -> int:
+    """Run `spec` into `out` (default results/<timestamp>), then print its tables and render its
+    report. Exit status 0, or 130 when Ctrl-C stopped it (the rows measured are kept)."""
+    run_dir = out if out is not None else default_run_dir()
+    hint = resume_command(run_dir, max_memory, point_timeout_s)
+    progress = console.SweepProgress(spec, run_dir, quiet)
+    try:
+        with GracefulStop(console.stopping_after_point) as stop:
+            frame = run_sweep(
+                spec,
+                run_dir,
+                on_row=progress.on_row,
+                resume=resume,
+                extend=extend,
+                max_memory=max_memory,
+                point_timeout_s=point_timeout_s,
+                should_stop=lambda: stop.requested,
+                on_start=progress.on_start,
+            )
+    except KeyboardInterrupt:
+        progress.stop()
+        console.stopped(hint, early=False)
+        return 130
+    finally:
+        progress.stop()
+    console.sweep_summary(frame, run_dir, convergence=spec.mode == "convergence")
+    _render_report(run_dir)
+    if stop.requested:
+        console.stopped(hint, early=True)
+        return 130
+    return 0
+
+
+def _render_report(run_dir: Path) -> None:
+    """The sweep's report. Its rows are already on disk, so a failure here costs only the
+    report: it is printed with the command that retries it, and the sweep still succeeds."""
+    from gpubench.report import build_report
+
+    try:
+        console.report_path(build_report([run_dir]))
+    except Exception as e:
+        console.report_failed(run_dir, e)
+
+
+def report(dirs: list[Path], out: Path | None) -> int:
+    from gpubench.report import build_report
+
+    try:
+        path = build_report(dirs, out)
+    except ResultsError as e:
+        raise ConfigError(str(e)) from e
+    console.report_path(path)
+    return 0
+
+
+def compare(base: Path, new: Path, threshold_pct: float, fmt: str) -> int:
+    from gpubench.report.compare import compare as compare_runs
+    from gpubench.report.compare import format_comparison
+
+    try:
+        result = compare_runs(base, new, threshold_pct)
+    except ResultsError as e:
+        raise ConfigError(str(e)) from e
+    sys.stdout.write(format_comparison(result, fmt) + "\n")
+    return result.exit_code()
+
+
+def resume_command(run_dir: Path, max_memory: int | None, point_timeout_s: float | None) -> str:
+    """The command line that continues the sweep in `run_dir` with the same isolation flags."""
+    parts = ["python -m gpubench sweep --resume", shlex.quote(str(run_dir))]
+    if max_memory is not None:
+        parts += ["--max-memory", exact_size(max_memory)]
+    if point_timeout_s is not None and point_timeout_s != DEFAULT_POINT_TIMEOUT_S:
+        parts += ["--point-timeout", f"{point_timeout_s:g}"]
+    return " ".join(parts)
+
+
+def max_batch(
+    point: Point,
+    *,
+    max_memory: int | None,
+    point_timeout_s: float | None,
+    start: int,
+    ceiling: int,
+    probe_steps: int,
+    budget: Budget,
+    time_them: bool,
+    as_json: bool,
+) -> int:
+    """Search the largest batch of `point` that fits under the memory cap and print it."""
+    from gpubench.harness.step import unsupported_reason
+
+    reason = unsupported_reason(point)
+    if reason is not None:
+        raise ConfigError(f"{point.label().removesuffix(f' B={point.batch_size}')}: {reason}")
+    cap = max_memory if max_memory is not None else maxbatch.default_cap(point.device)
+    console.max_batch_header(point, cap, chosen=max_memory is not None)
+    result = maxbatch.find(
+        point,
+        cap,
+        point_timeout_s,
+        start=start,
+        ceiling=ceiling,
+        probe_steps=probe_steps,
+        confirm_budget=budget,
+        time_budget=budget if time_them else None,
+        on_probe=None if as_json else console.probe_line,
+    )
+    if as_json:
+        json.dump(result.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        console.max_batch_result(result)
+    return 0
+
+
+def list_all(suites_dir: Path) -> int:
+    import torch
+
+    from gpubench.models import describe
+
+    devices = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+    suites = sorted(p.stem for p in suites_dir.glob("*.toml"))
+    console.listing(describe(), devices, suites)
+    return 0
+
+
+def show_env() -> int:
+    from gpubench.store import env
+
+    json.dump(env.capture(), sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+    return 0

@@ -1,0 +1,229 @@
+"""What the commands print: the sweep's progress, summary and notices, max-batch's probes, and
+`list`. Printing only: which points run is decided elsewhere (commands.py, run/)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gpubench.cli.cells import fmt
+from gpubench.cli.convergence_table import batch_table, comparisons, points_table
+from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point, SweepSpec
+from gpubench.run import maxbatch
+from gpubench.run.memory_cap import format_size
+
+_err = Console(stderr=True)
+_out = Console(width=None if sys.stdout.isatty() else 160)
+
+
+class SweepProgress:
+    """The sweep's progress bar on stderr (a line per point where stderr is no terminal)."""
+
+    def __init__(self, spec: SweepSpec, run_dir: Path, quiet: bool) -> None:
+        self.spec, self.run_dir, self.quiet = spec, run_dir, quiet
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=_err,
+            disable=quiet,
+        )
+        self.task = self.bar.add_task("measuring", total=None)
+
+    def on_start(self, total: int, done: int) -> None:
+        """The run folder passed its checks: say what runs where, and start the bar."""
+        already = f" ({done} measured before)" if done else ""
+        _err.print(
+            f"gpubench: suite {self.spec.name!r}, {total} points{already} on "
+            f"{', '.join(self.spec.resolved_devices())} -> {self.run_dir}",
+            soft_wrap=True,
+        )
+        self.bar.update(self.task, total=total, completed=done)
+        self.bar.start()
+
+    def on_row(self, row: dict[str, Any], i: int, total: int) -> None:
+        self.bar.update(self.task, completed=i, description=_short(row))
+        if not _err.is_terminal and not self.quiet:
+            _err.print(f"[{i}/{total}] {_short(row)}")
+
+    def stop(self) -> None:
+        self.bar.stop()
+
+
+def stopping_after_point() -> None:
+    _err.print(
+        "gpubench: stopping after the point in flight is recorded "
+        "(Ctrl-C again stops at once, losing that point)",
+        soft_wrap=True,
+    )
+
+
+def stopped(resume_hint: str, early: bool) -> None:
+    how = "stopped early" if early else "stopped"
+    _err.print(f"gpubench: {how}; resume with: {resume_hint}", soft_wrap=True)
+
+
+def sweep_summary(frame: pd.DataFrame, run_dir: Path, convergence: bool) -> None:
+    """The finished sweep's tables (a convergence sweep's with its batch-size analysis)."""
+    if convergence:
+        _print_convergence(frame, run_dir)
+    else:
+        _out.print(summary_table(frame))
+    _out.print(f"results: {run_dir}")
+
+
+def report_path(path: Path) -> None:
+    _out.print(f"report: {path}")
+
+
+def report_failed(run_dir: Path, error: Exception) -> None:
+    _err.print(
+        f"gpubench: warning: the report failed ({type(error).__name__}: {error}); the results "
+        f"are kept; retry with: python -m gpubench report {run_dir}"
+    )
+
+
+def _print_convergence(frame: pd.DataFrame, run_dir: Path) -> None:
+    from gpubench.science.batch_analysis import FILE
+
+    _out.print(points_table(frame))
+    groups = json.loads((Path(run_dir) / FILE).read_text(encoding="utf-8"))["groups"]
+    _out.print(batch_table(groups))
+    for line in comparisons(groups):
+        _out.print(line, highlight=False)
+
+
+def max_batch_header(point: Point, cap: int | None, chosen: bool) -> None:
+    where = f"{point.model}/{point.model_size} {point.device} {point.precision} {point.optimizer}"
+    capped = f"capped at {format_size(cap)}" if cap is not None else "no cap but the device's own"
+    if not chosen and cap is not None:
+        capped += " (the memory available now; set --max-memory to choose)"
+    _err.print(f"gpubench: largest batch of {where}, memory {capped}")
+
+
+def probe_line(p: maxbatch.Probe) -> None:
+    _err.print(f"  {p.phase:>7} B={p.batch_size}: {p.status} ({p.seconds:.1f} s)")
+
+
+def max_batch_result(result: maxbatch.MaxBatch) -> None:
+    _out.print(probe_table(result))
+    if result.stopped:
+        _out.print(f"search stopped early: {result.stopped}")
+    if result.largest == 0:
+        _out.print("not even a batch of one fits")
+    else:
+        more = " (the --ceiling; more may fit)" if result.ceiling_reached else ""
+        _out.print(f"largest batch that fits: {result.largest}{more}")
+    searched = len(result.search_probes)
+    _out.print(f"probes: {searched} to search, {len(result.probes) - searched} to confirm/time")
+    if result.best_batch is not None:
+        _out.print(f"throughput-optimal batch: {result.best_batch}")
+
+
+def probe_table(result: maxbatch.MaxBatch) -> Table:
+    table = Table(title="max-batch probes")
+    for col in ("phase", "batch", "outcome", "step ms", "samples/s", "seconds"):
+        table.add_column(col, justify="left" if col in ("phase", "outcome") else "right")
+    for p in result.probes:
+        failed = not p.fits and p.status != "oom"  # an oom's reason is the allocator's words
+        outcome = f"{p.status}: {escape((p.error or '')[:60])}" if failed else p.status
+        table.add_row(
+            p.phase,
+            str(p.batch_size),
+            outcome,
+            fmt(p.step_time_s * 1e3 if p.step_time_s else None, ".2f"),
+            fmt(p.samples_per_s, ",.0f"),
+            f"{p.seconds:.1f}",
+        )
+    return table
+
+
+def _short(row: dict[str, Any]) -> str:
+    ms = f"{row['step_time_s'] * 1e3:.2f} ms" if row.get("step_time_s") else row["status"]
+    return (
+        f"{row['model']} {row['device']} {row['precision']} {row['optimizer']} "
+        f"B={row['batch_size']}: {ms}"
+    )
+
+
+def _options(row: dict[str, Any]) -> str:
+    """The speed options that differ from the defaults, e.g. 'compile, graph'."""
+    opts = []
+    if row.get("compile") == "compile":
+        opts.append("compile")
+    if row.get("channels_last") is True:
+        opts.append("channels_last")
+    if row.get("cuda_graph") is True:
+        opts.append("graph")
+    if row.get("data") == "host":
+        opts.append("host data")
+    return ", ".join(opts)
+
+
+def summary_table(frame: pd.DataFrame) -> Table:
+    table = Table(title="gpubench results")
+    for col in (
+        "model",
+        "device",
+        "precision",
+        "optimizer",
+        "options",
+        "batch",
+        "status",
+        "step ms",
+        "±CI",
+        "samples/s",
+        "loss first→last",
+    ):
+        table.add_column(
+            col, justify="right" if col in ("batch", "step ms", "samples/s") else "left"
+        )
+    for row in frame.to_dict("records"):
+        step = fmt(row["step_time_s"] * 1e3 if row["step_time_s"] else None, ".2f")
+        ci = fmt(row["step_time_ci_rel"] * 100 if row["step_time_ci_rel"] else None, ".1f")
+        loss = (
+            f"{row['loss_first']:.3f}→{row['loss_last']:.3f}"
+            if row["loss_first"] is not None and not pd.isna(row["loss_first"])
+            else ""
+        )
+        status = row["status"] + (" (noisy)" if row.get("noisy") is True else "")
+        if row["status"] != "ok" and row.get("error"):
+            status += f": {escape(row['error'][:60])}"  # an error's [brackets] are not markup
+        table.add_row(
+            f"{row['model']}/{row['model_size']}",
+            row["device"],
+            row["precision"],
+            row["optimizer"],
+            _options(row),
+            str(row["batch_size"]),
+            status,
+            step,
+            f"{ci}%" if ci else "",
+            fmt(row["samples_per_s"], ",.0f"),
+            loss,
+        )
+    return table
+
+
+def listing(models: list[dict[str, Any]], devices: list[str], suites: list[str]) -> None:
+    """`gpubench list`: the models with their presets, and the values each axis allows."""
+    table = Table(title="models")
+    for col in ("model", "size", "parameters", "config"):
+        table.add_column(col)
+    for m in models:
+        cfg = ", ".join(f"{k}={v}" for k, v in m["config"].items())
+        table.add_row(m["model"], m["size"], f"{m['parameters']:,}", cfg)
+    _out.print(table)
+    _out.print(f"precisions: {', '.join(PRECISIONS)}")
+    _out.print(f"optimizers: {', '.join(OPTIMIZERS)}")
+    _out.print(f"devices here: {', '.join(devices)} (auto = all of them)")
+    _out.print(f"suites: {', '.join(suites)}")

@@ -1,0 +1,76 @@
+"""The tables a convergence sweep prints: one row per point, and the batch-size analysis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from rich.table import Table
+
+from gpubench.cli.cells import fmt
+
+
+def points_table(frame: pd.DataFrame) -> Table:
+    """Each convergence point: where it got to and when it met its target."""
+    table = Table(title="gpubench convergence")
+    right = ("batch", "seed", "lr", "steps→target", "time→target s", "eval acc", "eval loss")
+    cols = ["model", "device", "precision", "optimizer", "lr rule", "batch", "seed", "lr"]
+    cols += ["status", "steps→target", "time→target s", "eval acc", "eval loss", "B_simple"]
+    for col in cols:
+        table.add_column(col, justify="right" if col in right else "left")
+    for row in frame.to_dict("records"):
+        status = row["status"]
+        if status != "ok" and row.get("error"):
+            status += f": {row['error'][:50]}"
+        table.add_row(
+            f"{row['model']}/{row['model_size']}",
+            row["device"],
+            row["precision"],
+            row["optimizer"],
+            str(row["lr_scaling"]),
+            str(row["batch_size"]),
+            str(row["seed"]),
+            fmt(row["lr"], ".3g"),
+            status,
+            fmt(row["steps_to_target"], ".0f"),
+            fmt(row["time_to_target_s"], ".2f"),
+            fmt(row["eval_accuracy"], ".3f"),
+            fmt(row["eval_loss"], ".3f"),
+            fmt(row["noise_scale_b_simple"], ".3g"),
+        )
+    return table
+
+
+def batch_table(groups: list[dict[str, Any]]) -> Table:
+    """Per model, optimizer and precision: the fit, the noise scale, and the batch sizes."""
+    table = Table(title="batch size analysis (batch_analysis.json)")
+    for col in ("model", "device", "precision", "optimizer", "lr rule", "S_min", "B_crit"):
+        table.add_column(col)
+    for col in ("B_simple", "recommended", "throughput-opt", "largest fits"):
+        table.add_column(col)
+    for g in groups:
+        table.add_row(
+            f"{g['model']}/{g['model_size']}",
+            g["device"],
+            g["precision"],
+            g["optimizer"],
+            g["lr_scaling"],
+            fmt(g["s_min"], ".3g"),
+            fmt(g["b_crit"], ".3g"),
+            fmt(g["noise_scale_b_simple"], ".3g"),
+            fmt(g["recommended_batch_size"], "d"),
+            fmt(g["throughput_optimal_batch_size"], "d"),
+            fmt(g["largest_batch_fits"], "d"),
+        )
+    return table
+
+
+def comparisons(groups: list[dict[str, Any]]) -> list[str]:
+    """One line per group: the recommendation against the other batch sizes, and why a fit
+    failed where it did."""
+    lines = []
+    for g in groups:
+        fit = "" if g["fit"]["valid"] else f" (no S_min/B_crit fit: {g['fit']['reason']})"
+        name = f"{g['model']}/{g['model_size']} {g['device']} {g['precision']} {g['optimizer']}"
+        lines.append(f"{name} lr:{g['lr_scaling']}: {g['comparison']}{fit}")
+    return lines

@@ -1,0 +1,63 @@
+"""`gpubench` / `python -m gpubench`: parse the command line and hand it to its command. A
+ConfigError anywhere before measuring is one line on stderr and exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+
+from gpubench.cli import commands, parser
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import Budget
+
+_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parser.build_parser().parse_args(argv)
+        return _dispatch(args)
+    except ConfigError as e:
+        print(f"gpubench: error: {_one_line(str(e))}", file=sys.stderr)
+        return 2
+
+
+def _one_line(message: str) -> str:
+    """Line breaks inside a message (from a value the user gave) shown escaped, as repr does."""
+    return _LINE_BREAK.sub(lambda m: repr(m.group())[1:-1], message)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "sweep":
+        return commands.sweep(
+            parser.spec_from_args(args),
+            args.resume if args.resume is not None else args.out,
+            quiet=args.quiet,
+            resume=args.resume is not None,
+            extend=args.extend,
+            max_memory=args.max_memory,
+            point_timeout_s=args.point_timeout,
+        )
+    if args.command == "report":
+        return commands.report(args.dirs, args.out)
+    if args.command == "compare":
+        return commands.compare(args.base, args.new, args.threshold, args.format)
+    if args.command == "max-batch":
+        return commands.max_batch(
+            parser.point_from_args(args),
+            max_memory=args.max_memory,
+            point_timeout_s=args.point_timeout,
+            start=args.start,
+            ceiling=args.ceiling,
+            probe_steps=args.probe_steps,
+            budget=parser.budget_from_args(args, Budget()),
+            time_them=args.time,
+            as_json=args.json,
+        )
+    if args.command == "list":
+        return commands.list_all(parser.SUITES_DIR)
+    if args.command == "env":
+        return commands.show_env()
+    raise AssertionError(args.command)

@@ -1,0 +1,342 @@
+"""Command-line parsing: turns flags into a SweepSpec, a Point or another command's arguments;
+every bad value is a ConfigError naming it and what is allowed."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+from gpubench.config import spec as S
+from gpubench.config.checks import (
+    check_batch_size,
+    check_device,
+    check_model,
+    check_seed,
+)
+from gpubench.config.errors import ConfigError
+from gpubench.config.suite import load_suite
+from gpubench.config.validate import validate
+
+SUITES_DIR = Path(__file__).parent.parent / "suites"
+DEFAULT_SUITE = "quick"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message)
+
+
+def _arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """argparse turns a ValueError into 'invalid value'; keep our message instead."""
+
+    def wrapped(text: str) -> Any:
+        try:
+            return parse(text)
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    wrapped.__name__ = getattr(parse, "__name__", "value")
+    return wrapped
+
+
+def _csv(check: Callable[[str], Any]) -> Callable[[str], tuple[Any, ...]]:
+    def parse(text: str) -> tuple[Any, ...]:
+        items = tuple(check(part.strip()) for part in text.split(",") if part.strip())
+        if not items:
+            raise ConfigError(f"empty list {text!r}; give comma-separated values")
+        return items
+
+    return _arg(parse)
+
+
+def _choice(allowed: tuple[str, ...], what: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise ConfigError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
+        return value
+
+    return _arg(check)
+
+
+def _bool(what: str) -> Callable[[str], bool]:
+    def check(value: str) -> bool:
+        if value.lower() not in ("true", "false"):
+            raise ConfigError(f"invalid {what} {value!r}; allowed: true, false")
+        return value.lower() == "true"
+
+    return _arg(check)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(
+            f"invalid number {text!r}; allowed: a whole number of 1 or more"
+        ) from None
+    if value < 1:
+        raise ConfigError(f"invalid number {value!r}; allowed: a whole number of 1 or more")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"invalid number of seconds {text!r}; allowed: a number above 0")
+    return value
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise ConfigError(f"invalid percentage {text!r}; allowed: a number of 0 or more")
+    return value
+
+
+def _int_value(text: str) -> object:
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gpubench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    sweep = sub.add_parser("sweep", help="run a suite of training benchmarks")
+    sweep.add_argument(
+        "suite",
+        nargs="?",
+        default=None,
+        help="a suite TOML file, or the name of a shipped suite (default: quick, or with "
+        "--resume the suite the run was started with)",
+    )
+    sweep.add_argument("--models", type=_csv(check_model))
+    sweep.add_argument("--size", type=_choice(S.SIZES, "size"))
+    sweep.add_argument("--devices", type=_csv(check_device))
+    sweep.add_argument(
+        "--batch-sizes",
+        type=_auto_or(_csv(lambda t: check_batch_size(_int_value(t)))),
+        help='comma-separated, or "auto": powers of two up to the largest that fits',
+    )
+    sweep.add_argument("--precisions", type=_csv(_choice(S.PRECISIONS, "precision")))
+    sweep.add_argument("--optimizers", type=_csv(_choice(S.OPTIMIZERS, "optimizer")))
+    sweep.add_argument("--seeds", type=_csv(lambda t: check_seed(_int_value(t))))
+    sweep.add_argument("--data", type=_choice(S.DATA_MODES, "data mode"))
+    sweep.add_argument(
+        "--compile",
+        type=_csv(_choice(S.COMPILE_MODES, "compile mode")),
+        help="eager, compile (torch.compile), or both: eager,compile",
+    )
+    sweep.add_argument(
+        "--channels-last",
+        type=_csv(_bool("channels_last")),
+        help="false, true, or both (convolutional models only)",
+    )
+    sweep.add_argument(
+        "--cuda-graph",
+        type=_csv(_bool("cuda_graph")),
+        help="false, true, or both: capture the whole step in a CUDA graph",
+    )
+    sweep.add_argument(
+        "--steps",
+        type=_arg(_positive_int),
+        help="measure exactly this many steps per point (no adaptive stopping)",
+    )
+    sweep.add_argument(
+        "--max-time",
+        type=_arg(_positive_float),
+        help="time budget in seconds for measuring one point",
+    )
+    sweep.add_argument("--out", type=Path, help="run folder (default: results/<timestamp>)")
+    sweep.add_argument(
+        "--data-dir", help="folder of a file-based data set for convergence runs (cifar10)"
+    )
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_isolation_flags(sweep)
+    sweep.add_argument(
+        "--resume",
+        type=Path,
+        metavar="DIR",
+        help="run only the points of the suite that have no row yet in run folder DIR",
+    )
+    sweep.add_argument(
+        "--extend",
+        action="store_true",
+        help="with --resume: allow a suite with new axis values, and measure the new points",
+    )
+    _add_max_batch_parser(sub)
+
+    report = sub.add_parser("report", help="render the HTML report of one or more run folders")
+    report.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="run folders")
+    report.add_argument(
+        "--out", type=Path, help="report .html file or folder (default: DIR/report.html)"
+    )
+
+    compare = sub.add_parser(
+        "compare", help="compare two runs point by point; exit 1 on a regression"
+    )
+    compare.add_argument("base", type=Path, help="the baseline run folder")
+    compare.add_argument("new", type=Path, help="the run folder to check")
+    compare.add_argument(
+        "--threshold",
+        type=_arg(_percent),
+        default=5.0,
+        help="smallest slowdown of the median step time, in percent, that counts (default 5)",
+    )
+    compare.add_argument(
+        "--format", type=_choice(("text", "markdown", "json"), "format"), default="text"
+    )
+
+    sub.add_parser("list", help="show the models, sizes, precisions, optimizers and suites")
+    sub.add_parser("env", help="print the machine and software as JSON")
+    return parser
+
+
+def _auto_or(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def wrapped(text: str) -> Any:
+        return S.AUTO if text.strip() == S.AUTO else parse(text)
+
+    wrapped.__name__ = "batch sizes"
+    return wrapped
+
+
+def _add_isolation_flags(parser: argparse.ArgumentParser) -> None:
+    from gpubench.run.memory_cap import parse_size
+    from gpubench.run.sweep import DEFAULT_POINT_TIMEOUT_S
+
+    parser.add_argument(
+        "--max-memory",
+        type=_arg(parse_size),
+        metavar="SIZE",
+        help="cap each point's memory, e.g. 512M or 2G (CPU: the worker's whole address space)",
+    )
+    parser.add_argument(
+        "--point-timeout",
+        type=_arg(_positive_float),
+        default=DEFAULT_POINT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"record a point as timeout after this long (default {DEFAULT_POINT_TIMEOUT_S:g})",
+    )
+
+
+def _add_max_batch_parser(sub: Any) -> None:
+    from gpubench.run.maxbatch import CEILING, PROBE_STEPS
+
+    mb = sub.add_parser("max-batch", help="find the largest batch size that fits in memory")
+    mb.add_argument("--model", required=True, type=_arg(check_model))
+    mb.add_argument("--size", type=_choice(S.SIZES, "size"), default="small")
+    mb.add_argument("--device", type=_arg(check_device), default="auto")
+    mb.add_argument("--precision", type=_choice(S.PRECISIONS, "precision"), default=S.PRECISIONS[0])
+    mb.add_argument("--optimizer", type=_choice(S.OPTIMIZERS, "optimizer"), default="adamw")
+    mb.add_argument("--data", type=_choice(S.DATA_MODES, "data mode"), default="device")
+    mb.add_argument("--seed", type=_arg(lambda t: check_seed(_int_value(t))), default=0)
+    _add_isolation_flags(mb)
+    mb.add_argument("--start", type=_arg(_positive_int), default=1, help="first batch size")
+    mb.add_argument(
+        "--ceiling", type=_arg(_positive_int), default=CEILING, help="largest batch size to try"
+    )
+    mb.add_argument(
+        "--probe-steps",
+        type=_arg(_positive_int),
+        default=PROBE_STEPS,
+        help="training steps per probe, after one warm-up step",
+    )
+    mb.add_argument(
+        "--time",
+        action="store_true",
+        help="also time the powers of two up to the answer, to find the throughput-optimal one",
+    )
+    mb.add_argument("--steps", type=_arg(_positive_int), help="steps of the full measurements")
+    mb.add_argument("--max-time", type=_arg(_positive_float), help="seconds per full measurement")
+    mb.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def resolve_suite(name_or_path: str) -> Path:
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise ConfigError(f"suite file {name_or_path!r} does not exist")
+        return path
+    shipped = SUITES_DIR / f"{name_or_path}.toml"
+    if not shipped.is_file():
+        names = sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
+        raise ConfigError(
+            f"unknown suite {name_or_path!r}; allowed: a .toml file or one of {', '.join(names)}"
+        )
+    return shipped
+
+
+def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
+    """The suite file with the command line's overrides applied, validated. With --resume and
+    no suite named, the suite is the one the run folder was started with."""
+    if args.extend and args.resume is None:
+        raise ConfigError("--extend needs --resume DIR (the run folder to extend)")
+    if args.resume is not None and args.out is not None and args.out != args.resume:
+        raise ConfigError(
+            f"--out {args.out} and --resume {args.resume} name different folders; "
+            "give --resume DIR alone"
+        )
+    if args.suite is None and args.resume is not None:
+        from gpubench.run import folder
+
+        spec = folder.spec_from_saved(folder.saved_suite(args.resume))
+    else:
+        spec = load_suite(resolve_suite(args.suite or DEFAULT_SUITE))
+    overrides = {
+        key: getattr(args, key)
+        for key in S.AXES  # every axis has a flag of the same name
+        if getattr(args, key) is not None
+    }
+    if args.data_dir is not None:
+        conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
+        spec = dataclasses.replace(spec, convergence=conv)
+    return validate(
+        dataclasses.replace(spec, **overrides, budget=budget_from_args(args, spec.budget))
+    )
+
+
+def budget_from_args(args: argparse.Namespace, budget: S.Budget) -> S.Budget:
+    """`budget` with --steps and --max-time applied."""
+    if args.steps is not None:
+        budget = S.Budget.fixed(args.steps, budget.warmup_steps)
+    if args.max_time is not None:
+        budget = dataclasses.replace(
+            budget, max_time_s=args.max_time, min_time_s=min(budget.min_time_s, args.max_time)
+        )
+    return budget
+
+
+def point_from_args(args: argparse.Namespace) -> S.Point:
+    """max-batch's point (its batch size is where the search starts)."""
+    if args.start > args.ceiling:
+        raise ConfigError(
+            f"--start {args.start} is above --ceiling {args.ceiling}; allowed: start <= ceiling"
+        )
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return S.Point(
+        args.model,
+        args.size,
+        device,
+        args.precision,
+        args.optimizer,
+        args.start,
+        args.seed,
+        args.data,
+    )

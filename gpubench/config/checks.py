@@ -1,0 +1,73 @@
+"""Validation of single values, shared by the suite parser, the CLI and the spec's validation.
+Each check returns the value or raises ConfigError naming it and what is allowed."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpubench.config.errors import ConfigError
+from gpubench.models import MODEL_NAMES
+
+_USER_MODEL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+def check_one_of(value: object, allowed: tuple[str, ...], what: str) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise ConfigError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
+    return value
+
+
+def check_model(name: object) -> str:
+
+    if isinstance(name, str) and (name in MODEL_NAMES or _USER_MODEL.match(name)):
+        return name
+    raise ConfigError(
+        f"unknown model {name!r}; allowed: {', '.join(MODEL_NAMES)}, "
+        "or 'package.module:function' returning a Workload"
+    )
+
+
+def check_device(name: object) -> str:
+    if not isinstance(name, str) or not _DEVICE.match(name):
+        raise ConfigError(f"unknown device {name!r}; allowed: auto, cpu, cuda, cuda:N")
+    if name.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                f"device {name!r} asked for, but this machine has no CUDA device; "
+                "allowed here: auto, cpu"
+            )
+        index = int(name.split(":")[1]) if ":" in name else 0
+        if index >= torch.cuda.device_count():
+            raise ConfigError(
+                f"device {name!r} does not exist; this machine has "
+                f"{torch.cuda.device_count()} CUDA device(s)"
+            )
+    return name
+
+
+def check_bool(value: object, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"invalid {what} {value!r}; allowed: true, false")
+    return value
+
+
+def check_batch_size(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"invalid batch size {value!r}; allowed: a whole number of 1 or more")
+    return value
+
+
+def check_seed(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"invalid seed {value!r}; allowed: a whole number of 0 or more")
+    return value
+
+
+def nonempty(values: tuple[Any, ...], key: str) -> tuple[Any, ...]:
+    if not values:
+        raise ConfigError(f"{key} is empty; give at least one value")
+    return values

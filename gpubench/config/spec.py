@@ -1,0 +1,168 @@
+"""The identity of a measurement (Point), how long to measure it (Budget), and a whole sweep
+(SweepSpec): frozen dataclasses, parsed once at the edge (config.suite for suite files, the CLI
+for flags) and validated by config.validate. Every user mistake raises ConfigError with one
+line that names the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from gpubench.config.convergence import Convergence
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+SIZES = ("tiny", "small", "base")
+DATA_MODES = ("device", "host")
+COMPILE_MODES = ("eager", "compile")
+MODES = ("speed", "convergence")
+# batch_sizes = "auto": the powers of two up to the largest batch that fits (gpubench.run.maxbatch).
+AUTO = "auto"
+# The SweepSpec fields that say which points there are (the rest say how each is measured).
+AXES = (
+    "models",
+    "size",
+    "devices",
+    "batch_sizes",
+    "precisions",
+    "optimizers",
+    "seeds",
+    "data",
+    "compile",
+    "channels_last",
+    "cuda_graph",
+)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measurement's identity: the same Point measured twice answers the same question."""
+
+    model: str
+    model_size: str
+    device: str
+    precision: str
+    optimizer: str
+    batch_size: int
+    seed: int = 0
+    data: str = "device"
+    compile: str = "eager"
+    channels_last: bool = False
+    cuda_graph: bool = False
+    lr_scaling: str | None = None  # convergence runs: none, linear or sqrt
+
+    def key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def label(self) -> str:
+        return (
+            f"{self.model}/{self.model_size} {self.device} {self.precision} {self.optimizer} "
+            f"B={self.batch_size}"
+        ) + (f" lr:{self.lr_scaling}" if self.lr_scaling is not None else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long to warm up and measure one point. Times in seconds.
+
+    Measurement stops once at least `min_steps` steps and `min_time_s` seconds have passed and the
+    95% confidence interval of the median step time is within `target_rel_ci` of it, or when
+    `max_time_s` or `max_steps` is reached (the point is then flagged noisy if not yet stable).
+    """
+
+    warmup_steps: int = 3
+    warmup_min_s: float = 0.2
+    min_steps: int = 10
+    max_steps: int = 10_000
+    min_time_s: float = 0.3
+    max_time_s: float = 2.0
+    target_rel_ci: float = 0.02
+
+    @staticmethod
+    def fixed(steps: int, warmup_steps: int = 3) -> Budget:
+        """Exactly `steps` measured steps, whatever the noise or the time they take."""
+        return Budget(
+            warmup_steps=warmup_steps,
+            warmup_min_s=0.0,
+            min_steps=steps,
+            max_steps=steps,
+            min_time_s=0.0,
+            max_time_s=float("inf"),
+            target_rel_ci=float("inf"),
+        )
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A whole sweep: the product of its axes, plus how to measure each point."""
+
+    name: str
+    models: tuple[str, ...]
+    size: str = "small"
+    devices: tuple[str, ...] = ("auto",)
+    batch_sizes: tuple[int, ...] | str = (16, 64)  # or AUTO
+    precisions: tuple[str, ...] = ("fp32",)
+    optimizers: tuple[str, ...] = ("sgd",)
+    seeds: tuple[int, ...] = (0,)
+    data: str = "device"
+    compile: tuple[str, ...] = ("eager",)
+    channels_last: tuple[bool, ...] = (False,)
+    cuda_graph: tuple[bool, ...] = (False,)
+    mode: str = "speed"
+    budget: Budget = field(default_factory=Budget)
+    convergence: Convergence = field(default_factory=Convergence)
+
+    def resolved_devices(self) -> tuple[str, ...]:
+        """`auto` becomes the CPU plus CUDA where present; duplicates are dropped, order kept."""
+        out: list[str] = []
+        for d in self.devices:
+            expanded = ["cpu", *(["cuda"] if _cuda_available() else [])] if d == "auto" else [d]
+            out.extend(x for x in expanded if x not in out)
+        return tuple(out)
+
+    def points(self) -> list[Point]:
+        """Every point of the sweep, in a stable order (model, device, precision, optimizer, B).
+        AUTO batch sizes depend on the device, so gpubench.run.sweep resolves them instead."""
+        batch_sizes = self.batch_sizes
+        assert not isinstance(batch_sizes, str), "resolve batch_sizes = 'auto' first"
+        if self.mode == "convergence":
+            return self._convergence_points(batch_sizes)
+        return [
+            Point(m, self.size, d, p, o, b, s, self.data, c, cl, g)
+            for m, d, p, o, c, cl, g, s, b in itertools.product(
+                self.models,
+                self.resolved_devices(),
+                self.precisions,
+                self.optimizers,
+                self.compile,
+                self.channels_last,
+                self.cuda_graph,
+                self.seeds,
+                batch_sizes,
+            )
+        ]
+
+    def _convergence_points(self, batch_sizes: tuple[int, ...]) -> list[Point]:
+        """As points(), with each optimizer's learning-rate scaling rules as one more axis."""
+        return [
+            Point(m, self.size, d, p, o, b, s, self.data, lr_scaling=rule)
+            for m, d, p, o in itertools.product(
+                self.models, self.resolved_devices(), self.precisions, self.optimizers
+            )
+            for rule in self.convergence.lr_scaling_for(o)
+            for s, b in itertools.product(self.seeds, batch_sizes)
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

@@ -1,0 +1,168 @@
+"""Suite files: TOML parsed once, at the edge, into a validated SweepSpec.
+
+Every problem is a ConfigError of one line that names the file, the line where it can tell, the
+bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from gpubench.config.checks import (
+    check_batch_size,
+    check_bool,
+    check_device,
+    check_model,
+    check_one_of,
+    check_seed,
+)
+from gpubench.config.convergence import Convergence
+from gpubench.config.errors import ConfigError, keyed_error
+from gpubench.config.spec import (
+    AUTO,
+    COMPILE_MODES,
+    DATA_MODES,
+    MODES,
+    OPTIMIZERS,
+    PRECISIONS,
+    SIZES,
+    Budget,
+    SweepSpec,
+)
+from gpubench.config.validate import check_budget, validate
+
+_LIST_KEYS = {
+    "models": str,
+    "devices": str,
+    "batch_sizes": int,
+    "precisions": str,
+    "optimizers": str,
+    "seeds": int,
+    "compile": str,
+    "channels_last": bool,
+    "cuda_graph": bool,
+}
+_SCALAR_KEYS = {"name": str, "size": str, "data": str, "mode": str, "model": str}
+_TABLES = {"budget": Budget, "convergence": Convergence}
+
+
+def _line_of(text: str, key: str) -> int | None:
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=|^\s*\[{re.escape(key)}\]", re.M)
+    m = pattern.search(text)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def _where(path: Path, text: str, key: str) -> str:
+    line = _line_of(text, key)
+    return f"{path}, line {line}" if line else str(path)
+
+
+def load_suite(path: str | Path) -> SweepSpec:
+    """Read and validate a suite file; every problem is a ConfigError naming the file (and line)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read suite {str(path)!r}: {e}") from e
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        where = "" if "line" in str(e) else f" (line {len(text.splitlines())})"
+        raise ConfigError(f"{path}: malformed TOML: {e}{where}") from e
+    try:
+        return validate(_spec_from_dict(raw, default_name=path.stem))
+    except ConfigError as e:
+        key = getattr(e, "key", None)
+        raise ConfigError(f"{_where(path, text, key) if key else path}: {e}") from e
+
+
+def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
+    allowed = sorted([*_LIST_KEYS, *_SCALAR_KEYS, *_TABLES])
+    kwargs: dict[str, Any] = {}
+    for key, value in raw.items():
+        try:
+            if key == "batch_sizes" and value == AUTO:
+                kwargs[key] = AUTO
+            elif key in _LIST_KEYS:
+                kwargs[key] = _list(
+                    key, [value] if key == "models" and isinstance(value, str) else value
+                )
+            elif key == "model":
+                kwargs["models"] = (*kwargs.get("models", ()), check_model(value))
+            elif key in _SCALAR_KEYS:
+                kwargs[key] = _scalar(key, value)
+            elif key in _TABLES:
+                kwargs[key] = _table(key, value, _TABLES[key])
+            else:
+                raise ConfigError(f"unknown key {key!r}; allowed: {', '.join(allowed)}")
+        except ConfigError as e:
+            raise keyed_error(key, str(e)) from e
+    kwargs.setdefault("name", default_name)
+    if "models" not in kwargs:
+        raise ConfigError('no models given; set models = [...] (or model = "pkg.mod:fn")')
+    return SweepSpec(**kwargs)
+
+
+_ELEMENT_CHECKS: dict[str, Any] = {
+    "models": check_model,
+    "devices": check_device,
+    "batch_sizes": check_batch_size,
+    "precisions": lambda v: check_one_of(v, PRECISIONS, "precision"),
+    "optimizers": lambda v: check_one_of(v, OPTIMIZERS, "optimizer"),
+    "seeds": check_seed,
+    "compile": lambda v: check_one_of(v, COMPILE_MODES, "compile mode"),
+    "channels_last": lambda v: check_bool(v, "channels_last"),
+    "cuda_graph": lambda v: check_bool(v, "cuda_graph"),
+}
+_SCALAR_CHECKS: dict[str, Any] = {
+    "name": lambda v: v if v else _raise(f"invalid suite name {v!r}; allowed: a non-empty string"),
+    "size": lambda v: check_one_of(v, SIZES, "size"),
+    "data": lambda v: check_one_of(v, DATA_MODES, "data mode"),
+    "mode": lambda v: check_one_of(v, MODES, "mode"),
+}
+
+
+def _raise(message: str) -> Any:
+    raise ConfigError(message)
+
+
+def _list(key: str, value: object) -> tuple[Any, ...]:
+    want = _LIST_KEYS[key]
+    if not isinstance(value, list) or not value:
+        also = f' or "{AUTO}"' if key == "batch_sizes" else ""
+        raise ConfigError(
+            f"{key} must be a non-empty list of {want.__name__}s{also}, got {value!r}"
+        )
+    return tuple(_ELEMENT_CHECKS[key](v) for v in value)
+
+
+def _scalar(key: str, value: object) -> Any:
+    if not isinstance(value, str):
+        raise ConfigError(f"{key} must be a string, got {value!r}")
+    return _SCALAR_CHECKS[key](value)
+
+
+def _table(key: str, value: object, cls: type) -> Any:
+    if not isinstance(value, dict):
+        raise keyed_error(key, f"[{key}] must be a table, got {value!r}")
+    if cls is Convergence:
+        from gpubench.config.convergence import parse_table
+
+        try:
+            return parse_table(value)
+        except ConfigError as e:
+            raise keyed_error(key, str(e)) from e
+    names = {f.name for f in fields(cls)}
+    for k, v in value.items():
+        if k not in names:
+            raise keyed_error(key, f"unknown key {key}.{k!r}; allowed: {', '.join(sorted(names))}")
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise keyed_error(key, f"{key}.{k} must be a number, got {v!r}")
+    table = replace(cls(), **value)
+    if cls is Budget:
+        check_budget(table)
+    return table

@@ -1,0 +1,82 @@
+"""A whole SweepSpec's validation: every axis, the budget and the convergence settings."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from gpubench.config import convergence
+from gpubench.config.checks import (
+    check_batch_size,
+    check_bool,
+    check_device,
+    check_model,
+    check_one_of,
+    check_seed,
+    nonempty,
+)
+from gpubench.config.errors import ConfigError, keyed_error
+from gpubench.config.spec import (
+    AUTO,
+    COMPILE_MODES,
+    DATA_MODES,
+    MODES,
+    OPTIMIZERS,
+    PRECISIONS,
+    SIZES,
+    Budget,
+    SweepSpec,
+)
+
+
+def validate(spec: SweepSpec) -> SweepSpec:
+    """Check every axis of `spec`; returns it unchanged or raises ConfigError."""
+    if not isinstance(spec.name, str) or not spec.name:
+        raise ConfigError(f"invalid suite name {spec.name!r}; allowed: a non-empty string")
+    for m in nonempty(spec.models, "models"):
+        check_model(m)
+    check_one_of(spec.size, SIZES, "size")
+    for d in nonempty(spec.devices, "devices"):
+        check_device(d)
+    if spec.batch_sizes != AUTO:
+        for b in nonempty(tuple(spec.batch_sizes), "batch_sizes"):
+            check_batch_size(b)
+    for p in nonempty(spec.precisions, "precisions"):
+        check_one_of(p, PRECISIONS, "precision")
+    for o in nonempty(spec.optimizers, "optimizers"):
+        check_one_of(o, OPTIMIZERS, "optimizer")
+    for s in nonempty(spec.seeds, "seeds"):
+        check_seed(s)
+    check_one_of(spec.data, DATA_MODES, "data mode")
+    for c in nonempty(spec.compile, "compile"):
+        check_one_of(c, COMPILE_MODES, "compile mode")
+    for flag in nonempty(spec.channels_last, "channels_last"):
+        check_bool(flag, "channels_last")
+    for flag in nonempty(spec.cuda_graph, "cuda_graph"):
+        check_bool(flag, "cuda_graph")
+    check_one_of(spec.mode, MODES, "mode")
+    check_budget(spec.budget)
+    _check_convergence(spec)
+    return spec
+
+
+def _check_convergence(spec: SweepSpec) -> None:
+    convergence.check(spec.convergence)
+    if spec.mode == "convergence":
+        try:
+            convergence.check_models(spec.models, spec.convergence)
+        except ConfigError as e:
+            raise keyed_error("convergence", str(e)) from e
+
+
+def check_budget(b: Budget) -> None:
+    for f in fields(b):
+        v = getattr(b, f.name)
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or v != v:
+            raise ConfigError(f"invalid budget.{f.name} {v!r}; allowed: a number of 0 or more")
+    if b.min_steps < 1 or b.max_steps < b.min_steps:
+        raise ConfigError(
+            f"invalid budget: min_steps={b.min_steps}, max_steps={b.max_steps}; "
+            "allowed: 1 <= min_steps <= max_steps"
+        )
+    if b.target_rel_ci <= 0:
+        raise ConfigError(f"invalid budget.target_rel_ci {b.target_rel_ci!r}; allowed: above 0")

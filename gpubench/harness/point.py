@@ -1,0 +1,184 @@
+"""The harness: build one point's workload, train it, time it, and turn that into a result row."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gpubench import models
+from gpubench.config import precision
+from gpubench.config.spec import Budget, Point
+from gpubench.harness.step import prepare, unsupported_reason
+from gpubench.harness.timing import Measurement, measure
+from gpubench.probes import breakdown, calibration, datasheet, flops, memory, nvml
+from gpubench.store.row import make_row
+
+
+def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
+    """Measure `point` and return its row. Unsupported combinations give an `unsupported` row;
+    errors (out of memory included) propagate to the caller, which classifies them."""
+    started = time.perf_counter()
+    reason = unsupported_reason(point)
+    if reason is not None:
+        return make_row(point, "unsupported", error=reason)
+    # Calibrated once per device and precision (then cached), outside the point's RSS peak.
+    peak = calibration.matmul_peak(point.device, point.precision)
+    with memory.HostPeakRSS() as rss:
+        values = _measure(point, budget, peak)
+    return make_row(
+        point,
+        values.pop("status"),
+        **values,
+        host_peak_rss_bytes=rss.peak_bytes,
+        point_time_s=time.perf_counter() - started,
+    )
+
+
+def _measure(point: Point, budget: Budget, peak: calibration.Peak | None) -> dict[str, Any]:
+    device = torch.device(point.device)
+    torch.manual_seed(point.seed)
+    workload = models.build(point.model, point.model_size)
+    reason = unsupported_reason(point, workload)
+    if reason is not None:
+        return dict(status="unsupported", error=reason)
+    prec = precision.get(point.precision)
+    torch_peaks = memory.TorchPeaks(device)
+    sampler = _sampler(device)
+    with precision.tf32_mode(prec.tf32):
+        prepared = prepare(point, workload)
+        trainer, batches = prepared.trainer, prepared.batches
+        counted = flops.CountFlops()
+        # Observed through the eager module: under a dispatch mode and global module hooks,
+        # torch.compile would fall back to eager for good, and a graph replay dispatches no
+        # operators to count. The eager module shares the parameters and the optimizer.
+        eager = dataclasses.replace(
+            trainer, model=getattr(trainer.model, "_orig_mod", trainer.model)
+        )
+        saved = breakdown.SavedActivations(eager.model)
+
+        def observed_step() -> Tensor:
+            """The first warm-up step, eager, under the FLOP counter and saved-tensor hooks."""
+            inputs, targets = batches.next()
+            with counted, saved:
+                return eager.step(inputs, targets)
+
+        m = measure(
+            prepared.step,
+            device,
+            budget,
+            probe=_window(torch_peaks, sampler),
+            first_step=observed_step,
+        )
+    state = breakdown.breakdown(trainer.model, trainer.optimizer)  # grads and state exist now
+    first, last = (float(t.item()) for t in m.outputs)  # type: ignore[attr-defined]
+    s = m.stats
+    tokens = workload.tokens(point.batch_size)
+    assert counted.result is not None
+    flop_count = counted.result.total
+    tflops = flop_count / s.median_s / 1e12
+    status = "ok" if math.isfinite(last) else "diverged"
+    return dict(
+        status=status,
+        error=None if status == "ok" else f"loss became {last} during measurement",
+        optimizer_impl=trainer.optimizer_impl,
+        parameters=workload.parameter_count(),
+        samples_per_step=point.batch_size,
+        tokens_per_step=tokens,
+        warmup_steps=m.warmup_steps,
+        warmup_time_s=m.warmup_time_s,
+        steps_measured=s.n,
+        step_time_s=s.median_s,
+        step_time_mean_s=s.mean_s,
+        step_time_iqr_s=s.iqr_s,
+        step_time_p90_s=s.p90_s,
+        step_time_cv=s.cv,
+        step_time_ci_rel=s.ci_rel,
+        noisy=m.noisy,
+        wall_time_s=m.wall_time_s,
+        samples_per_s=point.batch_size / s.median_s,
+        tokens_per_s=None if tokens is None else tokens / s.median_s,
+        flops_per_step=flop_count,
+        tflops=tflops,
+        mfu=None if peak is None else tflops / peak.tflops,
+        torch_peak_allocated_bytes=torch_peaks.allocated_bytes,
+        torch_peak_reserved_bytes=torch_peaks.reserved_bytes,
+        loss_first=first,
+        loss_last=last,
+        compile_time_s=_compile_time(point, m),
+        graph_capture_time_s=prepared.capture_time_s,
+        torch_threads=torch.get_num_threads(),
+        step_times_s=m.step_times_s,
+        step_timer=m.timer,
+        step_time_sum_s=m.step_time_sum_s,
+        flops_analytic_per_step=(
+            None
+            if workload.flops_per_sample is None
+            else workload.flops_per_sample * point.batch_size
+        ),
+        flops_optimizer_per_step=flops.optimizer_flops(point.optimizer, workload.parameter_count()),
+        flops_method=counted.result.method,
+        peak_tflops=None if peak is None else peak.tflops,
+        datasheet_peak_tflops=_datasheet_peak(device, point.precision),
+        memory_parameters_bytes=state.parameters_bytes,
+        memory_gradients_bytes=state.gradients_bytes,
+        memory_optimizer_bytes=state.optimizer_bytes,
+        memory_activations_bytes=saved.bytes,
+        memory_remainder_bytes=state.remainder_bytes(torch_peaks.allocated_bytes),
+        **_nvml_values(sampler, m, point.batch_size),
+    )
+
+
+def _sampler(device: torch.device) -> nvml.Sampler | None:
+    """An NVML sampler for a CUDA device, None on the CPU or where NVML is missing (the sweep
+    warns once about that; the fields stay null)."""
+    if device.type != "cuda" or nvml.unavailable_reason() is not None:
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return nvml.Sampler(nvml.Device(index).read)
+
+
+@contextlib.contextmanager
+def _window(torch_peaks: memory.TorchPeaks, sampler: nvml.Sampler | None) -> Iterator[None]:
+    with torch_peaks, sampler if sampler is not None else contextlib.nullcontext():
+        yield
+
+
+def _nvml_values(sampler: nvml.Sampler | None, m: Measurement, batch_size: int) -> dict[str, Any]:
+    if sampler is None or sampler.summary is None:
+        return {}
+    n = sampler.summary
+    energy = None if n.energy_j is None else n.energy_j / m.stats.n
+    return dict(
+        nvml_peak_used_bytes=n.peak_used_bytes,
+        nvml_process_peak_used_bytes=n.peak_process_used_bytes,
+        energy_j_per_step=energy,
+        samples_per_j=None if energy is None else batch_size / energy,
+        energy_method=n.energy_method,
+        avg_power_w=n.avg_power_w,
+        gpu_util_pct=n.util_pct,
+        sm_clock_mhz=n.sm_clock_mhz,
+        temperature_c=n.temperature_c,
+        throttle_reasons=n.throttle_reasons,
+        nvml_sample_hz=n.sample_hz,
+    )
+
+
+def _datasheet_peak(device: torch.device, precision_name: str) -> float | None:
+    if device.type != "cuda":
+        return None
+    return datasheet.peak_tflops(torch.cuda.get_device_name(device), precision_name)
+
+
+def _compile_time(point: Point, m: Measurement) -> float | None:
+    """One-off seconds torch.compile took; None for an eager step. It compiles during warm-up:
+    its cost is the warm-up's time beyond that many steady (median) steps."""
+    if point.compile != "compile":
+        return None
+    return max(m.warmup_time_s - m.warmup_steps * m.stats.median_s, 0.0)

@@ -1,0 +1,78 @@
+"""The step a point measures: its trainer and batches, with the point's speed options applied
+(torch.compile, channels-last layout, whole-step CUDA graph capture)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from gpubench.config import precision
+from gpubench.config.spec import Point
+from gpubench.data import synthetic
+from gpubench.harness import cuda_graph as graphs
+from gpubench.harness.timing import synchronize
+from gpubench.harness.train import Trainer, make_trainer
+from gpubench.models.workload import Workload
+
+
+def unsupported_reason(point: Point, workload: Workload | None = None) -> str | None:
+    """Why `point` cannot run on its device, or None. Checks that need the model run only when
+    `workload` is given."""
+    device = torch.device(point.device)
+    reason = precision.unsupported_reason(point.precision, device)
+    reason = reason or synthetic.unsupported_reason(point.data, device)
+    if reason is None and point.cuda_graph:
+        reason = graphs.unsupported_reason(
+            precision.get(point.precision).scaler, point.compile == "compile", device
+        )
+    has_conv = workload is None or any(isinstance(m, nn.Conv2d) for m in workload.model.modules())
+    if reason is None and point.channels_last and not has_conv:
+        reason = f"channels_last applies to convolutional models; {point.model} has no Conv2d"
+    return reason
+
+
+@dataclass
+class PreparedStep:
+    """`step()` runs one training step on the next batch and returns its (unsynchronised) loss.
+    `capture_time_s` is the one-off cost of CUDA graph capture (None without a graph)."""
+
+    trainer: Trainer
+    batches: synthetic.Batches
+    step: Callable[[], Tensor]
+    capture_time_s: float | None
+
+
+def prepare(point: Point, workload: Workload, lr: float | None = None) -> PreparedStep:
+    """`point`'s trainer and batches on its device (`lr`: the optimizer's default if None)."""
+    device = torch.device(point.device)
+    trainer = make_trainer(
+        workload,
+        device,
+        point.precision,
+        point.optimizer,
+        lr,
+        compile=point.compile == "compile",
+        channels_last=point.channels_last,
+        cuda_graph=point.cuda_graph,
+    )
+    batches = synthetic.Batches(
+        workload,
+        point.batch_size,
+        device,
+        point.data,
+        point.seed,
+        channels_last=point.channels_last,
+    )
+    if not point.cuda_graph:
+        return PreparedStep(trainer, batches, lambda: trainer.step(*batches.next()), None)
+    synchronize(device)
+    t0 = time.perf_counter()
+    graphed = graphs.GraphedStep(trainer, *batches.next())
+    synchronize(device)
+    return PreparedStep(
+        trainer, batches, lambda: graphed(*batches.next()), time.perf_counter() - t0
+    )

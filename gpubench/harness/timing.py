@@ -1,0 +1,245 @@
+"""Step timing: warm-up, adaptive measurement windows, and the statistics of raw step times.
+
+On CUDA each step is bracketed by CUDA events that are read only after a window ends, so the
+window holds no host synchronisation; on the CPU a perf_counter timestamp marks each step. Each
+window is also timed with a synchronised wall clock, so the two can be checked against each other.
+Steps share their boundary marks: step i runs from mark i to mark i+1, so the step times of a
+window add up to the window's device time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import math
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from gpubench.config.spec import Budget
+
+# Aim for windows of about this many seconds between the checks of the stopping rule.
+_WINDOW_S = 0.25
+
+# The host clock (seconds); a module attribute so that tests can drive the stopping rule with a
+# clock of their own instead of real time.
+_clock: Callable[[], float] = time.perf_counter
+
+
+class StepMarks:
+    """Timestamps of `count` step boundaries on one device.
+
+    CUDA events are created and recorded once before the window (torch creates the underlying
+    event lazily, on first record), so a mark inside the window is a bare cudaEventRecord.
+    """
+
+    def __init__(self, device: torch.device, count: int) -> None:
+        self.cuda = device.type == "cuda"
+        self._events: list[torch.cuda.Event] = []
+        self._stamps: list[float] = []
+        if self.cuda:
+            self._events = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+            for event in self._events:
+                event.record()
+        self._n = 0
+
+    def mark(self) -> None:
+        if self.cuda:
+            self._events[self._n].record()
+            self._n += 1
+        else:
+            self._stamps.append(_clock())
+
+    def step_times(self) -> list[float]:
+        """Seconds between consecutive marks; call after the device has synchronised."""
+        if self.cuda:
+            used = self._events[: self._n]
+            return [a.elapsed_time(b) / 1e3 for a, b in itertools.pairwise(used)]
+        return [b - a for a, b in itertools.pairwise(self._stamps)]
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Summary of raw step times (seconds). `ci_rel` is the half-width of the 95% confidence
+    interval of the median (distribution-free, from order statistics) over the median."""
+
+    n: int
+    median_s: float
+    mean_s: float
+    iqr_s: float
+    p90_s: float
+    cv: float
+    ci_rel: float
+
+    @staticmethod
+    def of(times: list[float]) -> Stats:
+        if not times:
+            raise ValueError("no step times to summarise")
+        x = np.sort(np.asarray(times, dtype=float))
+        n = len(x)
+        median = float(np.median(x))
+        q1, q3, p90 = (float(v) for v in np.percentile(x, [25, 75, 90]))
+        mean = float(x.mean())
+        cv = float(x.std(ddof=1) / mean) if n > 1 and mean > 0 else math.inf
+        return Stats(n, median, mean, q3 - q1, p90, cv, _median_ci_rel(x, median))
+
+
+def _median_ci_rel(sorted_x: np.ndarray, median: float) -> float:
+    """Relative half-width of the 95% CI of the median, from the order statistics the exact
+    binomial gives (distribution-free); infinite below 6 samples, where none exists."""
+    ranks = median_ci_indices(len(sorted_x))
+    if ranks is None or median <= 0:
+        return math.inf
+    lo, hi = ranks
+    return float((sorted_x[hi] - sorted_x[lo]) / 2 / median)
+
+
+@functools.lru_cache(maxsize=4096)
+def median_ci_indices(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
+    """0-based indices (lo, hi) into n sorted samples such that [x_lo, x_hi] covers the median
+    with probability >= `confidence` for any continuous distribution, as narrow as the exact
+    Binomial(n, 1/2) allows; None when n is too small for any such pair."""
+    tail = (1 - confidence) / 2
+    log_norm = math.lgamma(n + 1) + n * math.log(0.5)
+    below = 0.0  # P(B <= j - 1), B ~ Binomial(n, 1/2): the samples below the true median
+    j = 0
+    while j <= n // 2:
+        p = math.exp(log_norm - math.lgamma(j + 1) - math.lgamma(n - j + 1))
+        if below + p > tail:
+            break
+        below += p
+        j += 1
+    # Coverage of [x_(j), x_(n-j+1)] (1-based) is 1 - 2 P(B <= j - 1) >= confidence.
+    return None if j == 0 else (j - 1, n - j)
+
+
+@dataclass
+class Measurement:
+    """The outcome of warming up and measuring a step function."""
+
+    warmup_steps: int
+    warmup_time_s: float
+    step_times_s: list[float]
+    wall_time_s: float  # synchronised host clock over all measured windows
+    stats: Stats
+    noisy: bool
+    outputs: list[object] = field(default_factory=list)  # first and last step's return values
+    timer: str = "perf_counter"  # what marked the steps: "cuda_event" or "perf_counter"
+
+    @property
+    def step_time_sum_s(self) -> float:
+        """The sum of the per-step times (seconds, by `timer`: CUDA events on a GPU, the host
+        clock on the CPU), to be checked against `wall_time_s`."""
+        return float(sum(self.step_times_s))
+
+
+def measure(
+    step: Callable[[], object],
+    device: torch.device,
+    budget: Budget,
+    probe: AbstractContextManager[Any] | None = None,
+    first_step: Callable[[], object] | None = None,
+) -> Measurement:
+    """Warm up `step`, then time it in windows until `budget`'s stopping rule is met.
+
+    Returns raw step times and their statistics. The return values of the very first warm-up
+    step and of the last measured step are kept (references only: nothing is synchronised).
+    `probe` (memory peaks, NVML sampling) is entered after the warm-up, once the device is idle,
+    and left after the last window has synchronised: it spans exactly the measured windows and
+    the bookkeeping between them. `first_step`, when given, runs in place of the first warm-up
+    step (the same step under a FLOP counter, say), so observing it costs no extra step.
+    """
+    first_output, warmup_steps, warmup_time, estimate = _warm_up(step, device, budget, first_step)
+    with probe if probe is not None else contextlib.nullcontext():
+        return _measure_windows(
+            step, device, budget, warmup_steps, warmup_time, estimate, first_output
+        )
+
+
+def _measure_windows(
+    step: Callable[[], object],
+    device: torch.device,
+    budget: Budget,
+    warmup_steps: int,
+    warmup_time: float,
+    estimate: float,
+    first_output: object,
+) -> Measurement:
+    times: list[float] = []
+    wall = 0.0
+    last_output: object = None
+    while True:
+        n_window = _window_size(len(times), wall, estimate, budget)
+        marks = StepMarks(device, n_window + 1)
+        synchronize(device)
+        t0 = _clock()
+        marks.mark()
+        for _ in range(n_window):
+            last_output = step()
+            marks.mark()
+        synchronize(device)
+        wall += _clock() - t0
+        times.extend(marks.step_times())
+        stats = Stats.of(times)
+        estimate = stats.median_s
+        if _done(stats, wall, budget):
+            break
+    noisy = stats.ci_rel > budget.target_rel_ci
+    timer = "cuda_event" if device.type == "cuda" else "perf_counter"
+    return Measurement(
+        warmup_steps, warmup_time, times, wall, stats, noisy, [first_output, last_output], timer
+    )
+
+
+def _warm_up(
+    step: Callable[[], object],
+    device: torch.device,
+    budget: Budget,
+    first_step: Callable[[], object] | None = None,
+) -> tuple[object, int, float, float]:
+    """Run the warm-up; returns the first step's output, the number of steps, their total time
+    and the last step's time (seconds): the first estimate of a step. A `first_step` is always
+    followed by at least one plain step, so that estimate never comes from it."""
+    synchronize(device)
+    t0 = _clock()
+    first = (first_step or step)()
+    n = 1
+    synchronize(device)
+    last = _clock() - t0
+    min_steps = max(budget.warmup_steps, 2 if first_step is not None else 1)
+    while n < min_steps or _clock() - t0 < budget.warmup_min_s:
+        t_step = _clock()
+        step()
+        n += 1
+        synchronize(device)
+        last = _clock() - t_step
+    return first, n, _clock() - t0, last
+
+
+def _window_size(n_done: int, wall_s: float, step_estimate_s: float, budget: Budget) -> int:
+    """Steps in the next window: what the minimum still needs or about _WINDOW_S of work,
+    whichever is more, but never past the time budget or max_steps (at least one step)."""
+    need = max(budget.min_steps - n_done, 1)
+    if step_estimate_s <= 0:
+        return max(1, min(need, budget.max_steps - n_done))
+    n = min(max(need, int(_WINDOW_S / step_estimate_s)), budget.max_steps - n_done)
+    steps_left_in_budget = (budget.max_time_s - wall_s) / step_estimate_s  # may be infinite
+    return max(1, int(min(n, steps_left_in_budget)))
+
+
+def _done(stats: Stats, wall_s: float, budget: Budget) -> bool:
+    if stats.n >= budget.max_steps or wall_s >= budget.max_time_s:
+        return True
+    enough = stats.n >= budget.min_steps and wall_s >= budget.min_time_s
+    return enough and stats.ci_rel <= budget.target_rel_ci

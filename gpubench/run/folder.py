@@ -1,0 +1,148 @@
+"""Guards of a run folder: one sweep at a time (a lock file), no silent mixing of runs, and
+resuming a sweep only with the suite it was started with."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import AXES, SweepSpec
+from gpubench.config.validate import validate
+
+LOCK_NAME = ".lock"
+
+
+@contextmanager
+def locked(run_dir: Path) -> Iterator[None]:
+    """Hold `run_dir`'s lock file for the block, or raise ConfigError when another sweep holds it.
+    The lock is an flock, which the kernel drops when its holder dies, so a killed sweep never
+    leaves a stale lock behind."""
+    import fcntl
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise ConfigError(
+            f"run folder {str(run_dir)!r} is in use by another sweep (pid {holder}); "
+            "wait for it to finish or choose another --out"
+        ) from None
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def check_fresh(run_dir: Path) -> None:
+    """A new sweep never appends to another run's results."""
+    results = run_dir / "results.jsonl"
+    if results.is_file() and results.stat().st_size > 0:
+        raise ConfigError(
+            f"run folder {str(run_dir)!r} already holds results; continue that sweep with "
+            f"--resume {run_dir}, or choose another --out"
+        )
+
+
+def saved_suite(run_dir: Path) -> dict[str, Any]:
+    """The suite a run was started with (its suite.json), as a plain dict."""
+    path = run_dir / "suite.json"
+    if not path.is_file():
+        raise ConfigError(
+            f"nothing to resume in {str(run_dir)!r}: it has no suite.json; "
+            "allowed: the folder of a sweep started by gpubench"
+        )
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"cannot read {path}: {e}") from None
+    if not isinstance(saved, dict):
+        raise ConfigError(f"cannot read {path}: not a JSON object")
+    return saved
+
+
+def spec_from_saved(saved: dict[str, Any]) -> SweepSpec:
+    """Rebuild the SweepSpec that wrote `saved` (a suite.json), validated."""
+    kwargs: dict[str, Any] = {}
+    try:
+        for f in dataclasses.fields(SweepSpec):
+            if f.name not in saved:
+                continue
+            value = saved[f.name]
+            default = f.default_factory() if callable(f.default_factory) else f.default
+            if dataclasses.is_dataclass(default) and isinstance(value, dict):
+                value = dataclasses.replace(default, **value)  # type: ignore[type-var]
+            elif isinstance(value, list):
+                value = tuple(value)
+            kwargs[f.name] = value
+        return validate(SweepSpec(**kwargs))
+    except (TypeError, ConfigError) as e:
+        raise ConfigError(f"the saved suite.json cannot be used: {e}") from None
+
+
+def as_saved(spec: SweepSpec) -> dict[str, Any]:
+    """`spec` as it reads back from suite.json (tuples as lists, infinity as float)."""
+    loaded: dict[str, Any] = json.loads(json.dumps(spec.to_dict(), default=str))
+    return loaded
+
+
+def check_resumable(run_dir: Path, spec: SweepSpec, extend: bool) -> None:
+    """Refuse to resume `run_dir` with a suite other than its own; with `extend`, the axes may
+    change (new points are added) but not how each point is measured."""
+    saved = saved_suite(run_dir)
+    here = as_saved(spec)
+    changed = sorted(k for k in {*saved, *here} if saved.get(k) != here.get(k))
+    if not changed:
+        return
+    where = str(run_dir)
+    diff = "; ".join(f"{k}: {saved.get(k)!r} there, {here.get(k)!r} here" for k in changed[:3])
+    settings = [k for k in changed if k not in AXES and k != "name"]
+    if settings:
+        raise ConfigError(
+            f"cannot resume {where!r}: it was measured with other settings ({diff}); "
+            "points measured differently would not be comparable, so choose another --out"
+        )
+    if not extend:
+        raise ConfigError(
+            f"cannot resume {where!r}: the suite differs from the one it was started with "
+            f"({diff}); add --extend to measure the new points into it, or choose another --out"
+        )
+
+
+def repair_torn_tail(path: Path) -> None:
+    """Cut an incomplete last line (a crash in mid-write) off results.jsonl before appending to
+    it, with a warning, so the rows appended next stay whole lines."""
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    cut = len(data)
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+    else:
+        start = data.rfind(b"\n", 0, max(len(data) - 1, 0)) + 1
+        try:
+            if data[start:].strip():
+                json.loads(data[start:])
+        except ValueError:
+            cut = start
+    if cut == len(data):
+        return
+    warnings.warn(
+        f"{path}: removing a torn last line ({len(data) - cut} bytes) left by an interrupted run",
+        stacklevel=2,
+    )
+    with open(path, "r+b") as f:
+        f.truncate(cut)
+        f.flush()
+        os.fsync(f.fileno())

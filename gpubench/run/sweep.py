@@ -1,0 +1,211 @@
+"""Expands a SweepSpec into points, skips done ones, drives the runner, writes the run folder."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gpubench.config.convergence import Convergence
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import AUTO, Point, SweepSpec
+from gpubench.config.validate import validate
+from gpubench.probes import nvml
+from gpubench.run import folder, maxbatch
+from gpubench.run.worker import WorkerRunner
+from gpubench.science import batch_analysis, convergence
+from gpubench.store import env
+from gpubench.store.results import ResultStore, load_results, read_rows
+from gpubench.store.row import make_row
+
+OnRow = Callable[[dict[str, Any], int, int], None]
+OnStart = Callable[[int, int], None]  # (points in the sweep, points already measured)
+
+# Seconds a point may take once its worker is ready, unless --point-timeout says otherwise.
+DEFAULT_POINT_TIMEOUT_S = 600.0
+
+
+def default_run_dir(root: str | Path = "results") -> Path:
+    """results/<UTC timestamp>, with a suffix if that folder already exists."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
+    path = Path(root) / stamp
+    n = 1
+    while path.exists():
+        n += 1
+        path = Path(root) / f"{stamp}-{n}"
+    return path
+
+
+def memory_group(point: Point) -> tuple[Any, ...]:
+    """The points that share a memory boundary: all but batch size and seed are equal."""
+    return dataclasses.replace(point, batch_size=0, seed=0).key()
+
+
+def run_sweep(
+    spec: SweepSpec,
+    out: str | Path | None = None,
+    on_row: OnRow | None = None,
+    *,
+    resume: bool = False,
+    extend: bool = False,
+    max_memory: int | None = None,
+    point_timeout_s: float | None = DEFAULT_POINT_TIMEOUT_S,
+    should_stop: Callable[[], bool] | None = None,
+    on_start: OnStart | None = None,
+) -> pd.DataFrame:
+    """Measure every point of `spec` into run folder `out` (default results/<timestamp>) and
+    return all its rows. Each row is on disk (fsynced) before the next point starts.
+
+    Each point, speed or convergence, runs in a worker process (see run.worker) under
+    `max_memory` bytes and `point_timeout_s` seconds. Once a batch size runs out of memory,
+    larger ones of the same model, device, precision and optimizer are recorded as `oom`
+    without being tried. With `resume`, `out` is a folder this suite was started in, and only
+    its missing points run (`extend` allows new axis values). `should_stop` is asked before
+    each point.
+    """
+    validate(spec)
+    if spec.mode == "convergence":
+        convergence.prepare(spec)  # load the data sets: a data problem is found before writing
+        _check_time_limit(spec.convergence, point_timeout_s)
+    run_dir = Path(out) if out is not None else default_run_dir()
+    if resume:
+        folder.saved_suite(run_dir)  # a clear error before anything is created
+    with folder.locked(run_dir):
+        store = ResultStore(run_dir)
+        if resume:
+            folder.check_resumable(run_dir, spec, extend)
+            folder.repair_torn_tail(store.path)
+        else:
+            folder.check_fresh(run_dir)
+        store.write_json("suite.json", spec.to_dict())
+        if not (run_dir / "env.json").is_file():
+            # Calibrates the matmul peaks at the start of the sweep, under its conditions.
+            captured = env.capture(spec.resolved_devices(), spec.precisions, recalibrate=True)
+            store.write_json("env.json", captured)
+        nvml.warn_if_unavailable()  # once per sweep: the rows' NVML fields will be null
+        done = read_rows(run_dir) if store.path.is_file() else []
+        try:
+            points = plan(spec, run_dir, max_memory, point_timeout_s)
+            _measure(
+                spec,
+                points,
+                done,
+                store,
+                max_memory,
+                point_timeout_s,
+                on_row,
+                should_stop,
+                on_start,
+            )
+        finally:
+            if store.path.is_file():
+                store.write_csv()
+        if spec.mode == "convergence":
+            batch_analysis.write_analysis(run_dir)
+    return load_results(run_dir)
+
+
+def _measure(
+    spec: SweepSpec,
+    points: list[Point],
+    done_rows: list[dict[str, Any]],
+    store: ResultStore,
+    max_memory: int | None,
+    point_timeout_s: float | None,
+    on_row: OnRow | None,
+    should_stop: Callable[[], bool] | None,
+    on_start: OnStart | None,
+) -> None:
+    done = {_row_key(r) for r in done_rows}
+    oom_at: dict[tuple[Any, ...], int] = {}
+    for r in done_rows:
+        if r.get("status") == "oom" and not str(r.get("error") or "").startswith("skipped:"):
+            _note_oom(oom_at, _row_point(r))
+    todo = [p for p in points if p.key() not in done]
+    finished = len(points) - len(todo)
+    if on_start is not None:
+        on_start(len(points), finished)
+    runner = WorkerRunner(max_memory, point_timeout_s)
+    task = spec.convergence if spec.mode == "convergence" else spec.budget
+    try:
+        for point in todo:
+            if should_stop is not None and should_stop():
+                break
+            smallest_oom = oom_at.get(memory_group(point))
+            if smallest_oom is not None and point.batch_size > smallest_oom:
+                row = make_row(point, "oom", error=f"skipped: B={smallest_oom} ran out of memory")
+            else:
+                row = runner.run(point, task)
+                if row["status"] == "oom":
+                    _note_oom(oom_at, point)
+            store.append(row)
+            finished += 1
+            if on_row is not None:
+                on_row(row, finished, len(points))
+    except BaseException:  # a second Ctrl-C, say: the point in flight is abandoned at once
+        runner.close(grace_s=0)
+        raise
+    runner.close()
+
+
+def _check_time_limit(conv: Convergence, point_timeout_s: float | None) -> None:
+    """A convergence point trains for up to its time limit, in a worker that is killed after
+    `point_timeout_s`: a limit that cannot fit is a configuration error, not a timeout row."""
+    limit = conv.time_limit_s()
+    if point_timeout_s is not None and limit is not None and limit >= point_timeout_s:
+        raise ConfigError(
+            f"convergence.max_time_s {limit:g} does not fit in --point-timeout "
+            f"{point_timeout_s:g} s; allowed: a training time below the point timeout"
+        )
+
+
+def _note_oom(oom_at: dict[tuple[Any, ...], int], point: Point) -> None:
+    group = memory_group(point)
+    oom_at[group] = min(oom_at.get(group, point.batch_size), point.batch_size)
+
+
+_POINT_FIELDS = tuple(f.name for f in dataclasses.fields(Point))
+
+
+def _row_point(row: dict[str, Any]) -> Point:
+    return Point(**{k: row[k] for k in _POINT_FIELDS if k in row})
+
+
+def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return _row_point(row).key()
+
+
+def plan(
+    spec: SweepSpec,
+    run_dir: Path,
+    max_memory: int | None = None,
+    point_timeout_s: float | None = None,
+) -> list[Point]:
+    """The sweep's points in order. For batch_sizes = "auto", each (model, device, precision,
+    optimizer, data) gets the powers of two up to the largest that fits, found by doubling
+    (maxbatch, in fresh processes) and kept in run_dir/maxbatch.json so a resumed sweep plans
+    the same points without probing again."""
+    if spec.batch_sizes != AUTO:
+        return list(dict.fromkeys(spec.points()))  # an axis value given twice is one point
+    cache_path = run_dir / "maxbatch.json"
+    cache: dict[str, Any] = (
+        json.loads(cache_path.read_text(encoding="utf-8")) if cache_path.is_file() else {}
+    )
+    points: list[Point] = []
+    for base in dataclasses.replace(spec, batch_sizes=(1,)).points():
+        label = f"{base.label().removesuffix(' B=1')} data={base.data}"
+        if label not in cache:
+            cap = max_memory if max_memory is not None else maxbatch.default_cap(base.device)
+            found = maxbatch.find(base, cap, point_timeout_s, binary=False)
+            cache[label] = found.to_dict()
+            ResultStore(run_dir).write_json("maxbatch.json", cache)
+        largest = int(cache[label]["largest_batch"])
+        points.extend(
+            dataclasses.replace(base, batch_size=b) for b in maxbatch.powers_of_two(largest)
+        )
+    return list(dict.fromkeys(points))

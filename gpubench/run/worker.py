@@ -1,0 +1,285 @@
+"""Runs points, speed and convergence alike, and classifies how each ended: every outcome
+becomes a result row.
+
+`WorkerRunner` runs each point in a worker process (see context()): a speed point is measured
+under a Budget (harness.point), a convergence point trained under its Convergence settings
+(science.convergence). A worker serves point after point while they end well, so its set-up is
+paid once, not per point; after an out-of-memory error, an exception, a crash or a hang it is
+replaced. How a point ended (harness.failure tells out-of-memory from other errors):
+
+- an out-of-memory error (CUDA's torch.OutOfMemoryError; on the CPU MemoryError, std::bad_alloc
+  or the allocator's "can't allocate memory") -> status `oom`;
+- any other exception -> `error`, with its type and message;
+- the worker dying (a signal such as SIGSEGV, or an exit) -> `error`, naming the signal;
+- no result within the point timeout -> `timeout`; the worker is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+import time
+import types
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from gpubench.config.convergence import Convergence
+from gpubench.config.spec import Budget, Point
+from gpubench.harness.failure import is_out_of_memory, one_line
+from gpubench.run import memory_cap
+from gpubench.store.row import make_row
+
+# How one point is run: a Budget measures its speed, Convergence settings train it to a target.
+Task = Budget | Convergence
+
+# A worker keeps serving points after these; anything else may leave it in a bad state.
+_HEALTHY = ("ok", "unsupported", "diverged")
+STARTUP_TIMEOUT_S = 300.0
+
+
+def run_point(point: Point, task: Task, max_memory: int | None = None) -> dict[str, Any]:
+    """Run `point` in this process under the memory cap (bytes, None: none) and return its row:
+    measured under `task` where it is a Budget, trained under it where it is Convergence
+    settings. An exception becomes an `oom` or `error` row."""
+    import torch
+
+    from gpubench.harness.point import measure_point
+    from gpubench.science.convergence import train_point
+
+    device = torch.device(point.device)
+    started = time.perf_counter()
+    in_use = memory_cap.address_space_bytes() if device.type == "cpu" else None
+    try:
+        with memory_cap.capped(max_memory, device.type, device.index):
+            if isinstance(task, Convergence):
+                return train_point(point, task)
+            return measure_point(point, task)
+    except Exception as e:  # the sweep records the failure as data and goes on
+        oom = is_out_of_memory(e)
+        reason = one_line(e)
+        if oom and max_memory is not None:
+            reason += f" (under --max-memory {memory_cap.format_size(max_memory)}"
+            if in_use is not None:  # the cap counts what the worker held before the point too
+                reason += f"; {memory_cap.format_size(in_use)} was in use before the point"
+            reason += ")"
+        return make_row(
+            point,
+            "oom" if oom else "error",
+            error=reason,
+            point_time_s=time.perf_counter() - started,
+        )
+    finally:
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """'signal SIGSEGV', 'exit status 1', or 'no exit status' for a process's exit code."""
+    if exitcode is None:
+        return "no exit status"
+    if exitcode < 0:
+        try:
+            return f"signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit status {exitcode}"
+
+
+def context() -> Any:  # typeshed has no common type of the spawn and forkserver contexts
+    """Where worker processes come from: a fork server that has imported torch and gpubench once
+    (a fresh worker then starts in tens of milliseconds instead of seconds, and never inherits
+    a CUDA context or OpenMP threads), or plain spawn where there is no fork server (Windows).
+    A user's model module must be importable in the worker: sys.path and PYTHONPATH as they
+    were when the first worker started carry over."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    # torch.optim imports torch._dynamo at its first use: seconds a fresh worker should not pay
+    ctx.set_forkserver_preload(
+        [
+            "gpubench.harness.point",
+            "gpubench.science.convergence",
+            "gpubench.run.worker",
+            "torch._dynamo",
+        ]
+    )
+    return ctx
+
+
+class WorkerRunner:
+    """Measures each point in a worker process; see the module docstring for the outcomes.
+
+    `max_memory` caps a point's memory in bytes (see run.memory_cap); `point_timeout_s` is the
+    time one point may take once its worker is ready (None: no limit). `startup_s` records how
+    long each worker took to start (spawn, imports), the overhead that reusing workers saves.
+    """
+
+    def __init__(
+        self,
+        max_memory: int | None = None,
+        point_timeout_s: float | None = None,
+        reuse: bool = True,
+    ) -> None:
+        self.max_memory = max_memory
+        self.point_timeout_s = point_timeout_s
+        self.reuse = reuse
+        self.startup_s: list[float] = []
+        self.worker_address_space: int | None = None  # bytes, of the latest worker when ready
+        self._ctx = context()
+        self._proc: BaseProcess | None = None
+        self._conn: Connection | None = None
+        self._lifeline: Connection | None = None  # never written: its closing ends the worker
+
+    def run(self, point: Point, task: Task) -> dict[str, Any]:
+        """`point`'s row, measured (a Budget) or trained (Convergence settings) in a worker."""
+        proc, conn = self._ready_worker()
+        started = time.perf_counter()
+        conn.send((point, task, self.max_memory))
+        if not conn.poll(self.point_timeout_s):
+            self._stop_worker()
+            return make_row(
+                point,
+                "timeout",
+                error=f"no result within {self.point_timeout_s:g} s (--point-timeout); "
+                "the worker process was killed",
+                point_time_s=time.perf_counter() - started,
+            )
+        try:
+            row: dict[str, Any] = conn.recv()
+        except EOFError:
+            proc.join(timeout=10)
+            how = describe_exit(proc.exitcode)
+            reason = f"the worker process died while measuring the point ({how})"
+            if self.max_memory is not None:
+                reason += f"; it ran under --max-memory {memory_cap.format_size(self.max_memory)}"
+            self._stop_worker()
+            return make_row(
+                point, "error", error=reason, point_time_s=time.perf_counter() - started
+            )
+        if not self.reuse or row["status"] not in _HEALTHY:
+            self._stop_worker()
+        return row
+
+    def close(self, grace_s: float = 5.0) -> None:
+        """Ask the worker to exit, and kill it if it has not within `grace_s` seconds (0: a
+        point in flight is abandoned at once)."""
+        if self._conn is not None:
+            # the worker may be gone already; _stop_worker reaps it either way
+            with contextlib.suppress(OSError, ValueError):
+                self._conn.send(None)
+        self._stop_worker(grace_s=grace_s)
+
+    def _ready_worker(self) -> tuple[BaseProcess, Connection]:
+        if self._proc is not None and self._conn is not None and self._proc.is_alive():
+            return self._proc, self._conn
+        self._stop_worker()
+        t0 = time.perf_counter()
+        parent, child = self._ctx.Pipe()
+        lifeline_r, lifeline_w = self._ctx.Pipe(duplex=False)
+        proc = self._ctx.Process(
+            target=worker_main, args=(child, lifeline_r), name="gpubench-worker", daemon=True
+        )
+        with _main_module_hidden():
+            _ensure_fork_server(self._ctx)
+            proc.start()
+        child.close()  # so that the worker's death reads as end-of-file here
+        lifeline_r.close()
+        self._proc, self._conn, self._lifeline = proc, parent, lifeline_w
+        try:
+            ready = parent.poll(STARTUP_TIMEOUT_S) and parent.recv()
+        except EOFError:
+            ready = None
+        if not ready:
+            proc.join(timeout=10)
+            code = describe_exit(proc.exitcode)
+            self._stop_worker()
+            raise RuntimeError(f"a gpubench worker process failed to start ({code})")
+        self.startup_s.append(time.perf_counter() - t0)
+        self.worker_address_space = ready[1]
+        return proc, parent
+
+    def _stop_worker(self, grace_s: float = 0.0) -> None:
+        proc, conn, lifeline = self._proc, self._conn, self._lifeline
+        self._proc = self._conn = self._lifeline = None
+        if proc is not None:
+            proc.join(timeout=grace_s)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=10)
+            proc.close()
+        if conn is not None:
+            conn.close()
+        if lifeline is not None:
+            lifeline.close()
+
+
+def _ensure_fork_server(ctx: Any) -> None:
+    """Start the fork server (if that is where workers come from) with SIGINT ignored, which it
+    inherits: a Ctrl-C meant for the sweep must not kill it halfway through its imports."""
+    if ctx.get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """The worker's code lives in gpubench, never in the caller's script: keep multiprocessing
+    from re-running that script (and any sweep at its top level) in every new worker."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def worker_main(conn: Connection, lifeline: Connection) -> None:
+    """A worker's life: import torch once, then measure points sent by the parent until it
+    sends None or goes away. Ctrl-C is the parent's to handle, so the worker ignores SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(lifeline,), daemon=True).start()
+    # What the fork server imported stays as it is: the collector need never scan (and so copy)
+    # those objects' memory pages in each worker.
+    gc.freeze()
+    import torch
+
+    # Start the intra-op thread pool now, uncapped: threads created later under an address-space
+    # cap could fail to start, which the OpenMP runtime turns into an abort rather than an error.
+    a = torch.ones(256, 256)
+    (a @ a).sum().item()
+    conn.send(("ready", memory_cap.address_space_bytes()))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        point, task, max_memory = message
+        conn.send(run_point(point, task, max_memory))
+
+
+def _exit_with_parent(lifeline: Connection) -> None:
+    """Block until the parent's end of `lifeline` closes, which happens when the parent exits
+    or is killed (SIGKILL included), then end this worker at once: a killed sweep must not
+    leave a worker measuring on, or hanging, without it."""
+    with contextlib.suppress(EOFError, OSError):
+        lifeline.recv()
+    os._exit(1)

@@ -1,0 +1,185 @@
+"""Which batch size trains fastest: steps-to-target against batch size, fitted with McCandlish
+et al.'s (2018) S = S_min (1 + B_crit / B), turned into time-to-target with measured step times.
+
+For each (model, size, device, precision, optimizer, lr scaling) of a convergence run this
+finds the recommended batch size (the one that reaches the target in the least training time on
+this device), and compares it with the throughput-optimal batch size (the smallest within 5% of
+the best samples/s) and with the largest batch that fits (known only where a larger one ran out
+of memory). The result is written to the run folder as batch_analysis.json.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpubench.science.curve import spread
+from gpubench.science.throughput import throughput_optimal_batch
+from gpubench.store.results import ResultStore, load_results
+
+GROUP = ["model", "model_size", "device", "precision", "optimizer", "lr_scaling"]
+FILE = "batch_analysis.json"
+
+
+def fit_hyperbola(batch_sizes: list[float], steps: list[float]) -> dict[str, Any]:
+    """Fit S = S_min (1 + B_crit / B), i.e. S = a + b / B with a = S_min and b = S_min B_crit,
+    by least squares on relative errors (weights 1/S). Returns s_min (steps), b_crit (samples),
+    e_min = S_min B_crit (samples: the fewest samples to target), rel_rmse, and `valid` with a
+    `reason` where the data do not fit the form (fewer than two batch sizes, or a or b < 0)."""
+    b = np.asarray(batch_sizes, dtype=float)
+    s = np.asarray(steps, dtype=float)
+    out: dict[str, Any] = {"batch_sizes": b.tolist(), "steps": s.tolist()}
+    if len(np.unique(b)) < 2:
+        return {**out, "valid": False, "reason": "needs steps-to-target at two batch sizes"}
+    design = np.stack([np.ones_like(b), 1.0 / b], axis=1) / s[:, None]
+    (a, k), *_ = np.linalg.lstsq(design, np.ones_like(s), rcond=None)
+    fitted = a + k / b
+    rel_rmse = float(np.sqrt(np.mean(((fitted - s) / s) ** 2)))
+    out.update(rel_rmse=rel_rmse, s_min=float(a), b_crit=None, e_min=float(k))
+    if a <= 0:
+        return {**out, "valid": False, "reason": "steps keep falling as 1/B (S_min <= 0)"}
+    if k < 0:
+        return {**out, "valid": False, "reason": "steps grow with the batch size (B_crit < 0)"}
+    return {**out, "b_crit": float(k / a), "valid": True, "reason": None}
+
+
+def _finite(values: pd.Series) -> list[float]:
+    return [float(v) for v in values if v is not None and not pd.isna(v)]
+
+
+def _median(values: pd.Series) -> float | None:
+    v = _finite(values)
+    return float(np.median(v)) if v else None
+
+
+def _per_batch(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    out = []
+    for bs, g in rows.groupby("batch_size"):
+        steps = _finite(g["steps_to_target"])
+        step_time = _median(g["step_time_s"])
+        mean_steps = spread(steps)["mean"]
+        out.append(
+            {
+                "batch_size": int(bs),  # type: ignore[call-overload]
+                "runs": len(g),
+                "statuses": g["status"].value_counts().to_dict(),
+                "reached": len(steps),
+                "steps_to_target": spread(steps),
+                "samples_to_target": spread(_finite(g["samples_to_target"])),
+                "time_to_target_s": spread(_finite(g["time_to_target_s"])),
+                "step_time_s": step_time,
+                "samples_per_s": _median(g["samples_per_s"]),
+                "time_to_target_est_s": (
+                    mean_steps * step_time
+                    if mean_steps is not None and step_time is not None
+                    else None
+                ),
+                "noise_scale_b_simple": _median(g["noise_scale_b_simple"]),
+                "lr": _median(g["lr"]),
+            }
+        )
+    return out
+
+
+def _largest_fitting(frame: pd.DataFrame, key: dict[str, Any]) -> dict[str, Any]:
+    """The largest batch that ran, below the smallest that ran out of memory, over every row of
+    the run with the same model, size, device, precision and optimizer."""
+    same = frame
+    for col in ("model", "model_size", "device", "precision", "optimizer"):
+        same = same[same[col] == key[col]]
+    ooms = sorted(int(b) for b in same.loc[same["status"] == "oom", "batch_size"])
+    ran = sorted(int(b) for b in same.loc[same["status"].isin(["ok", "diverged"]), "batch_size"])
+    tried = max(ran) if ran else None
+    if not ooms:
+        return {"largest_batch_fits": None, "largest_batch_ran": tried, "oom_batch_sizes": []}
+    below = [b for b in ran if b < ooms[0]]
+    return {
+        "largest_batch_fits": max(below) if below else None,
+        "largest_batch_ran": tried,
+        "oom_batch_sizes": ooms,
+    }
+
+
+def _comparison(entry: dict[str, Any]) -> str:
+    rec, per = entry["recommended_batch_size"], {p["batch_size"]: p for p in entry["per_batch"]}
+    if rec is None:
+        return "no batch size reached the target in every run; no recommendation"
+    t_rec = per[rec]["time_to_target_est_s"]
+    parts = [f"B={rec} reaches the target in {t_rec:.3g} s of training (estimated)"]
+    for label, b in (
+        ("throughput-optimal", entry["throughput_optimal_batch_size"]),
+        ("largest that fits", entry["largest_batch_fits"]),
+    ):
+        if b is None:
+            parts.append(f"{label}: unknown")
+        elif b == rec:
+            parts.append(f"{label} B={b} is the same")
+        elif b in per and per[b]["time_to_target_est_s"] is not None:
+            ratio = per[b]["time_to_target_est_s"] / t_rec
+            parts.append(f"{label} B={b} takes {ratio:.2f}x as long")
+        else:
+            parts.append(f"{label} B={b} did not reach the target in every run")
+    return "; ".join(parts)
+
+
+def analyse(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """One entry per group of convergence rows (rows without lr_scaling are speed rows)."""
+    conv = frame[frame["lr_scaling"].notna()] if "lr_scaling" in frame else frame.iloc[:0]
+    entries = []
+    for key_values, rows in conv.groupby(GROUP, sort=False):
+        key = dict(zip(GROUP, key_values, strict=True))
+        per_batch = _per_batch(rows)
+        full = [p for p in per_batch if p["runs"] and p["reached"] == p["runs"]]
+        fit = fit_hyperbola(
+            [p["batch_size"] for p in full], [p["steps_to_target"]["mean"] for p in full]
+        )
+        timed = [p for p in full if p["time_to_target_est_s"] is not None]
+        rec = min(timed, key=lambda p: p["time_to_target_est_s"]) if timed else None
+        entry = {
+            **key,
+            "dataset": rows["dataset"].dropna().iloc[0] if rows["dataset"].notna().any() else None,
+            "target_metric": _first(rows["target_metric"]),
+            "target": _first(rows["target"]),
+            "seeds": sorted(int(s) for s in rows["seed"].unique()),
+            "fit": fit,
+            "s_min": fit["s_min"] if fit["valid"] else None,
+            "b_crit": fit["b_crit"] if fit["valid"] else None,
+            "noise_scale_b_simple": _median(rows["noise_scale_b_simple"]),
+            "recommended_batch_size": rec["batch_size"] if rec else None,
+            "throughput_optimal_batch_size": throughput_optimal_batch(
+                [p["batch_size"] for p in per_batch],
+                [p["samples_per_s"] or math.nan for p in per_batch],
+            ),
+            **_largest_fitting(frame, key),
+            "per_batch": per_batch,
+        }
+        entry["comparison"] = _comparison(entry)
+        entries.append(entry)
+    return entries
+
+
+def _first(values: pd.Series) -> Any:
+    present = values.dropna()
+    return present.iloc[0] if len(present) else None
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating | float):
+        return float(obj) if math.isfinite(obj) else None
+    return obj
+
+
+def write_analysis(run_dir: str | Path) -> Path:
+    """Analyse a run folder's convergence rows and write batch_analysis.json there."""
+    entries = analyse(load_results(run_dir))
+    return ResultStore(run_dir).write_json(FILE, _jsonable({"groups": entries}))

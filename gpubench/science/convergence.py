@@ -1,0 +1,326 @@
+"""A convergence run of one point: train on a real data set until a budget ends, evaluate on the
+held-out split along the way, and record the learning curve and when a quality target was met.
+
+Times are training time only: evaluation and noise-scale probes run between timed stretches of
+training. Steps-to-target is the step of the first evaluation that met the target, so it is
+known to within the evaluation gap (see curve.next_eval_step).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from gpubench import models
+from gpubench.config import precision
+from gpubench.config.convergence import Convergence
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import Point, SweepSpec
+from gpubench.data import catalog
+from gpubench.data.dataset import Batch, DataSet
+from gpubench.harness import optimizers
+from gpubench.harness.timing import Stats, StepMarks, synchronize
+from gpubench.harness.train import Trainer, make_trainer
+from gpubench.models.workload import Workload
+from gpubench.science import lr_scaling
+from gpubench.science.curve import first_reaching, meets, next_eval_step
+from gpubench.science.noise_scale import NoiseScale, gradient_norms
+from gpubench.store.row import finite_or_none, make_row
+
+EVAL_CHUNK = 512  # held-out samples per forward pass
+
+
+def prepare(spec: SweepSpec) -> None:
+    """Load every data set the sweep needs before anything is written, so that a missing or
+    malformed data folder is a ConfigError (exit status 2) rather than a row per point."""
+    conv = spec.convergence
+    for model in spec.models:
+        try:
+            catalog.load(model, spec.size, conv.dataset, conv.data_dir, conv.image_size)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+
+
+def target_of(conv: Convergence, model: str, dataset: str) -> tuple[str, float]:
+    """The target metric and value for `model`: the suite's, else the data set's default."""
+    metric, value = catalog.DEFAULT_TARGET[dataset]
+    target = conv.target_for(model)
+    if conv.target_metric is not None and conv.target_metric != metric:
+        if target is None:
+            raise ValueError(f"convergence.target_metric {conv.target_metric!r} needs a target")
+        metric = conv.target_metric
+    return metric, value if target is None else target
+
+
+@torch.no_grad()
+def evaluate(trainer: Trainer, batches: list[Batch]) -> tuple[float, float]:
+    """Held-out (mean loss, accuracy) over `batches`, per sample (per token for a language
+    model), in evaluation mode under the training precision's autocast."""
+    model = trainer.model
+    model.eval()
+    loss_sum = torch.zeros((), device=trainer.device)
+    correct = torch.zeros((), device=trainer.device)
+    count = 0
+    try:
+        for x, y in batches:
+            with torch.autocast(
+                trainer.device.type,
+                dtype=trainer.autocast_dtype or torch.float32,
+                enabled=trainer.autocast_dtype is not None,
+            ):
+                out = model(x)
+                loss = trainer.loss_fn(out, y)
+            loss_sum += loss.float() * y.numel()
+            correct += (out.argmax(dim=-1) == y).sum()
+            count += y.numel()
+    finally:
+        model.train()
+    return float(loss_sum) / count, float(correct) / count
+
+
+@dataclass
+class _Plan:
+    """How one point trains: its learning-rate schedule and its limits."""
+
+    base_lr: float
+    peak_lr: float
+    warmup: int
+    max_steps: float  # may be infinite
+    time_limit_s: float  # may be infinite
+
+
+def _plan(point: Point, conv: Convergence) -> _Plan:
+    assert point.lr_scaling is not None, "a convergence point carries its lr scaling rule"
+    base = conv.lr if conv.lr is not None else optimizers.DEFAULT_LR[point.optimizer]
+    peak = lr_scaling.scaled_lr(base, point.lr_scaling, point.batch_size, conv.base_batch_size)
+    warmup = lr_scaling.warmup_steps(base, peak, conv.warmup_samples, point.batch_size)
+    limits = [math.inf]
+    if conv.max_steps is not None:
+        limits.append(conv.max_steps)
+    if conv.max_samples is not None:
+        limits.append(max(1, conv.max_samples // point.batch_size))
+    limit_s = conv.time_limit_s()
+    return _Plan(base, peak, warmup, min(limits), math.inf if limit_s is None else limit_s)
+
+
+class _Noise:
+    """Measures the gradient noise scale every `every` steps on its own stream of samples."""
+
+    def __init__(self, conv: Convergence, ds: DataSet, device: torch.device, seed: int) -> None:
+        self.every = conv.noise_every_steps
+        self.splits = conv.noise_splits
+        self.scale = NoiseScale(conv.noise_ema)
+        self.next_step = 0
+        self.batches: Iterator[Batch] | None = None
+        if self.every > 0:
+            n = min(conv.noise_samples, ds.train_size)
+            self.batches = ds.train_batches(n, device, seed + 1_000_003)
+
+    def maybe_measure(self, step: int, model: nn.Module, loss_fn: Callable) -> float | None:
+        """B_simple after a measurement at `step` if one is due, else None."""
+        if self.batches is None or step < self.next_step:
+            return None
+        x, y = next(self.batches)
+        self.scale.update(*gradient_norms(model, loss_fn, x, y, self.splits))
+        self.next_step = step + self.every
+        return self.scale.b_simple
+
+
+def train_point(point: Point, conv: Convergence) -> dict[str, Any]:
+    """Train `point` on its data set under `conv` and return its row. Errors (out of memory
+    included) propagate to the caller (run.worker), which classifies them."""
+    started = time.perf_counter()
+    device = torch.device(point.device)
+    reason = precision.unsupported_reason(point.precision, device)
+    if reason is None and point.data != "device":
+        reason = "convergence runs keep the data set on the device (data = 'device')"
+    if reason is not None:
+        return make_row(point, "unsupported", error=reason)
+    ds, overrides = catalog.load(
+        point.model, point.model_size, conv.dataset, conv.data_dir, conv.image_size
+    )
+    if point.batch_size > ds.train_size:
+        return make_row(
+            point,
+            "unsupported",
+            error=f"batch size above the {ds.train_size} training samples of {ds.name}",
+        )
+    metric, target = target_of(conv, point.model, ds.name)
+    torch.manual_seed(point.seed)
+    workload = models.build(point.model, point.model_size, **overrides)
+    run = _Training(point, conv, ds, workload, metric, target)
+    with precision.tf32_mode(precision.get(point.precision).tf32):
+        run.train()
+    return _row(run, ds, point_time_s=time.perf_counter() - started)
+
+
+class _Training:
+    """One convergence run in progress: the trainer, its data, and what it has recorded."""
+
+    def __init__(
+        self,
+        point: Point,
+        conv: Convergence,
+        ds: DataSet,
+        workload: Workload,
+        metric: str,
+        target: float,
+    ) -> None:
+        self.point, self.conv, self.workload = point, conv, workload
+        self.metric, self.target = metric, target
+        self.device = torch.device(point.device)
+        self.plan = _plan(point, conv)
+        self.trainer = make_trainer(
+            workload, self.device, point.precision, point.optimizer, lr=self.plan.base_lr
+        )
+        self.batches = ds.train_batches(point.batch_size, self.device, point.seed)
+        self.held_out = ds.eval_batches(self.device, conv.eval_samples, EVAL_CHUNK)
+        self.noise = _Noise(conv, ds, self.device, point.seed)
+        self.curve: list[dict[str, Any]] = []
+        self.step_times: list[float] = []
+        self.train_time = self.eval_time = 0.0
+        self.first_loss: float | None = None
+        self.last_loss: float | None = None
+        self.diverged: tuple[int, str] | None = None  # (step, reason)
+        self.reached: dict[str, Any] | None = None  # the first curve entry that met the target
+        self.step = 0
+
+    def train(self) -> None:
+        """Timed stretches of training, each followed by an evaluation, until a limit, the
+        target (where the suite stops there) or divergence."""
+        plan = self.plan
+        self.record(None, plan.base_lr)
+        while self.step < plan.max_steps and self.train_time < plan.time_limit_s:
+            gap = next_eval_step(self.step, self.conv.eval_every_steps, self.conv.eval_rel_gap)
+            losses, lr = self.stretch(min(gap, plan.max_steps))
+            values = torch.stack(losses).float().cpu()
+            mean = float(values.mean())
+            self.check_divergence(values, mean)
+            entry = self.record(mean, lr)
+            if self.diverged:
+                break
+            if self.reached is None and meets(entry[self.metric], self.metric, self.target):
+                self.reached = entry
+                if self.conv.stop_at_target:
+                    break
+        assert self.reached is None or self.reached is first_reaching(
+            self.curve, self.metric, self.target
+        )
+
+    def stretch(self, stop_at: float) -> tuple[list[Tensor], float]:
+        """Train up to step `stop_at` (or the time limit) with no host sync inside; return the
+        steps' losses (unsynchronised) and the learning rate reached."""
+        plan, trainer = self.plan, self.trainer
+        losses: list[Tensor] = []
+        marks = StepMarks(self.device, int(stop_at) - self.step + 1)
+        lr = plan.base_lr
+        synchronize(self.device)
+        t0 = time.perf_counter()
+        marks.mark()
+        while self.step < stop_at:
+            lr = lr_scaling.lr_at(self.step, plan.base_lr, plan.peak_lr, plan.warmup)
+            if self.step <= plan.warmup:
+                for group in trainer.optimizer.param_groups:
+                    group["lr"] = lr
+            losses.append(trainer.step(*next(self.batches)))
+            marks.mark()
+            self.step += 1
+            if self.train_time + time.perf_counter() - t0 >= plan.time_limit_s:
+                break
+        synchronize(self.device)
+        self.train_time += time.perf_counter() - t0
+        self.step_times.extend(marks.step_times())
+        return losses, lr
+
+    def check_divergence(self, values: Tensor, mean: float) -> None:
+        """Note the first non-finite loss of a stretch, or a mean loss that exceeds
+        divergence_factor times the first one."""
+        self.first_loss = float(values[0]) if self.first_loss is None else self.first_loss
+        self.last_loss = float(values[-1])
+        bad = (~torch.isfinite(values)).nonzero()
+        factor = self.conv.divergence_factor
+        if len(bad):
+            at = self.step - len(values) + int(bad[0]) + 1
+            self.diverged = (at, f"train loss became {float(values[int(bad[0])])} at step {at}")
+        elif mean > factor * self.first_loss:
+            self.diverged = (
+                self.step,
+                f"train loss {mean:.4g} exceeded {factor}x "
+                f"the first loss {self.first_loss:.4g} by step {self.step}",
+            )
+
+    def record(self, train_loss: float | None, lr: float) -> dict[str, Any]:
+        """Evaluate on the held-out set (and the noise scale, where due), outside the timed
+        training, and append the curve's entry for the current step."""
+        t0 = time.perf_counter()
+        eval_loss, eval_acc = evaluate(self.trainer, self.held_out)
+        b_simple = self.noise.maybe_measure(self.step, self.trainer.model, self.trainer.loss_fn)
+        synchronize(self.device)
+        self.eval_time += time.perf_counter() - t0
+        entry = {
+            "step": self.step,
+            "samples": self.step * self.point.batch_size,
+            "time_s": self.train_time,
+            "train_loss": finite_or_none(train_loss),
+            "eval_loss": finite_or_none(eval_loss),
+            "eval_accuracy": finite_or_none(eval_acc),
+            "lr": lr,
+            "b_simple": b_simple,
+        }
+        self.curve.append(entry)
+        return entry
+
+
+def _row(run: _Training, ds: DataSet, point_time_s: float) -> dict[str, Any]:
+    """The result row of a finished convergence run."""
+    point, plan, reached, diverged = run.point, run.plan, run.reached, run.diverged
+    last = run.curve[-1]
+    stats = Stats.of(run.step_times) if run.step_times else None
+    tokens = run.workload.tokens(point.batch_size)
+    return make_row(
+        point,
+        "diverged" if diverged else "ok",
+        error=diverged[1] if diverged else None,
+        optimizer_impl=run.trainer.optimizer_impl,
+        parameters=run.workload.parameter_count(),
+        samples_per_step=point.batch_size,
+        tokens_per_step=tokens,
+        steps_measured=len(run.step_times),
+        step_time_s=stats.median_s if stats else None,
+        step_time_mean_s=stats.mean_s if stats else None,
+        step_time_iqr_s=stats.iqr_s if stats else None,
+        step_time_p90_s=stats.p90_s if stats else None,
+        step_time_cv=stats.cv if stats else None,
+        step_time_ci_rel=stats.ci_rel if stats else None,
+        wall_time_s=run.train_time,
+        samples_per_s=point.batch_size / stats.median_s if stats else None,
+        tokens_per_s=tokens / stats.median_s if stats and tokens else None,
+        loss_first=run.first_loss,
+        loss_last=run.last_loss,
+        eval_loss=last["eval_loss"],
+        eval_accuracy=last["eval_accuracy"],
+        steps_to_target=reached["step"] if reached else None,
+        samples_to_target=reached["samples"] if reached else None,
+        time_to_target_s=reached["time_s"] if reached else None,
+        torch_threads=torch.get_num_threads(),
+        point_time_s=point_time_s,
+        dataset=ds.name,
+        dataset_sha256=ds.sha256(),
+        target_metric=run.metric,
+        target=run.target,
+        lr=plan.peak_lr,
+        lr_base=plan.base_lr,
+        lr_base_batch_size=run.conv.base_batch_size,
+        lr_warmup_steps=plan.warmup,
+        eval_time_s=run.eval_time,
+        diverged_at_step=diverged[0] if diverged else None,
+        noise_scale_b_simple=run.noise.scale.b_simple,
+        step_times_s=run.step_times,
+        curve=run.curve,
+    )

@@ -1,0 +1,162 @@
+"""Capture of the machine and software a run measured on (env.json)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gpubench.config import precision
+from gpubench.probes import calibration, datasheet, nvml
+
+
+def capture(
+    devices: Sequence[str] | None = None,
+    precisions: Sequence[str] | None = None,
+    recalibrate: bool = False,
+) -> dict[str, Any]:
+    """What makes a run's numbers reproducible: versions, hardware and the math switches, NVML
+    (or why it is missing), and the measured matmul peaks of `devices` (default: the CPU and
+    every CUDA device) for `precisions` (default: all): from the cache, or measured now when
+    not cached or when `recalibrate` (a sweep does, so its MFU is against a peak measured under
+    the same conditions as its points)."""
+    return {
+        "captured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "gpubench": {"version": _version(), "git_commit": git_commit()},
+        "python": sys.version.split()[0],
+        "os": platform.platform(),
+        "hostname": platform.node(),
+        "cpu": cpu_info(),
+        "torch": torch_info(),
+        "nvml": nvml.system_info(),
+        "gpus": gpu_info(),
+        "matmul_peaks": matmul_peaks(devices, precisions, recalibrate),
+    }
+
+
+def default_devices() -> list[str]:
+    return ["cpu", *(f"cuda:{i}" for i in range(torch.cuda.device_count()))]
+
+
+def matmul_peaks(
+    devices: Sequence[str] | None = None,
+    precisions: Sequence[str] | None = None,
+    recalibrate: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """Per device and precision: the measured matmul peak (TFLOPS, with the matrix size and
+    when it was measured) beside the datasheet peak where the GPU is known. A precision the
+    device cannot run is left out."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in devices if devices is not None else default_devices():
+        device = torch.device(name)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+        entry: dict[str, Any] = {}
+        for prec in precisions if precisions is not None else ("fp32", "tf32", "fp16", "bf16"):
+            if precision.unsupported_reason(prec, device) is not None:
+                continue
+            peak = calibration.matmul_peak(device, prec, refresh=recalibrate)
+            assert peak is not None
+            entry[prec] = {
+                "measured_tflops": peak.tflops,
+                "matrix_size": peak.n,
+                "dtype": peak.dtype,
+                "measured_at": peak.measured_at,
+                "source": peak.source,
+                "datasheet_tflops": (
+                    None if gpu_name is None else datasheet.peak_tflops(gpu_name, prec)
+                ),
+            }
+        out[str(device)] = entry
+    return out
+
+
+def _version() -> str:
+    try:
+        return metadata.version("gpubench")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def git_commit() -> str | None:
+    """The checkout's commit (with '-dirty' when it has uncommitted changes), or None."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "-uno"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha + ("-dirty" if dirty.strip() else "")
+
+
+def cpu_info() -> dict[str, Any]:
+    model = calibration.cpu_model()
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "model": model,
+        "machine": platform.machine(),
+        "logical_cores": os.cpu_count(),
+        "usable_cores": usable,
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+    }
+
+
+def torch_info() -> dict[str, Any]:
+    cudnn = torch.backends.cudnn
+    return {
+        "version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": cudnn.version() if cudnn.is_available() else None,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cudnn_allow_tf32": cudnn.allow_tf32,
+        "cudnn_benchmark": cudnn.benchmark,
+        "cudnn_deterministic": cudnn.deterministic,
+    }
+
+
+def gpu_info() -> list[dict[str, Any]]:
+    """Each CUDA device as torch sees it, with NVML's power limits and clocks where NVML is
+    there (`nvml` is None otherwise; the reason is in the top-level `nvml` entry)."""
+    if not torch.cuda.is_available():
+        return []
+    out = []
+    nvml_ok = nvml.unavailable_reason() is None
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        sheet = datasheet.lookup(p.name)
+        out.append(
+            {
+                "index": i,
+                "name": p.name,
+                "memory_bytes": p.total_memory,
+                "compute_capability": f"{p.major}.{p.minor}",
+                "multiprocessors": p.multi_processor_count,
+                "nvml": nvml.Device(i).info() if nvml_ok else None,
+                "datasheet": None if sheet is None else {"model": sheet[0], "tflops": sheet[1]},
+            }
+        )
+    return out

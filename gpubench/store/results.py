@@ -1,0 +1,84 @@
+"""The append-only results store (results.jsonl) and loading run folders into pandas."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gpubench.store.row import COLUMNS, RENAMED, SERIES
+
+
+class ResultStore:
+    """The run folder's results.jsonl: one complete line per finished point, flushed and fsynced
+    before the next point starts, so a crash loses at most the point in flight."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.dir = Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / "results.jsonl"
+
+    def append(self, row: dict[str, Any]) -> None:
+        line = json.dumps(row, allow_nan=False) + "\n"
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def write_json(self, name: str, obj: Any) -> Path:
+        path = self.dir / name
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    def write_csv(self) -> Path:
+        path = self.dir / "results.csv"
+        frame = load_results(self.dir)
+        frame.drop(columns=[c for c in SERIES if c in frame], errors="ignore").to_csv(
+            path, index=False
+        )
+        return path
+
+
+class ResultsError(ValueError):
+    """A results folder or file that cannot be read (a user's input: exit status 2)."""
+
+
+def read_rows(run_dir: str | Path) -> list[dict[str, Any]]:
+    """Every complete row of `run_dir`'s results.jsonl. A torn last line (a crash mid-write) is
+    skipped with a warning; a corrupt line elsewhere is an error naming file and line."""
+    path = Path(run_dir) / "results.jsonl"
+    if not path.is_file():
+        raise ResultsError(f"no results.jsonl in {str(run_dir)!r}; expected a gpubench run folder")
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    rows = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as e:
+            if i == len(lines):
+                warnings.warn(f"{path}: skipping a torn last line {i}", stacklevel=2)
+                continue
+            raise ResultsError(f"{path}, line {i}: corrupt row ({e})") from e
+        rows.append(row)
+    return rows
+
+
+def load_results(run_dir: str | Path) -> pd.DataFrame:
+    """A run folder's rows as a DataFrame with the schema's columns first."""
+    rows = read_rows(run_dir)
+    frame = pd.DataFrame(rows).rename(columns=RENAMED)
+    for col in COLUMNS:
+        if col not in frame:
+            frame[col] = None
+    extra = [c for c in frame.columns if c not in COLUMNS]
+    return frame[COLUMNS + extra]

@@ -1,0 +1,125 @@
+"""The result row: its stable columns (units in the names) and how a row is made."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gpubench.config.spec import Point
+
+STATUSES = ("ok", "oom", "diverged", "unsupported", "timeout", "error")
+
+IDENTITY = [
+    "model",
+    "model_size",
+    "device",
+    "precision",
+    "optimizer",
+    "batch_size",
+    "seed",
+    "data",
+    "compile",
+    "channels_last",
+    "cuda_graph",
+]
+IDENTITY += ["lr_scaling"]  # convergence runs: the learning-rate scaling rule (None otherwise)
+
+# The flat columns of a row, in order (units in the names). A value that cannot be measured on
+# this device is None, never 0 and never a guess. Raw series (step_times_s) live only in the JSONL.
+COLUMNS = [
+    *IDENTITY,
+    "status",
+    "error",
+    "optimizer_impl",
+    "parameters",
+    "samples_per_step",
+    "tokens_per_step",
+    "warmup_steps",
+    "warmup_time_s",
+    "steps_measured",
+    "step_time_s",
+    "step_time_mean_s",
+    "step_time_iqr_s",
+    "step_time_p90_s",
+    "step_time_cv",
+    "step_time_ci_rel",
+    "noisy",
+    "wall_time_s",
+    "samples_per_s",
+    "tokens_per_s",
+    "flops_per_step",
+    "tflops",
+    "mfu",
+    "torch_peak_allocated_bytes",
+    "torch_peak_reserved_bytes",
+    "nvml_peak_used_bytes",
+    "host_peak_rss_bytes",
+    "energy_j_per_step",
+    "avg_power_w",
+    "gpu_util_pct",
+    "loss_first",
+    "loss_last",
+    "eval_loss",
+    "eval_accuracy",
+    "steps_to_target",
+    "time_to_target_s",
+    "torch_threads",
+    "point_time_s",
+    # measurement detail (issue 3): how each number was obtained, and what it is checked against
+    "step_timer",
+    "step_time_sum_s",
+    "flops_analytic_per_step",
+    "flops_optimizer_per_step",
+    "flops_method",
+    "peak_tflops",
+    "datasheet_peak_tflops",
+    "memory_parameters_bytes",
+    "memory_gradients_bytes",
+    "memory_optimizer_bytes",
+    "memory_activations_bytes",
+    "memory_remainder_bytes",
+    "nvml_process_peak_used_bytes",
+    "samples_per_j",
+    "energy_method",
+    "sm_clock_mhz",
+    "temperature_c",
+    "throttle_reasons",
+    "nvml_sample_hz",
+    "compile_time_s",
+    "graph_capture_time_s",
+    # convergence runs (mode = "convergence")
+    "samples_to_target",
+    "dataset",
+    "dataset_sha256",
+    "target_metric",
+    "target",
+    "lr",
+    "lr_base",
+    "lr_base_batch_size",
+    "lr_warmup_steps",
+    "eval_time_s",
+    "diverged_at_step",
+    "noise_scale_b_simple",
+]
+SERIES = ["step_times_s", "curve"]
+# Columns renamed since: rows written under the old name load under the new one.
+RENAMED = {"step_time_device_sum_s": "step_time_sum_s"}
+
+
+def make_row(point: Point, status: str, **values: Any) -> dict[str, Any]:
+    """A complete row: the point's identity, `status`, `values`, and None for the rest."""
+    assert status in STATUSES, status
+    unknown = set(values) - set(COLUMNS) - set(SERIES)
+    assert not unknown, f"columns not in the schema: {sorted(unknown)}"
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row.update(point.to_dict())
+    row["status"] = status
+    row.update({k: finite_or_none(v) for k, v in values.items()})
+    return row
+
+
+def finite_or_none(value: Any) -> Any:
+    """JSON has no NaN or infinity: an unmeasurable float is stored as None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
