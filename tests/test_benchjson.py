@@ -67,13 +67,21 @@ def test_compare_reads_benchmark_json_and_flags_a_slowdown(pytester: pytest.Pyte
     pytester.runpytest("-p", "no:cacheprovider", "--benchmark-json=base.json").assert_outcomes(
         passed=1
     )
-    base = pytester.path / "base.json"
-    doc = json.loads(base.read_text())
-    for bench in doc["benchmarks"]:  # the same measurements, every step 30% slower
-        bench["stats"]["data"] = [t * 1.3 for t in bench["stats"]["data"]]
-        bench["stats"]["median"] *= 1.3
-    slow = pytester.path / "slow.json"
-    slow.write_text(json.dumps(doc))
+    # The file is pytest-benchmark's own; its times are synthetic, so that the verdict depends
+    # on the comparison logic alone and never on this machine's noise.
+    doc = json.loads((pytester.path / "base.json").read_text())
+    steady = [1e-3 * (1 + 0.002 * i) for i in range(7)]
+
+    def with_times(times: list[float], name: str) -> Path:
+        for bench in doc["benchmarks"]:
+            bench["stats"]["data"] = times
+            bench["stats"]["median"] = sorted(times)[len(times) // 2]
+        path = pytester.path / name
+        path.write_text(json.dumps(doc))
+        return path
+
+    base = with_times(steady, "base.json")
+    slow = with_times([t * 1.3 for t in steady], "slow.json")
     assert compare(base, base, 5.0).exit_code() == 0
     result = compare(base, slow, 5.0)
     assert result.exit_code() == 1

@@ -30,6 +30,15 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise ConfigError(message)
 
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # argparse drops a value of "--" (`--size=--`) and hands the option an empty list,
+        # unchecked by its type: refuse it as the bad value it is.
+        if action.option_strings and arg_strings == ["--"]:
+            raise ConfigError(
+                f"invalid value '--' for {'/'.join(action.option_strings)}; give a value"
+            )
+        return super()._get_values(action, arg_strings)
+
 
 def _arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """argparse turns a ValueError into 'invalid value'; keep our message instead."""
