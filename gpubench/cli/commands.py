@@ -117,8 +117,10 @@ def max_batch(
     as_json: bool,
 ) -> int:
     """Search the largest batch of `point` that fits under the memory cap and print it."""
+    from gpubench.config.model_options import check_buildable, decode
     from gpubench.harness.step import unsupported_reason
 
+    check_buildable((point.model,), point.model_size, {point.model: decode(point.model_options)})
     reason = unsupported_reason(point)
     if reason is not None:
         raise ConfigError(f"{point.label().removesuffix(f' B={point.batch_size}')}: {reason}")

@@ -4,6 +4,7 @@ ConfigError anywhere before measuring is one line on stderr and exit status 2.""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -16,12 +17,22 @@ _LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    current_folder_on_path()
     try:
         args = parser.build_parser().parse_args(argv)
         return _dispatch(args)
     except ConfigError as e:
         print(f"gpubench: error: {_one_line(str(e))}", file=sys.stderr)
         return 2
+
+
+def current_folder_on_path() -> None:
+    """Put the current folder first on sys.path, as `python -m gpubench` does and the
+    `gpubench` console script does not, so both find a user's `package.module:function` in the
+    same places; worker processes inherit this sys.path (see run.worker.context)."""
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.insert(0, here)
 
 
 def _one_line(message: str) -> str:

@@ -160,6 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="false, true, or both: capture the whole step in a CUDA graph",
     )
     sweep.add_argument(
+        "--cudnn-benchmark",
+        type=_csv(_bool("cudnn_benchmark")),
+        help="false, true, or both: let cuDNN autotune convolutions (torch.backends.cudnn."
+        "benchmark; CUDA and convolutional models only)",
+    )
+    sweep.add_argument(
         "--steps",
         type=_arg(_positive_int),
         help="measure exactly this many steps per point (no adaptive stopping)",

@@ -10,6 +10,8 @@ from gpubench.config.errors import ConfigError
 from gpubench.models import MODEL_NAMES
 
 _USER_MODEL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+# issue 16: a library's model by name, e.g. hf:gpt2, timm:vit_small_patch16_224.augreg_in21k
+_ECOSYSTEM = re.compile(r"^(torchvision|timm|hf):[A-Za-z0-9_][\w.\-]*$")
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
 
@@ -20,12 +22,14 @@ def check_one_of(value: object, allowed: tuple[str, ...], what: str) -> str:
 
 
 def check_model(name: object) -> str:
-
-    if isinstance(name, str) and (name in MODEL_NAMES or _USER_MODEL.match(name)):
+    """A model name's form (whether it builds is config.model_options.check_buildable's job)."""
+    if isinstance(name, str) and (
+        name in MODEL_NAMES or _ECOSYSTEM.match(name) or _USER_MODEL.match(name)
+    ):
         return name
     raise ConfigError(
-        f"unknown model {name!r}; allowed: {', '.join(MODEL_NAMES)}, "
-        "or 'package.module:function' returning a Workload"
+        f"unknown model {name!r}; allowed: {', '.join(MODEL_NAMES)}, torchvision:NAME, "
+        "timm:NAME, hf:MODEL_TYPE, or 'package.module:function' returning a Workload"
     )
 
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from gpubench.config.convergence import Convergence
+from gpubench.config.model_options import encode
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -33,6 +34,7 @@ AXES = (
     "compile",
     "channels_last",
     "cuda_graph",
+    "cudnn_benchmark",  # issue 16
 )
 
 
@@ -52,6 +54,9 @@ class Point:
     channels_last: bool = False
     cuda_graph: bool = False
     lr_scaling: str | None = None  # convergence runs: none, linear or sqrt
+    # issue 16: cuDNN autotuning, and the model's options as canonical JSON (config.model_options)
+    cudnn_benchmark: bool = False
+    model_options: str | None = None
 
     def key(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f.name) for f in fields(self))
@@ -116,6 +121,9 @@ class SweepSpec:
     mode: str = "speed"
     budget: Budget = field(default_factory=Budget)
     convergence: Convergence = field(default_factory=Convergence)
+    # issue 16: cuDNN autotuning (an axis), and options per model name ([model_options."hf:gpt2"])
+    cudnn_benchmark: tuple[bool, ...] = (False,)
+    model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def resolved_devices(self) -> tuple[str, ...]:
         """`auto` becomes the CPU plus CUDA where present; duplicates are dropped, order kept."""
@@ -133,8 +141,22 @@ class SweepSpec:
         if self.mode == "convergence":
             return self._convergence_points(batch_sizes)
         return [
-            Point(m, self.size, d, p, o, b, s, self.data, c, cl, g)
-            for m, d, p, o, c, cl, g, s, b in itertools.product(
+            Point(
+                m,
+                self.size,
+                d,
+                p,
+                o,
+                b,
+                s,
+                self.data,
+                c,
+                cl,
+                g,
+                cudnn_benchmark=cb,
+                model_options=self.options_of(m),
+            )
+            for m, d, p, o, c, cl, g, cb, s, b in itertools.product(
                 self.models,
                 self.resolved_devices(),
                 self.precisions,
@@ -142,6 +164,7 @@ class SweepSpec:
                 self.compile,
                 self.channels_last,
                 self.cuda_graph,
+                self.cudnn_benchmark,
                 self.seeds,
                 batch_sizes,
             )
@@ -150,13 +173,28 @@ class SweepSpec:
     def _convergence_points(self, batch_sizes: tuple[int, ...]) -> list[Point]:
         """As points(), with each optimizer's learning-rate scaling rules as one more axis."""
         return [
-            Point(m, self.size, d, p, o, b, s, self.data, lr_scaling=rule)
+            Point(
+                m,
+                self.size,
+                d,
+                p,
+                o,
+                b,
+                s,
+                self.data,
+                lr_scaling=rule,
+                model_options=self.options_of(m),
+            )
             for m, d, p, o in itertools.product(
                 self.models, self.resolved_devices(), self.precisions, self.optimizers
             )
             for rule in self.convergence.lr_scaling_for(o)
             for s, b in itertools.product(self.seeds, batch_sizes)
         ]
+
+    def options_of(self, model: str) -> str | None:
+        """`model`'s options as a Point carries them (canonical JSON; None: none)."""
+        return encode(self.model_options.get(model))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

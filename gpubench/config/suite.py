@@ -12,6 +12,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from gpubench.config import model_options
 from gpubench.config.checks import (
     check_batch_size,
     check_bool,
@@ -45,13 +46,14 @@ _LIST_KEYS = {
     "compile": str,
     "channels_last": bool,
     "cuda_graph": bool,
+    "cudnn_benchmark": bool,
 }
 _SCALAR_KEYS = {"name": str, "size": str, "data": str, "mode": str, "model": str}
 _TABLES = {"budget": Budget, "convergence": Convergence}
 
 
 def _line_of(text: str, key: str) -> int | None:
-    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=|^\s*\[{re.escape(key)}\]", re.M)
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=|^\s*\[{re.escape(key)}[\].]", re.M)
     m = pattern.search(text)
     return text.count("\n", 0, m.start()) + 1 if m else None
 
@@ -81,10 +83,12 @@ def load_suite(path: str | Path) -> SweepSpec:
 
 
 def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
-    allowed = sorted([*_LIST_KEYS, *_SCALAR_KEYS, *_TABLES])
+    allowed = sorted([*_LIST_KEYS, *_SCALAR_KEYS, *_TABLES, "model_options"])
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         try:
+            if key == "model_options":
+                continue  # parsed once the models are known
             if key == "batch_sizes" and value == AUTO:
                 kwargs[key] = AUTO
             elif key in _LIST_KEYS:
@@ -104,6 +108,13 @@ def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
     kwargs.setdefault("name", default_name)
     if "models" not in kwargs:
         raise ConfigError('no models given; set models = [...] (or model = "pkg.mod:fn")')
+    if "model_options" in raw:
+        try:
+            kwargs["model_options"] = model_options.parse_table(
+                raw["model_options"], kwargs["models"]
+            )
+        except ConfigError as e:
+            raise keyed_error("model_options", str(e)) from e
     return SweepSpec(**kwargs)
 
 
@@ -117,6 +128,7 @@ _ELEMENT_CHECKS: dict[str, Any] = {
     "compile": lambda v: check_one_of(v, COMPILE_MODES, "compile mode"),
     "channels_last": lambda v: check_bool(v, "channels_last"),
     "cuda_graph": lambda v: check_bool(v, "cuda_graph"),
+    "cudnn_benchmark": lambda v: check_bool(v, "cudnn_benchmark"),
 }
 _SCALAR_CHECKS: dict[str, Any] = {
     "name": lambda v: v if v else _raise(f"invalid suite name {v!r}; allowed: a non-empty string"),

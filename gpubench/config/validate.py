@@ -53,6 +53,8 @@ def validate(spec: SweepSpec) -> SweepSpec:
         check_bool(flag, "channels_last")
     for flag in nonempty(spec.cuda_graph, "cuda_graph"):
         check_bool(flag, "cuda_graph")
+    for flag in nonempty(spec.cudnn_benchmark, "cudnn_benchmark"):
+        check_bool(flag, "cudnn_benchmark")
     check_one_of(spec.mode, MODES, "mode")
     check_budget(spec.budget)
     _check_convergence(spec)

@@ -14,8 +14,9 @@ from torch import Tensor
 
 from gpubench import models
 from gpubench.config import precision
+from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
-from gpubench.harness.step import prepare, unsupported_reason
+from gpubench.harness.step import cudnn_benchmark, prepare, unsupported_reason
 from gpubench.harness.timing import Measurement, measure
 from gpubench.probes import breakdown, calibration, datasheet, flops, memory, nvml
 from gpubench.store.row import make_row
@@ -44,14 +45,14 @@ def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
 def _measure(point: Point, budget: Budget, peak: calibration.Peak | None) -> dict[str, Any]:
     device = torch.device(point.device)
     torch.manual_seed(point.seed)
-    workload = models.build(point.model, point.model_size)
+    workload = models.build(point.model, point.model_size, **decode(point.model_options))
     reason = unsupported_reason(point, workload)
     if reason is not None:
         return dict(status="unsupported", error=reason)
     prec = precision.get(point.precision)
     torch_peaks = memory.TorchPeaks(device)
     sampler = _sampler(device)
-    with precision.tf32_mode(prec.tf32):
+    with precision.tf32_mode(prec.tf32), cudnn_benchmark(point.cudnn_benchmark):
         prepared = prepare(point, workload)
         trainer, batches = prepared.trainer, prepared.batches
         counted = flops.CountFlops()

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -32,7 +33,35 @@ def unsupported_reason(point: Point, workload: Workload | None = None) -> str | 
     has_conv = workload is None or any(isinstance(m, nn.Conv2d) for m in workload.model.modules())
     if reason is None and point.channels_last and not has_conv:
         reason = f"channels_last applies to convolutional models; {point.model} has no Conv2d"
-    return reason
+    return reason or _cudnn_benchmark_reason(point, device, workload)
+
+
+def _cudnn_benchmark_reason(
+    point: Point, device: torch.device, workload: Workload | None
+) -> str | None:
+    """cudnn.benchmark autotunes cuDNN's convolution algorithms: elsewhere it changes nothing,
+    and a row that claimed it would duplicate the row without it (issue 16)."""
+    if not point.cudnn_benchmark:
+        return None
+    if device.type != "cuda":
+        return "cudnn_benchmark autotunes cuDNN convolutions; the CPU has no cuDNN"
+    if workload is not None and not any(
+        isinstance(m, nn.modules.conv._ConvNd) for m in workload.model.modules()
+    ):
+        return f"cudnn_benchmark applies to convolutional models; {point.model} has no convolution"
+    return None
+
+
+@contextlib.contextmanager
+def cudnn_benchmark(enabled: bool) -> Iterator[None]:
+    """torch.backends.cudnn.benchmark set for the block (PyTorch's default: off), then restored.
+    The autotuning happens in the first steps of a shape: the warm-up's."""
+    old = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = old
 
 
 @dataclass

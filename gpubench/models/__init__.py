@@ -1,4 +1,8 @@
-"""The reference workloads and the registry: `build(name, size, **overrides) -> Workload`."""
+"""The reference workloads and the registry: `build(name, size, **overrides) -> Workload`.
+
+A name is a reference model (`mlp`, `cnn`, `transformer`), an ecosystem model
+(`torchvision:resnet50`, `timm:vit_small_patch16_224`, `hf:gpt2`: see the *_adapter modules),
+or a user's `package.module:function` returning a Workload."""
 
 from __future__ import annotations
 
@@ -18,13 +22,26 @@ _REGISTRY: dict[str, tuple[dict[str, Any], Callable[[Any], Workload]]] = {
 }
 MODEL_NAMES = tuple(_REGISTRY)
 SIZES = ("tiny", "small", "base")
+# The ecosystem prefixes and the modules that build their models (imported when first used).
+ECOSYSTEMS = {
+    "torchvision": "gpubench.models.torchvision_adapter",
+    "timm": "gpubench.models.timm_adapter",
+    "hf": "gpubench.models.hf_adapter",
+}
+# Model options every kind of model understands, as names of the reference configs' fields.
+_COMMON_OPTIONS = {"num_classes": "classes"}
 
 __all__ = ["MODEL_NAMES", "SIZES", "Workload", "build", "describe"]
 
 
 def build(name: str, size: str = "small", **overrides: Any) -> Workload:
     """Build a reference workload at a size preset, with config fields overridden by keyword,
-    or a user's workload named 'package.module:function' (called with `size` if it takes it)."""
+    an ecosystem model with `overrides` as its options (`size` does not apply), or a user's
+    workload named 'package.module:function' (called with `size` if it takes it, and with the
+    overrides as keyword arguments). Every problem is a ValueError of one line."""
+    prefix, _, rest = name.partition(":")
+    if prefix in ECOSYSTEMS:
+        return importlib.import_module(ECOSYSTEMS[prefix]).build(rest, overrides)  # type: ignore[no-any-return]
     if ":" in name:
         return _build_user(name, size, overrides)
     if name not in _REGISTRY:
@@ -35,12 +52,37 @@ def build(name: str, size: str = "small", **overrides: Any) -> Workload:
     presets, builder = _REGISTRY[name]
     if size not in presets:
         raise ValueError(f"unknown size {size!r} for {name}; allowed: {', '.join(presets)}")
+    cfg = presets[size]
+    changes = _reference_options(name, cfg, overrides)
     try:
-        cfg = dataclasses.replace(presets[size], **overrides)
+        cfg = dataclasses.replace(cfg, **changes)
     except TypeError as e:
-        allowed = ", ".join(f.name for f in dataclasses.fields(presets[size]))
+        allowed = ", ".join(f.name for f in dataclasses.fields(cfg))
         raise ValueError(f"unknown override for {name}: {e}; allowed: {allowed}") from e
     return builder(cfg)
+
+
+def _reference_options(name: str, cfg: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """A reference config's changes from model options: its own fields (TOML lists become
+    tuples), plus `num_classes` and `image_size` (square) where the config has classes and
+    images. An option it does not have is a ValueError naming the ones it has."""
+    own = {f.name for f in dataclasses.fields(cfg)}
+    extra = {k for k, v in _COMMON_OPTIONS.items() if v in own}
+    extra |= {"image_size"} if "image_shape" in own else set()
+    unknown = sorted(set(options) - own - extra)
+    if unknown:
+        allowed = ", ".join(sorted(own | extra))
+        raise ValueError(
+            f"model {name!r} has no option {', '.join(map(repr, unknown))}; allowed: {allowed}"
+        )
+    changes = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    for alias, field in _COMMON_OPTIONS.items():
+        if alias in changes:
+            changes[field] = changes.pop(alias)
+    if "image_size" in changes:
+        size = changes.pop("image_size")
+        changes["image_shape"] = (changes.get("image_shape", cfg.image_shape)[0], size, size)
+    return changes
 
 
 def _build_user(name: str, size: str, overrides: dict[str, Any]) -> Workload:

@@ -13,6 +13,7 @@ import pandas as pd
 
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError
+from gpubench.config.model_options import check_buildable
 from gpubench.config.spec import AUTO, Point, SweepSpec
 from gpubench.config.validate import validate
 from gpubench.probes import nvml
@@ -69,6 +70,7 @@ def run_sweep(
     each point.
     """
     validate(spec)
+    check_buildable(spec.models, spec.size, spec.model_options)  # a typo is exit 2, not a row
     if spec.mode == "convergence":
         convergence.prepare(spec)  # load the data sets: a data problem is found before writing
         _check_time_limit(spec.convergence, point_timeout_s)

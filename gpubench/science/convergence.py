@@ -21,6 +21,7 @@ from gpubench import models
 from gpubench.config import precision
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError
+from gpubench.config.model_options import decode
 from gpubench.config.spec import Point, SweepSpec
 from gpubench.data import catalog
 from gpubench.data.dataset import Batch, DataSet
@@ -153,7 +154,8 @@ def train_point(point: Point, conv: Convergence) -> dict[str, Any]:
         )
     metric, target = target_of(conv, point.model, ds.name)
     torch.manual_seed(point.seed)
-    workload = models.build(point.model, point.model_size, **overrides)
+    options = {**decode(point.model_options), **overrides}  # the data set's shapes win
+    workload = models.build(point.model, point.model_size, **options)
     run = _Training(point, conv, ds, workload, metric, target)
     with precision.tf32_mode(precision.get(point.precision).tf32):
         run.train()

@@ -23,6 +23,8 @@ IDENTITY = [
     "cuda_graph",
 ]
 IDENTITY += ["lr_scaling"]  # convergence runs: the learning-rate scaling rule (None otherwise)
+# issue 16: cuDNN autotuning on, and the model's options (canonical JSON; None: none)
+IDENTITY += ["cudnn_benchmark", "model_options"]
 
 # The flat columns of a row, in order (units in the names). A value that cannot be measured on
 # this device is None, never 0 and never a guess. Raw series (step_times_s) live only in the JSONL.
