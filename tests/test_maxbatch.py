@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 from isolation import memory_cap
@@ -11,32 +10,53 @@ from gpubench.config.spec import Budget, Point
 from gpubench.run import maxbatch
 
 
-def test_max_batch_finds_the_boundary_in_no_more_probes_than_needed() -> None:
+def test_memory_model_search_brackets_the_boundary_in_few_probes() -> None:
     point = Point("fault_workloads:hungry", "tiny", "cpu", "fp32", "sgd", 1)
-    # about 4 MiB a sample under 128 MiB of headroom: the boundary lies between 16 and 32
-    found = maxbatch.find(point, memory_cap(128), start=4, confirm_budget=Budget.fixed(4, 2))
-    doubled = [p for p in found.probes if p.phase == "double"]
-    searched = [p for p in found.probes if p.phase == "search"]
+    # about 4 MiB a sample under 320 MiB of headroom: the boundary lies near 70 samples
+    found = maxbatch.find(point, memory_cap(320), confirm_budget=Budget.fixed(2, 1))
+    phases = [p.phase for p in found.probes]
+    assert phases[0] == "fit" and "jump" in phases, phases
+    assert len(found.search_probes) <= 6, [(p.phase, p.batch_size) for p in found.probes]
+    assert found.stopped is None and not found.ceiling_reached and found.largest > 8
+    # the answer fitted its probe and its full measurement; a batch within the resolution
+    # above it did not fit
+    assert found.resolution == max(8, int(0.02 * found.largest))
     confirmed = [p for p in found.probes if p.phase == "confirm"]
-    assert [p.batch_size for p in doubled] == [4 * 2**i for i in range(len(doubled))]
-    assert all(p.fits for p in doubled[:-1]) and doubled[-1].status == "oom"
-    assert "can't allocate memory" in (doubled[-1].error or "")
-    gap = doubled[-1].batch_size - doubled[-2].batch_size
-    assert len(searched) <= math.ceil(math.log2(gap)), "no more than binary search needs"
-    # the answer fitted its probe and its full measurement, and one more sample did not fit
-    assert found.stopped is None and not found.ceiling_reached
     assert confirmed[-1].batch_size == found.largest and confirmed[-1].fits
-    fitted = {p.batch_size for p in found.probes if p.fits}
-    failed = {p.batch_size for p in found.probes if p.status == "oom"}
-    assert found.largest in fitted
-    if len(confirmed) == 1:  # the confirming run agreed with the probes
-        assert found.largest + 1 in failed
+    failed = [p.batch_size for p in found.search_probes if p.status == "oom"]
+    assert failed and min(failed) - found.largest <= found.resolution
+    assert all(p.memory_bytes for p in found.probes if p.fits), "probes measure their peak"
+    summary = found.to_dict()
+    assert summary["search_probe_count"] == len(found.search_probes)
+    assert summary["search_seconds"] == pytest.approx(sum(p.seconds for p in found.search_probes))
 
 
-def test_doubling_stops_at_the_ceiling() -> None:
+def test_memory_line_through_the_two_largest_fitted_probes() -> None:
+    def probe(b: int, memory: int | None, status: str = "ok") -> maxbatch.Probe:
+        return maxbatch.Probe(b, status, None, 0.0, "fit", memory_bytes=memory)
+
+    mib = 2**20
+    line = maxbatch.memory_line(
+        [
+            probe(1, 1000 * mib),
+            probe(32, 1062 * mib),
+            probe(64, 1126 * mib),
+            probe(999, None, "oom"),
+        ]
+    )
+    assert line is not None
+    assert line.per_sample == pytest.approx(2 * mib) and line.fixed == pytest.approx(998 * mib)
+    assert line.batch_at(2000 * mib) == pytest.approx(501)
+    assert line.measurable(2000 * mib) and not line.measurable(200_000 * mib)
+    assert maxbatch.memory_line([probe(1, 5), probe(2, 5)]) is None  # no growth: no line
+    assert maxbatch.resolution(1000, exact=False) == 20
+    assert maxbatch.resolution(100, exact=False) == 8 and maxbatch.resolution(100, exact=True) == 1
+
+
+def test_search_stops_at_the_ceiling() -> None:
     point = Point("mlp", "tiny", "cpu", "fp32", "adamw", 1)
-    found = maxbatch.find(point, memory_cap(), ceiling=6, binary=False)
-    assert [p.batch_size for p in found.probes] == [1, 2, 4, 6]
+    found = maxbatch.find(point, memory_cap(), ceiling=6)
+    assert [p.batch_size for p in found.probes] == [1, 6]
     assert found.largest == 6 and found.ceiling_reached and found.best_batch is None
     assert maxbatch.powers_of_two(6) == [1, 2, 4] and maxbatch.powers_of_two(0) == [1]
 
@@ -49,21 +69,19 @@ def test_max_batch_command_times_the_candidates(capsys: pytest.CaptureFixture[st
     assert result["largest_batch"] == 4 and result["ceiling_reached"]
     phases = [(p["phase"], p["batch_size"]) for p in result["probes"]]
     assert phases == [
-        ("double", 1),
-        ("double", 2),
-        ("double", 4),
+        ("fit", 1),
+        ("fit", 4),
         ("confirm", 4),
         ("time", 1),
         ("time", 2),
     ]
-    timed = {
-        p["batch_size"]: p["samples_per_s"] for p in result["probes"] if p["phase"] != "double"
-    }
+    timed = {p["batch_size"]: p["samples_per_s"] for p in result["probes"] if p["phase"] != "fit"}
     assert result["best_batch"] == max(timed, key=timed.__getitem__)
     assert main([*args, *common]) == 0
     printed = capsys.readouterr().out
     assert "largest batch that fits: 4 (the --ceiling; more may fit)" in printed
     assert "throughput-optimal batch:" in printed
+    assert "probes: 2 to search (" in printed
 
 
 def test_max_batch_of_an_unsupported_point_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from gpubench.cli.cells import fmt
 from gpubench.cli.convergence_table import batch_table, comparisons, points_table
+from gpubench.config.precision import PRECISION_NOTE
 from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point, SweepSpec
 from gpubench.run import maxbatch
 from gpubench.run.memory_cap import format_size
@@ -122,9 +123,13 @@ def max_batch_result(result: maxbatch.MaxBatch) -> None:
         _out.print("not even a batch of one fits")
     else:
         more = " (the --ceiling; more may fit)" if result.ceiling_reached else ""
-        _out.print(f"largest batch that fits: {result.largest}{more}")
+        within = "" if result.resolution <= 1 else f", within {result.resolution} samples"
+        _out.print(f"largest batch that fits: {result.largest}{more}{within}")
     searched = len(result.search_probes)
-    _out.print(f"probes: {searched} to search, {len(result.probes) - searched} to confirm/time")
+    _out.print(
+        f"probes: {searched} to search ({result.search_seconds:.1f} s), "
+        f"{len(result.probes) - searched} to confirm/time"
+    )
     if result.best_batch is not None:
         _out.print(f"throughput-optimal batch: {result.best_batch}")
 
@@ -224,6 +229,11 @@ def listing(models: list[dict[str, Any]], devices: list[str], suites: list[str])
         table.add_row(m["model"], m["size"], f"{m['parameters']:,}", cfg)
     _out.print(table)
     _out.print(f"precisions: {', '.join(PRECISIONS)}")
+    _out.print(f"  note: {PRECISION_NOTE}")
+    _out.print(
+        "models also: torchvision:NAME, timm:NAME, hf:MODEL_TYPE (extras vision, timm, hf), "
+        "package.module:function"
+    )
     _out.print(f"optimizers: {', '.join(OPTIMIZERS)}")
     _out.print(f"devices here: {', '.join(devices)} (auto = all of them)")
     _out.print(f"suites: {', '.join(suites)}")

@@ -63,6 +63,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             start=args.start,
             ceiling=args.ceiling,
             probe_steps=args.probe_steps,
+            exact=args.exact,
             budget=parser.budget_from_args(args, Budget()),
             time_them=args.time,
             as_json=args.json,

@@ -270,6 +270,12 @@ def _add_max_batch_parser(sub: Any) -> None:
         help="training steps per probe, after one warm-up step",
     )
     mb.add_argument(
+        "--exact",
+        action="store_true",
+        help="search to one sample (default: to a multiple of 8 or 2%% of the answer, whichever "
+        "is coarser)",
+    )
+    mb.add_argument(
         "--time",
         action="store_true",
         help="also time the powers of two up to the answer, to find the throughput-optimal one",

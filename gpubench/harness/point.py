@@ -38,6 +38,7 @@ def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
         values.pop("status"),
         **values,
         host_peak_rss_bytes=rss.peak_bytes,
+        host_peak_address_space_bytes=rss.peak_address_space_bytes,
         point_time_s=time.perf_counter() - started,
     )
 

@@ -75,6 +75,9 @@ class HostPeakRSS:
     def __init__(self) -> None:
         self.peak_bytes: int | None = None
         self.scope: str | None = None
+        # The process's lifetime peak virtual address space (Linux VmPeak; it cannot be reset):
+        # what --max-memory caps on the CPU, and the point's own in a fresh worker (issue 16).
+        self.peak_address_space_bytes: int | None = None
 
     def __enter__(self) -> HostPeakRSS:
         release_free_memory()  # what earlier points freed does not count against this one
@@ -88,6 +91,7 @@ class HostPeakRSS:
         tb: TracebackType | None,
     ) -> None:
         self.peak_bytes = peak_rss_bytes()
+        self.peak_address_space_bytes = _status_kib("VmPeak")
 
 
 class TorchPeaks:

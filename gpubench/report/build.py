@@ -8,6 +8,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
+from gpubench.config.precision import PRECISION_NOTE
 from gpubench.report import analysis as A
 from gpubench.report import html as H
 from gpubench.report import learning, plots
@@ -136,7 +137,8 @@ def _summary(frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]) -
         '<p class="caption">Per model and series. The throughput-optimal batch is the smallest '
         "within 5% of the best samples/s; the latency floor is the shortest median step; the "
         "memory per sample and predicted largest batch come from the fitted memory line and the "
-        "device's memory (GPUs).</p>\n" + H.table(headers, rows, sortable=True)
+        f"device's memory (GPUs). {H.e(PRECISION_NOTE)}</p>\n"
+        + H.table(headers, rows, sortable=True)
     )
 
 

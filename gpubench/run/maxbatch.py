@@ -1,5 +1,14 @@
-"""The largest batch that fits: double the batch size until a step runs out of memory, then
-binary-search the boundary, each probe a few real training steps in a fresh worker process.
+"""The largest batch that fits, in a handful of probes, each a few real training steps in a
+fresh worker process.
+
+The probes measure peak memory (on the CPU the worker's peak address space, which
+--max-memory caps; on CUDA the caching allocator's peak reserved bytes), and memory grows
+linearly with the batch: fixed (weights, gradients, optimizer state, the runtime) plus a cost
+per sample (activations). The search fits that line from its first small probes (growing the
+batch 32-fold until the growth is measurable), jumps to just under the batch the line predicts
+at the limit, then brackets the boundary from there and narrows it to a resolution: a multiple
+of 8 or 2% of the answer, whichever is coarser (`exact`: one sample). Where memory is not
+measured, or the limit unknown, it doubles and bisects instead.
 
 A probe that fits in a few steps can still run out of memory over a full measurement (the
 allocator fragments; a known fault of batch-size finders that stop at a short probe), so the
@@ -25,6 +34,10 @@ from gpubench.run.worker import WorkerRunner
 PROBE_STEPS = 3
 CEILING = 2**16
 _FITS = ("ok", "diverged")  # a diverged loss still ran every step in memory
+GROW = 32  # the batch's growth between fitting probes while memory has not grown measurably
+UNDER = 0.03  # the jump lands this fraction of the predicted headroom under the limit
+RESOLUTION_SAMPLES = 8  # the answer's resolution: this many samples or 2%, whichever is coarser
+RESOLUTION_FRACTION = 0.02
 
 
 @dataclass(frozen=True)
@@ -35,9 +48,10 @@ class Probe:
     status: str
     error: str | None
     seconds: float
-    phase: str  # "double", "search", "confirm" or "time"
+    phase: str  # "fit", "jump", "search", "confirm" or "time"
     step_time_s: float | None = None
     samples_per_s: float | None = None
+    memory_bytes: int | None = None  # the peak that --max-memory limits (None: not measured)
 
     @property
     def fits(self) -> bool:
@@ -56,10 +70,16 @@ class MaxBatch:
     ceiling_reached: bool = False
     stopped: str | None = None
     best_batch: int | None = None  # throughput-optimal batch size, when timed
+    limit_bytes: int | None = None  # the memory the search fitted against (None: unknown)
+    resolution: int = 1  # samples: the answer is within this of the largest that fits
 
     @property
     def search_probes(self) -> list[Probe]:
-        return [p for p in self.probes if p.phase in ("double", "search")]
+        return [p for p in self.probes if p.phase in ("fit", "jump", "search")]
+
+    @property
+    def search_seconds(self) -> float:
+        return sum(p.seconds for p in self.search_probes)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +88,10 @@ class MaxBatch:
             "best_batch": self.best_batch,
             "ceiling_reached": self.ceiling_reached,
             "stopped": self.stopped,
+            "resolution": self.resolution,
+            "limit_bytes": self.limit_bytes,
+            "search_probe_count": len(self.search_probes),
+            "search_seconds": self.search_seconds,
             "probes": [dataclasses.asdict(p) for p in self.probes],
         }
 
@@ -79,15 +103,15 @@ def find(
     start: int = 1,
     ceiling: int = CEILING,
     probe_steps: int = PROBE_STEPS,
-    binary: bool = True,
+    exact: bool = False,
     confirm_budget: Budget | None = None,
     time_budget: Budget | None = None,
     on_probe: Callable[[Probe], None] | None = None,
 ) -> MaxBatch:
     """Search the largest batch size of `point` that fits, between `start` and `ceiling`.
 
-    With `binary=False` only the doubling runs (the answer is then the largest power-of-two
-    multiple of `start` that fits). `confirm_budget` (None: no confirmation) measures the answer
+    The answer is within `result.resolution` samples of the largest batch that fits: max(8,
+    2% of it), or 1 with `exact`. `confirm_budget` (None: no confirmation) measures the answer
     fully in a fresh process; `time_budget` times the powers of two up to it.
     """
     if not 1 <= start <= ceiling:
@@ -106,6 +130,7 @@ def find(
             phase,
             row["step_time_s"],
             row["samples_per_s"],
+            _memory(row, point.device),
         )
         result.probes.append(p)
         if on_probe is not None:
@@ -118,10 +143,8 @@ def find(
 
     try:
         short = Budget.fixed(probe_steps, warmup_steps=1)
-        lo, hi = _double(probe, start, ceiling, short, result)
-        if binary and result.stopped is None and hi is not None:
-            lo = _bisect(probe, lo, hi, short, result)
-        result.largest = lo
+        result.limit_bytes = max_memory if max_memory is not None else _device_bytes(point)
+        result.largest = _search(probe, start, ceiling, short, result, exact)
         if confirm_budget is not None and result.stopped is None:
             _confirm(probe, confirm_budget, result)
         if time_budget is not None and result.largest > 0:
@@ -131,36 +154,130 @@ def find(
     return result
 
 
-def _double(
+def _search(
     probe: Callable[[int, str, Budget], Probe],
     start: int,
     ceiling: int,
     budget: Budget,
     result: MaxBatch,
-) -> tuple[int, int | None]:
-    """Largest size that fitted (0: none) and smallest that did not (None: none did)."""
-    lo, batch = 0, start
-    while True:
-        p = probe(batch, "double", budget)
-        if not p.fits:
-            return lo, batch
-        lo = batch
-        if batch >= ceiling:
-            result.ceiling_reached = True
-            return lo, None
-        batch = min(batch * 2, ceiling)
-
-
-def _bisect(
-    probe: Callable[[int, str, Budget], Probe], lo: int, hi: int, budget: Budget, result: MaxBatch
+    exact: bool,
 ) -> int:
-    while hi - lo > 1 and result.stopped is None:
-        mid = (lo + hi) // 2
-        if probe(mid, "search", budget).fits:
-            lo = mid
+    """The largest batch that fitted a probe, once the smallest that did not is within the
+    resolution of it (or the ceiling fitted, or a probe failed otherwise)."""
+    lo, hi, batch, phase = 0, None, start, "fit"
+    while True:
+        p = probe(batch, phase, budget)
+        if result.stopped is not None:
+            return lo
+        if p.fits:
+            lo = max(lo, batch)
+            if lo >= ceiling:
+                result.ceiling_reached = True
+                return lo
         else:
-            hi = mid
-    return lo
+            hi = batch if hi is None else min(hi, batch)
+        result.resolution = resolution(lo, exact)
+        if hi is not None and hi - lo <= result.resolution:
+            return lo
+        batch, phase = _next(result, lo, hi, ceiling, exact)
+
+
+def resolution(largest: int, exact: bool) -> int:
+    """Samples the answer may be short of the largest batch that fits."""
+    if exact:
+        return 1
+    return max(RESOLUTION_SAMPLES, int(RESOLUTION_FRACTION * largest))
+
+
+def _next(result: MaxBatch, lo: int, hi: int | None, ceiling: int, exact: bool) -> tuple[int, str]:
+    """The next batch to probe, and its phase, from what the probes so far say."""
+    line = memory_line(result.probes)
+    limit = result.limit_bytes
+    r = resolution(lo, exact)
+    at_limit = None if line is None or limit is None else line.batch_at(limit)
+    if hi is None:
+        if line is None or limit is None or at_limit is None or not line.measurable(limit):
+            grow = GROW if line is not None or _measured(result.probes) else 2
+            return min(max(lo * grow, lo + 1), ceiling), "fit"
+        under = int(line.batch_at(limit - UNDER * (limit - line.fixed)))
+        if not any(p.phase == "jump" for p in result.probes) and under > lo + r:
+            # the line comes from small batches: jump to just under the limit it predicts
+            return min(_rounded(under, lo, exact), ceiling), "jump"
+        # the line now runs through a batch near the limit: probe at the limit it predicts, or
+        # just past the resolution to close the bracket
+        return min(max(lo + r + 1, _rounded(int(at_limit), lo, exact)), ceiling), "search"
+    if at_limit is not None and lo + r < at_limit < hi - r:
+        return _rounded(int(at_limit), lo, exact), "search"
+    # the line says the boundary is outside the bracket (it was fitted on batches too small to
+    # show the per-sample cost): bisect, and refit on the batches that fit
+    return _rounded((lo + hi) // 2, lo, exact), "search"
+
+
+def _rounded(batch: int, lo: int, exact: bool) -> int:
+    """`batch` down to a multiple of 8 where that stays above `lo` (people train at those)."""
+    down = batch - batch % RESOLUTION_SAMPLES
+    return down if not exact and down > lo else batch
+
+
+def _measured(probes: list[Probe]) -> bool:
+    return any(p.memory_bytes is not None for p in probes if p.fits)
+
+
+@dataclass(frozen=True)
+class MemoryLine:
+    """Peak memory (bytes) = fixed + per_sample x batch, through two probes that fitted."""
+
+    fixed: float
+    per_sample: float
+    growth: float  # bytes between the two probes it was fitted through
+
+    def batch_at(self, memory: float) -> float:
+        return (memory - self.fixed) / self.per_sample
+
+    def measurable(self, limit: int) -> bool:
+        """Whether the growth it was fitted on is large enough to extrapolate: at least 1% of
+        the headroom and 2 MiB (allocator and page rounding are smaller than that)."""
+        return self.growth >= max(2 * 2**20, 0.01 * (limit - self.fixed))
+
+
+def memory_line(probes: list[Probe]) -> MemoryLine | None:
+    """The line through the two largest fitted probes with measured memory (those nearest the
+    limit), or None where there are not two or memory did not grow between them."""
+    fitted = sorted(
+        {p.batch_size: p.memory_bytes for p in probes if p.fits and p.memory_bytes}.items()
+    )
+    if len(fitted) < 2:
+        return None
+    (b1, m1), (b2, m2) = fitted[-2:]
+    if m2 <= m1:
+        return None
+    slope = (m2 - m1) / (b2 - b1)
+    return MemoryLine(m2 - slope * b2, slope, m2 - m1)
+
+
+def _memory(row: dict[str, Any], device: str) -> int | None:
+    """The probe's peak of what the memory limit counts: the worker's address space on the CPU
+    (it ran in a fresh process, so the peak is the point's), the allocator's reserved bytes on
+    CUDA."""
+    key = (
+        "host_peak_address_space_bytes" if device.startswith("cpu") else "torch_peak_reserved_bytes"
+    )
+    value = row.get(key)
+    return int(value) if value is not None else None
+
+
+def _device_bytes(point: Point) -> int | None:
+    """A CUDA device's total memory from NVML (None where NVML cannot tell, or on the CPU): the
+    limit when no cap is given. Asked of NVML so that this process makes no CUDA context."""
+    if not point.device.startswith("cuda"):
+        return None
+    from gpubench.probes import nvml
+
+    if nvml.unavailable_reason() is not None:
+        return None
+    index = int(point.device.split(":")[1]) if ":" in point.device else 0
+    total = nvml.Device(index).info().get("memory_total_bytes")
+    return int(total) if total is not None else None
 
 
 def _confirm(probe: Callable[[int, str, Budget], Probe], budget: Budget, result: MaxBatch) -> None:

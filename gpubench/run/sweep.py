@@ -189,8 +189,8 @@ def plan(
     point_timeout_s: float | None = None,
 ) -> list[Point]:
     """The sweep's points in order. For batch_sizes = "auto", each (model, device, precision,
-    optimizer, data) gets the powers of two up to the largest that fits, found by doubling
-    (maxbatch, in fresh processes) and kept in run_dir/maxbatch.json so a resumed sweep plans
+    optimizer, data) gets the powers of two up to the largest that fits, found by the memory-model
+    search (maxbatch, in fresh processes) and kept in run_dir/maxbatch.json so a resumed sweep plans
     the same points without probing again."""
     if spec.batch_sizes != AUTO:
         return list(dict.fromkeys(spec.points()))  # an axis value given twice is one point
@@ -203,7 +203,7 @@ def plan(
         label = f"{base.label().removesuffix(' B=1')} data={base.data}"
         if label not in cache:
             cap = max_memory if max_memory is not None else maxbatch.default_cap(base.device)
-            found = maxbatch.find(base, cap, point_timeout_s, binary=False)
+            found = maxbatch.find(base, cap, point_timeout_s)
             cache[label] = found.to_dict()
             ResultStore(run_dir).write_json("maxbatch.json", cache)
         largest = int(cache[label]["largest_batch"])

@@ -103,6 +103,9 @@ COLUMNS = [
     "diverged_at_step",
     "noise_scale_b_simple",
 ]
+# issue 16: the worker's peak virtual address space (Linux VmPeak, its lifetime's: a point's own
+# in a fresh worker, as max-batch's probes run), what --max-memory caps on the CPU
+COLUMNS += ["host_peak_address_space_bytes"]
 SERIES = ["step_times_s", "curve"]
 # Columns renamed since: rows written under the old name load under the new one.
 RENAMED = {"step_time_device_sum_s": "step_time_sum_s"}

@@ -1,0 +1,168 @@
+"""Models by name from torchvision, timm and Hugging Face transformers, their options, the
+missing-extra error, the edge check that builds every model before a sweep writes anything, the
+cudnn_benchmark option and the precision note (issue 16)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpubench import models
+from gpubench.cli import main
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import Point, SweepSpec
+from gpubench.config.suite import load_suite
+from gpubench.harness.step import unsupported_reason
+from gpubench.run.sweep import run_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+HF_SUITE = """
+models = ["hf:gpt2"]
+devices = ["cpu"]
+batch_sizes = [2]
+[model_options."hf:gpt2"]
+n_layer = 1
+n_embd = 32
+n_head = 2
+vocab_size = 128
+seq_len = 16
+[budget]
+min_steps = 2
+max_steps = 2
+warmup_steps = 1
+min_time_s = 0
+warmup_min_s = 0
+"""
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def test_hf_model_sweeps_with_its_options(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    suite = tmp_path / "hf.toml"
+    suite.write_text(HF_SUITE)
+    spec = load_suite(suite)
+    frame = run_sweep(spec, tmp_path / "run")
+    (row,) = frame.to_dict("records")
+    assert row["status"] == "ok", row["error"]
+    assert json.loads(row["model_options"])["n_layer"] == 1
+    assert row["tokens_per_step"] == 2 * 16 and row["tokens_per_s"] > 0
+    # the analytic count agrees with the dispatched FLOPs (optimizer and elementwise aside)
+    assert 0.8 < row["flops_analytic_per_step"] / row["flops_per_step"] < 1.25
+    assert unsupported_reason(
+        Point("hf:gpt2", "small", "cpu", "fp32", "sgd", 2, channels_last=True),
+        models.build("hf:gpt2", n_layer=1, n_embd=32, n_head=2),
+    )
+
+
+def test_an_option_the_model_lacks_is_exit_2_naming_the_ones_it_has(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    suite = tmp_path / "bad.toml"
+    suite.write_text(HF_SUITE.replace("n_layer = 1", "n_layers = 1"))
+    with pytest.raises(ConfigError, match=r"no option 'n_layers'; allowed: .*n_layer.*seq_len"):
+        run_sweep(load_suite(suite), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ValueError, match="no model 'gtp2'; nearest: gpt2"):
+        models.build("hf:gtp2")
+
+
+def test_reference_models_take_options_too() -> None:
+    w = models.build("cnn", "tiny", num_classes=3, image_size=16, widths=[4, 8])
+    x, y = w.batch(2, "cpu")
+    assert x.shape == (2, 3, 16, 16) and w.model(x).shape == (2, 3) and int(y.max()) < 3
+    with pytest.raises(ValueError, match=r"no option 'seq_len'; allowed: blocks, classes"):
+        models.build("cnn", "tiny", seq_len=8)
+
+
+def test_model_options_must_name_a_model_of_the_suite(tmp_path: Path) -> None:
+    suite = tmp_path / "s.toml"
+    suite.write_text('models = ["mlp"]\n[model_options."cnn"]\nwidths = [4]\n')
+    with pytest.raises(ConfigError, match=r"line 2: model_options names 'cnn', not in models"):
+        load_suite(suite)
+
+
+@pytest.mark.parametrize(
+    ("name", "extra"), [("torchvision:resnet18", "vision"), ("timm:resnet18", "timm")]
+)
+def test_a_missing_library_names_the_extra(name: str, extra: str) -> None:
+    if _installed(name.split(":")[0]):
+        pytest.skip("installed here")
+    with pytest.raises(ValueError, match=rf"pip install 'gpubench\[{extra}\]'"):
+        models.build(name)
+
+
+def test_torchvision_model_at_a_tiny_size() -> None:
+    pytest.importorskip("torchvision")
+    w = models.build("torchvision:resnet18", num_classes=3, image_size=32)
+    x, y = w.batch(2, "cpu")
+    assert x.shape == (2, 3, 32, 32) and w.model(x).shape == (2, 3)
+    assert w.loss(w.model(x), y).ndim == 0
+    assert (
+        models.build("torchvision:inception_v3", init_weights=False).batch(1, "cpu")[0].shape[-1]
+        == 299
+    )
+    with pytest.raises(ValueError, match="nearest: resnet18"):
+        models.build("torchvision:resnet19")
+
+
+def test_timm_model_at_a_tiny_size() -> None:
+    pytest.importorskip("timm")
+    w = models.build("timm:resnet18", num_classes=3, image_size=32)
+    x, _ = w.batch(2, "cpu")
+    assert x.shape == (2, 3, 32, 32) and w.model(x).shape == (2, 3)
+    vit = models.build("timm:vit_tiny_patch16_224", num_classes=5, image_size=32)
+    assert vit.model(vit.batch(1, "cpu")[0]).shape == (1, 5)
+
+
+def test_cudnn_benchmark_is_an_axis_recorded_in_the_row_and_unsupported_on_the_cpu() -> None:
+    spec = SweepSpec(
+        "s", ("cnn",), devices=("cpu",), batch_sizes=(2,), cudnn_benchmark=(False, True)
+    )
+    points = spec.points()
+    assert [p.cudnn_benchmark for p in points] == [False, True]
+    assert unsupported_reason(points[0]) is None
+    assert "the CPU has no cuDNN" in (unsupported_reason(points[1]) or "")
+
+
+def test_list_shows_the_precision_note(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "fp32 is strict IEEE fp32" in out and "hf:MODEL_TYPE" in out
+
+
+def test_console_script_finds_a_module_in_the_current_folder(tmp_path: Path) -> None:
+    script = shutil.which("gpubench")
+    if script is None:
+        pytest.skip("the gpubench console script is not installed")
+    (tmp_path / "mycnn.py").write_text(
+        "from gpubench import models\n\ndef small_cnn():\n    return models.build('cnn', 'tiny')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's gpubench, not the cwd
+    common = ["--devices", "cpu", "--batch-sizes", "2", "--precisions", "fp32", "--optimizers"]
+    common += ["sgd", "--steps", "1", "--quiet"]
+
+    def sweep(model: str, out: str) -> subprocess.CompletedProcess[str]:
+        argv = [script, "sweep", "--models", model, *common, "--out", out]
+        return subprocess.run(
+            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
+
+    ok = sweep("mycnn:small_cnn", "good")
+    assert ok.returncode == 0, ok.stderr
+    (row,) = [json.loads(line) for line in (tmp_path / "good" / "results.jsonl").open()]
+    assert row["status"] == "ok", row["error"]
+    for bad, says in [("mycnn:nope", "has no attribute 'nope'"), ("nomodule:f", "No module named")]:
+        failed = sweep(bad, "bad")
+        assert failed.returncode == 2 and says in failed.stderr
+        assert len(failed.stderr.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
