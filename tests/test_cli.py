@@ -156,5 +156,6 @@ def test_python_dash_m_entry_point_runs() -> None:
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "gpubench: error: argument --models: unknown model 'nope'; allowed: mlp, cnn, "
-        "transformer, or 'package.module:function' returning a Workload"
+        "transformer, torchvision:NAME, timm:NAME, hf:MODEL_TYPE, or 'package.module:function' "
+        "returning a Workload"
     )
