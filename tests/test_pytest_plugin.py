@@ -210,3 +210,16 @@ def test_benchmark_step_reports_mfu_against_the_measured_peak() -> None:
     peak = calibration.matmul_peak("cpu", "fp32")
     assert peak is not None and info["tflops"] > 0
     assert info["mfu"] == pytest.approx(info["tflops"] / peak.tflops)
+
+
+def test_loads_cleanly_without_pytest_benchmark(pytester: pytest.Pytester) -> None:
+    """With pytest-benchmark disabled (or not installed), the plugin's hook for it must not make
+    pluggy refuse the plugin, other tests run as ever, and the fixture skips with the reason."""
+    pytester.makepyfile(
+        test_plain="def test_plain():\n    assert 1 + 1 == 2\n",
+        test_user=USER_TEST,
+    )
+    result = _run(pytester, "-p", "no:benchmark", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*pytest-benchmark, which is not loaded*"])

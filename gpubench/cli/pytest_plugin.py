@@ -185,10 +185,24 @@ def pytest_plugin_registered(plugin: object, plugin_name: str, manager: Any) -> 
                 manager.set_blocked(other)
 
 
+# pytest-benchmark's plugin name: without it (not installed, or `-p no:benchmark`) this plugin
+# still loads, and the fixture skips its tests with the reason.
+_BENCHMARK_PLUGIN = "benchmark"
+
+
+def _benchmark_active(config: pytest.Config) -> bool:
+    return config.pluginmanager.has_plugin(_BENCHMARK_PLUGIN)
+
+
 @pytest.fixture
-def gpubench(benchmark: Any) -> GpuBench:
+def gpubench(request: pytest.FixtureRequest) -> GpuBench:
     """Benchmark one training step with gpubench's harness, recorded by pytest-benchmark."""
-    return GpuBench(benchmark)
+    if not _benchmark_active(request.config):
+        pytest.skip(
+            "the gpubench fixture records through pytest-benchmark, which is not loaded "
+            "(install pytest-benchmark, or drop -p no:benchmark)"
+        )
+    return GpuBench(request.getfixturevalue("benchmark"))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -197,11 +211,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     put first (the closest marker wins) and keeping any settings of the test's own marker."""
     if "gpubench" not in getattr(item, "fixturenames", ()):
         return
+    if not _benchmark_active(item.config):
+        return  # the fixture skips the test
     own = item.get_closest_marker("benchmark")
     kwargs = {**(own.kwargs if own else {}), "timer": step_clock}
     item.add_marker(pytest.mark.benchmark(**kwargs), append=False)
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: absent without it
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
     """Add what makes a training benchmark reproducible to pytest-benchmark's machine info;
     `pytest-benchmark compare` warns when it differs from the baseline's."""
