@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from gpubench.cli import console
@@ -27,12 +28,14 @@ def sweep(
     extend: bool = False,
     max_memory: int | None = None,
     point_timeout_s: float | None = None,
+    overridden: Sequence[str] = (),
 ) -> int:
     """Run `spec` into `out` (default results/<timestamp>), then print its tables and render its
-    report. Exit status 0, or 130 when Ctrl-C stopped it (the rows measured are kept)."""
+    report. Exit status 0, or 130 when Ctrl-C stopped it (the rows measured are kept).
+    `overridden` names the flags that changed the suite, for the opening line."""
     run_dir = out if out is not None else default_run_dir()
     hint = resume_command(run_dir, max_memory, point_timeout_s)
-    progress = console.SweepProgress(spec, run_dir, quiet)
+    progress = console.SweepProgress(spec, run_dir, quiet, overridden)
     try:
         with GracefulStop(console.stopping_after_point) as stop:
             frame = run_sweep(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ from rich.table import Table
 from gpubench.cli.cells import fmt
 from gpubench.cli.convergence_table import batch_table, comparisons, points_table
 from gpubench.config.precision import PRECISION_NOTE
-from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point, SweepSpec
+from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point, SweepSpec, model_label
+from gpubench.harness.timing import min_samples_for_ci
+from gpubench.probes import load
 from gpubench.run import maxbatch
 from gpubench.run.memory_cap import format_size
 
@@ -28,8 +31,11 @@ _out = Console(width=None if sys.stdout.isatty() else 160)
 class SweepProgress:
     """The sweep's progress bar on stderr (a line per point where stderr is no terminal)."""
 
-    def __init__(self, spec: SweepSpec, run_dir: Path, quiet: bool) -> None:
+    def __init__(
+        self, spec: SweepSpec, run_dir: Path, quiet: bool, overridden: Sequence[str] = ()
+    ) -> None:
         self.spec, self.run_dir, self.quiet = spec, run_dir, quiet
+        self.overridden = tuple(overridden)  # the flags that changed the named suite
         self.bar = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -43,11 +49,21 @@ class SweepProgress:
     def on_start(self, total: int, done: int) -> None:
         """The run folder passed its checks: say what runs where, and start the bar."""
         already = f" ({done} measured before)" if done else ""
+        changed = f" with {', '.join(self.overridden)}" if self.overridden else ""
         _err.print(
-            f"gpubench: suite {self.spec.name!r}, {total} points{already} on "
+            f"gpubench: suite {self.spec.name!r}{changed}, {total} points{already} on "
             f"{', '.join(self.spec.resolved_devices())} -> {self.run_dir}",
             soft_wrap=True,
+            highlight=False,
         )
+        reasons = load.busy_reasons(read_env(self.run_dir))
+        if reasons:
+            _err.print(
+                f"gpubench: warning: busy machine as the sweep starts: {'; '.join(reasons)}; "
+                "its figures will be marked where other processes shared the CPU",
+                soft_wrap=True,
+                highlight=False,
+            )
         self.bar.update(self.task, total=total, completed=done)
         self.bar.start()
 
@@ -58,6 +74,15 @@ class SweepProgress:
 
     def stop(self) -> None:
         self.bar.stop()
+
+
+def read_env(run_dir: Path) -> dict[str, Any]:
+    """The run folder's env.json, or {} where it has none yet."""
+    path = Path(run_dir) / "env.json"
+    if not path.is_file():
+        return {}
+    env: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return env
 
 
 def stopping_after_point() -> None:
@@ -80,6 +105,7 @@ def sweep_summary(frame: pd.DataFrame, run_dir: Path, convergence: bool) -> None
     else:
         _out.print(summary_table(frame))
     _out.print(f"results: {run_dir}")
+    busy(load.busy_line(read_env(run_dir), frame.to_dict("records")))
 
 
 def report_path(path: Path) -> None:
@@ -104,7 +130,7 @@ def _print_convergence(frame: pd.DataFrame, run_dir: Path) -> None:
 
 
 def max_batch_header(point: Point, cap: int | None, chosen: bool) -> None:
-    where = f"{point.model}/{point.model_size} {point.device} {point.precision} {point.optimizer}"
+    where = point.label().removesuffix(f" B={point.batch_size}")
     capped = f"capped at {format_size(cap)}" if cap is not None else "no cap but the device's own"
     if not chosen and cap is not None:
         capped += " (the memory available now; set --max-memory to choose)"
@@ -155,8 +181,8 @@ def probe_table(result: maxbatch.MaxBatch) -> Table:
 def _short(row: dict[str, Any]) -> str:
     ms = f"{row['step_time_s'] * 1e3:.2f} ms" if row.get("step_time_s") else row["status"]
     return (
-        f"{row['model']} {row['device']} {row['precision']} {row['optimizer']} "
-        f"B={row['batch_size']}: {ms}"
+        f"{escape(model_label(row['model'], row.get('model_size')))} {row['device']} "
+        f"{row['precision']} {row['optimizer']} B={row['batch_size']}: {ms}"
     )
 
 
@@ -171,52 +197,93 @@ def _options(row: dict[str, Any]) -> str:
         opts.append("graph")
     if row.get("data") == "host":
         opts.append("host data")
+    if _given(row.get("threads")):
+        opts.append(f"threads={int(row['threads'])}")
     return ", ".join(opts)
 
 
+def _given(value: Any) -> bool:
+    return value is not None and not pd.isna(value)
+
+
+def model_cell(row: dict[str, Any]) -> str:
+    """'mlp/small', or a user's model as 'module:function' with its Workload's own name."""
+    label = model_label(row["model"], row.get("model_size"))
+    name = row.get("workload")
+    if ":" in row["model"] and _given(name) and name != row["model"]:
+        label += f" ({name})"
+    return escape(label)
+
+
+def _ci_cell(row: dict[str, Any]) -> str:
+    """The CI's half-width in percent; where too few steps were measured to have one, says so."""
+    ci = row["step_time_ci_rel"]
+    if _given(ci):
+        return f"{ci * 100:.1f}%"
+    n, least = row.get("steps_measured"), min_samples_for_ci()
+    if n is None or pd.isna(n) or row["status"] != "ok":
+        return ""
+    return f"n<{least}" if n < least else ""
+
+
+def _status_cell(row: dict[str, Any]) -> str:
+    marks = [m for m in ("noisy", "busy") if row.get(m) is True]
+    status = row["status"] + (f" ({', '.join(marks)})" if marks else "")
+    if row["status"] != "ok" and row.get("error"):
+        status += f": {escape(row['error'][:60])}"  # an error's [brackets] are not markup
+    return status
+
+
+_LOSS = "synthetic loss first→last"
+_LOSS_CAPTION = (
+    f"{_LOSS}: the training loss on the point's few synthetic batches, cycled; its fall shows "
+    "the steps train, not that the model learns (a convergence run measures learning)"
+)
+
+
 def summary_table(frame: pd.DataFrame) -> Table:
-    table = Table(title="gpubench results")
-    for col in (
-        "model",
-        "device",
-        "precision",
-        "optimizer",
-        "options",
-        "batch",
-        "status",
-        "step ms",
-        "±CI",
-        "samples/s",
-        "loss first→last",
-    ):
-        table.add_column(
-            col, justify="right" if col in ("batch", "step ms", "samples/s") else "left"
-        )
+    """One line per point. A column empty in every row (the speed options on a plain CPU
+    sweep, say) is left out."""
+    columns = ["model", "device", "precision", "optimizer", "options", "batch", "status"]
+    columns += ["step ms", "±CI", "samples/s", _LOSS]
+    rows = []
     for row in frame.to_dict("records"):
         step = fmt(row["step_time_s"] * 1e3 if row["step_time_s"] else None, ".2f")
-        ci = fmt(row["step_time_ci_rel"] * 100 if row["step_time_ci_rel"] else None, ".1f")
         loss = (
             f"{row['loss_first']:.3f}→{row['loss_last']:.3f}"
-            if row["loss_first"] is not None and not pd.isna(row["loss_first"])
+            if _given(row["loss_first"]) and _given(row["loss_last"])
             else ""
         )
-        status = row["status"] + (" (noisy)" if row.get("noisy") is True else "")
-        if row["status"] != "ok" and row.get("error"):
-            status += f": {escape(row['error'][:60])}"  # an error's [brackets] are not markup
-        table.add_row(
-            f"{row['model']}/{row['model_size']}",
-            row["device"],
-            row["precision"],
-            row["optimizer"],
-            _options(row),
-            str(row["batch_size"]),
-            status,
-            step,
-            f"{ci}%" if ci else "",
-            fmt(row["samples_per_s"], ",.0f"),
-            loss,
+        rows.append(
+            [
+                model_cell(row),
+                row["device"],
+                row["precision"],
+                row["optimizer"],
+                _options(row),
+                str(row["batch_size"]),
+                _status_cell(row),
+                step,
+                _ci_cell(row),
+                fmt(row["samples_per_s"], ",.0f"),
+                loss,
+            ]
         )
+    shown = [i for i, _ in enumerate(columns) if i < 4 or any(r[i] for r in rows)]
+    caption = _LOSS_CAPTION if columns.index(_LOSS) in shown else None
+    table = Table(title="gpubench results", caption=caption, caption_justify="left")
+    for i in shown:
+        right = columns[i] in ("batch", "step ms", "±CI", "samples/s")
+        table.add_column(columns[i], justify="right" if right else "left")
+    for r in rows:
+        table.add_row(*(r[i] for i in shown))
     return table
+
+
+def busy(line: str | None) -> None:
+    """The busy-machine line (probes.load.busy_line), where there is one."""
+    if line is not None:
+        _err.print(f"gpubench: warning: {line}", soft_wrap=True, highlight=False)
 
 
 def listing(models: list[dict[str, Any]], devices: list[str], suites: list[str]) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
+from rich.markup import escape
 from rich.table import Table
 
 from gpubench.cli.cells import fmt
+from gpubench.config.spec import model_label
 
 
 def points_table(frame: pd.DataFrame) -> Table:
@@ -19,11 +21,8 @@ def points_table(frame: pd.DataFrame) -> Table:
     for col in cols:
         table.add_column(col, justify="right" if col in right else "left")
     for row in frame.to_dict("records"):
-        status = row["status"]
-        if status != "ok" and row.get("error"):
-            status += f": {row['error'][:50]}"
         table.add_row(
-            f"{row['model']}/{row['model_size']}",
+            model_label(row["model"], row["model_size"]),
             row["device"],
             row["precision"],
             row["optimizer"],
@@ -31,7 +30,7 @@ def points_table(frame: pd.DataFrame) -> Table:
             str(row["batch_size"]),
             str(row["seed"]),
             fmt(row["lr"], ".3g"),
-            status,
+            _status(row),
             fmt(row["steps_to_target"], ".0f"),
             fmt(row["time_to_target_s"], ".2f"),
             fmt(row["eval_accuracy"], ".3f"),
@@ -39,6 +38,21 @@ def points_table(frame: pd.DataFrame) -> Table:
             fmt(row["noise_scale_b_simple"], ".3g"),
         )
     return table
+
+
+def _status(row: dict[str, Any]) -> str:
+    """The row's status; an `ok` run that never reached its target says it missed it."""
+    status = str(row["status"])
+    if status != "ok" and row.get("error"):
+        return f"{status}: {escape(str(row['error'])[:50])}"
+    target = row.get("target")
+    if status == "ok" and _given(target) and not _given(row.get("steps_to_target")):
+        return f"ok, missed target {target:g}"
+    return status
+
+
+def _given(value: Any) -> bool:
+    return value is not None and not pd.isna(value)
 
 
 def batch_table(groups: list[dict[str, Any]]) -> Table:
@@ -50,7 +64,7 @@ def batch_table(groups: list[dict[str, Any]]) -> Table:
         table.add_column(col)
     for g in groups:
         table.add_row(
-            f"{g['model']}/{g['model_size']}",
+            model_label(g["model"], g["model_size"]),
             g["device"],
             g["precision"],
             g["optimizer"],
@@ -71,6 +85,7 @@ def comparisons(groups: list[dict[str, Any]]) -> list[str]:
     lines = []
     for g in groups:
         fit = "" if g["fit"]["valid"] else f" (no S_min/B_crit fit: {g['fit']['reason']})"
-        name = f"{g['model']}/{g['model_size']} {g['device']} {g['precision']} {g['optimizer']}"
+        name = f"{model_label(g['model'], g['model_size'])} {g['device']} {g['precision']}"
+        name += f" {g['optimizer']}"
         lines.append(f"{name} lr:{g['lr_scaling']}: {g['comparison']}{fit}")
     return lines

@@ -7,7 +7,9 @@ import argparse
 import os
 import re
 import sys
+import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 from gpubench.cli import commands, parser
 from gpubench.config.errors import ConfigError
@@ -18,12 +20,32 @@ _LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 def main(argv: Sequence[str] | None = None) -> int:
     current_folder_on_path()
-    try:
-        args = parser.build_parser().parse_args(argv)
-        return _dispatch(args)
-    except ConfigError as e:
-        print(f"gpubench: error: {_one_line(str(e))}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():  # restores Python's warning display on the way out
+        warnings.formatwarning = _format_warning
+        try:
+            args = parser.build_parser().parse_args(argv)
+            return _dispatch(args)
+        except ConfigError as e:
+            print(f"gpubench: error: {_one_line(str(e))}", file=sys.stderr)
+            return 2
+
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+_python_format_warning = warnings.formatwarning
+
+
+def _format_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    line: str | None = None,
+) -> str:
+    """gpubench's own warnings (NVML missing, a torn results line) as one plain line, like its
+    errors, rather than Python's format with a line of gpubench's source under it."""
+    if Path(filename).resolve().is_relative_to(_PACKAGE):
+        return f"gpubench: warning: {_one_line(str(message))}\n"
+    return _python_format_warning(message, category, filename, lineno, line)
 
 
 def current_folder_on_path() -> None:
@@ -50,6 +72,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             extend=args.extend,
             max_memory=args.max_memory,
             point_timeout_s=args.point_timeout,
+            overridden=parser.overridden_flags(args),
         )
     if args.command == "report":
         return commands.report(args.dirs, args.out)

@@ -15,6 +15,7 @@ from gpubench.config.checks import (
     check_device,
     check_model,
     check_seed,
+    check_threads,
 )
 from gpubench.config.errors import ConfigError
 from gpubench.config.suite import load_suite
@@ -113,6 +114,10 @@ def _percent(text: str) -> float:
     return value
 
 
+def _thread_count(text: str) -> int | None:
+    return check_threads(_int_value(text))
+
+
 def _int_value(text: str) -> object:
     try:
         return int(text)
@@ -164,6 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_csv(_bool("cudnn_benchmark")),
         help="false, true, or both: let cuDNN autotune convolutions (torch.backends.cudnn."
         "benchmark; CUDA and convolutional models only)",
+    )
+    sweep.add_argument(
+        "--threads",
+        type=_csv(_thread_count),
+        help="torch's intra-op threads per point: whole numbers of 1 or more, or auto "
+        "(what torch picks); e.g. 1,2",
     )
     sweep.add_argument(
         "--steps",
@@ -327,6 +338,12 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
     return validate(
         dataclasses.replace(spec, **overrides, budget=budget_from_args(args, spec.budget))
     )
+
+
+def overridden_flags(args: argparse.Namespace) -> list[str]:
+    """The sweep's flags that change its suite's axes or budget, as typed (e.g. --models)."""
+    given = [key for key in (*S.AXES, "steps", "max_time") if getattr(args, key) is not None]
+    return ["--" + key.replace("_", "-") for key in given]
 
 
 def budget_from_args(args: argparse.Namespace, budget: S.Budget) -> S.Budget:

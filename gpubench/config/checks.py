@@ -13,6 +13,8 @@ _USER_MODEL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 # issue 16: a library's model by name, e.g. hf:gpt2, timm:vit_small_patch16_224.augreg_in21k
 _ECOSYSTEM = re.compile(r"^(torchvision|timm|hf):[A-Za-z0-9_][\w.\-]*$")
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+# threads = "auto" (stored as None): the intra-op thread count torch picks for the worker.
+THREADS_AUTO = "auto"
 
 
 def check_one_of(value: object, allowed: tuple[str, ...], what: str) -> str:
@@ -75,3 +77,15 @@ def nonempty(values: tuple[Any, ...], key: str) -> tuple[Any, ...]:
     if not values:
         raise ConfigError(f"{key} is empty; give at least one value")
     return values
+
+
+def check_threads(value: object) -> int | None:
+    """A thread count: a whole number of 1 or more, or "auto" (None: what torch picks)."""
+    if value is None or value == THREADS_AUTO:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            f"invalid thread count {value!r}; allowed: a whole number of 1 or more, or "
+            f'"{THREADS_AUTO}" (what torch picks)'
+        )
+    return value

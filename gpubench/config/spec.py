@@ -35,7 +35,14 @@ AXES = (
     "channels_last",
     "cuda_graph",
     "cudnn_benchmark",  # issue 16
+    "threads",  # issue 14: torch's intra-op threads (None: what torch picks)
 )
+
+
+def model_label(model: str, size: str | None) -> str:
+    """'mlp/small' for a reference model at a size preset; a user's 'package.module:function'
+    as itself, since a size preset means nothing to it."""
+    return model if ":" in model or not size else f"{model}/{size}"
 
 
 @dataclass(frozen=True)
@@ -57,15 +64,21 @@ class Point:
     # issue 16: cuDNN autotuning, and the model's options as canonical JSON (config.model_options)
     cudnn_benchmark: bool = False
     model_options: str | None = None
+    threads: int | None = None  # torch's intra-op threads; None: what torch picks
 
     def key(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f.name) for f in fields(self))
 
     def label(self) -> str:
         return (
-            f"{self.model}/{self.model_size} {self.device} {self.precision} {self.optimizer} "
-            f"B={self.batch_size}"
-        ) + (f" lr:{self.lr_scaling}" if self.lr_scaling is not None else "")
+            (
+                f"{model_label(self.model, self.model_size)} {self.device} {self.precision} "
+                f"{self.optimizer} "
+                f"B={self.batch_size}"
+            )
+            + (f" lr:{self.lr_scaling}" if self.lr_scaling is not None else "")
+            + (f" threads={self.threads}" if self.threads is not None else "")
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -124,6 +137,7 @@ class SweepSpec:
     # issue 16: cuDNN autotuning (an axis), and options per model name ([model_options."hf:gpt2"])
     cudnn_benchmark: tuple[bool, ...] = (False,)
     model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    threads: tuple[int | None, ...] = (None,)  # None: what torch picks
 
     def resolved_devices(self) -> tuple[str, ...]:
         """`auto` becomes the CPU plus CUDA where present; duplicates are dropped, order kept."""
@@ -155,8 +169,9 @@ class SweepSpec:
                 g,
                 cudnn_benchmark=cb,
                 model_options=self.options_of(m),
+                threads=t,
             )
-            for m, d, p, o, c, cl, g, cb, s, b in itertools.product(
+            for m, d, p, o, c, cl, g, cb in itertools.product(
                 self.models,
                 self.resolved_devices(),
                 self.precisions,
@@ -165,9 +180,8 @@ class SweepSpec:
                 self.channels_last,
                 self.cuda_graph,
                 self.cudnn_benchmark,
-                self.seeds,
-                batch_sizes,
             )
+            for t, s, b in itertools.product(self.threads, self.seeds, batch_sizes)
         ]
 
     def _convergence_points(self, batch_sizes: tuple[int, ...]) -> list[Point]:
@@ -184,12 +198,13 @@ class SweepSpec:
                 self.data,
                 lr_scaling=rule,
                 model_options=self.options_of(m),
+                threads=t,
             )
             for m, d, p, o in itertools.product(
                 self.models, self.resolved_devices(), self.precisions, self.optimizers
             )
             for rule in self.convergence.lr_scaling_for(o)
-            for s, b in itertools.product(self.seeds, batch_sizes)
+            for t, s, b in itertools.product(self.threads, self.seeds, batch_sizes)
         ]
 
     def options_of(self, model: str) -> str | None:

@@ -20,6 +20,7 @@ from gpubench.config.checks import (
     check_model,
     check_one_of,
     check_seed,
+    check_threads,
 )
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError, keyed_error
@@ -47,6 +48,7 @@ _LIST_KEYS = {
     "channels_last": bool,
     "cuda_graph": bool,
     "cudnn_benchmark": bool,
+    "threads": int,  # issue 14; or "auto"
 }
 _SCALAR_KEYS = {"name": str, "size": str, "data": str, "mode": str, "model": str}
 _TABLES = {"budget": Budget, "convergence": Convergence}
@@ -129,6 +131,7 @@ _ELEMENT_CHECKS: dict[str, Any] = {
     "channels_last": lambda v: check_bool(v, "channels_last"),
     "cuda_graph": lambda v: check_bool(v, "cuda_graph"),
     "cudnn_benchmark": lambda v: check_bool(v, "cudnn_benchmark"),
+    "threads": check_threads,
 }
 _SCALAR_CHECKS: dict[str, Any] = {
     "name": lambda v: v if v else _raise(f"invalid suite name {v!r}; allowed: a non-empty string"),
@@ -146,6 +149,7 @@ def _list(key: str, value: object) -> tuple[Any, ...]:
     want = _LIST_KEYS[key]
     if not isinstance(value, list) or not value:
         also = f' or "{AUTO}"' if key == "batch_sizes" else ""
+        also = ' (or "auto")' if key == "threads" else also
         raise ConfigError(
             f"{key} must be a non-empty list of {want.__name__}s{also}, got {value!r}"
         )

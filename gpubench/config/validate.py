@@ -12,6 +12,7 @@ from gpubench.config.checks import (
     check_model,
     check_one_of,
     check_seed,
+    check_threads,
     nonempty,
 )
 from gpubench.config.errors import ConfigError, keyed_error
@@ -55,6 +56,8 @@ def validate(spec: SweepSpec) -> SweepSpec:
         check_bool(flag, "cuda_graph")
     for flag in nonempty(spec.cudnn_benchmark, "cudnn_benchmark"):
         check_bool(flag, "cudnn_benchmark")
+    for t in nonempty(spec.threads, "threads"):
+        check_threads(t)
     check_one_of(spec.mode, MODES, "mode")
     check_budget(spec.budget)
     _check_convergence(spec)

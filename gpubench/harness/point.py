@@ -90,6 +90,7 @@ def _measure(point: Point, budget: Budget, peak: calibration.Peak | None) -> dic
         status=status,
         error=None if status == "ok" else f"loss became {last} during measurement",
         optimizer_impl=trainer.optimizer_impl,
+        workload=workload.name,
         parameters=workload.parameter_count(),
         samples_per_step=point.batch_size,
         tokens_per_step=tokens,

@@ -124,6 +124,14 @@ def median_ci_indices(n: int, confidence: float = 0.95) -> tuple[int, int] | Non
     return None if j == 0 else (j - 1, n - j)
 
 
+def min_samples_for_ci(confidence: float = 0.95) -> int:
+    """The fewest step times for which the median has a confidence interval (6 at 95%)."""
+    n = 1
+    while median_ci_indices(n, confidence) is None:
+        n += 1
+    return n
+
+
 @dataclass
 class Measurement:
     """The outcome of warming up and measuring a step function."""

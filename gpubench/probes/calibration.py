@@ -54,6 +54,9 @@ class Peak:
     dtype: str
     measured_at: str
     source: str  # "measured" in this process, or "cache" (an earlier measurement on disk)
+    # issue 14: the timed rounds at the best size and layout, slowest over fastest less 1 (a
+    # busy machine shows here); None in caches written before it was recorded
+    round_spread: float | None = None
 
 
 def cpu_model() -> str | None:
@@ -122,23 +125,24 @@ def matmul_peak(device: torch.device | str, precision: str, refresh: bool = Fals
             peak = Peak(**cached)
             _memo[(key, precision)] = peak
             return peak
-    tflops, n = measure_matmul_tflops(device, precision)
+    tflops, n, spread = measure_matmul_tflops(device, precision)
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    peak = Peak(tflops, n, str(_MATMUL[precision][0]).removeprefix("torch."), stamp, "measured")
+    dtype = str(_MATMUL[precision][0]).removeprefix("torch.")
+    peak = Peak(tflops, n, dtype, stamp, "measured", spread)
     _memo[(key, precision)] = peak
     _write_cache(key, precision, peak)
     return peak
 
 
-def measure_matmul_tflops(device: torch.device, precision: str) -> tuple[float, int]:
+def measure_matmul_tflops(device: torch.device, precision: str) -> tuple[float, int, float]:
     """Best TFLOPS of n x n products (2*n^3 FLOPs each) over growing n and both operand
-    layouts, and the n it came at. Each is warmed up, then timed in rounds of back-to-back
-    products."""
+    layouts, the n it came at, and the spread of that best one's rounds (slowest / fastest - 1).
+    Each is warmed up, then timed in rounds of back-to-back products."""
     dtype, matmul_precision = _MATMUL[precision]
     kind = device.type
     old = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(matmul_precision)
-    best, best_n = 0.0, 0
+    best, best_n, best_spread = 0.0, 0, 0.0
     started = time.perf_counter()
     try:
         for n in _SIZES[kind]:
@@ -159,14 +163,15 @@ def measure_matmul_tflops(device: torch.device, precision: str) -> tuple[float, 
                 _time_products(a, rhs, 1)  # warms up kernels and caches
                 single = _time_products(a, rhs, 1)
                 reps = max(1, math.ceil(_ROUND_S[kind] / max(single, 1e-9)))
-                seconds = min(_time_products(a, rhs, reps) for _ in range(_ROUNDS)) / reps
-                tflops = 2 * n**3 / seconds / 1e12
+                rounds = [_time_products(a, rhs, reps) for _ in range(_ROUNDS)]
+                tflops = 2 * n**3 / (min(rounds) / reps) / 1e12
                 if tflops > best:
                     best, best_n = tflops, n
+                    best_spread = max(rounds) / min(rounds) - 1
             del a, b
     finally:
         torch.set_float32_matmul_precision(old)
-    return best, best_n
+    return best, best_n, best_spread
 
 
 def _fits(device: torch.device, n: int, dtype: torch.dtype) -> bool:

@@ -9,6 +9,7 @@ import matplotlib
 import pandas as pd
 
 from gpubench.config.precision import PRECISION_NOTE
+from gpubench.probes import load
 from gpubench.report import analysis as A
 from gpubench.report import html as H
 from gpubench.report import learning, plots
@@ -60,7 +61,7 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     }
     threads = {r.name: r.cpu_threads() for r in runs}
     speedups = A.speedup_table(frame, threads)
-    sections = [H.runs_section(runs), _summary(frame, capacity)]
+    sections = [H.runs_section(runs), *_busy_notes(runs), _summary(frame, capacity)]
     missing: list[str] = []
 
     def draw(make: Callable[[], Chart | None], why_absent: str) -> None:
@@ -101,6 +102,16 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     return path
 
 
+def _busy_notes(runs: Sequence[Run]) -> list[str]:
+    """Per run measured on a busy machine, the line the sweep printed about it."""
+    notes = []
+    for r in runs:
+        line = load.busy_line(r.env, r.frame.to_dict("records"))
+        if line is not None:
+            notes.append(H.note(f"Run {r.name}: {line}."))
+    return notes
+
+
 def _summary(frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]) -> str:
     s = A.series_summary(frame, capacity)
     if s.empty:
@@ -132,14 +143,22 @@ def _summary(frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]) -
         "predicted largest batch",
         "first OOM batch",
     ]
+    # A column with nothing in any series (memory and OOM on a CPU run, say) is left out.
+    keep = [i for i, _ in enumerate(headers) if any(_cell_text(row[i]) for row in rows)]
+    dropped = [headers[i] for i in range(len(headers)) if i not in keep]
+    absent = f" Not measured in these runs, so not shown: {', '.join(dropped)}." if dropped else ""
     return (
         "<h2>Summary</h2>\n"
         '<p class="caption">Per model and series. The throughput-optimal batch is the smallest '
         "within 5% of the best samples/s; the latency floor is the shortest median step; the "
         "memory per sample and predicted largest batch come from the fitted memory line and the "
-        f"device's memory (GPUs). {H.e(PRECISION_NOTE)}</p>\n"
-        + H.table(headers, rows, sortable=True)
+        f"device's memory (GPUs).{H.e(absent)} {H.e(PRECISION_NOTE)}</p>\n"
+        + H.table([headers[i] for i in keep], [[row[i] for i in keep] for row in rows], True)
     )
+
+
+def _cell_text(cell: tuple[str, object] | str) -> str:
+    return cell[0] if isinstance(cell, tuple) else cell
 
 
 def _speedup(frame: pd.DataFrame, table: pd.DataFrame, plots_dir: Path) -> str:
@@ -231,6 +250,7 @@ ROW_COLUMNS = [
     ("eval_accuracy", "eval acc", ".3f", 1),
     ("steps_to_target", "steps to target", ",.0f", 1),
     ("time_to_target_s", "s to target", ",.2f", 1),
+    ("torch_threads", "threads", "d", 1),  # issue 14: the threads each point ran with
 ]
 
 
@@ -247,7 +267,10 @@ def _all_rows(frame: pd.DataFrame) -> str:
         "seed",
         "status",
         "noisy",
-    ] + [h for _, h, _, _ in cols]
+    ]
+    busy = "busy" in frame and bool((frame["busy"] == True).any())  # noqa: E712 (nulls too)
+    headers += ["busy"] if busy else []
+    headers += [h for _, h, _, _ in cols]
     rows = []
     for r in frame.to_dict("records"):
         cells: list[tuple[str, object] | str] = [
@@ -262,6 +285,7 @@ def _all_rows(frame: pd.DataFrame) -> str:
             r["status"],
             "noisy" if r.get("noisy") is True else "",
         ]
+        cells += ["busy" if r.get("busy") is True else ""] if busy else []
         cells += [(H.number(r[c], f, s), r[c]) for c, _, f, s in cols]
         rows.append(cells)
     return (

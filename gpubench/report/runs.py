@@ -17,7 +17,9 @@ from gpubench.store.row import COLUMNS, IDENTITY
 NUMERIC = [
     c
     for c in COLUMNS
-    if c not in IDENTITY and c not in ("status", "error", "optimizer_impl", "noisy")
+    if c not in IDENTITY
+    and c not in ("status", "error", "optimizer_impl", "noisy")
+    and c not in ("busy", "workload")  # issue 14: a flag and a name
 ] + ["batch_size", "seed"]
 
 
@@ -149,5 +151,10 @@ def combine(runs: Sequence[Run]) -> pd.DataFrame:
         frame["series"] = [
             f"{s} seed={int(seed)} {d}"
             for s, seed, d in zip(frame["series"], frame["seed"], frame["data"], strict=True)
+        ]
+    if frame["threads"].nunique(dropna=False) > 1:  # the threads axis (issue 14)
+        frame["series"] = [
+            f"{s} threads={'auto' if pd.isna(t) else int(t)}"
+            for s, t in zip(frame["series"], frame["threads"], strict=True)
         ]
     return frame

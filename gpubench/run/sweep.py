@@ -16,7 +16,7 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import check_buildable
 from gpubench.config.spec import AUTO, Point, SweepSpec
 from gpubench.config.validate import validate
-from gpubench.probes import nvml
+from gpubench.probes import calibration, load, nvml
 from gpubench.run import folder, maxbatch
 from gpubench.run.worker import WorkerRunner
 from gpubench.science import batch_analysis, convergence
@@ -86,8 +86,12 @@ def run_sweep(
             folder.check_fresh(run_dir)
         store.write_json("suite.json", spec.to_dict())
         if not (run_dir / "env.json").is_file():
-            # Calibrates the matmul peaks at the start of the sweep, under its conditions.
-            captured = env.capture(spec.resolved_devices(), spec.precisions, recalibrate=True)
+            # Calibrates the matmul peaks at the start of the sweep, under its conditions, and
+            # notes how busy the machine was meanwhile (issue 14).
+            with load.OtherLoad() as others:
+                captured = env.capture(spec.resolved_devices(), spec.precisions, recalibrate=True)
+                _calibrate_threads(spec)
+            captured["load"] = load.before_sweep(others.cores)
             store.write_json("env.json", captured)
         nvml.warn_if_unavailable()  # once per sweep: the rows' NVML fields will be null
         done = read_rows(run_dir) if store.path.is_file() else []
@@ -153,6 +157,21 @@ def _measure(
         runner.close(grace_s=0)
         raise
     runner.close()
+
+
+def _calibrate_threads(spec: SweepSpec) -> None:
+    """The CPU's matmul peak for each thread count the sweep asks for beyond torch's own (the
+    roof of those points' MFU), measured now like the default's, under the sweep's conditions."""
+    import torch
+
+    from gpubench.harness.threads import intra_op_threads
+
+    if "cpu" not in spec.resolved_devices():
+        return
+    for threads in {t for t in spec.threads if t is not None and t != torch.get_num_threads()}:
+        with intra_op_threads(threads):
+            for prec in spec.precisions:
+                calibration.matmul_peak("cpu", prec, refresh=True)
 
 
 def _check_time_limit(conv: Convergence, point_timeout_s: float | None) -> None:

@@ -33,6 +33,7 @@ from typing import Any
 from gpubench.config.convergence import Convergence
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.failure import is_out_of_memory, one_line
+from gpubench.probes import load
 from gpubench.run import memory_cap
 from gpubench.store.row import make_row
 
@@ -47,17 +48,33 @@ STARTUP_TIMEOUT_S = 300.0
 def run_point(point: Point, task: Task, max_memory: int | None = None) -> dict[str, Any]:
     """Run `point` in this process under the memory cap (bytes, None: none) and return its row:
     measured under `task` where it is a Budget, trained under it where it is Convergence
-    settings. An exception becomes an `oom` or `error` row."""
+    settings. An exception becomes an `oom` or `error` row. The row says how many cores other
+    processes used meanwhile (`other_load_cores`) and whether that contended it (`busy`)."""
+    import torch
+
+    with load.OtherLoad() as others:
+        row = _run_point(point, task, max_memory)
+    threads = row.get("torch_threads") or point.threads or torch.get_num_threads()
+    row["other_load_cores"] = others.cores
+    row["busy"] = load.contended(others.cores, threads, load.cores())
+    return row
+
+
+def _run_point(point: Point, task: Task, max_memory: int | None) -> dict[str, Any]:
     import torch
 
     from gpubench.harness.point import measure_point
+    from gpubench.harness.threads import intra_op_threads
     from gpubench.science.convergence import train_point
 
     device = torch.device(point.device)
     started = time.perf_counter()
     in_use = memory_cap.address_space_bytes() if device.type == "cpu" else None
     try:
-        with memory_cap.capped(max_memory, device.type, device.index):
+        with (
+            intra_op_threads(point.threads),
+            memory_cap.capped(max_memory, device.type, device.index),
+        ):
             if isinstance(task, Convergence):
                 return train_point(point, task)
             return measure_point(point, task)

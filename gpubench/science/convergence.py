@@ -290,6 +290,7 @@ def _row(run: _Training, ds: DataSet, point_time_s: float) -> dict[str, Any]:
         "diverged" if diverged else "ok",
         error=diverged[1] if diverged else None,
         optimizer_impl=run.trainer.optimizer_impl,
+        workload=run.workload.name,
         parameters=run.workload.parameter_count(),
         samples_per_step=point.batch_size,
         tokens_per_step=tokens,

@@ -72,6 +72,7 @@ def matmul_peaks(
                 "dtype": peak.dtype,
                 "measured_at": peak.measured_at,
                 "source": peak.source,
+                "round_spread": peak.round_spread,
                 "datasheet_tflops": (
                     None if gpu_name is None else datasheet.peak_tflops(gpu_name, prec)
                 ),

@@ -25,6 +25,7 @@ IDENTITY = [
 IDENTITY += ["lr_scaling"]  # convergence runs: the learning-rate scaling rule (None otherwise)
 # issue 16: cuDNN autotuning on, and the model's options (canonical JSON; None: none)
 IDENTITY += ["cudnn_benchmark", "model_options"]
+IDENTITY += ["threads"]  # issue 14: the threads axis (None: what torch picks; see torch_threads)
 
 # The flat columns of a row, in order (units in the names). A value that cannot be measured on
 # this device is None, never 0 and never a guess. Raw series (step_times_s) live only in the JSONL.
@@ -102,6 +103,10 @@ COLUMNS = [
     "eval_time_s",
     "diverged_at_step",
     "noise_scale_b_simple",
+    # busy machine (issue 14): the load while the point ran, and whether that was contended
+    "other_load_cores",
+    "busy",
+    "workload",  # issue 14: the Workload's own name (a user's model names itself there)
 ]
 # issue 16: the worker's peak virtual address space (Linux VmPeak, its lifetime's: a point's own
 # in a fresh worker, as max-batch's probes run), what --max-memory caps on the CPU

@@ -1,0 +1,145 @@
+"""Is the machine busy? CPU time used by other processes while gpubench measures, the load
+average against the cores, and the spread of the matmul calibration: a contended figure must
+not be read as the machine's speed.
+
+Other processes' load over a window is the machine's busy CPU time (Linux `/proc/stat`) less
+this process's own (all its threads), over the window's wall time: the number of cores others
+kept busy. Where `/proc/stat` is missing it is None (unknown), never 0.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+# Other processes keeping this many cores busy beyond what the point's threads leave free make
+# it contended: a point running torch's threads on every core slows down as soon as one of them
+# waits for a core (the clock tick of /proc/stat also makes shorter windows read up to about
+# 0.1 core off).
+SPARE_CORES = 0.25
+# The load average before a sweep, per core, from which the machine counts as busy.
+BUSY_LOAD_PER_CORE = 0.5
+# The matmul calibration's rounds differing by more than this (max / min - 1) on the CPU.
+BUSY_CALIBRATION_SPREAD = 0.15
+# Windows shorter than this read too coarsely (10 ms clock ticks) to say anything.
+_MIN_WINDOW_S = 0.05
+_STAT = Path("/proc/stat")
+
+
+def cores() -> int:
+    """The machine's logical CPUs (what /proc/stat and the load average count)."""
+    return os.cpu_count() or 1
+
+
+def load_average_1m() -> float | None:
+    """The 1-minute load average (runnable tasks), or None where the OS has none."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def _machine_busy_s() -> float | None:
+    """Seconds of CPU time the whole machine has spent busy since boot (all cores)."""
+    try:
+        fields = _STAT.read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    # cpu user nice system idle iowait irq softirq steal ...: busy is all but idle and iowait
+    ticks = [int(v) for v in fields[1:9]]
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+class OtherLoad:
+    """Context manager: `cores` is how many cores other processes kept busy, on average, while
+    the block ran (None: unknown here, or a window too short to tell)."""
+
+    def __init__(self) -> None:
+        self.cores: float | None = None
+        self._start: tuple[float, float | None, float] | None = None
+
+    def __enter__(self) -> OtherLoad:
+        self._start = (time.perf_counter(), _machine_busy_s(), _own_cpu_s())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._start is not None
+        wall0, busy0, own0 = self._start
+        wall, busy, own = time.perf_counter() - wall0, _machine_busy_s(), _own_cpu_s() - own0
+        if busy is None or busy0 is None or wall < _MIN_WINDOW_S:
+            return
+        self.cores = max(0.0, (busy - busy0 - own) / wall)
+
+
+def contended(other_cores: float | None, threads: int | None, n_cores: int) -> bool | None:
+    """Whether a point running `threads` threads had to share cores with others' load
+    (`other_cores`) on a machine of `n_cores`; None where either is unknown."""
+    if other_cores is None or threads is None:
+        return None
+    return other_cores > max(n_cores - threads, 0) + SPARE_CORES
+
+
+def before_sweep(other_cores: float | None) -> dict[str, Any]:
+    """What env.json records of the load as a sweep starts: the load average, the cores, and
+    the cores other processes used while the sweep calibrated (`other_cores`)."""
+    return {
+        "load_average_1m": load_average_1m(),
+        "cores": cores(),
+        "other_load_cores": other_cores,
+    }
+
+
+def busy_reasons(env: Mapping[str, Any]) -> list[str]:
+    """Why the machine was busy as the sweep started (env.json's `load` and the CPU's matmul
+    calibration), as short phrases; empty when it was not, or nothing says."""
+    load = env.get("load") or {}
+    n = load.get("cores") or cores()
+    reasons = []
+    avg = load.get("load_average_1m")
+    if avg is not None and avg >= BUSY_LOAD_PER_CORE * n:
+        reasons.append(f"load average {avg:.1f} on {n} cores")
+    others = load.get("other_load_cores")
+    if others is not None and others > SPARE_CORES:
+        reasons.append(f"other processes used {others:.1f} of {n} cores during calibration")
+    for prec, peak in ((env.get("matmul_peaks") or {}).get("cpu") or {}).items():
+        spread = peak.get("round_spread") if isinstance(peak, dict) else None
+        if spread is not None and spread > BUSY_CALIBRATION_SPREAD:
+            reasons.append(f"the {prec} matmul calibration varied {spread:.0%} between rounds")
+            break
+    return reasons
+
+
+def busy_line(env: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> str | None:
+    """One line for the terminal and the report when the machine was busy before or during the
+    sweep, None when it was not: how busy, how many rows are marked, what it means."""
+    reasons = busy_reasons(env)
+    rows = list(rows)
+    busy = [r for r in rows if r.get("busy") is True]
+    if busy:
+        others = max(float(r["other_load_cores"]) for r in busy)
+        n = (env.get("load") or {}).get("cores") or cores()
+        reasons.append(
+            f"{len(busy)} of {len(rows)} points shared the CPU with other processes "
+            f"(up to {others:.1f} of {n} cores), marked busy"
+        )
+    if not reasons:
+        return None
+    return (
+        f"busy machine: {'; '.join(reasons)}. Contended step times are slower and noisier "
+        "than this machine's speed (fewer --threads, or a quiet machine, give cleaner figures)"
+    )
