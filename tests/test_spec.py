@@ -88,7 +88,7 @@ def test_unknown_key_error_gives_its_line(tmp_path: Path) -> None:
 
 
 def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"malformed TOML: .*line 2"):
+    with pytest.raises(ConfigError, match=r"line 2: malformed TOML: "):
         load_suite(write(tmp_path, 'models = ["mlp"]\nsize = \n'))
 
 
@@ -106,3 +106,21 @@ def test_shipped_suites_are_valid() -> None:
         if "cuda" in path.read_text() and not torch.cuda.is_available():
             continue
         load_suite(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ('name = "x"\nmodels = ["mlp"\nsize = "tiny"\n', 2),  # tomllib says line 3
+        ('name = "x"\nmodels = ["mlp"\n', 2),  # tomllib says: at end of document
+        ('name = "x"\nmodels = [\n  "mlp",\n  "cnn"\nsize = "tiny"\n', 2),
+        ('name = "x"  # [ in a comment\nbudget = { min_steps = 3\nsize = "tiny"\n', 2),
+        ('name = "[x"\nseeds = [0, 1]\nmodels = ["m]lp"\nsize = "tiny"\n', 3),
+        ('name = "x"\nmodels = [mlp]\n', 2),
+    ],
+)
+def test_malformed_toml_is_reported_at_the_line_of_the_mistake(
+    tmp_path: Path, text: str, line: int
+) -> None:
+    with pytest.raises(ConfigError, match=rf"suite\.toml, line {line}: malformed TOML: "):
+        load_suite(write(tmp_path, text))

@@ -160,3 +160,22 @@ def test_first_step_replaces_the_first_warm_up_step(clock: FakeClock) -> None:
     assert observed == [1] and m.warmup_steps == 3
     assert clock.steps == 3 + 5  # no extra step for the observed one
     assert m.outputs[0] == -1
+
+
+@pytest.mark.parametrize(("min_steps", "expected"), [(10, 6), (6, 6), (3, 3)])
+def test_the_time_budget_never_stops_short_of_a_confidence_interval(
+    clock: FakeClock, min_steps: int, expected: int
+) -> None:
+    # Steps of 0.4 s against a 1 s budget: time alone would stop after 3 steps, with no CI.
+    clock.durations = itertools.repeat(0.4)
+    budget = Budget(warmup_steps=1, warmup_min_s=0.0, min_steps=min_steps, max_time_s=1.0)
+    m = measure(clock.step, CPU, budget)
+    assert m.stats.n == expected
+    assert math.isfinite(m.stats.ci_rel) == (expected >= timing.min_samples_for_ci())
+    assert timing.min_samples_for_ci() == 6  # median_ci_indices(5) is None, (6) is not
+
+
+def test_max_steps_still_rules_over_the_confidence_interval(clock: FakeClock) -> None:
+    clock.durations = itertools.repeat(0.4)
+    m = measure(clock.step, CPU, Budget.fixed(steps=2, warmup_steps=1))
+    assert m.stats.n == 2

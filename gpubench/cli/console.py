@@ -180,9 +180,10 @@ def probe_table(result: maxbatch.MaxBatch) -> Table:
 
 def _short(row: dict[str, Any]) -> str:
     ms = f"{row['step_time_s'] * 1e3:.2f} ms" if row.get("step_time_s") else row["status"]
+    threads = f" threads={row['threads']}" if _given(row.get("threads")) else ""
     return (
         f"{escape(model_label(row['model'], row.get('model_size')))} {row['device']} "
-        f"{row['precision']} {row['optimizer']} B={row['batch_size']}: {ms}"
+        f"{row['precision']} {row['optimizer']} B={row['batch_size']}{threads}: {ms}"
     )
 
 

@@ -20,6 +20,7 @@ from gpubench.config.checks import (
 from gpubench.config.errors import ConfigError
 from gpubench.config.suite import load_suite
 from gpubench.config.validate import validate
+from gpubench.models import MODEL_NAMES
 
 SUITES_DIR = Path(__file__).parent.parent / "suites"
 DEFAULT_SUITE = "quick"
@@ -137,18 +138,46 @@ def build_parser() -> argparse.ArgumentParser:
         help="a suite TOML file, or the name of a shipped suite (default: quick, or with "
         "--resume the suite the run was started with)",
     )
-    sweep.add_argument("--models", type=_csv(check_model))
-    sweep.add_argument("--size", type=_choice(S.SIZES, "size"))
-    sweep.add_argument("--devices", type=_csv(check_device))
+    sweep.add_argument(
+        "--models",
+        type=_csv(check_model),
+        help=f"comma-separated: {', '.join(MODEL_NAMES)}, or package.module:function "
+        "returning a Workload",
+    )
+    sweep.add_argument(
+        "--size", type=_choice(S.SIZES, "size"), help=f"the size preset: {', '.join(S.SIZES)}"
+    )
+    sweep.add_argument(
+        "--devices",
+        type=_csv(check_device),
+        help="comma-separated: auto (the CPU, plus CUDA where present), cpu, cuda, cuda:N",
+    )
     sweep.add_argument(
         "--batch-sizes",
         type=_auto_or(_csv(lambda t: check_batch_size(_int_value(t)))),
         help='comma-separated, or "auto": powers of two up to the largest that fits',
     )
-    sweep.add_argument("--precisions", type=_csv(_choice(S.PRECISIONS, "precision")))
-    sweep.add_argument("--optimizers", type=_csv(_choice(S.OPTIMIZERS, "optimizer")))
-    sweep.add_argument("--seeds", type=_csv(lambda t: check_seed(_int_value(t))))
-    sweep.add_argument("--data", type=_choice(S.DATA_MODES, "data mode"))
+    sweep.add_argument(
+        "--precisions",
+        type=_csv(_choice(S.PRECISIONS, "precision")),
+        help=f"comma-separated: {', '.join(S.PRECISIONS)}",
+    )
+    sweep.add_argument(
+        "--optimizers",
+        type=_csv(_choice(S.OPTIMIZERS, "optimizer")),
+        help=f"comma-separated: {', '.join(S.OPTIMIZERS)}",
+    )
+    sweep.add_argument(
+        "--seeds",
+        type=_csv(lambda t: check_seed(_int_value(t))),
+        help="comma-separated whole numbers of 0 or more",
+    )
+    sweep.add_argument(
+        "--data",
+        type=_choice(S.DATA_MODES, "data mode"),
+        help="device (batches made once on the device) or host (copied from pinned host "
+        "memory every step; CUDA)",
+    )
     sweep.add_argument(
         "--compile",
         type=_csv(_choice(S.COMPILE_MODES, "compile mode")),

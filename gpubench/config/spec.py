@@ -91,6 +91,8 @@ class Budget:
     Measurement stops once at least `min_steps` steps and `min_time_s` seconds have passed and the
     95% confidence interval of the median step time is within `target_rel_ci` of it, or when
     `max_time_s` or `max_steps` is reached (the point is then flagged noisy if not yet stable).
+    `max_time_s` never stops it before min(`min_steps`, 6) steps, the fewest that give the median
+    a confidence interval; `max_steps` always does.
     """
 
     warmup_steps: int = 3

@@ -65,6 +65,63 @@ def _where(path: Path, text: str, key: str) -> str:
     return f"{path}, line {line}" if line else str(path)
 
 
+_AT = re.compile(r"\s*\((?:at line (\d+), column \d+|at end of document)\)$")
+
+
+def _decode_error(e: tomllib.TOMLDecodeError, text: str) -> tuple[str, int | None]:
+    """tomllib's message without its position, and the line of the mistake. tomllib finds an
+    unclosed array or table only where the next line starts, or at the end of the file: the
+    line is then the one where it opened, which is where it needs closing."""
+    message = str(e)
+    m = _AT.search(message)
+    if m is None:
+        return message, None
+    line = int(m.group(1)) if m.group(1) else len(text.splitlines())
+    if message.startswith("Unclosed"):
+        offset = _offset_of_line(text, line) if m.group(1) else len(text)
+        opened = _open_bracket_line(text[:offset])
+        line = opened if opened is not None else line
+    return message[: m.start()], line
+
+
+def _offset_of_line(text: str, line: int) -> int:
+    """The offset where 1-based `line` starts."""
+    offset = 0
+    for _ in range(line - 1):
+        offset = text.index("\n", offset) + 1
+    return offset
+
+
+def _open_bracket_line(text: str) -> int | None:
+    """The 1-based line of the innermost [ or { still open at the end of `text`, skipping
+    strings and comments; None when none is open."""
+    stack: list[int] = []
+    i, line = 0, 1
+    while i < len(text):
+        c = text[i]
+        if c == "\n":
+            line += 1
+        elif c == "#":
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        elif c in "\"'":
+            quote = text[i : i + 3] if text[i : i + 3] in ('"""', "'''") else c
+            end = text.find(quote, i + len(quote))
+            while c == '"' and end > 0 and text[end - 1] == "\\":  # an escaped quote
+                end = text.find(quote, end + 1)
+            stop = len(text) if end < 0 else end + len(quote)
+            line += text.count("\n", i, stop)
+            i = stop
+            continue
+        elif c in "[{":
+            stack.append(line)
+        elif c in "]}" and stack:
+            stack.pop()
+        i += 1
+    return stack[-1] if stack else None
+
+
 def load_suite(path: str | Path) -> SweepSpec:
     """Read and validate a suite file; every problem is a ConfigError naming the file (and line)."""
     path = Path(path)
@@ -75,8 +132,9 @@ def load_suite(path: str | Path) -> SweepSpec:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        where = "" if "line" in str(e) else f" (line {len(text.splitlines())})"
-        raise ConfigError(f"{path}: malformed TOML: {e}{where}") from e
+        message, line = _decode_error(e, text)
+        where = f"{path}, line {line}" if line is not None else str(path)
+        raise ConfigError(f"{where}: malformed TOML: {message}") from e
     try:
         return validate(_spec_from_dict(raw, default_name=path.stem))
     except ConfigError as e:

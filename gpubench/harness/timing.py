@@ -243,11 +243,19 @@ def _window_size(n_done: int, wall_s: float, step_estimate_s: float, budget: Bud
         return max(1, min(need, budget.max_steps - n_done))
     n = min(max(need, int(_WINDOW_S / step_estimate_s)), budget.max_steps - n_done)
     steps_left_in_budget = (budget.max_time_s - wall_s) / step_estimate_s  # may be infinite
-    return max(1, int(min(n, steps_left_in_budget)))
+    return max(1, int(min(n, max(steps_left_in_budget, _ci_floor(budget) - n_done))))
+
+
+def _ci_floor(budget: Budget) -> int:
+    """Steps the time budget never stops short of: min_steps, up to the fewest that give the
+    median a confidence interval (6), so a slow point still has one (max_steps still rules)."""
+    return min(budget.min_steps, min_samples_for_ci())
 
 
 def _done(stats: Stats, wall_s: float, budget: Budget) -> bool:
-    if stats.n >= budget.max_steps or wall_s >= budget.max_time_s:
+    if stats.n >= budget.max_steps:
         return True
+    if wall_s >= budget.max_time_s:
+        return stats.n >= _ci_floor(budget)
     enough = stats.n >= budget.min_steps and wall_s >= budget.min_time_s
     return enough and stats.ci_rel <= budget.target_rel_ci

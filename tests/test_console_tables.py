@@ -1,0 +1,76 @@
+"""What the printed tables say where a cell would otherwise be blank or misleading: a missing CI,
+a user's model, a busy or missed point, columns with nothing in them, and the help text."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from gpubench.cli import console, main
+from gpubench.cli.convergence_table import points_table
+from gpubench.config.spec import Point
+from gpubench.store.row import make_row
+
+CPU = Point("mlp", "small", "cpu", "fp32", "sgd", 4)
+
+
+def _ok(point: Point = CPU, **values: object) -> dict[str, object]:
+    base = dict(step_time_s=0.004, samples_per_s=1000.0, steps_measured=40, loss_first=2.3)
+    base |= dict(loss_last=1.9, step_time_ci_rel=0.01)
+    return make_row(point, "ok", **(base | values))
+
+
+def _text(table: object) -> str:
+    c = Console(width=250, record=True)
+    c.print(table)
+    return c.export_text()
+
+
+def test_a_blank_ci_says_too_few_steps() -> None:
+    few = _ok(steps_measured=4, step_time_ci_rel=None)
+    assert console._ci_cell(few) == "n<6"
+    assert console._ci_cell(_ok()) == "1.0%"
+    assert console._ci_cell(make_row(CPU, "oom", error="x")) == ""
+
+
+def test_user_models_are_labelled_by_their_function_and_workload_name() -> None:
+    user = Point("mynets.cnn:small_cnn", "small", "cpu", "fp32", "sgd", 8)
+    assert console.model_cell(_ok(user, workload="SmallCNN")) == "mynets.cnn:small_cnn (SmallCNN)"
+    assert console.model_cell(_ok(workload="mlp")) == "mlp/small"
+    assert user.label() == "mynets.cnn:small_cnn cpu fp32 sgd B=8"
+
+
+def test_busy_and_noisy_points_say_so() -> None:
+    assert console._status_cell(_ok(noisy=True, busy=True)) == "ok (noisy, busy)"
+    assert console._status_cell(_ok(busy=False)) == "ok"
+
+
+def test_columns_empty_in_every_row_are_left_out() -> None:
+    text = _text(console.summary_table(pd.DataFrame([_ok(), _ok(batch_size=16)])))
+    assert "options" not in text
+    assert "synthetic loss first→last" in text and "not that the model learns" in text
+    threaded = _ok(Point("mlp", "small", "cpu", "fp32", "sgd", 4, threads=1))
+    assert "threads=1" in _text(console.summary_table(pd.DataFrame([_ok(), threaded])))
+
+
+def test_a_convergence_point_that_missed_its_target_says_so() -> None:
+    point = Point("mlp", "tiny", "cpu", "fp32", "adamw", 32, lr_scaling="sqrt")
+    missed = make_row(point, "ok", target=0.9, target_metric="accuracy", steps_to_target=None)
+    reached = make_row(point, "ok", target=0.9, target_metric="accuracy", steps_to_target=120)
+    text = _text(points_table(pd.DataFrame([missed, reached])))
+    assert text.count("missed target 0.9") == 1
+
+
+def test_sweep_help_lists_the_allowed_values(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for allowed in (
+        "mlp, cnn, transformer, or package.module:function",
+        "tiny, small, base",
+        "fp32, tf32, fp16, bf16",
+        "sgd, adam, adamw",
+        "auto (the CPU, plus CUDA where present), cpu, cuda, cuda:N",
+    ):
+        assert allowed in text
