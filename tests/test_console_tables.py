@@ -49,7 +49,7 @@ def test_busy_and_noisy_points_say_so() -> None:
 def test_columns_empty_in_every_row_are_left_out() -> None:
     text = _text(console.summary_table(pd.DataFrame([_ok(), _ok(batch_size=16)])))
     assert "options" not in text
-    assert "synthetic loss first→last" in text and "not that the model learns" in text
+    assert "synthetic loss first→last" in text and "not how well the model learns" in text
     threaded = _ok(Point("mlp", "small", "cpu", "fp32", "sgd", 4, threads=1))
     assert "threads=1" in _text(console.summary_table(pd.DataFrame([_ok(), threaded])))
 

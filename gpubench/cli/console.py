@@ -19,6 +19,7 @@ from gpubench.cli.cells import fmt
 from gpubench.cli.convergence_table import batch_table, comparisons, points_table
 from gpubench.config.precision import PRECISION_NOTE
 from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point, SweepSpec, model_label
+from gpubench.data.synthetic import DISTINCT_BATCHES
 from gpubench.harness.timing import min_samples_for_ci
 from gpubench.probes import load
 from gpubench.run import maxbatch
@@ -237,8 +238,9 @@ def _status_cell(row: dict[str, Any]) -> str:
 
 _LOSS = "synthetic loss first→last"
 _LOSS_CAPTION = (
-    f"{_LOSS}: the training loss on the point's few synthetic batches, cycled; its fall shows "
-    "the steps train, not that the model learns (a convergence run measures learning)"
+    f"{_LOSS}: the training loss at the first and last step, on {DISTINCT_BATCHES} random "
+    "batches cycled, which a model soon memorises (hence 0.000): it shows the steps train, not "
+    "how well the model learns; a convergence run measures that"
 )
 
 
