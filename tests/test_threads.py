@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,13 @@ def test_sweep_sets_the_threads_and_records_them(tmp_path: Path) -> None:
     assert all(isinstance(r["busy"], bool) or r["busy"] is None for r in rows)
     assert set(run_env["load"]) == {"load_average_1m", "cores", "other_load_cores"}
     assert "mlp/tiny" in done.stdout and "threads=1" in done.stdout
+
+
+def test_a_run_made_before_the_threads_axis_resumes(tmp_path: Path) -> None:
+    spec = SweepSpec(name="t", models=("mlp",), devices=("cpu",), batch_sizes=(2,))
+    old = folder.as_saved(spec)
+    del old["threads"]
+    (tmp_path / "suite.json").write_text(json.dumps(old))
+    folder.check_resumable(tmp_path, spec, extend=False)  # the default then: what torch picks
+    with pytest.raises(ConfigError, match="threads"):
+        folder.check_resumable(tmp_path, replace(spec, threads=(1,)), extend=False)

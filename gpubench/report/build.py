@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import pandas as pd
@@ -254,6 +255,12 @@ ROW_COLUMNS = [
 ]
 
 
+def _status(row: dict[str, Any]) -> str:
+    """The row's status; a convergence run that never reached its target says it missed it."""
+    missed = pd.notna(row.get("target")) and pd.isna(row.get("steps_to_target"))
+    return "ok, missed target" if row["status"] == "ok" and missed else str(row["status"])
+
+
 def _all_rows(frame: pd.DataFrame) -> str:
     cols = [c for c in ROW_COLUMNS if frame[c[0]].notna().any()]
     headers = [
@@ -276,13 +283,13 @@ def _all_rows(frame: pd.DataFrame) -> str:
         cells: list[tuple[str, object] | str] = [
             r["run"],
             r["model"],
-            r["model_size"],
+            "" if ":" in r["model"] else r["model_size"],  # a user's model has no size preset
             r["device"],
             r["precision"],
             r["optimizer"],
             (str(int(r["batch_size"])), r["batch_size"]),
             (H.number(r["seed"], ".0f"), r["seed"]),
-            r["status"],
+            _status(r),
             "noisy" if r.get("noisy") is True else "",
         ]
         cells += ["busy" if r.get("busy") is True else ""] if busy else []

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
+from gpubench.config.spec import model_label
 from gpubench.store.benchjson import rows_from_benchmark_json
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import IDENTITY
@@ -76,10 +77,11 @@ class PointChange:
     def label(self) -> str:
         p = self.point
         return (
-            f"{p['model']}/{p['model_size']} {p['device']} {p['precision']} {p['optimizer']} "
-            f"B={p['batch_size']}"
+            f"{model_label(p['model'], p['model_size'])} {p['device']} {p['precision']} "
+            f"{p['optimizer']} B={p['batch_size']}"
             + (f" seed={p['seed']}" if p.get("seed") not in (0, None) else "")
             + (f" data={p['data']}" if p.get("data") not in ("device", None) else "")
+            + (f" threads={p['threads']}" if _given(p.get("threads")) else "")
         )
 
     @property
@@ -258,3 +260,7 @@ def format_comparison(c: Comparison, fmt: str) -> str:
         + [line(r) for r in rows]
         + [summary(c)]
     )
+
+
+def _given(value: object) -> bool:
+    return value is not None and not pd.isna(value)

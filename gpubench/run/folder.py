@@ -102,6 +102,9 @@ def check_resumable(run_dir: Path, spec: SweepSpec, extend: bool) -> None:
     change (new points are added) but not how each point is measured."""
     saved = saved_suite(run_dir)
     here = as_saved(spec)
+    # A setting added since the run was made (threads, say) had its default there.
+    defaults = as_saved(SweepSpec(name=spec.name, models=spec.models))
+    saved = {k: v for k, v in defaults.items() if k not in saved} | saved
     changed = sorted(k for k in {*saved, *here} if saved.get(k) != here.get(k))
     if not changed:
         return
