@@ -181,7 +181,7 @@ def probe_table(result: maxbatch.MaxBatch) -> Table:
 
 def _short(row: dict[str, Any]) -> str:
     ms = f"{row['step_time_s'] * 1e3:.2f} ms" if row.get("step_time_s") else row["status"]
-    threads = f" threads={row['threads']}" if _given(row.get("threads")) else ""
+    threads = f" threads={row['threads']}" if pd.notna(row.get("threads")) else ""
     return (
         f"{escape(model_label(row['model'], row.get('model_size')))} {row['device']} "
         f"{row['precision']} {row['optimizer']} B={row['batch_size']}{threads}: {ms}"
@@ -199,20 +199,16 @@ def _options(row: dict[str, Any]) -> str:
         opts.append("graph")
     if row.get("data") == "host":
         opts.append("host data")
-    if _given(row.get("threads")):
+    if pd.notna(row.get("threads")):
         opts.append(f"threads={int(row['threads'])}")
     return ", ".join(opts)
-
-
-def _given(value: Any) -> bool:
-    return value is not None and not pd.isna(value)
 
 
 def model_cell(row: dict[str, Any]) -> str:
     """'mlp/small', or a user's model as 'module:function' with its Workload's own name."""
     label = model_label(row["model"], row.get("model_size"))
     name = row.get("workload")
-    if ":" in row["model"] and _given(name) and name != row["model"]:
+    if ":" in row["model"] and pd.notna(name) and name != row["model"]:
         label += f" ({name})"
     return escape(label)
 
@@ -220,7 +216,7 @@ def model_cell(row: dict[str, Any]) -> str:
 def _ci_cell(row: dict[str, Any]) -> str:
     """The CI's half-width in percent; where too few steps were measured to have one, says so."""
     ci = row["step_time_ci_rel"]
-    if _given(ci):
+    if pd.notna(ci):
         return f"{ci * 100:.1f}%"
     n, least = row.get("steps_measured"), min_samples_for_ci()
     if n is None or pd.isna(n) or row["status"] != "ok":
@@ -254,7 +250,7 @@ def summary_table(frame: pd.DataFrame) -> Table:
         step = fmt(row["step_time_s"] * 1e3 if row["step_time_s"] else None, ".2f")
         loss = (
             f"{row['loss_first']:.3f}→{row['loss_last']:.3f}"
-            if _given(row["loss_first"]) and _given(row["loss_last"])
+            if pd.notna(row["loss_first"]) and pd.notna(row["loss_last"])
             else ""
         )
         rows.append(

@@ -46,13 +46,9 @@ def _status(row: dict[str, Any]) -> str:
     if status != "ok" and row.get("error"):
         return f"{status}: {escape(str(row['error'])[:50])}"
     target = row.get("target")
-    if status == "ok" and _given(target) and not _given(row.get("steps_to_target")):
+    if status == "ok" and pd.notna(target) and not pd.notna(row.get("steps_to_target")):
         return f"ok, missed target {target:g}"
     return status
-
-
-def _given(value: Any) -> bool:
-    return value is not None and not pd.isna(value)
 
 
 def batch_table(groups: list[dict[str, Any]]) -> Table:

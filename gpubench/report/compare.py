@@ -81,7 +81,7 @@ class PointChange:
             f"{p['optimizer']} B={p['batch_size']}"
             + (f" seed={p['seed']}" if p.get("seed") not in (0, None) else "")
             + (f" data={p['data']}" if p.get("data") not in ("device", None) else "")
-            + (f" threads={p['threads']}" if _given(p.get("threads")) else "")
+            + (f" threads={p['threads']}" if pd.notna(p.get("threads")) else "")
         )
 
     @property
@@ -260,7 +260,3 @@ def format_comparison(c: Comparison, fmt: str) -> str:
         + [line(r) for r in rows]
         + [summary(c)]
     )
-
-
-def _given(value: object) -> bool:
-    return value is not None and not pd.isna(value)
