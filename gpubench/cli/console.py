@@ -235,8 +235,8 @@ def _status_cell(row: dict[str, Any]) -> str:
 _LOSS = "synthetic loss first→last"
 _LOSS_CAPTION = (
     f"{_LOSS}: the training loss at the first and last step, on {DISTINCT_BATCHES} random "
-    "batches cycled, which a model soon memorises (hence 0.000): it shows the steps train, not "
-    "how well the model learns; a convergence run measures that"
+    "batches cycled, which a model memorises (so it can fall to 0.000): it shows the steps "
+    "train, not how well the model learns; a convergence run measures that"
 )
 
 
