@@ -208,7 +208,7 @@ def model_cell(row: dict[str, Any]) -> str:
     """'mlp/small', or a user's model as 'module:function' with its Workload's own name."""
     label = model_label(row["model"], row.get("model_size"))
     name = row.get("workload")
-    if ":" in row["model"] and pd.notna(name) and name != row["model"]:
+    if ":" in row["model"] and pd.notna(name) and str(name) not in label:
         label += f" ({name})"
     return escape(label)
 
