@@ -124,7 +124,13 @@ def make_row(point: Point, status: str, **values: Any) -> dict[str, Any]:
 
 
 def finite_or_none(value: Any) -> Any:
-    """JSON has no NaN or infinity: an unmeasurable float is stored as None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    """JSON has no NaN or infinity: an unmeasurable float is stored as None, at any depth (the
+    floats inside a series such as `curve` or `step_times_s` too), so that every row made by
+    make_row can be stored (the results store refuses NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_none(v) for v in value]
     return value
