@@ -10,7 +10,6 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -21,8 +20,10 @@ from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point, SweepSpec
 from gpubench.run import maxbatch
 from gpubench.run.memory_cap import format_size
 
-_err = Console(stderr=True)
-_out = Console(width=None if sys.stdout.isatty() else 160)
+# Markup off: everything printed comes from results, suites, paths or exceptions, where "[...]"
+# is text (an allocator's message, a suite named "a[/]b"), never a style to parse.
+_err = Console(stderr=True, markup=False)
+_out = Console(width=None if sys.stdout.isatty() else 160, markup=False)
 
 
 class SweepProgress:
@@ -31,7 +32,7 @@ class SweepProgress:
     def __init__(self, spec: SweepSpec, run_dir: Path, quiet: bool) -> None:
         self.spec, self.run_dir, self.quiet = spec, run_dir, quiet
         self.bar = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
@@ -140,7 +141,7 @@ def probe_table(result: maxbatch.MaxBatch) -> Table:
         table.add_column(col, justify="left" if col in ("phase", "outcome") else "right")
     for p in result.probes:
         failed = not p.fits and p.status != "oom"  # an oom's reason is the allocator's words
-        outcome = f"{p.status}: {escape((p.error or '')[:60])}" if failed else p.status
+        outcome = f"{p.status}: {(p.error or '')[:60]}" if failed else p.status
         table.add_row(
             p.phase,
             str(p.batch_size),
@@ -202,7 +203,7 @@ def summary_table(frame: pd.DataFrame) -> Table:
         )
         status = row["status"] + (" (noisy)" if row.get("noisy") is True else "")
         if row["status"] != "ok" and row.get("error"):
-            status += f": {escape(row['error'][:60])}"  # an error's [brackets] are not markup
+            status += f": {row['error'][:60]}"
         table.add_row(
             f"{row['model']}/{row['model_size']}",
             row["device"],
