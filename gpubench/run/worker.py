@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 import types
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
@@ -74,6 +75,8 @@ def run_point(point: Point, task: Task, max_memory: int | None = None) -> dict[s
             "oom" if oom else "error",
             error=reason,
             point_time_s=time.perf_counter() - started,
+            # kept in results.jsonl: an `error` may be a bug of gpubench's own, to be reported
+            traceback=None if oom else traceback.format_exc(),
         )
     finally:
         gc.collect()

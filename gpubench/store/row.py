@@ -107,6 +107,7 @@ COLUMNS = [
 # in a fresh worker, as max-batch's probes run), what --max-memory caps on the CPU
 COLUMNS += ["host_peak_address_space_bytes"]
 SERIES = ["step_times_s", "curve"]
+SERIES += ["traceback"]  # issue 13: an `error` row's Python traceback (JSONL only, not the CSV)
 # Columns renamed since: rows written under the old name load under the new one.
 RENAMED = {"step_time_device_sum_s": "step_time_sum_s"}
 
