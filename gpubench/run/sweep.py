@@ -27,6 +27,9 @@ from gpubench.store.row import make_row
 OnRow = Callable[[dict[str, Any], int, int], None]
 OnStart = Callable[[int, int], None]  # (points in the sweep, points already measured)
 
+# What --retry-failed runs again: outcomes that say nothing about the point itself.
+RETRIED = ("error", "timeout")
+
 # Seconds a point may take once its worker is ready, unless --point-timeout says otherwise.
 DEFAULT_POINT_TIMEOUT_S = 600.0
 
@@ -58,6 +61,7 @@ def run_sweep(
     point_timeout_s: float | None = DEFAULT_POINT_TIMEOUT_S,
     should_stop: Callable[[], bool] | None = None,
     on_start: OnStart | None = None,
+    retry_failed: bool = False,
 ) -> pd.DataFrame:
     """Measure every point of `spec` into run folder `out` (default results/<timestamp>) and
     return all its rows. Each row is on disk (fsynced) before the next point starts.
@@ -66,8 +70,9 @@ def run_sweep(
     `max_memory` bytes and `point_timeout_s` seconds. Once a batch size runs out of memory,
     larger ones of the same model, device, precision and optimizer are recorded as `oom`
     without being tried. With `resume`, `out` is a folder this suite was started in, and only
-    its missing points run (`extend` allows new axis values). `should_stop` is asked before
-    each point.
+    its missing points run (`extend` allows new axis values), on the machine it was started on
+    (see folder.check_same_machine); with `retry_failed` too, the points that ended `error` or
+    `timeout` lose their rows and run again. `should_stop` is asked before each point.
     """
     validate(spec)
     check_buildable(spec.models, spec.size, spec.model_options)  # a typo is exit 2, not a row
@@ -81,7 +86,10 @@ def run_sweep(
         store = ResultStore(run_dir)
         if resume:
             folder.check_resumable(run_dir, spec, extend)
+            folder.check_same_machine(run_dir)
             folder.repair_torn_tail(store.path)
+            if retry_failed:
+                store.drop(RETRIED)
         else:
             folder.check_fresh(run_dir)
         store.write_json("suite.json", spec.to_dict())

@@ -30,11 +30,19 @@ class ResultStore:
             os.fsync(f.fileno())
 
     def write_json(self, name: str, obj: Any) -> Path:
-        path = self.dir / name
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        """Write `name` whole or not at all, and durably: suite.json and env.json are what make
+        the folder resumable, so a crash must leave either the old file or the new one."""
+        return _replace_durably(self.dir / name, json.dumps(obj, indent=2, default=str) + "\n")
+
+    def drop(self, statuses: tuple[str, ...]) -> int:
+        """Remove the rows whose status is in `statuses` (so their points run again on a
+        resume); returns how many were removed. The file is replaced whole and durably."""
+        rows = read_rows(self.dir) if self.path.is_file() else []
+        kept = [r for r in rows if r.get("status") not in statuses]
+        if len(kept) < len(rows):
+            text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in kept)
+            _replace_durably(self.path, text)
+        return len(rows) - len(kept)
 
     def write_csv(self) -> Path:
         path = self.dir / "results.csv"
@@ -43,6 +51,23 @@ class ResultStore:
             path, index=False
         )
         return path
+
+
+def _replace_durably(path: Path, text: str) -> Path:
+    """Replace `path` by `text` atomically: written to a temporary file and fsynced, renamed
+    into place, and the rename fsynced in the folder."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
 
 
 class ResultsError(ValueError):
