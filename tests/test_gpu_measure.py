@@ -7,7 +7,7 @@ import torch
 
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.point import measure_point
-from gpubench.probes import nvml
+from gpubench.probes import datasheet, nvml
 
 pytestmark = pytest.mark.gpu
 
@@ -27,7 +27,9 @@ def test_cuda_row_timing_flops_and_memory(model: str) -> None:
     agreement = abs(row["step_time_sum_s"] - row["wall_time_s"]) / row["wall_time_s"]
     assert agreement < 0.02
     assert row["flops_per_step"] == pytest.approx(row["flops_analytic_per_step"], rel=0.05)
-    assert row["peak_tflops"] > 0 and 0 < row["mfu"] < 1
+    assert row["peak_tflops"] > 0 and 0 < row["matmul_roof_fraction"] < 1
+    sheet = datasheet.peak_tflops(torch.cuda.get_device_name(), "bf16")
+    assert row["mfu"] == (None if sheet is None else pytest.approx(row["tflops"] / sheet))
     assert row["torch_peak_reserved_bytes"] >= row["torch_peak_allocated_bytes"] > 0
     assert row["memory_remainder_bytes"] > 0
 

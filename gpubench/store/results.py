@@ -98,9 +98,20 @@ def read_rows(run_dir: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+def upgraded(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` in today's schema. Rows written before `matmul_roof_fraction` existed held that
+    fraction under `mfu`: it moves to its own column, and `mfu` is recomputed from the row's
+    own `tflops` over its `datasheet_peak_tflops` (null where that peak is unknown)."""
+    if "matmul_roof_fraction" in row or row.get("mfu") is None:
+        return row
+    tflops, sheet = row.get("tflops"), row.get("datasheet_peak_tflops")
+    mfu = tflops / sheet if tflops is not None and sheet else None
+    return {**row, "matmul_roof_fraction": row["mfu"], "mfu": mfu}
+
+
 def load_results(run_dir: str | Path) -> pd.DataFrame:
     """A run folder's rows as a DataFrame with the schema's columns first."""
-    rows = read_rows(run_dir)
+    rows = [upgraded(r) for r in read_rows(run_dir)]
     frame = pd.DataFrame(rows).rename(columns=RENAMED)
     for col in COLUMNS:
         if col not in frame:

@@ -102,6 +102,10 @@ COLUMNS = [
     "eval_time_s",
     "diverged_at_step",
     "noise_scale_b_simple",
+    # issue 13: the fraction of the measured matmul roof (`mfu` is against the datasheet peak),
+    # and whether warm-up ended on steady step times (not on budget.warmup_max_s)
+    "matmul_roof_fraction",
+    "warmup_steady",
 ]
 # issue 16: the worker's peak virtual address space (Linux VmPeak, its lifetime's: a point's own
 # in a fresh worker, as max-batch's probes run), what --max-memory caps on the CPU
