@@ -21,6 +21,7 @@ from gpubench.harness.step import unsupported_reason
 from gpubench.harness.timing import Measurement
 from gpubench.models.workload import Workload
 from gpubench.probes import calibration
+from gpubench.probes.current_device import made_current
 from gpubench.store.row import finite_or_none
 
 # A quick run that still goes through the whole harness: one warm-up step and one timed step.
@@ -93,7 +94,8 @@ def benchmark_step(
     torch.manual_seed(seed)
     # The sweep's own path: the same probes, FLOP counting, warm-up rule and memory window.
     peak = calibration.matmul_peak(dev, precision_name)
-    values, m = measure_workload(point, workload, budget, peak, lr)
+    with made_current(dev):
+        values, m = measure_workload(point, workload, budget, peak, lr)
     if m is None:
         raise Unsupported(values["error"])
     if values["status"] == "diverged":

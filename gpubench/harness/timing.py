@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from gpubench.config.spec import Budget
+from gpubench.probes.current_device import stream_of
 
 # Aim for windows of about this many seconds between the checks of the stopping rule.
 _WINDOW_S = 0.25
@@ -44,14 +45,16 @@ class StepMarks:
         self._events: list[torch.cuda.Event] = []
         self._stamps: list[float] = []
         if self.cuda:
+            # the device's own stream, not the current device's (a point on cuda:1)
+            self._stream = stream_of(device)
             self._events = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
             for event in self._events:
-                event.record()
+                event.record(self._stream)
         self._n = 0
 
     def mark(self) -> None:
         if self.cuda:
-            self._events[self._n].record()
+            self._events[self._n].record(self._stream)
             self._n += 1
         else:
             self._stamps.append(_clock())

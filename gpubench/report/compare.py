@@ -144,7 +144,7 @@ def point_label(p: dict[str, Any]) -> str:
     for k, v in p.items():
         if k == "benchmark" and v == p["model"]:
             continue  # a plain benchmark's model is its name already
-        if k not in main and not _missing(v) and v != _DEFAULTS.get(k, None):
+        if k not in main and not _missing(v) and v != _DEFAULTS.get(k):
             text += f" {k}={v}"
     return text
 

@@ -52,13 +52,14 @@ def run_point(point: Point, task: Task, max_memory: int | None = None) -> dict[s
     import torch
 
     from gpubench.harness.point import measure_point
+    from gpubench.probes.current_device import made_current
     from gpubench.science.convergence import train_point
 
     device = torch.device(point.device)
     started = time.perf_counter()
     in_use = memory_cap.address_space_bytes() if device.type == "cpu" else None
     try:
-        with memory_cap.capped(max_memory, device.type, device.index):
+        with memory_cap.capped(max_memory, device.type, device.index), made_current(device):
             if isinstance(task, Convergence):
                 return train_point(point, task)
             return measure_point(point, task)
