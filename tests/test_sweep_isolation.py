@@ -4,6 +4,7 @@ and measures every other point."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from pathlib import Path
@@ -12,6 +13,9 @@ import pytest
 from isolation import cap_text, rows
 
 from gpubench.cli import main
+from gpubench.config.spec import Point
+from gpubench.run.maxbatch import powers_of_two
+from gpubench.run.sweep import search_key
 
 FAULTS = """
 name = "faults"
@@ -112,3 +116,34 @@ def test_auto_batch_sizes_are_the_powers_of_two_that_fit(tmp_path: Path) -> None
     before = (out / "maxbatch.json").read_bytes()
     assert main(["sweep", "--resume", str(out), "--quiet", "--max-memory", cap_text()]) == 0
     assert (out / "maxbatch.json").read_bytes() == before and len(rows(out)) == len(batches)
+
+
+def test_auto_search_is_kept_per_whole_identity() -> None:
+    base = Point("mlp", "tiny", "cpu", "fp32", "sgd", 1)
+    others = [
+        dataclasses.replace(base, seed=1),
+        dataclasses.replace(base, compile="compile"),
+        dataclasses.replace(base, channels_last=True),
+        dataclasses.replace(base, cuda_graph=True),
+        dataclasses.replace(base, data="host"),
+    ]
+    keys = {search_key(p) for p in [base, *others]}
+    assert len(keys) == 1 + len(others)
+    assert search_key(dataclasses.replace(base, batch_size=64)) == search_key(base)
+
+
+def test_an_auto_search_that_errs_is_no_memory_limit(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["sweep", "--models", "fault_workloads:picky", "--size", "tiny", "--devices", "cpu"]
+    args += ["--precisions", "fp32", "--optimizers", "sgd", "--batch-sizes", "auto"]
+    assert (
+        main([*args, "--out", str(out), "--quiet", "--steps", "1", "--max-memory", cap_text()]) == 0
+    )
+    (search,) = json.loads((out / "maxbatch.json").read_text()).values()
+    failed = search["probes"][-1]["batch_size"]
+    assert failed > 4 and search["largest_batch"] <= 4
+    assert search["stopped"] and f"injected failure at a batch of {failed}" in search["stopped"]
+    # the batch size that failed is a point of its own, its row the error, not a limit
+    got = {r["batch_size"]: r["status"] for r in rows(out)}
+    fitted = {b: "ok" for b in powers_of_two(search["largest_batch"])}
+    assert got == {**fitted, failed: "error"}

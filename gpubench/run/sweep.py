@@ -196,10 +196,14 @@ def plan(
     max_memory: int | None = None,
     point_timeout_s: float | None = None,
 ) -> list[Point]:
-    """The sweep's points in order. For batch_sizes = "auto", each (model, device, precision,
-    optimizer, data) gets the powers of two up to the largest that fits, found by the memory-model
-    search (maxbatch, in fresh processes) and kept in run_dir/maxbatch.json so a resumed sweep plans
-    the same points without probing again."""
+    """The sweep's points in order. For batch_sizes = "auto", each point but for its batch size
+    (its whole identity: speed options and seed too) gets the powers of two up to the largest
+    that fits, found by the memory-model search (maxbatch, in fresh processes) and kept in
+    run_dir/maxbatch.json so a resumed sweep plans the same points without probing again.
+
+    A search that stopped on an error or a timeout found no memory limit: its points go up to
+    the batch size that failed, which runs as a point of its own (its row says what happened),
+    and a resumed sweep searches again."""
     if spec.batch_sizes != AUTO:
         return list(dict.fromkeys(spec.points()))  # an axis value given twice is one point
     cache_path = run_dir / "maxbatch.json"
@@ -208,14 +212,23 @@ def plan(
     )
     points: list[Point] = []
     for base in dataclasses.replace(spec, batch_sizes=(1,)).points():
-        label = f"{base.label().removesuffix(' B=1')} data={base.data}"
-        if label not in cache:
+        key = search_key(base)
+        if key not in cache or cache[key].get("stopped"):
             cap = max_memory if max_memory is not None else maxbatch.default_cap(base.device)
             found = maxbatch.find(base, cap, point_timeout_s)
-            cache[label] = found.to_dict()
+            cache[key] = found.to_dict()
             ResultStore(run_dir).write_json("maxbatch.json", cache)
-        largest = int(cache[label]["largest_batch"])
-        points.extend(
-            dataclasses.replace(base, batch_size=b) for b in maxbatch.powers_of_two(largest)
-        )
+        entry = cache[key]
+        sizes = maxbatch.powers_of_two(int(entry["largest_batch"]))
+        if entry.get("stopped"):
+            failed = int(entry["probes"][-1]["batch_size"])  # the probe that stopped it
+            sizes = sorted({*(b for b in sizes if b < failed), failed})
+        points.extend(dataclasses.replace(base, batch_size=b) for b in sizes)
     return list(dict.fromkeys(points))
+
+
+def search_key(point: Point) -> str:
+    """maxbatch.json's key of `point`'s search: every identity field but the batch size."""
+    fields = point.to_dict()
+    fields.pop("batch_size")
+    return " ".join(f"{k}={v}" for k, v in fields.items())
