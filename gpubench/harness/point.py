@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from gpubench.config.spec import Budget, Point
 from gpubench.harness.step import cudnn_benchmark, prepare, unsupported_reason
 from gpubench.harness.timing import Measurement, measure
 from gpubench.probes import breakdown, calibration, datasheet, flops, memory, nvml
+from gpubench.probes.sampler_process import ProcessSampler
 from gpubench.store.row import make_row
 
 
@@ -157,22 +159,24 @@ def measure_workload(
     return values, m
 
 
-def _sampler(device: torch.device) -> nvml.Sampler | None:
-    """An NVML sampler for a CUDA device, None on the CPU or where NVML is missing (the sweep
-    warns once about that; the fields stay null)."""
+def _sampler(device: torch.device) -> ProcessSampler | None:
+    """An NVML sampler for a CUDA device, in a process of its own (it must not slow the step);
+    None on the CPU or where NVML is missing (the sweep warns once about that; the fields stay
+    null)."""
     if device.type != "cuda" or nvml.unavailable_reason() is not None:
         return None
     index = device.index if device.index is not None else torch.cuda.current_device()
-    return nvml.Sampler(nvml.Device(index).read)
+    uuid = nvml.Device(index).uuid()
+    return ProcessSampler("gpubench.probes.nvml:device_reader", (uuid, os.getpid()))
 
 
 @contextlib.contextmanager
-def _window(torch_peaks: memory.TorchPeaks, sampler: nvml.Sampler | None) -> Iterator[None]:
+def _window(torch_peaks: memory.TorchPeaks, sampler: ProcessSampler | None) -> Iterator[None]:
     with torch_peaks, sampler if sampler is not None else contextlib.nullcontext():
         yield
 
 
-def _nvml_values(sampler: nvml.Sampler | None, m: Measurement, batch_size: int) -> dict[str, Any]:
+def _nvml_values(sampler: ProcessSampler | None, m: Measurement, batch_size: int) -> dict[str, Any]:
     if sampler is None or sampler.summary is None:
         return {}
     n = sampler.summary
@@ -189,6 +193,9 @@ def _nvml_values(sampler: nvml.Sampler | None, m: Measurement, batch_size: int) 
         temperature_c=n.temperature_c,
         throttle_reasons=n.throttle_reasons,
         nvml_sample_hz=n.sample_hz,
+        energy_error_rel=n.energy_error_rel,
+        energy_note=n.energy_note,
+        energy_counter_resolution_s=n.energy_counter_resolution_s,
     )
 
 

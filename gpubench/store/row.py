@@ -106,6 +106,10 @@ COLUMNS = [
     # and whether warm-up ended on steady step times (not on budget.warmup_max_s)
     "matmul_roof_fraction",
     "warmup_steady",
+    # issue 13: the energy counter's error bound, why energy is null, the counter's update period
+    "energy_error_rel",
+    "energy_note",
+    "energy_counter_resolution_s",
 ]
 # issue 16: the worker's peak virtual address space (Linux VmPeak, its lifetime's: a point's own
 # in a fresh worker, as max-batch's probes run), what --max-memory caps on the CPU
