@@ -46,7 +46,7 @@ def test_a_short_window_is_null_with_the_reason() -> None:
     times, counter = _window(0.5, 300.0)
     got = from_counter(times, counter)
     assert got.energy_j is None and got.error_rel is not None and got.error_rel > MAX_ERROR_REL
-    assert got.note is not None and "every 100 ms" in got.note and "--max-time" in got.note
+    assert got.note is not None and "every 100 ms" in got.note and "budget.min_time_s" in got.note
 
 
 def test_a_counter_that_moves_once_is_too_coarse() -> None:

@@ -12,7 +12,7 @@ NVML's total-energy counter does not count continuously: on an H100 it moves abo
   over the span, which covers all of it but for up to one update period at each end);
 - the error bound is the uncertainty of the two update times (the reading gaps around them)
   over the span between them. Above MAX_ERROR_REL (2%) the energy is null, with the reason,
-  and a longer window (--max-time) brings it under: at 100 Hz sampling about 1 s is enough.
+  and a longer window (budget.min_time_s) brings it under: at 100 Hz sampling, about 1.5 s.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def from_counter(
             None,
             None,
             f"the energy counter moved {len(changes)} time(s) in the {duration:.3g} s window: "
-            "too coarse to measure it; measure longer (--max-time)",
+            "too coarse to measure it; measure longer (budget.min_time_s)",
         )
     a, b = changes[0], changes[-1]
     span = times_s[b] - times_s[a]
@@ -67,6 +67,6 @@ def from_counter(
             resolution,
             f"the energy counter moves every {resolution * 1e3:.3g} ms: over this "
             f"{duration:.3g} s window its error bound is {error:.1%}, above "
-            f"{max_error_rel:.0%}; measure longer (--max-time)",
+            f"{max_error_rel:.0%}; measure longer (budget.min_time_s)",
         )
     return CounterEnergy(energy / span * duration, error, resolution, None)
