@@ -91,7 +91,7 @@ class Budget:
     target_rel_ci: float = 0.02
     # issue 13: warm-up runs on (past warmup_steps and warmup_min_s) until the last steps' times
     # agree within warmup_steady_rel of their median, or until warmup_max_s seconds
-    warmup_max_s: float = 5.0
+    warmup_max_s: float = 3.0
     warmup_steady_rel: float = 0.1
 
     @staticmethod
