@@ -3,6 +3,7 @@ test on the raw step times so that noise is not called a regression."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -12,6 +13,7 @@ from typing import Any
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
+from gpubench.config.spec import Point
 from gpubench.store.benchjson import rows_from_benchmark_json
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import IDENTITY
@@ -122,13 +124,9 @@ class Comparison:
         return 1 if self.regressions else 0
 
 
+# An identity value at its default is left out of a point's label.
 _DEFAULTS = {
-    "seed": 0,
-    "data": "device",
-    "compile": "eager",
-    "channels_last": False,
-    "cuda_graph": False,
-    "lr_scaling": None,
+    **{f.name: f.default for f in dataclasses.fields(Point)},
     "benchmark": None,
 }
 
