@@ -106,9 +106,12 @@ def test_auto_batch_sizes_are_the_powers_of_two_that_fit(tmp_path: Path) -> None
     found = json.loads((out / "maxbatch.json").read_text())
     (search,) = found.values()
     largest = search["largest_batch"]
+    # the memory-model search: every probe fits or runs out of memory, and the smallest that
+    # did not fit lies above the answer
     probes = [(p["batch_size"], p["status"]) for p in search["probes"]]
-    assert probes[-1] == (2 * largest, "oom") and all(s == "ok" for _, s in probes[:-1])
-    assert [b for b, _ in probes] == [2**i for i in range(len(probes))]
+    assert {s for _, s in probes} == {"ok", "oom"} and search["stopped"] is None
+    assert all(b <= largest for b, s in probes if s == "ok")
+    assert min(b for b, s in probes if s == "oom") > largest
     batches = [r["batch_size"] for r in rows(out)]
     assert batches == [2**i for i in range(largest.bit_length())]
     assert Counter(r["status"] for r in rows(out))["ok"] >= len(batches) - 1
