@@ -35,6 +35,10 @@ def _point(model: str, batch: int, prec: str = "bf16") -> dict[str, Any]:
     return row
 
 
+def _f3(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def _pct(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or b == 0 else f"{100 * (a - b) / b:+.2f}%"
 
@@ -53,7 +57,9 @@ def main() -> int:
 
     print("\n1. timing and FLOPs (bf16, adamw, base size)")
     print(f"{'model':12} {'B':>5} {'step ms':>9} {'events-wall':>12} {'flops vs analytic':>18}")
-    print(f"{'':12} {'':>5} {'':>9} {'':>12} {'(method)':>18}  {'tflops':>7} {'mfu':>6}")
+    print(
+        f"{'':12} {'':>5} {'':>9} {'':>12} {'(method)':>18}  {'tflops':>7} {'mfu':>6} {'roof':>6}"
+    )
     for model, batch in (("mlp", 1024), ("cnn", 256), ("transformer", 16)):
         r = _point(model, batch)
         rows.append(r)
@@ -63,7 +69,8 @@ def main() -> int:
             f"{model:12} {batch:>5} {r['step_time_s'] * 1e3:>9.3f} "
             f"{_pct(r['step_time_sum_s'], r['wall_time_s']):>12} "
             f"{_pct(r['flops_per_step'], r['flops_analytic_per_step']):>18}  "
-            f"{r['tflops']:>7.1f} {r['mfu']:>6.3f}  ({r['flops_method']})"
+            f"{r['tflops']:>7.1f} {_f3(r['mfu']):>6} {_f3(r['matmul_roof_fraction']):>6}  "
+            f"({r['flops_method']})"
         )
 
     print("\n2. memory (transformer base, bf16): NVML process - torch reserved, MiB")

@@ -75,6 +75,26 @@ def raises() -> Workload:
     return _wrap(_raise)
 
 
+class _Picky(nn.Module):
+    """Raises for a batch of more than 4 samples: an error that is no memory limit."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if len(x) > 4:
+            raise ValueError(f"injected failure at a batch of {len(x)}")
+        return self.inner(x)
+
+
+def picky() -> Workload:
+    """Trains like the tiny MLP up to a batch of 4, and raises above it."""
+    w = models.build("mlp", "tiny")
+    w.model = _Picky(w.model)
+    return w
+
+
 class _Hungry(nn.Module):
     """Cheap to compute, costly to hold: each sample's 64 inputs are repeated to 256 Ki floats
     (1 MiB) twice over and kept for the backward pass, about 4 MiB per sample at the peak."""

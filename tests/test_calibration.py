@@ -70,6 +70,12 @@ def test_datasheet_lookup(name: str, label: str) -> None:
 def test_datasheet_knows_nothing_it_was_not_told() -> None:
     assert datasheet.lookup("NVIDIA A10G") is None  # not an A10, not an A100
     assert datasheet.lookup("NVIDIA H100 NVL") is None
+    # products whose names contain a known one: only an exact name is that product
+    for other in ("NVIDIA RTX A1000", "NVIDIA RTX A1000 6GB Laptop GPU", "NVIDIA A100X"):
+        assert datasheet.lookup(other) is None, other
+    assert datasheet.lookup("NVIDIA GeForce RTX 4090 D") is None
+    assert datasheet.lookup("NVIDIA GeForce RTX 3090 Ti") is None
+    assert datasheet.lookup("NVIDIA L40") is None and datasheet.lookup("NVIDIA L4") is not None
     assert datasheet.peak_tflops("Tesla V100-SXM2-16GB", "bf16") is None  # Volta has no bf16
     assert datasheet.peak_tflops("NVIDIA H100 80GB HBM3", "bf16") == 989.4
 

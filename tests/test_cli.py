@@ -23,9 +23,11 @@ optimizers = ["sgd"]
 [budget]
 warmup_steps = 1
 warmup_min_s = 0
+warmup_max_s = 0.5
 min_steps = 3
+max_steps = 3
 min_time_s = 0
-max_time_s = 2.0
+max_time_s = 60.0
 """
 
 

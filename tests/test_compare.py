@@ -137,3 +137,53 @@ def test_load_input_keeps_the_latest_row_of_a_point_measured_twice(tmp_path: Pat
     run = write_run(tmp_path / "a", [speed_row(p, 1e-3, 0, rng), speed_row(p, 2e-3, 0, rng)], env())
     frame = load_input(run)
     assert len(frame) == 1 and frame["step_time_s"].iloc[0] > 1.5e-3
+
+
+def _bench_file(path: Path, times: dict[str, list[float]]) -> Path:
+    """A pytest-benchmark JSON file of gpubench fixture benchmarks that differ only in a
+    parameter of their own (not a gpubench identity column), with synthetic times."""
+    info = {"model": "mlp", "model_size": "tiny", "device": "cpu", "precision": "fp32"}
+    info |= {"optimizer": "sgd", "batch_size": 8, "seed": 0, "data": "device"}
+    benches = [
+        {
+            "name": f"test_step[{param}]",
+            "fullname": f"tests/test_x.py::test_step[{param}]",
+            "params": {"width": param},
+            "extra_info": info,
+            "stats": {"median": sorted(t)[len(t) // 2], "data": t, "rounds": len(t)},
+        }
+        for param, t in times.items()
+    ]
+    path.write_text(json.dumps({"benchmarks": benches}))
+    return path
+
+
+def test_benchmarks_alike_but_for_a_parameter_are_never_merged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    steady = [1e-3 * (1 + 0.002 * i) for i in range(9)]
+    base = _bench_file(tmp_path / "base.json", {"64": steady, "128": steady})
+    # only the second one slows down; a third appears
+    slowed = {"64": steady, "128": [t * 1.3 for t in steady], "256": steady}
+    new = _bench_file(tmp_path / "new.json", slowed)
+    c = compare(base, new)
+    assert len(c.points) == 2 and c.exit_code() == 1
+    (regression,) = c.regressions
+    assert regression.point["benchmark"] == "tests/test_x.py::test_step[128]"
+    assert [p["benchmark"] for p in c.only_in_new] == ["tests/test_x.py::test_step[256]"]
+    assert main(["compare", str(base), str(new)]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "only in new:  mlp/tiny cpu fp32 sgd B=8 benchmark=tests/test_x.py::test_step[256]" in out
+    )
+    assert "test_step[128]" in out
+
+
+def test_a_point_measured_twice_is_counted_when_set_aside(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    p = POINTS[0]
+    twice = [speed_row(p, 1e-3, 0, rng), speed_row(p, 1e-3, 0, rng)]
+    run = write_run(tmp_path / "a", twice, env())
+    c = compare(run, run)
+    assert len(c.points) == 1 and c.replaced_in_base == c.replaced_in_new == 1
+    assert "1 earlier row of points measured twice in base" in format_comparison(c, "text")

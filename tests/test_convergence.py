@@ -13,6 +13,7 @@ from gpubench.config.spec import Point
 from gpubench.science.convergence import train_point
 from gpubench.science.curve import first_reaching, meets, next_eval_step
 from gpubench.science.lr_scaling import lr_at, scaled_lr, warmup_steps
+from gpubench.store.results import ResultStore, read_rows
 
 QUIET: dict[str, Any] = {"noise_every_steps": 0, "eval_rel_gap": 0.0}
 
@@ -88,13 +89,18 @@ def test_linear_scaling_is_recorded_and_ramped_in_the_row() -> None:
     assert lrs[0] == 0.05 and lrs[1] < lrs[2] < row["lr"] == lrs[-1]
 
 
-def test_an_absurd_learning_rate_diverges() -> None:
-    conv = Convergence(max_steps=50, lr=1e4, eval_every_steps=5, **QUIET)
+def test_an_absurd_learning_rate_diverges_and_its_row_is_stored(tmp_path: Path) -> None:
+    # The noise probe is due at every evaluation, the diverged one included: its estimate of a
+    # NaN gradient is NaN, which the row must carry as null for the store to accept the row.
+    conv = Convergence(
+        max_steps=50, lr=1e8, eval_every_steps=5, eval_rel_gap=0.0, noise_every_steps=5
+    )
     row = train_point(mlp_point(), conv)
     assert row["status"] == "diverged" and row["steps_to_target"] is None
     assert 1 <= row["diverged_at_step"] <= 10 and "loss" in row["error"]
     assert row["steps_measured"] < 50
-    json.dumps(row, allow_nan=False)
+    ResultStore(tmp_path).append(row)  # refuses NaN (allow_nan=False)
+    assert read_rows(tmp_path)[0]["diverged_at_step"] == row["diverged_at_step"]
 
 
 def test_noise_scale_is_recorded_over_training() -> None:

@@ -7,7 +7,7 @@ import torch
 
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.point import measure_point
-from gpubench.probes import nvml
+from gpubench.probes import datasheet, nvml
 
 pytestmark = pytest.mark.gpu
 
@@ -27,7 +27,9 @@ def test_cuda_row_timing_flops_and_memory(model: str) -> None:
     agreement = abs(row["step_time_sum_s"] - row["wall_time_s"]) / row["wall_time_s"]
     assert agreement < 0.02
     assert row["flops_per_step"] == pytest.approx(row["flops_analytic_per_step"], rel=0.05)
-    assert row["peak_tflops"] > 0 and 0 < row["mfu"] < 1
+    assert row["peak_tflops"] > 0 and 0 < row["matmul_roof_fraction"] < 1
+    sheet = datasheet.peak_tflops(torch.cuda.get_device_name(), "bf16")
+    assert row["mfu"] == (None if sheet is None else pytest.approx(row["tflops"] / sheet))
     assert row["torch_peak_reserved_bytes"] >= row["torch_peak_allocated_bytes"] > 0
     assert row["memory_remainder_bytes"] > 0
 
@@ -35,12 +37,16 @@ def test_cuda_row_timing_flops_and_memory(model: str) -> None:
 def test_nvml_fields_and_energy_are_plausible() -> None:
     if nvml.unavailable_reason() is not None:
         pytest.skip(nvml.unavailable_reason())
-    row = measure_point(Point("transformer", "base", "cuda", "bf16", "adamw", 16), BUDGET)
+    # a window long enough for the energy counter's error bound to be within 2%
+    budget = Budget(warmup_steps=5, warmup_min_s=0.5, min_time_s=2.5, max_time_s=4.0)
+    row = measure_point(Point("transformer", "base", "cuda", "bf16", "adamw", 16), budget)
     assert row["nvml_sample_hz"] >= 50
     assert row["nvml_peak_used_bytes"] >= row["torch_peak_reserved_bytes"]
     if row["nvml_process_peak_used_bytes"] is not None:  # None under a foreign PID namespace
         assert row["nvml_process_peak_used_bytes"] >= row["torch_peak_reserved_bytes"]
-    assert row["energy_method"] in ("counter", "power_integral")
+    assert row["energy_method"] in ("counter", "power_integral"), row["energy_note"]
+    if row["energy_method"] == "counter":
+        assert row["energy_error_rel"] <= 0.02 and row["energy_counter_resolution_s"] > 0
     power_times_time = row["avg_power_w"] * row["wall_time_s"] / row["steps_measured"]
     assert row["energy_j_per_step"] == pytest.approx(power_times_time, rel=0.2)
     assert row["samples_per_j"] == pytest.approx(16 / row["energy_j_per_step"])

@@ -29,8 +29,10 @@ def _readings(energy: list[float | None], power: list[float | None]) -> list[Rea
 
 
 def test_energy_from_the_counter_where_it_moves() -> None:
+    # Too few readings to time the counter's updates: no energy, and the reason why.
     s = summarise(_readings([100.0, 150.0, 200.0], [100.0, 100.0, 100.0]))
-    assert s.energy_method == "counter" and s.energy_j == 100.0
+    assert s.energy_method is None and s.energy_j is None
+    assert s.energy_note is not None and "error bound" in s.energy_note
     assert s.avg_power_w == pytest.approx(100.0)
     assert s.duration_s == pytest.approx(1.0) and s.sample_hz == pytest.approx(2.0)
     assert s.peak_used_bytes == 1020 and s.peak_process_used_bytes == 920
@@ -47,7 +49,8 @@ def test_energy_integrates_power_without_a_counter() -> None:
 
 def test_a_counter_that_did_not_move_is_not_a_zero_energy() -> None:
     s = summarise(_readings([100.0, 100.0, 100.0], [80.0, 80.0, 80.0]))
-    assert s.energy_method == "power_integral" and s.energy_j == pytest.approx(80.0)
+    assert s.energy_method is None and s.energy_j is None
+    assert s.energy_note is not None and "moved 0 time(s)" in s.energy_note
     none = summarise(_readings([None, None, None], [None, None, None]))
     assert none.energy_j is None and none.energy_method is None and none.avg_power_w is None
 
@@ -79,7 +82,9 @@ def test_sampler_reads_on_entry_on_its_thread_and_on_exit() -> None:
     summary = sampler.summary
     assert summary is not None and summary.samples == len(threads) >= 5
     assert summary.peak_used_bytes == len(threads)
-    assert summary.energy_j == pytest.approx(10.0 * (len(threads) - 1))
+    # a counter that moves at every reading, one second apart: too coarse for a window of a
+    # few seconds (probes.energy), so no energy rather than a guess
+    assert summary.energy_j is None and summary.energy_note is not None
 
 
 def test_sampler_raises_what_its_reading_function_raised() -> None:

@@ -202,14 +202,24 @@ def test_nvidia_driver_version_from_procfs(tmp_path: Path) -> None:
     assert nvidia_driver_version(tmp_path / "missing") is None
 
 
-def test_benchmark_step_reports_mfu_against_the_measured_peak() -> None:
+def test_benchmark_step_measures_as_a_sweep_point_does() -> None:
+    """The fixture's step goes through the sweep's measurement: FLOPs from the counter (here
+    a workload with no analytic count of its own), the same columns, the roof fraction apart
+    from MFU (no datasheet peak on a CPU: null)."""
     from gpubench.probes import calibration
+    from gpubench.store.row import COLUMNS
 
-    result = benchmark_step(models.build("mlp", "tiny"), 8, device="cpu", budget=SMOKE_BUDGET)
-    info = result.info
+    w = models.build("mlp", "tiny")
+    analytic = w.flops_per_sample
+    w.flops_per_sample = None  # a user's model: gpubench must count its FLOPs itself
+    info = benchmark_step(w, 8, device="cpu", budget=SMOKE_BUDGET).info
     peak = calibration.matmul_peak("cpu", "fp32")
     assert peak is not None and info["tflops"] > 0
-    assert info["mfu"] == pytest.approx(info["tflops"] / peak.tflops)
+    assert analytic is not None and info["flops_method"] is not None
+    assert info["flops_per_step"] == pytest.approx(analytic * 8, rel=0.05)
+    assert info["matmul_roof_fraction"] == pytest.approx(info["tflops"] / peak.tflops)
+    assert info["mfu"] is None and info["datasheet_peak_tflops"] is None
+    assert set(info) <= set(COLUMNS) and info["memory_activations_bytes"] > 0
 
 
 def test_loads_cleanly_without_pytest_benchmark(pytester: pytest.Pytester) -> None:

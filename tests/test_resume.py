@@ -242,3 +242,45 @@ def test_a_torn_last_line_is_cut_before_resuming(
         assert main(["sweep", str(suite), "--resume", str(out), *args]) == 0
     again = (out / "results.jsonl").read_bytes()
     assert again.startswith(first_line) and [r["batch_size"] for r in rows(out)] == [2, 4]
+
+
+def test_resume_refuses_another_machine_and_retries_failed_points(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = tmp_path / "two.toml"
+    suite.write_text(MLP2)
+    out = tmp_path / "run"
+    assert main(["sweep", str(suite), "--out", str(out), "--quiet", "--steps", "1"]) == 0
+    capsys.readouterr()
+    # Another torch wrote these rows: resuming here would mix two machines' rows.
+    env_path = out / "env.json"
+    saved = env_path.read_text()
+    other = json.loads(saved)
+    other["torch"]["version"] = "1.0.0"
+    env_path.write_text(json.dumps(other))
+    before = (out / "results.jsonl").read_bytes()
+    assert main(["sweep", "--resume", str(out), "--quiet"]) == 2
+    err = _one_line_error(capsys)
+    assert "another machine" in err and "torch: '1.0.0' there" in err
+    assert (out / "results.jsonl").read_bytes() == before
+    env_path.write_text(saved)
+    # A point that ended in error runs again only when asked to.
+    failed = [{**r, "status": "error", "error": "RuntimeError: a bug"} for r in rows(out)]
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in failed))
+    assert main(["sweep", "--resume", str(out), "--quiet"]) == 0
+    assert [r["status"] for r in rows(out)] == ["error"]
+    assert main(["sweep", "--resume", str(out), "--quiet", "--retry-failed"]) == 0
+    assert [r["status"] for r in rows(out)] == ["ok"]
+    capsys.readouterr()
+    assert main(["sweep", "--retry-failed"]) == 2
+    assert "--retry-failed needs --resume" in _one_line_error(capsys)
+
+
+def test_budget_step_counts_are_whole_numbers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = tmp_path / "half.toml"
+    suite.write_text(MLP2 + "\n[budget]\nmin_steps = 2.5\n")
+    assert main(["sweep", str(suite), "--out", str(tmp_path / "run")]) == 2
+    assert "budget.min_steps 2.5" in _one_line_error(capsys)
+    assert not (tmp_path / "run").exists()

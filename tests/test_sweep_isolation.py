@@ -4,6 +4,7 @@ and measures every other point."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from pathlib import Path
@@ -12,10 +13,13 @@ import pytest
 from isolation import cap_text, rows
 
 from gpubench.cli import main
+from gpubench.config.spec import Point
+from gpubench.run.maxbatch import powers_of_two
+from gpubench.run.sweep import search_key
 
 FAULTS = """
 name = "faults"
-models = ["mlp", "fault_workloads:segfault", "fault_workloads:hang", "fault_workloads:hungry"]
+models = ["mlp", "fault_workloads:segfault", "fault_workloads:raises", "fault_workloads:hungry"]
 size = "tiny"
 devices = ["cpu"]
 batch_sizes = [2, 1024, 4096]
@@ -24,32 +28,62 @@ optimizers = ["sgd"]
 """
 
 
-def test_a_sweep_survives_oom_crash_and_hang(
+def test_a_sweep_survives_oom_crash_and_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     suite = tmp_path / "faults.toml"
     suite.write_text(FAULTS)
     out = tmp_path / "run"
     args = ["sweep", str(suite), "--out", str(out), "--quiet", "--steps", "2"]
-    assert main([*args, "--max-memory", cap_text(), "--point-timeout", "3"]) == 0
+    # No short point timeout: points that must end ok may be slow on a loaded machine.
+    assert main([*args, "--max-memory", cap_text()]) == 0
     got = {(r["model"].removeprefix("fault_workloads:"), r["batch_size"]): r for r in rows(out)}
     assert len(got) == len(rows(out)) == 12, "every point exactly once"
     status = {k: r["status"] for k, r in got.items()}
     assert status == {
         **{("mlp", b): "ok" for b in (2, 1024, 4096)},
         **{("segfault", b): "error" for b in (2, 1024, 4096)},
-        **{("hang", b): "timeout" for b in (2, 1024, 4096)},
+        **{("raises", b): "error" for b in (2, 1024, 4096)},
         ("hungry", 2): "ok",
         ("hungry", 1024): "oom",
         ("hungry", 4096): "oom",
     }
     assert all("signal SIGSEGV" in got["segfault", b]["error"] for b in (2, 1024, 4096))
+    # an exception's traceback is kept in results.jsonl, down to the line that raised
+    raised = got["raises", 2]
+    assert raised["error"] == "ValueError: injected failure in forward"
+    assert raised["traceback"].startswith("Traceback (most recent call last)")
+    assert 'fault_workloads.py", line' in raised["traceback"]
     assert "can't allocate memory" in got["hungry", 1024]["error"]
     assert got["hungry", 4096]["error"] == "skipped: B=1024 ran out of memory"
     assert got["hungry", 4096]["point_time_s"] is None, "a skipped point is never tried"
     assert all(got["mlp", b]["steps_measured"] == 2 for b in (2, 1024, 4096))
+    assert "traceback" not in (out / "results.csv").read_text().splitlines()[0].split(",")
     printed = capsys.readouterr().out
-    assert "timeout" in printed and "skipped" in printed
+    assert "error" in printed and "skipped" in printed
+
+
+def test_a_hung_point_is_a_timeout_row_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    # Only points that never end run under the short timeout: its outcome is not a race.
+    out = tmp_path / "run"
+    args = ["sweep", "--models", "fault_workloads:hang", "--size", "tiny", "--devices", "cpu"]
+    args += [
+        "--precisions",
+        "fp32",
+        "--optimizers",
+        "sgd",
+        "--batch-sizes",
+        "2,4",
+        "--out",
+        str(out),
+        "--quiet",
+        "--point-timeout",
+        "1",
+    ]
+    assert main(args) == 0
+    got = rows(out)
+    assert [r["status"] for r in got] == ["timeout", "timeout"]
+    assert all("no result within 1 s (--point-timeout)" in r["error"] for r in got)
 
 
 AUTO = """
@@ -72,9 +106,12 @@ def test_auto_batch_sizes_are_the_powers_of_two_that_fit(tmp_path: Path) -> None
     found = json.loads((out / "maxbatch.json").read_text())
     (search,) = found.values()
     largest = search["largest_batch"]
+    # the memory-model search: every probe fits or runs out of memory, and the smallest that
+    # did not fit lies above the answer
     probes = [(p["batch_size"], p["status"]) for p in search["probes"]]
-    assert probes[-1] == (2 * largest, "oom") and all(s == "ok" for _, s in probes[:-1])
-    assert [b for b, _ in probes] == [2**i for i in range(len(probes))]
+    assert {s for _, s in probes} == {"ok", "oom"} and search["stopped"] is None
+    assert all(b <= largest for b, s in probes if s == "ok")
+    assert min(b for b, s in probes if s == "oom") > largest
     batches = [r["batch_size"] for r in rows(out)]
     assert batches == [2**i for i in range(largest.bit_length())]
     assert Counter(r["status"] for r in rows(out))["ok"] >= len(batches) - 1
@@ -82,3 +119,34 @@ def test_auto_batch_sizes_are_the_powers_of_two_that_fit(tmp_path: Path) -> None
     before = (out / "maxbatch.json").read_bytes()
     assert main(["sweep", "--resume", str(out), "--quiet", "--max-memory", cap_text()]) == 0
     assert (out / "maxbatch.json").read_bytes() == before and len(rows(out)) == len(batches)
+
+
+def test_auto_search_is_kept_per_whole_identity() -> None:
+    base = Point("mlp", "tiny", "cpu", "fp32", "sgd", 1)
+    others = [
+        dataclasses.replace(base, seed=1),
+        dataclasses.replace(base, compile="compile"),
+        dataclasses.replace(base, channels_last=True),
+        dataclasses.replace(base, cuda_graph=True),
+        dataclasses.replace(base, data="host"),
+    ]
+    keys = {search_key(p) for p in [base, *others]}
+    assert len(keys) == 1 + len(others)
+    assert search_key(dataclasses.replace(base, batch_size=64)) == search_key(base)
+
+
+def test_an_auto_search_that_errs_is_no_memory_limit(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["sweep", "--models", "fault_workloads:picky", "--size", "tiny", "--devices", "cpu"]
+    args += ["--precisions", "fp32", "--optimizers", "sgd", "--batch-sizes", "auto"]
+    assert (
+        main([*args, "--out", str(out), "--quiet", "--steps", "1", "--max-memory", cap_text()]) == 0
+    )
+    (search,) = json.loads((out / "maxbatch.json").read_text()).values()
+    failed = search["probes"][-1]["batch_size"]
+    assert failed > 4 and search["largest_batch"] <= 4
+    assert search["stopped"] and f"injected failure at a batch of {failed}" in search["stopped"]
+    # the batch size that failed is a point of its own, its row the error, not a limit
+    got = {r["batch_size"]: r["status"] for r in rows(out)}
+    fitted = {b: "ok" for b in powers_of_two(search["largest_batch"])}
+    assert got == {**fitted, failed: "error"}

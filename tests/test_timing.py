@@ -82,15 +82,16 @@ def test_steady_steps_stop_at_the_minimum_and_are_not_noisy(clock: FakeClock) ->
         warmup_steps=3, warmup_min_s=0.0, min_steps=10, min_time_s=0.05, max_time_s=10.0
     )
     m = measure(clock.step, CPU, budget)
-    assert m.warmup_steps == 3
-    assert m.warmup_time_s == pytest.approx(0.003)
+    # the first step and then three that agree: warm-up is steady after four
+    assert m.warmup_steps == 4 and m.warmup_steady
+    assert m.warmup_time_s == pytest.approx(0.004)
     assert m.stats.n >= 50  # min_time_s of 1 ms steps
     assert m.wall_time_s < 1.0  # stopped long before the budget
     assert m.stats.median_s == pytest.approx(0.001)
     assert not m.noisy and m.stats.ci_rel <= budget.target_rel_ci
     assert m.step_time_sum_s == pytest.approx(m.wall_time_s)
     assert m.timer == "perf_counter"
-    assert m.outputs == [1, 3 + m.stats.n]  # first warm-up step, last measured step
+    assert m.outputs == [1, 4 + m.stats.n]  # first warm-up step, last measured step
 
 
 def test_noisy_steps_run_to_the_budget_and_are_flagged(
@@ -179,3 +180,28 @@ def test_max_steps_still_rules_over_the_confidence_interval(clock: FakeClock) ->
     clock.durations = itertools.repeat(0.4)
     m = measure(clock.step, CPU, Budget.fixed(steps=2, warmup_steps=1))
     assert m.stats.n == 2
+
+
+def test_warm_up_runs_until_the_step_time_is_steady(clock: FakeClock) -> None:
+    # A slow first step, then steps that settle: 50, 20, 10, 5, 1.05, 1, 0.98 ms, ...
+    settling = [0.5, 0.02, 0.01, 0.005, 0.00105, 0.001, 0.00098]
+    clock.durations = itertools.chain(settling, itertools.repeat(0.001))
+    budget = Budget(warmup_steps=2, warmup_min_s=0.0, min_steps=10, min_time_s=0.0)
+    m = measure(clock.step, CPU, budget)
+    assert m.warmup_steps == len(settling) and m.warmup_steady
+    assert m.warmup_time_s == pytest.approx(sum(settling))
+    assert max(m.step_times_s) == pytest.approx(0.001)
+
+
+def test_warm_up_that_never_steadies_ends_at_its_time_limit(clock: FakeClock) -> None:
+    clock.durations = itertools.cycle([0.01, 0.02])
+    budget = Budget(warmup_steps=1, warmup_min_s=0.0, warmup_max_s=0.5, min_steps=10)
+    m = measure(clock.step, CPU, budget)
+    assert not m.warmup_steady
+    assert 0.5 <= m.warmup_time_s <= 0.5 + 0.02
+
+
+def test_steady_is_the_last_steps_within_the_tolerance() -> None:
+    assert timing.steady([9.0, 1.0, 1.05, 0.96], 0.1)
+    assert not timing.steady([1.0, 1.0, 1.2], 0.1)
+    assert not timing.steady([1.0, 1.0], 0.1)  # too few steps to tell

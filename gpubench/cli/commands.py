@@ -29,6 +29,7 @@ def sweep(
     max_memory: int | None = None,
     point_timeout_s: float | None = None,
     overridden: Sequence[str] = (),
+    retry_failed: bool = False,
 ) -> int:
     """Run `spec` into `out` (default results/<timestamp>), then print its tables and render its
     report. Exit status 0, or 130 when Ctrl-C stopped it (the rows measured are kept).
@@ -48,6 +49,7 @@ def sweep(
                 point_timeout_s=point_timeout_s,
                 should_stop=lambda: stop.requested,
                 on_start=progress.on_start,
+                retry_failed=retry_failed,
             )
     except KeyboardInterrupt:
         progress.stop()

@@ -11,7 +11,6 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -25,8 +24,10 @@ from gpubench.probes import load
 from gpubench.run import maxbatch
 from gpubench.run.memory_cap import format_size
 
-_err = Console(stderr=True)
-_out = Console(width=None if sys.stdout.isatty() else 160)
+# Markup off: everything printed comes from results, suites, paths or exceptions, where "[...]"
+# is text (an allocator's message, a suite named "a[/]b"), never a style to parse.
+_err = Console(stderr=True, markup=False)
+_out = Console(width=None if sys.stdout.isatty() else 160, markup=False)
 
 
 class SweepProgress:
@@ -38,7 +39,7 @@ class SweepProgress:
         self.spec, self.run_dir, self.quiet = spec, run_dir, quiet
         self.overridden = tuple(overridden)  # the flags that changed the named suite
         self.bar = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
@@ -167,7 +168,7 @@ def probe_table(result: maxbatch.MaxBatch) -> Table:
         table.add_column(col, justify="left" if col in ("phase", "outcome") else "right")
     for p in result.probes:
         failed = not p.fits and p.status != "oom"  # an oom's reason is the allocator's words
-        outcome = f"{p.status}: {escape((p.error or '')[:60])}" if failed else p.status
+        outcome = f"{p.status}: {(p.error or '')[:60]}" if failed else p.status
         table.add_row(
             p.phase,
             str(p.batch_size),
@@ -183,7 +184,7 @@ def _short(row: dict[str, Any]) -> str:
     ms = f"{row['step_time_s'] * 1e3:.2f} ms" if row.get("step_time_s") else row["status"]
     threads = f" threads={row['threads']}" if pd.notna(row.get("threads")) else ""
     return (
-        f"{escape(model_label(row['model'], row.get('model_size')))} {row['device']} "
+        f"{model_label(row['model'], row.get('model_size'))} {row['device']} "
         f"{row['precision']} {row['optimizer']} B={row['batch_size']}{threads}: {ms}"
     )
 
@@ -210,7 +211,7 @@ def model_cell(row: dict[str, Any]) -> str:
     name = row.get("workload")
     if ":" in row["model"] and pd.notna(name) and str(name) not in label:
         label += f" ({name})"
-    return escape(label)
+    return label
 
 
 def _ci_cell(row: dict[str, Any]) -> str:
@@ -228,7 +229,7 @@ def _status_cell(row: dict[str, Any]) -> str:
     marks = [m for m in ("noisy", "busy") if row.get(m) is True]
     status = row["status"] + (f" ({', '.join(marks)})" if marks else "")
     if row["status"] != "ok" and row.get("error"):
-        status += f": {escape(row['error'][:60])}"  # an error's [brackets] are not markup
+        status += f": {row['error'][:60]}"
     return status
 
 

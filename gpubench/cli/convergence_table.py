@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from rich.markup import escape
 from rich.table import Table
 
 from gpubench.cli.cells import fmt
@@ -44,7 +43,7 @@ def _status(row: dict[str, Any]) -> str:
     """The row's status; an `ok` run that never reached its target says it missed it."""
     status = str(row["status"])
     if status != "ok" and row.get("error"):
-        return f"{status}: {escape(str(row['error'])[:50])}"
+        return f"{status}: {str(row['error'])[:50]}"
     target = row.get("target")
     if status == "ok" and pd.notna(target) and not pd.notna(row.get("steps_to_target")):
         return f"ok, missed target {target:g}"

@@ -70,6 +70,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             quiet=args.quiet,
             resume=args.resume is not None,
             extend=args.extend,
+            retry_failed=args.retry_failed,
             max_memory=args.max_memory,
             point_timeout_s=args.point_timeout,
             overridden=parser.overridden_flags(args),

@@ -232,6 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --resume: allow a suite with new axis values, and measure the new points",
     )
+    sweep.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="with --resume: measure again the points that ended error or timeout",
+    )
     _add_max_batch_parser(sub)
 
     report = sub.add_parser("report", help="render the HTML report of one or more run folders")
@@ -345,6 +350,8 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
     no suite named, the suite is the one the run folder was started with."""
     if args.extend and args.resume is None:
         raise ConfigError("--extend needs --resume DIR (the run folder to extend)")
+    if args.retry_failed and args.resume is None:
+        raise ConfigError("--retry-failed needs --resume DIR (the run folder to retry in)")
     if args.resume is not None and args.out is not None and args.out != args.resume:
         raise ConfigError(
             f"--out {args.out} and --resume {args.resume} name different folders; "

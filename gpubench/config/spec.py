@@ -88,8 +88,10 @@ class Point:
 class Budget:
     """How long to warm up and measure one point. Times in seconds.
 
-    Measurement stops once at least `min_steps` steps and `min_time_s` seconds have passed and the
-    95% confidence interval of the median step time is within `target_rel_ci` of it, or when
+    Warm-up runs at least `warmup_steps` steps and `warmup_min_s` seconds, then on until the
+    step time is steady (harness.timing.steady) or `warmup_max_s` has passed. Measurement
+    stops once at least `min_steps` steps and `min_time_s` seconds have passed and the 95%
+    confidence interval of the median step time is within `target_rel_ci` of it, or when
     `max_time_s` or `max_steps` is reached (the point is then flagged noisy if not yet stable).
     `max_time_s` never stops it before min(`min_steps`, 6) steps, the fewest that give the median
     a confidence interval; `max_steps` always does.
@@ -102,13 +104,19 @@ class Budget:
     min_time_s: float = 0.3
     max_time_s: float = 2.0
     target_rel_ci: float = 0.02
+    # issue 13: warm-up runs on (past warmup_steps and warmup_min_s) until the last steps' times
+    # agree within warmup_steady_rel of their median, or until warmup_max_s seconds
+    warmup_max_s: float = 3.0
+    warmup_steady_rel: float = 0.1
 
     @staticmethod
     def fixed(steps: int, warmup_steps: int = 3) -> Budget:
-        """Exactly `steps` measured steps, whatever the noise or the time they take."""
+        """Exactly `warmup_steps` warm-up steps and `steps` measured steps, whatever the noise
+        or the time they take."""
         return Budget(
             warmup_steps=warmup_steps,
             warmup_min_s=0.0,
+            warmup_max_s=0.0,
             min_steps=steps,
             max_steps=steps,
             min_time_s=0.0,

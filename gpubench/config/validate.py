@@ -78,6 +78,8 @@ def check_budget(b: Budget) -> None:
         v = getattr(b, f.name)
         if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or v != v:
             raise ConfigError(f"invalid budget.{f.name} {v!r}; allowed: a number of 0 or more")
+        if f.name.endswith("steps") and not isinstance(v, int):
+            raise ConfigError(f"invalid budget.{f.name} {v!r}; allowed: a whole number of steps")
     if b.min_steps < 1 or b.max_steps < b.min_steps:
         raise ConfigError(
             f"invalid budget: min_steps={b.min_steps}, max_steps={b.max_steps}; "

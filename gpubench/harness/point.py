@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from gpubench.config.spec import Budget, Point
 from gpubench.harness.step import cudnn_benchmark, prepare, unsupported_reason
 from gpubench.harness.timing import Measurement, measure
 from gpubench.probes import breakdown, calibration, datasheet, flops, memory, nvml
+from gpubench.probes.sampler_process import ProcessSampler
 from gpubench.store.row import make_row
 
 
@@ -44,17 +46,32 @@ def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
 
 
 def _measure(point: Point, budget: Budget, peak: calibration.Peak | None) -> dict[str, Any]:
-    device = torch.device(point.device)
     torch.manual_seed(point.seed)
     workload = models.build(point.model, point.model_size, **decode(point.model_options))
+    values, _ = measure_workload(point, workload, budget, peak)
+    return values
+
+
+def measure_workload(
+    point: Point,
+    workload: models.Workload,
+    budget: Budget,
+    peak: calibration.Peak | None,
+    lr: float | None = None,
+) -> tuple[dict[str, Any], Measurement | None]:
+    """Warm up and time `workload`'s training step as `point` says (its model is trained in
+    place; `lr` None: the optimizer's default) and return the row's values, with `status`
+    and `error`, and the raw Measurement (None when the point is unsupported). The one
+    measurement path of the sweep (measure_point) and the fixture (stepbench)."""
+    device = torch.device(point.device)
     reason = unsupported_reason(point, workload)
     if reason is not None:
-        return dict(status="unsupported", error=reason)
+        return dict(status="unsupported", error=reason), None
     prec = precision.get(point.precision)
     torch_peaks = memory.TorchPeaks(device)
     sampler = _sampler(device)
     with precision.tf32_mode(prec.tf32), cudnn_benchmark(point.cudnn_benchmark):
-        prepared = prepare(point, workload)
+        prepared = prepare(point, workload, lr)
         trainer, batches = prepared.trainer, prepared.batches
         counted = flops.CountFlops()
         # Observed through the eager module: under a dispatch mode and global module hooks,
@@ -86,7 +103,8 @@ def _measure(point: Point, budget: Budget, peak: calibration.Peak | None) -> dic
     flop_count = counted.result.total
     tflops = flop_count / s.median_s / 1e12
     status = "ok" if math.isfinite(last) else "diverged"
-    return dict(
+    datasheet_peak = _datasheet_peak(device, point.precision)
+    values = dict(
         status=status,
         error=None if status == "ok" else f"loss became {last} during measurement",
         optimizer_impl=trainer.optimizer_impl,
@@ -96,6 +114,7 @@ def _measure(point: Point, budget: Budget, peak: calibration.Peak | None) -> dic
         tokens_per_step=tokens,
         warmup_steps=m.warmup_steps,
         warmup_time_s=m.warmup_time_s,
+        warmup_steady=m.warmup_steady,
         steps_measured=s.n,
         step_time_s=s.median_s,
         step_time_mean_s=s.mean_s,
@@ -109,7 +128,9 @@ def _measure(point: Point, budget: Budget, peak: calibration.Peak | None) -> dic
         tokens_per_s=None if tokens is None else tokens / s.median_s,
         flops_per_step=flop_count,
         tflops=tflops,
-        mfu=None if peak is None else tflops / peak.tflops,
+        # MFU as PaLM, nanoGPT and torchtitan define it: against the datasheet dense peak
+        mfu=None if datasheet_peak is None else tflops / datasheet_peak,
+        matmul_roof_fraction=None if peak is None else tflops / peak.tflops,
         torch_peak_allocated_bytes=torch_peaks.allocated_bytes,
         torch_peak_reserved_bytes=torch_peaks.reserved_bytes,
         loss_first=first,
@@ -128,7 +149,7 @@ def _measure(point: Point, budget: Budget, peak: calibration.Peak | None) -> dic
         flops_optimizer_per_step=flops.optimizer_flops(point.optimizer, workload.parameter_count()),
         flops_method=counted.result.method,
         peak_tflops=None if peak is None else peak.tflops,
-        datasheet_peak_tflops=_datasheet_peak(device, point.precision),
+        datasheet_peak_tflops=datasheet_peak,
         memory_parameters_bytes=state.parameters_bytes,
         memory_gradients_bytes=state.gradients_bytes,
         memory_optimizer_bytes=state.optimizer_bytes,
@@ -136,24 +157,27 @@ def _measure(point: Point, budget: Budget, peak: calibration.Peak | None) -> dic
         memory_remainder_bytes=state.remainder_bytes(torch_peaks.allocated_bytes),
         **_nvml_values(sampler, m, point.batch_size),
     )
+    return values, m
 
 
-def _sampler(device: torch.device) -> nvml.Sampler | None:
-    """An NVML sampler for a CUDA device, None on the CPU or where NVML is missing (the sweep
-    warns once about that; the fields stay null)."""
+def _sampler(device: torch.device) -> ProcessSampler | None:
+    """An NVML sampler for a CUDA device, in a process of its own (it must not slow the step);
+    None on the CPU or where NVML is missing (the sweep warns once about that; the fields stay
+    null)."""
     if device.type != "cuda" or nvml.unavailable_reason() is not None:
         return None
     index = device.index if device.index is not None else torch.cuda.current_device()
-    return nvml.Sampler(nvml.Device(index).read)
+    uuid = nvml.Device(index).uuid()
+    return ProcessSampler("gpubench.probes.nvml:device_reader", (uuid, os.getpid()))
 
 
 @contextlib.contextmanager
-def _window(torch_peaks: memory.TorchPeaks, sampler: nvml.Sampler | None) -> Iterator[None]:
+def _window(torch_peaks: memory.TorchPeaks, sampler: ProcessSampler | None) -> Iterator[None]:
     with torch_peaks, sampler if sampler is not None else contextlib.nullcontext():
         yield
 
 
-def _nvml_values(sampler: nvml.Sampler | None, m: Measurement, batch_size: int) -> dict[str, Any]:
+def _nvml_values(sampler: ProcessSampler | None, m: Measurement, batch_size: int) -> dict[str, Any]:
     if sampler is None or sampler.summary is None:
         return {}
     n = sampler.summary
@@ -170,6 +194,9 @@ def _nvml_values(sampler: nvml.Sampler | None, m: Measurement, batch_size: int) 
         temperature_c=n.temperature_c,
         throttle_reasons=n.throttle_reasons,
         nvml_sample_hz=n.sample_hz,
+        energy_error_rel=n.energy_error_rel,
+        energy_note=n.energy_note,
+        energy_counter_resolution_s=n.energy_counter_resolution_s,
     )
 
 

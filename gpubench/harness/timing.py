@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from gpubench.config.spec import Budget
+from gpubench.probes.current_device import stream_of
 
 # Aim for windows of about this many seconds between the checks of the stopping rule.
 _WINDOW_S = 0.25
@@ -44,14 +45,16 @@ class StepMarks:
         self._events: list[torch.cuda.Event] = []
         self._stamps: list[float] = []
         if self.cuda:
+            # the device's own stream, not the current device's (a point on cuda:1)
+            self._stream = stream_of(device)
             self._events = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
             for event in self._events:
-                event.record()
+                event.record(self._stream)
         self._n = 0
 
     def mark(self) -> None:
         if self.cuda:
-            self._events[self._n].record()
+            self._events[self._n].record(self._stream)
             self._n += 1
         else:
             self._stamps.append(_clock())
@@ -144,6 +147,7 @@ class Measurement:
     noisy: bool
     outputs: list[object] = field(default_factory=list)  # first and last step's return values
     timer: str = "perf_counter"  # what marked the steps: "cuda_event" or "perf_counter"
+    warmup_steady: bool = True  # warm-up ended on steady step times, not on warmup_max_s
 
     @property
     def step_time_sum_s(self) -> float:
@@ -168,11 +172,15 @@ def measure(
     the bookkeeping between them. `first_step`, when given, runs in place of the first warm-up
     step (the same step under a FLOP counter, say), so observing it costs no extra step.
     """
-    first_output, warmup_steps, warmup_time, estimate = _warm_up(step, device, budget, first_step)
+    first_output, warmup_steps, warmup_time, estimate, is_steady = _warm_up(
+        step, device, budget, first_step
+    )
     with probe if probe is not None else contextlib.nullcontext():
-        return _measure_windows(
+        m = _measure_windows(
             step, device, budget, warmup_steps, warmup_time, estimate, first_output
         )
+    m.warmup_steady = is_steady
+    return m
 
 
 def _measure_windows(
@@ -210,29 +218,56 @@ def _measure_windows(
     )
 
 
+# Warm-up is steady once this many consecutive step times (the first step excluded: it
+# compiles, autotunes, allocates, and may run under a FLOP counter) agree within
+# Budget.warmup_steady_rel of their median.
+STEADY_STEPS = 3
+
+
+def steady(times: list[float], rel: float) -> bool:
+    """Whether the last STEADY_STEPS of `times` (seconds) lie within `rel` of their median."""
+    if len(times) < STEADY_STEPS:
+        return False
+    last = sorted(times[-STEADY_STEPS:])
+    median = last[STEADY_STEPS // 2]
+    return median > 0 and (last[-1] - last[0]) <= rel * median
+
+
 def _warm_up(
     step: Callable[[], object],
     device: torch.device,
     budget: Budget,
     first_step: Callable[[], object] | None = None,
-) -> tuple[object, int, float, float]:
-    """Run the warm-up; returns the first step's output, the number of steps, their total time
-    and the last step's time (seconds): the first estimate of a step. A `first_step` is always
-    followed by at least one plain step, so that estimate never comes from it."""
+) -> tuple[object, int, float, float, bool]:
+    """Run the warm-up; returns the first step's output, the number of steps, their total time,
+    the last step's time (seconds: the first estimate of a step) and whether it ended steady.
+
+    The rule: at least `warmup_steps` steps and `warmup_min_s` seconds, then on until the step
+    time is steady (see steady()), or until `warmup_max_s` has passed (it ends unsteady then).
+    A `first_step` is always followed by at least one plain step, so the estimate never comes
+    from it."""
     synchronize(device)
     t0 = _clock()
     first = (first_step or step)()
     n = 1
     synchronize(device)
     last = _clock() - t0
+    times: list[float] = []  # the steps after the first
     min_steps = max(budget.warmup_steps, 2 if first_step is not None else 1)
-    while n < min_steps or _clock() - t0 < budget.warmup_min_s:
+    while True:
+        elapsed = _clock() - t0
+        if n >= min_steps and elapsed >= budget.warmup_min_s:
+            if steady(times, budget.warmup_steady_rel):
+                break
+            if elapsed >= budget.warmup_max_s:
+                break
         t_step = _clock()
         step()
         n += 1
         synchronize(device)
         last = _clock() - t_step
-    return first, n, _clock() - t0, last
+        times.append(last)
+    return first, n, _clock() - t0, last, steady(times, budget.warmup_steady_rel)
 
 
 def _window_size(n_done: int, wall_s: float, step_estimate_s: float, budget: Budget) -> int:

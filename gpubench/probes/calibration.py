@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from gpubench.config import precision as P
+from gpubench.probes.current_device import made_current, stream_of
 
 CACHE_ENV = "GPUBENCH_CACHE_DIR"
 
@@ -125,7 +126,8 @@ def matmul_peak(device: torch.device | str, precision: str, refresh: bool = Fals
             peak = Peak(**cached)
             _memo[(key, precision)] = peak
             return peak
-    tflops, n, spread = measure_matmul_tflops(device, precision)
+    with made_current(device):
+        tflops, n, spread = measure_matmul_tflops(device, precision)
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     dtype = str(_MATMUL[precision][0]).removeprefix("torch.")
     peak = Peak(tflops, n, dtype, stamp, "measured", spread)
@@ -184,11 +186,12 @@ def _time_products(a: torch.Tensor, b: torch.Tensor, reps: int) -> float:
     """Seconds for `reps` back-to-back products a @ b (CUDA events on the GPU)."""
     if a.device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        stream = stream_of(a.device)  # the products' stream, whatever device is current
         torch.cuda.synchronize(a.device)
-        start.record()
+        start.record(stream)
         for _ in range(reps):
             torch.mm(a, b)
-        end.record()
+        end.record(stream)
         torch.cuda.synchronize(a.device)
         return start.elapsed_time(end) / 1e3
     t0 = time.perf_counter()

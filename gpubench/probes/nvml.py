@@ -1,5 +1,6 @@
 """NVML: device and process memory, power, energy, utilisation, clocks, temperature and throttle
-reasons, sampled by a background thread over a measured window.
+reasons, sampled by a background thread over a measured window (the thread runs in a process of
+its own, probes.sampler_process, so that it cannot slow the measured step).
 
 This is the only module that imports pynvml (nvidia-ml-py). Where NVML is missing (the package,
 the driver, or the permission), `unavailable_reason()` says why and every NVML field stays None;
@@ -18,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
+
+from gpubench.probes import energy
 
 # NVML's clock-event (throttle) reason bits (nvml.h, nvmlClocksEventReason*).
 THROTTLE_REASONS = {
@@ -56,9 +59,11 @@ class Reading:
 
 @dataclass(frozen=True)
 class Summary:
-    """What a window's readings add up to. Energy comes from the counter's difference
-    (`energy_method` = "counter") or, where the counter is missing, from the trapezoidal
-    integral of sampled power ("power_integral"); None when neither is there."""
+    """What a window's readings add up to. Energy comes from the counter (`energy_method` =
+    "counter", by probes.energy's rule, with its error bound `energy_error_rel`, or None with
+    the reason in `energy_note` where that bound is above 2%) or, where the device has no
+    counter, from the trapezoidal integral of sampled power ("power_integral"); None when
+    neither is there."""
 
     samples: int
     duration_s: float
@@ -72,6 +77,9 @@ class Summary:
     sm_clock_mhz: float | None
     temperature_c: float | None  # the highest seen
     throttle_reasons: str | None  # names seen during the window, "none" when none
+    energy_error_rel: float | None = None
+    energy_note: str | None = None
+    energy_counter_resolution_s: float | None = None
 
 
 def summarise(readings: list[Reading]) -> Summary:
@@ -89,14 +97,16 @@ def summarise(readings: list[Reading]) -> Summary:
         else None
     )
     power_span = power[-1][0] - power[0][0] if len(power) >= 2 else 0.0
-    first_e, last_e = readings[0].energy_j, readings[-1].energy_j
-    # A counter that did not move over the window is too coarse to use: integrate power instead.
-    if first_e is not None and last_e is not None and last_e > first_e:
-        energy, method = last_e - first_e, "counter"
+    counted = [(r.t_s, r.energy_j) for r in readings if r.energy_j is not None]
+    counter = None
+    if len(counted) == len(readings) and len(readings) >= 2:
+        counter = energy.from_counter([c[0] for c in counted], [c[1] for c in counted])
+        method = "counter" if counter.energy_j is not None else None
+        joules = counter.energy_j
     elif power_integral is not None and power_span > 0:
-        energy, method = power_integral, "power_integral"
+        joules, method = power_integral, "power_integral"
     else:
-        energy, method = None, None
+        joules, method = None, None
     masks = [r.throttle_reasons for r in readings if r.throttle_reasons is not None]
     return Summary(
         samples=len(readings),
@@ -104,7 +114,7 @@ def summarise(readings: list[Reading]) -> Summary:
         sample_hz=gaps / duration if duration > 0 and gaps > 0 else None,
         peak_used_bytes=_max([r.used_bytes for r in readings]),
         peak_process_used_bytes=_max([r.process_used_bytes for r in readings]),
-        energy_j=energy,
+        energy_j=joules,
         energy_method=method,
         avg_power_w=power_integral / power_span
         if power_integral is not None and power_span > 0
@@ -113,6 +123,9 @@ def summarise(readings: list[Reading]) -> Summary:
         sm_clock_mhz=_mean([r.sm_clock_mhz for r in readings]),
         temperature_c=_max([r.temperature_c for r in readings]),
         throttle_reasons=throttle_names(_or(masks)) if masks else None,
+        energy_error_rel=None if counter is None else counter.error_rel,
+        energy_note=None if counter is None else counter.note,
+        energy_counter_resolution_s=None if counter is None else counter.resolution_s,
     )
 
 
@@ -264,13 +277,15 @@ class Device:
     """Reads one GPU through NVML. Which queries the GPU supports is found once, here, so a
     reading makes only calls that can answer."""
 
-    def __init__(self, cuda_index: int) -> None:
+    def __init__(self, cuda_index: int, uuid: str | None = None, pid: int | None = None) -> None:
+        """The GPU of torch's CUDA device `cuda_index`, or (from a process without torch) the
+        GPU of NVML `uuid`; process memory is that of `pid` (default: this process)."""
         nvml = _nvml()
         if nvml is None:
             raise RuntimeError(f"NVML unavailable: {unavailable_reason()}")
         self.nvml = nvml
-        self.handle = _handle(cuda_index)
-        self.pid = os.getpid()
+        self.handle = _handle(cuda_index) if uuid is None else nvml.nvmlDeviceGetHandleByUUID(uuid)
+        self.pid = os.getpid() if pid is None else pid
         # Memory info v2 (its `used` leaves out memory the driver reserves), where the
         # driver and nvidia-ml-py have it.
         self._memory_v2 = getattr(nvml, "nvmlMemory_v2", None)
@@ -345,6 +360,11 @@ class Device:
                 return int(proc.usedGpuMemory)
         return None
 
+    def uuid(self) -> str:
+        """NVML's UUID of this GPU (what another process opens it by)."""
+        value = self.nvml.nvmlDeviceGetUUID(self.handle)
+        return value.decode() if isinstance(value, bytes) else str(value)
+
     def supported(self) -> list[str]:
         return list(self._queries)
 
@@ -374,6 +394,12 @@ class Device:
             "energy_counter": self.energy_counter,
             "sampled_fields": self.supported(),
         }
+
+
+def device_reader(uuid: str, pid: int) -> Callable[[], Reading]:
+    """The reading function of the GPU with NVML `uuid`, for process `pid`'s memory: what the
+    sampling process (probes.sampler_process) samples."""
+    return Device(0, uuid=uuid, pid=pid).read
 
 
 def system_info() -> dict[str, Any]:

@@ -239,6 +239,7 @@ ROW_COLUMNS = [
     ("tokens_per_s", "tokens/s", ",.0f", 1),
     ("tflops", "TFLOP/s", ".3g", 1),
     ("mfu", "MFU %", ".1f", 100),
+    ("matmul_roof_fraction", "roof %", ".1f", 100),
     ("torch_peak_allocated_bytes", "alloc MiB", ",.0f", 1 / 2**20),
     ("torch_peak_reserved_bytes", "reserved MiB", ",.0f", 1 / 2**20),
     ("nvml_peak_used_bytes", "NVML MiB", ",.0f", 1 / 2**20),

@@ -3,6 +3,7 @@ test on the raw step times so that noise is not called a regression."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -12,7 +13,7 @@ from typing import Any
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
-from gpubench.config.spec import model_label
+from gpubench.config.spec import Point, model_label
 from gpubench.store.benchjson import rows_from_benchmark_json
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import IDENTITY
@@ -27,13 +28,30 @@ PEAK_COLUMNS = (
     "host_peak_rss_bytes",
 )
 FORMATS = ("text", "markdown", "json")
+# What tells two rows apart besides the result schema's identity: a pytest-benchmark file's full
+# benchmark name (its parameters included), so that two benchmarks alike in every gpubench
+# identity column are never taken for one.
+EXTRA_IDENTITY = ("benchmark",)
+
+
+def identity_columns(frame: pd.DataFrame) -> list[str]:
+    """The columns that make a row's identity in `frame`: the schema's IDENTITY and any of
+    EXTRA_IDENTITY that it has."""
+    return [*IDENTITY, *(c for c in EXTRA_IDENTITY if c in frame)]
 
 
 def load_input(path: str | Path) -> pd.DataFrame:
+    """The rows of one side of a comparison, one per point (see _load)."""
+    return _load(path)[0]
+
+
+def _load(path: str | Path) -> tuple[pd.DataFrame, int]:
     """One side of a comparison as rows: the identity columns, `status`, `step_time_s`,
     `samples_per_s`, the peak-memory columns, and raw `step_times_s` (a list of seconds, or
     None). Accepts a run folder, its results.jsonl, or a pytest-benchmark JSON file (from
-    --benchmark-json or --benchmark-autosave; raw times where saved with --benchmark-save-data)."""
+    --benchmark-json or --benchmark-autosave; raw times where saved with --benchmark-save-data).
+    Returns the rows, one per point, and how many earlier rows of a point measured twice were
+    set aside for its latest row."""
     path = Path(path)
     if path.is_file() and path.suffix == ".json":
         frame = pd.DataFrame(rows_from_benchmark_json(path))
@@ -50,8 +68,10 @@ def load_input(path: str | Path) -> pd.DataFrame:
         frame = load_results(folder)
     if "step_times_s" not in frame:
         frame["step_times_s"] = None
-    # A point measured twice (a resumed run) counts once: its latest row.
-    return frame.drop_duplicates(subset=IDENTITY, keep="last").reset_index(drop=True)
+    # A point measured twice (a resumed run) counts once: its latest row (the count is told).
+    key = frame[identity_columns(frame)].map(_identity_value)
+    latest = ~key.duplicated(keep="last")
+    return frame[latest].reset_index(drop=True), int((~latest).sum())
 
 
 @dataclass(frozen=True)
@@ -75,14 +95,7 @@ class PointChange:
 
     @property
     def label(self) -> str:
-        p = self.point
-        return (
-            f"{model_label(p['model'], p['model_size'])} {p['device']} {p['precision']} "
-            f"{p['optimizer']} B={p['batch_size']}"
-            + (f" seed={p['seed']}" if p.get("seed") not in (0, None) else "")
-            + (f" data={p['data']}" if p.get("data") not in ("device", None) else "")
-            + (f" threads={p['threads']}" if pd.notna(p.get("threads")) else "")
-        )
+        return point_label(self.point)
 
     @property
     def regressed(self) -> bool:
@@ -98,6 +111,9 @@ class Comparison:
     points: list[PointChange] = field(default_factory=list)
     only_in_base: list[dict[str, Any]] = field(default_factory=list)
     only_in_new: list[dict[str, Any]] = field(default_factory=list)
+    # earlier rows of points measured twice, set aside for each point's latest row
+    replaced_in_base: int = 0
+    replaced_in_new: int = 0
 
     @property
     def regressions(self) -> list[PointChange]:
@@ -106,6 +122,33 @@ class Comparison:
     def exit_code(self) -> int:
         """1 when a significant regression beyond the threshold (or a broken point) exists."""
         return 1 if self.regressions else 0
+
+
+# An identity value at its default is left out of a point's label.
+_DEFAULTS = {
+    **{f.name: f.default for f in dataclasses.fields(Point)},
+    "benchmark": None,
+}
+
+
+def point_label(p: dict[str, Any]) -> str:
+    """A point's identity in a line: the main axes, then every other identity value that is
+    not its default (so that two points never read alike)."""
+    main = ("model", "model_size", "device", "precision", "optimizer", "batch_size")
+    text = (
+        f"{model_label(p['model'], p['model_size'])} {p['device']} {p['precision']} "
+        f"{p['optimizer']} B={p['batch_size']}"
+    )
+    for k, v in p.items():
+        if k == "benchmark" and v == p["model"]:
+            continue  # a plain benchmark's model is its name already
+        if k not in main and not _missing(v) and v != _DEFAULTS.get(k):
+            text += f" {k}={v}"
+    return text
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _pct(base: Any, new: Any) -> float | None:
@@ -126,7 +169,7 @@ def compare_point(
     base: dict[str, Any], new: dict[str, Any], threshold_pct: float, alpha: float
 ) -> PointChange:
     """The change from `base` to `new` (two rows of the same point) and its verdict."""
-    point = {k: base[k] for k in IDENTITY}
+    point = {k: base[k] for k in (*IDENTITY, *EXTRA_IDENTITY) if k in base}
     b_status, n_status = str(base["status"]), str(new["status"])
     if b_status != "ok" or n_status != "ok":
         verdict = "broken" if b_status == "ok" else "fixed" if n_status == "ok" else "unchanged"
@@ -169,23 +212,30 @@ def compare(
     threshold_pct: float = THRESHOLD_PCT,
     alpha: float = ALPHA,
 ) -> Comparison:
-    """Match the points of `base` and `new` by identity and compare each pair."""
-    b, n = load_input(base), load_input(new)
-    key = lambda r: tuple(_identity_value(r[k]) for k in IDENTITY)  # noqa: E731
+    """Match the points of `base` and `new` on their whole identity and compare each pair; the
+    points of one side that the other lacks are listed, never dropped."""
+    (b, b_replaced), (n, n_replaced) = _load(base), _load(new)
+    columns = list(dict.fromkeys([*identity_columns(b), *identity_columns(n)]))
+    key = lambda r: tuple(_identity_value(r.get(k)) for k in columns)  # noqa: E731
+    ident = lambda r: {c: r.get(c) for c in columns}  # noqa: E731
     b_rows = {key(r): r for r in b.to_dict("records")}
     n_rows = {key(r): r for r in n.to_dict("records")}
     out = Comparison(str(base), str(new), threshold_pct, alpha)
+    out.replaced_in_base, out.replaced_in_new = b_replaced, n_replaced
     for k, row in b_rows.items():
         if k in n_rows:
             out.points.append(compare_point(row, n_rows[k], threshold_pct, alpha))
         else:
-            out.only_in_base.append({c: row[c] for c in IDENTITY})
-    out.only_in_new = [{c: r[c] for c in IDENTITY} for k, r in n_rows.items() if k not in b_rows]
+            out.only_in_base.append(ident(row))
+    out.only_in_new = [ident(r) for k, r in n_rows.items() if k not in b_rows]
     return out
 
 
 def _identity_value(value: Any) -> str:
-    """An identity value as text; 16.0 (a column pandas made float) is the same point as 16."""
+    """An identity value as text; 16.0 (a column pandas made float) is the same point as 16,
+    and a missing value (None, or NaN where pandas made one) is one value."""
+    if _missing(value):
+        return "None"
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return str(value)
@@ -216,11 +266,23 @@ HEADERS = ["point", "status", "base ms", "new ms", "time", "throughput", "memory
 def summary(c: Comparison) -> str:
     n = len(c.regressions)
     head = f"{n} regression{'s' if n != 1 else ''}" if n else "no regression"
-    return (
+    text = (
         f"{head} among {len(c.points)} matched points (threshold {c.threshold_pct:g}% on the "
         f"median step time, Mann-Whitney U p < {c.alpha:g}); "
         f"{len(c.only_in_base)} only in base, {len(c.only_in_new)} only in new"
     )
+    for side, n in (("base", c.replaced_in_base), ("new", c.replaced_in_new)):
+        if n:
+            text += f"; {n} earlier row{'s' if n != 1 else ''} of points measured twice in {side}"
+            text += " set aside for the latest"
+    return text
+
+
+def unmatched_lines(c: Comparison) -> list[str]:
+    """One line per point that only one side has."""
+    return [f"only in base: {point_label(p)}" for p in c.only_in_base] + [
+        f"only in new:  {point_label(p)}" for p in c.only_in_new
+    ]
 
 
 def format_comparison(c: Comparison, fmt: str) -> str:
@@ -235,6 +297,8 @@ def format_comparison(c: Comparison, fmt: str) -> str:
             "points": [{**asdict(p), "label": p.label} for p in c.points],
             "only_in_base": c.only_in_base,
             "only_in_new": c.only_in_new,
+            "replaced_in_base": c.replaced_in_base,
+            "replaced_in_new": c.replaced_in_new,
         }
         return json.dumps(obj, indent=2, default=str)
     rows = [_cells(p) for p in c.points]
@@ -248,6 +312,8 @@ def format_comparison(c: Comparison, fmt: str) -> str:
             "|" + "|".join("---" if i < 2 or i == 8 else "---:" for i in range(len(HEADERS))) + "|",
         ]
         lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in r) + " |" for r in rows]
+        unmatched = unmatched_lines(c)
+        lines += ["", *(f"- {u}" for u in unmatched)] if unmatched else []
         return "\n".join(lines)
     assert fmt == "text", fmt
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(HEADERS)]
@@ -258,5 +324,6 @@ def format_comparison(c: Comparison, fmt: str) -> str:
     return "\n".join(
         [f"base: {c.base}", f"new:  {c.new}", line(HEADERS)]
         + [line(r) for r in rows]
+        + unmatched_lines(c)
         + [summary(c)]
     )

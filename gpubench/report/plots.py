@@ -237,11 +237,16 @@ def memory(
 
 
 def compute(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
-    """Achieved TFLOP/s and MFU against batch size (MFU only where measured)."""
+    """Achieved TFLOP/s, MFU (against the datasheet peak) and the fraction of the measured
+    matmul roof against batch size (each only where known)."""
     ok = A.ok_rows(frame)
     metrics = [
         (c, label)
-        for c, label in (("tflops", "achieved TFLOP/s"), ("mfu", "MFU (% of measured peak)"))
+        for c, label in (
+            ("tflops", "achieved TFLOP/s"),
+            ("mfu", "MFU (% of datasheet peak)"),
+            ("matmul_roof_fraction", "% of measured matmul roof"),
+        )
         if ok[c].notna().any()
     ]
     if not metrics:
@@ -257,7 +262,7 @@ def compute(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
                 empty_panel(ax, f"no {label} for this model")
                 continue
             for series, g in have.groupby("series"):
-                scale = 100 if col == "mfu" else 1
+                scale = 1 if col == "tflops" else 100
                 ax.plot(
                     g["batch_size"],
                     g[col] * scale,

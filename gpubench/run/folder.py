@@ -15,6 +15,7 @@ from typing import Any
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import AXES, SweepSpec
 from gpubench.config.validate import validate
+from gpubench.store import env
 
 LOCK_NAME = ".lock"
 
@@ -120,6 +121,26 @@ def check_resumable(run_dir: Path, spec: SweepSpec, extend: bool) -> None:
         raise ConfigError(
             f"cannot resume {where!r}: the suite differs from the one it was started with "
             f"({diff}); add --extend to measure the new points into it, or choose another --out"
+        )
+
+
+def check_same_machine(run_dir: Path) -> None:
+    """Refuse to resume `run_dir` on a machine other than the one its rows were measured on
+    (another CPU, GPU, driver, CUDA or torch, per env.machine): the difference is named."""
+    path = run_dir / "env.json"
+    if not path.is_file():
+        return  # the sweep stopped before capturing it: no row was measured either
+    try:
+        saved = env.machine(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"cannot read {path}: {e}") from None
+    here = env.current_machine()
+    changed = [k for k in here if saved.get(k) != here[k]]
+    if changed:
+        diff = "; ".join(f"{k}: {saved.get(k)!r} there, {here[k]!r} here" for k in changed)
+        raise ConfigError(
+            f"cannot resume {str(run_dir)!r}: it was measured on another machine ({diff}); "
+            "rows of two machines would be mixed, so resume it there or choose another --out"
         )
 
 

@@ -27,6 +27,9 @@ from gpubench.store.row import make_row
 OnRow = Callable[[dict[str, Any], int, int], None]
 OnStart = Callable[[int, int], None]  # (points in the sweep, points already measured)
 
+# What --retry-failed runs again: outcomes that say nothing about the point itself.
+RETRIED = ("error", "timeout")
+
 # Seconds a point may take once its worker is ready, unless --point-timeout says otherwise.
 DEFAULT_POINT_TIMEOUT_S = 600.0
 
@@ -58,6 +61,7 @@ def run_sweep(
     point_timeout_s: float | None = DEFAULT_POINT_TIMEOUT_S,
     should_stop: Callable[[], bool] | None = None,
     on_start: OnStart | None = None,
+    retry_failed: bool = False,
 ) -> pd.DataFrame:
     """Measure every point of `spec` into run folder `out` (default results/<timestamp>) and
     return all its rows. Each row is on disk (fsynced) before the next point starts.
@@ -66,8 +70,9 @@ def run_sweep(
     `max_memory` bytes and `point_timeout_s` seconds. Once a batch size runs out of memory,
     larger ones of the same model, device, precision and optimizer are recorded as `oom`
     without being tried. With `resume`, `out` is a folder this suite was started in, and only
-    its missing points run (`extend` allows new axis values). `should_stop` is asked before
-    each point.
+    its missing points run (`extend` allows new axis values), on the machine it was started on
+    (see folder.check_same_machine); with `retry_failed` too, the points that ended `error` or
+    `timeout` lose their rows and run again. `should_stop` is asked before each point.
     """
     validate(spec)
     check_buildable(spec.models, spec.size, spec.model_options)  # a typo is exit 2, not a row
@@ -81,7 +86,10 @@ def run_sweep(
         store = ResultStore(run_dir)
         if resume:
             folder.check_resumable(run_dir, spec, extend)
+            folder.check_same_machine(run_dir)
             folder.repair_torn_tail(store.path)
+            if retry_failed:
+                store.drop(RETRIED)
         else:
             folder.check_fresh(run_dir)
         store.write_json("suite.json", spec.to_dict())
@@ -207,10 +215,14 @@ def plan(
     max_memory: int | None = None,
     point_timeout_s: float | None = None,
 ) -> list[Point]:
-    """The sweep's points in order. For batch_sizes = "auto", each (model, device, precision,
-    optimizer, data) gets the powers of two up to the largest that fits, found by the memory-model
-    search (maxbatch, in fresh processes) and kept in run_dir/maxbatch.json so a resumed sweep plans
-    the same points without probing again."""
+    """The sweep's points in order. For batch_sizes = "auto", each point but for its batch size
+    (its whole identity: speed options and seed too) gets the powers of two up to the largest
+    that fits, found by the memory-model search (maxbatch, in fresh processes) and kept in
+    run_dir/maxbatch.json so a resumed sweep plans the same points without probing again.
+
+    A search that stopped on an error or a timeout found no memory limit: its points go up to
+    the batch size that failed, which runs as a point of its own (its row says what happened),
+    and a resumed sweep searches again."""
     if spec.batch_sizes != AUTO:
         return list(dict.fromkeys(spec.points()))  # an axis value given twice is one point
     cache_path = run_dir / "maxbatch.json"
@@ -219,14 +231,23 @@ def plan(
     )
     points: list[Point] = []
     for base in dataclasses.replace(spec, batch_sizes=(1,)).points():
-        label = f"{base.label().removesuffix(' B=1')} data={base.data}"
-        if label not in cache:
+        key = search_key(base)
+        if key not in cache or cache[key].get("stopped"):
             cap = max_memory if max_memory is not None else maxbatch.default_cap(base.device)
             found = maxbatch.find(base, cap, point_timeout_s)
-            cache[label] = found.to_dict()
+            cache[key] = found.to_dict()
             ResultStore(run_dir).write_json("maxbatch.json", cache)
-        largest = int(cache[label]["largest_batch"])
-        points.extend(
-            dataclasses.replace(base, batch_size=b) for b in maxbatch.powers_of_two(largest)
-        )
+        entry = cache[key]
+        sizes = maxbatch.powers_of_two(int(entry["largest_batch"]))
+        if entry.get("stopped"):
+            failed = int(entry["probes"][-1]["batch_size"])  # the probe that stopped it
+            sizes = sorted({*(b for b in sizes if b < failed), failed})
+        points.extend(dataclasses.replace(base, batch_size=b) for b in sizes)
     return list(dict.fromkeys(points))
+
+
+def search_key(point: Point) -> str:
+    """maxbatch.json's key of `point`'s search: every identity field but the batch size."""
+    fields = point.to_dict()
+    fields.pop("batch_size")
+    return " ".join(f"{k}={v}" for k, v in fields.items())

@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 import types
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
@@ -65,6 +66,7 @@ def _run_point(point: Point, task: Task, max_memory: int | None) -> dict[str, An
 
     from gpubench.harness.point import measure_point
     from gpubench.harness.threads import intra_op_threads
+    from gpubench.probes.current_device import made_current
     from gpubench.science.convergence import train_point
 
     device = torch.device(point.device)
@@ -74,6 +76,7 @@ def _run_point(point: Point, task: Task, max_memory: int | None) -> dict[str, An
         with (
             intra_op_threads(point.threads),
             memory_cap.capped(max_memory, device.type, device.index),
+            made_current(device),
         ):
             if isinstance(task, Convergence):
                 return train_point(point, task)
@@ -91,6 +94,8 @@ def _run_point(point: Point, task: Task, max_memory: int | None) -> dict[str, An
             "oom" if oom else "error",
             error=reason,
             point_time_s=time.perf_counter() - started,
+            # kept in results.jsonl: an `error` may be a bug of gpubench's own, to be reported
+            traceback=None if oom else traceback.format_exc(),
         )
     finally:
         gc.collect()

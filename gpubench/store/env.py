@@ -42,6 +42,27 @@ def capture(
     }
 
 
+def machine(captured: dict[str, Any]) -> dict[str, Any]:
+    """What the rows of one run folder must share, from a captured environment (an env.json):
+    the CPU model, the GPUs, the driver, CUDA and torch. Rows measured on two machines that
+    differ in one of these cannot be compared as one run."""
+    torch_ = captured.get("torch") or {}
+    return {
+        "cpu": (captured.get("cpu") or {}).get("model"),
+        "gpus": [g.get("name") for g in captured.get("gpus") or []],
+        "driver": (captured.get("nvml") or {}).get("driver_version"),
+        "cuda": torch_.get("cuda"),
+        "torch": torch_.get("version"),
+    }
+
+
+def current_machine() -> dict[str, Any]:
+    """machine() of this machine, now (no calibration: cheap)."""
+    return machine(
+        {"cpu": cpu_info(), "torch": torch_info(), "nvml": nvml.system_info(), "gpus": gpu_info()}
+    )
+
+
 def default_devices() -> list[str]:
     return ["cpu", *(f"cuda:{i}" for i in range(torch.cuda.device_count()))]
 

@@ -30,11 +30,19 @@ class ResultStore:
             os.fsync(f.fileno())
 
     def write_json(self, name: str, obj: Any) -> Path:
-        path = self.dir / name
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        """Write `name` whole or not at all, and durably: suite.json and env.json are what make
+        the folder resumable, so a crash must leave either the old file or the new one."""
+        return _replace_durably(self.dir / name, json.dumps(obj, indent=2, default=str) + "\n")
+
+    def drop(self, statuses: tuple[str, ...]) -> int:
+        """Remove the rows whose status is in `statuses` (so their points run again on a
+        resume); returns how many were removed. The file is replaced whole and durably."""
+        rows = read_rows(self.dir) if self.path.is_file() else []
+        kept = [r for r in rows if r.get("status") not in statuses]
+        if len(kept) < len(rows):
+            text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in kept)
+            _replace_durably(self.path, text)
+        return len(rows) - len(kept)
 
     def write_csv(self) -> Path:
         path = self.dir / "results.csv"
@@ -43,6 +51,23 @@ class ResultStore:
             path, index=False
         )
         return path
+
+
+def _replace_durably(path: Path, text: str) -> Path:
+    """Replace `path` by `text` atomically: written to a temporary file and fsynced, renamed
+    into place, and the rename fsynced in the folder."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
 
 
 class ResultsError(ValueError):
@@ -73,9 +98,20 @@ def read_rows(run_dir: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+def upgraded(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` in today's schema. Rows written before `matmul_roof_fraction` existed held that
+    fraction under `mfu`: it moves to its own column, and `mfu` is recomputed from the row's
+    own `tflops` over its `datasheet_peak_tflops` (null where that peak is unknown)."""
+    if "matmul_roof_fraction" in row or row.get("mfu") is None:
+        return row
+    tflops, sheet = row.get("tflops"), row.get("datasheet_peak_tflops")
+    mfu = tflops / sheet if tflops is not None and sheet else None
+    return {**row, "matmul_roof_fraction": row["mfu"], "mfu": mfu}
+
+
 def load_results(run_dir: str | Path) -> pd.DataFrame:
     """A run folder's rows as a DataFrame with the schema's columns first."""
-    rows = read_rows(run_dir)
+    rows = [upgraded(r) for r in read_rows(run_dir)]
     frame = pd.DataFrame(rows).rename(columns=RENAMED)
     for col in COLUMNS:
         if col not in frame:

@@ -107,11 +107,20 @@ COLUMNS = [
     "other_load_cores",
     "busy",
     "workload",  # issue 14: the Workload's own name (a user's model names itself there)
+    # issue 13: the fraction of the measured matmul roof (`mfu` is against the datasheet peak),
+    # and whether warm-up ended on steady step times (not on budget.warmup_max_s)
+    "matmul_roof_fraction",
+    "warmup_steady",
+    # issue 13: the energy counter's error bound, why energy is null, the counter's update period
+    "energy_error_rel",
+    "energy_note",
+    "energy_counter_resolution_s",
 ]
 # issue 16: the worker's peak virtual address space (Linux VmPeak, its lifetime's: a point's own
 # in a fresh worker, as max-batch's probes run), what --max-memory caps on the CPU
 COLUMNS += ["host_peak_address_space_bytes"]
 SERIES = ["step_times_s", "curve"]
+SERIES += ["traceback"]  # issue 13: an `error` row's Python traceback (JSONL only, not the CSV)
 # Columns renamed since: rows written under the old name load under the new one.
 RENAMED = {"step_time_device_sum_s": "step_time_sum_s"}
 
@@ -129,7 +138,13 @@ def make_row(point: Point, status: str, **values: Any) -> dict[str, Any]:
 
 
 def finite_or_none(value: Any) -> Any:
-    """JSON has no NaN or infinity: an unmeasurable float is stored as None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    """JSON has no NaN or infinity: an unmeasurable float is stored as None, at any depth (the
+    floats inside a series such as `curve` or `step_times_s` too), so that every row made by
+    make_row can be stored (the results store refuses NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_none(v) for v in value]
     return value

@@ -1,0 +1,99 @@
+"""NVML sampling from a process of its own, so that it cannot slow the step it measures.
+
+Sampling on a thread of the measuring process costs a launch-bound step 5-8% on an H100 (an
+NVML reading takes about 4 ms there, and holds the GIL while the step's Python launches
+kernels). NVML reads a device, and a process's memory on it by PID, from any process: this
+module's ProcessSampler starts a small Python process (it imports no torch) that samples on
+its own thread (nvml.Sampler) and hands its readings back when the window ends. The reading
+function is named by an import path, so the same process runs a fake reader in the CPU tests.
+
+Run as `python -m gpubench.probes.sampler_process CONFIG_JSON`: it prints "ready" once it has
+taken the window's first reading, samples until a line (or end of file) arrives on its stdin,
+then takes the last reading and prints all of them as one JSON list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import subprocess
+import sys
+from types import TracebackType
+from typing import Any
+
+from gpubench.probes.nvml import DEFAULT_INTERVAL_S, Reading, Sampler, Summary, summarise
+
+START_TIMEOUT_S = 60.0
+
+
+class ProcessSampler:
+    """Context manager: on entry starts the sampling process and waits for its first reading;
+    on exit stops it and sets `readings` and `summary` (as nvml.Sampler does). `reader` is
+    "package.module:function"; function(*args) returns the reading function. A failure of the
+    process is raised on exit (or on entry), with its last error line."""
+
+    def __init__(
+        self, reader: str, args: tuple[Any, ...] = (), interval_s: float = DEFAULT_INTERVAL_S
+    ) -> None:
+        self.config = {"reader": reader, "args": list(args), "interval_s": interval_s}
+        self.readings: list[Reading] = []
+        self.summary: Summary | None = None
+        self.pid: int | None = None  # the sampling process's
+        self._proc: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> ProcessSampler:
+        # The child finds what this process can import (a user's or a test's reader too).
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", __name__, json.dumps(self.config)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self._proc, self.pid = proc, proc.pid
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "ready":
+            _, err = proc.communicate(timeout=START_TIMEOUT_S)
+            self._proc = None
+            raise RuntimeError(f"the NVML sampling process failed to start: {_last_line(err)}")
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        proc, self._proc = self._proc, None
+        assert proc is not None
+        out, err = proc.communicate("stop\n", timeout=START_TIMEOUT_S)
+        if exc_type is not None:
+            return
+        if proc.returncode != 0:
+            raise RuntimeError(f"NVML sampling failed: {_last_line(err)}")
+        self.readings = [Reading(**r) for r in json.loads(out.splitlines()[-1])]
+        self.summary = summarise(self.readings)
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no error message"
+
+
+def main(config_json: str) -> None:
+    config = json.loads(config_json)
+    module, function = config["reader"].split(":")
+    read = getattr(importlib.import_module(module), function)(*config["args"])
+    sampler = Sampler(read, config["interval_s"])
+    with sampler:
+        print("ready", flush=True)
+        sys.stdin.readline()  # a line from the parent, or end of file when it is gone
+    print(json.dumps([dataclasses.asdict(r) for r in sampler.readings]), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
