@@ -30,6 +30,7 @@ def sweep(
     point_timeout_s: float | None = None,
     overridden: Sequence[str] = (),
     retry_failed: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> int:
     """Run `spec` into `out` (default results/<timestamp>), then print its tables and render its
     report. Exit status 0, or 130 when Ctrl-C stopped it (the rows measured are kept).
@@ -50,6 +51,7 @@ def sweep(
                 should_stop=lambda: stop.requested,
                 on_start=progress.on_start,
                 retry_failed=retry_failed,
+                shard=shard,
             )
     except KeyboardInterrupt:
         progress.stop()
@@ -74,6 +76,17 @@ def _render_report(run_dir: Path) -> None:
         console.report_path(build_report([run_dir]))
     except Exception as e:
         console.report_failed(run_dir, e)
+
+
+def merge(dirs: list[Path], out: Path, allow_duplicates: bool) -> int:
+    """Join run folders into `out` and render its report."""
+    from gpubench.run.merge import merge as merge_runs
+
+    merged = merge_runs(dirs, out, allow_duplicates)
+    dropped = f" ({merged.dropped} duplicate rows left out)" if merged.dropped else ""
+    print(f"merged {len(dirs)} run folders: {merged.rows} rows -> {out}{dropped}")
+    _render_report(out)
+    return 0
 
 
 def report(dirs: list[Path], out: Path | None) -> int:

@@ -74,7 +74,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             max_memory=args.max_memory,
             point_timeout_s=args.point_timeout,
             overridden=parser.overridden_flags(args),
+            shard=args.shard,
         )
+    if args.command == "merge":
+        return commands.merge(args.dirs, args.out, args.allow_duplicates)
     if args.command == "report":
         return commands.report(args.dirs, args.out)
     if args.command == "compare":

@@ -14,6 +14,7 @@ from gpubench.config.checks import (
     check_batch_size,
     check_device,
     check_model,
+    check_nproc,
     check_seed,
     check_threads,
 )
@@ -93,6 +94,12 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise ConfigError(f"invalid number {value!r}; allowed: a whole number of 1 or more")
     return value
+
+
+def _shard(text: str) -> tuple[int, int]:
+    from gpubench.run.shard import parse_shard
+
+    return parse_shard(text)
 
 
 def _positive_float(text: str) -> float:
@@ -206,6 +213,21 @@ def build_parser() -> argparse.ArgumentParser:
         "(what torch picks); e.g. 1,2",
     )
     sweep.add_argument(
+        "--parallel",
+        type=_csv(_choice(S.PARALLEL_MODES, "parallel mode")),
+        help="none, ddp, fsdp, or several: none,ddp (torch.distributed, one node)",
+    )
+    sweep.add_argument(
+        "--nproc",
+        type=_csv(lambda t: check_nproc(_int_value(t))),
+        help="processes per node of the ddp and fsdp points, e.g. 1,2",
+    )
+    sweep.add_argument(
+        "--scaling",
+        type=_csv(_choice(S.SCALING_MODES, "scaling")),
+        help="weak (batch per process), strong (global batch split), or both",
+    )
+    sweep.add_argument(
         "--steps",
         type=_arg(_positive_int),
         help="measure exactly this many steps per point (no adaptive stopping)",
@@ -237,7 +259,22 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --resume: measure again the points that ended error or timeout",
     )
+    sweep.add_argument(
+        "--shard",
+        type=_arg(_shard),
+        metavar="I/N",
+        help="run only the I-th of N shares of the points (balanced by their budgets), e.g. 1/2",
+    )
     _add_max_batch_parser(sub)
+
+    merge = sub.add_parser("merge", help="join run folders (the shards of a sweep) into one")
+    merge.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="run folders")
+    merge.add_argument("--out", type=Path, required=True, help="the new run folder")
+    merge.add_argument(
+        "--allow-duplicates",
+        action="store_true",
+        help="a point in two folders keeps the first folder's row (default: refused)",
+    )
 
     report = sub.add_parser("report", help="render the HTML report of one or more run folders")
     report.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="run folders")

@@ -67,6 +67,12 @@ def check_batch_size(value: object) -> int:
     return value
 
 
+def check_nproc(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"invalid nproc {value!r}; allowed: a whole number of 1 or more")
+    return value
+
+
 def check_seed(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"invalid seed {value!r}; allowed: a whole number of 0 or more")

@@ -19,6 +19,9 @@ SIZES = ("tiny", "small", "base")
 DATA_MODES = ("device", "host")
 COMPILE_MODES = ("eager", "compile")
 MODES = ("speed", "convergence")
+# Parallel points (issue 17): how the ranks share the work, and what stays fixed as they grow.
+PARALLEL_MODES = ("none", "ddp", "fsdp")
+SCALING_MODES = ("weak", "strong")
 # batch_sizes = "auto": the powers of two up to the largest batch that fits (gpubench.run.maxbatch).
 AUTO = "auto"
 # The SweepSpec fields that say which points there are (the rest say how each is measured).
@@ -36,6 +39,9 @@ AXES = (
     "cuda_graph",
     "cudnn_benchmark",  # issue 16
     "threads",  # issue 14: torch's intra-op threads (None: what torch picks)
+    "parallel",
+    "nproc",
+    "scaling",
 )
 
 
@@ -65,6 +71,11 @@ class Point:
     cudnn_benchmark: bool = False
     model_options: str | None = None
     threads: int | None = None  # torch's intra-op threads; None: what torch picks
+    # Parallel points (issue 17): `nproc` ranks per node; `scaling` None for a single process,
+    # else "weak" (batch_size is each rank's batch) or "strong" (batch_size is the global one).
+    parallel: str = "none"
+    nproc: int = 1
+    scaling: str | None = None
 
     def key(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f.name) for f in fields(self))
@@ -78,6 +89,7 @@ class Point:
             )
             + (f" lr:{self.lr_scaling}" if self.lr_scaling is not None else "")
             + (f" threads={self.threads}" if self.threads is not None else "")
+            + (f" {self.parallel}x{self.nproc} {self.scaling}" if self.parallel != "none" else "")
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -148,6 +160,10 @@ class SweepSpec:
     cudnn_benchmark: tuple[bool, ...] = (False,)
     model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     threads: tuple[int | None, ...] = (None,)  # None: what torch picks
+    # issue 17: parallel points (see parallel_layouts)
+    parallel: tuple[str, ...] = ("none",)
+    nproc: tuple[int, ...] = (1,)
+    scaling: tuple[str, ...] = ("weak",)
 
     def resolved_devices(self) -> tuple[str, ...]:
         """`auto` becomes the CPU plus CUDA where present; duplicates are dropped, order kept."""
@@ -180,6 +196,9 @@ class SweepSpec:
                 cudnn_benchmark=cb,
                 model_options=self.options_of(m),
                 threads=t,
+                parallel=pa,
+                nproc=n,
+                scaling=sc,
             )
             for m, d, p, o, c, cl, g, cb in itertools.product(
                 self.models,
@@ -191,8 +210,21 @@ class SweepSpec:
                 self.cuda_graph,
                 self.cudnn_benchmark,
             )
+            for pa, n, sc in self.parallel_layouts()  # issue 17
             for t, s, b in itertools.product(self.threads, self.seeds, batch_sizes)
         ]
+
+    def parallel_layouts(self) -> list[tuple[str, int, str | None]]:
+        """(parallel, nproc, scaling) of each point: one single-process layout for "none",
+        and for ddp and fsdp every scaling at every nproc, fewest processes first (so that
+        a point's nproc = 1 baseline is measured before it)."""
+        out: list[tuple[str, int, str | None]] = []
+        for mode in self.parallel:
+            if mode == "none":
+                out.append(("none", 1, None))
+                continue
+            out.extend((mode, n, s) for s in self.scaling for n in sorted(set(self.nproc)))
+        return list(dict.fromkeys(out))
 
     def _convergence_points(self, batch_sizes: tuple[int, ...]) -> list[Point]:
         """As points(), with each optimizer's learning-rate scaling rules as one more axis."""

@@ -18,6 +18,7 @@ from gpubench.config.checks import (
     check_bool,
     check_device,
     check_model,
+    check_nproc,
     check_one_of,
     check_seed,
     check_threads,
@@ -30,7 +31,9 @@ from gpubench.config.spec import (
     DATA_MODES,
     MODES,
     OPTIMIZERS,
+    PARALLEL_MODES,
     PRECISIONS,
+    SCALING_MODES,
     SIZES,
     Budget,
     SweepSpec,
@@ -49,6 +52,9 @@ _LIST_KEYS = {
     "cuda_graph": bool,
     "cudnn_benchmark": bool,
     "threads": int,  # issue 14; or "auto"
+    "parallel": str,
+    "nproc": int,
+    "scaling": str,
 }
 _SCALAR_KEYS = {"name": str, "size": str, "data": str, "mode": str, "model": str}
 _TABLES = {"budget": Budget, "convergence": Convergence}
@@ -153,7 +159,8 @@ def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
                 kwargs[key] = AUTO
             elif key in _LIST_KEYS:
                 kwargs[key] = _list(
-                    key, [value] if key == "models" and isinstance(value, str) else value
+                    key,
+                    [value] if key in ("models", "scaling") and isinstance(value, str) else value,
                 )
             elif key == "model":
                 kwargs["models"] = (*kwargs.get("models", ()), check_model(value))
@@ -190,6 +197,9 @@ _ELEMENT_CHECKS: dict[str, Any] = {
     "cuda_graph": lambda v: check_bool(v, "cuda_graph"),
     "cudnn_benchmark": lambda v: check_bool(v, "cudnn_benchmark"),
     "threads": check_threads,
+    "parallel": lambda v: check_one_of(v, PARALLEL_MODES, "parallel mode"),
+    "nproc": check_nproc,
+    "scaling": lambda v: check_one_of(v, SCALING_MODES, "scaling"),
 }
 _SCALAR_CHECKS: dict[str, Any] = {
     "name": lambda v: v if v else _raise(f"invalid suite name {v!r}; allowed: a non-empty string"),

@@ -10,6 +10,7 @@ from gpubench.config.checks import (
     check_bool,
     check_device,
     check_model,
+    check_nproc,
     check_one_of,
     check_seed,
     check_threads,
@@ -22,7 +23,9 @@ from gpubench.config.spec import (
     DATA_MODES,
     MODES,
     OPTIMIZERS,
+    PARALLEL_MODES,
     PRECISIONS,
+    SCALING_MODES,
     SIZES,
     Budget,
     SweepSpec,
@@ -59,9 +62,24 @@ def validate(spec: SweepSpec) -> SweepSpec:
     for t in nonempty(spec.threads, "threads"):
         check_threads(t)
     check_one_of(spec.mode, MODES, "mode")
+    _check_parallel(spec)
     check_budget(spec.budget)
     _check_convergence(spec)
     return spec
+
+
+def _check_parallel(spec: SweepSpec) -> None:
+    for mode in nonempty(spec.parallel, "parallel"):
+        check_one_of(mode, PARALLEL_MODES, "parallel mode")
+    for n in nonempty(spec.nproc, "nproc"):
+        check_nproc(n)
+    for s in nonempty(spec.scaling, "scaling"):
+        check_one_of(s, SCALING_MODES, "scaling")
+    if spec.mode == "convergence" and any(m != "none" for m in spec.parallel):
+        raise ConfigError(
+            f"parallel {list(spec.parallel)!r} with mode 'convergence'; allowed: parallel "
+            "points measure speed only (mode = 'speed'), convergence runs use parallel = ['none']"
+        )
 
 
 def _check_convergence(spec: SweepSpec) -> None:

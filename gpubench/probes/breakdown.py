@@ -12,7 +12,14 @@ import torch
 from torch import Tensor, nn
 
 
+def _local(t: Tensor) -> Tensor:
+    """A sharded tensor's own shard (FSDP2 parameters are DTensors): what this process holds."""
+    to_local = getattr(t, "to_local", None)
+    return to_local() if callable(to_local) else t
+
+
 def _storage_key(t: Tensor) -> tuple[str, int]:
+    t = _local(t)
     return (str(t.device), t.untyped_storage().data_ptr())
 
 
@@ -23,7 +30,7 @@ def _unique_bytes(tensors: Iterable[Tensor], exclude: set[tuple[str, int]] | Non
         key = _storage_key(t)
         if key not in seen:
             seen.add(key)
-            total += t.untyped_storage().nbytes()
+            total += _local(t).untyped_storage().nbytes()
     return total
 
 

@@ -14,12 +14,13 @@ import pandas as pd
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import check_buildable
-from gpubench.config.spec import AUTO, Point, SweepSpec
+from gpubench.config.spec import AUTO, Budget, Point, SweepSpec
 from gpubench.config.validate import validate
 from gpubench.probes import calibration, load, nvml
-from gpubench.run import folder, maxbatch
+from gpubench.run import folder, maxbatch, ranks
+from gpubench.run import shard as shards
 from gpubench.run.worker import WorkerRunner
-from gpubench.science import batch_analysis, convergence
+from gpubench.science import batch_analysis, convergence, scaling
 from gpubench.store import env
 from gpubench.store.results import ResultStore, load_results, read_rows
 from gpubench.store.row import make_row
@@ -62,6 +63,7 @@ def run_sweep(
     should_stop: Callable[[], bool] | None = None,
     on_start: OnStart | None = None,
     retry_failed: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> pd.DataFrame:
     """Measure every point of `spec` into run folder `out` (default results/<timestamp>) and
     return all its rows. Each row is on disk (fsynced) before the next point starts.
@@ -73,6 +75,7 @@ def run_sweep(
     its missing points run (`extend` allows new axis values), on the machine it was started on
     (see folder.check_same_machine); with `retry_failed` too, the points that ended `error` or
     `timeout` lose their rows and run again. `should_stop` is asked before each point.
+    `shard` (i, n) runs only the i-th of n shares of the points (see run.shard).
     """
     validate(spec)
     check_buildable(spec.models, spec.size, spec.model_options)  # a typo is exit 2, not a row
@@ -105,6 +108,9 @@ def run_sweep(
         done = read_rows(run_dir) if store.path.is_file() else []
         try:
             points = plan(spec, run_dir, max_memory, point_timeout_s)
+            shard = shards.saved(store, shard)  # issue 17
+            if shard is not None:
+                points = shards.select(points, *shard, spec)
             _measure(
                 spec,
                 points,
@@ -153,10 +159,15 @@ def _measure(
             smallest_oom = oom_at.get(memory_group(point))
             if smallest_oom is not None and point.batch_size > smallest_oom:
                 row = make_row(point, "oom", error=f"skipped: B={smallest_oom} ran out of memory")
+            elif point.parallel != "none":  # issue 17: a rank per process, launched here
+                assert isinstance(task, Budget)
+                row = ranks.run_parallel_point(point, task, point_timeout_s)
+                scaling.fill_efficiency([row], done_rows)
+                done_rows.append(row)
             else:
                 row = runner.run(point, task)
-                if row["status"] == "oom":
-                    _note_oom(oom_at, point)
+            if row["status"] == "oom":
+                _note_oom(oom_at, point)
             store.append(row)
             finished += 1
             if on_row is not None:

@@ -26,6 +26,7 @@ IDENTITY += ["lr_scaling"]  # convergence runs: the learning-rate scaling rule (
 # issue 16: cuDNN autotuning on, and the model's options (canonical JSON; None: none)
 IDENTITY += ["cudnn_benchmark", "model_options"]
 IDENTITY += ["threads"]  # issue 14: the threads axis (None: what torch picks; see torch_threads)
+IDENTITY += ["parallel", "nproc", "scaling"]  # issue 17: parallel points
 
 # The flat columns of a row, in order (units in the names). A value that cannot be measured on
 # this device is None, never 0 and never a guess. Raw series (step_times_s) live only in the JSONL.
@@ -115,12 +116,30 @@ COLUMNS = [
     "energy_error_rel",
     "energy_note",
     "energy_counter_resolution_s",
+    # parallel points (issue 17); samples_per_s and step_time_s are the whole group's
+    "world_size",
+    "backend",
+    "global_batch_size",
+    "per_process_batch_size",
+    "per_process_samples_per_s",
+    "slowest_rank_step_time_s",
+    "rank_step_time_spread",
+    "collective_time_s",
+    "collective_fraction",
+    "collective_method",
+    "rank_peak_rss_bytes",
+    "rank_peak_allocated_bytes",
+    "rank_parameters_bytes",
+    "rank_model_state_bytes",
+    "scaling_efficiency",
+    "scaling_baseline_samples_per_s",
 ]
 # issue 16: the worker's peak virtual address space (Linux VmPeak, its lifetime's: a point's own
 # in a fresh worker, as max-batch's probes run), what --max-memory caps on the CPU
 COLUMNS += ["host_peak_address_space_bytes"]
 SERIES = ["step_times_s", "curve"]
 SERIES += ["traceback"]  # issue 13: an `error` row's Python traceback (JSONL only, not the CSV)
+SERIES += ["ranks"]  # issue 17: per-rank figures of a parallel point
 # Columns renamed since: rows written under the old name load under the new one.
 RENAMED = {"step_time_device_sum_s": "step_time_sum_s"}
 

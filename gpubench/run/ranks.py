@@ -1,0 +1,257 @@
+"""Launches the ranks of a parallel point on this node and turns how they ended into one row.
+
+Each rank is a process of its own (from the sweep's worker context: the fork server that has
+imported torch), joined by a c10d TCP rendezvous on 127.0.0.1 and a free port, as torchrun's
+c10d rendezvous does. Every rank sends its outcome on a pipe; the launcher watches the pipes and
+the processes together, and at the first failure ends every rank:
+
+- a rank raising out of memory (on any rank) -> `oom`; another exception -> `error`, naming the
+  rank (and any other rank that failed before it was stopped);
+- a rank dying (a signal, an exit) -> `error`, naming the rank and the signal;
+- no outcome from every rank within the point timeout -> `timeout`.
+A rank that hangs inside a collective also meets the process group's timeout, which makes the
+ranks waiting on it raise rather than wait for ever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from gpubench.config.spec import Budget, Point
+from gpubench.harness.failure import is_out_of_memory, one_line
+from gpubench.run.worker import context, describe_exit
+from gpubench.store.row import make_row
+
+# Seconds a collective may wait for the other ranks before it raises, unless the point timeout
+# is shorter.
+GROUP_TIMEOUT_S = 120.0
+# Seconds the launcher waits after the first failure for other ranks' reasons, then stops them.
+_FAILURE_GRACE_S = 0.5
+
+RankTarget = Callable[..., Any]  # (rank, world, init_method, timeout_s, *args) -> picklable
+
+
+class RankFailure(Exception):
+    """A launch that did not end well: `status` (oom, error or timeout) and its reason."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (rank 0's store binds it next)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def launch(
+    target: RankTarget,
+    args: tuple[Any, ...],
+    nproc: int,
+    timeout_s: float | None,
+    group_timeout_s: float = GROUP_TIMEOUT_S,
+) -> list[Any]:
+    """Run `target(rank, nproc, init_method, group_timeout_s, *args)` in `nproc` processes and
+    return each rank's result in rank order, or raise RankFailure (every rank is stopped
+    before it is raised). `timeout_s` bounds the whole launch (None: no limit)."""
+    ctx = context()
+    init_method = f"tcp://127.0.0.1:{free_port()}"
+    if timeout_s is not None:
+        group_timeout_s = min(group_timeout_s, timeout_s)
+    procs: list[BaseProcess] = []
+    conns: list[Connection] = []
+    lifelines: list[Connection] = []
+    try:
+        for rank in range(nproc):
+            parent, child = ctx.Pipe(duplex=False)
+            lifeline_r, lifeline_w = ctx.Pipe(duplex=False)
+            proc = ctx.Process(
+                target=_rank_main,
+                args=(target, rank, nproc, init_method, group_timeout_s, args, child, lifeline_r),
+                name=f"gpubench-rank{rank}",
+                daemon=True,
+            )
+            _start(ctx, proc)
+            child.close()  # so that the rank's death reads as end-of-file here
+            lifeline_r.close()
+            procs.append(proc)
+            conns.append(parent)
+            lifelines.append(lifeline_w)
+        return _collect(procs, conns, timeout_s)
+    finally:
+        _stop(procs)
+        for c in (*conns, *lifelines):
+            c.close()
+
+
+def _start(ctx: Any, proc: BaseProcess) -> None:
+    from gpubench.run.worker import _ensure_fork_server, _main_module_hidden
+
+    with _main_module_hidden():
+        _ensure_fork_server(ctx)
+        proc.start()
+
+
+def _collect(
+    procs: list[BaseProcess], conns: list[Connection], timeout_s: float | None
+) -> list[Any]:
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    results: dict[int, Any] = {}
+    failures: list[tuple[int, bool, str]] = []  # (rank, out of memory, reason) in arrival order
+    while len(results) < len(procs):
+        waiting = [r for r in range(len(procs)) if r not in results]
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise RankFailure(
+                "timeout",
+                f"no result from rank(s) {', '.join(map(str, waiting))} of {len(procs)} "
+                f"within {timeout_s:g} s (--point-timeout); every rank was stopped",
+            )
+        ready = wait([conns[r] for r in waiting] + [procs[r].sentinel for r in waiting], left)
+        for r in waiting:
+            if conns[r] not in ready and procs[r].sentinel not in ready:
+                continue
+            outcome = _read(conns[r], procs[r])
+            if outcome[0] == "done":
+                results[r] = outcome[1]
+            else:
+                failures.append((r, outcome[1], outcome[2]))
+        if failures:
+            _more_failures(procs, conns, results, failures)
+            raise _failure(failures, len(procs))
+    return [results[r] for r in range(len(procs))]
+
+
+def _read(conn: Connection, proc: BaseProcess) -> tuple[Any, ...]:
+    """A rank's outcome: ("done", result) or ("failed", out of memory, reason)."""
+    if conn.poll():
+        with contextlib.suppress(EOFError):
+            message: tuple[Any, ...] = conn.recv()
+            return message
+    proc.join(timeout=10)
+    return ("failed", False, f"the process died ({describe_exit(proc.exitcode)})")
+
+
+def _more_failures(
+    procs: list[BaseProcess],
+    conns: list[Connection],
+    results: dict[int, Any],
+    failures: list[tuple[int, bool, str]],
+) -> None:
+    """Other ranks' reasons that arrive within a short grace (a rank that failed may have
+    made others fail too); the first failure stays first."""
+    seen = {r for r, _, _ in failures}
+    end = time.monotonic() + _FAILURE_GRACE_S
+    while (left := end - time.monotonic()) > 0:
+        pending = [r for r in range(len(procs)) if r not in results and r not in seen]
+        ready = wait([conns[r] for r in pending], left) if pending else []
+        if not ready:
+            return
+        for r in pending:
+            if conns[r] in ready:
+                outcome = _read(conns[r], procs[r])
+                seen.add(r)
+                if outcome[0] == "failed":
+                    failures.append((r, outcome[1], outcome[2]))
+
+
+# A rank whose error reads as a lost peer failed because another rank did: the cause comes first.
+_COLLATERAL = ("gloo", "nccl", "c10d", "connection", "timed out", "timeout", "peer")
+
+
+def _failure(failures: list[tuple[int, bool, str]], world: int) -> RankFailure:
+    failures = sorted(failures, key=lambda f: any(m in f[2].lower() for m in _COLLATERAL))
+    oom = any(o for _, o, _ in failures)
+    reason = "; ".join(f"rank {r} of {world}: {why}" for r, _, why in failures)
+    return RankFailure("oom" if oom else "error", reason[:1000])
+
+
+def _stop(procs: list[BaseProcess]) -> None:
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    for p in procs:
+        p.join(timeout=10)
+        p.close()
+
+
+def _rank_main(
+    target: RankTarget,
+    rank: int,
+    world: int,
+    init_method: str,
+    group_timeout_s: float,
+    args: tuple[Any, ...],
+    conn: Connection,
+    lifeline: Connection,
+) -> None:
+    """A rank's life: run `target` and send its outcome. Ctrl-C is the sweep's to handle; the
+    rank ends at once when the launcher goes away."""
+    from gpubench.run.worker import _exit_with_parent
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(lifeline,), daemon=True).start()
+    try:
+        result = target(rank, world, init_method, group_timeout_s, *args)
+    except BaseException as e:  # every failure is reported to the launcher, then the rank ends
+        conn.send(("failed", is_out_of_memory(e), one_line(e)))
+        conn.close()
+        os._exit(1)  # skip the process group's teardown: the other ranks may be gone
+    conn.send(("done", result))
+    conn.close()
+
+
+def point_rank(
+    rank: int, world: int, init_method: str, timeout_s: float, point: Point, budget: Budget
+) -> dict[str, Any] | None:
+    """One rank of a parallel point: join the group, measure, leave; rank 0 returns the row."""
+    import torch.distributed as dist
+
+    from gpubench.harness import parallel
+
+    parallel.init_group(point, rank, world, init_method, timeout_s)
+    try:
+        return parallel.measure_rank(point, budget)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_parallel_point(
+    point: Point, budget: Budget, timeout_s: float | None, group_timeout_s: float = GROUP_TIMEOUT_S
+) -> dict[str, Any]:
+    """`point`'s row, measured by `point.nproc` ranks on this node; every outcome is a row."""
+    from gpubench.harness import parallel
+    from gpubench.harness.step import unsupported_reason
+
+    started = time.perf_counter()
+    reason = unsupported_reason(point) or parallel.unsupported_reason(point)
+    if reason is not None:
+        return make_row(point, "unsupported", error=reason)
+    try:
+        rows = launch(point_rank, (point, budget), point.nproc, timeout_s, group_timeout_s)
+    except RankFailure as f:
+        return make_row(
+            point,
+            f.status,
+            error=f.reason,
+            world_size=point.nproc,
+            backend=parallel.BACKENDS[point.device.split(":")[0]],
+            global_batch_size=parallel.per_process_batch(point) * point.nproc,
+            per_process_batch_size=parallel.per_process_batch(point),
+            point_time_s=time.perf_counter() - started,
+        )
+    row: dict[str, Any] = rows[0]
+    row["point_time_s"] = time.perf_counter() - started
+    return row

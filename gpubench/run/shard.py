@@ -1,0 +1,84 @@
+"""A deterministic share of a sweep's points (`--shard i/n`), so that n machines, or a Slurm
+array job, run one sweep between them; `gpubench merge` joins their run folders.
+
+Points are dealt out by their expected cost, not their count: each point's cost is the time its
+budget allows it (warm-up minimum plus the measuring limit; a convergence point's training
+limit), counted once per process for a parallel point, which occupies that many. The largest go
+first, each to the shard with the least so far (ties to the lowest shard), so every machine
+computes the same split from the same suite. The points of a parallel point's scaling series
+(the same point at every nproc) stay together, so each shard has its nproc = 1 baseline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import Point, SweepSpec
+from gpubench.store.results import ResultStore
+
+_SHARD = re.compile(r"^(\d+)/(\d+)$")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """ "i/n" (1 <= i <= n) as (i, n)."""
+    m = _SHARD.match(text.strip())
+    if m is None or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise ConfigError(f"invalid shard {text!r}; allowed: i/n with 1 <= i <= n, e.g. 1/2")
+    return int(m.group(1)), int(m.group(2))
+
+
+def expected_cost_s(point: Point, spec: SweepSpec) -> float:
+    """The seconds `spec`'s budget allows `point` (a bound, not a prediction), per process."""
+    if spec.mode == "convergence":
+        limit = spec.convergence.time_limit_s()
+        per_point = limit if limit is not None else spec.budget.max_time_s
+    else:
+        per_point = spec.budget.warmup_min_s + spec.budget.max_time_s
+    return per_point * point.nproc
+
+
+def _series(point: Point) -> tuple[Any, ...]:
+    return dataclasses.replace(point, nproc=1).key() if point.parallel != "none" else point.key()
+
+
+def select(points: list[Point], index: int, count: int, spec: SweepSpec) -> list[Point]:
+    """Shard `index` of `count` (1-based) of `points`, in their order. The shards of one list
+    are disjoint and together hold every point once."""
+    groups: dict[tuple[Any, ...], list[Point]] = {}
+    for p in points:
+        groups.setdefault(_series(p), []).append(p)
+    costs = {key: sum(expected_cost_s(p, spec) for p in ps) for key, ps in groups.items()}
+    order = sorted(range(len(groups)), key=lambda i: -costs[list(groups)[i]])
+    load = [0.0] * count
+    chosen: set[tuple[Any, ...]] = set()
+    keys = list(groups)
+    for i in order:
+        shard = min(range(count), key=lambda s: (load[s], s))
+        load[shard] += costs[keys[i]]
+        if shard == index - 1:
+            chosen.add(keys[i])
+    return [p for p in points if _series(p) in chosen]
+
+
+def saved(store: ResultStore, shard: tuple[int, int] | None) -> tuple[int, int] | None:
+    """The run folder's shard: `shard`, recorded in its shard.json, or, when None, the one
+    recorded there (a resumed shard stays that shard). A folder started as another shard is a
+    ConfigError (its rows would mix two shares)."""
+    path = store.dir / "shard.json"
+    if path.is_file():
+        was = json.loads(path.read_text(encoding="utf-8"))
+        if shard is None:
+            return int(was["index"]), int(was["count"])
+        if (was.get("index"), was.get("count")) != shard:
+            raise ConfigError(
+                f"run folder {str(store.dir)!r} holds shard {was.get('index')}/{was.get('count')}"
+                f", not {shard[0]}/{shard[1]}; resume it with --shard "
+                f"{was.get('index')}/{was.get('count')}"
+            )
+    if shard is not None:
+        store.write_json("shard.json", {"index": shard[0], "count": shard[1]})
+    return shard

@@ -1,0 +1,73 @@
+"""Workloads that fail on one rank of a parallel point only, and a rank function that returns
+DDP's gradients, for the tests of parallel points (not part of gpubench). Rank 0 trains on and
+then waits in a collective for the failed rank, as it would in a real failure."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from fault_workloads import _wrap
+
+from gpubench import models
+from gpubench.config.spec import Point
+from gpubench.harness import parallel
+from gpubench.models.workload import Workload
+
+
+def _on_rank1(fault: Callable[[], None]) -> Workload:
+    def maybe() -> None:
+        if dist.is_initialized() and dist.get_rank() == 1:
+            fault()
+
+    return _wrap(maybe)
+
+
+def _raise_value() -> None:
+    raise ValueError("injected failure on rank 1")
+
+
+def _raise_memory() -> None:
+    raise MemoryError("injected: can't allocate memory")
+
+
+def raises() -> Workload:
+    return _on_rank1(_raise_value)
+
+
+def oom() -> Workload:
+    return _on_rank1(_raise_memory)
+
+
+def killed() -> Workload:
+    return _on_rank1(lambda: os.kill(os.getpid(), signal.SIGKILL))
+
+
+def hangs() -> Workload:
+    return _on_rank1(lambda: time.sleep(10**6))
+
+
+def ddp_gradients(
+    rank: int, world: int, init_method: str, timeout_s: float, batch: int
+) -> list[Any]:
+    """Rank `rank`'s gradients (numpy arrays: a tensor would travel as shared memory that ends
+    with this process) after one DDP step on its slice of a shared batch of `batch` samples
+    (the harness's own wrapping), in parameter order."""
+    point = Point("mlp", "tiny", "cpu", "fp32", "sgd", batch, parallel="ddp", nproc=world)
+    parallel.init_group(point, rank, world, init_method, timeout_s)
+    try:
+        torch.manual_seed(0)
+        workload = models.build("mlp", "tiny")
+        model = parallel.wrap(workload.model, "ddp", torch.device("cpu"))
+        x, y = workload.batch(batch, "cpu", seed=7)
+        share = batch // world
+        part = slice(rank * share, (rank + 1) * share)
+        workload.loss(model(x[part]), y[part]).backward()
+        return [p.grad.numpy().copy() for p in model.parameters()]  # type: ignore[union-attr]
+    finally:
+        dist.destroy_process_group()

@@ -1,0 +1,101 @@
+"""Parallel points on the CPU: two gloo ranks, DDP and FSDP2, and every way a rank can fail."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from gpubench import models
+from gpubench.config.spec import Budget, Point, SweepSpec
+from gpubench.run.ranks import launch, run_parallel_point
+from gpubench.run.sweep import run_sweep
+
+BUDGET = Budget.fixed(2, warmup_steps=1)
+
+
+def _point(model: str = "mlp", parallel: str = "ddp", nproc: int = 2, **kw: object) -> Point:
+    return Point(model, "tiny", "cpu", "fp32", "adamw", 4, parallel=parallel, nproc=nproc, **kw)  # type: ignore[arg-type]
+
+
+def test_ddp_averages_gradients_like_one_process_on_the_whole_batch() -> None:
+    import rank_faults
+
+    per_rank = launch(rank_faults.ddp_gradients, (8,), nproc=2, timeout_s=60)
+    torch.manual_seed(0)
+    workload = models.build("mlp", "tiny")
+    x, y = workload.batch(8, "cpu", seed=7)
+    workload.loss(workload.model(x), y).backward()
+    whole = [p.grad for p in workload.model.parameters()]
+    for rank_grads in per_rank:
+        assert len(rank_grads) == len(whole)
+        for got, want in zip(rank_grads, whole, strict=True):
+            # fp32 sums in another order: equal to a few ulps of the gradients' scale
+            torch.testing.assert_close(torch.from_numpy(got), want, rtol=1e-5, atol=1e-6)
+
+
+def test_fsdp_holds_a_share_of_the_parameters_that_ddp_holds_whole() -> None:
+    ddp = run_parallel_point(_point(parallel="ddp"), BUDGET, timeout_s=60)
+    fsdp = run_parallel_point(_point(parallel="fsdp"), BUDGET, timeout_s=60)
+    assert ddp["status"] == fsdp["status"] == "ok", (ddp["error"], fsdp["error"])
+    share = fsdp["rank_parameters_bytes"] / ddp["rank_parameters_bytes"]
+    assert 0.45 <= share <= 0.6  # half, plus the padding of uneven shards
+    assert fsdp["rank_model_state_bytes"] < 0.6 * ddp["rank_model_state_bytes"]
+    for row in (ddp, fsdp):
+        assert row["world_size"] == 2 and row["backend"] == "gloo"
+        assert row["global_batch_size"] == 8 and row["per_process_batch_size"] == 4
+        assert row["samples_per_s"] == pytest.approx(8 / row["step_time_s"])
+        assert row["collective_time_s"] > 0 and 0 < row["collective_fraction"] <= 1
+        assert [r["rank"] for r in row["ranks"]] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("fault", "status", "reason"),
+    [
+        ("raises", "error", "rank 1 of 2: ValueError: injected failure on rank 1"),
+        ("oom", "oom", "rank 1 of 2: MemoryError"),
+        ("killed", "error", "rank 1 of 2: the process died (signal SIGKILL)"),
+    ],
+)
+def test_a_failing_rank_ends_the_point_on_every_rank(fault: str, status: str, reason: str) -> None:
+    started = time.perf_counter()
+    row = run_parallel_point(_point(f"rank_faults:{fault}"), BUDGET, timeout_s=30)
+    assert row["status"] == status
+    assert row["error"].startswith(reason)
+    assert time.perf_counter() - started < 20  # not the point timeout: the failure was seen
+
+
+def test_a_hanging_rank_gives_a_row_not_a_hang() -> None:
+    started = time.perf_counter()
+    row = run_parallel_point(_point("rank_faults:hangs"), BUDGET, timeout_s=4, group_timeout_s=2)
+    # rank 0 gives up in its collective after the group timeout, or the point timeout ends it
+    assert row["status"] in ("error", "timeout")
+    assert "rank 0 of 2" in row["error"] or "rank(s) " in row["error"]
+    assert time.perf_counter() - started < 10
+
+
+def test_weak_and_strong_rows_carry_a_scaling_efficiency(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    spec = SweepSpec(
+        "scaling-test",
+        models=("mlp",),
+        size="tiny",
+        devices=("cpu",),
+        batch_sizes=(4,),
+        optimizers=("sgd",),
+        parallel=("ddp",),
+        nproc=(2, 1),  # measured fewest first all the same
+        scaling=("weak", "strong"),
+        budget=BUDGET,
+    )
+    frame = run_sweep(spec, tmp_path / "run", point_timeout_s=60)
+    assert list(frame["nproc"]) == [1, 2, 1, 2]
+    assert (frame["status"] == "ok").all(), list(frame["error"])
+    rows = frame.set_index(["scaling", "nproc"])
+    assert rows.loc[("weak", 2), "global_batch_size"] == 8
+    assert rows.loc[("strong", 2), "per_process_batch_size"] == 2
+    assert rows.loc[("weak", 1), "scaling_efficiency"] == 1.0
+    for how in ("weak", "strong"):
+        base, two = rows.loc[(how, 1)], rows.loc[(how, 2)]
+        want = two["samples_per_s"] / (2 * base["samples_per_s"])
+        assert two["scaling_efficiency"] == pytest.approx(want)

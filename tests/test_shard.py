@@ -1,0 +1,84 @@
+"""Sweeps split across machines: --shard i/n takes a deterministic share of the points, and
+`merge` joins the shards' run folders into one, refusing a point measured twice."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from gpubench.cli.main import main
+from gpubench.cli.parser import SUITES_DIR
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import Budget, Point
+from gpubench.config.suite import load_suite
+from gpubench.run import shard
+from gpubench.run.merge import merge
+from gpubench.run.sweep import run_sweep
+from gpubench.store.results import read_rows
+
+
+@pytest.mark.parametrize("suite", ["quick", "scaling"])
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_shards_hold_every_point_once(suite: str, count: int) -> None:
+    spec = load_suite(SUITES_DIR / f"{suite}.toml")
+    points = spec.points()
+    shares = [shard.select(points, i, count, spec) for i in range(1, count + 1)]
+    assert sorted(p.key() for s in shares for p in s) == sorted(p.key() for p in points)
+    assert shares == [shard.select(points, i, count, spec) for i in range(1, count + 1)]
+    costs = [sum(shard.expected_cost_s(p, spec) for p in s) for s in shares]
+    largest_series = max(shard.expected_cost_s(p, spec) * 4 for p in points)
+    assert max(costs) - min(costs) <= largest_series  # balanced by cost, to a series
+    for s in shares:  # a parallel point's nproc = 1 baseline is in its shard
+        keys = {p.key() for p in s}
+        for p in s:
+            if p.parallel != "none":
+                base = Point(**{**p.to_dict(), "nproc": 1})
+                assert base.key() in keys
+
+
+def test_a_bad_shard_is_refused() -> None:
+    for text in ("0/2", "3/2", "1", "a/b"):
+        with pytest.raises(ConfigError, match="allowed: i/n"):
+            shard.parse_shard(text)
+
+
+def _keys(run: Path) -> list[tuple[object, ...]]:
+    fields = Point.__dataclass_fields__
+    return sorted(Point(**{k: r[k] for k in fields}).key() for r in read_rows(run))
+
+
+def test_two_shards_merge_into_the_whole_sweep(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    spec = dataclasses.replace(
+        load_suite(SUITES_DIR / "quick.toml"),
+        models=("mlp",),
+        size="tiny",
+        devices=("cpu",),
+        batch_sizes=(2, 4, 8),
+        precisions=("fp32",),
+        optimizers=("sgd",),
+        budget=Budget.fixed(2, warmup_steps=1),
+    )
+    a, b, whole = tmp_path / "a", tmp_path / "b", tmp_path / "merged"
+    rows_a = run_sweep(spec, a, shard=(1, 2))
+    rows_b = run_sweep(spec, b, shard=(2, 2))
+    assert len(rows_a) and len(rows_b)
+    assert main(["merge", str(a), str(b), "--out", str(whole)]) == 0
+    assert sorted(r["batch_size"] for r in read_rows(whole)) == [2, 4, 8]
+    assert _keys(whole) == sorted(_keys(a) + _keys(b))
+    env = json.loads((whole / "env.json").read_text())
+    assert [m["run"] for m in env["machines"]] == [str(a), str(b)]
+    assert (whole / "report.html").is_file() and (whole / "suite.json").is_file()
+    assert "merged 2 run folders: 3 rows" in capsys.readouterr().out
+    # a shard resumed without --shard stays its shard; another shard is refused
+    assert len(run_sweep(spec, a, resume=True)) == len(rows_a)
+    with pytest.raises(ConfigError, match=r"holds shard 1/2, not 2/2"):
+        run_sweep(spec, a, resume=True, shard=(2, 2))
+
+    # the same point twice is refused, naming both runs and their machines
+    with pytest.raises(ConfigError, match=r"is in .*/a \(host .*\) and in .*/a"):
+        merge([a, whole], tmp_path / "twice")
+    kept = merge([a, whole], tmp_path / "twice", allow_duplicates=True)
+    assert kept.rows == 3 and kept.dropped == len(rows_a)
