@@ -30,6 +30,7 @@ from gpubench.probes import breakdown, communication, memory
 from gpubench.store.row import make_row
 
 BACKENDS = {"cpu": "gloo", "cuda": "nccl"}
+CPU_THREADS_PER_RANK = 1
 # Extra steps run under the profiler after the measured ones, to find the time in collectives.
 PROFILED_STEPS = 3
 
@@ -136,8 +137,10 @@ def measure_rank(point: Point, budget: Budget) -> dict[str, Any] | None:
 
 def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
     device = rank_device(point)
-    if device.type == "cpu":  # the node's cores shared out, as torchrun's OMP_NUM_THREADS does
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // point.nproc))
+    if device.type == "cpu":
+        # A CPU rank is the analogue of one device: one core's thread (torchrun's default,
+        # OMP_NUM_THREADS=1), so adding ranks adds cores and nproc = 1 is a one-core baseline.
+        torch.set_num_threads(CPU_THREADS_PER_RANK)
     torch.manual_seed(point.seed)  # the same initial weights on every rank
     workload = models.build(point.model, point.model_size)
     reason = step_mod.unsupported_reason(point, workload)

@@ -14,10 +14,11 @@ from gpubench.probes import load
 from gpubench.report import analysis as A
 from gpubench.report import html as H
 from gpubench.report import learning, plots
+from gpubench.report import scaling as parallel_report
 from gpubench.report.figure import Chart
 from gpubench.report.runs import Run, combine, load_runs
 
-CHART_FILES = (
+CHART_FILES: tuple[str, ...] = (
     "throughput.png",
     "step_time.png",
     "memory.png",
@@ -27,6 +28,7 @@ CHART_FILES = (
     "loss_curves.png",
     "time_to_target.png",
 )
+CHART_FILES += parallel_report.CHART_FILES  # issue 17
 
 
 def report_path(dirs: Sequence[str | Path], out: str | Path | None) -> Path:
@@ -79,6 +81,7 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
         "Memory: no memory column was measured in these runs.",
     )
     sections.append(_speedup(frame, speedups, plots_dir))
+    sections.append(parallel_report.section(frame, plots_dir))  # issue 17: '' if none
     draw(lambda: plots.compute(frame, plots_dir), "Compute: no TFLOP/s or MFU was measured.")
     draw(lambda: plots.energy(frame, plots_dir), "Energy: no device energy was measured.")
     draw(

@@ -157,4 +157,11 @@ def combine(runs: Sequence[Run]) -> pd.DataFrame:
             f"{s} threads={'auto' if pd.isna(t) else int(t)}"
             for s, t in zip(frame["series"], frame["threads"], strict=True)
         ]
+    if "parallel" in frame:  # issue 17: a parallel point's line is its layout's
+        frame["series"] = [
+            s if p in (None, "none") or p != p else f"{s} {p} x{int(n)} {sc}"
+            for s, p, n, sc in zip(
+                frame["series"], frame["parallel"], frame["nproc"], frame["scaling"], strict=True
+            )
+        ]
     return frame

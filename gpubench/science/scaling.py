@@ -9,6 +9,7 @@ scaling divides the step time by them: the same formula in both.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,8 +17,15 @@ from gpubench.store.row import IDENTITY
 
 
 def baseline_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    """The identity of `row`'s baseline: the same point at nproc = 1."""
-    return tuple(1 if c == "nproc" else row.get(c) for c in IDENTITY)
+    """The identity of `row`'s baseline: the same point at nproc = 1 (a null read back as NaN,
+    or a number read back as a float, compares as it was written)."""
+    return tuple(1 if c == "nproc" else _plain(row.get(c)) for c in IDENTITY)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if math.isnan(value) else (int(value) if value.is_integer() else value)
+    return value
 
 
 def _ok(row: dict[str, Any]) -> bool:
