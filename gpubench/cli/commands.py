@@ -35,6 +35,10 @@ def sweep(
     """Run `spec` into `out` (default results/<timestamp>), then print its tables and render its
     report. Exit status 0, or 130 when Ctrl-C stopped it (the rows measured are kept).
     `overridden` names the flags that changed the suite, for the opening line."""
+    from gpubench.run import launched
+
+    if launched.under_torchrun():  # issue 17: this process is one rank of a torchrun launch
+        return _launched_sweep(spec, out, point_timeout_s)
     run_dir = out if out is not None else default_run_dir()
     hint = resume_command(run_dir, max_memory, point_timeout_s)
     progress = console.SweepProgress(spec, run_dir, quiet, overridden)
@@ -65,6 +69,26 @@ def sweep(
         console.stopped(hint, early=True)
         return 130
     return 0
+
+
+def _launched_sweep(spec: SweepSpec, out: Path | None, point_timeout_s: float | None) -> int:
+    """One rank's part of a sweep under torchrun; rank 0 prints each row and renders the
+    report. --out is required: every rank must name the same folder."""
+    import os
+
+    from gpubench.run import launched
+    from gpubench.run.ranks import GROUP_TIMEOUT_S
+
+    if out is None:
+        raise ConfigError("under torchrun, give --out DIR (rank 0 writes the rows there)")
+    timeout = point_timeout_s if point_timeout_s is not None else GROUP_TIMEOUT_S
+    rank0 = os.environ.get("RANK") == "0"
+    status = launched.run_launched(
+        spec, out, timeout, on_row=lambda row: console.launched_row(row) if rank0 else None
+    )
+    if rank0:
+        _render_report(out)
+    return status
 
 
 def _render_report(run_dir: Path) -> None:

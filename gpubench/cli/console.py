@@ -87,6 +87,11 @@ def read_env(run_dir: Path) -> dict[str, Any]:
     return env
 
 
+def launched_row(row: dict[str, Any]) -> None:
+    """A row written by rank 0 of a torchrun launch (issue 17)."""
+    _err.print(f"gpubench: {_short(row)}", soft_wrap=True)
+
+
 def stopping_after_point() -> None:
     _err.print(
         "gpubench: stopping after the point in flight is recorded "
