@@ -130,7 +130,9 @@ def _collect(
                 failures.append((r, outcome[1], outcome[2]))
         if failures:
             _more_failures(procs, conns, results, failures)
-            raise _failure(failures, len(procs))
+            failed = {r for r, _, _ in failures}
+            silent = [r for r in range(len(procs)) if r not in results and r not in failed]
+            raise _failure(failures, len(procs), silent)
     return [results[r] for r in range(len(procs))]
 
 
@@ -171,10 +173,14 @@ def _more_failures(
 _COLLATERAL = ("gloo", "nccl", "c10d", "connection", "timed out", "timeout", "peer")
 
 
-def _failure(failures: list[tuple[int, bool, str]], world: int) -> RankFailure:
+def _failure(failures: list[tuple[int, bool, str]], world: int, silent: list[int]) -> RankFailure:
+    """The row's status and reason: the causes first, then the ranks that had not ended (one
+    of them may be the rank that hung)."""
     failures = sorted(failures, key=lambda f: any(m in f[2].lower() for m in _COLLATERAL))
     oom = any(o for _, o, _ in failures)
     reason = "; ".join(f"rank {r} of {world}: {why}" for r, _, why in failures)
+    if silent:
+        reason += f"; rank(s) {', '.join(map(str, silent))} still running, stopped"
     return RankFailure("oom" if oom else "error", reason[:1000])
 
 

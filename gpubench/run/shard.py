@@ -3,7 +3,8 @@ array job, run one sweep between them; `gpubench merge` joins their run folders.
 
 Points are dealt out by their expected cost, not their count: each point's cost is the time its
 budget allows it (warm-up minimum plus the measuring limit; a convergence point's training
-limit), counted once per process for a parallel point, which occupies that many. The largest go
+limit; with a fixed step count, its steps), counted once per process for a parallel point,
+which occupies that many. The largest go
 first, each to the shard with the least so far (ties to the lowest shard), so every machine
 computes the same split from the same suite. The points of a parallel point's scaling series
 (the same point at every nproc) stay together, so each shard has its nproc = 1 baseline.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from typing import Any
 
@@ -31,13 +33,17 @@ def parse_shard(text: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def expected_cost_s(point: Point, spec: SweepSpec) -> float:
-    """The seconds `spec`'s budget allows `point` (a bound, not a prediction), per process."""
-    if spec.mode == "convergence":
-        limit = spec.convergence.time_limit_s()
-        per_point = limit if limit is not None else spec.budget.max_time_s
+def expected_cost(point: Point, spec: SweepSpec) -> float:
+    """What `spec`'s budget allows `point` (a bound, not a prediction), times its processes:
+    seconds where the budget has a time limit; otherwise (--steps N) its steps, the same for
+    every point of the sweep, so that only the processes weigh."""
+    b = spec.budget
+    if spec.mode == "convergence" and spec.convergence.time_limit_s() is not None:
+        per_point = float(spec.convergence.time_limit_s() or 0.0)
+    elif math.isfinite(b.max_time_s):
+        per_point = b.warmup_min_s + b.max_time_s
     else:
-        per_point = spec.budget.warmup_min_s + spec.budget.max_time_s
+        per_point = float(b.warmup_steps + b.max_steps)
     return per_point * point.nproc
 
 
@@ -51,7 +57,7 @@ def select(points: list[Point], index: int, count: int, spec: SweepSpec) -> list
     groups: dict[tuple[Any, ...], list[Point]] = {}
     for p in points:
         groups.setdefault(_series(p), []).append(p)
-    costs = {key: sum(expected_cost_s(p, spec) for p in ps) for key, ps in groups.items()}
+    costs = {key: sum(expected_cost(p, spec) for p in ps) for key, ps in groups.items()}
     order = sorted(range(len(groups)), key=lambda i: -costs[list(groups)[i]])
     load = [0.0] * count
     chosen: set[tuple[Any, ...]] = set()
