@@ -85,6 +85,18 @@ class Stats:
     cv: float
     ci_rel: float
 
+    def columns(self) -> dict[str, float]:
+        """The row's step-time columns: the count and the statistics (seconds)."""
+        return dict(
+            steps_measured=self.n,
+            step_time_s=self.median_s,
+            step_time_mean_s=self.mean_s,
+            step_time_iqr_s=self.iqr_s,
+            step_time_p90_s=self.p90_s,
+            step_time_cv=self.cv,
+            step_time_ci_rel=self.ci_rel,
+        )
+
     @staticmethod
     def of(times: list[float]) -> Stats:
         if not times:
