@@ -113,3 +113,29 @@ def test_weak_and_strong_rows_carry_a_scaling_efficiency(tmp_path) -> None:  # t
         base, two = rows.loc[(how, 1)], rows.loc[(how, 2)]
         want = two["samples_per_s"] / (2 * base["samples_per_s"])
         assert two["scaling_efficiency"] == pytest.approx(want)
+
+
+def test_the_report_draws_scaling_and_memory_per_rank(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from gpubench.report import build_report
+    from gpubench.store.results import ResultStore
+    from gpubench.store.row import make_row
+
+    store = ResultStore(tmp_path / "run")
+    for parallel, state in (("ddp", 1000), ("fsdp", 500)):
+        for nproc, rate in ((1, 100.0), (2, 150.0)):
+            point = _point(parallel=parallel, nproc=nproc, scaling="weak")
+            store.append(
+                make_row(
+                    point,
+                    "ok",
+                    step_time_s=4 * nproc / rate,
+                    samples_per_s=rate,
+                    world_size=nproc,
+                    collective_fraction=0.1 * (nproc - 1),
+                    rank_model_state_bytes=state if parallel == "fsdp" and nproc == 2 else 1000,
+                )
+            )
+    page = build_report([tmp_path / "run"]).read_text()
+    assert "plots/scaling.png" in page and "plots/parallel_memory.png" in page
+    assert (tmp_path / "run" / "plots" / "scaling.png").stat().st_size > 0
+    assert page.count('data-v="0.75">75</td>') == 2  # efficiency %: 150 / (2 x 100), ddp and fsdp

@@ -18,7 +18,7 @@ from gpubench.report import scaling as parallel_report
 from gpubench.report.figure import Chart
 from gpubench.report.runs import Run, combine, load_runs
 
-CHART_FILES: tuple[str, ...] = (
+CHART_FILES = (
     "throughput.png",
     "step_time.png",
     "memory.png",
@@ -28,7 +28,6 @@ CHART_FILES: tuple[str, ...] = (
     "loss_curves.png",
     "time_to_target.png",
 )
-CHART_FILES += parallel_report.CHART_FILES  # issue 17
 
 
 def report_path(dirs: Sequence[str | Path], out: str | Path | None) -> Path:
