@@ -23,6 +23,7 @@ from torch import nn
 
 from gpubench import models
 from gpubench.config import precision
+from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
 from gpubench.harness import step as step_mod
 from gpubench.harness.timing import Stats, StepMarks, synchronize
@@ -142,7 +143,7 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
         # OMP_NUM_THREADS=1), so adding ranks adds cores and nproc = 1 is a one-core baseline.
         torch.set_num_threads(CPU_THREADS_PER_RANK)
     torch.manual_seed(point.seed)  # the same initial weights on every rank
-    workload = models.build(point.model, point.model_size)
+    workload = models.build(point.model, point.model_size, **decode(point.model_options))
     reason = step_mod.unsupported_reason(point, workload)
     if reason is not None:
         return {"unsupported": reason}
@@ -153,7 +154,7 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
     )
     prec = precision.get(point.precision)
     peaks = memory.TorchPeaks(device)
-    with precision.tf32_mode(prec.tf32):
+    with precision.tf32_mode(prec.tf32), step_mod.cudnn_benchmark(point.cudnn_benchmark):
         prepared = step_mod.prepare(local, workload)
         first, estimate, warmup_steps, warmup_s = _warm_up(prepared.step, device, budget)
         steps = steps_to_measure(budget, estimate)
