@@ -207,7 +207,9 @@ def _options(row: dict[str, Any]) -> str:
         opts.append("host data")
     if pd.notna(row.get("threads")):
         opts.append(f"threads={int(row['threads'])}")
-    if pd.notna(row.get("parallel")) and row.get("parallel") != "none":  # issue 17: e.g. "ddp x2 weak"
+    if (
+        pd.notna(row.get("parallel")) and row.get("parallel") != "none"
+    ):  # issue 17: e.g. "ddp x2 weak"
         opts.append(f"{row['parallel']} x{row.get('nproc')} {row.get('scaling')}")
     return ", ".join(opts)
 

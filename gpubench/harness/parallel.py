@@ -140,8 +140,9 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
     device = rank_device(point)
     if device.type == "cpu":
         # A CPU rank is the analogue of one device: one core's thread (torchrun's default,
-        # OMP_NUM_THREADS=1), so adding ranks adds cores and nproc = 1 is a one-core baseline.
-        torch.set_num_threads(CPU_THREADS_PER_RANK)
+        # OMP_NUM_THREADS=1), so adding ranks adds cores and nproc = 1 is a one-core baseline;
+        # the threads axis, where a suite sets it, gives each rank that many instead.
+        torch.set_num_threads(point.threads or CPU_THREADS_PER_RANK)
     torch.manual_seed(point.seed)  # the same initial weights on every rank
     workload = models.build(point.model, point.model_size, **decode(point.model_options))
     reason = step_mod.unsupported_reason(point, workload)
