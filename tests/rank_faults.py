@@ -59,15 +59,12 @@ def ddp_gradients(
     with this process) after one DDP step on its slice of a shared batch of `batch` samples
     (the harness's own wrapping), in parameter order."""
     point = Point("mlp", "tiny", "cpu", "fp32", "sgd", batch, parallel="ddp", nproc=world)
-    parallel.init_group(point, rank, world, init_method, timeout_s)
-    try:
-        torch.manual_seed(0)
-        workload = models.build("mlp", "tiny")
-        model = parallel.wrap(workload.model, "ddp", torch.device("cpu"))
-        x, y = workload.batch(batch, "cpu", seed=7)
-        share = batch // world
-        part = slice(rank * share, (rank + 1) * share)
-        workload.loss(model(x[part]), y[part]).backward()
-        return [p.grad.numpy().copy() for p in model.parameters()]  # type: ignore[union-attr]
-    finally:
-        dist.destroy_process_group()
+    parallel.init_group(point, rank, world, init_method, timeout_s)  # the launch leaves it
+    torch.manual_seed(0)
+    workload = models.build("mlp", "tiny")
+    model = parallel.wrap(workload.model, "ddp", torch.device("cpu"))
+    x, y = workload.batch(batch, "cpu", seed=7)
+    share = batch // world
+    part = slice(rank * share, (rank + 1) * share)
+    workload.loss(model(x[part]), y[part]).backward()
+    return [p.grad.numpy().copy() for p in model.parameters()]  # type: ignore[union-attr]

@@ -81,6 +81,7 @@ def run_launched(
                     _recorded(i, rank, group_timeout_s)
                     return 1
             _write(store, row, known, on_row)
+        dist.barrier()  # no rank leaves while another still needs rank 0's rendezvous store
         return 0
     finally:
         dist.destroy_process_group()

@@ -64,7 +64,8 @@ def launch(
     group_timeout_s: float = GROUP_TIMEOUT_S,
 ) -> list[Any]:
     """Run `target(rank, nproc, init_method, group_timeout_s, *args)` in `nproc` processes and
-    return each rank's result in rank order, or raise RankFailure (every rank is stopped
+    return each rank's result in rank order (a target that joins a process group leaves it to
+    the launch, which does so after the result is sent), or raise RankFailure (every rank is stopped
     before it is raised). `timeout_s` bounds the whole launch (None: no limit)."""
     ctx = context()
     init_method = f"tcp://127.0.0.1:{free_port()}"
@@ -217,21 +218,23 @@ def _rank_main(
         os._exit(1)  # skip the process group's teardown: the other ranks may be gone
     conn.send(("done", result))
     conn.close()
+    # Leave the group only once the result is sent: the rendezvous store lives in rank 0's
+    # process, so a rank whose teardown outlives rank 0 can wait on it; the launcher, which
+    # has every result by then, stops such a rank.
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def point_rank(
     rank: int, world: int, init_method: str, timeout_s: float, point: Point, budget: Budget
 ) -> dict[str, Any] | None:
-    """One rank of a parallel point: join the group, measure, leave; rank 0 returns the row."""
-    import torch.distributed as dist
-
+    """One rank of a parallel point: join the group and measure; rank 0 returns the row."""
     from gpubench.harness import parallel
 
     parallel.init_group(point, rank, world, init_method, timeout_s)
-    try:
-        return parallel.measure_rank(point, budget)
-    finally:
-        dist.destroy_process_group()
+    return parallel.measure_rank(point, budget)  # _rank_main leaves the group
 
 
 def run_parallel_point(
