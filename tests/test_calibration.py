@@ -39,6 +39,26 @@ def test_a_corrupt_cache_is_remeasured(tmp_path: Path, monkeypatch: pytest.Monke
     calibration.clear_memo()
 
 
+@pytest.mark.parametrize("entry", [{"future_field": 1}, {"tflops": 1.0}])
+def test_a_cache_entry_of_another_version_is_remeasured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: dict[str, object]
+) -> None:
+    monkeypatch.setenv(calibration.CACHE_ENV, str(tmp_path))
+    calibration.clear_memo()
+    first = calibration.matmul_peak("cpu", "fp32")
+    assert first is not None
+    key = calibration.device_key(torch.device("cpu"))
+    stored = json.loads(calibration.cache_file().read_text())
+    stored[key]["fp32"] = {**stored[key]["fp32"], **entry}
+    if "future_field" not in entry:
+        stored[key]["fp32"] = entry  # required fields missing
+    calibration.cache_file().write_text(json.dumps(stored))
+    calibration.clear_memo()
+    peak = calibration.matmul_peak("cpu", "fp32")
+    assert peak is not None and peak.source == "measured"
+    calibration.clear_memo()
+
+
 def test_the_cpu_key_names_the_thread_count() -> None:
     key = calibration.device_key(torch.device("cpu"))
     assert f"threads={torch.get_num_threads()}" in key and torch.__version__ in key

@@ -15,7 +15,7 @@ import math
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,19 @@ class Peak:
     # issue 14: the timed rounds at the best size and layout, slowest over fastest less 1 (a
     # busy machine shows here); None in caches written before it was recorded
     round_spread: float | None = None
+
+
+def _cached_peak(entry: object) -> Peak | None:
+    """The peak a cache entry holds, or None (measured again) where the entry does not have
+    exactly Peak's fields: a cache is shared by every gpubench version on the machine, and one
+    written by another version must cost a re-measurement, never every point."""
+    names = {f.name for f in fields(Peak)}
+    if not isinstance(entry, dict) or not set(entry) <= names:
+        return None
+    try:
+        return Peak(**entry)
+    except TypeError:  # a field this version requires is missing
+        return None
 
 
 def cpu_model() -> str | None:
@@ -121,11 +134,10 @@ def matmul_peak(device: torch.device | str, precision: str, refresh: bool = Fals
     if not refresh:
         if (key, precision) in _memo:
             return _memo[(key, precision)]
-        cached = _read_cache().get(key, {}).get(precision)
+        cached = _cached_peak(_read_cache().get(key, {}).get(precision))
         if cached is not None:
-            peak = Peak(**cached)
-            _memo[(key, precision)] = peak
-            return peak
+            _memo[(key, precision)] = cached
+            return cached
     with made_current(device):
         tflops, n, spread = measure_matmul_tflops(device, precision)
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
