@@ -65,6 +65,7 @@ def sweep(
         progress.stop()
     console.sweep_summary(frame, run_dir, convergence=spec.mode == "convergence")
     _render_report(run_dir)
+    _print_verdict([run_dir])
     if stop.requested:
         console.stopped(hint, early=True)
         return 130
@@ -110,6 +111,22 @@ def merge(dirs: list[Path], out: Path, allow_duplicates: bool) -> int:
     dropped = f" ({merged.dropped} duplicate rows left out)" if merged.dropped else ""
     print(f"merged {len(dirs)} run folders: {merged.rows} rows -> {out}{dropped}")
     _render_report(out)
+    return 0
+
+
+def _print_verdict(dirs: list[Path]) -> None:
+    """Every sweep ends with its answer: the verdict per model (printed after the tables)."""
+    from gpubench.report.explain import explain_runs
+
+    console.verdict(*explain_runs(dirs))
+
+
+def explain(dirs: list[Path]) -> int:
+    """`gpubench explain DIR...`: the verdict of run folders, in the terminal."""
+    try:
+        _print_verdict(dirs)
+    except ResultsError as e:
+        raise ConfigError(str(e)) from e
     return 0
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -23,6 +24,7 @@ from gpubench.harness.timing import min_samples_for_ci
 from gpubench.probes import load
 from gpubench.run import maxbatch
 from gpubench.run.memory_cap import format_size
+from gpubench.science.verdict import ModelVerdict
 
 # Markup off: everything printed comes from results, suites, paths or exceptions, where "[...]"
 # is text (an allocator's message, a suite named "a[/]b"), never a style to parse.
@@ -113,6 +115,16 @@ def sweep_summary(frame: pd.DataFrame, run_dir: Path, convergence: bool) -> None
         _out.print(summary_table(frame))
     _out.print(f"results: {run_dir}")
     busy(load.busy_line(read_env(run_dir), frame.to_dict("records")))
+
+
+def verdict(verdicts: list[ModelVerdict], runs: list[str]) -> None:
+    """The verdict per model (`explain`, and the last thing a sweep prints)."""
+    _out.print(f"verdict ({', '.join(runs)}):", highlight=False)
+    if not verdicts:
+        _out.print("  no point ran: nothing to conclude", highlight=False)
+    for v in verdicts:
+        for line in v.lines():
+            _out.print(escape(line), highlight=False, soft_wrap=True)
 
 
 def report_path(path: Path) -> None:

@@ -80,6 +80,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return commands.merge(args.dirs, args.out, args.allow_duplicates)
     if args.command == "report":
         return commands.report(args.dirs, args.out)
+    if args.command == "explain":
+        return commands.explain(args.dirs)
     if args.command == "compare":
         return commands.compare(args.base, args.new, args.threshold, args.format)
     if args.command == "max-batch":

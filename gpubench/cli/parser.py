@@ -242,6 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir", help="folder of a file-based data set for convergence runs (cifar10)"
     )
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep.add_argument(
+        "--no-profile",
+        dest="profile",
+        action="store_false",
+        default=None,
+        help="skip the few profiled steps per point that attribute its time (and its bottleneck)",
+    )
     _add_isolation_flags(sweep)
     sweep.add_argument(
         "--resume",
@@ -296,6 +303,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--format", type=_choice(("text", "markdown", "json"), "format"), default="text"
     )
+
+    explain = sub.add_parser(
+        "explain", help="print the verdict of run folders: fastest, bottleneck, next experiment"
+    )
+    explain.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="run folders")
 
     sub.add_parser("list", help="show the models, sizes, precisions, optimizers and suites")
     sub.add_parser("env", help="print the machine and software as JSON")
@@ -405,6 +417,8 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
         for key in S.AXES  # every axis has a flag of the same name
         if getattr(args, key) is not None
     }
+    if args.profile is not None:
+        spec = dataclasses.replace(spec, profile=args.profile)
     if args.data_dir is not None:
         conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
         spec = dataclasses.replace(spec, convergence=conv)

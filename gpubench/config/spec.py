@@ -120,6 +120,8 @@ class Budget:
     # agree within warmup_steady_rel of their median, or until warmup_max_s seconds
     warmup_max_s: float = 3.0
     warmup_steady_rel: float = 0.1
+    # Steps profiled after the measured windows to attribute the step's time (0: no profile).
+    profile_steps: int = 2
 
     @staticmethod
     def fixed(steps: int, warmup_steps: int = 3) -> Budget:
@@ -164,6 +166,7 @@ class SweepSpec:
     parallel: tuple[str, ...] = ("none",)
     nproc: tuple[int, ...] = (1,)
     scaling: tuple[str, ...] = ("weak",)
+    profile: bool = True  # profile a few steps of each point after its windows (issue 15)
 
     def resolved_devices(self) -> tuple[str, ...]:
         """`auto` becomes the CPU plus CUDA where present; duplicates are dropped, order kept."""

@@ -57,6 +57,7 @@ _LIST_KEYS = {
     "scaling": str,
 }
 _SCALAR_KEYS = {"name": str, "size": str, "data": str, "mode": str, "model": str}
+_BOOL_KEYS = ("profile",)  # issue 15: profile = false skips the step-time breakdown
 _TABLES = {"budget": Budget, "convergence": Convergence}
 
 
@@ -149,7 +150,7 @@ def load_suite(path: str | Path) -> SweepSpec:
 
 
 def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
-    allowed = sorted([*_LIST_KEYS, *_SCALAR_KEYS, *_TABLES, "model_options"])
+    allowed = sorted([*_LIST_KEYS, *_SCALAR_KEYS, *_TABLES, "model_options", *_BOOL_KEYS])
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         try:
@@ -164,6 +165,8 @@ def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
                 )
             elif key == "model":
                 kwargs["models"] = (*kwargs.get("models", ()), check_model(value))
+            elif key in _BOOL_KEYS:
+                kwargs[key] = check_bool(value, key)
             elif key in _SCALAR_KEYS:
                 kwargs[key] = _scalar(key, value)
             elif key in _TABLES:

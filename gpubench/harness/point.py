@@ -19,7 +19,10 @@ from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.step import cudnn_benchmark, prepare, unsupported_reason
 from gpubench.harness.timing import Measurement, measure
-from gpubench.probes import breakdown, calibration, datasheet, flops, memory, nvml
+from gpubench.probes import breakdown, calibration, datasheet, flops, memory, nvml, rapl
+from gpubench.probes import bytes as step_bytes
+from gpubench.probes import profile as step_profile
+from gpubench.probes.bandwidth import memory_bandwidth
 from gpubench.probes.sampler_process import ProcessSampler
 from gpubench.store.row import make_row
 
@@ -81,19 +84,27 @@ def measure_workload(
             trainer, model=getattr(trainer.model, "_orig_mod", trainer.model)
         )
         saved = breakdown.SavedActivations(eager.model)
+        moved = step_bytes.CountBytes()
+        package = rapl.PackageEnergy()
 
         def observed_step() -> Tensor:
             """The first warm-up step, eager, under the FLOP counter and saved-tensor hooks."""
             inputs, targets = batches.next()
-            with counted, saved:
+            with counted, moved, saved:
                 return eager.step(inputs, targets)
 
         m = measure(
             prepared.step,
             device,
             budget,
-            probe=_window(torch_peaks, sampler),
+            probe=_window(torch_peaks, sampler, package),
             first_step=observed_step,
+        )
+        # After the measured windows, never inside them: a few steps under the profiler.
+        profiled = (
+            step_profile.profile_steps(prepared.step, device, budget.profile_steps)
+            if budget.profile_steps > 0
+            else None
         )
     state = breakdown.breakdown(trainer.model, trainer.optimizer)  # grads and state exist now
     first, last = (float(t.item()) for t in m.outputs)  # type: ignore[attr-defined]
@@ -150,6 +161,8 @@ def measure_workload(
         memory_activations_bytes=saved.bytes,
         memory_remainder_bytes=state.remainder_bytes(torch_peaks.allocated_bytes),
         **_nvml_values(sampler, m, point.batch_size),
+        **_why_values(profiled, moved, flop_count, m, device),
+        **_cpu_energy(package, m, point.batch_size),
     )
     return values, m
 
@@ -166,9 +179,51 @@ def _sampler(device: torch.device) -> ProcessSampler | None:
 
 
 @contextlib.contextmanager
-def _window(torch_peaks: memory.TorchPeaks, sampler: ProcessSampler | None) -> Iterator[None]:
-    with torch_peaks, sampler if sampler is not None else contextlib.nullcontext():
+def _window(
+    torch_peaks: memory.TorchPeaks, sampler: ProcessSampler | None, package: rapl.PackageEnergy
+) -> Iterator[None]:
+    with torch_peaks, package, sampler if sampler is not None else contextlib.nullcontext():
         yield
+
+
+def _why_values(
+    profiled: step_profile.StepProfile | None,
+    moved: step_bytes.CountBytes,
+    flop_count: int,
+    m: Measurement,
+    device: torch.device,
+) -> dict[str, Any]:
+    """Where the step's time goes (the profile, when taken) and its place on the roofline."""
+    assert moved.result is not None
+    nbytes = moved.result.total
+    values: dict[str, Any] = dict(
+        bytes_per_step=nbytes,
+        intensity_flop_per_byte=flop_count / nbytes if nbytes else None,
+        achieved_gb_per_s=nbytes / m.stats.median_s / 1e9,
+        peak_bandwidth_gb_per_s=memory_bandwidth(device).gb_per_s,
+    )
+    if profiled is not None:
+        top, share = profiled.top_category()
+        values.update(
+            profile=profiled.to_dict(),
+            profile_step_time_s=profiled.step_time_s,
+            busy_fraction=profiled.busy_fraction,
+            dispatch_s=profiled.dispatch_s,
+            top_category=top,
+            top_category_fraction=share,
+        )
+    return values
+
+
+def _cpu_energy(package: rapl.PackageEnergy, m: Measurement, batch_size: int) -> dict[str, Any]:
+    """CPU package energy over the measured windows (RAPL), where the machine exposes it."""
+    if package.joules is None:
+        return {}
+    per_step = package.joules / m.stats.n
+    return dict(
+        cpu_energy_j_per_step=per_step,
+        cpu_samples_per_j=batch_size / per_step if per_step > 0 else None,
+    )
 
 
 def _nvml_values(sampler: ProcessSampler | None, m: Measurement, batch_size: int) -> dict[str, Any]:

@@ -20,6 +20,7 @@ NUMERIC = [
     if c not in IDENTITY
     and c not in ("status", "error", "optimizer_impl", "noisy")
     and c not in ("busy", "workload")  # issue 14: a flag and a name
+    and c not in ("top_category", "bottleneck", "bottleneck_evidence")  # words (issue 15)
 ] + ["batch_size", "seed"]
 
 

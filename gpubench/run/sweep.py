@@ -20,7 +20,7 @@ from gpubench.probes import calibration, load, nvml
 from gpubench.run import folder, maxbatch, ranks
 from gpubench.run import shard as shards
 from gpubench.run.worker import WorkerRunner
-from gpubench.science import batch_analysis, convergence, scaling
+from gpubench.science import batch_analysis, bottleneck, convergence, scaling
 from gpubench.store import env
 from gpubench.store.results import ResultStore, load_results, read_rows
 from gpubench.store.row import make_row
@@ -152,6 +152,8 @@ def _measure(
         on_start(len(points), finished)
     runner = WorkerRunner(max_memory, point_timeout_s)
     task = spec.convergence if spec.mode == "convergence" else spec.budget
+    if not spec.profile and isinstance(task, Budget):
+        task = dataclasses.replace(task, profile_steps=0)
     try:
         for point in todo:
             if should_stop is not None and should_stop():
@@ -165,7 +167,7 @@ def _measure(
                 scaling.fill_efficiency([row], done_rows)
                 done_rows.append(row)
             else:
-                row = runner.run(point, task)
+                row = bottleneck.classified(runner.run(point, task))
             if row["status"] == "oom":
                 _note_oom(oom_at, point)
             store.append(row)

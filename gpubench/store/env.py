@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from gpubench.config import precision
-from gpubench.probes import calibration, datasheet, nvml
+from gpubench.probes import bandwidth, calibration, datasheet, nvml, rapl
 
 
 def capture(
@@ -39,6 +39,9 @@ def capture(
         "nvml": nvml.system_info(),
         "gpus": gpu_info(),
         "matmul_peaks": matmul_peaks(devices, precisions, recalibrate),
+        # issue 15: the roofline's other roof, and whether CPU package energy can be read
+        "memory_bandwidth": memory_bandwidths(devices, recalibrate),
+        "rapl": {"unavailable_reason": rapl.unavailable_reason()},
     }
 
 
@@ -61,6 +64,17 @@ def current_machine() -> dict[str, Any]:
     return machine(
         {"cpu": cpu_info(), "torch": torch_info(), "nvml": nvml.system_info(), "gpus": gpu_info()}
     )
+
+
+def memory_bandwidths(
+    devices: Sequence[str] | None = None, recalibrate: bool = False
+) -> dict[str, dict[str, Any]]:
+    """Per device: the measured copy bandwidth (1e9 bytes/s, read plus write)."""
+    out = {}
+    for name in devices if devices is not None else default_devices():
+        bw = bandwidth.memory_bandwidth(name, refresh=recalibrate)
+        out[name] = {"gb_per_s": bw.gb_per_s, "buffer_bytes": bw.buffer_bytes, "source": bw.source}
+    return out
 
 
 def default_devices() -> list[str]:

@@ -133,6 +133,20 @@ COLUMNS = [
     "rank_model_state_bytes",
     "scaling_efficiency",
     "scaling_baseline_samples_per_s",
+    # why (issue 15): where the step's time goes (profile), its roofline place, its bottleneck
+    "profile_step_time_s",
+    "busy_fraction",
+    "dispatch_s",
+    "top_category",
+    "top_category_fraction",
+    "bytes_per_step",
+    "intensity_flop_per_byte",
+    "achieved_gb_per_s",
+    "peak_bandwidth_gb_per_s",
+    "bottleneck",
+    "bottleneck_evidence",
+    "cpu_energy_j_per_step",
+    "cpu_samples_per_j",
 ]
 # issue 16: the worker's peak virtual address space (Linux VmPeak, its lifetime's: a point's own
 # in a fresh worker, as max-batch's probes run), what --max-memory caps on the CPU
@@ -140,6 +154,7 @@ COLUMNS += ["host_peak_address_space_bytes"]
 SERIES = ["step_times_s", "curve"]
 SERIES += ["traceback"]  # issue 13: an `error` row's Python traceback (JSONL only, not the CSV)
 SERIES += ["ranks"]  # issue 17: per-rank figures of a parallel point
+SERIES += ["profile"]  # issue 15: the step-time breakdown by category (JSONL only)
 # Columns renamed since: rows written under the old name load under the new one.
 RENAMED = {"step_time_device_sum_s": "step_time_sum_s"}
 

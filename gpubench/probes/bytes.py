@@ -1,0 +1,72 @@
+"""The minimum bytes one training step must move, counted with a dispatch mode like the FLOP
+counter: every operator that runs reads each of its tensor inputs once and writes each of its
+tensor outputs once. Views (`t`, `view`, `expand`, ...) move nothing and are not counted.
+
+It is a lower bound: a kernel that re-reads a tile from memory, or spills, moves more; a fused
+kernel (torch.compile, a CUDA graph does not fuse) moves less than the eager operators it
+replaces, which is why the count is taken on the eager step. With the FLOP count it places a
+step on the roofline: arithmetic intensity = FLOPs / minimum bytes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes a tensor's elements occupy in memory: its elements, or its storage where that is
+    smaller (an expanded tensor repeats elements it stores once)."""
+    logical = t.numel() * t.element_size()
+    try:
+        stored = t.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (meta, sparse)
+        return logical
+    return min(logical, stored)
+
+
+@dataclass(frozen=True)
+class StepBytes:
+    """Minimum bytes of what ran: `total`, and per operator (`aten.addmm.default`: bytes)."""
+
+    total: int
+    by_operator: dict[str, int]
+
+
+class CountBytes(TorchDispatchMode):
+    """Dispatch mode counting, for every non-view operator, the bytes of its tensor inputs (read
+    once) and tensor outputs (written once). `result` is set on exit. An in-place operator
+    (`add_`) reads and writes its first argument: both are counted, as the hardware moves both;
+    one tensor passed twice (`a + a`) is read once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._by_op: Counter[str] = Counter()
+        self.result: StepBytes | None = None
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if not getattr(func, "is_view", False):
+            moved = _distinct_bytes(tree_leaves((args, kwargs))) + _distinct_bytes(tree_leaves(out))
+            if moved:
+                self._by_op[str(func)] += moved
+        return out
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        if exc[0] is None:
+            self.result = StepBytes(sum(self._by_op.values()), dict(self._by_op))
+
+
+def _distinct_bytes(leaves: list[Any]) -> int:
+    """Bytes of the distinct tensors among `leaves`: `a + a` reads `a` once."""
+    seen: dict[tuple[int, int, tuple[int, ...]], int] = {}
+    for x in leaves:
+        if isinstance(x, torch.Tensor) and x.device.type != "meta":
+            seen[(x.data_ptr(), x.element_size(), tuple(x.shape))] = tensor_bytes(x)
+    return sum(seen.values())

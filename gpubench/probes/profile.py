@@ -1,0 +1,222 @@
+"""Where a training step's time goes: a few steps under torch.profiler, after the measured
+windows (never inside them), summed by category of work.
+
+On a GPU the categories come from kernel time (each kernel counted under the operator that
+launched it), the device's busy time is the union of its kernels' intervals, and the host's
+dispatch time is the CPU time spent inside operators (issuing kernels). On the CPU operators
+run on the host: the categories come from each operator's own (self) CPU time, the busy time is
+their sum, and dispatch cannot be told apart from the work (null).
+
+Whatever the step's wall time holds beyond the busy time is the device waiting on the host:
+Python, the autograd engine, launches. A step whose device is idle for much of it is
+launch/host-bound (science.bottleneck).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from torch.autograd.profiler_util import FunctionEvent
+from torch.profiler import ProfilerActivity, profile
+
+# The categories of work, in the order charts stack them. `other` holds allocation, views and
+# scalar reads: operators that are neither arithmetic nor copies.
+CATEGORIES = (
+    "matmul",
+    "conv",
+    "attention",
+    "norm",
+    "elementwise",
+    "loss_reduction",
+    "optimizer",
+    "copy",
+    "collective",
+    "other",
+)
+# Categories whose kernels move far more bytes than they compute on: when they hold most of a
+# busy step, the step is memory-bound whatever its overall intensity says (science.bottleneck).
+MEMORY_CATEGORIES = ("norm", "elementwise", "loss_reduction", "optimizer", "copy")
+
+_MATMUL = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addmv", "mv", "dot"}
+_MATMUL |= {"_addmm_activation", "addbmm"}
+_REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "std", "var", "logsumexp", "argmax"}
+_COPIES = {"copy_", "_to_copy", "to", "clone", "contiguous", "_copy_from", "copy", "tocopy"}
+_COPIES |= {"memcpy", "memset"}
+_ALLOC_OR_VIEW = {"empty", "empty_strided", "empty_like", "resize_", "item", "_local_scalar_dense"}
+_ELEMENTWISE_HINT = re.compile(
+    r"(add|sub|mul|div|relu|gelu|silu|tanh|sigmoid|threshold|dropout|"
+    r"pow|sqrt|exp|log|neg|clamp|where|fill|zero|lerp|addc|pool|"
+    r"masked|embedding|cat|stack|ones|zeros|rsqrt|softmax)"
+)
+_COLLECTIVE = re.compile(r"nccl|c10d|all_?reduce|all_?gather|reduce_?scatter|broadcast_")
+
+
+def _base(name: str) -> str:
+    """An event's operator or autograd-node name, lower case: 'aten::addmm' -> 'addmm',
+    'autograd::engine::evaluate_function: AddmmBackward0' -> 'addmm'."""
+    name = name.rsplit(":", 1)[-1].strip() if "evaluate_function" in name else name
+    name = name.removeprefix("aten::").removeprefix("torch::autograd::")
+    return re.sub(r"backward\d*$", "", name.lower())
+
+
+def category_of(name: str) -> str | None:
+    """The category an event's name alone says, or None (to be decided by its callers)."""
+    low, base = name.lower(), _base(name)
+    if low.startswith("optimizer.") or "_foreach_" in low or "_fused_" in low or "_amp_" in low:
+        return "optimizer"
+    if _COLLECTIVE.search(low):
+        return "collective"
+    if "attention" in base or "sdpa" in base:
+        return "attention"
+    if "conv" in base:
+        return "conv"
+    if base in _MATMUL:
+        return "matmul"
+    if "norm" in base:
+        return "norm"
+    if "loss" in base or "log_softmax" in base or base in _REDUCTIONS:
+        return "loss_reduction"
+    if base in _COPIES or low.startswith("memcpy") or low.startswith("memset"):
+        return "copy"
+    if base in _ALLOC_OR_VIEW:
+        return "other"
+    if low.startswith("aten::") and _ELEMENTWISE_HINT.search(base):
+        return "elementwise"
+    return None
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """Per step, in seconds: the profiled step's wall time, the device's busy time, the host's
+    dispatch time (None on the CPU), and busy time by category (summing to `busy_s` up to the
+    kernels' overlap). `top_ops` names the operators that took longest, with their seconds."""
+
+    steps: int
+    device: str
+    step_time_s: float
+    busy_s: float
+    dispatch_s: float | None
+    category_s: dict[str, float]
+    top_ops: list[tuple[str, float]] = field(default_factory=list)
+
+    @property
+    def busy_fraction(self) -> float:
+        return min(self.busy_s / self.step_time_s, 1.0) if self.step_time_s > 0 else 0.0
+
+    def top_category(self) -> tuple[str, float]:
+        """The category with the most time, and its share of the busy time."""
+        name = max(self.category_s, key=lambda c: self.category_s[c])
+        total = sum(self.category_s.values())
+        return name, (self.category_s[name] / total if total > 0 else 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def profile_steps(step: Callable[[], object], device: torch.device, steps: int) -> StepProfile:
+    """Run `step` `steps` times under torch.profiler (after one unprofiled step, so the
+    profiler's own start-up is not in it) and attribute their time."""
+    assert steps >= 1
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    step()
+    synchronize(device)
+    with profile(activities=activities) as prof:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        synchronize(device)
+        wall = time.perf_counter() - t0
+    return attribute(list(prof.events()), device.type, steps, wall)
+
+
+def attribute(events: list[FunctionEvent], kind: str, steps: int, wall_s: float) -> StepProfile:
+    """Sum profiler events into a StepProfile (per step). `kind` is 'cuda' or 'cpu'."""
+    categories = dict.fromkeys(CATEGORIES, 0.0)
+    by_op: dict[str, float] = {}
+    dispatch = 0.0
+    memo: dict[int, str] = {}
+    for e in events:
+        if e.device_type != torch.autograd.DeviceType.CPU or not e.name.startswith("aten::"):
+            continue
+        own = (_self_device_us(e) if kind == "cuda" else e.self_cpu_time_total) / 1e6
+        dispatch += e.self_cpu_time_total / 1e6
+        if own <= 0:
+            continue
+        cat = _category(e, memo)
+        categories[cat] += own
+        by_op[e.name] = by_op.get(e.name, 0.0) + own
+    if kind == "cuda":
+        busy = _union_s(events)
+        if busy is None:  # no kernel intervals came back: the kernels' summed time
+            busy = sum(categories.values())
+    else:
+        busy = sum(categories.values())
+    top = sorted(by_op.items(), key=lambda kv: -kv[1])[:8]
+    return StepProfile(
+        steps=steps,
+        device=kind,
+        step_time_s=wall_s / steps,
+        busy_s=busy / steps,
+        dispatch_s=dispatch / steps if kind == "cuda" else None,
+        category_s={c: s / steps for c, s in categories.items()},
+        top_ops=[(name, s / steps) for name, s in top],
+    )
+
+
+def _category(e: FunctionEvent, memo: dict[int, str]) -> str:
+    """The event's category: optimizer when it runs inside an optimizer step, else its own
+    name's, else its nearest caller's, else `other`."""
+    key = id(e)
+    if key in memo:
+        return memo[key]
+    chain: list[FunctionEvent] = []
+    node: FunctionEvent | None = e
+    while node is not None:
+        chain.append(node)
+        node = node.cpu_parent
+    cat: str | None = None
+    if any(n.name.startswith("Optimizer.step") for n in chain):
+        cat = "optimizer"
+    else:
+        cat = next((c for n in chain if (c := category_of(n.name)) not in (None, "other")), None)
+    cat = cat or category_of(e.name) or "other"
+    memo[key] = cat
+    return cat
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _self_device_us(e: FunctionEvent) -> float:
+    value = getattr(e, "self_device_time_total", None)
+    if value is None:  # torch before 2.4 called it cuda
+        value = getattr(e, "self_cuda_time_total", None)
+    return float(value or 0.0)
+
+
+def _union_s(events: list[FunctionEvent]) -> float | None:
+    """Seconds covered by at least one kernel (device events), None when there are none."""
+    spans = sorted(
+        (e.time_range.start, e.time_range.end)
+        for e in events
+        if e.device_type == torch.autograd.DeviceType.CUDA
+    )
+    if not spans:
+        return None
+    total, start, end = 0.0, spans[0][0], spans[0][1]
+    for s, t in spans[1:]:
+        if s > end:
+            total += end - start
+            start, end = s, t
+        else:
+            end = max(end, t)
+    return (total + end - start) / 1e6

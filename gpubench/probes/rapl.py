@@ -1,0 +1,76 @@
+"""CPU package energy from RAPL (Linux powercap: /sys/class/powercap/intel-rapl:N/energy_uj).
+
+The counters are cumulative microjoules per CPU package that wrap at `max_energy_range_uj`.
+Where the machine exposes none (no powercap, a virtual machine, an AMD or ARM host without
+the driver) or they cannot be read (recent kernels make energy_uj readable by root only),
+energy is null and `unavailable_reason()` says why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+POWERCAP = Path("/sys/class/powercap")
+
+
+def packages(root: Path = POWERCAP) -> list[Path]:
+    """The package-level RAPL domains (not their core/uncore/dram subzones)."""
+    if not root.is_dir():
+        return []
+    return sorted(
+        p
+        for p in root.glob("intel-rapl:*")
+        if p.name.count(":") == 1 and _read_text(p / "name", "").startswith("package")
+    )
+
+
+def unavailable_reason(root: Path = POWERCAP) -> str | None:
+    """Why package energy cannot be read here, or None when it can."""
+    if not root.is_dir():
+        return f"{root} does not exist (no RAPL powercap driver on this machine)"
+    found = packages(root)
+    if not found:
+        return f"{root} has no intel-rapl package domain"
+    try:
+        for p in found:
+            int((p / "energy_uj").read_text())
+    except (OSError, ValueError) as e:
+        return f"cannot read {found[0] / 'energy_uj'}: {e}"
+    return None
+
+
+class PackageEnergy:
+    """Context manager reading every package's counter on entry and exit; `joules` is the
+    energy spent between them (wraps handled), None where RAPL is unavailable."""
+
+    def __init__(self, root: Path = POWERCAP) -> None:
+        self._domains = packages(root) if unavailable_reason(root) is None else []
+        self._start: list[int] = []
+        self.joules: float | None = None
+
+    def __enter__(self) -> PackageEnergy:
+        self._start = [_read_uj(p) for p in self._domains]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self._domains or exc[0] is not None:
+            return
+        total = 0
+        for p, start in zip(self._domains, self._start, strict=True):
+            delta = _read_uj(p) - start
+            if delta < 0:  # the counter wrapped
+                delta += int(_read_text(p / "max_energy_range_uj", "0"))
+            total += delta
+        self.joules = total / 1e6
+
+
+def _read_uj(domain: Path) -> int:
+    return int((domain / "energy_uj").read_text())
+
+
+def _read_text(path: Path, default: str) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return default

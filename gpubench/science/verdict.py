@@ -1,0 +1,254 @@
+"""The verdict per model: the fastest configuration measured, its speedup over the CPU, what
+holds its step back (science.bottleneck) with the numbers behind it, the levers that address
+that bottleneck with their measured effect where the sweep measured them, the next experiment
+worth running, and samples per joule on each device where energy was measured."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from gpubench.store.row import IDENTITY
+
+# (field, value that turns the lever on, its name, the flag that measures it)
+_LEVERS: dict[str, list[tuple[str, Any, str, str]]] = {
+    "launch": [
+        ("cuda_graph", True, "a CUDA graph", "--cuda-graph false,true"),
+        ("compile", "compile", "torch.compile", "--compile eager,compile"),
+    ],
+    "memory": [
+        ("precision", "bf16", "bf16", "--precisions fp32,bf16"),
+        ("channels_last", True, "channels-last", "--channels-last false,true"),
+        ("compile", "compile", "torch.compile (fusion)", "--compile eager,compile"),
+    ],
+    "compute": [("precision", "bf16", "a lower precision (bf16)", "--precisions fp32,bf16")],
+    "input": [("data", "device", "batches made on the device", "--data device")],
+}
+_WHAT = {
+    "launch": "launch/host-bound: the device waits on Python, autograd and kernel launches",
+    "memory": "memory-bound: moving bytes, not arithmetic, sets the step time",
+    "compute": "compute-bound: arithmetic sets the step time",
+    "input": "input-bound: the step waits on batches copied from the host",
+}
+
+
+@dataclass
+class ModelVerdict:
+    """The verdict on one model (and size). Every number comes from a measured row."""
+
+    model: str
+    fastest: str  # the fastest configuration, as a label
+    samples_per_s: float
+    device: str
+    cpu_speedup: str | None = None
+    time_to_target: str | None = None
+    bottleneck: str | None = None
+    evidence: list[str] = field(default_factory=list)
+    levers: list[str] = field(default_factory=list)
+    next_experiment: str | None = None
+    energy: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """The verdict as lines of text (the terminal's and the report's words)."""
+        out = [f"{self.model}: fastest {self.fastest}, {self.samples_per_s:,.0f} samples/s"]
+        if self.time_to_target:
+            out.append(f"  fastest to target: {self.time_to_target}")
+        if self.cpu_speedup:
+            out.append(f"  over the CPU: {self.cpu_speedup}")
+        if self.bottleneck:
+            out.append(f"  bottleneck: {_WHAT[self.bottleneck]} ({'; '.join(self.evidence)})")
+        else:
+            out.append("  bottleneck: not classified (no profile or no FLOP count)")
+        out += [f"  lever: {lever}" for lever in self.levers]
+        if self.next_experiment:
+            out.append(f"  next: {self.next_experiment}")
+        out += [f"  energy: {e}" for e in self.energy]
+        return out
+
+
+def label(row: dict[str, Any]) -> str:
+    """A configuration's label: device, precision, optimizer, batch and any speed option."""
+    opts = [
+        text
+        for key, on, text in (
+            ("compile", "compile", "compiled"),
+            ("cuda_graph", True, "CUDA graph"),
+            ("channels_last", True, "channels-last"),
+            ("data", "host", "host data"),
+        )
+        if _same(row.get(key), on)
+    ]
+    base = f"{row['device']} {row['precision']} {row['optimizer']} B={int(row['batch_size'])}"
+    return base + (f" ({', '.join(opts)})" if opts else "")
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(b, bool):
+        return a is True or a == 1 if b else a is False or a == 0
+    return a == b
+
+
+def verdicts(frame: pd.DataFrame, cpu_energy_reason: str | None = None) -> list[ModelVerdict]:
+    """One verdict per model and size with a point that ran, in model order."""
+    if frame.empty:
+        return []
+    ok = frame[(frame["status"] == "ok") & frame["samples_per_s"].notna()]
+    out = []
+    for (model, size), rows in ok.groupby(["model", "model_size"], sort=True):
+        out.append(_verdict(str(model), str(size), rows, cpu_energy_reason))
+    return out
+
+
+def _verdict(model: str, size: str, rows: pd.DataFrame, cpu_reason: str | None) -> ModelVerdict:
+    records = rows.to_dict("records")
+    best = max(records, key=lambda r: float(r["samples_per_s"]))
+    v = ModelVerdict(f"{model}/{size}", label(best), float(best["samples_per_s"]), best["device"])
+    v.time_to_target = _time_to_target(records)
+    v.cpu_speedup = _cpu_speedup(best, records)
+    kind = best.get("bottleneck")
+    if isinstance(kind, str) and kind in _WHAT:
+        v.bottleneck = kind
+        v.evidence = [str(best.get("bottleneck_evidence") or "")]
+        scaling = _batch_scaling(best, records)
+        if scaling:
+            v.evidence.append(scaling)
+        v.levers, v.next_experiment = _levers(kind, best, records)
+    v.energy = _energy(records, cpu_reason)
+    return v
+
+
+def _key(row: dict[str, Any], *skip: str) -> tuple[Any, ...]:
+    return tuple(_norm(row.get(k)) for k in IDENTITY if k not in skip)
+
+
+def _norm(v: Any) -> Any:
+    """One spelling per value whatever the frame made of it: None for NaN, ints for bools and
+    whole floats (batch 64.0 and True read back from a CSV-like frame)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, bool | int) or (isinstance(v, float) and v.is_integer()):
+        return int(v)
+    return v
+
+
+def _time_to_target(records: list[dict[str, Any]]) -> str | None:
+    reached = [r for r in records if _finite(r.get("time_to_target_s"))]
+    if not reached:
+        return None
+    r = min(reached, key=lambda r: float(r["time_to_target_s"]))
+    return f"{label(r)} in {float(r['time_to_target_s']):,.1f} s"
+
+
+def _finite(v: Any) -> bool:
+    return v is not None and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+def _cpu_speedup(best: dict[str, Any], records: list[dict[str, Any]]) -> str | None:
+    """The fastest point over the CPU's fastest, and over the same configuration on the CPU."""
+    if best["device"] == "cpu":
+        return None
+    cpu = [r for r in records if r["device"] == "cpu"]
+    if not cpu:
+        return None
+    top = max(cpu, key=lambda r: float(r["samples_per_s"]))
+    text = (
+        f"{float(best['samples_per_s']) / float(top['samples_per_s']):,.1f}x the CPU's fastest "
+        f"({label(top)}, {float(top['samples_per_s']):,.0f} samples/s)"
+    )
+    same = [r for r in cpu if _key(r, "device") == _key(best, "device")]
+    if same:
+        ratio = float(same[0]["step_time_s"]) / float(best["step_time_s"])
+        text += f"; {ratio:,.1f}x the same configuration on the CPU"
+    return text
+
+
+def _batch_scaling(best: dict[str, Any], records: list[dict[str, Any]]) -> str | None:
+    """How step time moves across the batch sizes of the fastest point's series."""
+    series = [
+        r for r in records if _key(r, "batch_size", "seed") == _key(best, "batch_size", "seed")
+    ]
+    if len({int(r["batch_size"]) for r in series}) < 2:
+        return None
+    lo = min(series, key=lambda r: int(r["batch_size"]))
+    hi = max(series, key=lambda r: int(r["batch_size"]))
+    grow = float(hi["step_time_s"]) / float(lo["step_time_s"])
+    return (
+        f"step time {_ms(lo['step_time_s'])} -> {_ms(hi['step_time_s'])} ms "
+        f"(x{grow:.2g}) from B={int(lo['batch_size'])} to B={int(hi['batch_size'])} "
+        f"(x{int(hi['batch_size']) // int(lo['batch_size'])})"
+    )
+
+
+def _ms(seconds: Any) -> str:
+    ms = float(seconds) * 1e3
+    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
+
+
+def _levers(
+    kind: str, best: dict[str, Any], records: list[dict[str, Any]]
+) -> tuple[list[str], str | None]:
+    """The levers for `kind`, each with its measured effect (samples/s with it over without, at
+    the fastest point's other settings) or 'not measured'; and the first unmeasured one as the
+    next experiment (a larger batch when the fastest is the largest batch measured)."""
+    lines, todo = [], []
+    for fld, on, name, flag in _LEVERS[kind]:
+        if not _applies(fld, best):
+            continue
+        others = [r for r in records if _key(r, fld) == _key(best, fld) and r is not best]
+        if _same(best.get(fld), on):
+            off = [r for r in others if not _same(r.get(fld), on)]
+            if off:
+                ratio = float(best["samples_per_s"]) / max(float(r["samples_per_s"]) for r in off)
+                lines.append(f"{name}: in use, {ratio:.2f}x the samples/s without it (measured)")
+            else:
+                lines.append(f"{name}: in use; not measured without it")
+        else:
+            with_it = [r for r in others if _same(r.get(fld), on)]
+            if with_it:
+                ratio = float(with_it[0]["samples_per_s"]) / float(best["samples_per_s"])
+                lines.append(f"{name}: {ratio:.2f}x the samples/s (measured)")
+            else:
+                lines.append(f"{name}: not measured")
+                todo.append(f"measure {name}: {flag}")
+    if kind in ("launch", "memory"):
+        series = [
+            r for r in records if _key(r, "batch_size", "seed") == _key(best, "batch_size", "seed")
+        ]
+        largest = max(int(r["batch_size"]) for r in series)
+        if int(best["batch_size"]) == largest:
+            lines.append(f"a larger batch: B={largest} is the largest measured and the fastest")
+            todo.insert(0, "measure larger batches: --batch-sizes auto")
+        else:
+            lines.append(f"a larger batch: measured up to B={largest}, no faster")
+    return lines, (todo[0] if todo else None)
+
+
+def _applies(fld: str, best: dict[str, Any]) -> bool:
+    """CUDA graphs exist only on CUDA; channels-last helps only convolutions."""
+    if fld == "cuda_graph":
+        return str(best["device"]).startswith("cuda")
+    if fld == "channels_last":
+        prof = best.get("profile")
+        cats = prof.get("category_s", {}) if isinstance(prof, dict) else {}
+        return bool(cats.get("conv"))
+    return True
+
+
+def _energy(records: list[dict[str, Any]], cpu_reason: str | None) -> list[str]:
+    """Best samples per joule measured on each device of this model."""
+    out = []
+    gpu = [r for r in records if r["device"] != "cpu" and _finite(r.get("samples_per_j"))]
+    if gpu:
+        r = max(gpu, key=lambda r: float(r["samples_per_j"]))
+        out.append(f"GPU {float(r['samples_per_j']):,.1f} samples/J ({label(r)}, NVML)")
+    cpu = [r for r in records if r["device"] == "cpu"]
+    measured = [r for r in cpu if _finite(r.get("cpu_samples_per_j"))]
+    if measured:
+        r = max(measured, key=lambda r: float(r["cpu_samples_per_j"]))
+        out.append(f"CPU {float(r['cpu_samples_per_j']):,.1f} samples/J ({label(r)}, RAPL package)")
+    elif cpu:
+        out.append(f"CPU not measured ({cpu_reason or 'no RAPL reading in these rows'})")
+    return out
