@@ -15,6 +15,8 @@ from gpubench.science.throughput import throughput_optimal_batch
 # Memory that grows by less than this fraction across the batches measured is called flat.
 GROWTH = 0.01
 MATCH = ["model", "model_size", "precision", "optimizer", "batch_size"]
+# A point's whole identity but its device: speed options and seeds are never mixed (issue 13).
+MATCH += ["seed", "data", "compile", "channels_last", "cuda_graph"]
 
 
 def ok_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -134,7 +136,7 @@ def series_summary(
     floor, the fitted memory line and the predicted largest batch, and the first OOM batch.
     `capacity` maps (run, device) to the device's memory in bytes."""
     out = []
-    for (model, series), group in frame.groupby(["model", "series"], sort=True):
+    for (model, size, series), group in frame.groupby(["model", "model_size", "series"], sort=True):
         ok = ok_rows(group)
         col = memory_column(ok)
         fit = fit_memory(ok["batch_size"], ok[col]) if col else None
@@ -142,7 +144,7 @@ def series_summary(
         cap = capacity.get((run, device))
         out.append(
             {
-                "model": model,
+                "model": model if frame["model_size"].nunique() == 1 else f"{model}/{size}",
                 "series": series,
                 "points_ok": len(ok),
                 "best_samples_per_s": ok["samples_per_s"].max() if len(ok) else None,

@@ -13,10 +13,12 @@ from gpubench.config.precision import PRECISION_NOTE
 from gpubench.probes import load
 from gpubench.report import analysis as A
 from gpubench.report import html as H
-from gpubench.report import learning, plots
+from gpubench.report import learning, plots, why_plots
 from gpubench.report import scaling as parallel_report
+from gpubench.report.explain import run_verdicts
 from gpubench.report.figure import Chart
 from gpubench.report.runs import Run, combine, load_runs
+from gpubench.report.verdict_section import verdict_section
 
 CHART_FILES = (
     "throughput.png",
@@ -27,6 +29,8 @@ CHART_FILES = (
     "speedup.png",
     "loss_curves.png",
     "time_to_target.png",
+    "breakdown.png",
+    "roofline.png",
 )
 
 
@@ -63,7 +67,9 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     }
     threads = {r.name: r.cpu_threads() for r in runs}
     speedups = A.speedup_table(frame, threads)
-    sections = [H.runs_section(runs), *_busy_notes(runs), _summary(frame, capacity)]
+    # The page opens with the answer (and any busy-machine warning); the long tables come after
+    # the charts (issue 15).
+    sections = [verdict_section(run_verdicts(runs, frame)), *_busy_notes(runs)]
     missing: list[str] = []
 
     def draw(make: Callable[[], Chart | None], why_absent: str) -> None:
@@ -75,6 +81,14 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
 
     draw(lambda: plots.throughput(frame, plots_dir), "Throughput: no point ran successfully.")
     draw(lambda: plots.step_time(frame, plots_dir), "Step time: no point ran successfully.")
+    draw(
+        lambda: why_plots.breakdown(frame, plots_dir),
+        "Step-time breakdown: no point was profiled (profiling off, or runs made before it).",
+    )
+    draw(
+        lambda: why_plots.roofline(frame, plots_dir),
+        "Roofline: no point has FLOPs, minimum bytes and measured roofs.",
+    )
     draw(
         lambda: plots.memory(frame, plots_dir, capacity),
         "Memory: no memory column was measured in these runs.",
@@ -97,8 +111,10 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
             + "".join(f"<li>{H.e(m)}</li>" for m in missing)
             + "</ul>"
         )
+    sections.append(_summary(frame, capacity))
     sections.append(_failures(frame))
     sections.append(_all_rows(frame))
+    sections.append(H.runs_section(runs))
     sections.append(H.environment_section(runs))
     title = "gpubench report: " + ", ".join(r.name for r in runs)
     path.write_text(H.page(title, sections), encoding="utf-8")

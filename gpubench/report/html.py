@@ -55,6 +55,8 @@ img { max-width: 100%; border: 1px solid #eee; }
 .caption { color: #555; font-size: 14px; max-width: 70em; }
 pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; font-size: 12px; }
 .scroll { overflow-x: auto; }
+.verdict { border-left: 4px solid #3a7bd5; background: #f5f8fd; padding: 0.3em 1em;
+           margin: 0.6em 0; } .verdict h3 { margin: 0.3em 0; } .verdict ul { margin: 0.2em 0; }
 """
 
 

@@ -148,6 +148,10 @@ def combine(runs: Sequence[Run]) -> pd.DataFrame:
             frame["device_name"], frame["run"], frame["precision"], frame["optimizer"], strict=True
         )
     ]
+    # Speed options are part of a point's identity: eager and compiled points are two series.
+    frame["series"] = [
+        f"{s}{options_suffix(r)}" for s, r in zip(frame["series"], _records(frame), strict=True)
+    ]
     if frame["seed"].nunique() > 1 or frame["data"].nunique() > 1:
         frame["series"] = [
             f"{s} seed={int(seed)} {d}"
@@ -166,3 +170,22 @@ def combine(runs: Sequence[Run]) -> pd.DataFrame:
             )
         ]
     return frame
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    cols = [c for c in ("compile", "channels_last", "cuda_graph") if c in frame]
+    return frame[cols].to_dict("records")
+
+
+def options_suffix(row: dict[str, Any]) -> str:
+    """The speed options a point ran with beyond the defaults, as ' compiled, graph' (or '')."""
+    opts = [
+        name
+        for key, on, name in (
+            ("compile", "compile", "compiled"),
+            ("cuda_graph", True, "CUDA graph"),
+            ("channels_last", True, "channels-last"),
+        )
+        if row.get(key) == on and row.get(key) is not None
+    ]
+    return f" {', '.join(opts)}" if opts else ""

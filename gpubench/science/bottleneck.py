@@ -15,8 +15,8 @@ numbers held):
 5. otherwise **compute**: matrix products hold most of the busy time, though under the roof
    (small or badly shaped products).
 
-Without a profile (profiling off) rules 1, 2 and the category half of 4 cannot be tested; a row
-without FLOPs or a roof gets no verdict (None).
+Without a profile (profiling off) rules 1, 2, 5 and the category half of 4 cannot be tested; a
+row they would decide, or without FLOPs or a roof, gets no verdict (None).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def classify(row: dict[str, Any]) -> Bottleneck | None:
             "memory", busy_text + f"memory-bound kernels {memory_share:.0%} of busy time; {at_roof}"
         )
     if not shares:
-        return Bottleneck("compute", busy_text + at_roof + " (no profile: categories unknown)")
+        return None  # above the ridge but under the roof, no profile: what holds it is unknown
     return Bottleneck(
         "compute",
         busy_text

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench.science.bottleneck import Bottleneck, classify
 from gpubench.store.row import IDENTITY
 
 # (field, value that turns the lever on, its name, the flag that measures it)
@@ -108,16 +109,24 @@ def _verdict(model: str, size: str, rows: pd.DataFrame, cpu_reason: str | None) 
     v = ModelVerdict(f"{model}/{size}", label(best), float(best["samples_per_s"]), best["device"])
     v.time_to_target = _time_to_target(records)
     v.cpu_speedup = _cpu_speedup(best, records)
-    kind = best.get("bottleneck")
-    if isinstance(kind, str) and kind in _WHAT:
-        v.bottleneck = kind
-        v.evidence = [str(best.get("bottleneck_evidence") or "")]
+    judged = _bottleneck(best)
+    if judged is not None:
+        kind = v.bottleneck = judged.kind
+        v.evidence = [judged.evidence]
         scaling = _batch_scaling(best, records)
         if scaling:
             v.evidence.append(scaling)
         v.levers, v.next_experiment = _levers(kind, best, records)
     v.energy = _energy(records, cpu_reason)
     return v
+
+
+def _bottleneck(row: dict[str, Any]) -> Bottleneck | None:
+    """The row's recorded bottleneck, or the rules applied now to rows recorded without one."""
+    kind = row.get("bottleneck")
+    if isinstance(kind, str) and kind in _WHAT:
+        return Bottleneck(kind, str(row.get("bottleneck_evidence") or ""))
+    return classify(row)
 
 
 def _key(row: dict[str, Any], *skip: str) -> tuple[Any, ...]:

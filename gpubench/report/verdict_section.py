@@ -1,0 +1,58 @@
+"""The report's opening section: the verdict per model (science.verdict), as a person would
+say it, with the numbers behind each claim."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpubench.report import html as H
+from gpubench.science import bottleneck as B
+from gpubench.science.verdict import ModelVerdict
+
+_NAMES = {
+    "launch": "launch/host-bound",
+    "memory": "memory-bound",
+    "compute": "compute-bound",
+    "input": "input-bound",
+}
+
+
+def verdict_section(verdicts: Sequence[ModelVerdict]) -> str:
+    """An HTML section: per model, the fastest configuration and why, then how it was judged."""
+    head = "<h2>Verdict</h2>\n"
+    if not verdicts:
+        return head + H.note("No point ran: there is nothing to conclude.")
+    cards = [_card(v) for v in verdicts]
+    rules = (
+        '<p class="caption">How the bottleneck is judged (first rule that holds): input-bound '
+        f"when batches come from the host and copies take {B.INPUT_COPY_SHARE:.0%} or more of "
+        f"the device's busy time; launch/host-bound when the device is busy less than "
+        f"{B.LAUNCH_BUSY:.0%} of the profiled step; compute-bound at {B.COMPUTE_ROOF:.0%} or "
+        "more of the measured matmul roof; memory-bound when the arithmetic intensity (FLOPs "
+        "over the minimum bytes the step moves) is under the ridge point or memory-bound kernels "
+        f"(norms, elementwise, loss, optimizer, copies) take {B.MEMORY_SHARE:.0%} or more of the "
+        "busy time; otherwise compute-bound (matrix products dominate, under the roof).</p>\n"
+    )
+    return head + '<div class="verdicts">' + "".join(cards) + "</div>\n" + rules
+
+
+def _card(v: ModelVerdict) -> str:
+    items = []
+    if v.time_to_target:
+        items.append(("fastest to target", v.time_to_target))
+    if v.cpu_speedup:
+        items.append(("over the CPU", v.cpu_speedup))
+    if v.bottleneck:
+        items.append((_NAMES[v.bottleneck], "; ".join(v.evidence)))
+    else:
+        items.append(("bottleneck", "not classified (no profile or no FLOP count)"))
+    items += [("lever", lever) for lever in v.levers]
+    if v.next_experiment:
+        items.append(("next experiment", v.next_experiment))
+    items += [("energy", e) for e in v.energy]
+    body = "".join(f"<li><b>{H.e(k)}</b>: {H.e(t)}</li>" for k, t in items)
+    return (
+        f'<div class="verdict"><h3>{H.e(v.model)}</h3>'
+        f"<p>Fastest: <b>{H.e(v.fastest)}</b>, {v.samples_per_s:,.0f} samples/s</p>"
+        f"<ul>{body}</ul></div>"
+    )

@@ -1,0 +1,163 @@
+"""The charts of why: where each step's time goes (by category of work, against batch size),
+and the roofline (achieved TFLOP/s against arithmetic intensity, under the measured roofs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.ticker import FuncFormatter
+
+from gpubench.probes.profile import CATEGORIES
+from gpubench.report import analysis as A
+from gpubench.report.figure import Chart, log_y, palette, panels, save
+
+CATEGORY_COLOURS = {
+    "matmul": "#1f77b4",
+    "conv": "#17becf",
+    "attention": "#9467bd",
+    "norm": "#ff7f0e",
+    "elementwise": "#2ca02c",
+    "loss_reduction": "#bcbd22",
+    "optimizer": "#d62728",
+    "copy": "#8c564b",
+    "collective": "#e377c2",
+    "other": "#c7c7c7",
+}
+IDLE = "device idle (host, Python, launches)"
+PRECISION_MARKERS = {"fp32": "o", "tf32": "s", "fp16": "^", "bf16": "D"}
+
+
+def _profiled(frame: pd.DataFrame) -> pd.DataFrame:
+    ok = A.ok_rows(frame)
+    if "profile" not in ok:
+        return ok.iloc[0:0]
+    return ok[[isinstance(p, dict) and bool(p.get("category_s")) for p in ok["profile"]]]
+
+
+def breakdown(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
+    """Per model, for the series of its fastest point: each batch size's profiled step split
+    into categories of device work and the device's idle time, as shares of the step."""
+    rows = _profiled(frame)
+    if rows.empty:
+        return None
+    models = sorted(rows["model"].unique())
+    fig, axes = panels(models)
+    for model, (ax,) in zip(models, axes, strict=True):
+        of_model = rows[rows["model"] == model]
+        best = of_model.loc[of_model["samples_per_s"].idxmax()]
+        g = of_model[of_model["series"] == best["series"]].sort_values("batch_size")
+        _stack(ax, g)
+        ax.set_title(f"{model}: {best['series']}", fontsize=9)
+    save(fig, plots_dir, "breakdown.png", "Where a step's time goes, by batch size")
+    return Chart(
+        "breakdown.png",
+        "Step-time breakdown",
+        "A few steps of each point profiled after its measured windows (torch.profiler): the "
+        "share of the step each category of work held on the device (kernel time on a GPU, "
+        "operator time on the CPU), and the share the device sat idle waiting on the host. Shown "
+        "for the series of each model's fastest point; the label on each bar is the measured "
+        "median step time (without the profiler).",
+    )
+
+
+def _stack(ax: Any, g: pd.DataFrame) -> None:
+    xs = np.arange(len(g))
+    bottom = np.zeros(len(g))
+    profiles = list(g["profile"])
+    steps = np.array([float(p["step_time_s"]) for p in profiles])
+    busy = np.array([min(float(p["busy_s"]), float(p["step_time_s"])) for p in profiles])
+    sums = np.array([sum(float(v) for v in p["category_s"].values()) for p in profiles])
+    scale = np.where(sums > 0, busy / np.where(sums > 0, sums, 1), 0)  # kernels may overlap
+    for cat in CATEGORIES:
+        share = np.array([float(p["category_s"].get(cat) or 0.0) for p in profiles])
+        share = share * scale / steps
+        if share.max(initial=0) <= 0:
+            continue
+        ax.bar(xs, share * 100, bottom=bottom, color=CATEGORY_COLOURS[cat], label=cat, width=0.7)
+        bottom += share * 100
+    idle = (steps - busy) / steps * 100
+    ax.bar(xs, idle, bottom=bottom, color="white", edgecolor="grey", hatch="//", label=IDLE)
+    for x, top, t in zip(xs, bottom + idle, g["step_time_s"], strict=True):
+        ax.text(x, top + 1, _ms(t), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([str(int(b)) for b in g["batch_size"]], fontsize=8)
+    ax.set_xlabel("batch size (samples per step)")
+    ax.set_ylabel("share of the profiled step (%)")
+    ax.set_ylim(0, 112)
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
+
+
+def roofline(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
+    """Per device: each point's achieved TFLOP/s against its arithmetic intensity, under the
+    roofs min(matmul peak, bandwidth x intensity) of each precision measured."""
+    ok = A.ok_rows(frame)
+    need = ["intensity_flop_per_byte", "tflops", "peak_tflops", "peak_bandwidth_gb_per_s"]
+    if any(c not in ok for c in need):
+        return None
+    ok = ok.dropna(subset=need)
+    if ok.empty:
+        return None
+    devices = sorted(ok["device_name"].unique())
+    fig, axes = panels(devices)
+    models = sorted(ok["model"].unique())
+    colours = palette(models)
+    for device, (ax,) in zip(devices, axes, strict=True):
+        rows = ok[ok["device_name"] == device]
+        low = float(rows["intensity_flop_per_byte"].min()) / 3
+        high = float(rows["intensity_flop_per_byte"].max()) * 3
+        bw = float(rows["peak_bandwidth_gb_per_s"].median())
+        for precision, p_rows in rows.groupby("precision"):
+            peak = float(p_rows["peak_tflops"].median())
+            ridge = peak * 1e12 / (bw * 1e9)
+            xs = np.geomspace(min(low, ridge / 3), max(high, ridge * 3), 100)
+            ax.plot(
+                xs,
+                np.minimum(peak, bw * 1e9 * xs / 1e12),
+                color="grey",
+                linestyle="-",
+                linewidth=1,
+                alpha=0.7,
+            )
+            ax.annotate(
+                f"{precision} roof {peak:.3g}",
+                (xs[-1], peak),
+                fontsize=7,
+                ha="right",
+                va="bottom",
+                color="grey",
+            )
+        for (model, precision), g in rows.groupby(["model", "precision"]):
+            ax.scatter(
+                g["intensity_flop_per_byte"],
+                g["tflops"],
+                color=colours[model],
+                marker=PRECISION_MARKERS.get(str(precision), "o"),
+                s=28,
+                label=f"{model} {precision}",
+                edgecolors="black",
+                linewidths=0.4,
+            )
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+        log_y(ax)
+        ax.set_xlabel("arithmetic intensity (FLOP per minimum byte, log)")
+        ax.set_ylabel("achieved TFLOP/s (log)")
+        ax.set_title(device, fontsize=9)
+        ax.grid(True, which="major", alpha=0.3)
+    save(fig, plots_dir, "roofline.png", "Roofline: achieved compute against arithmetic intensity")
+    return Chart(
+        "roofline.png",
+        "Roofline",
+        "Each point's achieved TFLOP/s against its arithmetic intensity: the step's FLOPs over "
+        "the minimum bytes it must move (every operator's inputs read once, outputs written "
+        "once; a lower bound, so true intensity is lower still). The roofs are the measured "
+        "matmul peak of each precision and the measured copy bandwidth (bandwidth x "
+        "intensity); left of where they meet (the ridge) a step cannot reach the matmul peak.",
+    )
