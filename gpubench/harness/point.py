@@ -36,6 +36,7 @@ def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
         return make_row(point, "unsupported", error=reason)
     # Calibrated once per device and precision (then cached), outside the point's RSS peak.
     peak = calibration.matmul_peak(point.device, point.precision)
+    memory_bandwidth(point.device)  # likewise: the roofline's other roof
     with memory.HostPeakRSS() as rss:
         values = _measure(point, budget, peak)
     return make_row(

@@ -22,7 +22,7 @@ import torch
 from gpubench.probes.calibration import cache_file, device_key
 
 # Bytes of the copied buffer: far beyond any cache, small enough to allocate anywhere.
-_BUFFER_BYTES = {"cpu": 128 * 2**20, "cuda": 2 * 2**30}
+_BUFFER_BYTES = {"cpu": 64 * 2**20, "cuda": 2 * 2**30}
 _ROUNDS = {"cpu": 5, "cuda": 10}
 
 _memo: dict[str, Bandwidth] = {}

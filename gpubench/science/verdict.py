@@ -206,19 +206,23 @@ def _levers(
     for fld, on, name, flag in _LEVERS[kind]:
         if not _applies(fld, best):
             continue
-        others = [r for r in records if _key(r, fld) == _key(best, fld) and r is not best]
+        # The same point but this setting; failing that, the best at any batch size.
+        same = [r for r in records if _key(r, fld) == _key(best, fld) and r is not best]
+        anyb = [r for r in records if _key(r, fld, "batch_size") == _key(best, fld, "batch_size")]
+        where = "at the same batch" if same else "best of each over the batch sizes"
         if _same(best.get(fld), on):
-            off = [r for r in others if not _same(r.get(fld), on)]
+            off = [r for r in same or anyb if not _same(r.get(fld), on)]
             if off:
                 ratio = float(best["samples_per_s"]) / max(float(r["samples_per_s"]) for r in off)
-                lines.append(f"{name}: in use, {ratio:.2f}x the samples/s without it (measured)")
+                lines.append(f"{name}: in use, {ratio:.2f}x the samples/s without it ({where})")
             else:
                 lines.append(f"{name}: in use; not measured without it")
         else:
-            with_it = [r for r in others if _same(r.get(fld), on)]
+            with_it = [r for r in same or anyb if _same(r.get(fld), on)]
             if with_it:
-                ratio = float(with_it[0]["samples_per_s"]) / float(best["samples_per_s"])
-                lines.append(f"{name}: {ratio:.2f}x the samples/s (measured)")
+                top = max(float(r["samples_per_s"]) for r in with_it)
+                ratio = top / float(best["samples_per_s"])
+                lines.append(f"{name}: {ratio:.2f}x the samples/s ({where}, measured)")
             else:
                 lines.append(f"{name}: not measured")
                 todo.append(f"measure {name}: {flag}")

@@ -1,0 +1,128 @@
+"""Issue 15's probes on the CPU: the minimum-bytes counter (exact on known operators), the
+profiler breakdown of a tiny real step, the bandwidth calibration and RAPL package energy."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpubench import models
+from gpubench.config.spec import Budget, Point
+from gpubench.harness.point import measure_point
+from gpubench.harness.step import prepare
+from gpubench.probes import bandwidth, rapl
+from gpubench.probes.bytes import CountBytes
+from gpubench.probes.profile import CATEGORIES, category_of, profile_steps
+
+F32 = 4
+
+
+def _count(fn) -> int:  # type: ignore[no-untyped-def]
+    with torch.no_grad(), CountBytes() as c:
+        fn()
+    assert c.result is not None
+    return c.result.total
+
+
+def test_bytes_of_a_matmul_are_both_operands_and_the_product() -> None:
+    a, b = torch.randn(8, 16), torch.randn(16, 4)
+    assert _count(lambda: a @ b) == F32 * (8 * 16 + 16 * 4 + 8 * 4)
+
+
+def test_bytes_of_a_convolution_are_input_weight_bias_and_output() -> None:
+    x, conv = torch.randn(2, 3, 8, 8), torch.nn.Conv2d(3, 5, 3)
+    out = 2 * 5 * 6 * 6
+    assert _count(lambda: conv(x)) == F32 * (x.numel() + 5 * 3 * 3 * 3 + 5 + out)
+
+
+def test_bytes_of_an_elementwise_op_read_each_tensor_once_and_views_move_nothing() -> None:
+    a, b = torch.randn(100), torch.randn(100)
+    assert _count(lambda: a + b) == 3 * 100 * F32
+    assert _count(lambda: a + a) == 2 * 100 * F32  # one tensor passed twice is read once
+    assert _count(lambda: a.view(10, 10).t()) == 0
+    expanded = torch.randn(1, 100).expand(50, 100)  # stores 100 elements, not 5000
+    assert _count(lambda: expanded.exp()) == (100 + 5000) * F32
+
+
+def test_category_of_operator_and_autograd_names() -> None:
+    assert category_of("aten::addmm") == "matmul"
+    assert category_of("autograd::engine::evaluate_function: AddmmBackward0") == "matmul"
+    assert category_of("aten::convolution_backward") == "conv"
+    assert category_of("aten::native_layer_norm") == "norm"
+    assert category_of("aten::_scaled_dot_product_flash_attention_for_cpu") == "attention"
+    assert category_of("aten::nll_loss_forward") == "loss_reduction"
+    assert category_of("aten::_foreach_mul_") == "optimizer"
+    assert category_of("aten::copy_") == "copy"
+    assert category_of("aten::gelu") == "elementwise"
+    assert category_of("aten::empty") == "other"
+    assert category_of("ncclDevKernel_AllReduce_Sum_f32") == "collective"
+
+
+def test_profile_of_a_tiny_step_attributes_its_time_by_category() -> None:
+    point = Point("mlp", "tiny", "cpu", "fp32", "adamw", 8)
+    prepared = prepare(point, models.build("mlp", "tiny"))
+    prof = profile_steps(prepared.step, torch.device("cpu"), steps=2)
+    assert set(prof.category_s) == set(CATEGORIES)
+    for cat in ("matmul", "loss_reduction", "optimizer"):
+        assert prof.category_s[cat] > 0, cat
+    assert prof.category_s["conv"] == 0 and prof.category_s["attention"] == 0
+    assert sum(prof.category_s.values()) == pytest.approx(prof.busy_s)
+    assert 0 < prof.busy_s <= prof.step_time_s
+    assert prof.dispatch_s is None  # on the CPU dispatch is not told apart from the work
+    assert prof.top_ops and all(s > 0 for _, s in prof.top_ops)
+
+
+def test_row_carries_the_breakdown_roofline_and_no_profile_when_off(quick_budget: Budget) -> None:
+    point = Point("mlp", "tiny", "cpu", "fp32", "sgd", 8)
+    row = measure_point(point, quick_budget)
+    assert row["profile"]["steps"] == quick_budget.profile_steps > 0
+    assert 0 < row["busy_fraction"] <= 1
+    assert row["top_category"] in CATEGORIES
+    assert row["bytes_per_step"] > 0
+    assert row["intensity_flop_per_byte"] == pytest.approx(
+        row["flops_per_step"] / row["bytes_per_step"]
+    )
+    assert row["peak_bandwidth_gb_per_s"] > 0
+    off = measure_point(point, dataclasses.replace(quick_budget, profile_steps=0))
+    assert off.get("profile") is None and off["busy_fraction"] is None
+    assert off["bytes_per_step"] == row["bytes_per_step"]  # counted on the warm-up step anyway
+
+
+def test_bandwidth_is_measured_once_then_served_from_the_cache() -> None:
+    bandwidth.clear_memo()
+    first = bandwidth.memory_bandwidth("cpu", refresh=True)
+    assert first.gb_per_s > 0 and first.source == "measured"
+    bandwidth.clear_memo()
+    again = bandwidth.memory_bandwidth("cpu")
+    assert again.source == "cache" and again.gb_per_s == first.gb_per_s
+
+
+def _domain(root: Path, name: str, label: str, uj: int, wrap: int) -> Path:
+    d = root / name
+    d.mkdir(parents=True)
+    (d / "name").write_text(label + "\n")
+    (d / "energy_uj").write_text(f"{uj}\n")
+    (d / "max_energy_range_uj").write_text(f"{wrap}\n")
+    return d
+
+
+def test_rapl_sums_packages_and_handles_a_wrapped_counter(tmp_path: Path) -> None:
+    p0 = _domain(tmp_path, "intel-rapl:0", "package-0", 1_000_000, 10_000_000)
+    p1 = _domain(tmp_path, "intel-rapl:1", "package-1", 9_500_000, 10_000_000)
+    _domain(tmp_path, "intel-rapl:0:0", "core", 0, 10_000_000)  # a subzone: not counted
+    assert rapl.unavailable_reason(tmp_path) is None
+    with rapl.PackageEnergy(tmp_path) as energy:
+        (p0 / "energy_uj").write_text("3000000\n")  # +2 J
+        (p1 / "energy_uj").write_text("500000\n")  # wrapped: +1 J
+    assert energy.joules == pytest.approx(3.0)
+
+
+def test_rapl_is_null_with_a_reason_where_the_machine_has_none(tmp_path: Path) -> None:
+    missing = tmp_path / "powercap"
+    assert "does not exist" in (rapl.unavailable_reason(missing) or "")
+    with rapl.PackageEnergy(missing) as energy:
+        pass
+    assert energy.joules is None
