@@ -98,7 +98,7 @@ def log_y(ax: Axes) -> None:
 
 def _minor_label(ax: Axes, value: float) -> str:
     low, high = ax.get_ylim()
-    if not (low > 0 and high / low < 20) or value <= 0:
+    if not (low > 0 and high / low < 200) or value <= 0:  # up to two decades: 2 and 5 too
         return ""
     mantissa = value / 10 ** math.floor(math.log10(value) + 1e-9)
     return _plain(value) if round(mantissa, 6) in (2.0, 5.0) else ""

@@ -4,7 +4,6 @@ speedup over the CPU. Each function returns a Chart, or None when its data is ab
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,15 +19,13 @@ from gpubench.report.figure import (
     panels,
     save,
 )
+from gpubench.report.series_style import SeriesStyles, short_device
 from gpubench.science.throughput import throughput_optimal_batch
 
 GiB = 1024**3
-MEMORY_STYLES: list[dict[str, Any]] = [
-    {"marker": "s", "linestyle": "-"},
-    {"marker": "^", "linestyle": "--"},
-    {"marker": "o", "linestyle": "-."},
-    {"marker": "d", "linestyle": "-"},
-]
+# The memory chart extends each fitted line to this many times the largest batch measured; a
+# predicted largest batch further out is named in the summary table rather than drawn.
+EXTEND = 4
 
 
 def _models(frame: pd.DataFrame) -> list[str]:
@@ -50,9 +47,10 @@ def throughput(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     ok = A.ok_rows(frame)
     if ok["samples_per_s"].notna().sum() == 0:
         return None
-    colors = palette(frame["series"])
+    styles = SeriesStyles(frame)
     models = _models(frame)
     fig, axes = panels(models)
+    keys = styles.add_keys(axes[0][0])
     for model, (ax,) in zip(models, axes, strict=True):
         rows = frame[frame["model"] == model]
         good = A.ok_rows(rows)
@@ -60,9 +58,9 @@ def throughput(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
         metric, unit = ("tokens_per_s", "tokens/s") if tokens else ("samples_per_s", "samples/s")
         for series, group in rows.groupby("series"):
             g = A.ok_rows(group)
-            color = colors[str(series)]
+            color = styles.colour(str(series))
             if len(g):
-                ax.plot(g["batch_size"], g[metric], "o-", color=color, label=str(series))
+                ax.plot(g["batch_size"], g[metric], label="_", **styles.line(str(series)))
                 best = throughput_optimal_batch(g["batch_size"], g["samples_per_s"])
                 at = g[g["batch_size"] == best][metric]
                 if best is not None and len(at):
@@ -77,7 +75,7 @@ def throughput(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
         log_y(ax)
         ax.set_ylabel(f"throughput ({unit}, log scale)")
     file = "throughput.png"
-    save(fig, plots_dir, file, "Training throughput against batch size")
+    save(fig, plots_dir, file, "Training throughput against batch size", keys=keys)
     return Chart(
         file,
         "Throughput",
@@ -93,9 +91,10 @@ def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     ok = A.ok_rows(frame)
     if ok.empty:
         return None
-    colors = palette(frame["series"])
+    styles = SeriesStyles(frame)
     models = _models(frame)
     fig, axes = panels(models)
+    keys = styles.add_keys(axes[0][0])
     for model, (ax,) in zip(models, axes, strict=True):
         rows = frame[frame["model"] == model]
         good = A.ok_rows(rows)
@@ -104,14 +103,12 @@ def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
             continue
         for series, group in rows.groupby("series"):
             g = A.ok_rows(group)
-            color = colors[str(series)]
+            color = styles.colour(str(series))
             if g.empty:
                 continue
             ms = g["step_time_s"] * 1e3
             iqr = g["step_time_iqr_s"].fillna(0) * 1e3 / 2
-            ax.errorbar(
-                g["batch_size"], ms, yerr=iqr, fmt="o-", color=color, capsize=3, label=str(series)
-            )
+            ax.errorbar(g["batch_size"], ms, yerr=iqr, capsize=3, label="_", **styles.line(series))
             floor = A.latency_floor(g["step_time_s"])
             if floor is not None:
                 ax.axhline(
@@ -132,7 +129,7 @@ def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
         log_y(ax)
         ax.set_ylabel("median step time (ms, log scale)")
     file = "step_time.png"
-    save(fig, plots_dir, file, "Time per training step against batch size")
+    save(fig, plots_dir, file, "Time per training step against batch size", keys=keys)
     return Chart(
         file,
         "Step time",
@@ -146,16 +143,17 @@ def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
 def memory(
     frame: pd.DataFrame, plots_dir: Path, capacity: dict[tuple[str, str], int | None]
 ) -> Chart | None:
-    """Peak memory against batch size (every memory column measured), the fitted line
-    fixed + per-sample x B, the device capacity, and the predicted largest batch."""
+    """Peak memory against batch size (per series the column the fit uses: NVML, else the
+    allocator; host RSS where neither was measured), the fitted line fixed + per-sample x B,
+    the device capacity, and the predicted largest batch."""
     ok = A.ok_rows(frame)
     cols = [c for c in A.MEMORY_COLUMNS if c in ok and ok[c].notna().any()]
     if not cols:
         return None
-    colors = palette(frame["series"])
-    styles = dict(zip(A.MEMORY_COLUMNS, MEMORY_STYLES, strict=True))
+    series_styles = SeriesStyles(frame)
     models = _models(frame)
     fig, axes = panels(models)
+    keys = series_styles.add_keys(axes[0][0])
     for model, (ax,) in zip(models, axes, strict=True):
         rows = frame[frame["model"] == model]
         good = A.ok_rows(rows)
@@ -165,26 +163,22 @@ def memory(
         caps_drawn = set()
         for series, group in rows.groupby("series"):
             g = A.ok_rows(group)
-            color = colors[str(series)]
-            measured = [c for c in cols if g[c].notna().any()]
-            for i, col in enumerate(measured):
-                m = g[g[col].notna()]
-                # The series' colour is its legend entry; the style says which measurement.
-                ax.plot(
-                    m["batch_size"],
-                    m[col] / GiB,
-                    color=color,
-                    markersize=5,
-                    label=str(series) if i == 0 else "_",
-                    **styles[col],
-                )
-                ax.plot([], [], color="grey", label=A.MEMORY_COLUMNS[col], **styles[col])
+            color = series_styles.colour(str(series))
+            # One measurement per series keeps the chart legible; the table of all points
+            # has every column.
+            shown = A.memory_column(g) or "host_peak_rss_bytes"
+            m = g[g[shown].notna()] if shown in g else g.iloc[0:0]
+            if len(m):
+                ax.plot(m["batch_size"], m[shown] / GiB, label="_", **series_styles.line(series))
             fit_col = A.memory_column(g)
             fit = A.fit_memory(g["batch_size"], g[fit_col]) if fit_col else None
             cap = capacity.get((group["run"].iloc[0], group["device"].iloc[0]))
             if fit is not None:
                 top = fit.largest_batch(cap)
-                xs = np.geomspace(float(g["batch_size"].min()), float(top or g["batch_size"].max()))
+                reach = EXTEND * float(g["batch_size"].max())
+                if top is not None and top > reach:
+                    top = None  # too far to draw: the summary table names it
+                xs = np.geomspace(float(g["batch_size"].min()), float(top or reach))
                 ax.plot(
                     xs,
                     [fit.at(x) / GiB for x in xs],
@@ -203,36 +197,30 @@ def memory(
                         mec="black",
                         label="predicted largest batch",
                     )
-                    ax.annotate(
-                        f"B≈{top:,}",
-                        (top, cap / GiB),
-                        textcoords="offset points",
-                        xytext=(-12, -14),
-                        ha="right",
-                        fontsize=8,
-                        color=color,
-                    )
             if cap is not None and cap not in caps_drawn:
                 caps_drawn.add(cap)
                 ax.axhline(cap / GiB, color="red", linewidth=1, label="device memory")
             _mark_oom(ax, group, color)
         batch_axis(ax, good["batch_size"])
-        ax.set_ylabel("peak memory (GiB)")
+        log_y(ax)  # a straight fit stays readable, and a small RSS is not flattened at 0
+        ax.set_ylabel("peak memory (GiB, log scale)")
     file = "memory.png"
     save(
         fig,
         plots_dir,
         file,
         "Peak memory against batch size",
-        keys={A.MEMORY_COLUMNS[c]: styles[c] for c in cols},
+        keys=keys,
     )
     return Chart(
         file,
         "Memory",
-        "Peak memory of the measured steps: NVML device-wide use, and the PyTorch allocator's "
-        "reserved and allocated peaks (CUDA), or the host RSS (CPU). The dotted line is the "
-        "least-squares fit memory = fixed + per-sample x batch (NVML where measured, else the "
-        "allocator), extended to where it meets the device memory: the predicted largest batch.",
+        "Peak memory of the measured steps: on a GPU, NVML device-wide use (else the PyTorch "
+        "allocator's reserved, else allocated peak); on the CPU, the host RSS (every column is "
+        "in the table of all points). The dotted line is the least-squares fit memory = "
+        "fixed + per-sample x batch of that measurement, extended to where it meets the device "
+        "memory (a triangle: the predicted largest batch) when that is within 4x the largest "
+        "batch measured; further out the summary table names it.",
     )
 
 
@@ -251,9 +239,10 @@ def compute(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     ]
     if not metrics:
         return None
-    colors = palette(frame["series"])
+    styles = SeriesStyles(frame)
     models = sorted(ok[ok[[c for c, _ in metrics]].notna().any(axis=1)]["model"].unique())
     fig, axes = panels(models, rows_per_title=len(metrics))
+    keys = styles.add_keys(axes[0][0])
     for model, col_axes in zip(models, axes, strict=True):
         rows = A.ok_rows(frame[frame["model"] == model])
         for ax, (col, label) in zip(col_axes, metrics, strict=True):
@@ -263,19 +252,13 @@ def compute(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
                 continue
             for series, g in have.groupby("series"):
                 scale = 1 if col == "tflops" else 100
-                ax.plot(
-                    g["batch_size"],
-                    g[col] * scale,
-                    "o-",
-                    color=colors[str(series)],
-                    label=str(series),
-                )
+                ax.plot(g["batch_size"], g[col] * scale, label="_", **styles.line(str(series)))
             batch_axis(ax, rows["batch_size"])
             ax.set_ylabel(label)
             if col == "tflops":
                 log_y(ax)
     file = "compute.png"
-    save(fig, plots_dir, file, "Compute: achieved TFLOP/s and model FLOPs utilisation")
+    save(fig, plots_dir, file, "Compute: achieved TFLOP/s and model FLOPs utilisation", keys=keys)
     return Chart(
         file,
         "Compute",
@@ -290,25 +273,20 @@ def energy(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     ok = ok[ok["energy_j_per_step"].notna()]
     if ok.empty:
         return None
-    colors = palette(frame["series"])
+    styles = SeriesStyles(frame)
     models = sorted(ok["model"].unique())
     fig, axes = panels(models)
+    keys = styles.add_keys(axes[0][0])
     for model, (ax,) in zip(models, axes, strict=True):
         rows = ok[ok["model"] == model]
         for series, g in rows.groupby("series"):
             per_sample = g["energy_j_per_step"] / g["batch_size"]
-            ax.plot(
-                g["batch_size"],
-                per_sample * 1e3,
-                "o-",
-                color=colors[str(series)],
-                label=str(series),
-            )
+            ax.plot(g["batch_size"], per_sample * 1e3, label="_", **styles.line(str(series)))
         batch_axis(ax, rows["batch_size"])
         log_y(ax)
         ax.set_ylabel("energy per sample (mJ, log scale)")
     file = "energy.png"
-    save(fig, plots_dir, file, "Energy per training sample against batch size")
+    save(fig, plots_dir, file, "Energy per training sample against batch size", keys=keys)
     return Chart(
         file,
         "Energy",
@@ -322,7 +300,7 @@ def speedup(table: pd.DataFrame, plots_dir: Path) -> Chart | None:
         return None
     table = table.assign(
         series=[
-            f"{d} {p} {o}"
+            f"{short_device(d)} {p} {o}"
             for d, p, o in zip(
                 table["device_name"], table["precision"], table["optimizer"], strict=True
             )

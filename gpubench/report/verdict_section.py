@@ -45,7 +45,8 @@ def _card(v: ModelVerdict) -> str:
     if v.bottleneck:
         items.append((_NAMES[v.bottleneck], "; ".join(v.evidence)))
     else:
-        items.append(("bottleneck", "not classified (no profile or no FLOP count)"))
+        why = "not classified: these rows carry no profile, minimum bytes or FLOPs"
+        items.append(("bottleneck", "; ".join([why, *v.evidence])))
     items += [("lever", lever) for lever in v.levers]
     if v.next_experiment:
         items.append(("next experiment", v.next_experiment))

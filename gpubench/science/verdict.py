@@ -62,7 +62,10 @@ class ModelVerdict:
         if self.bottleneck:
             out.append(f"  bottleneck: {_WHAT[self.bottleneck]} ({'; '.join(self.evidence)})")
         else:
-            out.append("  bottleneck: not classified (no profile or no FLOP count)")
+            out.append(
+                "  bottleneck: not classified (rows without a profile, minimum bytes or FLOPs)"
+                + (f"; {'; '.join(self.evidence)}" if self.evidence else "")
+            )
         out += [f"  lever: {lever}" for lever in self.levers]
         if self.next_experiment:
             out.append(f"  next: {self.next_experiment}")
@@ -117,6 +120,9 @@ def _verdict(model: str, size: str, rows: pd.DataFrame, cpu_reason: str | None) 
         if scaling:
             v.evidence.append(scaling)
         v.levers, v.next_experiment = _levers(kind, best, records)
+    else:
+        v.evidence = [e for e in (_batch_scaling(best, records),) if e]
+        v.next_experiment = "re-run with profiling on (the default) to attribute the step time"
     v.energy = _energy(records, cpu_reason)
     return v
 
