@@ -26,6 +26,9 @@ from gpubench.probes.bandwidth import memory_bandwidth
 from gpubench.probes.sampler_process import ProcessSampler
 from gpubench.store.row import make_row
 
+# Steps slower than this (seconds) are profiled once, whatever budget.profile_steps says.
+SLOW_STEP_S = 0.05
+
 
 def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
     """Measure `point` and return its row. Unsupported combinations give an `unsupported` row;
@@ -102,8 +105,10 @@ def measure_workload(
             first_step=observed_step,
         )
         # After the measured windows, never inside them: a few steps under the profiler.
+        # A slow step says enough in one profiled step, and a second would cost it twice.
+        n_profiled = budget.profile_steps if m.stats.median_s < SLOW_STEP_S else 1
         profiled = (
-            step_profile.profile_steps(prepared.step, device, budget.profile_steps)
+            step_profile.profile_steps(prepared.step, device, n_profiled)
             if budget.profile_steps > 0
             else None
         )

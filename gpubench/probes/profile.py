@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 from torch.autograd.profiler_util import FunctionEvent
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, schedule
 
 # The categories of work, in the order charts stack them. `other` holds allocation, views and
 # scalar reads: operators that are neither arithmetic nor copies.
@@ -119,20 +119,29 @@ class StepProfile:
 
 
 def profile_steps(step: Callable[[], object], device: torch.device, steps: int) -> StepProfile:
-    """Run `step` `steps` times under torch.profiler (after one unprofiled step, so the
-    profiler's own start-up is not in it) and attribute their time."""
+    """Run `step` `steps` times under torch.profiler and attribute their time. On a GPU one
+    more step runs first under the profiler, unrecorded, so CUPTI's start-up is not in the
+    steps; on the CPU the step is warm already (it has just been measured)."""
     assert steps >= 1
     activities = [ProfilerActivity.CPU]
+    warmup = 0
+    plan = None
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
-    step()
+        warmup = 1
+        plan = schedule(wait=0, warmup=warmup, active=steps, repeat=1)
     synchronize(device)
-    with profile(activities=activities) as prof:
+    with profile(activities=activities, schedule=plan) as prof:
+        for _ in range(warmup):
+            step()
+            prof.step()
+        synchronize(device)
         t0 = time.perf_counter()
         for _ in range(steps):
             step()
         synchronize(device)
         wall = time.perf_counter() - t0
+        prof.step()
     return attribute(list(prof.events()), device.type, steps, wall)
 
 

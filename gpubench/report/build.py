@@ -18,6 +18,7 @@ from gpubench.report import scaling as parallel_report
 from gpubench.report.explain import run_verdicts
 from gpubench.report.figure import Chart
 from gpubench.report.runs import Run, combine, load_runs
+from gpubench.report.series_style import short_series
 from gpubench.report.verdict_section import verdict_section
 
 CHART_FILES = (
@@ -141,7 +142,7 @@ def _summary(frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]) -
         rows.append(
             [
                 r["model"],
-                r["series"],
+                short_series(r["series"]),
                 (str(r["points_ok"]), r["points_ok"]),
                 (H.number(r["best_samples_per_s"], ",.0f"), r["best_samples_per_s"]),
                 (H.number(r["throughput_optimal_batch"], "d"), r["throughput_optimal_batch"]),
@@ -153,7 +154,7 @@ def _summary(frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]) -
         )
     headers = [
         "model",
-        "device, precision, optimizer",
+        "device, precision, optimizer, options",
         "points ok",
         "best samples/s",
         "throughput-optimal batch",

@@ -26,6 +26,12 @@ def short_device(device_name: str) -> str:
     return m.group(2).removeprefix("NVIDIA ").strip() if m else device_name
 
 
+def short_series(series: str) -> str:
+    """A series label with its device named shortly: 'H100 80GB HBM3 bf16 adamw compiled'."""
+    m = re.match(r"(cuda(:\d+)? \([^)]*\)|cpu \([^)]*\)|cpu)", series)
+    return short_device(m.group(1)) + series[m.end() :] if m else series
+
+
 class SeriesStyles:
     """The style of every series of `frame` (rows carry series, device_name, run, precision,
     optimizer and the speed options)."""

@@ -101,7 +101,8 @@ def as_saved(spec: SweepSpec) -> dict[str, Any]:
 def check_resumable(run_dir: Path, spec: SweepSpec, extend: bool) -> None:
     """Refuse to resume `run_dir` with a suite other than its own; with `extend`, the axes may
     change (new points are added) but not how each point is measured."""
-    saved = saved_suite(run_dir)
+    # Read back through SweepSpec: a setting added since the run began takes its default.
+    saved = as_saved(spec_from_saved(saved_suite(run_dir)))
     here = as_saved(spec)
     # A setting added since the run was made (threads, say) had its default there.
     defaults = as_saved(SweepSpec(name=spec.name, models=spec.models))
