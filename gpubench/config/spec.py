@@ -121,7 +121,7 @@ class Budget:
     warmup_max_s: float = 3.0
     warmup_steady_rel: float = 0.1
     # Steps profiled after the measured windows to attribute the step's time (0: no profile).
-    profile_steps: int = 2
+    profile_steps: int = 1
 
     @staticmethod
     def fixed(steps: int, warmup_steps: int = 3) -> Budget:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench.science.verdict import speed_options
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import COLUMNS, IDENTITY
 
@@ -178,14 +179,7 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def options_suffix(row: dict[str, Any]) -> str:
-    """The speed options a point ran with beyond the defaults, as ' compiled, graph' (or '')."""
-    opts = [
-        name
-        for key, on, name in (
-            ("compile", "compile", "compiled"),
-            ("cuda_graph", True, "CUDA graph"),
-            ("channels_last", True, "channels-last"),
-        )
-        if row.get(key) == on and row.get(key) is not None
-    ]
+    """The speed options a point ran with beyond the defaults, as ' compiled, CUDA graph' (or
+    ''). Host data is not one: series name their data mode apart."""
+    opts = speed_options(row, with_data=False)
     return f" {', '.join(opts)}" if opts else ""

@@ -90,6 +90,8 @@ def classify(row: dict[str, Any]) -> Bottleneck | None:
         return None
     roof = tflops / peak
     at_roof = f"{tflops:.3g} TFLOP/s = {roof:.0%} of the {peak:.3g} TFLOP/s roof"
+    if roof > 1:  # a point cannot beat the roof: the calibration ran slow (a busy machine?)
+        at_roof += " (above it: the roof was measured low, on a busy machine?)"
     busy_text = f"busy {busy:.0%}; " if busy is not None else ""
     if roof >= COMPUTE_ROOF:
         return Bottleneck("compute", busy_text + at_roof)

@@ -73,18 +73,23 @@ class ModelVerdict:
         return out
 
 
+# The settings beyond the defaults that a label names: (column, value, name).
+SPEED_OPTIONS = (
+    ("compile", "compile", "compiled"),
+    ("cuda_graph", True, "CUDA graph"),
+    ("channels_last", True, "channels-last"),
+)
+
+
+def speed_options(row: dict[str, Any], with_data: bool = True) -> list[str]:
+    """The names of the speed options `row` ran with (and host data, `with_data`)."""
+    options = SPEED_OPTIONS + ((("data", "host", "host data"),) if with_data else ())
+    return [name for key, on, name in options if _same(row.get(key), on)]
+
+
 def label(row: dict[str, Any]) -> str:
     """A configuration's label: device, precision, optimizer, batch and any speed option."""
-    opts = [
-        text
-        for key, on, text in (
-            ("compile", "compile", "compiled"),
-            ("cuda_graph", True, "CUDA graph"),
-            ("channels_last", True, "channels-last"),
-            ("data", "host", "host data"),
-        )
-        if _same(row.get(key), on)
-    ]
+    opts = speed_options(row)
     base = f"{row['device']} {row['precision']} {row['optimizer']} B={int(row['batch_size'])}"
     return base + (f" ({', '.join(opts)})" if opts else "")
 
