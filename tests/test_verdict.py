@@ -184,3 +184,16 @@ def test_a_sweep_ends_with_the_verdict(
     assert env_obj["memory_bandwidth"]["cpu"]["gb_per_s"] > 0
     assert "rapl" in env_obj
     assert not pd.read_csv(out / "results.csv").empty
+
+
+def test_a_run_begun_before_profiling_existed_can_be_resumed(tmp_path: Path) -> None:
+    from gpubench.run import folder
+
+    spec = load_suite(Path(__file__).parent.parent / "suites" / "quick.toml")
+    saved = spec.to_dict()
+    del saved["profile"]
+    del saved["budget"]["profile_steps"]
+    (tmp_path / "suite.json").write_text(json.dumps(saved))
+    folder.check_resumable(tmp_path, spec, extend=False)  # no "other settings" error
+    with pytest.raises(ConfigError, match="other settings"):
+        folder.check_resumable(tmp_path, dataclasses.replace(spec, profile=False), extend=False)
