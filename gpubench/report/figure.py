@@ -108,7 +108,7 @@ def _minor_label(ax: Axes, value: float) -> str:
 STAR = "throughput-optimal batch (within 5% of best)"
 KEYS: dict[str, dict[str, Any]] = {
     STAR: {"marker": "*", "markersize": 12, "mec": "black", "linestyle": "none"},
-    "latency floor (shortest step measured)": {"linestyle": "--", "linewidth": 0.8},
+    "latency floor (shortest step measured)": {"linestyle": (0, (1, 1)), "linewidth": 0.8},
     "out of memory at this batch": {"linestyle": ":", "linewidth": 1.5},
     "fitted line: fixed + per-sample x batch": {"linestyle": ":", "linewidth": 1},
     "predicted largest batch": {

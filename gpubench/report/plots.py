@@ -110,11 +110,13 @@ def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
             iqr = g["step_time_iqr_s"].fillna(0) * 1e3 / 2
             ax.errorbar(g["batch_size"], ms, yerr=iqr, capsize=3, label="_", **styles.line(series))
             floor = A.latency_floor(g["step_time_s"])
-            if floor is not None:
-                ax.axhline(
+            if floor is not None:  # across the series' own batches: a dozen full-width lines blur
+                ax.hlines(
                     floor * 1e3,
+                    g["batch_size"].min(),
+                    g["batch_size"].max(),
                     color=color,
-                    linestyle="--",
+                    linestyle=(0, (1, 1)),
                     linewidth=0.8,
                     alpha=0.7,
                     label="latency floor (shortest step measured)",
@@ -134,7 +136,7 @@ def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
         file,
         "Step time",
         "Median time of one training step (forward, loss, backward, optimizer step); bars span "
-        "the interquartile range. The dashed line is the latency floor, the shortest step "
+        "the interquartile range. The finely dotted line is the latency floor, the shortest step "
         "measured: below it a smaller batch saves no time. The star is the throughput-optimal "
         "batch.",
     )
