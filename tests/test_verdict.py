@@ -158,8 +158,8 @@ optimizers = ["sgd"]
 [budget]
 warmup_steps = 1
 warmup_min_s = 0
-min_steps = 2
-max_steps = 2
+min_steps = 30
+max_steps = 30
 min_time_s = 0
 """
 

@@ -11,8 +11,9 @@ import torch
 
 from gpubench import models
 from gpubench.config.spec import Budget, Point
-from gpubench.harness.point import SLOW_STEP_S, measure_point
+from gpubench.harness.point import SLOW_STEP_S, measure_point, profile_after
 from gpubench.harness.step import prepare
+from gpubench.harness.timing import Measurement, Stats
 from gpubench.probes import bandwidth, rapl
 from gpubench.probes.bytes import CountBytes
 from gpubench.probes.profile import CATEGORIES, category_of, profile_steps
@@ -75,11 +76,12 @@ def test_profile_of_a_tiny_step_attributes_its_time_by_category() -> None:
     assert prof.top_ops and all(s > 0 for _, s in prof.top_ops)
 
 
-def test_row_carries_the_breakdown_roofline_and_no_profile_when_off(quick_budget: Budget) -> None:
+def test_row_carries_the_breakdown_roofline_and_no_profile_when_off() -> None:
     point = Point("mlp", "tiny", "cpu", "fp32", "sgd", 8)
-    row = measure_point(point, quick_budget)
+    budget = dataclasses.replace(Budget.fixed(30, 1), profile_steps=2)
+    row = measure_point(point, budget)
     slow = row["step_time_s"] >= SLOW_STEP_S  # a busy machine: a slow step is profiled once
-    assert row["profile"]["steps"] == (1 if slow else quick_budget.profile_steps)
+    assert row["profile"]["steps"] == (1 if slow else 2)
     assert 0 < row["busy_fraction"] <= 1
     assert row["top_category"] in CATEGORIES
     assert row["bytes_per_step"] > 0
@@ -87,9 +89,26 @@ def test_row_carries_the_breakdown_roofline_and_no_profile_when_off(quick_budget
         row["flops_per_step"] / row["bytes_per_step"]
     )
     assert row["peak_bandwidth_gb_per_s"] > 0
-    off = measure_point(point, dataclasses.replace(quick_budget, profile_steps=0))
+    off = measure_point(point, dataclasses.replace(budget, profile_steps=0))
     assert off.get("profile") is None and off["busy_fraction"] is None
     assert off["bytes_per_step"] == row["bytes_per_step"]  # counted on the warm-up step anyway
+
+
+def _measured(step_s: float, steps: int, warmup_s: float) -> Measurement:
+    times = [step_s] * steps
+    return Measurement(2, warmup_s, times, sum(times), Stats.of(times), False, [], "perf_counter")
+
+
+def test_profiling_is_skipped_where_it_would_cost_more_than_its_share() -> None:
+    calls: list[int] = []
+    step, cpu, budget = (lambda: calls.append(1)), torch.device("cpu"), Budget(profile_steps=1)
+    # 1 s steps, 0.5 s of warm-up and 3 s of windows: one more step would add 29%.
+    skipped = profile_after(step, cpu, budget, _measured(1.0, 3, 0.5))
+    assert isinstance(skipped, str) and skipped.startswith("skipped: 1 step(s) of 1 s")
+    assert not calls
+    # 10 ms steps over 2 s: one more step adds 0.5%.
+    assert profile_after(step, cpu, budget, _measured(0.01, 200, 0.1)) is not None and calls
+    assert profile_after(step, cpu, Budget(profile_steps=0), _measured(0.01, 200, 0.1)) is None
 
 
 def test_bandwidth_is_measured_once_then_served_from_the_cache() -> None:

@@ -28,6 +28,9 @@ from gpubench.store.row import make_row
 
 # Steps slower than this (seconds) are profiled once, whatever budget.profile_steps says.
 SLOW_STEP_S = 0.05
+# Profiling is skipped where its steps would add more than this share to the point's warm-up
+# and measured time: it is there to explain the point, not to double its cost.
+PROFILE_SHARE = 0.1
 
 
 def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
@@ -105,13 +108,7 @@ def measure_workload(
             first_step=observed_step,
         )
         # After the measured windows, never inside them: a few steps under the profiler.
-        # A slow step says enough in one profiled step, and a second would cost it twice.
-        n_profiled = budget.profile_steps if m.stats.median_s < SLOW_STEP_S else 1
-        profiled = (
-            step_profile.profile_steps(prepared.step, device, n_profiled)
-            if budget.profile_steps > 0
-            else None
-        )
+        profiled = profile_after(prepared.step, device, budget, m)
     state = breakdown.breakdown(trainer.model, trainer.optimizer)  # grads and state exist now
     first, last = (float(t.item()) for t in m.outputs)  # type: ignore[attr-defined]
     s = m.stats
@@ -192,8 +189,25 @@ def _window(
         yield
 
 
+def profile_after(
+    step: Any, device: torch.device, budget: Budget, m: Measurement
+) -> step_profile.StepProfile | str | None:
+    """The profile of a few more steps; None when profiling is off; the reason (a string)
+    when it is skipped because its steps would cost more than PROFILE_SHARE of the point."""
+    if budget.profile_steps <= 0:
+        return None
+    n = budget.profile_steps if m.stats.median_s < SLOW_STEP_S else 1
+    spent = m.warmup_time_s + m.wall_time_s
+    if n * m.stats.median_s > PROFILE_SHARE * spent:
+        return (
+            f"skipped: {n} step(s) of {m.stats.median_s:.3g} s would add more than "
+            f"{PROFILE_SHARE:.0%} to the point's {spent:.3g} s of warm-up and measurement"
+        )
+    return step_profile.profile_steps(step, device, n)
+
+
 def _why_values(
-    profiled: step_profile.StepProfile | None,
+    profiled: step_profile.StepProfile | str | None,
     moved: step_bytes.CountBytes,
     flop_count: int,
     m: Measurement,
@@ -208,7 +222,9 @@ def _why_values(
         achieved_gb_per_s=nbytes / m.stats.median_s / 1e9,
         peak_bandwidth_gb_per_s=memory_bandwidth(device).gb_per_s,
     )
-    if profiled is not None:
+    if isinstance(profiled, str):
+        values.update(profile={"skipped": profiled})
+    elif profiled is not None:
         top, share = profiled.top_category()
         values.update(
             profile=profiled.to_dict(),
