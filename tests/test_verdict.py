@@ -197,3 +197,17 @@ def test_a_run_begun_before_profiling_existed_can_be_resumed(tmp_path: Path) -> 
     folder.check_resumable(tmp_path, spec, extend=False)  # no "other settings" error
     with pytest.raises(ConfigError, match="other settings"):
         folder.check_resumable(tmp_path, dataclasses.replace(spec, profile=False), extend=False)
+
+
+def test_a_point_whose_profile_was_skipped_says_how_to_get_one(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    rows = [
+        speed_row(Point("cnn", "small", "cpu", "fp32", "sgd", b), 1.0, 1e-2, rng)
+        | {"profile": {"skipped": "skipped: 1 step(s) of 1 s would add more than 10%"}}
+        | {"busy_fraction": None, "intensity_flop_per_byte": 500.0}
+        for b in (4, 16)
+    ]
+    frame = combine(load_runs([write_run(tmp_path / "c", rows, env())]))
+    (v,) = verdicts(frame)
+    assert v.bottleneck is None and "--max-time" in (v.next_experiment or "")
+    assert any("from B=4 to B=16" in e for e in v.evidence)

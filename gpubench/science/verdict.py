@@ -127,7 +127,14 @@ def _verdict(model: str, size: str, rows: pd.DataFrame, cpu_reason: str | None) 
         v.levers, v.next_experiment = _levers(kind, best, records)
     else:
         v.evidence = [e for e in (_batch_scaling(best, records),) if e]
-        v.next_experiment = "re-run with profiling on (the default) to attribute the step time"
+        prof = best.get("profile")
+        if isinstance(prof, dict) and prof.get("skipped"):
+            v.next_experiment = (
+                "give each point more time (--max-time) so one profiled step costs under 10% "
+                "of it, on a quieter machine"
+            )
+        else:
+            v.next_experiment = "re-run with profiling on (the default) to attribute the step time"
     v.energy = _energy(records, cpu_reason)
     return v
 
