@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 
 from gpubench.science.throughput import throughput_optimal_batch
+from gpubench.store.row import IDENTITY
 
 # Memory that grows by less than this fraction across the batches measured is called flat.
 GROWTH = 0.01
-MATCH = ["model", "model_size", "precision", "optimizer", "batch_size"]
 # A point's whole identity but its device: speed options and seeds are never mixed (issue 13).
-MATCH += ["seed", "data", "compile", "channels_last", "cuda_graph"]
+MATCH = [c for c in IDENTITY if c != "device"]
 
 
 def ok_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -117,9 +117,11 @@ def speedup_table(frame: pd.DataFrame, cpu_threads: dict[str, int | None]) -> pd
     ]
     if cpu.empty or gpu.empty:
         return pd.DataFrame(columns=columns)
-    cpu = cpu.groupby([*MATCH, "device_name", "run"], as_index=False)["step_time_s"].median()
+    cpu = cpu.groupby([*MATCH, "device_name", "run"], as_index=False, dropna=False)[
+        "step_time_s"
+    ].median()
     cpu = cpu.rename(columns={"device_name": "cpu_name", "run": "cpu_run"})
-    gpu = gpu.groupby([*MATCH, "device_name"], as_index=False)["step_time_s"].median()
+    gpu = gpu.groupby([*MATCH, "device_name"], as_index=False, dropna=False)["step_time_s"].median()
     joined = gpu.merge(cpu, on=MATCH, suffixes=("_gpu", "_cpu"))
     joined = joined.rename(
         columns={"step_time_s_gpu": "gpu_step_time_s", "step_time_s_cpu": "cpu_step_time_s"}

@@ -174,7 +174,7 @@ def combine(runs: Sequence[Run]) -> pd.DataFrame:
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    cols = [c for c in ("compile", "channels_last", "cuda_graph") if c in frame]
+    cols = [c for c in ("compile", "channels_last", "cuda_graph", "cudnn_benchmark") if c in frame]
     return frame[cols].to_dict("records")
 
 

@@ -78,6 +78,7 @@ SPEED_OPTIONS = (
     ("compile", "compile", "compiled"),
     ("cuda_graph", True, "CUDA graph"),
     ("channels_last", True, "channels-last"),
+    ("cudnn_benchmark", True, "cudnn.benchmark"),
 )
 
 
