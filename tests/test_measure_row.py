@@ -35,7 +35,7 @@ def test_cpu_row_carries_the_measurement(model: str, prec: str, quick_budget: Bu
     point = Point(model, "tiny", "cpu", prec, "adamw", 8)
     row = measure_point(point, quick_budget)
     assert row["status"] == "ok", row["error"]
-    assert set(row) == set(COLUMNS) | {"step_times_s"}
+    assert set(row) == set(COLUMNS) | {"step_times_s", "profile"}  # profile: issue 15
     # timing
     assert row["steps_measured"] == 3 == len(row["step_times_s"])
     assert row["step_timer"] == "perf_counter"
