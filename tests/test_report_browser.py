@@ -15,6 +15,7 @@ from report_fixture import convergence_run, cpu_gpu_runs, env, speed_row, write_
 
 from gpubench.config.spec import Point
 from gpubench.report import build_report
+from gpubench.report.build import CHART_FILES
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "check_report.py"
 CHROMIUM = next(
@@ -38,7 +39,7 @@ def test_the_report_loads_every_image_and_makes_no_network_request(tmp_path: Pat
     shot = tmp_path / "shot.png"
     rc, seen = _check(report, shot)
     assert rc == 0, seen["failures"]
-    assert len(seen["images"]) == 8 and all(
+    assert len(seen["images"]) == len(CHART_FILES) and all(
         i["complete"] and i["width"] > 0 for i in seen["images"]
     )
     assert seen["requests"] and seen["console_errors"] == [] and seen["scripts"] == 1

@@ -79,6 +79,7 @@ def test_profile_of_a_tiny_step_attributes_its_time_by_category() -> None:
 def test_row_carries_the_breakdown_roofline_and_no_profile_when_off() -> None:
     point = Point("mlp", "tiny", "cpu", "fp32", "sgd", 8)
     budget = dataclasses.replace(Budget.fixed(30, 1), profile_steps=2)
+    bandwidth.memory_bandwidth("cpu")  # a sweep calibrates it at its start; a point only reads it
     row = measure_point(point, budget)
     slow = row["step_time_s"] >= SLOW_STEP_S  # a busy machine: a slow step is profiled once
     assert row["profile"]["steps"] == (1 if slow else 2)

@@ -22,7 +22,7 @@ from gpubench.harness.timing import Measurement, measure
 from gpubench.probes import breakdown, calibration, datasheet, flops, memory, nvml, rapl
 from gpubench.probes import bytes as step_bytes
 from gpubench.probes import profile as step_profile
-from gpubench.probes.bandwidth import memory_bandwidth
+from gpubench.probes.bandwidth import cached_bandwidth
 from gpubench.probes.sampler_process import ProcessSampler
 from gpubench.store.row import make_row
 
@@ -42,9 +42,8 @@ def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
         return make_row(point, "unsupported", error=reason)
     # Calibrated once per device and precision (then cached), outside the point's RSS peak.
     peak = calibration.matmul_peak(point.device, point.precision)
-    memory_bandwidth(point.device)  # likewise: the roofline's other roof
     with memory.HostPeakRSS() as rss:
-        values = _measure(point, budget, peak)
+        values = _measure(point, budget, peak, rss)
     return make_row(
         point,
         values.pop("status"),
@@ -55,10 +54,12 @@ def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
     )
 
 
-def _measure(point: Point, budget: Budget, peak: calibration.Peak | None) -> dict[str, Any]:
+def _measure(
+    point: Point, budget: Budget, peak: calibration.Peak | None, rss: memory.HostPeakRSS
+) -> dict[str, Any]:
     torch.manual_seed(point.seed)
     workload = models.build(point.model, point.model_size, **decode(point.model_options))
-    values, _ = measure_workload(point, workload, budget, peak)
+    values, _ = measure_workload(point, workload, budget, peak, rss=rss)
     return values
 
 
@@ -68,6 +69,7 @@ def measure_workload(
     budget: Budget,
     peak: calibration.Peak | None,
     lr: float | None = None,
+    rss: memory.HostPeakRSS | None = None,
 ) -> tuple[dict[str, Any], Measurement | None]:
     """Warm up and time `workload`'s training step as `point` says (its model is trained in
     place; `lr` None: the optimizer's default) and return the row's values, with `status`
@@ -107,7 +109,10 @@ def measure_workload(
             probe=_window(torch_peaks, sampler, package),
             first_step=observed_step,
         )
-        # After the measured windows, never inside them: a few steps under the profiler.
+        # After the measured windows, never inside them: a few steps under the profiler, whose
+        # own memory is not the point's.
+        if rss is not None:
+            rss.stop()
         profiled = profile_after(prepared.step, device, budget, m)
     state = breakdown.breakdown(trainer.model, trainer.optimizer)  # grads and state exist now
     first, last = (float(t.item()) for t in m.outputs)  # type: ignore[attr-defined]
@@ -216,11 +221,14 @@ def _why_values(
     """Where the step's time goes (the profile, when taken) and its place on the roofline."""
     assert moved.result is not None
     nbytes = moved.result.total
+    # Calibrated by the sweep at its start; a point never measures it (its buffers would count
+    # in the worker's peak address space, which --max-memory caps).
+    bandwidth = cached_bandwidth(device)
     values: dict[str, Any] = dict(
         bytes_per_step=nbytes,
         intensity_flop_per_byte=flop_count / nbytes if nbytes else None,
         achieved_gb_per_s=nbytes / m.stats.median_s / 1e9,
-        peak_bandwidth_gb_per_s=memory_bandwidth(device).gb_per_s,
+        peak_bandwidth_gb_per_s=None if bandwidth is None else bandwidth.gb_per_s,
     )
     if isinstance(profiled, str):
         values.update(profile={"skipped": profiled})

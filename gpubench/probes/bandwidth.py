@@ -63,6 +63,18 @@ def memory_bandwidth(device: torch.device | str, refresh: bool = False) -> Bandw
     return bw
 
 
+def cached_bandwidth(device: torch.device | str) -> Bandwidth | None:
+    """The device's bandwidth if it was calibrated before (this process or the disk cache),
+    else None; never measures."""
+    key = device_key(torch.device(device))
+    if key not in _memo:
+        cached = _read().get(key)
+        if cached is None:
+            return None
+        _memo[key] = Bandwidth(**cached)
+    return _memo[key]
+
+
 def measure_copy_gb_per_s(device: torch.device, nbytes: int) -> float:
     """Best rate of `dst.copy_(src)` over buffers of `nbytes` (2 x nbytes moved per copy), in
     1e9 bytes per second; one warm-up copy, then _ROUNDS timed ones."""

@@ -90,8 +90,14 @@ class HostPeakRSS:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.peak_bytes = peak_rss_bytes()
-        self.peak_address_space_bytes = _status_kib("VmPeak")
+        self.stop()
+
+    def stop(self) -> None:
+        """Read the peaks now, once: what runs after it in the block (profiling, issue 15) does
+        not count."""
+        if self.peak_bytes is None:
+            self.peak_bytes = peak_rss_bytes()
+            self.peak_address_space_bytes = _status_kib("VmPeak")
 
 
 class TorchPeaks:
