@@ -103,5 +103,6 @@ def benchmark_step(
     values.pop("status")
     values.pop("error")
     values.pop("step_times_s")
+    values.pop("profile", None)  # a JSONL series (issue 15); its summary columns stay
     info = {**point.to_dict(), "model_size": model_size, **values}
     return StepBenchmark(m, {k: finite_or_none(v) for k, v in info.items()})

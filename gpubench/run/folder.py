@@ -98,11 +98,23 @@ def as_saved(spec: SweepSpec) -> dict[str, Any]:
     return loaded
 
 
+def with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
+    """`saved` (a suite.json) with every setting added since the run began at its default (the
+    value the run was measured with), tables included."""
+    default = as_saved(SweepSpec(name="", models=("mlp",)))
+    out = dict(saved)
+    for key, value in default.items():
+        if key not in out:
+            out[key] = value
+        elif isinstance(value, dict) and isinstance(out[key], dict):
+            out[key] = {**value, **out[key]}
+    return out
+
+
 def check_resumable(run_dir: Path, spec: SweepSpec, extend: bool) -> None:
     """Refuse to resume `run_dir` with a suite other than its own; with `extend`, the axes may
     change (new points are added) but not how each point is measured."""
-    # Read back through SweepSpec: a setting added since the run began takes its default.
-    saved = as_saved(spec_from_saved(saved_suite(run_dir)))
+    saved = with_defaults(saved_suite(run_dir))
     here = as_saved(spec)
     # A setting added since the run was made (threads, say) had its default there.
     defaults = as_saved(SweepSpec(name=spec.name, models=spec.models))
