@@ -4,6 +4,7 @@ profiler breakdown of a tiny real step, the bandwidth calibration and RAPL packa
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,15 @@ def test_rapl_is_null_with_a_reason_where_the_machine_has_none(tmp_path: Path) -
     with rapl.PackageEnergy(missing) as energy:
         pass
     assert energy.joules is None
+
+
+def test_kineto_notices_stay_off_the_terminal_and_other_lines_stay_on(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from gpubench.probes.profile import _without_kineto_notices
+
+    with _without_kineto_notices():
+        os.write(2, b"USDT:2026-11-22 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+        os.write(2, b"a real warning\n")
+    profile_steps(lambda: torch.ones(8).sum(), torch.device("cpu"), 1)
+    assert capfd.readouterr().err == "a real warning\n"

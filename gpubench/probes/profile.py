@@ -14,9 +14,13 @@ launch/host-bound (science.bottleneck).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -131,7 +135,7 @@ def profile_steps(step: Callable[[], object], device: torch.device, steps: int) 
         warmup = 1
         plan = schedule(wait=0, warmup=warmup, active=steps, repeat=1)
     synchronize(device)
-    with profile(activities=activities, schedule=plan) as prof:
+    with _without_kineto_notices(), profile(activities=activities, schedule=plan) as prof:
         for _ in range(warmup):
             step()
             prof.step()
@@ -143,6 +147,28 @@ def profile_steps(step: Callable[[], object], device: torch.device, steps: int) 
         wall = time.perf_counter() - t0
         prof.step()
     return attribute(list(prof.events()), device.type, steps, wall)
+
+
+@contextlib.contextmanager
+def _without_kineto_notices() -> Iterator[None]:
+    """Keep Kineto's "USDT: ... profiler_start/profiler_stop" lines (written to file
+    descriptor 2 by torch 2.13's C++ at every start and stop, with no setting that silences
+    them) off the user's terminal: stderr is held in a file over the block and every other
+    line is written back, in order, when it ends."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [line for line in held.read().splitlines(True) if not line.startswith(b"USDT:")]
+            if kept:
+                os.write(2, b"".join(kept))
 
 
 def attribute(events: list[FunctionEvent], kind: str, steps: int, wall_s: float) -> StepProfile:

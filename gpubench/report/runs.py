@@ -140,6 +140,7 @@ def combine(runs: Sequence[Run]) -> pd.DataFrame:
             frame[col] = pd.to_numeric(frame[col], errors="coerce")
     for col in ("model", "model_size", "device", "precision", "optimizer", "status", "data"):
         frame[col] = frame[col].astype(str)
+    frame = frame.copy()  # one block per dtype again: the conversions above fragmented it
     # The same device name in two runs (two CPUs, two H100s) needs the run to tell lines apart.
     per_device = frame.groupby("device_name")["run"].nunique()
     shared = set(per_device[per_device > 1].index)

@@ -142,7 +142,8 @@ def find(
         return p
 
     try:
-        short = Budget.fixed(probe_steps, warmup_steps=1)
+        # a probe asks only whether the batch fits: no profile of where its time goes
+        short = dataclasses.replace(Budget.fixed(probe_steps, warmup_steps=1), profile_steps=0)
         result.limit_bytes = max_memory if max_memory is not None else _device_bytes(point)
         result.largest = _search(probe, start, ceiling, short, result, exact)
         if confirm_budget is not None and result.stopped is None:

@@ -113,8 +113,9 @@ def load_results(run_dir: str | Path) -> pd.DataFrame:
     """A run folder's rows as a DataFrame with the schema's columns first."""
     rows = [upgraded(r) for r in read_rows(run_dir)]
     frame = pd.DataFrame(rows).rename(columns=RENAMED)
-    for col in COLUMNS:
-        if col not in frame:
-            frame[col] = None
+    # The schema's missing columns are added at once: one at a time fragments the frame (and
+    # pandas warns about it on every report).
+    missing = [c for c in COLUMNS if c not in frame]
+    frame = pd.concat([frame, pd.DataFrame(None, index=frame.index, columns=missing)], axis=1)
     extra = [c for c in frame.columns if c not in COLUMNS]
     return frame[COLUMNS + extra]
