@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from gpubench.cli import values
 from gpubench.config import spec as S
 from gpubench.config.checks import (
     check_batch_size,
@@ -16,7 +16,6 @@ from gpubench.config.checks import (
     check_model,
     check_nproc,
     check_seed,
-    check_threads,
 )
 from gpubench.config.errors import ConfigError
 from gpubench.config.suite import load_suite
@@ -43,96 +42,6 @@ class _Parser(argparse.ArgumentParser):
         return super()._get_values(action, arg_strings)
 
 
-def _arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """argparse turns a ValueError into 'invalid value'; keep our message instead."""
-
-    def wrapped(text: str) -> Any:
-        try:
-            return parse(text)
-        except ConfigError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-
-    wrapped.__name__ = getattr(parse, "__name__", "value")
-    return wrapped
-
-
-def _csv(check: Callable[[str], Any]) -> Callable[[str], tuple[Any, ...]]:
-    def parse(text: str) -> tuple[Any, ...]:
-        items = tuple(check(part.strip()) for part in text.split(",") if part.strip())
-        if not items:
-            raise ConfigError(f"empty list {text!r}; give comma-separated values")
-        return items
-
-    return _arg(parse)
-
-
-def _choice(allowed: tuple[str, ...], what: str) -> Callable[[str], str]:
-    def check(value: str) -> str:
-        if value not in allowed:
-            raise ConfigError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
-        return value
-
-    return _arg(check)
-
-
-def _bool(what: str) -> Callable[[str], bool]:
-    def check(value: str) -> bool:
-        if value.lower() not in ("true", "false"):
-            raise ConfigError(f"invalid {what} {value!r}; allowed: true, false")
-        return value.lower() == "true"
-
-    return _arg(check)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConfigError(
-            f"invalid number {text!r}; allowed: a whole number of 1 or more"
-        ) from None
-    if value < 1:
-        raise ConfigError(f"invalid number {value!r}; allowed: a whole number of 1 or more")
-    return value
-
-
-def _shard(text: str) -> tuple[int, int]:
-    from gpubench.run.shard import parse_shard
-
-    return parse_shard(text)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise ConfigError(f"invalid number of seconds {text!r}; allowed: a number above 0")
-    return value
-
-
-def _percent(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value < float("inf"):
-        raise ConfigError(f"invalid percentage {text!r}; allowed: a number of 0 or more")
-    return value
-
-
-def _thread_count(text: str) -> int | None:
-    return check_threads(_int_value(text))
-
-
-def _int_value(text: str) -> object:
-    try:
-        return int(text)
-    except ValueError:
-        return text
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpubench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -147,94 +56,94 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument(
         "--models",
-        type=_csv(check_model),
+        type=values.csv(check_model),
         help=f"comma-separated: {', '.join(MODEL_NAMES)}, or package.module:function "
         "returning a Workload",
     )
     sweep.add_argument(
-        "--size", type=_choice(S.SIZES, "size"), help=f"the size preset: {', '.join(S.SIZES)}"
+        "--size", type=values.choice(S.SIZES, "size"), help=f"the size preset: {', '.join(S.SIZES)}"
     )
     sweep.add_argument(
         "--devices",
-        type=_csv(check_device),
+        type=values.csv(check_device),
         help="comma-separated: auto (the CPU, plus CUDA where present), cpu, cuda, cuda:N",
     )
     sweep.add_argument(
         "--batch-sizes",
-        type=_auto_or(_csv(lambda t: check_batch_size(_int_value(t)))),
+        type=values.auto_or(values.csv(lambda t: check_batch_size(values.int_value(t)))),
         help='comma-separated, or "auto": powers of two up to the largest that fits',
     )
     sweep.add_argument(
         "--precisions",
-        type=_csv(_choice(S.PRECISIONS, "precision")),
+        type=values.csv(values.choice(S.PRECISIONS, "precision")),
         help=f"comma-separated: {', '.join(S.PRECISIONS)}",
     )
     sweep.add_argument(
         "--optimizers",
-        type=_csv(_choice(S.OPTIMIZERS, "optimizer")),
+        type=values.csv(values.choice(S.OPTIMIZERS, "optimizer")),
         help=f"comma-separated: {', '.join(S.OPTIMIZERS)}",
     )
     sweep.add_argument(
         "--seeds",
-        type=_csv(lambda t: check_seed(_int_value(t))),
+        type=values.csv(lambda t: check_seed(values.int_value(t))),
         help="comma-separated whole numbers of 0 or more",
     )
     sweep.add_argument(
         "--data",
-        type=_choice(S.DATA_MODES, "data mode"),
+        type=values.choice(S.DATA_MODES, "data mode"),
         help="device (batches made once on the device) or host (copied from pinned host "
         "memory every step; CUDA)",
     )
     sweep.add_argument(
         "--compile",
-        type=_csv(_choice(S.COMPILE_MODES, "compile mode")),
+        type=values.csv(values.choice(S.COMPILE_MODES, "compile mode")),
         help="eager, compile (torch.compile), or both: eager,compile",
     )
     sweep.add_argument(
         "--channels-last",
-        type=_csv(_bool("channels_last")),
+        type=values.csv(values.flag("channels_last")),
         help="false, true, or both (convolutional models only)",
     )
     sweep.add_argument(
         "--cuda-graph",
-        type=_csv(_bool("cuda_graph")),
+        type=values.csv(values.flag("cuda_graph")),
         help="false, true, or both: capture the whole step in a CUDA graph",
     )
     sweep.add_argument(
         "--cudnn-benchmark",
-        type=_csv(_bool("cudnn_benchmark")),
+        type=values.csv(values.flag("cudnn_benchmark")),
         help="false, true, or both: let cuDNN autotune convolutions (torch.backends.cudnn."
         "benchmark; CUDA and convolutional models only)",
     )
     sweep.add_argument(
         "--threads",
-        type=_csv(_thread_count),
+        type=values.csv(values.thread_count),
         help="torch's intra-op threads per point: whole numbers of 1 or more, or auto "
         "(what torch picks); e.g. 1,2",
     )
     sweep.add_argument(
         "--parallel",
-        type=_csv(_choice(S.PARALLEL_MODES, "parallel mode")),
+        type=values.csv(values.choice(S.PARALLEL_MODES, "parallel mode")),
         help="none, ddp, fsdp, or several: none,ddp (torch.distributed, one node)",
     )
     sweep.add_argument(
         "--nproc",
-        type=_csv(lambda t: check_nproc(_int_value(t))),
+        type=values.csv(lambda t: check_nproc(values.int_value(t))),
         help="processes per node of the ddp and fsdp points, e.g. 1,2",
     )
     sweep.add_argument(
         "--scaling",
-        type=_csv(_choice(S.SCALING_MODES, "scaling")),
+        type=values.csv(values.choice(S.SCALING_MODES, "scaling")),
         help="weak (batch per process), strong (global batch split), or both",
     )
     sweep.add_argument(
         "--steps",
-        type=_arg(_positive_int),
+        type=values.arg(values.positive_int),
         help="measure exactly this many steps per point (no adaptive stopping)",
     )
     sweep.add_argument(
         "--max-time",
-        type=_arg(_positive_float),
+        type=values.arg(values.positive_float),
         help="time budget in seconds for measuring one point",
     )
     sweep.add_argument("--out", type=Path, help="run folder (default: results/<timestamp>)")
@@ -268,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument(
         "--shard",
-        type=_arg(_shard),
+        type=values.arg(values.shard),
         metavar="I/N",
         help="run only the I-th of N shares of the points (balanced by their budgets), e.g. 1/2",
     )
@@ -296,12 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("new", type=Path, help="the run folder to check")
     compare.add_argument(
         "--threshold",
-        type=_arg(_percent),
+        type=values.arg(values.percent),
         default=5.0,
         help="smallest slowdown of the median step time, in percent, that counts (default 5)",
     )
     compare.add_argument(
-        "--format", type=_choice(("text", "markdown", "json"), "format"), default="text"
+        "--format", type=values.choice(("text", "markdown", "json"), "format"), default="text"
     )
 
     explain = sub.add_parser(
@@ -314,27 +223,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _auto_or(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    def wrapped(text: str) -> Any:
-        return S.AUTO if text.strip() == S.AUTO else parse(text)
-
-    wrapped.__name__ = "batch sizes"
-    return wrapped
-
-
 def _add_isolation_flags(parser: argparse.ArgumentParser) -> None:
     from gpubench.run.memory_cap import parse_size
     from gpubench.run.sweep import DEFAULT_POINT_TIMEOUT_S
 
     parser.add_argument(
         "--max-memory",
-        type=_arg(parse_size),
+        type=values.arg(parse_size),
         metavar="SIZE",
         help="cap each point's memory, e.g. 512M or 2G (CPU: the worker's whole address space)",
     )
     parser.add_argument(
         "--point-timeout",
-        type=_arg(_positive_float),
+        type=values.arg(values.positive_float),
         default=DEFAULT_POINT_TIMEOUT_S,
         metavar="SECONDS",
         help=f"record a point as timeout after this long (default {DEFAULT_POINT_TIMEOUT_S:g})",
@@ -345,21 +246,28 @@ def _add_max_batch_parser(sub: Any) -> None:
     from gpubench.run.maxbatch import CEILING, PROBE_STEPS
 
     mb = sub.add_parser("max-batch", help="find the largest batch size that fits in memory")
-    mb.add_argument("--model", required=True, type=_arg(check_model))
-    mb.add_argument("--size", type=_choice(S.SIZES, "size"), default="small")
-    mb.add_argument("--device", type=_arg(check_device), default="auto")
-    mb.add_argument("--precision", type=_choice(S.PRECISIONS, "precision"), default=S.PRECISIONS[0])
-    mb.add_argument("--optimizer", type=_choice(S.OPTIMIZERS, "optimizer"), default="adamw")
-    mb.add_argument("--data", type=_choice(S.DATA_MODES, "data mode"), default="device")
-    mb.add_argument("--seed", type=_arg(lambda t: check_seed(_int_value(t))), default=0)
-    _add_isolation_flags(mb)
-    mb.add_argument("--start", type=_arg(_positive_int), default=1, help="first batch size")
+    mb.add_argument("--model", required=True, type=values.arg(check_model))
+    mb.add_argument("--size", type=values.choice(S.SIZES, "size"), default="small")
+    mb.add_argument("--device", type=values.arg(check_device), default="auto")
     mb.add_argument(
-        "--ceiling", type=_arg(_positive_int), default=CEILING, help="largest batch size to try"
+        "--precision", type=values.choice(S.PRECISIONS, "precision"), default=S.PRECISIONS[0]
+    )
+    mb.add_argument("--optimizer", type=values.choice(S.OPTIMIZERS, "optimizer"), default="adamw")
+    mb.add_argument("--data", type=values.choice(S.DATA_MODES, "data mode"), default="device")
+    mb.add_argument("--seed", type=values.arg(lambda t: check_seed(values.int_value(t))), default=0)
+    _add_isolation_flags(mb)
+    mb.add_argument(
+        "--start", type=values.arg(values.positive_int), default=1, help="first batch size"
+    )
+    mb.add_argument(
+        "--ceiling",
+        type=values.arg(values.positive_int),
+        default=CEILING,
+        help="largest batch size to try",
     )
     mb.add_argument(
         "--probe-steps",
-        type=_arg(_positive_int),
+        type=values.arg(values.positive_int),
         default=PROBE_STEPS,
         help="training steps per probe, after one warm-up step",
     )
@@ -374,8 +282,12 @@ def _add_max_batch_parser(sub: Any) -> None:
         action="store_true",
         help="also time the powers of two up to the answer, to find the throughput-optimal one",
     )
-    mb.add_argument("--steps", type=_arg(_positive_int), help="steps of the full measurements")
-    mb.add_argument("--max-time", type=_arg(_positive_float), help="seconds per full measurement")
+    mb.add_argument(
+        "--steps", type=values.arg(values.positive_int), help="steps of the full measurements"
+    )
+    mb.add_argument(
+        "--max-time", type=values.arg(values.positive_float), help="seconds per full measurement"
+    )
     mb.add_argument("--json", action="store_true", help="print the result as JSON")
 
 

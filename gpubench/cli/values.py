@@ -1,0 +1,111 @@
+"""How the command line's values are read: each parser turns one flag's text into a checked
+value, or raises ConfigError naming the text and what is allowed (argparse shows it in one
+line)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from gpubench.config import spec as S
+from gpubench.config.checks import check_threads
+from gpubench.config.errors import ConfigError
+
+
+def arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """argparse turns a ValueError into 'invalid value'; keep our message instead."""
+
+    def wrapped(text: str) -> Any:
+        try:
+            return parse(text)
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    wrapped.__name__ = getattr(parse, "__name__", "value")
+    return wrapped
+
+
+def csv(check: Callable[[str], Any]) -> Callable[[str], tuple[Any, ...]]:
+    def parse(text: str) -> tuple[Any, ...]:
+        items = tuple(check(part.strip()) for part in text.split(",") if part.strip())
+        if not items:
+            raise ConfigError(f"empty list {text!r}; give comma-separated values")
+        return items
+
+    return arg(parse)
+
+
+def choice(allowed: tuple[str, ...], what: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise ConfigError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
+        return value
+
+    return arg(check)
+
+
+def flag(what: str) -> Callable[[str], bool]:
+    def check(value: str) -> bool:
+        if value.lower() not in ("true", "false"):
+            raise ConfigError(f"invalid {what} {value!r}; allowed: true, false")
+        return value.lower() == "true"
+
+    return arg(check)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(
+            f"invalid number {text!r}; allowed: a whole number of 1 or more"
+        ) from None
+    if value < 1:
+        raise ConfigError(f"invalid number {value!r}; allowed: a whole number of 1 or more")
+    return value
+
+
+def shard(text: str) -> tuple[int, int]:
+    from gpubench.run.shard import parse_shard
+
+    return parse_shard(text)
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"invalid number of seconds {text!r}; allowed: a number above 0")
+    return value
+
+
+def percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise ConfigError(f"invalid percentage {text!r}; allowed: a number of 0 or more")
+    return value
+
+
+def thread_count(text: str) -> int | None:
+    return check_threads(int_value(text))
+
+
+def int_value(text: str) -> object:
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def auto_or(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def wrapped(text: str) -> Any:
+        return S.AUTO if text.strip() == S.AUTO else parse(text)
+
+    wrapped.__name__ = "batch sizes"
+    return wrapped
