@@ -24,7 +24,7 @@ from gpubench.harness.timing import min_samples_for_ci
 from gpubench.probes import load
 from gpubench.run import maxbatch
 from gpubench.run.memory_cap import format_size
-from gpubench.science.verdict import ModelVerdict
+from gpubench.science.verdict import ModelVerdict, speed_options
 
 # Markup off: everything printed comes from results, suites, paths or exceptions, where "[...]"
 # is text (an allocator's message, a suite named "a[/]b"), never a style to parse.
@@ -207,21 +207,12 @@ def _short(row: dict[str, Any]) -> str:
 
 
 def _options(row: dict[str, Any]) -> str:
-    """The speed options that differ from the defaults, e.g. 'compile, graph'."""
-    opts = []
-    if row.get("compile") == "compile":
-        opts.append("compile")
-    if row.get("channels_last") is True:
-        opts.append("channels_last")
-    if row.get("cuda_graph") is True:
-        opts.append("graph")
-    if row.get("data") == "host":
-        opts.append("host data")
+    """The settings beyond the defaults, e.g. 'compiled, CUDA graph, threads=1': the speed
+    options as the report and the verdict name them, then threads and the parallel layout."""
+    opts = speed_options(row)
     if pd.notna(row.get("threads")):
         opts.append(f"threads={int(row['threads'])}")
-    if (
-        pd.notna(row.get("parallel")) and row.get("parallel") != "none"
-    ):  # issue 17: e.g. "ddp x2 weak"
+    if pd.notna(row.get("parallel")) and row.get("parallel") != "none":  # e.g. "ddp x2 weak"
         opts.append(f"{row['parallel']} x{row.get('nproc')} {row.get('scaling')}")
     return ", ".join(opts)
 
