@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Callable
 
-from gpubench.probes.nvml import Reading
+from gpubench.probes.nvml_readings import Reading
 
 
 def stepped_counter(power_w: float, update_s: float) -> Callable[[], Reading]:

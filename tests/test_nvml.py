@@ -7,8 +7,9 @@ import warnings
 
 import pytest
 
-from gpubench.probes import nvml
-from gpubench.probes.nvml import Reading, Sampler, summarise
+from gpubench.probes import nvml, nvml_readings
+from gpubench.probes.nvml import Sampler
+from gpubench.probes.nvml_readings import Reading, summarise
 
 
 def _readings(energy: list[float | None], power: list[float | None]) -> list[Reading]:
@@ -56,9 +57,9 @@ def test_a_counter_that_did_not_move_is_not_a_zero_energy() -> None:
 
 
 def test_throttle_reason_names() -> None:
-    assert nvml.throttle_names(0) == "none"
-    assert nvml.throttle_names(0x4 | 0x40) == "sw_power_cap,hw_thermal_slowdown"
-    assert nvml.throttle_names(0x10000) == "0x10000"
+    assert nvml_readings.throttle_names(0) == "none"
+    assert nvml_readings.throttle_names(0x4 | 0x40) == "sw_power_cap,hw_thermal_slowdown"
+    assert nvml_readings.throttle_names(0x10000) == "0x10000"
 
 
 def test_sampler_reads_on_entry_on_its_thread_and_on_exit() -> None:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gpubench.probes.nvml import summarise
+from gpubench.probes.nvml_readings import summarise
 from gpubench.probes.sampler_process import ProcessSampler
 
 

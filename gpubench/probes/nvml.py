@@ -1,6 +1,7 @@
 """NVML: device and process memory, power, energy, utilisation, clocks, temperature and throttle
 reasons, sampled by a background thread over a measured window (the thread runs in a process of
-its own, probes.sampler_process, so that it cannot slow the measured step).
+its own, probes.sampler_process, so that it cannot slow the measured step). What a reading
+holds and how a window's readings are summarised lives in nvml_readings.py.
 
 This is the only module that imports pynvml (nvidia-ml-py). Where NVML is missing (the package,
 the driver, or the permission), `unavailable_reason()` says why and every NVML field stays None;
@@ -10,149 +11,22 @@ without a GPU.
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from gpubench.probes import energy
+from gpubench.probes.nvml_readings import Reading, Summary, summarise
 
-# NVML's clock-event (throttle) reason bits (nvml.h, nvmlClocksEventReason*).
-THROTTLE_REASONS = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
-
-DEFAULT_INTERVAL_S = 0.01  # 100 Hz; a reading takes well under a millisecond, so >= 50 Hz holds
+# 100 Hz; an H100 reading takes about 4 ms, which the sampler process absorbs
+DEFAULT_INTERVAL_S = 0.01
 
 
 class NvmlWarning(UserWarning):
     """NVML is missing: the GPU memory, power and energy fields of the rows are null."""
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One sample of a device. `t_s` is time.perf_counter(); None where NVML cannot tell."""
-
-    t_s: float
-    used_bytes: int | None = None  # device-wide used memory
-    process_used_bytes: int | None = None  # this process's memory on the device
-    power_w: float | None = None
-    energy_j: float | None = None  # the total-energy counter (joules since the driver loaded)
-    util_pct: float | None = None
-    sm_clock_mhz: float | None = None
-    temperature_c: float | None = None
-    throttle_reasons: int | None = None  # bitmask of THROTTLE_REASONS
-
-
-@dataclass(frozen=True)
-class Summary:
-    """What a window's readings add up to. Energy comes from the counter (`energy_method` =
-    "counter", by probes.energy's rule, with its error bound `energy_error_rel`, or None with
-    the reason in `energy_note` where that bound is above 2%) or, where the device has no
-    counter, from the trapezoidal integral of sampled power ("power_integral"); None when
-    neither is there."""
-
-    samples: int
-    duration_s: float
-    sample_hz: float | None
-    peak_used_bytes: int | None
-    peak_process_used_bytes: int | None
-    energy_j: float | None
-    energy_method: str | None
-    avg_power_w: float | None
-    util_pct: float | None
-    sm_clock_mhz: float | None
-    temperature_c: float | None  # the highest seen
-    throttle_reasons: str | None  # names seen during the window, "none" when none
-    energy_error_rel: float | None = None
-    energy_note: str | None = None
-    energy_counter_resolution_s: float | None = None
-
-
-def summarise(readings: list[Reading]) -> Summary:
-    """Summarise readings taken in time order (the first at the window's start, the last at
-    its end)."""
-    if not readings:
-        raise ValueError("no NVML readings to summarise")
-    t = [r.t_s for r in readings]
-    duration = t[-1] - t[0]
-    gaps = len(readings) - 1
-    power = [(r.t_s, r.power_w) for r in readings if r.power_w is not None]
-    power_integral = (
-        sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in itertools.pairwise(power))
-        if len(power) >= 2
-        else None
-    )
-    power_span = power[-1][0] - power[0][0] if len(power) >= 2 else 0.0
-    counted = [(r.t_s, r.energy_j) for r in readings if r.energy_j is not None]
-    counter = None
-    if len(counted) == len(readings) and len(readings) >= 2:
-        counter = energy.from_counter([c[0] for c in counted], [c[1] for c in counted])
-        method = "counter" if counter.energy_j is not None else None
-        joules = counter.energy_j
-    elif power_integral is not None and power_span > 0:
-        joules, method = power_integral, "power_integral"
-    else:
-        joules, method = None, None
-    masks = [r.throttle_reasons for r in readings if r.throttle_reasons is not None]
-    return Summary(
-        samples=len(readings),
-        duration_s=duration,
-        sample_hz=gaps / duration if duration > 0 and gaps > 0 else None,
-        peak_used_bytes=_max([r.used_bytes for r in readings]),
-        peak_process_used_bytes=_max([r.process_used_bytes for r in readings]),
-        energy_j=joules,
-        energy_method=method,
-        avg_power_w=power_integral / power_span
-        if power_integral is not None and power_span > 0
-        else None,
-        util_pct=_mean([r.util_pct for r in readings]),
-        sm_clock_mhz=_mean([r.sm_clock_mhz for r in readings]),
-        temperature_c=_max([r.temperature_c for r in readings]),
-        throttle_reasons=throttle_names(_or(masks)) if masks else None,
-        energy_error_rel=None if counter is None else counter.error_rel,
-        energy_note=None if counter is None else counter.note,
-        energy_counter_resolution_s=None if counter is None else counter.resolution_s,
-    )
-
-
-def throttle_names(mask: int) -> str:
-    """Comma-separated names of the reasons in `mask`; "none" for 0."""
-    names = [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
-    unknown = mask & ~sum(THROTTLE_REASONS)
-    if unknown:
-        names.append(f"0x{unknown:x}")
-    return ",".join(names) if names else "none"
-
-
-def _max(values: list[Any]) -> Any:
-    present = [v for v in values if v is not None]
-    return max(present) if present else None
-
-
-def _mean(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
-
-
-def _or(masks: list[int]) -> int:
-    out = 0
-    for m in masks:
-        out |= m
-    return out
 
 
 class Sampler:
