@@ -22,7 +22,8 @@ def unsupported_reason(mode: str, device: torch.device) -> str | None:
 
 
 class Batches:
-    """An endless supply of `(inputs, targets)` on `device`."""
+    """An endless supply of `(inputs, targets)` on `device`. `held_bytes`: the bytes of the
+    distinct batches it holds (on the host in `host` mode)."""
 
     def __init__(
         self,
@@ -42,6 +43,7 @@ class Batches:
             made = [(x.contiguous(memory_format=torch.channels_last), y) for x, y in made]
         if mode == "host":
             made = [(x.pin_memory(), y.pin_memory()) for x, y in made]
+        self.held_bytes = sum(t.untyped_storage().nbytes() for batch in made for t in batch)
         self._cycle = itertools.cycle(made)
 
     def next(self) -> tuple[Tensor, Tensor]:

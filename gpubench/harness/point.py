@@ -167,6 +167,7 @@ def measure_workload(
         memory_gradients_bytes=state.gradients_bytes,
         memory_optimizer_bytes=state.optimizer_bytes,
         memory_activations_bytes=saved.bytes,
+        memory_inputs_bytes=prepared.batches.held_bytes,
         memory_remainder_bytes=state.remainder_bytes(torch_peaks.allocated_bytes),
         **_nvml_values(sampler, m, point.batch_size),
         **_why_values(profiled, moved, flop_count, m, device),

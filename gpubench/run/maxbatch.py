@@ -2,13 +2,9 @@
 fresh worker process.
 
 The probes measure peak memory (on the CPU the worker's peak address space, which
---max-memory caps; on CUDA the caching allocator's peak reserved bytes), and memory grows
-linearly with the batch: fixed (weights, gradients, optimizer state, the runtime) plus a cost
-per sample (activations). The search fits that line from its first small probes (growing the
-batch 32-fold until the growth is measurable), jumps to just under the batch the line predicts
-at the limit, then brackets the boundary from there and narrows it to a resolution: a multiple
-of 8 or 2% of the answer, whichever is coarser (`exact`: one sample). Where memory is not
-measured, or the limit unknown, it doubles and bisects instead.
+--max-memory caps; on CUDA the caching allocator's peak reserved bytes), and where the next
+probe goes is decided from them by `batch_search` (a line fitted on what they measured, the
+first jump from the cost of a sample the first probe estimates).
 
 A probe that fits in a few steps can still run out of memory over a full measurement (the
 allocator fragments; a known fault of batch-size finders that stop at a short probe), so the
@@ -27,35 +23,13 @@ from typing import Any
 
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point
-from gpubench.run import memory_cap
+from gpubench.run import batch_search, memory_cap
+from gpubench.run.batch_search import Probe, resolution
 from gpubench.run.worker import WorkerRunner
 
 # A probe: one warm-up step, then this many measured steps (optimizer state exists after step 1).
 PROBE_STEPS = 3
 CEILING = 2**16
-_FITS = ("ok", "diverged")  # a diverged loss still ran every step in memory
-GROW = 32  # the batch's growth between fitting probes while memory has not grown measurably
-UNDER = 0.03  # the jump lands this fraction of the predicted headroom under the limit
-RESOLUTION_SAMPLES = 8  # the answer's resolution: this many samples or 2%, whichever is coarser
-RESOLUTION_FRACTION = 0.02
-
-
-@dataclass(frozen=True)
-class Probe:
-    """One tried batch size: how it ended (a row status), why, and its wall time in seconds."""
-
-    batch_size: int
-    status: str
-    error: str | None
-    seconds: float
-    phase: str  # "fit", "jump", "search", "confirm" or "time"
-    step_time_s: float | None = None
-    samples_per_s: float | None = None
-    memory_bytes: int | None = None  # the peak that --max-memory limits (None: not measured)
-
-    @property
-    def fits(self) -> bool:
-        return self.status in _FITS
 
 
 @dataclass
@@ -131,6 +105,7 @@ def find(
             row["step_time_s"],
             row["samples_per_s"],
             _memory(row, point.device),
+            _sample_bytes(row, batch),
         )
         result.probes.append(p)
         if on_probe is not None:
@@ -145,7 +120,16 @@ def find(
         # a probe asks only whether the batch fits: no profile of where its time goes
         short = dataclasses.replace(Budget.fixed(probe_steps, warmup_steps=1), profile_steps=0)
         result.limit_bytes = max_memory if max_memory is not None else _device_bytes(point)
-        result.largest = _search(probe, start, ceiling, short, result, exact)
+        probes = batch_search.search(
+            lambda batch, phase: probe(batch, phase, short),
+            start,
+            ceiling,
+            result.limit_bytes,
+            exact,
+        )
+        result.largest = batch_search.largest_fitted(probes)
+        result.ceiling_reached = result.largest >= ceiling
+        result.resolution = resolution(result.largest, exact)
         if confirm_budget is not None and result.stopped is None:
             _confirm(probe, confirm_budget, result)
         if time_budget is not None and result.largest > 0:
@@ -153,107 +137,6 @@ def find(
     finally:
         fresh.close()
     return result
-
-
-def _search(
-    probe: Callable[[int, str, Budget], Probe],
-    start: int,
-    ceiling: int,
-    budget: Budget,
-    result: MaxBatch,
-    exact: bool,
-) -> int:
-    """The largest batch that fitted a probe, once the smallest that did not is within the
-    resolution of it (or the ceiling fitted, or a probe failed otherwise)."""
-    lo, hi, batch, phase = 0, None, start, "fit"
-    while True:
-        p = probe(batch, phase, budget)
-        if result.stopped is not None:
-            return lo
-        if p.fits:
-            lo = max(lo, batch)
-            if lo >= ceiling:
-                result.ceiling_reached = True
-                return lo
-        else:
-            hi = batch if hi is None else min(hi, batch)
-        result.resolution = resolution(lo, exact)
-        if hi is not None and hi - lo <= result.resolution:
-            return lo
-        batch, phase = _next(result, lo, hi, ceiling, exact)
-
-
-def resolution(largest: int, exact: bool) -> int:
-    """Samples the answer may be short of the largest batch that fits."""
-    if exact:
-        return 1
-    return max(RESOLUTION_SAMPLES, int(RESOLUTION_FRACTION * largest))
-
-
-def _next(result: MaxBatch, lo: int, hi: int | None, ceiling: int, exact: bool) -> tuple[int, str]:
-    """The next batch to probe, and its phase, from what the probes so far say."""
-    line = memory_line(result.probes)
-    limit = result.limit_bytes
-    r = resolution(lo, exact)
-    at_limit = None if line is None or limit is None else line.batch_at(limit)
-    if hi is None:
-        if line is None or limit is None or at_limit is None or not line.measurable(limit):
-            grow = GROW if line is not None or _measured(result.probes) else 2
-            return min(max(lo * grow, lo + 1), ceiling), "fit"
-        under = int(line.batch_at(limit - UNDER * (limit - line.fixed)))
-        if not any(p.phase == "jump" for p in result.probes) and under > lo + r:
-            # the line comes from small batches: jump to just under the limit it predicts
-            return min(_rounded(under, lo, exact), ceiling), "jump"
-        # the line now runs through a batch near the limit: probe at the limit it predicts, or
-        # just past the resolution to close the bracket
-        return min(max(lo + r + 1, _rounded(int(at_limit), lo, exact)), ceiling), "search"
-    if at_limit is not None and lo + r < at_limit < hi - r:
-        return _rounded(int(at_limit), lo, exact), "search"
-    # the line says the boundary is outside the bracket (it was fitted on batches too small to
-    # show the per-sample cost): bisect, and refit on the batches that fit
-    return _rounded((lo + hi) // 2, lo, exact), "search"
-
-
-def _rounded(batch: int, lo: int, exact: bool) -> int:
-    """`batch` down to a multiple of 8 where that stays above `lo` (people train at those)."""
-    down = batch - batch % RESOLUTION_SAMPLES
-    return down if not exact and down > lo else batch
-
-
-def _measured(probes: list[Probe]) -> bool:
-    return any(p.memory_bytes is not None for p in probes if p.fits)
-
-
-@dataclass(frozen=True)
-class MemoryLine:
-    """Peak memory (bytes) = fixed + per_sample x batch, through two probes that fitted."""
-
-    fixed: float
-    per_sample: float
-    growth: float  # bytes between the two probes it was fitted through
-
-    def batch_at(self, memory: float) -> float:
-        return (memory - self.fixed) / self.per_sample
-
-    def measurable(self, limit: int) -> bool:
-        """Whether the growth it was fitted on is large enough to extrapolate: at least 1% of
-        the headroom and 2 MiB (allocator and page rounding are smaller than that)."""
-        return self.growth >= max(2 * 2**20, 0.01 * (limit - self.fixed))
-
-
-def memory_line(probes: list[Probe]) -> MemoryLine | None:
-    """The line through the two largest fitted probes with measured memory (those nearest the
-    limit), or None where there are not two or memory did not grow between them."""
-    fitted = sorted(
-        {p.batch_size: p.memory_bytes for p in probes if p.fits and p.memory_bytes}.items()
-    )
-    if len(fitted) < 2:
-        return None
-    (b1, m1), (b2, m2) = fitted[-2:]
-    if m2 <= m1:
-        return None
-    slope = (m2 - m1) / (b2 - b1)
-    return MemoryLine(m2 - slope * b2, slope, m2 - m1)
 
 
 def _memory(row: dict[str, Any], device: str) -> int | None:
@@ -265,6 +148,15 @@ def _memory(row: dict[str, Any], device: str) -> int | None:
     )
     value = row.get(key)
     return int(value) if value is not None else None
+
+
+def _sample_bytes(row: dict[str, Any], batch: int) -> float | None:
+    """What one sample is estimated to cost: the activations it saved for backward and its
+    share of the batches the point holds (None where the probe measured neither)."""
+    saved, held = row.get("memory_activations_bytes"), row.get("memory_inputs_bytes")
+    if not saved and not held:
+        return None
+    return ((saved or 0) + (held or 0)) / batch
 
 
 def _device_bytes(point: Point) -> int | None:

@@ -82,6 +82,7 @@ COLUMNS = [
     "memory_optimizer_bytes",
     "memory_activations_bytes",
     "memory_remainder_bytes",
+    "memory_inputs_bytes",
     "nvml_process_peak_used_bytes",
     "samples_per_j",
     "energy_method",
