@@ -166,3 +166,42 @@ def test_console_script_finds_a_module_in_the_current_folder(tmp_path: Path) -> 
         failed = sweep(bad, "bad")
         assert failed.returncode == 2 and says in failed.stderr
         assert len(failed.stderr.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
+
+
+def test_max_batch_takes_model_options(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("transformers")
+    argv = ["max-batch", "--model", "hf:gpt2", "--device", "cpu", "--max-memory", "8G"]
+    options = ["n_layer=1", "n_embd=32", "n_head=2", "vocab_size=128", "seq_len=16"]
+    argv += [f"--option={o}" for o in options] + ["--ceiling", "4", "--steps", "2", "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert json.loads(result["model_options"]) == {
+        "n_layer": 1,
+        "n_embd": 32,
+        "n_head": 2,
+        "vocab_size": 128,
+        "seq_len": 16,
+    }
+    assert result["largest_batch"] == 4 and result["ceiling_reached"]
+    # the probes estimated a sample from the tokens' activations (seq_len 16)
+    assert all(p["sample_bytes"] > 0 for p in result["probes"] if p["status"] == "ok")
+    bad = ["max-batch", "--model", "hf:gpt2", "--device", "cpu", "--option", "n_layers=1"]
+    assert main(bad) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert "no option 'n_layers'; allowed: " in err and "n_layer" in err
+    assert main([*bad[:-1], "n_layer"]) == 2
+    assert "invalid model option 'n_layer'; allowed: KEY=VALUE" in capsys.readouterr().err
+
+
+def test_a_model_option_on_the_command_line_reads_as_in_a_suite() -> None:
+    from gpubench.cli.values import model_option
+
+    assert model_option("n_layer=2") == ("n_layer", 2)
+    assert model_option("resid_pdrop=0.0") == ("resid_pdrop", 0.0)
+    assert model_option("widths=[4, 8]") == ("widths", [4, 8])
+    assert model_option("scale_attn_weights=false") == ("scale_attn_weights", False)
+    assert model_option("activation_function=gelu_new") == ("activation_function", "gelu_new")
+    assert model_option('activation_function="relu"') == ("activation_function", "relu")
+    for bad in ("n_layer", "=2", "n layer=2", "n_layer="):
+        with pytest.raises(ConfigError, match="allowed: KEY=VALUE"):
+            model_option(bad)

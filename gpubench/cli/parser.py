@@ -18,6 +18,7 @@ from gpubench.config.checks import (
     check_seed,
 )
 from gpubench.config.errors import ConfigError
+from gpubench.config.model_options import encode
 from gpubench.config.suite import load_suite
 from gpubench.config.validate import validate
 from gpubench.models import MODEL_NAMES
@@ -255,6 +256,16 @@ def _add_max_batch_parser(sub: Any) -> None:
     mb.add_argument("--optimizer", type=values.choice(S.OPTIMIZERS, "optimizer"), default="adamw")
     mb.add_argument("--data", type=values.choice(S.DATA_MODES, "data mode"), default="device")
     mb.add_argument("--seed", type=values.arg(lambda t: check_seed(values.int_value(t))), default=0)
+    mb.add_argument(
+        "--option",
+        dest="options",
+        action="append",
+        default=[],
+        type=values.arg(values.model_option),
+        metavar="KEY=VALUE",
+        help="a model option, as in a suite's [model_options] table (repeat for more), "
+        "e.g. --option n_layer=2 --option seq_len=64",
+    )
     _add_isolation_flags(mb)
     mb.add_argument(
         "--start", type=values.arg(values.positive_int), default=1, help="first batch size"
@@ -376,4 +387,5 @@ def point_from_args(args: argparse.Namespace) -> S.Point:
         args.start,
         args.seed,
         args.data,
+        model_options=encode(dict(args.options)),
     )

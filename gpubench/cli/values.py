@@ -103,6 +103,21 @@ def int_value(text: str) -> object:
         return text
 
 
+def model_option(text: str) -> tuple[str, Any]:
+    """`KEY=VALUE`, the value read as in a suite's `[model_options]` table (2, 0.1, true,
+    "gelu", [64, 64]; a bare word is a string)."""
+    import tomllib
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip().isidentifier() or not value.strip():
+        raise ConfigError(f"invalid model option {text!r}; allowed: KEY=VALUE, e.g. n_layer=2")
+    try:
+        parsed = tomllib.loads(f"v = {value.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value.strip()
+    return key.strip(), parsed
+
+
 def auto_or(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     def wrapped(text: str) -> Any:
         return S.AUTO if text.strip() == S.AUTO else parse(text)
