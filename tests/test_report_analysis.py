@@ -76,3 +76,12 @@ def test_series_summary_reports_oom_boundary_and_predicted_largest_batch(tmp_pat
     assert gpu32["predicted_max_batch"] == pytest.approx((80 * GiB - fixed) // per_sample, abs=1)
     cpu = s.loc["cpu (Test CPU) fp32 adamw"]
     assert pd.isna(cpu["predicted_max_batch"])  # no memory measured on the CPU: no prediction
+
+
+def test_text_columns_stay_text_when_runs_are_combined() -> None:
+    published = Path(__file__).resolve().parent.parent / "results" / "20261122-cpu-quick"
+    frame = combine(load_runs([published]))
+    ok = frame[frame["status"] == "ok"]
+    assert set(ok["step_timer"]) == {"perf_counter"}
+    assert all(str(m).startswith("FlopCounterMode") for m in ok["flops_method"])
+    assert ok["samples_per_s"].dtype.kind == "f"  # numbers are still numbers

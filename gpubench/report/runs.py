@@ -12,16 +12,13 @@ import pandas as pd
 
 from gpubench.science.verdict import speed_options
 from gpubench.store.results import ResultsError, load_results
-from gpubench.store.row import COLUMNS, IDENTITY
+from gpubench.store.row import COLUMNS, IDENTITY, TEXT
 
 # Columns the report does arithmetic on; a column of nulls reads as float NaN after coercion.
 NUMERIC = [
     c
     for c in COLUMNS
-    if c not in IDENTITY
-    and c not in ("status", "error", "optimizer_impl", "noisy")
-    and c not in ("busy", "workload")  # issue 14: a flag and a name
-    and c not in ("top_category", "bottleneck", "bottleneck_evidence")  # words (issue 15)
+    if c not in IDENTITY and c not in TEXT and c not in ("noisy", "busy", "warmup_steady")  # flags
 ] + ["batch_size", "seed"]
 
 

@@ -152,6 +152,12 @@ COLUMNS = [
 # issue 16: the worker's peak virtual address space (Linux VmPeak, its lifetime's: a point's own
 # in a fresh worker, as max-batch's probes run), what --max-memory caps on the CPU
 COLUMNS += ["host_peak_address_space_bytes"]
+# Columns that hold words, not numbers (the report keeps them as text).
+TEXT = ["status", "error", "optimizer_impl", "workload", "step_timer", "flops_method"]
+TEXT += ["energy_method", "energy_note", "throttle_reasons", "dataset", "dataset_sha256"]
+TEXT += ["target_metric", "backend", "collective_method"]
+TEXT += ["top_category", "bottleneck", "bottleneck_evidence"]  # issue 15
+
 SERIES = ["step_times_s", "curve"]
 SERIES += ["traceback"]  # issue 13: an `error` row's Python traceback (JSONL only, not the CSV)
 SERIES += ["ranks"]  # issue 17: per-rank figures of a parallel point
