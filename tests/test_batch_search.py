@@ -138,3 +138,26 @@ def test_memory_line_through_the_smallest_and_largest_fitted_probes() -> None:
     assert batch_search.resolution(1000, exact=False) == 20
     assert batch_search.resolution(100, exact=False) == 8
     assert batch_search.resolution(100, exact=True) == 1
+
+
+def test_a_contradicted_line_halves_a_narrow_bracket() -> None:
+    """torchvision:resnet18 at 64 px under a 5G cap on the CPU (the probes as measured): the
+    line through the fitted probes crosses the limit past 472, which ran out of memory."""
+
+    def fitted(batch: int, memory: int) -> Probe:
+        return Probe(batch, "ok", None, 0.0, "jump", memory_bytes=memory, sample_bytes=2.09e6)
+
+    probes = [
+        fitted(1, 4045094912),
+        fitted(376, 5152325632),
+        fitted(424, 5216800768),
+        Probe(472, "oom", "out of memory", 0.0, "search"),
+    ]
+    limit = 5 * GiB
+    line = batch_search.memory_line(probes)
+    assert line is not None and line.batch_at(limit) > 472
+    # wide (48 samples, 6 resolutions): a probe in the middle half, on the side the line says
+    assert batch_search.next_batch(probes, limit, 2**16, False) == (456, "search")
+    probes.append(Probe(456, "oom", "out of memory", 0.0, "search"))
+    # narrow (32 samples): the line is not trusted any more, the bracket is halved
+    assert batch_search.next_batch(probes, limit, 2**16, False) == (440, "search")

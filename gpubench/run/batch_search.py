@@ -162,14 +162,17 @@ def _inside(
     """The next batch inside the bracket (lo, hi): where the line crosses the limit, or, where
     that is past hi, where the line through the two largest fitted probes does (the slope near
     the limit). A crossing within the resolution above lo probes there, to close the bracket;
-    one within the resolution below hi (or past it) probes a resolution below hi where the
-    bracket is narrow; elsewhere the probe stays in the middle half, so the bracket loses at
-    least a quarter each time a line is wrong."""
+    one within the resolution below hi probes a resolution below hi where the bracket is
+    narrow; one past hi is contradicted (a batch it says fits did not), and the bracket is
+    halved; elsewhere the probe stays in the middle half, so the bracket loses at least a
+    quarter each time a line is wrong."""
     r, width = resolution(lo, exact), hi - lo
     crossings = [fit.batch_at(limit) for fit in (line, memory_line(fitted[-2:])) if fit]
     at_limit = next((c for c in crossings if c < hi), crossings[-1])
     if at_limit <= lo + r:
         return lo + r
+    if at_limit >= hi and width <= 4 * r:
+        return _bisect(lo, hi, exact)  # contradicted: a batch it says fits did not
     if at_limit >= hi - r and width <= 4 * r:
         return hi - r  # the line puts the limit just below hi: close the bracket from there
     quarter = width // 4
