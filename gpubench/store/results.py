@@ -45,12 +45,8 @@ class ResultStore:
         return len(rows) - len(kept)
 
     def write_csv(self) -> Path:
-        path = self.dir / "results.csv"
-        frame = load_results(self.dir)
-        frame.drop(columns=[c for c in SERIES if c in frame], errors="ignore").to_csv(
-            path, index=False
-        )
-        return path
+        """results.csv: the flat table of results.jsonl (today's columns, no raw series)."""
+        return _replace_durably(self.dir / "results.csv", csv_text(self.dir))
 
 
 def _replace_durably(path: Path, text: str) -> Path:
@@ -99,23 +95,38 @@ def read_rows(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def upgraded(row: dict[str, Any]) -> dict[str, Any]:
-    """`row` in today's schema. Rows written before `matmul_roof_fraction` existed held that
-    fraction under `mfu`: it moves to its own column, and `mfu` is recomputed from the row's
-    own `tflops` over its `datasheet_peak_tflops` (null where that peak is unknown)."""
-    if "matmul_roof_fraction" in row or row.get("mfu") is None:
-        return row
-    tflops, sheet = row.get("tflops"), row.get("datasheet_peak_tflops")
-    mfu = tflops / sheet if tflops is not None and sheet else None
-    return {**row, "matmul_roof_fraction": row["mfu"], "mfu": mfu}
+    """`row` in today's schema, the one place every change of a column is undone on read (the
+    loader applies it to users' old folders; `store.restate` writes it into committed ones):
+
+    - rows written before `matmul_roof_fraction` existed held that fraction under `mfu`: it moves
+      to its own column, and `mfu` is recomputed from the row's own `tflops` over its
+      `datasheet_peak_tflops` (null where that peak is unknown);
+    - a column renamed since (`row.RENAMED`) takes its new name.
+
+    Every other value is kept as it is; nothing is measured or guessed."""
+    if "matmul_roof_fraction" not in row and row.get("mfu") is not None:
+        tflops, sheet = row.get("tflops"), row.get("datasheet_peak_tflops")
+        mfu = tflops / sheet if tflops is not None and sheet else None
+        row = {**row, "matmul_roof_fraction": row["mfu"], "mfu": mfu}
+    if any(old in row for old in RENAMED):
+        row = {RENAMED.get(k, k): v for k, v in row.items()}
+    return row
 
 
 def load_results(run_dir: str | Path) -> pd.DataFrame:
     """A run folder's rows as a DataFrame with the schema's columns first."""
     rows = [upgraded(r) for r in read_rows(run_dir)]
-    frame = pd.DataFrame(rows).rename(columns=RENAMED)
+    frame = pd.DataFrame(rows)
     # The schema's missing columns are added at once: one at a time fragments the frame (and
     # pandas warns about it on every report).
     missing = [c for c in COLUMNS if c not in frame]
     frame = pd.concat([frame, pd.DataFrame(None, index=frame.index, columns=missing)], axis=1)
     extra = [c for c in frame.columns if c not in COLUMNS]
     return frame[COLUMNS + extra]
+
+
+def csv_text(run_dir: str | Path) -> str:
+    """The text of `run_dir`'s results.csv as its results.jsonl gives it today: the loader's
+    columns (schema first) without the raw series, which live only in the JSONL."""
+    frame = load_results(run_dir)
+    return str(frame.drop(columns=[c for c in SERIES if c in frame]).to_csv(index=False))
