@@ -5,6 +5,7 @@ the loader reads the same values as before."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,14 @@ def test_a_folder_in_todays_schema_is_left_alone(tmp_path: Path) -> None:
     (run / RECORD).unlink()
     assert restate(run, commit="abc123", today="2026-11-23") is None
     assert not (run / RECORD).exists()
+
+
+def test_the_record_names_the_checkouts_commit(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    head = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    entry = restate(_old_folder(tmp_path))
+    assert entry is not None and entry["gpubench_commit"].removesuffix("-dirty") == head

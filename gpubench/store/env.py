@@ -125,7 +125,7 @@ def _version() -> str:
 
 def git_commit() -> str | None:
     """The checkout's commit (with '-dirty' when it has uncommitted changes), or None."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the checkout: gpubench/store/env.py
     if not (root / ".git").exists():
         return None
     try:
