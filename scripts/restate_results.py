@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # check_report: the Ch
 from check_report import Browser, find_chromium  # noqa: E402
 
 from gpubench.report import build_report  # noqa: E402
+from gpubench.store.env import git_commit  # noqa: E402
 from gpubench.store.restate import restate  # noqa: E402
 
 PUBLISHED = sorted((ROOT / "results").glob("20261122-*"))
@@ -53,11 +54,12 @@ VERDICT_BOX_JS = """(function () {
 
 def restate_all(folders: list[Path]) -> None:
     """Rewrite every folder that has rows; print what changed in each."""
+    commit = git_commit()  # before the first rewrite: after it the checkout reads as dirty
     for folder in folders:
         if not (folder / "results.jsonl").is_file():
             print(f"{folder.name}: no results.jsonl (a report of other runs; --render redraws it)")
             continue
-        entry = restate(folder)
+        entry = restate(folder, commit=commit)
         if entry is None:
             print(f"{folder.name}: already in today's schema, unchanged")
             continue
