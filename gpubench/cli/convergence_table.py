@@ -9,14 +9,15 @@ from rich.table import Table
 
 from gpubench.cli.cells import fmt
 from gpubench.config.spec import model_label
+from gpubench.science.target_time import format_seconds
 
 
 def points_table(frame: pd.DataFrame) -> Table:
     """Each convergence point: where it got to and when it met its target."""
     table = Table(title="gpubench convergence")
-    right = ("batch", "seed", "lr", "steps→target", "time→target s", "eval acc", "eval loss")
+    right = ("batch", "seed", "lr", "steps→target", "time→target", "eval acc", "eval loss")
     cols = ["model", "device", "precision", "optimizer", "lr rule", "batch", "seed", "lr"]
-    cols += ["status", "steps→target", "time→target s", "eval acc", "eval loss", "B_simple"]
+    cols += ["status", "steps→target", "time→target", "eval acc", "eval loss", "B_simple"]
     for col in cols:
         table.add_column(col, justify="right" if col in right else "left")
     for row in frame.to_dict("records"):
@@ -31,7 +32,7 @@ def points_table(frame: pd.DataFrame) -> Table:
             fmt(row["lr"], ".3g"),
             _status(row),
             fmt(row["steps_to_target"], ".0f"),
-            fmt(row["time_to_target_s"], ".2f"),
+            format_seconds(row["time_to_target_s"]),
             fmt(row["eval_accuracy"], ".3f"),
             fmt(row["eval_loss"], ".3f"),
             fmt(row["noise_scale_b_simple"], ".3g"),
@@ -51,13 +52,20 @@ def _status(row: dict[str, Any]) -> str:
 
 
 def batch_table(groups: list[dict[str, Any]]) -> Table:
-    """Per model, optimizer and precision: the fit, the noise scale, and the batch sizes."""
+    """Per model, optimizer and precision: the fit, the noise scale, and the batch sizes, the
+    recommended one with its median time to target over seeds and their spread (max/min)."""
     table = Table(title="batch size analysis (batch_analysis.json)")
     for col in ("model", "device", "precision", "optimizer", "lr rule", "S_min", "B_crit"):
         table.add_column(col)
-    for col in ("B_simple", "recommended", "throughput-opt", "largest fits"):
+    for col in ("B_simple", "recommended", "its time→target", "seeds, spread"):
+        table.add_column(col)
+    for col in ("throughput-opt", "largest fits"):
         table.add_column(col)
     for g in groups:
+        # The recommended batch's time to target: its median over seeds, and their spread.
+        rec = g.get("recommended_time_to_target_s") or {}
+        spread = rec.get("spread")
+        flag = " (disagree)" if rec.get("seeds_disagree") else ""
         table.add_row(
             model_label(g["model"], g["model_size"]),
             g["device"],
@@ -68,6 +76,8 @@ def batch_table(groups: list[dict[str, Any]]) -> Table:
             fmt(g["b_crit"], ".3g"),
             fmt(g["noise_scale_b_simple"], ".3g"),
             fmt(g["recommended_batch_size"], "d"),
+            format_seconds(rec.get("median")),
+            f"{rec.get('runs', '')}" + ("" if spread is None else f", {spread:.2g}x{flag}"),
             fmt(g["throughput_optimal_batch_size"], "d"),
             fmt(g["largest_batch_fits"], "d"),
         )

@@ -1,11 +1,14 @@
 """Which batch size trains fastest: steps-to-target against batch size, fitted with McCandlish
-et al.'s (2018) S = S_min (1 + B_crit / B), turned into time-to-target with measured step times.
+et al.'s (2018) S = S_min (1 + B_crit / B), and the measured training time to target over seeds.
 
-For each (model, size, device, precision, optimizer, lr scaling) of a convergence run this
-finds the recommended batch size (the one that reaches the target in the least training time on
-this device), and compares it with the throughput-optimal batch size (the smallest within 5% of
-the best samples/s) and with the largest batch that fits (known only where a larger one ran out
-of memory). The result is written to the run folder as batch_analysis.json.
+For each series of a convergence run (configurations that differ only in batch size and seed:
+model, size, device, precision, optimizer, lr scaling and every other identity field) this
+finds the recommended batch size: the fastest to target by science.target_time, the least
+median training time to target over seeds among the batch sizes whose every seed reached it
+(the verdict's "fastest to target" is the same notion). It compares it with the
+throughput-optimal batch size (the smallest within 5% of the best samples/s) and with the
+largest batch that fits (known only where a larger one ran out of memory). The result is
+written to the run folder as batch_analysis.json.
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpubench.science import target_time
 from gpubench.science.curve import spread
+from gpubench.science.target_time import TargetTime
 from gpubench.science.throughput import throughput_optimal_batch
 from gpubench.store.results import ResultStore, load_results
 
-GROUP = ["model", "model_size", "device", "precision", "optimizer", "lr_scaling"]
+# The columns an entry is keyed by: a configuration's, less its batch size.
+GROUP = [c for c in target_time.CONFIGURATION if c != "batch_size"]
 FILE = "batch_analysis.json"
 
 
@@ -56,12 +62,12 @@ def _median(values: pd.Series) -> float | None:
     return float(np.median(v)) if v else None
 
 
-def _per_batch(rows: pd.DataFrame) -> list[dict[str, Any]]:
+def _per_batch(rows: pd.DataFrame, times: dict[int, TargetTime]) -> list[dict[str, Any]]:
+    """Per batch size of one series: its runs, steps and samples to target with their spread
+    over seeds, and its time to target (`times`, science.target_time's summary)."""
     out = []
     for bs, g in rows.groupby("batch_size"):
         steps = _finite(g["steps_to_target"])
-        step_time = _median(g["step_time_s"])
-        mean_steps = spread(steps)["mean"]
         out.append(
             {
                 "batch_size": int(bs),  # type: ignore[call-overload]
@@ -70,14 +76,9 @@ def _per_batch(rows: pd.DataFrame) -> list[dict[str, Any]]:
                 "reached": len(steps),
                 "steps_to_target": spread(steps),
                 "samples_to_target": spread(_finite(g["samples_to_target"])),
-                "time_to_target_s": spread(_finite(g["time_to_target_s"])),
-                "step_time_s": step_time,
+                "time_to_target_s": times[int(bs)].as_dict(),  # type: ignore[call-overload]
+                "step_time_s": _median(g["step_time_s"]),
                 "samples_per_s": _median(g["samples_per_s"]),
-                "time_to_target_est_s": (
-                    mean_steps * step_time
-                    if mean_steps is not None and step_time is not None
-                    else None
-                ),
                 "noise_scale_b_simple": _median(g["noise_scale_b_simple"]),
                 "lr": _median(g["lr"]),
             }
@@ -104,12 +105,12 @@ def _largest_fitting(frame: pd.DataFrame, key: dict[str, Any]) -> dict[str, Any]
     }
 
 
-def _comparison(entry: dict[str, Any]) -> str:
-    rec, per = entry["recommended_batch_size"], {p["batch_size"]: p for p in entry["per_batch"]}
+def _comparison(entry: dict[str, Any], times: dict[int, TargetTime]) -> str:
+    rec = entry["recommended_batch_size"]
     if rec is None:
-        return "no batch size reached the target in every run; no recommendation"
-    t_rec = per[rec]["time_to_target_est_s"]
-    parts = [f"B={rec} reaches the target in {t_rec:.3g} s of training (estimated)"]
+        return "no batch size reached the target in every seed; no recommendation"
+    best = times[rec]
+    parts = [f"B={rec} reaches the target in the least training time, {best.describe()}"]
     for label, b in (
         ("throughput-optimal", entry["throughput_optimal_batch_size"]),
         ("largest that fits", entry["largest_batch_fits"]),
@@ -118,38 +119,46 @@ def _comparison(entry: dict[str, Any]) -> str:
             parts.append(f"{label}: unknown")
         elif b == rec:
             parts.append(f"{label} B={b} is the same")
-        elif b in per and per[b]["time_to_target_est_s"] is not None:
-            ratio = per[b]["time_to_target_est_s"] / t_rec
-            parts.append(f"{label} B={b} takes {ratio:.2f}x as long")
+        elif b in times and times[b].complete and best.median_s:
+            ratio = times[b].median_s / best.median_s  # type: ignore[operator]
+            parts.append(f"{label} B={b} takes {ratio:.2f}x as long (median)")
+        elif b in times:
+            t = times[b]
+            parts.append(f"{label} B={b} reached the target in {t.reached} of {t.runs} seeds")
         else:
-            parts.append(f"{label} B={b} did not reach the target in every run")
+            parts.append(f"{label} B={b} did not run to the target")
     return "; ".join(parts)
 
 
 def analyse(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """One entry per group of convergence rows (rows without lr_scaling are speed rows)."""
-    conv = frame[frame["lr_scaling"].notna()] if "lr_scaling" in frame else frame.iloc[:0]
+    """One entry per series of convergence rows (rows without lr_scaling are speed rows), in
+    the order of each series' first row."""
+    series: dict[tuple[Any, ...], list[TargetTime]] = {}
+    for summary in target_time.summarise(frame.to_dict("records")):
+        series.setdefault(target_time.configuration(summary.row, "batch_size"), []).append(summary)
     entries = []
-    for key_values, rows in conv.groupby(GROUP, sort=False):
-        key = dict(zip(GROUP, key_values, strict=True))
-        per_batch = _per_batch(rows)
-        full = [p for p in per_batch if p["runs"] and p["reached"] == p["runs"]]
+    for summaries in series.values():
+        times = {s.batch_size: s for s in summaries}
+        rows = pd.DataFrame([r for s in summaries for r in s.rows])
+        key = {c: summaries[0].row.get(c) for c in GROUP}
+        per_batch = _per_batch(rows, times)
+        full = [p for p in per_batch if times[p["batch_size"]].complete]
         fit = fit_hyperbola(
             [p["batch_size"] for p in full], [p["steps_to_target"]["mean"] for p in full]
         )
-        timed = [p for p in full if p["time_to_target_est_s"] is not None]
-        rec = min(timed, key=lambda p: p["time_to_target_est_s"]) if timed else None
+        rec = target_time.fastest(summaries)
         entry = {
             **key,
-            "dataset": rows["dataset"].dropna().iloc[0] if rows["dataset"].notna().any() else None,
+            "dataset": _first(rows["dataset"]),
             "target_metric": _first(rows["target_metric"]),
             "target": _first(rows["target"]),
-            "seeds": sorted(int(s) for s in rows["seed"].unique()),
+            "seeds": sorted({int(s) for s in rows["seed"]}),
             "fit": fit,
             "s_min": fit["s_min"] if fit["valid"] else None,
             "b_crit": fit["b_crit"] if fit["valid"] else None,
             "noise_scale_b_simple": _median(rows["noise_scale_b_simple"]),
-            "recommended_batch_size": rec["batch_size"] if rec else None,
+            "recommended_batch_size": rec.batch_size if rec else None,
+            "recommended_time_to_target_s": rec.as_dict() if rec else None,
             "throughput_optimal_batch_size": throughput_optimal_batch(
                 [p["batch_size"] for p in per_batch],
                 [p["samples_per_s"] or math.nan for p in per_batch],
@@ -157,7 +166,7 @@ def analyse(frame: pd.DataFrame) -> list[dict[str, Any]]:
             **_largest_fitting(frame, key),
             "per_batch": per_batch,
         }
-        entry["comparison"] = _comparison(entry)
+        entry["comparison"] = _comparison(entry, times)
         entries.append(entry)
     return entries
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench.science import target_time
 from gpubench.science.bottleneck import Bottleneck, classify
 from gpubench.store.row import IDENTITY
 
@@ -108,7 +109,11 @@ def verdicts(frame: pd.DataFrame, cpu_energy_reason: str | None = None) -> list[
     ok = frame[(frame["status"] == "ok") & frame["samples_per_s"].notna()]
     out = []
     for (model, size), rows in ok.groupby(["model", "model_size"], sort=True):
-        out.append(_verdict(str(model), str(size), rows, cpu_energy_reason))
+        v = _verdict(str(model), str(size), rows, cpu_energy_reason)
+        # Every run of the model, failed ones too: a seed that diverged did not reach the target.
+        same = frame[(frame["model"] == model) & (frame["model_size"] == size)]
+        v.time_to_target = _time_to_target(same.to_dict("records"))
+        out.append(v)
     return out
 
 
@@ -116,7 +121,6 @@ def _verdict(model: str, size: str, rows: pd.DataFrame, cpu_reason: str | None) 
     records = rows.to_dict("records")
     best = max(records, key=lambda r: float(r["samples_per_s"]))
     v = ModelVerdict(f"{model}/{size}", label(best), float(best["samples_per_s"]), best["device"])
-    v.time_to_target = _time_to_target(records)
     v.cpu_speedup = _cpu_speedup(best, records)
     judged = _bottleneck(best)
     if judged is not None:
@@ -163,11 +167,21 @@ def _norm(v: Any) -> Any:
 
 
 def _time_to_target(records: list[dict[str, Any]]) -> str | None:
-    reached = [r for r in records if _finite(r.get("time_to_target_s"))]
-    if not reached:
+    """The configuration with the least median time to target over its seeds (science.
+    target_time, as batch_analysis recommends), its spread, and whether its seeds disagree."""
+    summaries = target_time.summarise(records)
+    if not summaries:
         return None
-    r = min(reached, key=lambda r: float(r["time_to_target_s"]))
-    return f"{label(r)} in {float(r['time_to_target_s']):,.1f} s"
+    best = target_time.fastest(summaries)
+    if best is None and not any(s.reached for s in summaries):
+        return f"no run reached the target ({len(summaries)} configurations)"
+    if best is None:
+        most = max(summaries, key=lambda s: (s.reached / s.runs, -(s.median_s or 0.0)))
+        return (
+            "no configuration reached the target in every seed "
+            f"(most often {label(most.row)}: {most.describe()})"
+        )
+    return f"{label(best.row)}: {best.describe()}"
 
 
 def _finite(v: Any) -> bool:

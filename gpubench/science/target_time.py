@@ -1,0 +1,184 @@
+"""Time to target over seeds: the one notion of "fastest to target" that the verdict, the batch
+analysis and the console share.
+
+A configuration is a convergence row's whole identity but its seed: its rows are the seeds it
+ran (the target is not part of it: a run that failed, out of memory say, records no target).
+Its time to target is the median over those seeds of `time_to_target_s` (training seconds until
+the first evaluation that met the target), with the fastest and slowest seed beside it. A
+configuration can be the fastest only where every seed it ran reached the target (a seed that
+missed it, diverged, ran out of memory or failed counts as a run that did not): the median of
+the seeds that did would hide the ones that did not, so such a configuration is reported with
+"k of n seeds" and never chosen.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpubench.store.row import IDENTITY
+
+# The seeds of a configuration disagree when the slowest took more than this many times as long
+# as the fastest to reach the target. In the committed CPU convergence run
+# (results/20261122-cpu-convergence: 12 configurations x 2 seeds) the largest ratio is 1.40x, and
+# neighbouring batch sizes there differ by 1.25-2.78x in median time: beyond 2x, which seeds ran
+# can reorder the batch sizes, so the median over a few seeds is not an answer to repeat.
+SPREAD_LIMIT = 2.0
+
+# The columns that name a configuration: the identity but the seed.
+CONFIGURATION = [c for c in IDENTITY if c != "seed"]
+
+
+def is_convergence(row: Mapping[str, Any]) -> bool:
+    """Whether `row` comes from a convergence run (those carry their lr scaling rule)."""
+    return _norm(row.get("lr_scaling")) is not None
+
+
+def configuration(row: Mapping[str, Any], *skip: str) -> tuple[Any, ...]:
+    """The configuration `row` belongs to (CONFIGURATION, less the columns in `skip`), with one
+    spelling per value whatever a frame made of it (NaN -> None, True and 64.0 -> ints)."""
+    return tuple(_norm(row.get(c)) for c in CONFIGURATION if c not in skip)
+
+
+def _norm(v: Any) -> Any:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, bool | int) or (isinstance(v, float) and v.is_integer()):
+        return int(v)
+    return v
+
+
+@dataclass(frozen=True)
+class TargetTime:
+    """One configuration's time to target over the seeds it ran (seconds of training)."""
+
+    rows: tuple[dict[str, Any], ...]  # every run of the configuration, in seed order
+    times_s: tuple[float, ...]  # the time to target of each run that reached it, ascending
+
+    @property
+    def row(self) -> dict[str, Any]:
+        """A run of the configuration, for its labels (every run has the same identity but seed)."""
+        return self.rows[0]
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.row["batch_size"])
+
+    @property
+    def runs(self) -> int:
+        return len(self.rows)
+
+    @property
+    def reached(self) -> int:
+        return len(self.times_s)
+
+    @property
+    def complete(self) -> bool:
+        """Every run reached the target: only such a configuration can be the fastest."""
+        return self.reached == self.runs > 0
+
+    @property
+    def median_s(self) -> float | None:
+        return statistics.median(self.times_s) if self.times_s else None
+
+    @property
+    def min_s(self) -> float | None:
+        return self.times_s[0] if self.times_s else None
+
+    @property
+    def max_s(self) -> float | None:
+        return self.times_s[-1] if self.times_s else None
+
+    @property
+    def spread(self) -> float | None:
+        """Slowest over fastest seed's time to target (None under two seeds that reached it)."""
+        if self.reached < 2:
+            return None
+        lo, hi = self.times_s[0], self.times_s[-1]
+        if lo > 0:
+            return hi / lo
+        return 1.0 if hi == 0 else math.inf
+
+    @property
+    def disagree(self) -> bool:
+        """The seeds' times to target span more than SPREAD_LIMIT times."""
+        return self.spread is not None and self.spread > SPREAD_LIMIT
+
+    def _over(self) -> str:
+        seeds = {_norm(r.get("seed")) for r in self.rows}
+        noun = "seed" if len(seeds) == self.runs else "run"
+        return f"{self.runs} {noun}{'' if self.runs == 1 else 's'}"
+
+    def describe(self) -> str:
+        """E.g. "0.41 s median over 3 seeds (0.22-0.95 s, spread 4.3x: seeds disagree)", or
+        "reached the target in 0 of 2 seeds"."""
+        if self.median_s is None:
+            return f"reached the target in 0 of {self._over()}"
+        if self.complete:
+            text = f"{format_seconds(self.median_s)} median over {self._over()}"
+        else:
+            text = (
+                f"reached the target in only {self.reached} of {self._over()}, "
+                f"{format_seconds(self.median_s)} median of those"
+            )
+        if self.spread is None:
+            return text
+        lo, hi = format_seconds(self.min_s).removesuffix(" s"), format_seconds(self.max_s)
+        flag = ": seeds disagree" if self.disagree else ""
+        return f"{text} ({lo}-{hi}, spread {self.spread:.2g}x{flag})"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as plain values (seconds), for batch_analysis.json."""
+        return {
+            "runs": self.runs,
+            "reached": self.reached,
+            "median": self.median_s,
+            "min": self.min_s,
+            "max": self.max_s,
+            "spread": self.spread,
+            "seeds_disagree": self.disagree,
+        }
+
+
+def summarise(rows: Iterable[Mapping[str, Any]]) -> list[TargetTime]:
+    """One TargetTime per configuration among the convergence rows of `rows` (others are
+    ignored), in the order of each configuration's first row."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        if is_convergence(row):
+            groups.setdefault(configuration(row), []).append(dict(row))
+    out = []
+    for runs in groups.values():
+        runs.sort(key=lambda r: (_norm(r.get("seed")) is None, _norm(r.get("seed")) or 0))
+        times = sorted(float(t) for r in runs if _reached(t := r.get("time_to_target_s")))
+        out.append(TargetTime(tuple(runs), tuple(times)))
+    return out
+
+
+def _reached(t: Any) -> bool:
+    return t is not None and not isinstance(t, bool) and math.isfinite(float(t))
+
+
+def fastest(summaries: Iterable[TargetTime]) -> TargetTime | None:
+    """The configuration with the least median time to target among those whose every seed
+    reached it (ties: the narrower spread, then the smaller batch); None where there is none."""
+    complete = [s for s in summaries if s.complete]
+    if not complete:
+        return None
+    return min(complete, key=lambda s: (s.median_s, s.max_s, s.batch_size))
+
+
+def format_seconds(seconds: float | None) -> str:
+    """A duration at a precision that suits its scale: three significant figures, never fewer
+    digits than whole seconds, thousands separated ("0.0432 s", "0.413 s", "12.3 s", "1,234 s");
+    an empty string for a missing value."""
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return ""
+    s = float(seconds)
+    if s == 0 or not math.isfinite(s):
+        return f"{s:g} s"
+    decimals = max(0, 2 - math.floor(math.log10(abs(s))))
+    return f"{s:,.{decimals}f} s"
