@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from gpubench.config.precision import PRECISION_NOTE
@@ -37,7 +38,7 @@ def option_value(column: str, value: Any) -> str:
     model options 'default', any other null 'none'."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return {"threads": "auto", "model_options": "default"}.get(column, "none")
-    if isinstance(value, bool):
+    if isinstance(value, bool | np.bool_):
         return "on" if value else "off"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))

@@ -8,12 +8,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import FuncFormatter
 
 from gpubench.probes.profile import CATEGORIES
 from gpubench.report import analysis as A
 from gpubench.report import series as S
-from gpubench.report.figure import Chart, log_y, panels, save
+from gpubench.report.figure import Chart, log_y, panels, readable_log, save
 from gpubench.report.series_style import SeriesStyles
 
 CATEGORY_COLOURS = {
@@ -150,7 +149,7 @@ def roofline(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
                 **styles.line(str(series)),
             )
         ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+        readable_log(ax.xaxis)
         log_y(ax)
         ax.set_xlabel("arithmetic intensity (FLOP per minimum byte, log)")
         ax.set_ylabel("achieved TFLOP/s (log)")
