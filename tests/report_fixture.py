@@ -132,8 +132,8 @@ def cpu_gpu_runs(root: Path, model: str = "mlp") -> tuple[Path, Path]:
                     avg_power_w=300.0,
                 )
             )
-    cpu = write_run(root / "cpu", cpu_rows, env(threads=2))
-    gpu = write_run(root / "gpu", gpu_rows, env([H100]))
+    cpu = write_run(root / "cpu", cpu_rows, env(threads=2), suite={"name": "quick"})
+    gpu = write_run(root / "gpu", gpu_rows, env([H100]), suite={"name": "gpu"})
     return cpu, gpu
 
 

@@ -68,13 +68,19 @@ def test_series_summary_reports_oom_boundary_and_predicted_largest_batch(tmp_pat
     runs = load_runs(cpu_gpu_runs(tmp_path))
     frame = combine(runs)
     capacity = {(r.name, d): r.device_memory_bytes(d) for r in runs for d in ("cpu", "cuda")}
-    s = A.series_summary(frame, capacity).set_index("series")
-    gpu32 = s.loc[f"cuda ({H100['name']}) fp32 adamw"]
+    s = A.series_summary(frame, capacity)
+
+    def one(device: str, precision: str) -> pd.Series:
+        hit = s[[k.startswith(device) and f" | {precision} | " in k for k in s["series"]]]
+        assert len(hit) == 1
+        return hit.iloc[0]
+
+    gpu32 = one(f"cuda ({H100['name']})", "fp32")
     assert gpu32["oom_batch"] == 4096 and gpu32["memory_column"] == "nvml_peak_used_bytes"
     # The fixture's NVML line is 1.1 x (2 GiB + 20 MB x B) + 500 MiB; the prediction follows it.
     fixed, per_sample = 1.1 * 2 * GiB + 500 * 2**20, 1.1 * 20e6
     assert gpu32["predicted_max_batch"] == pytest.approx((80 * GiB - fixed) // per_sample, abs=1)
-    cpu = s.loc["cpu (Test CPU) fp32 adamw"]
+    cpu = one("cpu (Test CPU)", "fp32")
     assert pd.isna(cpu["predicted_max_batch"])  # no memory measured on the CPU: no prediction
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from gpubench.report import series as S
 from gpubench.science.throughput import throughput_optimal_batch
 from gpubench.store.row import IDENTITY
 
@@ -101,8 +102,11 @@ def memory_column(frame: pd.DataFrame) -> str | None:
 
 
 def speedup_table(frame: pd.DataFrame, cpu_threads: dict[str, int | None]) -> pd.DataFrame:
-    """GPU rows joined with CPU rows of the same model, size, precision, optimizer and batch
-    size: `speedup` = CPU step time / GPU step time. `cpu_threads` maps run name to threads."""
+    """GPU rows joined with CPU rows of the same identity but the device (MATCH): `speedup` =
+    CPU step time / GPU step time. `cpu_threads` is the torch thread count of the matched CPU
+    rows themselves (their `torch_threads`); `cpu_threads` (run name to threads) fills it only
+    where a row did not record it. Each row also gets `series`, its bar (the whole identity but
+    the batch size: report.series), and `panel` (model/size)."""
     ok = ok_rows(frame)
     cpu = ok[ok["device"] == "cpu"]
     gpu = ok[ok["device"] != "cpu"]
@@ -114,20 +118,30 @@ def speedup_table(frame: pd.DataFrame, cpu_threads: dict[str, int | None]) -> pd
         "cpu_step_time_s",
         "gpu_step_time_s",
         "speedup",
+        "series",
+        "panel",
     ]
     if cpu.empty or gpu.empty:
         return pd.DataFrame(columns=columns)
-    cpu = cpu.groupby([*MATCH, "device_name", "run"], as_index=False, dropna=False)[
-        "step_time_s"
-    ].median()
+    cpu = cpu.groupby([*MATCH, "device_name", "run"], as_index=False, dropna=False).agg(
+        step_time_s=("step_time_s", "median"), row_threads=("torch_threads", "max")
+    )
     cpu = cpu.rename(columns={"device_name": "cpu_name", "run": "cpu_run"})
     gpu = gpu.groupby([*MATCH, "device_name"], as_index=False, dropna=False)["step_time_s"].median()
     joined = gpu.merge(cpu, on=MATCH, suffixes=("_gpu", "_cpu"))
     joined = joined.rename(
         columns={"step_time_s_gpu": "gpu_step_time_s", "step_time_s_cpu": "cpu_step_time_s"}
     )
-    joined["cpu_threads"] = [cpu_threads.get(r) for r in joined["cpu_run"]]
+    joined["cpu_threads"] = [
+        cpu_threads.get(run) if pd.isna(t) else int(t)
+        for t, run in zip(joined["row_threads"], joined["cpu_run"], strict=True)
+    ]
     joined["speedup"] = joined["cpu_step_time_s"] / joined["gpu_step_time_s"]
+    joined = S.assign(joined, "series", without=("batch_size",))
+    joined["panel"] = [
+        m if ":" in m else f"{m}/{z}"
+        for m, z in zip(joined["model"], joined["model_size"], strict=True)
+    ]
     return joined[columns].sort_values(MATCH).reset_index(drop=True)
 
 

@@ -16,14 +16,26 @@ matplotlib.use("Agg")  # no screen: render to files only
 import matplotlib.pyplot as plt
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.ticker import (
+    FixedLocator,
+    FuncFormatter,
+    Locator,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+    NullLocator,
+)
 
 DPI = 100  # keeps a chart's PNG in the tens of kilobytes
 PANEL_W, PANEL_H = 4.6, 3.4  # inches per model panel
 MAX_COLS = 3
 MIN_W = 9.5  # inches: room for a three-column legend under a single panel
+CHAR_IN, HANDLE_IN = 0.075, 0.7  # inches: a character of an 8-point label, a legend handle
+MAX_LEGEND_COLS = 6
+EMPTY = "empty panel"  # the gid of a panel that says why it has no data
 
 
 @dataclass(frozen=True)
@@ -88,20 +100,61 @@ def _plain(value: float, _pos: object = None) -> str:
     return f"{value:g}"
 
 
+class ReadableLogLocator(Locator):
+    """Major ticks of a log axis that always label at least two values in view: the decades
+    where the view spans two or more; else 1, 2 and 5 x 10^k; else 1 to 9 x 10^k; else (a view
+    within one step of those, 1.1 to 1.6 say) evenly spaced plain values. Matplotlib's own
+    LogLocator leaves a view under a decade with no major tick, so no label."""
+
+    SUBS = ((1.0,), (1.0, 2.0, 5.0), tuple(float(i) for i in range(1, 10)))
+
+    def __call__(self) -> Sequence[float]:
+        low, high = self.axis.get_view_interval()  # type: ignore[union-attr]
+        return self.tick_values(low, high)
+
+    def tick_values(self, vmin: float, vmax: float) -> Sequence[float]:
+        low, high = sorted((vmin, vmax))
+        if not (low > 0 and math.isfinite(high)):
+            return []
+        for subs in self.SUBS:
+            ticks = [
+                m * 10.0**k
+                for k in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
+                for m in subs
+            ]
+            inside = [t for t in ticks if low <= t <= high]
+            if len(inside) >= 2:
+                return inside
+        return [t for t in MaxNLocator(4).tick_values(low, high) if low <= t <= high and t > 0]
+
+
 def log_y(ax: Axes) -> None:
-    """A log-scaled y axis with plainly written tick labels; under about a decade of range the
-    minor ticks at 2 and 5 x 10^k are labelled too."""
+    """A log-scaled y axis whose view always has at least two plainly written tick labels
+    (ReadableLogLocator), with unlabelled minor ticks between them."""
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(_plain))
-    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _p: _minor_label(ax, v)))
+    readable_log(ax.yaxis)
 
 
-def _minor_label(ax: Axes, value: float) -> str:
-    low, high = ax.get_ylim()
-    if not (low > 0 and high / low < 200) or value <= 0:  # up to two decades: 2 and 5 too
-        return ""
-    mantissa = value / 10 ** math.floor(math.log10(value) + 1e-9)
-    return _plain(value) if round(mantissa, 6) in (2.0, 5.0) else ""
+def readable_log(axis: Axis) -> None:
+    """Tick a log-scaled `axis` with ReadableLogLocator and plain labels (0.05, 3, 250, 12k)."""
+    axis.set_major_locator(ReadableLogLocator())
+    axis.set_major_formatter(FuncFormatter(_plain))
+    axis.set_minor_locator(LogLocator(subs="auto"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def labelled_ticks(axis: Axis) -> list[str]:
+    """The tick labels `axis` shows inside its view after a draw (major and minor)."""
+    low, high = sorted(axis.get_view_interval())
+    out = []
+    for locs, labels in (
+        (axis.get_majorticklocs(), axis.get_majorticklabels()),
+        (axis.get_minorticklocs(), axis.get_minorticklabels()),
+    ):
+        for loc, label in zip(locs, labels, strict=False):
+            if low - 1e-9 * abs(low) <= loc <= high + 1e-9 * abs(high) and label.get_text():
+                out.append(label.get_text())
+    return out
 
 
 # Legend entries for marks drawn in every series' colour: shown once, in grey.
@@ -120,6 +173,13 @@ KEYS: dict[str, dict[str, Any]] = {
     "recommended batch (least time to target)": {"linestyle": "--", "linewidth": 1.5},
     "device memory": {"color": "red", "linewidth": 1},
 }
+
+
+def legend_columns(labels: Sequence[str], width_in: float) -> int:
+    """How many legend columns of `labels` fit across `width_in` inches (at least 1, at most
+    MAX_LEGEND_COLS): a column is as wide as the longest label."""
+    column_in = CHAR_IN * max(len(label) for label in labels) + HANDLE_IN
+    return max(1, min(len(labels), MAX_LEGEND_COLS, int(width_in // column_in)))
 
 
 def save(
@@ -144,7 +204,9 @@ def save(
                 handles.setdefault(label, handle)
     handles.update(grey)
     if handles:
-        ncol = min(3, len(handles))
+        # As many columns as the longest label lets fit across the figure (savefig's tight box
+        # keeps a longer one whole): a legend of 16 short labels takes four rows, not six.
+        ncol = legend_columns(list(handles), fig.get_figwidth())
         fig.legend(
             list(handles.values()),
             list(handles.keys()),
@@ -162,13 +224,19 @@ def save(
         height, bottom = fig.get_figheight(), 0.0
     fig.suptitle(title, fontsize=12, y=1 - 0.08 / height, va="top")
     fig.tight_layout(rect=(0, bottom, 1, 1))  # tight_layout leaves room for the suptitle
+    fig.canvas.draw()  # places the ticks, so that every axis can be checked for labels
+    for ax in fig.axes:
+        if ax.get_visible() and ax.get_gid() != EMPTY:
+            for axis in (ax.xaxis, ax.yaxis):
+                assert labelled_ticks(axis), f"{file}: an axis of {ax.get_title()!r} is unlabelled"
     plots_dir.mkdir(parents=True, exist_ok=True)
-    fig.savefig(plots_dir / file, dpi=DPI)
+    fig.savefig(plots_dir / file, dpi=DPI, bbox_inches="tight", pad_inches=0.1)
     plt.close(fig)
 
 
 def empty_panel(ax: Axes, text: str) -> None:
     """A panel that says why it has nothing to show."""
+    ax.set_gid(EMPTY)  # save() does not ask an empty panel for tick labels
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from gpubench.report import analysis as A
+from gpubench.report import series as S
 from gpubench.report.figure import Chart, batch_axis, log_y, palette, panels, save
 from gpubench.report.runs import Run, recommended_batch
 
@@ -42,29 +43,24 @@ def loss_curves(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     rows = curve_rows(frame)
     if rows.empty:
         return None
-    labels = [f"{s} B={int(b)}" for s, b in zip(rows["series"], rows["batch_size"], strict=True)]
-    rows = rows.assign(label=labels)
-    colors = palette(rows["label"])
-    models = sorted(rows["model"].unique())
+    # A line is one row: the whole identity, batch included; its label names what differs
+    # among the lines (often just B=...), once for train and eval (the line style tells them).
+    rows = S.assign(rows, "line", without=())
+    names = S.labels(rows, "line", exclude=("model", "model_size"))
+    colors = palette(names.values())
+    models = sorted(rows["panel"].unique())
     fig, axes = panels(models, rows_per_title=2)
     for model, (by_samples, by_time) in zip(models, axes, strict=True):
-        for row in rows[rows["model"] == model].to_dict("records"):
-            color = colors[row["label"]]
+        for row in rows[rows["panel"] == model].to_dict("records"):
+            label = names[row["line"]]
+            color = colors[label]
             for ax, x in ((by_samples, "samples"), (by_time, "time_s")):
                 xs, ys = _points(row["curve"], x, "train_loss")
                 if xs:
-                    ax.plot(xs, ys, "-", color=color, label=row["label"], linewidth=1.2)
+                    ax.plot(xs, ys, "-", color=color, label=label, linewidth=1.2)
                 xs, ys = _points(row["curve"], x, "eval_loss")
                 if xs:
-                    ax.plot(
-                        xs,
-                        ys,
-                        "--",
-                        color=color,
-                        linewidth=1,
-                        marker=".",
-                        label=f"{row['label']} (eval)",
-                    )
+                    ax.plot(xs, ys, "--", color=color, linewidth=1, marker=".", label="_")
         by_samples.set_xlabel("samples seen")
         by_time.set_xlabel("wall time (s)")
         for ax in (by_samples, by_time):
@@ -97,15 +93,29 @@ def time_to_target(frame: pd.DataFrame, runs: Sequence[Run], plots_dir: Path) ->
     if ok.empty:
         return None
     analyses = {r.name: r.analysis for r in runs}
-    colors = palette(frame["series"])
-    models = sorted(ok["model"].unique())
+    # A line is the whole identity but the batch and the seed: seeds are aggregated (the
+    # median, with bars from the fastest to the slowest seed).
+    ok = S.assign(ok, "line", without=("batch_size", "seed"))
+    names = S.labels(ok, "line", exclude=("model", "model_size"))
+    colors = palette(names.values())
+    models = sorted(ok["panel"].unique())
     fig, axes = panels(models)
     for model, (ax,) in zip(models, axes, strict=True):
-        rows = ok[ok["model"] == model]
-        for series, g in rows.groupby("series"):
-            color = colors[str(series)]
-            t = g.groupby("batch_size")["time_to_target_s"].median()
-            ax.plot(t.index, t.values, "o-", color=color, label=str(series))
+        rows = ok[ok["panel"] == model]
+        for line, g in rows.groupby("line"):
+            label = names[str(line)]
+            color = colors[label]
+            t = g.groupby("batch_size")["time_to_target_s"]
+            mid, low, high = t.median(), t.min(), t.max()
+            ax.errorbar(
+                mid.index,
+                mid.values,
+                yerr=[mid.values - low.values, high.values - mid.values],
+                fmt="o-",
+                capsize=3,
+                color=color,
+                label=label,
+            )
             first = g.iloc[0].to_dict()
             for entry in analyses.get(first["run"], []):
                 rec = recommended_batch(entry)
@@ -126,6 +136,7 @@ def time_to_target(frame: pd.DataFrame, runs: Sequence[Run], plots_dir: Path) ->
     return Chart(
         file,
         "Time to target",
-        "Training time until the held-out metric (loss or accuracy) first reached the target. "
-        "The dashed line is the recommended batch from the run's batch analysis.",
+        "Training time until the held-out metric (loss or accuracy) first reached the target: "
+        "the median over seeds, bars from the fastest to the slowest seed. The dashed line is "
+        "the recommended batch from the run's batch analysis.",
     )

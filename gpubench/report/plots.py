@@ -19,7 +19,8 @@ from gpubench.report.figure import (
     panels,
     save,
 )
-from gpubench.report.series_style import SeriesStyles, short_device
+from gpubench.report.series import labels as series_labels
+from gpubench.report.series_style import SeriesStyles
 from gpubench.science.throughput import throughput_optimal_batch
 
 GiB = 1024**3
@@ -29,7 +30,8 @@ EXTEND = 4
 
 
 def _models(frame: pd.DataFrame) -> list[str]:
-    return sorted(frame["model"].unique())
+    """The panels of a chart: one per model and size (combine's `panel`)."""
+    return sorted(frame["panel"].unique())
 
 
 def _mark_oom(ax, group: pd.DataFrame, color) -> bool:  # type: ignore[no-untyped-def]
@@ -52,7 +54,7 @@ def throughput(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     fig, axes = panels(models)
     keys = styles.add_keys(axes[0][0])
     for model, (ax,) in zip(models, axes, strict=True):
-        rows = frame[frame["model"] == model]
+        rows = frame[frame["panel"] == model]
         good = A.ok_rows(rows)
         tokens = good["tokens_per_s"].notna().any()
         metric, unit = ("tokens_per_s", "tokens/s") if tokens else ("samples_per_s", "samples/s")
@@ -96,7 +98,7 @@ def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     fig, axes = panels(models)
     keys = styles.add_keys(axes[0][0])
     for model, (ax,) in zip(models, axes, strict=True):
-        rows = frame[frame["model"] == model]
+        rows = frame[frame["panel"] == model]
         good = A.ok_rows(rows)
         if good.empty:
             empty_panel(ax, "no point of this model ran")
@@ -157,7 +159,7 @@ def memory(
     fig, axes = panels(models)
     keys = series_styles.add_keys(axes[0][0])
     for model, (ax,) in zip(models, axes, strict=True):
-        rows = frame[frame["model"] == model]
+        rows = frame[frame["panel"] == model]
         good = A.ok_rows(rows)
         if good.empty or not any(good[c].notna().any() for c in cols):
             empty_panel(ax, "no memory measured for this model")
@@ -242,11 +244,11 @@ def compute(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     if not metrics:
         return None
     styles = SeriesStyles(frame)
-    models = sorted(ok[ok[[c for c, _ in metrics]].notna().any(axis=1)]["model"].unique())
+    models = sorted(ok[ok[[c for c, _ in metrics]].notna().any(axis=1)]["panel"].unique())
     fig, axes = panels(models, rows_per_title=len(metrics))
     keys = styles.add_keys(axes[0][0])
     for model, col_axes in zip(models, axes, strict=True):
-        rows = A.ok_rows(frame[frame["model"] == model])
+        rows = A.ok_rows(frame[frame["panel"] == model])
         for ax, (col, label) in zip(col_axes, metrics, strict=True):
             have = rows[rows[col].notna()]
             if have.empty:
@@ -264,8 +266,11 @@ def compute(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     return Chart(
         file,
         "Compute",
-        "Achieved TFLOP/s is the FLOPs of one training step over its median time; MFU divides it "
-        "by the device's measured matrix-multiply peak for that precision.",
+        "Achieved TFLOP/s is the FLOPs of one training step over its median time. MFU (model "
+        "FLOPs utilisation) divides it by the device's datasheet dense peak for that precision, "
+        "as PaLM, nanoGPT and torchtitan define it (empty where the peak is not known, as on a "
+        "CPU); the fraction of the measured matmul roof divides it by the matrix-multiply peak "
+        "measured on this device instead.",
     )
 
 
@@ -276,11 +281,11 @@ def energy(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     if ok.empty:
         return None
     styles = SeriesStyles(frame)
-    models = sorted(ok["model"].unique())
+    models = sorted(ok["panel"].unique())
     fig, axes = panels(models)
     keys = styles.add_keys(axes[0][0])
     for model, (ax,) in zip(models, axes, strict=True):
-        rows = ok[ok["model"] == model]
+        rows = ok[ok["panel"] == model]
         for series, g in rows.groupby("series"):
             per_sample = g["energy_j_per_step"] / g["batch_size"]
             ax.plot(g["batch_size"], per_sample * 1e3, label="_", **styles.line(str(series)))
@@ -297,29 +302,24 @@ def energy(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
 
 
 def speedup(table: pd.DataFrame, plots_dir: Path) -> Chart | None:
-    """Bars of GPU-over-CPU speedup per batch size, a bar per GPU series, a panel per model."""
+    """Bars of GPU-over-CPU speedup per batch size, a panel per model and size, and side by
+    side at each batch one bar per GPU series (the whole identity but the batch: eager and
+    compiled, or two thread counts, are two bars, never one drawn over the other)."""
     if table.empty:
         return None
-    table = table.assign(
-        series=[
-            f"{short_device(d)} {p} {o}"
-            for d, p, o in zip(
-                table["device_name"], table["precision"], table["optimizer"], strict=True
-            )
-        ]
-    )
-    colors = palette(table["series"])
-    models = sorted(table["model"].unique())
+    names = series_labels(table, "series", exclude=("model", "model_size"))
+    colors = palette(names.values())
+    models = sorted(table["panel"].unique())
     fig, axes = panels(models)
     for model, (ax,) in zip(models, axes, strict=True):
-        rows = table[table["model"] == model]
+        rows = table[table["panel"] == model]
         batches = sorted(rows["batch_size"].unique())
-        series = sorted(rows["series"].unique())
+        series = sorted(rows["series"].unique(), key=lambda s: names[s])
         width = 0.8 / len(series)
         for i, s in enumerate(series):
             g = rows[rows["series"] == s]
             xs = [batches.index(b) + (i - (len(series) - 1) / 2) * width for b in g["batch_size"]]
-            ax.bar(xs, g["speedup"], width=width, color=colors[s], label=s)
+            ax.bar(xs, g["speedup"], width=width, color=colors[names[s]], label=names[s])
         ax.set_xticks(range(len(batches)))
         ax.set_xticklabels([str(int(b)) for b in batches], fontsize=8)
         ax.set_xlabel("batch size (samples per step)")
@@ -332,6 +332,8 @@ def speedup(table: pd.DataFrame, plots_dir: Path) -> Chart | None:
     return Chart(
         file,
         "Speedup over the CPU",
-        "CPU median step time over GPU median step time for the same model, size, precision, "
-        "optimizer and batch size. Above 1 the GPU is faster.",
+        "CPU median step time over GPU median step time for the same point: the same model, "
+        "size, precision, optimizer, batch size, speed options, threads, data, seed and every "
+        "other identity field. Above 1 the GPU is faster. Bars of one batch size stand side "
+        "by side, one per GPU series.",
     )

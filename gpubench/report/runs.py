@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.science.verdict import speed_options
+from gpubench.report import series
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import COLUMNS, IDENTITY, TEXT
 
@@ -24,13 +24,26 @@ NUMERIC = [
 
 @dataclass(frozen=True)
 class Run:
-    """One run folder: its rows, its env.json ({} when absent), and any batch analysis."""
+    """One run folder: its rows, its env.json ({} when absent), any batch analysis, and the
+    suite it was run with."""
 
     name: str
     path: Path
     frame: pd.DataFrame
     env: dict[str, Any] = field(default_factory=dict)
     analysis: list[dict[str, Any]] = field(default_factory=list)
+    suite: dict[str, Any] = field(default_factory=dict)  # suite.json ({} when absent)
+
+    @property
+    def suite_name(self) -> str | None:
+        """The suite's name (suite.json "name"), or None."""
+        name = self.suite.get("name")
+        return str(name) if name else None
+
+    @property
+    def commit(self) -> str | None:
+        """The gpubench git commit the run was made with (env.json), or None."""
+        return (self.env.get("gpubench") or {}).get("git_commit")
 
     def cpu_threads(self) -> int | None:
         """The torch thread count the CPU points ran with (rows first, then env.json)."""
@@ -64,17 +77,20 @@ class Run:
 
 
 def load_run(path: str | Path) -> Run:
-    """Read one run folder. results.jsonl is required; env.json and batch_analysis.json are not."""
+    """Read one run folder. results.jsonl is required; env.json, batch_analysis.json and
+    suite.json are not."""
     path = Path(path)
     frame = load_results(path)
     env = _read_json(path / "env.json")
     analysis = _analysis_entries(_read_json(path / "batch_analysis.json"))
+    suite = _read_json(path / "suite.json")
     return Run(
         path.resolve().name or str(path),
         path,
         frame,
         env if isinstance(env, dict) else {},
         analysis,
+        suite if isinstance(suite, dict) else {},
     )
 
 
@@ -118,13 +134,15 @@ def load_runs(paths: Sequence[str | Path]) -> list[Run]:
         name = r.name
         if names.count(name) > 1:
             name = f"{r.path.resolve().parent.name}/{name}"
-        out.append(Run(name, r.path, r.frame, r.env, r.analysis))
+        out.append(Run(name, r.path, r.frame, r.env, r.analysis, r.suite))
     return out
 
 
 def combine(runs: Sequence[Run]) -> pd.DataFrame:
-    """All rows of all runs, numeric columns as floats, plus `run`, `device_name` and `series`
-    (device, precision, optimizer: the unit one line of a chart stands for)."""
+    """All rows of all runs, numeric columns as floats, plus `run`, `device_name`, `series` (the
+    whole identity but the batch size: what one line of a chart stands for, see report.series),
+    `series_run` (the run where its device name is in more than one run) and `panel` (model/size:
+    what one panel of a chart shows)."""
     frames = []
     for r in runs:
         f = r.frame.copy()
@@ -141,43 +159,15 @@ def combine(runs: Sequence[Run]) -> pd.DataFrame:
     # The same device name in two runs (two CPUs, two H100s) needs the run to tell lines apart.
     per_device = frame.groupby("device_name")["run"].nunique()
     shared = set(per_device[per_device > 1].index)
-    frame["series"] = [
-        f"{dn}{f' [{run}]' if dn in shared else ''} {p} {o}"
-        for dn, run, p, o in zip(
-            frame["device_name"], frame["run"], frame["precision"], frame["optimizer"], strict=True
-        )
+    frame["series_run"] = [
+        run if dn in shared else None
+        for dn, run in zip(frame["device_name"], frame["run"], strict=True)
     ]
-    # Speed options are part of a point's identity: eager and compiled points are two series.
-    frame["series"] = [
-        f"{s}{options_suffix(r)}" for s, r in zip(frame["series"], _records(frame), strict=True)
+    # A line of a chart is the whole identity but the batch size (issue 21): sizes, options,
+    # seeds, threads, lr rules and layouts are never blended into one line.
+    frame = series.assign(frame, "series", without=("batch_size",))
+    frame["panel"] = [
+        model if ":" in model else f"{model}/{size}"
+        for model, size in zip(frame["model"], frame["model_size"], strict=True)
     ]
-    if frame["seed"].nunique() > 1 or frame["data"].nunique() > 1:
-        frame["series"] = [
-            f"{s} seed={int(seed)} {d}"
-            for s, seed, d in zip(frame["series"], frame["seed"], frame["data"], strict=True)
-        ]
-    if frame["threads"].nunique(dropna=False) > 1:  # the threads axis (issue 14)
-        frame["series"] = [
-            f"{s} threads={'auto' if pd.isna(t) else int(t)}"
-            for s, t in zip(frame["series"], frame["threads"], strict=True)
-        ]
-    if "parallel" in frame:  # issue 17: a parallel point's line is its layout's
-        frame["series"] = [
-            s if p in (None, "none") or p != p else f"{s} {p} x{int(n)} {sc}"
-            for s, p, n, sc in zip(
-                frame["series"], frame["parallel"], frame["nproc"], frame["scaling"], strict=True
-            )
-        ]
     return frame
-
-
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    cols = [c for c in ("compile", "channels_last", "cuda_graph", "cudnn_benchmark") if c in frame]
-    return frame[cols].to_dict("records")
-
-
-def options_suffix(row: dict[str, Any]) -> str:
-    """The speed options a point ran with beyond the defaults, as ' compiled, CUDA graph' (or
-    ''). Host data is not one: series name their data mode apart."""
-    opts = speed_options(row, with_data=False)
-    return f" {', '.join(opts)}" if opts else ""

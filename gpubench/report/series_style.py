@@ -1,58 +1,66 @@
-"""How a chart tells series apart at a glance: colour by device and precision, line style by
-optimizer, marker by speed options; and a legend that lists each of those once (a dozen series
-of four devices-and-precisions and two optimizers need six entries, not twelve long names)."""
+"""How a chart tells series apart at a glance: a colour per combination of the fields that
+differ among its series (device, precision, size, threads, ... : report.series), a line style
+per optimizer, a marker per speed options; and a legend that lists each of those once (a dozen
+series of four devices-and-precisions and two optimizers need six entries, not twelve long
+names). Every series gets a style of its own: no two differ only in a field nothing shows."""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterable
 from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.axes import Axes
 
-from gpubench.report.runs import options_suffix
+from gpubench.report import series as S
 
 LINESTYLES = {"sgd": "-", "adamw": "--", "adam": ":"}
-MARKERS = {"": "o", "compiled": "s", "CUDA graph": "^", "channels-last": "D"}
-OTHER_MARKERS = ("P", "X", "v", "h")
+OTHER_LINESTYLES = ("-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2)))
+MARKERS = {"eager": "o", "compiled": "s", "CUDA graph": "^", "channels-last": "D"}
+OTHER_MARKERS = ("P", "X", "v", "h", "<", ">", "p", "*")
 
 
-def short_device(device_name: str) -> str:
-    """'cuda (NVIDIA H100 80GB HBM3)' -> 'H100 80GB HBM3'; 'cpu (Intel Xeon ...)' -> 'CPU'."""
-    if device_name.startswith("cpu"):
-        return "CPU"
-    m = re.match(r"cuda(:\d+)? \((.*)\)$", device_name)
-    return m.group(2).removeprefix("NVIDIA ").strip() if m else device_name
-
-
-def short_series(series: str) -> str:
-    """A series label with its device named shortly: 'H100 80GB HBM3 bf16 adamw compiled'."""
-    m = re.match(r"(cuda(:\d+)? \([^)]*\)|cpu \([^)]*\)|cpu)", series)
-    return short_device(m.group(1)) + series[m.end() :] if m else series
+def _colours(n: int) -> list[Any]:
+    """n distinct colours: tab10, else tab20, else tab20 with tab20b and tab20c after it."""
+    if n <= 10:
+        return [plt.get_cmap("tab10")(i) for i in range(n)]
+    maps = ("tab20", "tab20b", "tab20c")
+    pool = [plt.get_cmap(m)(i) for m in maps for i in range(20)]
+    return [pool[i % len(pool)] for i in range(n)]
 
 
 class SeriesStyles:
-    """The style of every series of `frame` (rows carry series, device_name, run, precision,
-    optimizer and the speed options)."""
+    """The style of every series of `frame` (rows carry `series` and the identity columns).
+    `panel_fields` are named by each panel's title (model and size by default), so a legend
+    does not repeat them."""
 
-    def __init__(self, frame: pd.DataFrame) -> None:
-        firsts = frame.drop_duplicates("series")
+    def __init__(
+        self, frame: pd.DataFrame, panel_fields: Iterable[str] = ("model", "model_size")
+    ) -> None:
+        firsts = frame.drop_duplicates("series").to_dict("records")
+        differ = S.varying(frame, "series", panel_fields)
+        colour_fields = [f for f in differ if f not in (S.LINE_FIELD, S.MARKER_FIELD)]
+        if not colour_fields:  # one colour: name it by the device and precision all share
+            colour_fields = ["device_name", "precision"]
         self.colour_of: dict[str, str] = {}
         self.optimizer_of: dict[str, str] = {}
         self.options_of: dict[str, str] = {}
-        for r in firsts.to_dict("records"):
-            series = str(r["series"])
-            tag = f" [{r['run']}]" if f"[{r['run']}]" in series else ""
-            self.colour_of[series] = f"{short_device(str(r['device_name']))}{tag} {r['precision']}"
-            self.optimizer_of[series] = str(r["optimizer"])
-            self.options_of[series] = options_suffix(r).strip()
+        for r, colour in zip(firsts, S.written(firsts, colour_fields), strict=True):
+            s = str(r["series"])
+            self.colour_of[s] = colour
+            self.optimizer_of[s] = S.FIELDS[S.LINE_FIELD](r)
+            self.options_of[s] = S.FIELDS[S.MARKER_FIELD](r)
         names = sorted(set(self.colour_of.values()))
-        cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
-        self.colours = {n: cmap(i % cmap.N) for i, n in enumerate(names)}
+        self.colours = dict(zip(names, _colours(len(names)), strict=True))
+        other = iter(OTHER_LINESTYLES * 4)
+        self.linestyles = {
+            o: LINESTYLES.get(o) or next(other) for o in sorted(set(self.optimizer_of.values()))
+        }
         options = sorted(set(self.options_of.values()), key=lambda o: (o not in MARKERS, o))
         extra = iter(OTHER_MARKERS * 4)
         self.markers = {o: MARKERS.get(o) or next(extra) for o in options}
+        self.same = S.common(frame, [f for f in S.FIELDS if f not in panel_fields])
 
     def colour(self, series: str) -> Any:
         return self.colours[self.colour_of[series]]
@@ -61,30 +69,31 @@ class SeriesStyles:
         """Keyword arguments for ax.plot: colour, line style and marker of `series`."""
         return {
             "color": self.colour(series),
-            "linestyle": LINESTYLES.get(self.optimizer_of[series], "-."),
+            "linestyle": self.linestyles[self.optimizer_of[series]],
             "marker": self.markers[self.options_of[series]],
             "markersize": 5,
         }
 
-    def short(self, series: str) -> str:
-        opts = self.options_of[series]
-        return f"{self.colour_of[series]} {self.optimizer_of[series]}" + (
-            f" {opts}" if opts else ""
-        )
+    def label(self, series: str) -> str:
+        """The series' legend words: its colour's fields, then optimizer and options where
+        those differ among the series."""
+        parts = [self.colour_of[series]]
+        parts += [self.optimizer_of[series]] if len(self.linestyles) > 1 else []
+        parts += [self.options_of[series]] if len(self.markers) > 1 else []
+        return " ".join(p for p in parts if p)
 
     def keys(self) -> dict[str, dict[str, Any]]:
-        """Legend entries: a colour per device and precision, a line style per optimizer, a
-        marker per speed option (only where more than one of each is drawn)."""
+        """Legend entries: a colour per combination of the fields that differ, a line style per
+        optimizer and a marker per speed options (only where more than one of each is drawn)."""
         out: dict[str, dict[str, Any]] = {
             name: {"color": c, "linewidth": 6} for name, c in self.colours.items()
         }
-        optimizers = sorted(set(self.optimizer_of.values()))
-        if len(optimizers) > 1:
-            for o in optimizers:
-                out[o] = {"color": "black", "linestyle": LINESTYLES.get(o, "-."), "linewidth": 1.2}
+        if len(self.linestyles) > 1:
+            for o, ls in self.linestyles.items():
+                out[o] = {"color": "black", "linestyle": ls, "linewidth": 1.2}
         if len(self.markers) > 1:
             for o, m in self.markers.items():
-                out[o or "eager"] = {"color": "black", "marker": m, "linestyle": "none"}
+                out[o] = {"color": "black", "marker": m, "linestyle": "none"}
         return out
 
     def add_keys(self, ax: Axes) -> dict[str, dict[str, Any]]:

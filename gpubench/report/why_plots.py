@@ -8,11 +8,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import FuncFormatter
 
 from gpubench.probes.profile import CATEGORIES
 from gpubench.report import analysis as A
-from gpubench.report.figure import Chart, log_y, palette, panels, save
+from gpubench.report import series as S
+from gpubench.report.figure import Chart, log_y, panels, readable_log, save
+from gpubench.report.series_style import SeriesStyles
 
 CATEGORY_COLOURS = {
     "matmul": "#1f77b4",
@@ -27,7 +28,6 @@ CATEGORY_COLOURS = {
     "other": "#c7c7c7",
 }
 IDLE = "device idle (host, Python, launches)"
-PRECISION_MARKERS = {"fp32": "o", "tf32": "s", "fp16": "^", "bf16": "D"}
 
 
 def _profiled(frame: pd.DataFrame) -> pd.DataFrame:
@@ -43,14 +43,17 @@ def breakdown(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     rows = _profiled(frame)
     if rows.empty:
         return None
-    models = sorted(rows["model"].unique())
+    models = sorted(rows["panel"].unique())
     fig, axes = panels(models)
     for model, (ax,) in zip(models, axes, strict=True):
-        of_model = rows[rows["model"] == model]
+        of_model = rows[rows["panel"] == model]
         best = of_model.loc[of_model["samples_per_s"].idxmax()]
         g = of_model[of_model["series"] == best["series"]].sort_values("batch_size")
         _stack(ax, g)
-        ax.set_title(f"{model}: {best['series']}", fontsize=9)
+        # Named by what tells it from the other series of this model (all of its identity
+        # but the batch where nothing does).
+        names = S.labels(frame[frame["panel"] == model], exclude=("model", "model_size"))
+        ax.set_title(f"{model}: {names[str(best['series'])]}", fontsize=9)
     save(fig, plots_dir, "breakdown.png", "Where a step's time goes, by batch size")
     return Chart(
         "breakdown.png",
@@ -106,8 +109,9 @@ def roofline(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
         return None
     devices = sorted(ok["device_name"].unique())
     fig, axes = panels(devices)
-    models = sorted(ok["model"].unique())
-    colours = palette(models)
+    # A panel per device: a colour per model, size and whatever else differs among the series.
+    styles = SeriesStyles(ok, panel_fields=("device_name",))
+    keys = styles.add_keys(axes[0][0])
     for device, (ax,) in zip(devices, axes, strict=True):
         rows = ok[ok["device_name"] == device]
         low = float(rows["intensity_flop_per_byte"].min()) / 3
@@ -133,25 +137,31 @@ def roofline(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
                 va="bottom",
                 color="grey",
             )
-        for (model, precision), g in rows.groupby(["model", "precision"]):
-            ax.scatter(
+        for series, g in rows.groupby("series"):  # a line per series, through its batches
+            g = g.sort_values("batch_size")
+            ax.plot(
                 g["intensity_flop_per_byte"],
                 g["tflops"],
-                color=colours[model],
-                marker=PRECISION_MARKERS.get(str(precision), "o"),
-                s=28,
-                label=f"{model} {precision}",
-                edgecolors="black",
-                linewidths=0.4,
+                markeredgecolor="black",
+                markeredgewidth=0.4,
+                linewidth=0.8,
+                label="_",
+                **styles.line(str(series)),
             )
         ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+        readable_log(ax.xaxis)
         log_y(ax)
         ax.set_xlabel("arithmetic intensity (FLOP per minimum byte, log)")
         ax.set_ylabel("achieved TFLOP/s (log)")
         ax.set_title(device, fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
-    save(fig, plots_dir, "roofline.png", "Roofline: achieved compute against arithmetic intensity")
+    save(
+        fig,
+        plots_dir,
+        "roofline.png",
+        "Roofline: achieved compute against arithmetic intensity",
+        keys=keys,
+    )
     return Chart(
         "roofline.png",
         "Roofline",

@@ -1,0 +1,155 @@
+"""A chart's series and how it is named: a series is every identity field of a point
+(store.row.IDENTITY, the device by its name, and the run where two runs share a device name:
+the `series_run` column)
+but the chart's x axis; its label names each field that differs among the series drawn
+together, and only those (issue 21: mlp tiny and small were once one zig-zag line)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from gpubench.science.verdict import speed_options
+
+
+def short_device(device_name: str) -> str:
+    """'cuda (NVIDIA H100 80GB HBM3)' -> 'H100 80GB HBM3'; 'cpu (Intel Xeon ...)' -> 'CPU';
+    a device index other than 0 is kept ('cuda:1 H100 80GB HBM3')."""
+    if device_name.startswith("cpu"):
+        return "CPU"
+    m = re.match(r"cuda(:\d+)? \((.*)\)$", device_name)
+    if not m:
+        return device_name
+    name = m.group(2).removeprefix("NVIDIA ").strip()
+    return f"cuda{m.group(1)} {name}" if m.group(1) not in (None, ":0") else name
+
+
+def _null(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _int(value: Any) -> str:
+    return "auto" if _null(value) else str(int(value))
+
+
+def _model_options(value: Any) -> str:
+    """Canonical JSON {"d_model": 64} as 'd_model=64'; none as 'default options'."""
+    if _null(value) or value in ("", "{}"):
+        return "default options"
+    try:
+        opts = json.loads(str(value))
+    except ValueError:
+        return str(value)
+    if not isinstance(opts, dict):
+        return str(value)
+    return ",".join(
+        f"{k}={json.dumps(v) if isinstance(v, dict | list) else v}" for k, v in opts.items()
+    )
+
+
+def _options(row: Mapping[str, Any]) -> str:
+    opts = speed_options(dict(row), with_data=False)
+    return ", ".join(opts) if opts else "eager"
+
+
+def _layout(row: Mapping[str, Any]) -> str:
+    parallel = row.get("parallel")
+    if _null(parallel) or parallel == "none":
+        return "single process"
+    return f"{parallel} {'' if _null(row.get('scaling')) else row['scaling']}".strip()
+
+
+# The fields a series can differ in, in the order a label names them: (name, how a row's value
+# is written). Together they cover every IDENTITY column: the device by its name, the speed
+# options (compile, channels_last, cuda_graph, cudnn_benchmark) as one field, and the parallel
+# layout (parallel, scaling) beside its process count (nproc).
+Render = Callable[[Mapping[str, Any]], str]
+FIELDS: dict[str, Render] = {
+    "run": lambda r: f"[{r['series_run']}]" if r.get("series_run") else "",
+    "device_name": lambda r: short_device(str(r["device_name"])),
+    "model": lambda r: str(r["model"]),
+    "model_size": lambda r: f"size={r['model_size']}",
+    "precision": lambda r: str(r["precision"]),
+    "optimizer": lambda r: str(r["optimizer"]),
+    "options": _options,
+    "data": lambda r: f"{r.get('data')} data",
+    "threads": lambda r: f"threads={_int(r.get('threads'))}",
+    "parallel": _layout,
+    "nproc": lambda r: f"x{_int(r.get('nproc'))}",
+    "lr_scaling": lambda r: f"lr={'fixed' if _null(r.get('lr_scaling')) else r['lr_scaling']}",
+    "model_options": lambda r: _model_options(r.get("model_options")),
+    "seed": lambda r: f"seed={_int(r.get('seed'))}",
+    "batch_size": lambda r: f"B={_int(r.get('batch_size'))}",
+}
+# Fields a chart draws by line style and by marker; the rest set a series' colour.
+LINE_FIELD = "optimizer"
+MARKER_FIELD = "options"
+
+
+def render(row: Mapping[str, Any], names: Iterable[str], full: bool = False) -> str:
+    """The named fields of `row`, written as a label would ('CPU bf16 compiled threads=1');
+    `full` writes the device by its whole name ('cpu (Intel Xeon ...)')."""
+    return " ".join(t for t in (_write(row, n, full) for n in names) if t)
+
+
+def _write(row: Mapping[str, Any], name: str, full: bool = False) -> str:
+    if full and name == "device_name":
+        return str(row.get("device_name", row.get("device")))
+    return FIELDS[name](row)
+
+
+def written(records: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:
+    """Each record's `names` rendered, short where that tells them apart as well as the whole
+    device names do (two CPU models are both 'CPU' short)."""
+    short = [render(r, names) for r in records]
+    full = [render(r, names, full=True) for r in records]
+    return short if len(set(short)) == len(set(full)) else full
+
+
+def key(row: Mapping[str, Any], without: Sequence[str] = ("batch_size",)) -> str:
+    """A series' identity as text: every field but `without`, the device by its full name
+    (two GPUs of one model differ in their index). Equal keys mean the same series."""
+    written = (_write(row, n, full=True) for n in FIELDS if n not in without)
+    return " | ".join(w for w in written if w)
+
+
+def assign(
+    frame: pd.DataFrame, column: str = "series", without: Sequence[str] = ("batch_size",)
+) -> pd.DataFrame:
+    """`frame` with `column` set to each row's series key (see key)."""
+    records = frame.to_dict("records")
+    return frame.assign(**{column: [key(r, without) for r in records]})
+
+
+def varying(frame: pd.DataFrame, column: str = "series", exclude: Iterable[str] = ()) -> list[str]:
+    """The fields (FIELDS order) whose written value differs among the series of `frame`."""
+    firsts = frame.drop_duplicates(column).to_dict("records")
+    skip = set(exclude)
+    return [n for n in FIELDS if n not in skip and len({_write(r, n, True) for r in firsts}) > 1]
+
+
+def labels(
+    frame: pd.DataFrame,
+    column: str = "series",
+    exclude: Iterable[str] = (),
+    fallback: Sequence[str] = ("device_name", "precision", "optimizer"),
+) -> dict[str, str]:
+    """Per series of `frame`: the fields that differ among them (not `exclude`, which a panel's
+    title already names). A lone series (nothing differs) is named by `fallback`."""
+    names = varying(frame, column, exclude) or list(fallback)
+    firsts = frame.drop_duplicates(column).to_dict("records")
+    return {str(r[column]): w for r, w in zip(firsts, written(firsts, names), strict=True)}
+
+
+def common(frame: pd.DataFrame, names: Iterable[str]) -> str:
+    """The named fields that are the same on every row of `frame`, written once
+    ('eager, device data, threads=auto'); '' when none is."""
+    records = frame.to_dict("records")
+    if not records:
+        return ""
+    out = [FIELDS[n](records[0]) for n in names if len({FIELDS[n](r) for r in records}) == 1]
+    return ", ".join(out)

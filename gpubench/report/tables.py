@@ -1,0 +1,250 @@
+"""The report's tables: the per-series summary, the speedups over the CPU, failed points and
+every point. A table shows each identity field that differs among its rows as a column of its
+own, and states the ones that are the same on every row once, above it (issue 21)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpubench.config.precision import PRECISION_NOTE
+from gpubench.report import analysis as A
+from gpubench.report import html as H
+from gpubench.report import series as S
+
+# Identity fields beyond model, size, device, precision, optimizer and batch: the speed options
+# and the other settings a point can differ in (store.row.IDENTITY), with their headings.
+OPTION_COLUMNS = {
+    "compile": "compile",
+    "channels_last": "channels last",
+    "cuda_graph": "CUDA graph",
+    "cudnn_benchmark": "cudnn.benchmark",
+    "data": "data",
+    "threads": "threads asked",
+    "model_options": "model options",
+    "lr_scaling": "lr rule",
+    "parallel": "parallel",
+    "nproc": "processes",
+    "scaling": "scaling",
+    "seed": "seed",
+}
+
+
+def option_value(column: str, value: Any) -> str:
+    """An identity field's value as a table cell: booleans on/off; null threads 'auto', null
+    model options 'default', any other null 'none'."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return {"threads": "auto", "model_options": "default"}.get(column, "none")
+    if isinstance(value, bool | np.bool_):
+        return "on" if value else "off"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def option_columns(frame: pd.DataFrame, skip: tuple[str, ...] = ()) -> tuple[list[str], str]:
+    """The OPTION_COLUMNS (but `skip`) that differ among `frame`'s rows, and a sentence naming
+    the values of those that are the same on all of them ('' when there are none)."""
+    present = [c for c in OPTION_COLUMNS if c in frame and c not in skip]
+    differ = [c for c in present if len({option_value(c, v) for v in frame[c]}) > 1]
+    same = [c for c in present if c not in differ]
+    if frame.empty or not same:
+        return differ, ""
+    first = frame.iloc[0]
+    facts = ", ".join(f"{OPTION_COLUMNS[c]} {option_value(c, first[c])}" for c in same)
+    return differ, f"Same on every row: {facts}."
+
+
+def _cell_text(cell: tuple[str, object] | str) -> str:
+    return cell[0] if isinstance(cell, tuple) else cell
+
+
+def summary(frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]) -> str:
+    """One line per model and series: best throughput, throughput-optimal batch, latency floor,
+    memory per sample, predicted largest batch and first OOM batch."""
+    s = A.series_summary(frame, capacity)
+    if s.empty:
+        return "<h2>Summary</h2>\n" + H.note("These runs hold no rows.")
+    names = S.labels(frame, exclude=("model", "model_size"))
+    rows = []
+    for r in s.to_dict("records"):
+        per_sample = r["memory_per_sample_bytes"]
+        rows.append(
+            [
+                r["model"],
+                names[r["series"]],
+                (str(r["points_ok"]), r["points_ok"]),
+                (H.number(r["best_samples_per_s"], ",.0f"), r["best_samples_per_s"]),
+                (H.number(r["throughput_optimal_batch"], "d"), r["throughput_optimal_batch"]),
+                (H.number(r["latency_floor_s"], ",.4g", 1e3), r["latency_floor_s"]),
+                (H.number(per_sample, ",.2f", 1 / 2**20), per_sample),
+                (H.number(r["predicted_max_batch"], ",d"), r["predicted_max_batch"]),
+                (H.number(r["oom_batch"], "d"), r["oom_batch"]),
+            ]
+        )
+    headers = [
+        "model",
+        "series",
+        "points ok",
+        "best samples/s",
+        "throughput-optimal batch",
+        "latency floor (ms)",
+        "memory per sample (MiB)",
+        "predicted largest batch",
+        "first OOM batch",
+    ]
+    # A column with nothing in any series (memory and OOM on a CPU run, say) is left out.
+    keep = [i for i, _ in enumerate(headers) if any(_cell_text(row[i]) for row in rows)]
+    dropped = [headers[i] for i in range(len(headers)) if i not in keep]
+    absent = f" Not measured in these runs, so not shown: {', '.join(dropped)}." if dropped else ""
+    same = S.common(frame, [f for f in S.FIELDS if f not in ("model", "model_size", "batch_size")])
+    stated = f" Every series: {same}." if same else ""
+    return (
+        "<h2>Summary</h2>\n"
+        '<p class="caption">Per model and series (a series is a point\'s whole identity but '
+        "its batch size; it is named by what differs among the series)."
+        f"{H.e(stated)} The throughput-optimal batch is the smallest "
+        "within 5% of the best samples/s; the latency floor is the shortest median step; the "
+        "memory per sample and predicted largest batch come from the fitted memory line and the "
+        f"device's memory (GPUs).{H.e(absent)} {H.e(PRECISION_NOTE)}</p>\n"
+        + H.table([headers[i] for i in keep], [[row[i] for i in keep] for row in rows], True)
+    )
+
+
+def speedups(table: pd.DataFrame) -> tuple[str, str]:
+    """The speedup table's caption (the CPU and the thread counts of the CPU rows matched) and
+    the table, with a column per identity field that differs among its rows."""
+    threads = sorted({int(t) for t in table["cpu_threads"].dropna()})
+    cpus = sorted(set(table["cpu_name"]))
+    stated = (
+        f"The CPU rows matched ({'; '.join(cpus)}) ran with "
+        f"{', '.join(map(str, threads))} torch thread(s)."
+        if threads
+        else f"The CPU ({'; '.join(cpus)}) thread count was not recorded."
+    )
+    differ, same = option_columns(table)
+    rows = [
+        [
+            r["panel"],
+            S.short_device(str(r["device_name"])),
+            r["precision"],
+            r["optimizer"],
+            *[option_value(c, r[c]) for c in differ],
+            (str(int(r["batch_size"])), r["batch_size"]),
+            (H.number(r["cpu_threads"], "d"), r["cpu_threads"]),
+            (H.number(r["cpu_step_time_s"], ",.3f", 1e3), r["cpu_step_time_s"]),
+            (H.number(r["gpu_step_time_s"], ",.3f", 1e3), r["gpu_step_time_s"]),
+            (H.number(r["speedup"], ",.1f") + "x", r["speedup"]),
+        ]
+        for r in table.to_dict("records")
+    ]
+    headers = [
+        "model",
+        "GPU",
+        "precision",
+        "optimizer",
+        *[OPTION_COLUMNS[c] for c in differ],
+        "batch",
+        "CPU threads",
+        "CPU ms",
+        "GPU ms",
+        "speedup",
+    ]
+    return f"{stated} {same}".strip(), H.table(headers, rows, sortable=True)
+
+
+def failures(frame: pd.DataFrame) -> str:
+    bad = frame[frame["status"] != "ok"]
+    head = "<h2>Failed and unsupported points</h2>\n"
+    if bad.empty:
+        return head + ("<p>Every point ran.</p>" if len(frame) else "<p>No points.</p>")
+    differ, same = option_columns(bad)
+    rows = [
+        [
+            r["run"],
+            r["model"],
+            r["device"],
+            r["precision"],
+            r["optimizer"],
+            *[option_value(c, r[c]) for c in differ],
+            (str(int(r["batch_size"])), r["batch_size"]),
+            r["status"],
+            r["error"],
+        ]
+        for r in bad.to_dict("records")
+    ]
+    headers = ["run", "model", "device", "precision", "optimizer"]
+    headers += [OPTION_COLUMNS[c] for c in differ] + ["batch", "status", "reason"]
+    caption = f'<p class="caption">{H.e(same)}</p>\n' if same else ""
+    return head + caption + H.table(headers, rows, sortable=True)
+
+
+# (column, header, format, scale) for the table of all rows; a column of nulls is left out.
+ROW_COLUMNS = [
+    ("step_time_s", "step ms", ",.3f", 1e3),
+    ("step_time_iqr_s", "IQR ms", ",.3f", 1e3),
+    ("steps_measured", "steps", "d", 1),
+    ("samples_per_s", "samples/s", ",.0f", 1),
+    ("tokens_per_s", "tokens/s", ",.0f", 1),
+    ("tflops", "TFLOP/s", ".3g", 1),
+    ("mfu", "MFU %", ".1f", 100),
+    ("matmul_roof_fraction", "matmul roof %", ".1f", 100),
+    ("torch_peak_allocated_bytes", "alloc MiB", ",.0f", 1 / 2**20),
+    ("torch_peak_reserved_bytes", "reserved MiB", ",.0f", 1 / 2**20),
+    ("nvml_peak_used_bytes", "NVML MiB", ",.0f", 1 / 2**20),
+    ("host_peak_rss_bytes", "RSS MiB", ",.0f", 1 / 2**20),
+    ("energy_j_per_step", "J/step", ".3g", 1),
+    ("avg_power_w", "W", ",.0f", 1),
+    ("loss_first", "loss first", ".4g", 1),
+    ("loss_last", "loss last", ".4g", 1),
+    ("eval_loss", "eval loss", ".4g", 1),
+    ("eval_accuracy", "eval acc", ".3f", 1),
+    ("steps_to_target", "steps to target", ",.0f", 1),
+    ("time_to_target_s", "s to target", ",.2f", 1),
+    ("torch_threads", "threads", "d", 1),  # issue 14: the threads each point ran with
+]
+
+
+def _status(row: dict[str, Any]) -> str:
+    """The row's status; a convergence run that never reached its target says it missed it."""
+    missed = pd.notna(row.get("target")) and pd.isna(row.get("steps_to_target"))
+    return "ok, missed target" if row["status"] == "ok" and missed else str(row["status"])
+
+
+def all_rows(frame: pd.DataFrame) -> str:
+    """Every point: its identity (a column per field that differs among the rows, the rest
+    stated once above), status, noisy and busy flags, and every measured column."""
+    cols = [c for c in ROW_COLUMNS if c[0] in frame and frame[c[0]].notna().any()]
+    differ, same = option_columns(frame, skip=("seed",))  # the seed has its column always
+    headers = ["run", "model", "size", "device", "precision", "optimizer"]
+    headers += [OPTION_COLUMNS[c] for c in differ]
+    headers += ["batch", "seed", "status", "noisy"]
+    busy = "busy" in frame and bool((frame["busy"] == True).any())  # noqa: E712 (nulls too)
+    headers += ["busy"] if busy else []
+    headers += [h for _, h, _, _ in cols]
+    rows = []
+    for r in frame.to_dict("records"):
+        cells: list[tuple[str, object] | str] = [
+            r["run"],
+            r["model"],
+            "" if ":" in r["model"] else r["model_size"],  # a user's model has no size preset
+            r["device"],
+            r["precision"],
+            r["optimizer"],
+            *[option_value(c, r[c]) for c in differ],
+            (str(int(r["batch_size"])), r["batch_size"]),
+            (H.number(r["seed"], ".0f"), r["seed"]),
+            _status(r),
+            "noisy" if r.get("noisy") is True else "",
+        ]
+        cells += ["busy" if r.get("busy") is True else ""] if busy else []
+        cells += [(H.number(r[c], f, s), r[c]) for c, _, f, s in cols]
+        rows.append(cells)
+    stated = f" {same}" if same else ""
+    return (
+        '<h2>All points</h2>\n<p class="caption">Click a column\'s heading to sort by it; a wide '
+        f"table scrolls sideways.{H.e(stated)}</p>\n" + H.table(headers, rows, sortable=True)
+    )
