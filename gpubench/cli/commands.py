@@ -31,6 +31,7 @@ def sweep(
     overridden: Sequence[str] = (),
     retry_failed: bool = False,
     shard: tuple[int, int] | None = None,
+    confirm: bool = True,
 ) -> int:
     """Run `spec` into `out` (default results/<timestamp>), then print its tables and render its
     report. Exit status 0, or 130 when Ctrl-C stopped it (the rows measured are kept).
@@ -56,6 +57,7 @@ def sweep(
                 on_start=progress.on_start,
                 retry_failed=retry_failed,
                 shard=shard,
+                confirm=confirm,
             )
     except KeyboardInterrupt:
         progress.stop()
@@ -121,12 +123,20 @@ def _print_verdict(dirs: list[Path]) -> None:
     console.verdict(*explain_runs(dirs))
 
 
-def explain(dirs: list[Path]) -> int:
-    """`gpubench explain DIR...`: the verdict of run folders, in the terminal."""
+def explain(dirs: list[Path], as_json: bool = False) -> int:
+    """`gpubench explain DIR...`: the verdict of run folders, in the terminal (as JSON with
+    `as_json`)."""
+    from gpubench.report.explain import explain_runs
+
     try:
-        _print_verdict(dirs)
-    except ResultsError as e:
+        if not as_json:
+            _print_verdict(dirs)
+            return 0
+        found, names = explain_runs(dirs)
+    except (ResultsError, ValueError) as e:
         raise ConfigError(str(e)) from e
+    answer = {"runs": names, "verdicts": [v.to_dict() for v in found]}
+    sys.stdout.write(json.dumps(answer, indent=2, default=str) + "\n")
     return 0
 
 

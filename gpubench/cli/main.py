@@ -75,13 +75,14 @@ def _dispatch(args: argparse.Namespace) -> int:
             point_timeout_s=args.point_timeout,
             overridden=parser.overridden_flags(args),
             shard=args.shard,
+            confirm=args.confirm,
         )
     if args.command == "merge":
         return commands.merge(args.dirs, args.out, args.allow_duplicates)
     if args.command == "report":
         return commands.report(args.dirs, args.out)
     if args.command == "explain":
-        return commands.explain(args.dirs)
+        return commands.explain(args.dirs, as_json=args.json)
     if args.command == "compare":
         return commands.compare(args.base, args.new, args.threshold, args.format)
     if args.command == "max-batch":

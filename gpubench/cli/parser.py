@@ -159,6 +159,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="skip the few profiled steps per point that attribute its time (and its bottleneck)",
     )
+    sweep.add_argument(
+        "--no-confirm",
+        dest="confirm",
+        action="store_false",
+        help="skip re-measuring each verdict's leaders interleaved at the end (about 15%% of "
+        "the sweep's time); the verdict then goes by the rows' intervals",
+    )
     _add_isolation_flags(sweep)
     sweep.add_argument(
         "--resume",
@@ -218,6 +225,12 @@ def build_parser() -> argparse.ArgumentParser:
         "explain", help="print the verdict of run folders: fastest, bottleneck, next experiment"
     )
     explain.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="run folders")
+    explain.add_argument(
+        "--json",
+        action="store_true",
+        help="print the verdicts as JSON: per model and optimizer the winner's identity, the "
+        "ties, how sure, the bottleneck and its evidence, the levers",
+    )
 
     sub.add_parser("list", help="show the models, sizes, precisions, optimizers and suites")
     sub.add_parser("env", help="print the machine and software as JSON")

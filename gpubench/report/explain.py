@@ -10,6 +10,7 @@ import pandas as pd
 
 from gpubench.report.runs import Run, combine, load_runs
 from gpubench.science.verdict import ModelVerdict, verdicts
+from gpubench.store import confirmations
 
 
 def cpu_energy_reason(runs: Sequence[Run]) -> str | None:
@@ -23,8 +24,13 @@ def cpu_energy_reason(runs: Sequence[Run]) -> str | None:
 
 
 def run_verdicts(runs: Sequence[Run], frame: pd.DataFrame | None = None) -> list[ModelVerdict]:
-    """One verdict per model over all of `runs` together (`frame`: their combined rows)."""
-    return verdicts(combine(runs) if frame is None else frame, cpu_energy_reason(runs))
+    """One verdict per partition over all of `runs` together (`frame`: their combined rows),
+    with each run's confirmation of its leaders (for a single run: several runs' rows compete
+    together, and their leaders were never re-measured side by side)."""
+    found = confirmations.read(runs[0].path) if len(runs) == 1 else None
+    return verdicts(
+        combine(runs) if frame is None else frame, cpu_energy_reason(runs), found
+    )
 
 
 def explain_runs(dirs: Sequence[str | Path]) -> tuple[list[ModelVerdict], list[str]]:

@@ -17,6 +17,7 @@ from gpubench.config.model_options import check_buildable
 from gpubench.config.spec import AUTO, Budget, Point, SweepSpec
 from gpubench.config.validate import validate
 from gpubench.probes import calibration, load, nvml
+from gpubench.run import confirm as leads
 from gpubench.run import folder, maxbatch, ranks
 from gpubench.run import shard as shards
 from gpubench.run.worker import WorkerRunner
@@ -64,6 +65,7 @@ def run_sweep(
     on_start: OnStart | None = None,
     retry_failed: bool = False,
     shard: tuple[int, int] | None = None,
+    confirm: bool = True,
 ) -> pd.DataFrame:
     """Measure every point of `spec` into run folder `out` (default results/<timestamp>) and
     return all its rows. Each row is on disk (fsynced) before the next point starts.
@@ -76,6 +78,9 @@ def run_sweep(
     (see folder.check_same_machine); with `retry_failed` too, the points that ended `error` or
     `timeout` lose their rows and run again. `should_stop` is asked before each point.
     `shard` (i, n) runs only the i-th of n shares of the points (see run.shard).
+    With `confirm`, a speed sweep that ran to its end re-measures each verdict's leaders
+    interleaved (run.confirm) into confirm.json; a shard does not (its leaders are not all
+    there).
     """
     validate(spec)
     check_buildable(spec.models, spec.size, spec.model_options)  # a typo is exit 2, not a row
@@ -125,6 +130,9 @@ def run_sweep(
         finally:
             if store.path.is_file():
                 store.write_csv()
+        stopped = should_stop is not None and should_stop()
+        if confirm and spec.mode == "speed" and shard is None and not stopped:
+            leads.confirm(run_dir, read_rows(run_dir), max_memory, point_timeout_s)
         if spec.mode == "convergence":
             batch_analysis.write_analysis(run_dir)
     return load_results(run_dir)

@@ -27,6 +27,7 @@ import time
 import traceback
 import types
 from collections.abc import Iterator
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -101,6 +102,44 @@ def _run_point(point: Point, task: Task, max_memory: int | None) -> dict[str, An
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+@dataclass(frozen=True)
+class Call:
+    """A function other than a point's measurement to run in a worker (the verdict's
+    confirmation): `target` is "package.module:function", called with `args` under the memory
+    cap on `device`. run() returns ("ok", value) or ("error", the error in one line, its
+    traceback)."""
+
+    target: str
+    args: tuple[Any, ...]
+    max_memory: int | None
+    device: str
+
+    def run(self) -> tuple[str, Any] | tuple[str, str, str]:
+        import importlib
+
+        import torch
+
+        module, name = self.target.split(":")
+        device = torch.device(self.device)
+        try:
+            with memory_cap.capped(self.max_memory, device.type, device.index):
+                return ("ok", getattr(importlib.import_module(module), name)(*self.args))
+        except Exception as e:  # the caller records it; the worker is replaced
+            return ("error", one_line(e), traceback.format_exc())
+        finally:
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+
+
+class WorkerError(RuntimeError):
+    """A Call that failed in its worker: its error in one line, and its traceback."""
+
+    def __init__(self, message: str, traceback_text: str | None = None) -> None:
+        super().__init__(message)
+        self.traceback = traceback_text
 
 
 def describe_exit(exitcode: int | None) -> str:
@@ -189,6 +228,26 @@ class WorkerRunner:
         if not self.reuse or row["status"] not in _HEALTHY:
             self._stop_worker()
         return row
+
+    def call(self, call: Call, timeout_s: float | None) -> Any:
+        """`call`'s value, computed in a worker; WorkerError where it raised, its worker died or
+        it took longer than `timeout_s` (the worker is then replaced)."""
+        proc, conn = self._ready_worker()
+        conn.send(call)
+        if not conn.poll(timeout_s):
+            self._stop_worker()
+            raise WorkerError(f"no result within {timeout_s:g} s; the worker was killed")
+        try:
+            answer = conn.recv()
+        except EOFError:
+            proc.join(timeout=10)
+            how = describe_exit(proc.exitcode)
+            self._stop_worker()
+            raise WorkerError(f"the worker process died ({how})") from None
+        if answer[0] != "ok":
+            self._stop_worker()
+            raise WorkerError(answer[1], answer[2])
+        return answer[1]
 
     def close(self, grace_s: float = 5.0) -> None:
         """Ask the worker to exit, and kill it if it has not within `grace_s` seconds (0: a
@@ -294,6 +353,9 @@ def worker_main(conn: Connection, lifeline: Connection) -> None:
             return
         if message is None:
             return
+        if isinstance(message, Call):
+            conn.send(message.run())
+            continue
         point, task, max_memory = message
         conn.send(run_point(point, task, max_memory))
 

@@ -11,8 +11,10 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.science import target_time
+from gpubench.science import standing, target_time
 from gpubench.science.bottleneck import Bottleneck, classify
+from gpubench.science.partition import FIXED, heading, label, partition_key, varying
+from gpubench.science.partition import norm as _norm
 from gpubench.store.row import IDENTITY
 
 # (field, value that turns the lever on, its name, the flag that measures it)
@@ -39,12 +41,21 @@ _WHAT = {
 
 @dataclass
 class ModelVerdict:
-    """The verdict on one model (and size). Every number comes from a measured row."""
+    """The verdict on one partition (model, size, its options, optimizer, lr rule: what the user
+    chose). Every number comes from a measured row; `ties` are the configurations the fastest
+    could not be told from, `confidence` says how that was decided, `stands_on` names the
+    contended or noisy rows behind the answer (None when every row was clean)."""
 
-    model: str
-    fastest: str  # the fastest configuration, as a label
+    model: str  # the partition's heading: "mlp/small, adamw"
+    fastest: str  # the fastest configuration (the leader of a tie), as a label
     samples_per_s: float
     device: str
+    identity: dict[str, Any] = field(default_factory=dict)
+    ties: list[dict[str, Any]] = field(default_factory=list)
+    confidence: str = ""
+    confirmation: dict[str, Any] | None = None
+    stands_on: str | None = None
+    stands_on_counts: dict[str, int] = field(default_factory=dict)
     cpu_speedup: str | None = None
     time_to_target: str | None = None
     bottleneck: str | None = None
@@ -52,10 +63,23 @@ class ModelVerdict:
     levers: list[str] = field(default_factory=list)
     next_experiment: str | None = None
     energy: list[str] = field(default_factory=list)
+    unclassified: str | None = None  # why the bottleneck is not classified
+
+    def headline(self) -> str:
+        """'fastest X, N samples/s' or 'tie: X and Y within 1.6% (N and M samples/s)'."""
+        if not self.ties:
+            return f"fastest {self.fastest}, {self.samples_per_s:,.0f} samples/s"
+        names = " and ".join([self.fastest, *(t["label"] for t in self.ties)])
+        within = max(abs(float(t["ratio"]) - 1) for t in self.ties)
+        figures = [self.samples_per_s, *(float(t["samples_per_s"]) for t in self.ties)]
+        rates = " and ".join(f"{x:,.0f}" for x in figures)
+        return f"tie: {names} within {within:.1%} ({rates} samples/s)"
 
     def lines(self) -> list[str]:
         """The verdict as lines of text (the terminal's and the report's words)."""
-        out = [f"{self.model}: fastest {self.fastest}, {self.samples_per_s:,.0f} samples/s"]
+        out = [f"{self.model}: {self.headline()}", f"  how sure: {self.confidence}"]
+        if self.stands_on:
+            out.append(f"  stands on: {self.stands_on}")
         if self.time_to_target:
             out.append(f"  fastest to target: {self.time_to_target}")
         if self.cpu_speedup:
@@ -64,7 +88,7 @@ class ModelVerdict:
             out.append(f"  bottleneck: {_WHAT[self.bottleneck]} ({'; '.join(self.evidence)})")
         else:
             out.append(
-                "  bottleneck: not classified (rows without a profile, minimum bytes or FLOPs)"
+                f"  bottleneck: not classified ({self.unclassified or 'no evidence'})"
                 + (f"; {'; '.join(self.evidence)}" if self.evidence else "")
             )
         out += [f"  lever: {lever}" for lever in self.levers]
@@ -72,6 +96,35 @@ class ModelVerdict:
             out.append(f"  next: {self.next_experiment}")
         out += [f"  energy: {e}" for e in self.energy]
         return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The answer for a script (`explain --json`): the partition, the winner's whole identity
+        (None in a tie), the leader, the ties, how sure, what it stands on, the bottleneck with
+        its evidence, the levers."""
+        fixed = {k: self.identity.get(k) for k in FIXED}
+        return {
+            **fixed,
+            "heading": self.model,
+            "winner": None if self.ties else self.identity,
+            "leader": {
+                "label": self.fastest,
+                "samples_per_s": self.samples_per_s,
+                "identity": self.identity,
+            },
+            "ties": self.ties,
+            "confidence": self.confidence,
+            "confirmation": self.confirmation,
+            "stands_on": {"text": self.stands_on, **self.stands_on_counts},
+            "bottleneck": None
+            if self.bottleneck is None
+            else {"kind": self.bottleneck, "evidence": self.evidence},
+            "unclassified": self.unclassified,
+            "levers": self.levers,
+            "next_experiment": self.next_experiment,
+            "cpu_speedup": self.cpu_speedup,
+            "time_to_target": self.time_to_target,
+            "energy": self.energy,
+        }
 
 
 # The settings beyond the defaults that a label names: (column, value, name).
@@ -89,59 +142,100 @@ def speed_options(row: dict[str, Any], with_data: bool = True) -> list[str]:
     return [name for key, on, name in options if _same(row.get(key), on)]
 
 
-def label(row: dict[str, Any]) -> str:
-    """A configuration's label: device, precision, optimizer, batch and any speed option."""
-    opts = speed_options(row)
-    base = f"{row['device']} {row['precision']} {row['optimizer']} B={int(row['batch_size'])}"
-    return base + (f" ({', '.join(opts)})" if opts else "")
-
-
 def _same(a: Any, b: Any) -> bool:
     if isinstance(b, bool):
         return a is True or a == 1 if b else a is False or a == 0
     return a == b
 
 
-def verdicts(frame: pd.DataFrame, cpu_energy_reason: str | None = None) -> list[ModelVerdict]:
-    """One verdict per model and size with a point that ran, in model order."""
+def verdicts(
+    frame: pd.DataFrame,
+    cpu_energy_reason: str | None = None,
+    confirmations: list[dict[str, Any]] | None = None,
+) -> list[ModelVerdict]:
+    """One verdict per partition (model, size, model options, optimizer, lr rule: see
+    science.partition) with a point that ran, in order. `confirmations`: the interleaved
+    re-measurements of the leaders (run.confirm's records), where they were taken."""
     if frame.empty:
         return []
-    ok = frame[(frame["status"] == "ok") & frame["samples_per_s"].notna()]
+    records = frame.to_dict("records")
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(partition_key(r), []).append(r)
+    found = {partition_key(c["fixed"]): c for c in confirmations or []}
     out = []
-    for (model, size), rows in ok.groupby(["model", "model_size"], sort=True):
-        v = _verdict(str(model), str(size), rows, cpu_energy_reason)
-        # Every run of the model, failed ones too: a seed that diverged did not reach the target.
-        same = frame[(frame["model"] == model) & (frame["model_size"] == size)]
-        v.time_to_target = _time_to_target(same.to_dict("records"))
-        out.append(v)
+    for key in sorted(groups, key=lambda k: tuple(str(x) for x in k)):
+        rows = groups[key]
+        if any(standing.ran(r) for r in rows):
+            out.append(_verdict(rows, found.get(key), cpu_energy_reason))
     return out
 
 
-def _verdict(model: str, size: str, rows: pd.DataFrame, cpu_reason: str | None) -> ModelVerdict:
-    records = rows.to_dict("records")
-    best = max(records, key=lambda r: float(r["samples_per_s"]))
-    v = ModelVerdict(f"{model}/{size}", label(best), float(best["samples_per_s"]), best["device"])
-    v.cpu_speedup = _cpu_speedup(best, records)
+def _verdict(
+    all_rows: list[dict[str, Any]], confirmation: dict[str, Any] | None, cpu_reason: str | None
+) -> ModelVerdict:
+    ok = [r for r in all_rows if standing.ran(r)]
+    clean = [r for r in ok if not standing.contended(r)]
+    pool = standing.pool(all_rows)
+    among = varying(pool)
+    lead = standing.lead(pool, confirmation, among)
+    best = lead.best
+    v = ModelVerdict(
+        heading(best),
+        label(best, among),
+        float(best["samples_per_s"]),
+        str(best["device"]),
+        identity={k: _norm(best.get(k)) for k in IDENTITY},
+        ties=lead.ties,
+        confidence=lead.confidence,
+        confirmation=lead.record,
+    )
+    v.stands_on, v.stands_on_counts = standing.stands_on(ok, clean, among)
+    # every row of the partition, failed ones too: a seed that diverged did not reach the target
+    v.time_to_target = _time_to_target(all_rows)
+    v.cpu_speedup = _cpu_speedup(best, ok, among)
     judged = _bottleneck(best)
+    scaling = _batch_scaling(best, ok)
     if judged is not None:
         kind = v.bottleneck = judged.kind
-        v.evidence = [judged.evidence]
-        scaling = _batch_scaling(best, records)
-        if scaling:
-            v.evidence.append(scaling)
-        v.levers, v.next_experiment = _levers(kind, best, records)
+        v.evidence = [judged.evidence, *([scaling] if scaling else [])]
+        v.levers, v.next_experiment = _levers(kind, best, ok, all_rows, among)
     else:
-        v.evidence = [e for e in (_batch_scaling(best, records),) if e]
-        prof = best.get("profile")
-        if isinstance(prof, dict) and prof.get("skipped"):
-            v.next_experiment = (
-                "give each point more time (--max-time) so one profiled step costs under 10% "
-                "of it, on a quieter machine"
-            )
-        else:
-            v.next_experiment = "re-run with profiling on (the default) to attribute the step time"
-    v.energy = _energy(records, cpu_reason)
+        v.evidence = [scaling] if scaling else []
+        v.unclassified, v.next_experiment = _unclassified(best)
+    v.energy = _energy(ok, cpu_reason, among)
     return v
+
+
+def _unclassified(best: dict[str, Any]) -> tuple[str, str | None]:
+    """Why the fastest row has no bottleneck, and what would give it one (None: nothing the
+    user can do by re-running)."""
+    prof = best.get("profile")
+    if isinstance(prof, dict) and prof.get("skipped"):
+        return (
+            "its profile was skipped for its cost",
+            "give each point more time (--max-time) so one profiled step costs under 10% "
+            "of it, on a quieter machine",
+        )
+    if _norm(best.get("parallel")) not in (None, "none"):
+        return "parallel points carry no profile, FLOPs or roof yet", None
+    if not isinstance(prof, dict):
+        return (
+            "the run was measured without profiling",
+            "re-run with profiling on (without --no-profile or profile = false)",
+        )
+    missing = [
+        name
+        for key, name in (
+            ("flops_per_step", "a FLOP count"),
+            ("peak_tflops", "a measured matmul roof"),
+            ("peak_bandwidth_gb_per_s", "a measured bandwidth"),
+        )
+        if not _finite(best.get(key))
+    ]
+    if missing:
+        return f"the row has no {' or '.join(missing)}", None
+    return "its profile, intensity and roof fit no rule", None
 
 
 def _bottleneck(row: dict[str, Any]) -> Bottleneck | None:
@@ -154,16 +248,6 @@ def _bottleneck(row: dict[str, Any]) -> Bottleneck | None:
 
 def _key(row: dict[str, Any], *skip: str) -> tuple[Any, ...]:
     return tuple(_norm(row.get(k)) for k in IDENTITY if k not in skip)
-
-
-def _norm(v: Any) -> Any:
-    """One spelling per value whatever the frame made of it: None for NaN, ints for bools and
-    whole floats (batch 64.0 and True read back from a CSV-like frame)."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    if isinstance(v, bool | int) or (isinstance(v, float) and v.is_integer()):
-        return int(v)
-    return v
 
 
 def _time_to_target(records: list[dict[str, Any]]) -> str | None:
@@ -188,7 +272,9 @@ def _finite(v: Any) -> bool:
     return v is not None and not isinstance(v, bool) and math.isfinite(float(v))
 
 
-def _cpu_speedup(best: dict[str, Any], records: list[dict[str, Any]]) -> str | None:
+def _cpu_speedup(
+    best: dict[str, Any], records: list[dict[str, Any]], among: list[str]
+) -> str | None:
     """The fastest point over the CPU's fastest, and over the same configuration on the CPU."""
     if best["device"] == "cpu":
         return None
@@ -198,7 +284,7 @@ def _cpu_speedup(best: dict[str, Any], records: list[dict[str, Any]]) -> str | N
     top = max(cpu, key=lambda r: float(r["samples_per_s"]))
     text = (
         f"{float(best['samples_per_s']) / float(top['samples_per_s']):,.1f}x the CPU's fastest "
-        f"({label(top)}, {float(top['samples_per_s']):,.0f} samples/s)"
+        f"({label(top, among)}, {float(top['samples_per_s']):,.0f} samples/s)"
     )
     same = [r for r in cpu if _key(r, "device") == _key(best, "device")]
     if same:
@@ -230,7 +316,11 @@ def _ms(seconds: Any) -> str:
 
 
 def _levers(
-    kind: str, best: dict[str, Any], records: list[dict[str, Any]]
+    kind: str,
+    best: dict[str, Any],
+    records: list[dict[str, Any]],
+    all_rows: list[dict[str, Any]],
+    among: list[str],
 ) -> tuple[list[str], str | None]:
     """The levers for `kind`, each with its measured effect (samples/s with it over without, at
     the fastest point's other settings) or 'not measured'; and the first unmeasured one as the
@@ -260,16 +350,40 @@ def _levers(
                 lines.append(f"{name}: not measured")
                 todo.append(f"measure {name}: {flag}")
     if kind in ("launch", "memory"):
-        series = [
-            r for r in records if _key(r, "batch_size", "seed") == _key(best, "batch_size", "seed")
-        ]
-        largest = max(int(r["batch_size"]) for r in series)
-        if int(best["batch_size"]) == largest:
-            lines.append(f"a larger batch: B={largest} is the largest measured and the fastest")
-            todo.insert(0, "measure larger batches: --batch-sizes auto")
-        else:
-            lines.append(f"a larger batch: measured up to B={largest}, no faster")
+        line, todo_first = _larger_batch(best, records, all_rows)
+        lines.append(line)
+        todo[:0] = [todo_first] if todo_first else []
     return lines, (todo[0] if todo else None)
+
+
+def _larger_batch(
+    best: dict[str, Any], records: list[dict[str, Any]], all_rows: list[dict[str, Any]]
+) -> tuple[str, str | None]:
+    """Whether a larger batch is worth measuring: not where one of the fastest point's series
+    already ran out of memory above it (all_rows holds the failed points too)."""
+    series = [
+        r for r in records if _key(r, "batch_size", "seed") == _key(best, "batch_size", "seed")
+    ]
+    largest = max(int(r["batch_size"]) for r in series)
+    oom = [
+        int(r["batch_size"])
+        for r in all_rows
+        if r.get("status") == "oom"
+        and _key(r, "batch_size", "seed") == _key(best, "batch_size", "seed")
+        and int(r["batch_size"]) > largest
+    ]
+    if int(best["batch_size"]) != largest:
+        return f"a larger batch: measured up to B={largest}, no faster", None
+    if oom:
+        return (
+            f"a larger batch: B={largest} is the largest that fitted and the fastest; "
+            f"B={min(oom)} ran out of memory",
+            None,
+        )
+    return (
+        f"a larger batch: B={largest} is the largest measured and the fastest",
+        "measure larger batches: --batch-sizes auto",
+    )
 
 
 def _applies(fld: str, best: dict[str, Any]) -> bool:
@@ -283,18 +397,19 @@ def _applies(fld: str, best: dict[str, Any]) -> bool:
     return True
 
 
-def _energy(records: list[dict[str, Any]], cpu_reason: str | None) -> list[str]:
+def _energy(records: list[dict[str, Any]], cpu_reason: str | None, among: list[str]) -> list[str]:
     """Best samples per joule measured on each device of this model."""
     out = []
     gpu = [r for r in records if r["device"] != "cpu" and _finite(r.get("samples_per_j"))]
     if gpu:
         r = max(gpu, key=lambda r: float(r["samples_per_j"]))
-        out.append(f"GPU {float(r['samples_per_j']):,.1f} samples/J ({label(r)}, NVML)")
+        out.append(f"GPU {float(r['samples_per_j']):,.1f} samples/J ({label(r, among)}, NVML)")
     cpu = [r for r in records if r["device"] == "cpu"]
     measured = [r for r in cpu if _finite(r.get("cpu_samples_per_j"))]
     if measured:
         r = max(measured, key=lambda r: float(r["cpu_samples_per_j"]))
-        out.append(f"CPU {float(r['cpu_samples_per_j']):,.1f} samples/J ({label(r)}, RAPL package)")
+        per_j = float(r["cpu_samples_per_j"])
+        out.append(f"CPU {per_j:,.1f} samples/J ({label(r, among)}, RAPL package)")
     elif cpu:
         out.append(f"CPU not measured ({cpu_reason or 'no RAPL reading in these rows'})")
     return out

@@ -1,0 +1,125 @@
+"""Interleaved re-measurement of a few configurations (the verdict's confirmation): each is
+built and warmed once, then timed in short windows, one window each per round in rotating
+order, so whatever else the machine does in those minutes falls on all of them alike.
+
+Windows are bracketed by synchronisations and the host clock (a window holds several steps, so
+one synchronisation per window costs little); the same training step as the sweep's runs
+inside (harness.step.prepare), under each configuration's precision, threads and options.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from gpubench import models
+from gpubench.config import precision
+from gpubench.config.model_options import decode
+from gpubench.config.spec import Budget, Point
+from gpubench.harness.step import cudnn_benchmark, prepare
+from gpubench.harness.threads import intra_op_threads
+from gpubench.harness.timing import steady, synchronize
+from gpubench.probes import load
+from gpubench.probes.current_device import made_current
+
+# Warm-up of each configuration before the rounds: until its step times are steady by the
+# sweep's own rule (harness.timing.steady), for at most this many seconds.
+_WARMUP_MAX_S = 2.0
+_WARMUP_REL = Budget().warmup_steady_rel
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """`samples_per_s[c][r]`: configuration c's samples/s in round r; `window_steps[c]`: the
+    steps in its first window (each next window is sized from the last one's pace);
+    `setup_s`: building and warming them all; `seconds`: the whole re-measurement (setup
+    included)."""
+
+    samples_per_s: list[list[float]]
+    window_steps: list[int]
+    setup_s: float
+    seconds: float
+    other_load_cores: float | None  # other processes' load over the rounds
+    busy: bool | None  # whether that load contended the rounds
+
+
+@contextlib.contextmanager
+def _settings(point: Point) -> Iterator[None]:
+    """The process-wide settings a point's step runs under: threads, TF32, cudnn.benchmark,
+    its device current."""
+    with (
+        intra_op_threads(point.threads),
+        precision.tf32_mode(precision.get(point.precision).tf32),
+        cudnn_benchmark(point.cudnn_benchmark),
+        made_current(torch.device(point.device)),
+    ):
+        yield
+
+
+def interleave(
+    points: list[Point], budget_s: float, window_s: float, min_rounds: int, max_rounds: int
+) -> Rounds:
+    """Build and warm each of `points`, then time them in rounds: as many as fit in `budget_s`
+    seconds (setup included), at least `min_rounds` and at most `max_rounds`; each window
+    about `window_s` seconds of steps (at least one step)."""
+    started = time.perf_counter()
+    steps: list[Callable[[], object]] = []
+    estimates: list[float] = []
+    for p in points:
+        with _settings(p):
+            torch.manual_seed(p.seed)
+            workload = models.build(p.model, p.model_size, **decode(p.model_options))
+            prepared = prepare(p, workload)
+            device = torch.device(p.device)
+            estimate = _warm(prepared.step, device)
+        steps.append(prepared.step)
+        estimates.append(max(estimate, 1e-6))
+    setup_s = time.perf_counter() - started
+    window_steps = [max(1, round(window_s / e)) for e in estimates]
+    round_s = sum(n * e for n, e in zip(window_steps, estimates, strict=True))
+    fit = int(max(budget_s - setup_s, 0.0) / round_s) if round_s > 0 else max_rounds
+    n_rounds = min(max(fit, min_rounds), max_rounds)
+    first_windows = list(window_steps)
+    rates: list[list[float]] = [[] for _ in points]
+    with load.OtherLoad() as others:
+        for r in range(n_rounds):
+            for k in range(len(points)):
+                c = (r + k) % len(points)  # rotate who goes first
+                seconds = _window(points[c], steps[c], window_steps[c])
+                rates[c].append(points[c].batch_size * window_steps[c] / seconds)
+                # the next window's steps from this one's pace: a machine that grows busier
+                # (or quieter) does not stretch (or shrink) the windows
+                window_steps[c] = max(1, round(window_s * window_steps[c] / seconds))
+    threads = max(p.threads or torch.get_num_threads() for p in points)
+    busy = load.contended(others.cores, threads, load.cores())
+    return Rounds(rates, first_windows, setup_s, time.perf_counter() - started, others.cores, busy)
+
+
+def _window(point: Point, step: Callable[[], object], n: int) -> float:
+    """Seconds `n` steps of `point` take, between synchronisations, under its settings."""
+    device = torch.device(point.device)
+    with _settings(point):
+        synchronize(device)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        synchronize(device)
+        return time.perf_counter() - t0
+
+
+def _warm(step: Callable[[], object], device: torch.device) -> float:
+    """Run `step` until its times are steady (or _WARMUP_MAX_S passed); the last step's
+    seconds."""
+    times: list[float] = []
+    started = time.perf_counter()
+    while not steady(times, _WARMUP_REL) and time.perf_counter() - started < _WARMUP_MAX_S:
+        synchronize(device)
+        t0 = time.perf_counter()
+        step()
+        synchronize(device)
+        times.append(time.perf_counter() - t0)
+    return times[-1]

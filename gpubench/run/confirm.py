@@ -1,0 +1,131 @@
+"""The verdict's confirmation: before a verdict names a fastest configuration, its candidates
+(science.leaders) are re-measured interleaved in a worker (harness.interleave), and the outcome
+is kept in the run folder's confirm.json for science.verdict to state.
+
+Its cost is bounded: per partition, SHARE of the seconds the sweep spent on that partition's
+points (building and warming the candidates included), but never fewer than the MIN_ROUNDS
+rounds an interval of the median needs. What it took is recorded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from gpubench.config.spec import Point
+from gpubench.run.worker import Call, WorkerError, WorkerRunner
+from gpubench.science import leaders, standing
+from gpubench.science.partition import FIXED, partition_key
+from gpubench.store.confirmations import FILE
+from gpubench.store.results import ResultStore
+
+SHARE = 0.15  # of the partition's measuring time
+WINDOW_S = 0.1  # seconds of steps per window
+MAX_ROUNDS = 15
+TIMEOUT_S = 600.0
+
+_POINT_FIELDS = tuple(f.name for f in dataclasses.fields(Point))
+
+
+def confirm(
+    run_dir: Path,
+    rows: list[dict[str, Any]],
+    max_memory: int | None = None,
+    timeout_s: float | None = TIMEOUT_S,
+) -> dict[str, Any]:
+    """Confirm the lead of every partition of `rows` (a speed sweep's), write confirm.json in
+    `run_dir` and return what it holds: per partition its candidates, rounds, decision (or why
+    there is none), and the seconds it took."""
+    started = time.perf_counter()
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(partition_key(r), []).append(r)
+    runner = WorkerRunner(max_memory, timeout_s)
+    records = []
+    try:
+        for group in groups.values():
+            record = _confirm_partition(group, runner, max_memory, timeout_s)
+            if record is not None:
+                records.append(record)
+    finally:
+        runner.close()
+    measured = sum(float(r.get("point_time_s") or 0.0) for r in rows)
+    out = {
+        "share": SHARE,
+        "seconds": time.perf_counter() - started,
+        "sweep_point_seconds": measured,
+        "partitions": records,
+    }
+    ResultStore(run_dir).write_json(FILE, out)
+    return out
+
+
+def _confirm_partition(
+    rows: list[dict[str, Any]],
+    runner: WorkerRunner,
+    max_memory: int | None,
+    timeout_s: float | None,
+) -> dict[str, Any] | None:
+    pool = standing.pool(rows)
+    if not pool:
+        return None
+    chosen = leaders.candidates(pool)
+    record: dict[str, Any] = {
+        "fixed": {k: pool[0].get(k) for k in FIXED},
+        "candidates": [_point(r).to_dict() for r in chosen],
+        "decision": None,
+    }
+    if len(chosen) < 2:
+        return record | {"status": "not needed", "reason": "a single configuration ran"}
+    parallel = [r for r in chosen if str(r.get("parallel") or "none") != "none"]
+    if parallel:
+        return record | {
+            "status": "skipped",
+            "reason": "parallel points are not re-measured interleaved (one process each)",
+        }
+    budget_s = SHARE * sum(float(r.get("point_time_s") or 0.0) for r in rows)
+    points = [_point(r) for r in chosen]
+    call = Call(
+        "gpubench.harness.interleave:interleave",
+        (points, budget_s, WINDOW_S, leaders.MIN_ROUNDS, MAX_ROUNDS),
+        max_memory,
+        points[0].device,
+    )
+    started = time.perf_counter()
+    try:
+        rounds = runner.call(call, timeout_s)
+    except WorkerError as e:
+        return record | {
+            "status": "failed",
+            "reason": f"the re-measurement failed: {e}",
+            "traceback": e.traceback,
+            "seconds": time.perf_counter() - started,
+        }
+    decision = leaders.decide(rounds.samples_per_s)
+    return record | {
+        "status": "confirmed",
+        "reason": None,
+        "budget_s": budget_s,
+        "seconds": time.perf_counter() - started,
+        "setup_s": rounds.setup_s,
+        "window_steps": rounds.window_steps,
+        "samples_per_s": rounds.samples_per_s,
+        "other_load_cores": rounds.other_load_cores,
+        "busy": rounds.busy,
+        "decision": decision.to_dict(),
+    }
+
+
+def _point(row: dict[str, Any]) -> Point:
+    values = {k: row[k] for k in _POINT_FIELDS if k in row}
+    for k in ("batch_size", "seed", "nproc"):
+        if values.get(k) is not None:
+            values[k] = int(values[k])
+    for k in ("channels_last", "cuda_graph", "cudnn_benchmark"):
+        if values.get(k) is not None:
+            values[k] = bool(values[k])
+    if values.get("threads") is not None:
+        values["threads"] = int(values["threads"])
+    return Point(**values)

@@ -1,0 +1,86 @@
+"""What a verdict compares: the rows a user chooses between, and labels that tell them apart.
+
+A user picks the optimizer for the model (SGD and AdamW train differently), not for its speed;
+the model's options and the learning-rate rule are likewise part of the recipe. Those fields
+partition the verdict: one answer per model, size, model options, optimizer and lr rule. Within
+a partition batch size, precision, device, threads, speed options and parallel layout compete.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gpubench.store.row import IDENTITY
+
+# The fields that partition a verdict (the user's choices), in the order a heading names them.
+FIXED = ("model", "model_size", "model_options", "optimizer", "lr_scaling")
+# What competes within a partition (and a label may have to name).
+COMPETING = [k for k in IDENTITY if k not in FIXED]
+
+
+def norm(v: Any) -> Any:
+    """One spelling per value whatever a frame made of it: None for NaN, ints for bools and
+    whole floats (batch 64.0 and True read back from a CSV-like frame)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, bool | int) or (isinstance(v, float) and v.is_integer()):
+        return int(v)
+    return v
+
+
+def partition_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The user's choices a row was measured under (FIXED)."""
+    return tuple(norm(row.get(k)) for k in FIXED)
+
+
+def heading(row: dict[str, Any]) -> str:
+    """'mlp/small, adamw' (with the model's options and lr rule where set)."""
+    text = f"{row['model']}/{row['model_size']}"
+    if norm(row.get("model_options")) is not None:
+        text += f" {row['model_options']}"
+    text += f", {row['optimizer']}"
+    if norm(row.get("lr_scaling")) not in (None, "none"):
+        text += f", lr {row['lr_scaling']}"
+    return text
+
+
+def varying(rows: list[dict[str, Any]]) -> list[str]:
+    """The competing identity fields whose values differ among `rows`."""
+    return [k for k in COMPETING if len({norm(r.get(k)) for r in rows}) > 1]
+
+
+_OPTIONS = {  # field: (value that is on, its name in a label)
+    "compile": ("compile", "compiled"),
+    "cuda_graph": (1, "CUDA graph"),
+    "channels_last": (1, "channels-last"),
+    "cudnn_benchmark": (1, "cudnn.benchmark"),
+}
+
+
+def label(row: dict[str, Any], among: list[str] | None = None) -> str:
+    """A configuration's label: device, precision and batch always; every speed option it ran
+    with and host data; and each field of `among` (the fields that vary among the rows
+    compared: threads, layout, seed...) that those do not already say."""
+    parts = [str(row["device"]), str(row["precision"])]
+    parallel = norm(row.get("parallel"))
+    among = among or []
+    if parallel not in (None, "none") or "parallel" in among or "nproc" in among:
+        if parallel in (None, "none"):
+            parts.append("1 process")
+        else:
+            parts.append(f"{parallel} x{norm(row.get('nproc'))}")
+            if row.get("scaling"):
+                parts.append(str(row["scaling"]))
+    if "threads" in among or norm(row.get("threads")) is not None:
+        threads = norm(row.get("threads")) or norm(row.get("torch_threads"))
+        plural = "" if threads == 1 else "s"
+        parts.append(f"{threads} thread{plural}" if threads else "threads auto")
+    parts.append(f"B={int(float(row['batch_size']))}")
+    if "seed" in among:
+        parts.append(f"seed {norm(row.get('seed'))}")
+    opts = [name for k, (on, name) in _OPTIONS.items() if norm(row.get(k)) == on]
+    opts += ["host data"] if row.get("data") == "host" else []
+    if "compile" in among and norm(row.get("compile")) != "compile":
+        opts.insert(0, "eager")
+    return " ".join(parts) + (f" ({', '.join(opts)})" if opts else "")

@@ -1,0 +1,164 @@
+"""How sure a verdict is: which configuration leads, which it cannot be told from, what that
+was decided on (the interleaved confirmation of run.confirm, else the rows' own intervals), and
+which rows behind it were measured contended or noisy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpubench.science import leaders
+from gpubench.science.partition import label, norm
+from gpubench.store.row import IDENTITY
+
+
+@dataclass(frozen=True)
+class Lead:
+    """The fastest row (the leader of a tie), the rows tied with it (as dicts: label, samples/s,
+    identity, and its ratio to the leader with the 95% interval where rounds measured it), the
+    sentence saying how that was decided, and the confirmation's record (None: none ran)."""
+
+    best: dict[str, Any]
+    ties: list[dict[str, Any]]
+    confidence: str
+    record: dict[str, Any] | None
+
+
+def contended(row: dict[str, Any]) -> bool:
+    """Measured while other processes shared its cores (`busy`), or too noisy to rank."""
+    return row.get("busy") is True or norm(row.get("noisy")) == 1
+
+
+def ran(row: dict[str, Any]) -> bool:
+    """An ok row with a samples/s figure."""
+    sps = row.get("samples_per_s")
+    return (
+        row.get("status") == "ok"
+        and sps is not None
+        and norm(sps) == norm(sps)
+        and (float(sps) > 0)
+    )
+
+
+def pool(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows a verdict compares: the clean ones that ran, or, where none is clean, all that
+    ran."""
+    ok = [r for r in rows if ran(r)]
+    return [r for r in ok if not contended(r)] or ok
+
+
+def identity(row: dict[str, Any]) -> tuple[Any, ...]:
+    """A row's (or a point's) whole identity, one spelling per value."""
+    return tuple(norm(row.get(k)) for k in IDENTITY)
+
+
+def lead(pool: list[dict[str, Any]], confirmation: dict[str, Any] | None, among: list[str]) -> Lead:
+    """The lead among `pool` (ok rows of one partition): from `confirmation`'s rounds where they
+    re-measured rows of the pool, else from the rows' intervals."""
+    by_id = {identity(r): r for r in pool}
+    if confirmation is not None and confirmation.get("decision"):
+        rows = [by_id.get(identity(c)) for c in confirmation["candidates"]]
+        if all(r is not None for r in rows):
+            return _confirmed([r for r in rows if r is not None], confirmation, among)
+    ranked = leaders.by_intervals(pool)
+    best, tied = ranked[0], ranked[1:]
+    why = _not_confirmed(confirmation)
+    if not tied:
+        others = sorted(pool, key=lambda r: -float(r["samples_per_s"]))[1:2]
+        text = (
+            "the only row"
+            if not others
+            else (
+                f"its 95% interval clears every other row's "
+                f"(x{_ratio(best, others[0]):.3g} the runner-up, {label(others[0], among)})"
+            )
+        )
+        return Lead(best, [], f"{text}; {why}", confirmation)
+    ties = [
+        {
+            "label": label(r, among),
+            "samples_per_s": float(r["samples_per_s"]),
+            "identity": _identity_dict(r),
+            "ratio": _ratio(best, r),
+        }
+        for r in tied
+    ]
+    return Lead(best, ties, f"the rows' 95% intervals overlap; {why}", confirmation)
+
+
+def _confirmed(rows: list[dict[str, Any]], record: dict[str, Any], among: list[str]) -> Lead:
+    d = leaders.Decision.from_dict(record["decision"])
+    best = rows[d.leader]
+    comps = {c.candidate: c for c in d.comparisons}
+    rounds = f"{d.rounds} interleaved rounds ({float(record.get('seconds') or 0):.1f} s)"
+    busy = record.get("other_load_cores")
+    shared = (
+        f", other processes using {float(busy):.1f} cores meanwhile (on every candidate alike)"
+        if record.get("busy") and busy is not None
+        else ""
+    )
+    against = "; ".join(
+        f"x{c.ratio:.3g} over {label(rows[i], among)} (95% CI x{c.low:.3g}-x{c.high:.3g})"
+        for i, c in sorted(comps.items())
+    )
+    if d.winner is not None:
+        return Lead(best, [], f"its lead held over {rounds}{shared}: {against}", record)
+    ties = [
+        {
+            "label": label(rows[i], among),
+            "samples_per_s": float(rows[i]["samples_per_s"]),
+            "identity": _identity_dict(rows[i]),
+            "ratio": comps[i].ratio,
+            "low": comps[i].low,
+            "high": comps[i].high,
+        }
+        for i in d.tied[1:]
+    ]
+    return Lead(best, ties, f"no lead held over {rounds}{shared}: {against}", record)
+
+
+def _not_confirmed(record: dict[str, Any] | None) -> str:
+    if record is None:
+        return "not re-measured (no confirmation in this run)"
+    return f"not re-measured ({record.get('reason') or record.get('status')})"
+
+
+def _ratio(a: dict[str, Any], b: dict[str, Any]) -> float:
+    return float(a["samples_per_s"]) / float(b["samples_per_s"])
+
+
+def _identity_dict(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: norm(row.get(k)) for k in IDENTITY}
+
+
+def stands_on(
+    ok: list[dict[str, Any]], clean: list[dict[str, Any]], among: list[str]
+) -> tuple[str | None, dict[str, int]]:
+    """What the answer stands on, said where any row was contended (`busy`) or `noisy`: how
+    many, which were left out of the comparison, or that no clean row existed. None (and the
+    counts) when every row was clean."""
+    busy = [r for r in ok if r.get("busy") is True]
+    noisy = [r for r in ok if norm(r.get("noisy")) == 1]
+    counts = {"rows": len(ok), "busy": len(busy), "noisy": len(noisy), "clean": len(clean)}
+    if not busy and not noisy:
+        return None, counts
+    what = " and ".join(
+        x
+        for x in (
+            f"{len(busy)} contended (busy)" if busy else "",
+            f"{len(noisy)} noisy" if noisy else "",
+        )
+        if x
+    )
+    if not clean:
+        return (
+            f"all {len(ok)} rows are contended or noisy ({what}): the answer may not hold on a "
+            "quiet machine; re-run there, or with fewer --threads",
+            counts,
+        )
+    left = [r for r in ok if r not in clean]
+    names = ", ".join(label(r, among) for r in left[:3]) + (", ..." if len(left) > 3 else "")
+    return (
+        f"{len(clean)} clean rows of {len(ok)}; {what} left out of the comparison ({names})",
+        counts,
+    )
