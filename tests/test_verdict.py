@@ -72,7 +72,7 @@ def test_verdict_names_the_fastest_its_speedup_bottleneck_levers_and_next_step(
     (v,) = verdicts(frame, cpu_energy_reason="no RAPL here")
     ok = frame[frame["status"] == "ok"]
     best = ok.loc[ok["samples_per_s"].idxmax()]
-    assert v.fastest == f"cuda {best['precision']} adamw B={int(best['batch_size'])}"
+    assert v.fastest == f"cuda {best['precision']} B={int(best['batch_size'])}"
     cpu_best = ok[ok["device"] == "cpu"]["samples_per_s"].max()
     assert f"{best['samples_per_s'] / cpu_best:,.1f}x the CPU's fastest" in (v.cpu_speedup or "")
     assert v.bottleneck == "memory"  # the fixture: 20 FLOP/B under a ridge of 50
@@ -81,7 +81,7 @@ def test_verdict_names_the_fastest_its_speedup_bottleneck_levers_and_next_step(
     assert "in use" in bf16 and "without it (best of each" in bf16  # fp32 B=4096 ran out
     assert v.next_experiment == "measure larger batches: --batch-sizes auto"
     assert any("CPU not measured (no RAPL here)" in e for e in v.energy)
-    assert v.lines()[0].startswith("mlp/small: fastest cuda")
+    assert v.lines()[0].startswith("mlp/small, adamw: fastest cuda")
 
 
 def test_a_measured_lever_reports_its_effect(tmp_path: Path) -> None:
@@ -106,7 +106,7 @@ def test_explain_prints_the_verdict_and_refuses_a_missing_folder(
     cpu, gpu = cpu_gpu_runs(tmp_path)
     assert main(["explain", str(cpu), str(gpu)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("verdict (cpu, gpu):") and "mlp/small: fastest cuda" in out
+    assert out.startswith("verdict (cpu, gpu):") and "mlp/small, adamw: fastest cuda" in out
     assert "bottleneck: memory-bound" in out and "next: " in out
     assert main(["explain", str(tmp_path / "nothing")]) == 2
 
@@ -174,7 +174,8 @@ def test_a_sweep_ends_with_the_verdict(
     assert main(["sweep", str(suite), "--out", str(out), "--quiet", *flags]) == 0
     printed = capsys.readouterr().out
     table, verdict = printed.index("gpubench results"), printed.index("verdict (run):")
-    assert table < verdict and "mlp/tiny: fastest cpu fp32 sgd" in printed[verdict:]
+    assert table < verdict and "mlp/tiny, sgd: " in printed[verdict:]
+    assert "how sure: " in printed[verdict:]
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     profiled = [r.get("profile") is not None for r in rows]
     assert profiled == [not flags] * 2

@@ -64,8 +64,10 @@ def interleave(
     points: list[Point], budget_s: float, window_s: float, min_rounds: int, max_rounds: int
 ) -> Rounds:
     """Build and warm each of `points`, then time them in rounds: as many as fit in `budget_s`
-    seconds (setup included), at least `min_rounds` and at most `max_rounds`; each window
-    about `window_s` seconds of steps (at least one step)."""
+    seconds (setup included) with windows of about `window_s` seconds, at most `max_rounds`;
+    where fewer than `min_rounds` fit, `min_rounds` with windows as short as the budget
+    needs (one step at the least, so a budget spent on setup still takes min_rounds rounds
+    of single steps)."""
     started = time.perf_counter()
     steps: list[Callable[[], object]] = []
     estimates: list[float] = []
@@ -79,10 +81,14 @@ def interleave(
         steps.append(prepared.step)
         estimates.append(max(estimate, 1e-6))
     setup_s = time.perf_counter() - started
-    window_steps = [max(1, round(window_s / e)) for e in estimates]
-    round_s = sum(n * e for n, e in zip(window_steps, estimates, strict=True))
-    fit = int(max(budget_s - setup_s, 0.0) / round_s) if round_s > 0 else max_rounds
+    # As many rounds of `window_s` windows as the budget left holds, up to max_rounds; where
+    # it holds fewer than min_rounds, min_rounds of shorter windows (one step at the least).
+    left = max(budget_s - setup_s, 0.0)
+    fit = int(left / (window_s * len(points)))
     n_rounds = min(max(fit, min_rounds), max_rounds)
+    if fit < min_rounds:
+        window_s = left / (min_rounds * len(points))
+    window_steps = [max(1, round(window_s / e)) for e in estimates]
     first_windows = list(window_steps)
     rates: list[list[float]] = [[] for _ in points]
     with load.OtherLoad() as others:
