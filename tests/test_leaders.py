@@ -1,0 +1,79 @@
+"""Issue 21, item 1: which rows could be the fastest, and whether interleaved rounds show one
+ahead (science.leaders), on synthetic samples: nothing is timed here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gpubench.science import leaders
+
+
+def _row(sps: float, ci: float, **extra: Any) -> dict[str, Any]:
+    return {"samples_per_s": sps, "step_time_ci_rel": ci, **extra}
+
+
+def test_candidates_are_the_leader_the_overlapping_rows_and_the_runner_up() -> None:
+    rows = [_row(1000, 0.02, b=1), _row(990, 0.02, b=2), _row(700, 0.02, b=3), _row(600, 0.5, b=4)]
+    chosen = [r["b"] for r in leaders.candidates(rows)]
+    # 990 overlaps 1000; 700 does not; 600 +-50% reaches up to 1200, so it could be the fastest
+    assert chosen == [1, 2, 4]
+    clear = [_row(1000, 0.01, b=1), _row(500, 0.01, b=2), _row(400, 0.01, b=3)]
+    assert [r["b"] for r in leaders.candidates(clear)] == [1, 2]  # the runner-up, always
+    many = [_row(1000 - i, 0.05, b=i) for i in range(8)]
+    assert len(leaders.candidates(many)) == leaders.MAX_CANDIDATES
+
+
+def test_a_row_without_an_interval_reads_one_from_its_raw_step_times() -> None:
+    times = list(np.random.default_rng(0).lognormal(np.log(0.01), 0.02, 40))
+    low, high = leaders.interval({"samples_per_s": 100.0, "step_times_s": times})
+    assert 90 < low < 100 < high < 110
+    assert leaders.interval({"samples_per_s": 100.0}) == (0.0, float("inf"))
+
+
+def _rounds(
+    true: list[float], rounds: int, noise: float, shared: bool, seed: int
+) -> list[list[float]]:
+    """Samples/s per candidate and round: `true` times a machine-wide factor per round (the
+    contention every candidate of one round shares; wild) and a small noise of each window."""
+    rng = np.random.default_rng(seed)
+    machine = rng.uniform(0.3, 1.0, rounds) if shared else np.ones(rounds)
+    return [list(t * machine * rng.lognormal(0, noise, rounds)) for t in true]
+
+
+def test_a_lead_holds_through_contention_that_falls_on_every_candidate_alike() -> None:
+    # a 4% lead; each round the machine slows everyone by 0-70%: unpaired, the two candidates'
+    # figures overlap completely; paired round by round, the lead is plain
+    x = _rounds([1040.0, 1000.0], 9, 0.005, shared=True, seed=1)
+    assert min(x[0]) < max(x[1])  # the raw figures overlap
+    d = leaders.decide(x)
+    assert d.winner == 0 and d.tied == [] and d.comparisons[0].low > 1.0
+    assert d.comparisons[0].ratio == pytest.approx(1.04, abs=0.01)
+
+
+def test_a_difference_within_the_noise_is_a_tie_with_its_bounds() -> None:
+    x = _rounds([1005.0, 1000.0, 700.0], 9, 0.03, shared=True, seed=2)
+    d = leaders.decide(x)
+    assert d.winner is None and sorted(d.tied) == [0, 1]  # the 700 one is beaten, not tied
+    comp = next(c for c in d.comparisons if c.candidate in d.tied)
+    assert comp.low <= 1.0 <= comp.high
+
+
+def test_the_leader_of_the_rounds_is_named_whatever_the_sweep_said() -> None:
+    # candidate 0 led the sweep (it is listed first), but the rounds put candidate 1 ahead
+    d = leaders.decide(_rounds([1000.0, 1100.0], 8, 0.01, shared=False, seed=3))
+    assert d.leader == 1 and d.winner == 1
+
+
+def test_decide_needs_enough_rounds_and_sane_figures() -> None:
+    with pytest.raises(ValueError, match="6 rounds"):
+        leaders.decide([[1.0] * 5, [1.0] * 5])
+    with pytest.raises(ValueError, match="finite and positive"):
+        leaders.decide([[1.0] * 6, [0.0] * 6])
+
+
+def test_a_decision_survives_its_json_record() -> None:
+    d = leaders.decide(_rounds([1005.0, 1000.0], 7, 0.03, shared=True, seed=4))
+    assert leaders.Decision.from_dict(d.to_dict()) == d

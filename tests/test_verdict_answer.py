@@ -1,0 +1,186 @@
+"""Issue 21, items 1-3 and the verdict's advice: one answer per optimizer, labels that name what
+differs, ties said as ties, contended rows named, the confirmation's rounds stated, `explain
+--json`, and a sweep that confirms its leaders for real."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from report_fixture import env, speed_row, write_run
+
+from gpubench.cli.main import main
+from gpubench.config.spec import Point
+from gpubench.science import leaders
+from gpubench.science.verdict import verdicts
+from gpubench.store import confirmations
+
+BASE = Point("mlp", "small", "cpu", "fp32", "sgd", 64)
+
+
+def _rows(*specs: tuple[Point, float], ci: float = 0.01, **extra: Any) -> list[dict[str, Any]]:
+    """Rows whose step time is about `seconds`, known to within `ci` (relative)."""
+    rng = np.random.default_rng(0)
+    out = []
+    for point, seconds in specs:
+        r = speed_row(point, seconds, 0.0, rng, n=40, **extra)
+        r["step_time_ci_rel"] = ci
+        out.append(r)
+    return out
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame(rows)
+
+
+def test_the_optimizer_partitions_the_verdict() -> None:
+    adamw = dataclasses.replace(BASE, optimizer="adamw")
+    rows = _rows((BASE, 0.010), (dataclasses.replace(BASE, batch_size=16), 0.004), (adamw, 0.002))
+    found = {v.model: v for v in verdicts(_frame(rows))}
+    assert set(found) == {"mlp/small, sgd", "mlp/small, adamw"}
+    # AdamW's faster row does not win SGD's answer: the user chose SGD for the model
+    assert found["mlp/small, sgd"].fastest == "cpu fp32 B=64"
+    assert found["mlp/small, sgd"].identity["optimizer"] == "sgd"
+
+
+def test_labels_name_each_field_that_differs_among_the_rows_compared() -> None:
+    ddp = dataclasses.replace(BASE, parallel="ddp", nproc=2, scaling="weak")
+    one = dataclasses.replace(BASE, threads=1)
+    (v,) = verdicts(_frame(_rows((ddp, 0.005), (one, 0.02), (BASE, 0.02))))
+    # the rows differ in layout and threads (torch's 2 on the DDP row): the label says both
+    assert v.fastest == "cpu fp32 ddp x2 weak 2 threads B=64"  # not "cpu fp32 sgd B=64"
+    (v,) = verdicts(_frame(_rows((one, 0.01), (dataclasses.replace(BASE, threads=2), 0.02))))
+    assert v.fastest == "cpu fp32 1 thread B=64"
+    compiled = dataclasses.replace(BASE, compile="compile")
+    (v,) = verdicts(_frame(_rows((compiled, 0.01), (BASE, 0.02))))
+    assert v.fastest == "cpu fp32 B=64 (compiled)"
+
+
+def test_overlapping_intervals_without_a_confirmation_are_a_tie() -> None:
+    b16 = dataclasses.replace(BASE, batch_size=16)
+    # the audit's transformer: 910 and 895 samples/s, each known to within 3%
+    rows = _rows((BASE, 64 / 910), (b16, 16 / 895), ci=0.03)
+    (v,) = verdicts(_frame(rows))
+    assert v.ties and v.ties[0]["label"] == "cpu fp32 B=16"
+    assert v.lines()[0].startswith("mlp/small, sgd: tie: cpu fp32 B=64 and cpu fp32 B=16 within")
+    assert "not re-measured" in v.confidence
+    (clear,) = verdicts(_frame(_rows((BASE, 0.010), (b16, 0.010))))  # 4x the samples/s
+    assert not clear.ties and "clears every other row's" in clear.confidence
+
+
+def _record(rows: list[dict[str, Any]], rounds: list[list[float]]) -> dict[str, Any]:
+    fixed = ("model", "model_size", "model_options", "optimizer", "lr_scaling")
+    return {
+        "fixed": {k: rows[0].get(k) for k in fixed},
+        "candidates": [{k: r[k] for k in Point.__dataclass_fields__} for r in rows],
+        "status": "confirmed",
+        "seconds": 1.5,
+        "samples_per_s": rounds,
+        "decision": leaders.decide(rounds).to_dict(),
+    }
+
+
+def test_the_confirmation_decides_a_winner_or_a_tie() -> None:
+    b16 = dataclasses.replace(BASE, batch_size=16)
+    rows = _rows((BASE, 64 / 910), (b16, 16 / 895))
+    # rounds in which B=16 is 5% ahead: the rounds, not the sweep's order, name the winner
+    ahead = [[900.0 + i for i in range(8)], [945.0 + i for i in range(8)]]
+    (v,) = verdicts(_frame(rows), confirmations=[_record(rows, ahead)])
+    assert v.fastest == "cpu fp32 B=16" and not v.ties
+    assert "its lead held over 8 interleaved rounds" in v.confidence
+    level = [[900.0, 905, 899, 903, 898, 902, 901], [901.0, 899, 904, 897, 903, 900, 902]]
+    (t,) = verdicts(_frame(rows), confirmations=[_record(rows, level)])
+    assert t.ties and "no lead held over 7 interleaved rounds" in t.confidence
+    assert t.to_dict()["winner"] is None and t.to_dict()["ties"][0]["low"] <= 1.0
+
+
+def test_contended_rows_are_named_and_clean_rows_preferred() -> None:
+    b16 = dataclasses.replace(BASE, batch_size=16)
+    clean = _rows((BASE, 0.010))
+    busy = _rows((b16, 0.001), busy=True, other_load_cores=1.5)  # faster, but contended
+    (v,) = verdicts(_frame(clean + busy))
+    assert v.fastest == "cpu fp32 B=64"
+    assert v.stands_on is not None and "1 contended (busy) left out" in v.stands_on
+    assert any(line.startswith("  stands on: ") for line in v.lines())
+    (all_busy,) = verdicts(_frame(busy + _rows((BASE, 0.01), noisy=True)))
+    assert "all 2 rows are contended or noisy" in (all_busy.stands_on or "")
+    (quiet,) = verdicts(_frame(clean))
+    assert quiet.stands_on is None
+
+
+def test_no_advice_to_measure_what_ran() -> None:
+    rng = np.random.default_rng(0)
+    big = dataclasses.replace(BASE, batch_size=4096)
+    rows = [*_rows((BASE, 0.001)), speed_row(big, 1, 0, rng) | {"status": "oom"}]
+    rows[0] |= {"busy_fraction": 0.1}  # launch-bound: the larger-batch lever applies
+    (v,) = verdicts(_frame(rows))
+    assert v.bottleneck == "launch"
+    larger = next(lv for lv in v.levers if lv.startswith("a larger batch"))
+    assert "B=4096 ran out of memory" in larger
+    assert v.next_experiment != "measure larger batches: --batch-sizes auto"
+    # profiled, but no measured roof: the verdict says so, and does not ask for profiling
+    (u,) = verdicts(_frame(_rows((BASE, 0.001), peak_tflops=None, busy_fraction=0.9)))
+    assert u.bottleneck is None and "measured matmul roof" in (u.unclassified or "")
+    assert "profiling" not in (u.next_experiment or "")
+
+
+def test_explain_json_gives_the_answer_a_script_can_compare(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b16 = dataclasses.replace(BASE, batch_size=16)
+    rows = _rows((BASE, 64 / 910), (b16, 16 / 895))
+    run = write_run(tmp_path / "run", rows, env())
+    ahead = [[900.0 + i for i in range(8)], [945.0 + i for i in range(8)]]
+    (run / confirmations.FILE).write_text(json.dumps({"partitions": [_record(rows, ahead)]}))
+    assert main(["explain", str(run), "--json"]) == 0
+    (answer,) = json.loads(capsys.readouterr().out)["verdicts"]
+    assert answer["optimizer"] == "sgd" and answer["winner"]["batch_size"] == 16
+    assert answer["winner"]["threads"] is None and "compile" in answer["winner"]
+    assert answer["ties"] == [] and answer["confirmation"]["status"] == "confirmed"
+    assert answer["bottleneck"]["kind"] and answer["levers"]
+    (run / confirmations.FILE).write_text("{not json")
+    assert main(["explain", str(run), "--json"]) == 2  # a corrupt record: one line, exit 2
+
+
+TINY = """
+models = ["mlp"]
+size = "tiny"
+devices = ["cpu"]
+batch_sizes = [4, 8]
+precisions = ["fp32"]
+optimizers = ["sgd"]
+[budget]
+warmup_steps = 1
+warmup_min_s = 0
+min_steps = 20
+max_steps = 20
+min_time_s = 0
+"""
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-confirm"]])
+def test_a_sweep_confirms_its_leaders_interleaved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
+) -> None:
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(TINY)
+    out = tmp_path / "run"
+    assert main(["sweep", str(suite), "--out", str(out), "--quiet", "--no-profile", *flags]) == 0
+    printed = capsys.readouterr().out
+    if flags:
+        assert not (out / confirmations.FILE).exists()
+        assert "not re-measured (no confirmation in this run)" in printed
+        return
+    (record,) = confirmations.read(out) or []
+    assert record["status"] == "confirmed"
+    assert {c["batch_size"] for c in record["candidates"]} == {4, 8}
+    assert all(len(x) >= leaders.MIN_ROUNDS for x in record["samples_per_s"])
+    assert all(x > 0 for series in record["samples_per_s"] for x in series)
+    assert "interleaved rounds" in printed
+    whole = json.loads((out / confirmations.FILE).read_text())
+    assert whole["seconds"] > 0 and whole["sweep_point_seconds"] > 0
