@@ -18,7 +18,8 @@ _NAMES = {
 
 
 def verdict_section(verdicts: Sequence[ModelVerdict]) -> str:
-    """An HTML section: per model, the fastest configuration and why, then how it was judged."""
+    """An HTML section: per model and optimizer, the fastest configuration (or the tie), how
+    sure, what it stands on and why, then how it was judged."""
     head = "<h2>Verdict</h2>\n"
     if not verdicts:
         return head + H.note("No point ran: there is nothing to conclude.")
@@ -37,7 +38,9 @@ def verdict_section(verdicts: Sequence[ModelVerdict]) -> str:
 
 
 def _card(v: ModelVerdict) -> str:
-    items = []
+    items = [("how sure", v.confidence)]
+    if v.stands_on:
+        items.append(("stands on", v.stands_on))
     if v.time_to_target:
         items.append(("fastest to target", v.time_to_target))
     if v.cpu_speedup:
@@ -45,7 +48,7 @@ def _card(v: ModelVerdict) -> str:
     if v.bottleneck:
         items.append((_NAMES[v.bottleneck], "; ".join(v.evidence)))
     else:
-        why = "not classified: these rows carry no profile, minimum bytes or FLOPs"
+        why = f"not classified: {v.unclassified or 'no evidence'}"
         items.append(("bottleneck", "; ".join([why, *v.evidence])))
     items += [("lever", lever) for lever in v.levers]
     if v.next_experiment:
@@ -54,6 +57,6 @@ def _card(v: ModelVerdict) -> str:
     body = "".join(f"<li><b>{H.e(k)}</b>: {H.e(t)}</li>" for k, t in items)
     return (
         f'<div class="verdict"><h3>{H.e(v.model)}</h3>'
-        f"<p>Fastest: <b>{H.e(v.fastest)}</b>, {v.samples_per_s:,.0f} samples/s</p>"
+        f"<p><b>{H.e(v.headline())}</b></p>"
         f"<ul>{body}</ul></div>"
     )
