@@ -9,7 +9,9 @@ their sum, and dispatch cannot be told apart from the work (null).
 
 Whatever the step's wall time holds beyond the busy time is the device waiting on the host:
 Python, the autograd engine, launches. A step whose device is idle for much of it is
-launch/host-bound (science.bottleneck).
+launch/host-bound (science.bottleneck). The profiler slows the steps it watches (many times
+over for a sub-millisecond step), so the busy time is set against the unprofiled median step,
+never against the profiled step's wall time, which is recorded only.
 """
 
 from __future__ import annotations
@@ -121,10 +123,6 @@ class StepProfile:
     dispatch_s: float | None
     category_s: dict[str, float]
     top_ops: list[tuple[str, float]] = field(default_factory=list)
-
-    @property
-    def busy_fraction(self) -> float:
-        return min(self.busy_s / self.step_time_s, 1.0) if self.step_time_s > 0 else 0.0
 
     def top_category(self) -> tuple[str, float]:
         """The category with the most time, and its share of the busy time."""
