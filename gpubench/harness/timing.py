@@ -247,7 +247,8 @@ def _measure_windows(
 # Warm-up is steady once this many consecutive step times (the first step excluded: it
 # compiles, autotunes, allocates; and the observed step: it runs under counters) agree within
 # Budget.warmup_steady_rel of their median, and that median is no slower than the fastest
-# warm-up step by more than the same tolerance.
+# level the warm-up has reached (see steady()) by more than the same tolerance. A slow plateau
+# that still passes is caught at the start of the measured steps (_plateau).
 STEADY_STEPS = 3
 
 
