@@ -227,9 +227,10 @@ def _measure_windows(
         times.extend(marks.step_times())
         slow = _plateau(times, budget.warmup_steady_rel)
         if slow:  # still warming up: those steps join the warm-up, and measuring goes on
+            share = sum(times[:slow]) / sum(times)
             warmup_steps += slow
-            warmup_time += sum(times[:slow])
-            wall -= sum(times[:slow])
+            warmup_time += share * wall
+            wall -= share * wall  # with their share of the loop's overhead between the marks
             del times[:slow]
         stats = Stats.of(times)
         estimate = stats.median_s
