@@ -51,10 +51,29 @@ def test_compiled_step_matches_eager_and_reports_compile_time() -> None:
         prepared = prepare(point(model="mlp", compile=mode), models.build("mlp", "tiny"))
         losses[mode] = torch.stack([prepared.step() for _ in range(5)])
     torch.testing.assert_close(losses["compile"], losses["eager"], rtol=1e-4, atol=1e-5)
+    # The loop above compiled this model class already: in the same process a new instance
+    # can reuse that compiled code, and then nothing is left to compile. A fresh cache makes the
+    # measured point compile, whatever ran before it.
+    torch._dynamo.reset()
     row = measure_point(point(model="mlp", compile="compile"), Budget.fixed(3, 2))
     assert row["status"] == "ok" and row["compile_time_s"] > 0
     eager = measure_point(point(model="mlp"), Budget.fixed(3, 2))
     assert eager["compile_time_s"] is None
+
+
+def test_compile_time_is_the_compiling_step_beyond_a_steady_one() -> None:
+    """The first warm-up step compiles: its own time less the median. The old figure (warm-up
+    time beyond warm-up steps at the median, clipped to 0) read 0.0 where the median was slow."""
+    from gpubench.harness.point import _compile_time
+    from gpubench.harness.timing import Measurement, Stats
+
+    times = [1.0] * 6  # a slow median: 3 warm-up steps at it cost more than the 2.0 s warm-up
+    m = Measurement(3, 2.0, times, 6.0, Stats.of(times), False, [], first_step_s=1.5)
+    compiled = point(model="mlp", compile="compile")
+    assert _compile_time(compiled, m) == pytest.approx(0.5)
+    assert _compile_time(point(model="mlp"), m) is None  # eager
+    m.first_step_s = 0.9  # not slower than the median: nothing to attribute to compiling
+    assert _compile_time(compiled, m) is None
 
 
 @pytest.mark.gpu

@@ -108,3 +108,31 @@ def test_a_run_made_before_the_threads_axis_resumes(tmp_path: Path) -> None:
     folder.check_resumable(tmp_path, spec, extend=False)  # the default then: what torch picks
     with pytest.raises(ConfigError, match="threads"):
         folder.check_resumable(tmp_path, replace(spec, threads=(1,)), extend=False)
+
+
+def test_each_thread_count_gets_its_own_bandwidth_roof(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a threads axis the sweep calibrates the bandwidth (the ridge rule's other roof) per
+    thread count, as it does the matmul peak, and a point reads its own thread count's."""
+    import torch
+
+    from gpubench.harness.threads import intra_op_threads
+    from gpubench.probes import bandwidth, calibration
+    from gpubench.run.sweep import _calibrate_threads
+
+    monkeypatch.setenv(calibration.CACHE_ENV, str(tmp_path))
+    bandwidth.clear_memo()
+    calibration.clear_memo()
+    other = 1 if torch.get_num_threads() != 1 else 2
+    spec = SweepSpec(name="t", models=("mlp",), devices=("cpu",), threads=(None, other))
+    with intra_op_threads(other):
+        assert bandwidth.cached_bandwidth("cpu") is None
+    _calibrate_threads(spec)
+    with intra_op_threads(other):
+        measured = bandwidth.cached_bandwidth("cpu")
+        assert measured is not None and measured.gb_per_s > 0
+        assert calibration.matmul_peak("cpu", "fp32") is not None
+    assert f"threads={other}|" in next(iter(json.loads(bandwidth.bandwidth_file().read_text())))
+    bandwidth.clear_memo()
+    calibration.clear_memo()

@@ -150,17 +150,56 @@ def test_cuda_event_times_agree_with_the_synchronised_wall_clock() -> None:
     assert abs(m.step_time_sum_s - m.wall_time_s) / m.wall_time_s < 0.02
 
 
-def test_first_step_replaces_the_first_warm_up_step(clock: FakeClock) -> None:
+def test_observed_step_replaces_the_second_warm_up_step(clock: FakeClock) -> None:
+    """The first step creates the optimizer's state (and compiles): counters observe the
+    second, a steady one, at no extra step; the first step's own time is kept."""
+    clock.durations = itertools.chain([0.5], itertools.repeat(0.001))
     observed: list[int] = []
 
-    def first() -> int:
+    def second() -> int:
         observed.append(clock.step())
         return -1
 
-    m = measure(clock.step, CPU, Budget.fixed(steps=5, warmup_steps=3), first_step=first)
-    assert observed == [1] and m.warmup_steps == 3
+    m = measure(clock.step, CPU, Budget.fixed(steps=5, warmup_steps=3), observed_step=second)
+    assert observed == [2] and m.warmup_steps == 3
     assert clock.steps == 3 + 5  # no extra step for the observed one
-    assert m.outputs[0] == -1
+    short = measure(clock.step, CPU, Budget.fixed(steps=5, warmup_steps=1), observed_step=second)
+    assert short.warmup_steps == 2 and short.stats.n == 5
+    assert m.outputs[0] == 1  # the first step's own output
+    assert m.first_step_s == pytest.approx(0.5)
+
+
+def test_observed_step_time_stays_out_of_the_steadiness_and_the_estimate(
+    clock: FakeClock,
+) -> None:
+    # 1 ms steps; the observed step (under counters) takes 1 s.
+    def second() -> int:
+        clock.now += 1.0
+        return -1
+
+    budget = Budget(warmup_steps=1, warmup_min_s=0.0, min_steps=10, min_time_s=0.0)
+    m = measure(clock.step, CPU, budget, observed_step=second)
+    assert m.warmup_steady and m.warmup_steps == 2 + timing.STEADY_STEPS
+    assert max(m.step_times_s) == pytest.approx(0.001)
+
+
+@pytest.mark.parametrize("budget", [Budget.fixed(steps=40, warmup_steps=1), Budget()])
+def test_noisy_is_the_interval_whatever_stopped_the_measurement(
+    clock: FakeClock, budget: Budget
+) -> None:
+    """`--steps N` (a fixed budget) measures N steps whatever their noise, and still flags a
+    point whose interval is wider than the target (issue 21: a 36% interval was not noisy)."""
+    rng = np.random.default_rng(3)
+    clock.durations = iter(lambda: float(rng.uniform(0.001, 0.003)), None)
+    m = measure(clock.step, CPU, budget)
+    assert m.stats.ci_rel > budget.target_rel_ci and m.noisy
+
+
+def test_a_point_without_an_interval_is_noisy(clock: FakeClock) -> None:
+    m = measure(clock.step, CPU, Budget.fixed(steps=3, warmup_steps=1))  # 3 steps: no interval
+    assert math.isinf(m.stats.ci_rel) and m.noisy
+    steady_steps = measure(clock.step, CPU, Budget.fixed(steps=10, warmup_steps=1))
+    assert steady_steps.stats.ci_rel == 0 and not steady_steps.noisy
 
 
 @pytest.mark.parametrize(("min_steps", "expected"), [(10, 6), (6, 6), (3, 3)])
@@ -205,3 +244,29 @@ def test_steady_is_the_last_steps_within_the_tolerance() -> None:
     assert timing.steady([9.0, 1.0, 1.05, 0.96], 0.1)
     assert not timing.steady([1.0, 1.0, 1.2], 0.1)
     assert not timing.steady([1.0, 1.0], 0.1)  # too few steps to tell
+
+
+def test_a_slow_plateau_is_warm_up_not_measurement(clock: FakeClock) -> None:
+    """Issue 21: 12 steps of 50 ms then steps of 5 ms. The 50 ms steps agree with each other,
+    so the warm-up's rule took them for the steady state and 8 of them were measured."""
+    clock.durations = itertools.chain([0.05] * 12, itertools.repeat(0.005))
+    m = measure(clock.step, CPU, Budget())
+    assert max(m.step_times_s) == pytest.approx(0.005)
+    assert m.warmup_steps == 12 and m.warmup_time_s == pytest.approx(0.6)
+    assert m.stats.median_s == pytest.approx(0.005) and not m.noisy
+    assert m.wall_time_s == pytest.approx(m.step_time_sum_s)
+
+
+def test_steady_refuses_a_level_that_faster_steps_undercut() -> None:
+    # three agreeing 50 ms steps after three 5 ms ones: a plateau, not the steady state
+    assert not timing.steady([0.005, 0.005, 0.005, 0.05, 0.05, 0.05], 0.1)
+    assert timing.steady([0.05, 0.05, 0.05, 0.005, 0.005, 0.005], 0.1)
+    assert timing.steady([0.0045, 0.005, 0.005, 0.005], 0.1)  # one fast step is not a level
+
+
+def test_noise_at_the_start_is_not_taken_for_a_plateau() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        times = list(rng.uniform(0.001, 0.003, size=40))
+        assert timing._plateau(times, 0.1) == 0
+    assert timing._plateau([0.05] * 8 + [0.005] * 10, 0.1) == 8

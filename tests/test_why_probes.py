@@ -160,3 +160,59 @@ def test_kineto_notices_stay_off_the_terminal_and_other_lines_stay_on(
         os.write(2, b"a real warning\n")
     profile_steps(lambda: torch.ones(8).sum(), torch.device("cpu"), 1)
     assert capfd.readouterr().err == "a real warning\n"
+
+
+def test_views_the_schema_does_not_flag_move_no_bytes() -> None:
+    """`_unsafe_view` (matmul's and reshape's), `_reshape_alias` and `alias` return their input's
+    storage: they move nothing. In-place work on that storage still counts."""
+    a = torch.randn(100)
+    assert _count(lambda: torch.ops.aten._unsafe_view(a, (10, 10))) == 0
+    assert _count(lambda: torch.ops.aten._reshape_alias(a, (10, 10), (10, 1))) == 0
+    assert _count(lambda: torch.ops.aten.alias(a)) == 0
+    assert _count(lambda: a.add_(1.0)) == 2 * 100 * F32
+    assert _count(lambda: a.t().reshape(-1)) == 0  # a 1-d tensor reshapes as a view
+
+
+def test_views_are_not_copies_and_broadcast_tensors_is_not_a_collective() -> None:
+    assert category_of("aten::broadcast_tensors") != "collective"
+    assert category_of("aten::_unsafe_view") == "other"
+    for name in ("c10d::allreduce_", "c10d::broadcast_", "gloo:all_reduce", "record_param_comms"):
+        assert category_of(name) == "collective", name
+    assert category_of("ncclDevKernel_Broadcast_RING_LL") == "collective"
+
+
+def test_a_real_profile_files_every_view_under_other_whoever_calls_it() -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    from gpubench.probes.profile import _category
+
+    x, w = torch.randn(4, 8, 16), torch.randn(16, 16)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        (x @ w).transpose(1, 2).reshape(-1).clone()  # matmul's _unsafe_view, reshape's copy
+    memo: dict[int, str] = {}
+    views = [e for e in prof.events() if e.name in ("aten::_unsafe_view", "aten::view")]
+    assert views
+    assert {_category(e, memo) for e in views} == {"other"}
+
+
+def test_bytes_are_counted_on_a_steady_step_not_the_one_that_creates_state() -> None:
+    """AdamW's first step creates its moments (`zeros_like`): +26% bytes on mlp/small B=4."""
+    point = Point("mlp", "tiny", "cpu", "fp32", "adamw", 4)
+    row = measure_point(point, dataclasses.replace(Budget.fixed(6, 3), profile_steps=0))
+    torch.manual_seed(point.seed)
+    prepared = prepare(point, models.build("mlp", "tiny"))
+    prepared.step()  # creates the optimizer's state
+    inputs, targets = prepared.batches.next()
+    with CountBytes() as steady:
+        prepared.trainer.step(inputs, targets)
+    assert steady.result is not None
+    assert not any("zeros_like" in op for op in steady.result.by_operator)
+    assert row["bytes_per_step"] == steady.result.total
+
+
+def test_busy_fraction_is_against_the_unprofiled_median_step() -> None:
+    point = Point("mlp", "tiny", "cpu", "fp32", "sgd", 4)
+    row = measure_point(point, dataclasses.replace(Budget.fixed(30, 1), profile_steps=2))
+    prof = row["profile"]
+    assert row["profile_step_time_s"] == prof["step_time_s"]  # recorded, out of the fraction
+    assert row["busy_fraction"] == pytest.approx(min(prof["busy_s"] / row["step_time_s"], 1.0))

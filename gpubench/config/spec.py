@@ -104,7 +104,8 @@ class Budget:
     step time is steady (harness.timing.steady) or `warmup_max_s` has passed. Measurement
     stops once at least `min_steps` steps and `min_time_s` seconds have passed and the 95%
     confidence interval of the median step time is within `target_rel_ci` of it, or when
-    `max_time_s` or `max_steps` is reached (the point is then flagged noisy if not yet stable).
+    `max_time_s` or `max_steps` is reached. Whatever stopped it, a point whose interval is wider
+    than `target_rel_ci`, or that has none (under 6 steps), is flagged noisy.
     `max_time_s` never stops it before min(`min_steps`, 6) steps, the fewest that give the median
     a confidence interval; `max_steps` always does.
     """
@@ -124,9 +125,11 @@ class Budget:
     profile_steps: int = 1
 
     @staticmethod
-    def fixed(steps: int, warmup_steps: int = 3) -> Budget:
-        """Exactly `warmup_steps` warm-up steps and `steps` measured steps, whatever the noise
-        or the time they take."""
+    def fixed(steps: int, warmup_steps: int = 3, target_rel_ci: float = 0.02) -> Budget:
+        """`warmup_steps` warm-up steps and exactly `steps` measured steps, whatever the noise
+        or the time they take (more warm-up steps only where the measured steps show a slow
+        plateau, harness.timing). `target_rel_ci` no longer stops anything: it only says which
+        points are flagged noisy (a confidence interval wider than it, or none at all)."""
         return Budget(
             warmup_steps=warmup_steps,
             warmup_min_s=0.0,
@@ -135,7 +138,7 @@ class Budget:
             max_steps=steps,
             min_time_s=0.0,
             max_time_s=float("inf"),
-            target_rel_ci=float("inf"),
+            target_rel_ci=target_rel_ci,
         )
 
 

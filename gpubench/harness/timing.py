@@ -160,6 +160,9 @@ class Measurement:
     outputs: list[object] = field(default_factory=list)  # first and last step's return values
     timer: str = "perf_counter"  # what marked the steps: "cuda_event" or "perf_counter"
     warmup_steady: bool = True  # warm-up ended on steady step times, not on warmup_max_s
+    # seconds the first warm-up step took on its own (it compiles, allocates, creates the
+    # optimizer's state); None where not timed
+    first_step_s: float | None = None
 
     @property
     def step_time_sum_s(self) -> float:
@@ -173,7 +176,7 @@ def measure(
     device: torch.device,
     budget: Budget,
     probe: AbstractContextManager[Any] | None = None,
-    first_step: Callable[[], object] | None = None,
+    observed_step: Callable[[], object] | None = None,
 ) -> Measurement:
     """Warm up `step`, then time it in windows until `budget`'s stopping rule is met.
 
@@ -181,17 +184,20 @@ def measure(
     step and of the last measured step are kept (references only: nothing is synchronised).
     `probe` (memory peaks, NVML sampling) is entered after the warm-up, once the device is idle,
     and left after the last window has synchronised: it spans exactly the measured windows and
-    the bookkeeping between them. `first_step`, when given, runs in place of the first warm-up
-    step (the same step under a FLOP counter, say), so observing it costs no extra step.
+    the bookkeeping between them. `observed_step`, when given, runs in place of the second
+    warm-up step (the same step under a FLOP counter, say): a steady step, as the first one
+    compiles and creates the optimizer's state; observing it costs no extra step, and its time
+    enters neither the warm-up's steadiness nor the first estimate of a step.
     """
-    first_output, warmup_steps, warmup_time, estimate, is_steady = _warm_up(
-        step, device, budget, first_step
+    first_output, first_s, warmup_steps, warmup_time, estimate, is_steady = _warm_up(
+        step, device, budget, observed_step
     )
     with probe if probe is not None else contextlib.nullcontext():
         m = _measure_windows(
             step, device, budget, warmup_steps, warmup_time, estimate, first_output
         )
     m.warmup_steady = is_steady
+    m.first_step_s = first_s
     return m
 
 
@@ -219,11 +225,20 @@ def _measure_windows(
         synchronize(device)
         wall += _clock() - t0
         times.extend(marks.step_times())
+        slow = _plateau(times, budget.warmup_steady_rel)
+        if slow:  # still warming up: those steps join the warm-up, and measuring goes on
+            share = sum(times[:slow]) / sum(times)
+            warmup_steps += slow
+            warmup_time += share * wall
+            wall -= share * wall  # with their share of the loop's overhead between the marks
+            del times[:slow]
         stats = Stats.of(times)
         estimate = stats.median_s
         if _done(stats, wall, budget):
             break
-    noisy = stats.ci_rel > budget.target_rel_ci
+    # From the interval itself, whatever stopped the measurement: no interval at all (too few
+    # steps) is noisy too.
+    noisy = not math.isfinite(stats.ci_rel) or stats.ci_rel > budget.target_rel_ci
     timer = "cuda_event" if device.type == "cuda" else "perf_counter"
     return Measurement(
         warmup_steps, warmup_time, times, wall, stats, noisy, [first_output, last_output], timer
@@ -231,41 +246,76 @@ def _measure_windows(
 
 
 # Warm-up is steady once this many consecutive step times (the first step excluded: it
-# compiles, autotunes, allocates, and may run under a FLOP counter) agree within
-# Budget.warmup_steady_rel of their median.
+# compiles, autotunes, allocates; and the observed step: it runs under counters) agree within
+# Budget.warmup_steady_rel of their median, and that median is no slower than the fastest
+# level the warm-up has reached (see steady()) by more than the same tolerance. A slow plateau
+# that still passes is caught at the start of the measured steps (_plateau).
 STEADY_STEPS = 3
 
 
 def steady(times: list[float], rel: float) -> bool:
-    """Whether the last STEADY_STEPS of `times` (seconds) lie within `rel` of their median."""
+    """Whether the last STEADY_STEPS of `times` (seconds) lie within `rel` of their median,
+    and that median is within `rel` of the fastest level seen: the least median of any
+    STEADY_STEPS consecutive `times` (steps that agree on a level that earlier steps undercut
+    are a plateau, not the steady state; a single fast step is not a level)."""
     if len(times) < STEADY_STEPS:
         return False
     last = sorted(times[-STEADY_STEPS:])
     median = last[STEADY_STEPS // 2]
-    return median > 0 and (last[-1] - last[0]) <= rel * median
+    agree = median > 0 and (last[-1] - last[0]) <= rel * median
+    return agree and median <= (1 + rel) * _fastest_level(times)
+
+
+def _fastest_level(times: list[float]) -> float:
+    """The least median of STEADY_STEPS consecutive `times` (at least STEADY_STEPS of them)."""
+    window = np.lib.stride_tricks.sliding_window_view(np.asarray(times), STEADY_STEPS)
+    return float(np.median(window, axis=1).min())
+
+
+def _plateau(times: list[float], rel: float) -> int:
+    """How many of the first measured `times` (seconds) belong to the warm-up: a leading run of
+    at least STEADY_STEPS steps, each slower by more than `rel` than the 90th percentile of the
+    later half (the settled level and its noise), is a slow plateau that the warm-up's rule took
+    for the steady state (12 steps of 50 ms before steps of 5 ms, say); 0 where there is none.
+    Noise alone seldom puts three steps in a row above the later steps' 90th percentile. A
+    plateau longer than half the measured steps is not seen: the interval then spans both
+    levels, and the point is flagged noisy."""
+    if len(times) < 2 * STEADY_STEPS:
+        return 0
+    settled = float(np.percentile(times[len(times) // 2 :], 90))
+    run = next((i for i, t in enumerate(times) if t <= (1 + rel) * settled), len(times))
+    return run if STEADY_STEPS <= run < len(times) else 0
 
 
 def _warm_up(
     step: Callable[[], object],
     device: torch.device,
     budget: Budget,
-    first_step: Callable[[], object] | None = None,
-) -> tuple[object, int, float, float, bool]:
-    """Run the warm-up; returns the first step's output, the number of steps, their total time,
-    the last step's time (seconds: the first estimate of a step) and whether it ended steady.
+    observed_step: Callable[[], object] | None = None,
+) -> tuple[object, float, int, float, float, bool]:
+    """Run the warm-up; returns the first step's output, the first step's own time, the number
+    of steps, their total time, the first estimate of a step (seconds) and whether it ended
+    steady.
 
     The rule: at least `warmup_steps` steps and `warmup_min_s` seconds, then on until the step
     time is steady (see steady()), or until `warmup_max_s` has passed (it ends unsteady then).
-    A `first_step` is always followed by at least one plain step, so the estimate never comes
-    from it."""
+    An `observed_step` runs second; the estimate comes from the plain steps after it, or where
+    there are none (a fixed warm-up of 2 steps), from the faster of the first two (an
+    overestimate: the first window is only shorter)."""
     synchronize(device)
     t0 = _clock()
-    first = (first_step or step)()
+    first = step()
     n = 1
     synchronize(device)
-    last = _clock() - t0
-    times: list[float] = []  # the steps after the first
-    min_steps = max(budget.warmup_steps, 2 if first_step is not None else 1)
+    first_s = last = _clock() - t0
+    if observed_step is not None:
+        t_observed = _clock()
+        observed_step()
+        n += 1
+        synchronize(device)
+        last = min(last, _clock() - t_observed)  # an estimate only if no plain step follows
+    times: list[float] = []  # the plain steps after the first
+    min_steps = max(budget.warmup_steps, 2 if observed_step is not None else 1)
     while True:
         elapsed = _clock() - t0
         if n >= min_steps and elapsed >= budget.warmup_min_s:
@@ -279,7 +329,10 @@ def _warm_up(
         synchronize(device)
         last = _clock() - t_step
         times.append(last)
-    return first, n, _clock() - t0, last, steady(times, budget.warmup_steady_rel)
+    # The first estimate of a step: the later half's median, not the last step (the steadiness
+    # rule ends on agreeing fast steps, which would cut the first window past the budget).
+    estimate = float(np.median(times[len(times) // 2 :])) if times else last
+    return first, first_s, n, _clock() - t0, estimate, steady(times, budget.warmup_steady_rel)
 
 
 def _window_size(n_done: int, wall_s: float, step_estimate_s: float, budget: Budget) -> int:

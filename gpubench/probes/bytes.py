@@ -1,6 +1,11 @@
 """The minimum bytes one training step must move, counted with a dispatch mode like the FLOP
 counter: every operator that runs reads each of its tensor inputs once and writes each of its
-tensor outputs once. Views (`t`, `view`, `expand`, ...) move nothing and are not counted.
+tensor outputs once. Views (`t`, `view`, `expand`, ...) move nothing and are not counted, nor
+are operators whose schema does not flag them as views but whose outputs alias their inputs
+(`_unsafe_view`, `_reshape_alias`, `alias`, `lift_fresh`) and which write nothing.
+
+It is counted on a steady step (harness.point: the second warm-up step), not the first, which
+also creates the optimizer's state.
 
 It is a lower bound: a kernel that re-reads a tile from memory, or spills, moves more; a fused
 kernel (torch.compile, a CUDA graph does not fuse) moves less than the eager operators it
@@ -51,8 +56,9 @@ class CountBytes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        if not getattr(func, "is_view", False):
-            moved = _distinct_bytes(tree_leaves((args, kwargs))) + _distinct_bytes(tree_leaves(out))
+        inputs, outputs = tree_leaves((args, kwargs)), tree_leaves(out)
+        if not _moves_nothing(func, inputs, outputs):
+            moved = _distinct_bytes(inputs) + _distinct_bytes(outputs)
             if moved:
                 self._by_op[str(func)] += moved
         return out
@@ -61,6 +67,28 @@ class CountBytes(TorchDispatchMode):
         super().__exit__(*exc)
         if exc[0] is None:
             self.result = StepBytes(sum(self._by_op.values()), dict(self._by_op))
+
+
+def _moves_nothing(func: Any, inputs: list[Any], outputs: list[Any]) -> bool:
+    """Whether `func` is a view: flagged so, or writing nothing and returning only tensors that
+    share an input's storage."""
+    if getattr(func, "is_view", False):
+        return True
+    schema = getattr(func, "_schema", None)
+    if schema is None or schema.is_mutable:
+        return False
+    held = {_storage_ptr(x) for x in inputs if isinstance(x, torch.Tensor)}
+    made = [_storage_ptr(x) for x in outputs if isinstance(x, torch.Tensor)]
+    return bool(made) and all(p is not None and p in held for p in made)
+
+
+def _storage_ptr(t: torch.Tensor) -> int | None:
+    if t.device.type == "meta":
+        return None
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse)
+        return None
 
 
 def _distinct_bytes(leaves: list[Any]) -> int:

@@ -75,8 +75,10 @@ class CountFlops:
         self._mode.__exit__(*exc)
         if exc[0] is not None:
             return  # the step failed: its own exception is the one to report
-        by_op = {str(op): int(n) for op, n in self._mode.get_flop_counts()["Global"].items()}
-        added = sum(n for op, n in self._mode.get_flop_counts()["Global"].items() if op in MISSED)
+        # no "Global" entry at all where nothing counted ran (a step of elementwise work only)
+        counts = self._mode.get_flop_counts().get("Global", {})
+        by_op = {str(op): int(n) for op, n in counts.items()}
+        added = sum(n for op, n in counts.items() if op in MISSED)
         self.result = StepFlops(int(self._mode.get_total_flops()), int(added), by_op)
 
 

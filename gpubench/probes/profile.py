@@ -9,7 +9,9 @@ their sum, and dispatch cannot be told apart from the work (null).
 
 Whatever the step's wall time holds beyond the busy time is the device waiting on the host:
 Python, the autograd engine, launches. A step whose device is idle for much of it is
-launch/host-bound (science.bottleneck).
+launch/host-bound (science.bottleneck). The profiler slows the steps it watches (many times
+over for a sub-millisecond step), so the busy time is set against the unprofiled median step,
+never against the profiled step's wall time, which is recorded only.
 """
 
 from __future__ import annotations
@@ -52,12 +54,24 @@ _REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "std", "var", "logsu
 _COPIES = {"copy_", "_to_copy", "to", "clone", "contiguous", "_copy_from", "copy", "tocopy"}
 _COPIES |= {"memcpy", "memset"}
 _ALLOC_OR_VIEW = {"empty", "empty_strided", "empty_like", "resize_", "item", "_local_scalar_dense"}
+# Operators that return a view of their input (or the input itself): they move no bytes, whoever
+# calls them, so they are `other` even inside a copy or a product. Some (`_unsafe_view`,
+# `_reshape_alias`, `alias`) are not flagged as views in their schema. `reshape`, `flatten` and
+# `contiguous` copy only through a child operator (`clone`), which is a copy by its own name.
+_VIEWS = {"view", "_unsafe_view", "_reshape_alias", "alias", "as_strided", "expand", "expand_as"}
+_VIEWS |= {"t", "transpose", "permute", "reshape", "view_as", "unsqueeze", "squeeze", "select"}
+_VIEWS |= {"slice", "narrow", "detach", "flatten", "unflatten", "split", "split_with_sizes"}
+_VIEWS |= {"chunk", "unbind", "broadcast_tensors", "numpy_t", "lift_fresh", "unfold", "diagonal"}
 _ELEMENTWISE_HINT = re.compile(
     r"(add|sub|mul|div|relu|gelu|silu|tanh|sigmoid|threshold|dropout|"
     r"pow|sqrt|exp|log|neg|clamp|where|fill|zero|lerp|addc|pool|"
     r"masked|embedding|cat|stack|ones|zeros|rsqrt|softmax)"
 )
-_COLLECTIVE = re.compile(r"nccl|c10d|all_?reduce|all_?gather|reduce_?scatter|broadcast_")
+# Real collectives only: c10d's operators (c10d::broadcast_, c10d::allreduce_), NCCL and Gloo
+# kernels and the profiler's record_param_comms; not aten::broadcast_tensors, a view.
+_COLLECTIVE = re.compile(
+    r"nccl|gloo|c10d|record_param_comms|all_?reduce|all_?gather|all_?to_?all|reduce_?scatter"
+)
 
 
 def _base(name: str) -> str:
@@ -75,6 +89,8 @@ def category_of(name: str) -> str | None:
         return "optimizer"
     if _COLLECTIVE.search(low):
         return "collective"
+    if low.startswith("aten::") and base in _VIEWS:
+        return "other"
     if "attention" in base or "sdpa" in base:
         return "attention"
     if "conv" in base:
@@ -107,10 +123,6 @@ class StepProfile:
     dispatch_s: float | None
     category_s: dict[str, float]
     top_ops: list[tuple[str, float]] = field(default_factory=list)
-
-    @property
-    def busy_fraction(self) -> float:
-        return min(self.busy_s / self.step_time_s, 1.0) if self.step_time_s > 0 else 0.0
 
     def top_category(self) -> tuple[str, float]:
         """The category with the most time, and its share of the busy time."""
@@ -217,7 +229,9 @@ def _category(e: FunctionEvent, memo: dict[int, str]) -> str:
         chain.append(node)
         node = node.cpu_parent
     cat: str | None = None
-    if any(n.name.startswith("Optimizer.step") for n in chain):
+    if e.name.startswith("aten::") and _base(e.name) in _VIEWS:
+        cat = "other"  # a view moves nothing, whoever calls it
+    elif any(n.name.startswith("Optimizer.step") for n in chain):
         cat = "optimizer"
     else:
         cat = next((c for n in chain if (c := category_of(n.name)) not in (None, "other")), None)

@@ -16,7 +16,7 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import check_buildable
 from gpubench.config.spec import AUTO, Budget, Point, SweepSpec
 from gpubench.config.validate import validate
-from gpubench.probes import calibration, load, nvml
+from gpubench.probes import bandwidth, calibration, load, nvml
 from gpubench.run import confirm as leads
 from gpubench.run import folder, maxbatch, ranks
 from gpubench.run import shard as shards
@@ -189,18 +189,22 @@ def _measure(
 
 
 def _calibrate_threads(spec: SweepSpec) -> None:
-    """The CPU's matmul peak for each thread count the sweep asks for beyond torch's own (the
-    roof of those points' MFU), measured now like the default's, under the sweep's conditions."""
+    """The CPU's matmul peak and memory bandwidth for each thread count the sweep asks for
+    beyond torch's own (the roofs of those points' MFU and ridge point), measured now like the
+    default's, under the sweep's conditions. Both are cached by thread count: a point reads the
+    figures of its own (probes.calibration.device_key)."""
     import torch
 
     from gpubench.harness.threads import intra_op_threads
 
     if "cpu" not in spec.resolved_devices():
         return
-    for threads in {t for t in spec.threads if t is not None and t != torch.get_num_threads()}:
+    default = torch.get_num_threads()
+    for threads in sorted({t for t in spec.threads if t is not None and t != default}):
         with intra_op_threads(threads):
             for prec in spec.precisions:
                 calibration.matmul_peak("cpu", prec, refresh=True)
+            bandwidth.memory_bandwidth("cpu", refresh=True)
 
 
 def _check_time_limit(conv: Convergence, point_timeout_s: float | None) -> None:

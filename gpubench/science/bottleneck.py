@@ -5,17 +5,25 @@ numbers held):
 
 1. **input**: the batches come from the host (`data = host`) and copies take at least
    INPUT_COPY_SHARE of the device's busy time.
-2. **launch** (launch/host-bound): the device is busy for less than LAUNCH_BUSY of the profiled
-   step; the rest is the device waiting on Python, the autograd engine and kernel launches.
-3. **compute**: achieved TFLOP/s is at least COMPUTE_ROOF of the measured matmul roof.
-4. **memory**: the step's arithmetic intensity (FLOPs over the minimum bytes it moves) is under
+2. **launch** (launch/host-bound): the device is busy for less than LAUNCH_BUSY of the step,
+   the profile's busy time per step over the *unprofiled* median step time (`step_time_s`: the
+   profiler's own overhead inflates the profiled step, and must not decide); the rest is the
+   device waiting on Python, the autograd engine and kernel launches. Busy time above the median
+   step (the profiler slows the operators it times too) counts as 1.0, and the evidence says so.
+3. **launch** too where the step is far under both roofs: under OVERHEAD_ROOF of the matmul roof
+   and of the bandwidth roof, whatever the busy time says. On the CPU an operator's self time
+   includes the dispatcher's cost, so "busy" cannot see host overhead there (DESIGN.md, 4).
+4. **compute**: achieved TFLOP/s is at least COMPUTE_ROOF of the measured matmul roof.
+5. **memory**: the step's arithmetic intensity (FLOPs over the minimum bytes it moves) is under
    the ridge point (matmul roof over measured bandwidth), or categories of memory-bound work
    (norms, elementwise, loss and reductions, the optimizer, copies) hold at least MEMORY_SHARE
    of the busy time.
-5. otherwise **compute**: matrix products hold most of the busy time, though under the roof
-   (small or badly shaped products).
+6. otherwise **compute** where the products (matmul, conv, attention: PRODUCT_CATEGORIES) hold
+   more of the busy time than any other group of work (memory-bound work, collectives, other),
+   though under the roof (small or badly shaped products); the evidence names the rest. Where
+   another group holds more, the row gets no verdict.
 
-Without a profile (profiling off) rules 1, 2, 5 and the category half of 4 cannot be tested; a
+Without a profile (profiling off) rules 1, 2, 6 and the category half of 5 cannot be tested; a
 row they would decide, or without FLOPs or a roof, gets no verdict (None).
 """
 
@@ -31,6 +39,10 @@ LAUNCH_BUSY = 0.5
 INPUT_COPY_SHARE = 0.3
 COMPUTE_ROOF = 0.5
 MEMORY_SHARE = 0.5
+# "A few percent" of both roofs: a step this far under the matmul roof and the bandwidth roof
+# spends its time on neither arithmetic nor memory traffic.
+OVERHEAD_ROOF = 0.05
+PRODUCT_CATEGORIES = ("matmul", "conv", "attention")
 
 BOTTLENECKS = ("launch", "memory", "compute", "input")
 
@@ -72,34 +84,71 @@ def ridge(row: dict[str, Any]) -> float | None:
     return peak * 1e12 / (bw * 1e9)
 
 
+def busy_fraction(row: dict[str, Any]) -> tuple[float, bool] | None:
+    """The share of the median step (`step_time_s`, unprofiled) the device is busy: the
+    profile's busy seconds per step over it, capped at 1.0, and whether the cap applied (busy
+    time above the step: the profiler slowed the operators it timed). None without a profile.
+    A row without the profile's busy seconds falls back to its `busy_fraction` column."""
+    prof = row.get("profile")
+    step = _num(row, "step_time_s")
+    if isinstance(prof, dict) and step is not None and step > 0:
+        busy_s = _num(prof, "busy_s")
+        if busy_s is not None:
+            return min(busy_s / step, 1.0), busy_s > step
+    busy = _num(row, "busy_fraction")
+    return None if busy is None else (min(busy, 1.0), busy > 1.0)
+
+
 def classify(row: dict[str, Any]) -> Bottleneck | None:
     """The bottleneck of one ok row (see the module's rules), None where the row lacks the
     evidence."""
     if row.get("status") != "ok":
         return None
-    busy = _num(row, "busy_fraction")
+    measured_busy = busy_fraction(row)
+    busy = None if measured_busy is None else measured_busy[0]
     shares = _shares(row)
     tflops, peak = _num(row, "tflops"), _num(row, "peak_tflops")
     intensity, ridge_point = _num(row, "intensity_flop_per_byte"), ridge(row)
     copy = shares.get("copy", 0.0)
     if row.get("data") == "host" and shares and copy >= INPUT_COPY_SHARE:
         return Bottleneck("input", f"copies hold {copy:.0%} of the busy time (host data)")
+    busy_text = ""
+    if measured_busy is not None:
+        busy_text = f"device busy {busy:.0%} of the median step"
+        if measured_busy[1]:
+            busy_text += " (capped: the profiled busy time exceeds the unprofiled step)"
     if busy is not None and busy < LAUNCH_BUSY:
-        return Bottleneck("launch", f"device busy {busy:.0%} of the step")
-    if tflops is None or peak is None or peak <= 0:
+        return Bottleneck("launch", busy_text)
+    roof = None if tflops is None or peak is None or peak <= 0 else tflops / peak
+    achieved, bw = _num(row, "achieved_gb_per_s"), _num(row, "peak_bandwidth_gb_per_s")
+    bw_roof = None if achieved is None or bw is None or bw <= 0 else achieved / bw
+    if roof is not None and bw_roof is not None and max(roof, bw_roof) < OVERHEAD_ROOF:
+        return Bottleneck(
+            "launch",
+            f"{roof:.1%} of the matmul roof and {bw_roof:.1%} of the bandwidth roof: "
+            "overhead (launch/host) holds the step"
+            + (f", whatever the busy time says ({busy_text})" if busy_text else ""),
+        )
+    if roof is None:
         return None
-    roof = tflops / peak
+    assert tflops is not None and peak is not None
     at_roof = f"{tflops:.3g} TFLOP/s = {roof:.0%} of the {peak:.3g} TFLOP/s roof"
     if roof > 1:  # a point cannot beat the roof: the calibration ran slow (a busy machine?)
         at_roof += " (above it: the roof was measured low, on a busy machine?)"
-    busy_text = f"busy {busy:.0%}; " if busy is not None else ""
+    busy_text += "; " if busy_text else ""
     if roof >= COMPUTE_ROOF:
         return Bottleneck("compute", busy_text + at_roof)
     memory_share = sum(shares.get(c, 0.0) for c in MEMORY_CATEGORIES)
     if intensity is not None and ridge_point is not None and intensity < ridge_point:
+        at_bw = (
+            ""
+            if bw_roof is None
+            else f"; {achieved:.3g} GB/s = {bw_roof:.0%} of the bandwidth roof"
+        )
         return Bottleneck(
             "memory",
-            busy_text + f"intensity {intensity:.3g} FLOP/B < ridge {ridge_point:.3g}; {at_roof}",
+            busy_text
+            + f"intensity {intensity:.3g} FLOP/B < ridge {ridge_point:.3g}; {at_roof}{at_bw}",
         )
     if shares and memory_share >= MEMORY_SHARE:
         return Bottleneck(
@@ -107,11 +156,20 @@ def classify(row: dict[str, Any]) -> Bottleneck | None:
         )
     if not shares:
         return None  # above the ridge but under the roof, no profile: what holds it is unknown
+    groups = {
+        "products": sum(shares.get(c, 0.0) for c in PRODUCT_CATEGORIES),
+        "memory-bound work": memory_share,
+        **{c: shares.get(c, 0.0) for c in ("collective", "other")},
+    }
+    if max(groups, key=lambda g: groups[g]) != "products":
+        return None  # collectives or other work hold more: none of the kinds names that
+    rest = ", ".join(f"{g} {v:.0%}" for g, v in groups.items() if g != "products" and v > 0)
     return Bottleneck(
         "compute",
         busy_text
-        + f"products {1 - memory_share:.0%} of busy time, though under the roof: "
-        + at_roof,
+        + f"products {groups['products']:.0%} of busy time"
+        + (f" ({rest})" if rest else "")
+        + f", though under the roof: {at_roof}",
     )
 
 

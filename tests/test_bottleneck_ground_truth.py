@@ -1,0 +1,97 @@
+"""Issue 21, item 5: workloads whose bottleneck is known by construction, measured through the
+sweep's own path (harness.point.measure_workload: warm-up, windows, counters, profile) and
+classified by science.bottleneck. The roofs come from the same calibrations a sweep runs at its
+start. Sizes are chosen so each verdict stands far from every threshold, on a quiet machine as
+on a busy one (a chain of elementwise ops has no FLOPs at all: its intensity is 0 whatever the
+ridge; the products' intensity, about 40 FLOP/B, is 3x the ridge of a quiet 2-core machine)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from gpubench.config.spec import Budget, Point
+from gpubench.harness.point import measure_workload
+from gpubench.harness.threads import intra_op_threads
+from gpubench.models.workload import Workload
+from gpubench.probes import bandwidth, calibration
+from gpubench.science.bottleneck import Bottleneck, classify
+
+# 12 measured steps after 3 warm-up steps: one profiled step stays under point.PROFILE_SHARE.
+BUDGET = dataclasses.replace(Budget.fixed(steps=12, warmup_steps=3), profile_steps=1)
+
+
+class ElementwiseChain(nn.Module):
+    """A per-feature scale, then a chain of cheap elementwise ops over a wide tensor: every op
+    reads and writes the whole tensor and computes almost nothing."""
+
+    def __init__(self, width: int, links: int) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(width))
+        self.links = links
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = x * self.scale
+        for _ in range(self.links):
+            y = F.relu(y * 0.9 + 0.1)  # bounded however long the chain
+        return y
+
+
+def _workload(name: str, model: nn.Module, features: int) -> Workload:
+    def make_batch(batch_size: int, device: torch.device, seed: int) -> tuple[Tensor, Tensor]:
+        g = torch.Generator(device=device).manual_seed(seed)
+        x = torch.randn(batch_size, features, generator=g, device=device)
+        return x, torch.randn(batch_size, features, generator=g, device=device)
+
+    return Workload(name, model, make_batch, F.mse_loss)
+
+
+def _classified(workload: Workload, batch_size: int, device: str = "cpu") -> Bottleneck:
+    """The verdict on `workload` measured as a sweep's point with one intra-op thread: on a
+    busy machine a parallel operator waits for its slowest thread, and two threads make a step
+    many times slower than the roofs calibrated a moment before (a memory-bound chain read as
+    2.5% of the bandwidth roof with two threads, here, beside other work)."""
+    point = Point(workload.name, "custom", device, "fp32", "sgd", batch_size, threads=1)
+    with intra_op_threads(1):
+        peak = calibration.matmul_peak(device, "fp32")
+        bandwidth.memory_bandwidth(device)  # a sweep calibrates it at its start; a point reads it
+        torch.manual_seed(0)
+        values, _ = measure_workload(point, workload, BUDGET, peak, lr=1e-3)
+    row = point.to_dict() | values
+    assert row["status"] == "ok"
+    verdict = classify(row)
+    assert verdict is not None, row.get("profile")
+    return verdict
+
+
+def test_a_chain_of_elementwise_ops_over_a_wide_tensor_is_memory_bound() -> None:
+    chain = _workload("chain", ElementwiseChain(width=1 << 16, links=4), 1 << 16)
+    verdict = _classified(chain, batch_size=4)
+    assert verdict.kind == "memory", verdict.evidence
+
+
+def test_large_square_matmuls_at_a_large_batch_are_compute_bound() -> None:
+    n = 512
+    products = nn.Sequential(nn.Linear(n, n, bias=False), nn.Linear(n, n, bias=False))
+    verdict = _classified(_workload("products", products, n), batch_size=n)
+    assert verdict.kind == "compute", verdict.evidence
+
+
+def test_many_tiny_ops_on_the_cpu_are_overhead_bound() -> None:
+    """On the CPU an operator's self time includes the dispatcher's cost, so the profile calls
+    the host busy; the step is still far under both roofs (DESIGN.md 4): launch/host-bound."""
+    tiny = _workload("tiny_chain", ElementwiseChain(width=16, links=50), 16)
+    verdict = _classified(tiny, batch_size=1)
+    assert verdict.kind == "launch", verdict.evidence
+    assert "of the bandwidth roof" in verdict.evidence
+
+
+@pytest.mark.gpu
+def test_many_tiny_kernels_on_cuda_are_launch_bound() -> None:
+    tiny = _workload("tiny_chain", ElementwiseChain(width=16, links=50), 16)
+    verdict = _classified(tiny, batch_size=1, device="cuda")
+    assert verdict.kind == "launch", verdict.evidence
