@@ -28,11 +28,13 @@ def verdict_section(verdicts: Sequence[ModelVerdict]) -> str:
         '<p class="caption">How the bottleneck is judged (first rule that holds): input-bound '
         f"when batches come from the host and copies take {B.INPUT_COPY_SHARE:.0%} or more of "
         f"the device's busy time; launch/host-bound when the device is busy less than "
-        f"{B.LAUNCH_BUSY:.0%} of the profiled step; compute-bound at {B.COMPUTE_ROOF:.0%} or "
+        f"{B.LAUNCH_BUSY:.0%} of the unprofiled median step, or the step is under "
+        f"{B.OVERHEAD_ROOF:.0%} of both roofs; compute-bound at {B.COMPUTE_ROOF:.0%} or "
         "more of the measured matmul roof; memory-bound when the arithmetic intensity (FLOPs "
         "over the minimum bytes the step moves) is under the ridge point or memory-bound kernels "
         f"(norms, elementwise, loss, optimizer, copies) take {B.MEMORY_SHARE:.0%} or more of the "
-        "busy time; otherwise compute-bound (matrix products dominate, under the roof).</p>\n"
+        "busy time; otherwise compute-bound where matrix products (matmul, convolution, "
+        "attention) lead the busy time, under the roof; else not classified.</p>\n"
     )
     return head + '<div class="verdicts">' + "".join(cards) + "</div>\n" + rules
 
