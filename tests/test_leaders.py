@@ -77,3 +77,13 @@ def test_decide_needs_enough_rounds_and_sane_figures() -> None:
 def test_a_decision_survives_its_json_record() -> None:
     d = leaders.decide(_rounds([1005.0, 1000.0], 7, 0.03, shared=True, seed=4))
     assert leaders.Decision.from_dict(d.to_dict()) == d
+
+
+def test_the_candidates_are_trimmed_to_what_the_budget_can_re_measure() -> None:
+    rows = [{"step_time_s": t} for t in (0.1, 0.1, 0.2, 0.4)]
+    per_step = leaders.SETUP_STEPS + leaders.MIN_ROUNDS  # steps each candidate costs at least
+    assert leaders.affordable(rows, per_step * 0.8) == rows  # all four fit
+    assert leaders.affordable(rows, per_step * 0.5) == rows[:3]  # the farthest is dropped
+    assert leaders.affordable(rows, per_step * 0.2) == rows[:2]
+    assert leaders.affordable(rows, per_step * 0.19) == []  # not even the two leaders fit
+    assert leaders.cost_s(rows[:2]) == pytest.approx(per_step * 0.2)

@@ -124,7 +124,8 @@ def test_no_advice_to_measure_what_ran() -> None:
     assert "B=4096 ran out of memory" in larger
     assert v.next_experiment != "measure larger batches: --batch-sizes auto"
     # profiled, but no measured roof: the verdict says so, and does not ask for profiling
-    (u,) = verdicts(_frame(_rows((BASE, 0.001), peak_tflops=None, busy_fraction=0.9)))
+    busy = {"busy_s": 0.001, "step_time_s": 0.001, "category_s": {"matmul": 0.001}}
+    (u,) = verdicts(_frame(_rows((BASE, 0.001), peak_tflops=None, profile=busy)))
     assert u.bottleneck is None and "measured matmul roof" in (u.unclassified or "")
     assert "profiling" not in (u.next_experiment or "")
 

@@ -61,13 +61,19 @@ def _settings(point: Point) -> Iterator[None]:
 
 
 def interleave(
-    points: list[Point], budget_s: float, window_s: float, min_rounds: int, max_rounds: int
+    points: list[Point],
+    budget_s: float,
+    window_s: float,
+    min_rounds: int,
+    max_rounds: int,
+    deadline_s: float = float("inf"),
 ) -> Rounds:
     """Build and warm each of `points`, then time them in rounds: as many as fit in `budget_s`
     seconds (setup included) with windows of about `window_s` seconds, at most `max_rounds`;
     where fewer than `min_rounds` fit, `min_rounds` with windows as short as the budget
     needs (one step at the least, so a budget spent on setup still takes min_rounds rounds
-    of single steps)."""
+    of single steps). No round starts after `deadline_s` seconds: a machine that slowed may
+    leave fewer than `min_rounds`."""
     started = time.perf_counter()
     steps: list[Callable[[], object]] = []
     estimates: list[float] = []
@@ -93,6 +99,8 @@ def interleave(
     rates: list[list[float]] = [[] for _ in points]
     with load.OtherLoad() as others:
         for r in range(n_rounds):
+            if time.perf_counter() - started > deadline_s:
+                break
             for k in range(len(points)):
                 c = (r + k) % len(points)  # rotate who goes first
                 seconds = _window(points[c], steps[c], window_steps[c])

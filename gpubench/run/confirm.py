@@ -3,8 +3,11 @@
 is kept in the run folder's confirm.json for science.verdict to state.
 
 Its cost is bounded: per partition, SHARE of the seconds the sweep spent on that partition's
-points (building and warming the candidates included), but never fewer than the MIN_ROUNDS
-rounds an interval of the median needs. What it took is recorded.
+points (building and warming the candidates included). The candidates are trimmed, the farthest
+first, to those whose MIN_ROUNDS rounds (the fewest an interval of the median needs) fit that
+budget by their measured step times; where not even two fit, there is no re-measurement and
+the verdict goes by the rows' intervals. Rounds stop at DEADLINE times the budget (a machine
+that slowed meanwhile); fewer than MIN_ROUNDS then decide nothing. What it took is recorded.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from gpubench.store.results import ResultStore
 SHARE = 0.15  # of the partition's measuring time
 WINDOW_S = 0.1  # seconds of steps per window
 MAX_ROUNDS = 15
+DEADLINE = 3.0  # rounds stop at this many times the budget (a machine that slowed meanwhile)
 TIMEOUT_S = 600.0
 
 _POINT_FIELDS = tuple(f.name for f in dataclasses.fields(Point))
@@ -86,10 +90,20 @@ def _confirm_partition(
             "reason": "parallel points are not re-measured interleaved (one process each)",
         }
     budget_s = SHARE * sum(float(r.get("point_time_s") or 0.0) for r in rows)
-    points = [_point(r) for r in chosen]
+    fits = leaders.affordable(chosen, budget_s)
+    if not fits:
+        return record | {
+            "status": "skipped",
+            "budget_s": budget_s,
+            "reason": f"{leaders.MIN_ROUNDS} interleaved rounds of the leader and the runner-up "
+            f"take about {leaders.cost_s(chosen[:2]):.3g} s, over the {budget_s:.3g} s budget "
+            f"({SHARE:.0%} of the time its points took)",
+        }
+    points = [_point(r) for r in fits]
+    record["candidates"] = [p.to_dict() for p in points]
     call = Call(
         "gpubench.harness.interleave:interleave",
-        (points, budget_s, WINDOW_S, leaders.MIN_ROUNDS, MAX_ROUNDS),
+        (points, budget_s, WINDOW_S, leaders.MIN_ROUNDS, MAX_ROUNDS, DEADLINE * budget_s),
         max_memory,
         points[0].device,
     )
@@ -102,6 +116,16 @@ def _confirm_partition(
             "reason": f"the re-measurement failed: {e}",
             "traceback": e.traceback,
             "seconds": time.perf_counter() - started,
+        }
+    done = min(len(x) for x in rounds.samples_per_s)
+    if done < leaders.MIN_ROUNDS:
+        return record | {
+            "status": "cut short",
+            "reason": f"the machine slowed: {done} of {leaders.MIN_ROUNDS} rounds in "
+            f"{DEADLINE:g}x the {budget_s:.3g} s budget",
+            "budget_s": budget_s,
+            "seconds": time.perf_counter() - started,
+            "samples_per_s": rounds.samples_per_s,
         }
     decision = leaders.decide(rounds.samples_per_s)
     return record | {

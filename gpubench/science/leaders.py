@@ -53,6 +53,29 @@ def candidates(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return chosen[:MAX_CANDIDATES]
 
 
+# What re-measuring one candidate costs beyond its rounds, in its own steps: building it and
+# warming it up (harness.interleave runs it until steady: 3 steady steps after the first).
+SETUP_STEPS = 4
+
+
+def affordable(chosen: list[dict[str, Any]], budget_s: float) -> list[dict[str, Any]]:
+    """The candidates (fastest first) that MIN_ROUNDS rounds of one-step windows, with their
+    set-up, can re-measure within `budget_s` seconds, by their rows' median step times: the
+    closest contenders kept, the farthest dropped; [] where not even the leader and the
+    runner-up fit."""
+    for n in range(len(chosen), 1, -1):
+        steps = sum(float(r["step_time_s"]) for r in chosen[:n])
+        if (SETUP_STEPS + MIN_ROUNDS) * steps <= budget_s:
+            return chosen[:n]
+    return []
+
+
+def cost_s(chosen: list[dict[str, Any]]) -> float:
+    """Seconds MIN_ROUNDS rounds of one-step windows and the set-up of `chosen` take, by their
+    rows' median step times (what affordable() weighs)."""
+    return (SETUP_STEPS + MIN_ROUNDS) * sum(float(r["step_time_s"]) for r in chosen)
+
+
 @dataclass(frozen=True)
 class Comparison:
     """The leader against one candidate over the rounds: the median of the per-round ratios of
