@@ -108,8 +108,14 @@ def main() -> int:
     )
     print(listing.stdout.strip())
 
-    (base_json,) = storage.rglob("0001_base.json")
-    (rerun_json,) = storage.rglob("0002_rerun.json")
+    saved = {name: sorted(storage.rglob(f"{name}.json")) for name in ("0001_base", "0002_rerun")}
+    if not all(saved.values()) or not all(
+        json.loads(files[0].read_text(encoding="utf-8"))["benchmarks"] for files in saved.values()
+    ):
+        # a gate that timed nothing passes whatever the code does: never call that behaving
+        print(f"the runs saved no benchmarks (all skipped or deselected?); see {out}/run1.log")
+        return 1
+    base_json, rerun_json = saved["0001_base"][0], saved["0002_rerun"][0]
     regressed = "Performance has regressed" in (out / "run4.log").read_text(encoding="utf-8")
     ok = results[2][1] == 0 and results[3][1] != 0 and regressed and listing.returncode == 0
     print("\nnoise: growth of each benchmark's statistic from the baseline to the unchanged rerun")

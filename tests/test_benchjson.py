@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,10 @@ def test_compare_reads_benchmark_json_and_flags_a_slowdown(pytester: pytest.Pyte
     assert compare(base, base, 5.0).exit_code() == 0
     result = compare(base, slow, 5.0)
     assert result.exit_code() == 1
+
+
+def test_the_readme_names_the_reader_where_it_is() -> None:
+    """The README's "Benchmarks in CI" names the reader by its import path: that path works."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    (dotted,) = set(re.findall(r"`(gpubench[\w.]*)\.rows_from_benchmark_json\(", readme))
+    assert importlib.import_module(dotted).rows_from_benchmark_json is rows_from_benchmark_json

@@ -95,6 +95,23 @@ def test_fixture_records_the_harness_step_times(pytester: pytest.Pytester) -> No
     assert row["step_time_s"] == stats["median"]
 
 
+def test_gpubench_tests_are_benchmarks_for_only_and_skip(pytester: pytest.Pytester) -> None:
+    """pytest-benchmark's --benchmark-only runs a test that uses only the gpubench fixture (it
+    is a benchmark) and skips the others; --benchmark-skip does the reverse."""
+    pytester.makepyfile(
+        test_plain="def test_plain():\n    assert 1 + 1 == 2\n",
+        test_user=USER_TEST,
+    )
+    only = _run(pytester, "--benchmark-only", "--benchmark-json=out.json", "-rs")
+    only.assert_outcomes(passed=1, skipped=1)
+    only.stdout.fnmatch_lines(["*SKIPPED*test_plain.py*Skipping non-benchmark*"])
+    (bench,) = json.loads((pytester.path / "out.json").read_text())["benchmarks"]
+    assert bench["name"] == "test_net_step" and bench["stats"]["rounds"] == 5
+    skip = _run(pytester, "--benchmark-skip", "-rs")
+    skip.assert_outcomes(passed=1, skipped=1)
+    skip.stdout.fnmatch_lines(["*SKIPPED*test_user.py*Skipping benchmark*"])
+
+
 def test_the_readme_example_runs(pytester: pytest.Pytester) -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     start = readme.index("# tests/test_train_speed.py")

@@ -188,6 +188,8 @@ def pytest_plugin_registered(plugin: object, plugin_name: str, manager: Any) -> 
 # pytest-benchmark's plugin name: without it (not installed, or `-p no:benchmark`) this plugin
 # still loads, and the fixture skips its tests with the reason.
 _BENCHMARK_PLUGIN = "benchmark"
+# pytest-benchmark's fixture, whose name in a test's fixture closure makes the test a benchmark.
+_BENCHMARK_FIXTURE = "benchmark"
 
 
 def _benchmark_active(config: pytest.Config) -> bool:
@@ -202,7 +204,26 @@ def gpubench(request: pytest.FixtureRequest) -> GpuBench:
             "the gpubench fixture records through pytest-benchmark, which is not loaded "
             "(install pytest-benchmark, or drop -p no:benchmark)"
         )
-    return GpuBench(request.getfixturevalue("benchmark"))
+    return GpuBench(request.getfixturevalue(_BENCHMARK_FIXTURE))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Make every test that uses the `gpubench` fixture a benchmark in pytest-benchmark's eyes.
+
+    pytest-benchmark tells a benchmark from other tests by `benchmark` in the item's fixture
+    names, read in its own pytest_collection_modifyitems (--benchmark-only skips the others,
+    --benchmark-skip the benchmarks). The fixture cannot name `benchmark` as an argument (it
+    would then fail to load without pytest-benchmark), so, when pytest-benchmark is loaded, this
+    hook (run first) adds the name to the item's fixture closure: pytest then also sets the
+    fixture up for the test, as for one that asked for it, and the fixture's
+    `getfixturevalue("benchmark")` gets that same instance."""
+    if not _benchmark_active(config):
+        return
+    for item in items:
+        names = getattr(item, "fixturenames", None)
+        if isinstance(names, list) and "gpubench" in names and _BENCHMARK_FIXTURE not in names:
+            names.append(_BENCHMARK_FIXTURE)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -23,6 +23,7 @@ from gpubench import models
 from gpubench.cli.pytest_plugin import (  # noqa: F401  (fixture and hooks, re-exported for pytest
     gpubench,
     pytest_benchmark_update_machine_info,
+    pytest_collection_modifyitems,
     pytest_runtest_setup,
 )
 from gpubench.models.workload import Workload
