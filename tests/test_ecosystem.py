@@ -4,11 +4,15 @@ cudnn_benchmark option and the precision note (issue 16)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -22,6 +26,7 @@ from gpubench.harness.step import unsupported_reason
 from gpubench.run.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
+TORCH = importlib.metadata.version("torch")  # as pip knows it: PyPI's builds have no "+cu130"
 HF_SUITE = """
 models = ["hf:gpt2"]
 devices = ["cpu"]
@@ -92,14 +97,174 @@ def test_model_options_must_name_a_model_of_the_suite(tmp_path: Path) -> None:
         load_suite(suite)
 
 
+def _absent(monkeypatch: pytest.MonkeyPatch, *libraries: str) -> None:
+    """Make `libraries` not installed for this test, as import and find_spec see them."""
+    for library in libraries:
+        for key in [k for k in sys.modules if k.partition(".")[0] == library] or [library]:
+            monkeypatch.setitem(sys.modules, key, None)
+
+
+def _pip_for_this_torch() -> str:
+    """The start of the install command gpubench names for the running torch."""
+    public, _, label = TORCH.partition("+")
+    index = f" --index-url https://download.pytorch.org/whl/{label}" if label else ""
+    return f"pip install torch=={public} torchvision{index}"
+
+
 @pytest.mark.parametrize(
-    ("name", "extra"), [("torchvision:resnet18", "vision"), ("timm:resnet18", "timm")]
+    ("name", "needs"),
+    [
+        ("torchvision:resnet18", "torchvision, which is"),
+        ("timm:resnet18", "timm and torchvision, which are"),
+    ],
 )
-def test_a_missing_library_names_the_extra(name: str, extra: str) -> None:
-    if _installed(name.split(":")[0]):
-        pytest.skip("installed here")
-    with pytest.raises(ValueError, match=rf"pip install 'gpubench\[{extra}\]'"):
+def test_a_missing_library_names_the_install_that_keeps_this_torch(
+    monkeypatch: pytest.MonkeyPatch, name: str, needs: str
+) -> None:
+    _absent(monkeypatch, "torchvision", "timm")
+    with pytest.raises(ValueError) as raised:
         models.build(name)
+    message = str(raised.value)
+    fix = _pip_for_this_torch() + (" && pip install timm" if name.startswith("timm") else "")
+    assert message == (
+        f"model {name!r} needs {needs} not installed; install the torchvision built for "
+        f"torch {TORCH} with: {fix}"
+    )
+
+
+def test_timm_missing_beside_a_working_torchvision_is_a_plain_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("torchvision")
+    _absent(monkeypatch, "timm")
+    with pytest.raises(
+        ValueError, match=r"needs timm, which is not installed; .*: pip install timm$"
+    ):
+        models.build("timm:resnet18")
+
+
+def test_the_install_command_keeps_the_torch_release_and_its_index() -> None:
+    from gpubench.models.library_import import install_command
+
+    cpu = "https://download.pytorch.org/whl/cpu"
+    assert (
+        install_command("2.13.0+cpu") == f"pip install torch==2.13.0 torchvision --index-url {cpu}"
+    )
+    assert install_command("2.14.1") == "pip install torch==2.14.1 torchvision"
+    assert install_command("2.6.0+cu126", replace=True, with_timm=True) == (
+        "pip uninstall -y torchvision && pip install torch==2.6.0 torchvision "
+        "--index-url https://download.pytorch.org/whl/cu126 && pip install timm"
+    )
+    assert install_command("2.8.0+rocm6.3").endswith(
+        "--index-url https://download.pytorch.org/whl/rocm6.3"
+    )
+    # a torch built from source: pinned whole, so pip cannot replace it
+    assert (
+        install_command("2.6.0a0+git1a2b3c") == "pip install torch==2.6.0a0+git1a2b3c torchvision"
+    )
+
+
+def _broken_torchvision(folder: Path) -> Path:
+    """A torchvision built for torch 2.14.1 that fails at import as one built for another torch
+    does (its C++ operators do not load), with the package metadata pip would have written."""
+    (folder / "torchvision").mkdir(parents=True)
+    (folder / "torchvision" / "__init__.py").write_text(
+        'raise RuntimeError("operator torchvision::nms does not exist")\n'
+    )
+    (folder / "torchvision-0.29.1.dist-info").mkdir()
+    (folder / "torchvision-0.29.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torchvision\nVersion: 0.29.1\nRequires-Dist: numpy\n"
+        "Requires-Dist: torch (==2.14.1)\nRequires-Dist: pillow (!=8.3.*,>=5.3.0)\n"
+    )
+    return folder
+
+
+BUILD_EACH = """
+import json, sys
+from gpubench import models
+for name in sys.argv[1:]:
+    try:
+        models.build(name)
+        print(json.dumps([name, None]))
+    except Exception as e:
+        print(json.dumps([name, f"{type(e).__name__}: {e}"]))
+"""
+
+
+def test_a_torchvision_built_for_another_torch_is_named_with_the_fix(tmp_path: Path) -> None:
+    fake = _broken_torchvision(tmp_path / "site")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake), str(ROOT)])}
+    names = ["torchvision:resnet18", "timm:resnet18", "hf:gpt2"]
+    done = subprocess.run(
+        [sys.executable, "-c", BUILD_EACH, *names],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    errors = dict(json.loads(line) for line in done.stdout.splitlines())
+    said = (
+        f"torch {TORCH} is installed ({_build(TORCH)}), and "
+        "torchvision 0.29.1 is built for torch==2.14.1 (the default build from PyPI); "
+        "install the torchvision built for this torch with: pip uninstall -y torchvision && "
+        + _pip_for_this_torch()
+    )
+    cause = "which does not import (RuntimeError: operator torchvision::nms does not exist): "
+    assert errors["torchvision:resnet18"] == (
+        f"ValueError: model 'torchvision:resnet18' needs torchvision, {cause}{said}"
+    )
+    timm_fix = "" if _installed("timm") else " && pip install timm"
+    assert errors["timm:resnet18"] == (
+        f"ValueError: model 'timm:resnet18' needs torchvision (imported by timm), {cause}{said}"
+        + timm_fix
+    )
+    # transformers imports an installed torchvision and then says only that GPT2LMHeadModel
+    # "could not be imported": where it fails, the error names torchvision instead
+    hf = errors["hf:gpt2"]
+    if _installed("transformers") and hf is not None:
+        through = "needs torchvision (imported by transformers), "
+        assert hf == f"ValueError: model 'hf:gpt2' {through}{cause}{said}"
+    # the command line: exit 2, that one line, nothing written
+    suite = tmp_path / "tv.toml"
+    suite.write_text('models = ["torchvision:resnet18"]\ndevices = ["cpu"]\nbatch_sizes = [2]\n')
+    argv = [sys.executable, "-m", "gpubench", "sweep", str(suite), "--out", str(tmp_path / "run")]
+    cli = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 2, cli.stderr
+    assert cli.stderr.strip() == f"gpubench: error: {errors['torchvision:resnet18'][12:]}"
+    assert not (tmp_path / "run").exists()
+
+
+def _build(version: str) -> str:
+    label = version.partition("+")[2]
+    return f"the +{label} build" if label else "the default build from PyPI"
+
+
+def test_no_extra_names_a_package_that_drags_torch() -> None:
+    """pip replaces the installed torch to satisfy any torchvision requirement (torchvision pins
+    its torch), and timm requires torchvision: the extras name none of them."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    for extra, requirements in extras.items():
+        for requirement in requirements:
+            project = re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0].lower()
+            assert project not in {"torch", "torchvision", "timm"}, (extra, requirement)
+
+
+def test_the_require_ecosystem_switch_turns_an_import_skip_into_a_failure(
+    tmp_path: Path,
+) -> None:
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_needs.py").write_text(
+        "import pytest\n\ndef test_needs():\n    pytest.importorskip('no_such_library_4711')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUBENCH_REQUIRE_ECOSYSTEM": "1"}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert "1 failed" in done.stdout
+    assert "GPUBENCH_REQUIRE_ECOSYSTEM=1, and this test skipped: could not import" in done.stdout
 
 
 def test_torchvision_model_at_a_tiny_size() -> None:

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from gpubench.models import adapted
+from gpubench.models import adapted, library_import
 from gpubench.models.workload import Workload, generator
 
 PREFIX = "hf"
@@ -24,9 +24,21 @@ DEFAULT_SEQ_LEN = 1024
 def _library(name: str) -> Any:
     try:
         import transformers
-    except ImportError as e:
+    except (ImportError, RuntimeError) as e:
+        _blame_torchvision(name, e)
+        if not isinstance(e, ImportError):
+            raise
         raise adapted.missing_extra("transformers", "hf", name, e) from e
     return transformers
+
+
+def _blame_torchvision(name: str, error: BaseException) -> None:
+    """Raise the torchvision error instead of `error` when an installed torchvision does not
+    import: transformers imports it whenever it is installed, and then reports only that some
+    model class "could not be imported"."""
+    blamed = library_import.blame_torchvision(name, "transformers", error)
+    if blamed is not None:
+        raise blamed from error
 
 
 def build(model_type: str, options: dict[str, Any]) -> Workload:
@@ -61,7 +73,11 @@ def build(model_type: str, options: dict[str, Any]) -> Workload:
             f"model {name!r}: seq_len {seq_len} is above its max_position_embeddings {longest}; "
             f"allowed: 1 to {longest}"
         )
-    model = tf.AutoModelForCausalLM.from_config(config)
+    try:
+        model = tf.AutoModelForCausalLM.from_config(config)
+    except (ImportError, RuntimeError) as e:  # the model's module failed to import
+        _blame_torchvision(name, e)
+        raise
     vocab = int(config.vocab_size)
 
     def make_batch(batch_size: int, device: torch.device, seed: int) -> tuple[Tensor, Tensor]:

@@ -10,18 +10,17 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from gpubench.models import adapted
+from gpubench.models import adapted, library_import
 from gpubench.models.workload import Workload
 
 PREFIX = "timm"
 
 
 def _library(name: str) -> Any:
-    try:
-        import timm
-        import timm.data
-    except ImportError as e:  # a missing package, or a torchvision built for another torch
-        raise adapted.missing_extra("timm", "timm", name, e) from e
+    # timm imports torchvision: a missing one, or one built for another torch, is a one-line
+    # error naming the installed builds and the command that matches them
+    timm = library_import.load("timm", name)
+    library_import.load("timm.data", name)
     return timm
 
 

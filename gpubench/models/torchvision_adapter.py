@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from gpubench.models import adapted
+from gpubench.models import adapted, library_import
 from gpubench.models.workload import Workload
 
 PREFIX = "torchvision"
@@ -18,11 +18,9 @@ DEFAULT_IMAGE_SIZE = 224  # torchvision's classification models without weights 
 
 
 def _library(name: str) -> Any:
-    try:
-        import torchvision.models
-    except ImportError as e:  # a missing package, or one built for another torch
-        raise adapted.missing_extra("torchvision", "vision", name, e) from e
-    return torchvision.models
+    # a missing torchvision, or one built for another torch (a RuntimeError of its operators),
+    # is a one-line error naming the installed builds and the command that matches them
+    return library_import.load("torchvision.models", name)
 
 
 def build(arch: str, options: dict[str, Any]) -> Workload:
