@@ -138,6 +138,30 @@ def boom() -> Workload:
     return w
 
 
+def boom_when_told() -> Workload:
+    """The tiny MLP where $GPUBENCH_TEST_BOOM is unset; where it is set, boom()'s model (as
+    when a user's code changed between a sweep and its resumption)."""
+    return boom() if os.environ.get("GPUBENCH_TEST_BOOM") else models.build("mlp", "tiny")
+
+
+class _OnCuda(nn.Module):
+    """Adds a tensor made on CUDA: a model that trains on a CUDA device, and on no other."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x) + torch.zeros(1, device="cuda")
+
+
+def cuda_only() -> Workload:
+    """The tiny MLP, whose forward pass fails on any device but CUDA."""
+    w = models.build("mlp", "tiny")
+    w.model = _OnCuda(w.model)
+    return w
+
+
 class _Picky(nn.Module):
     """Raises for a batch of more than 4 samples: an error that is no memory limit."""
 

@@ -1,6 +1,7 @@
 """The issue's acceptance on the CPU: a sweep with an injected out-of-memory point (under
 --max-memory), an injected crash and an injected hang finishes, records each with its status,
-and measures every other point."""
+and measures every other point. (The crash and the error come from their models' second step:
+a model that fails its first is refused before the sweep, see test_preflight.py.)"""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from gpubench.run.sweep import search_key
 
 FAULTS = """
 name = "faults"
-models = ["mlp", "fault_workloads:segfault", "fault_workloads:raises", "fault_workloads:hungry"]
+models = ["mlp", "fault_workloads:segfault_later", "fault_workloads:raises_later",
+          "fault_workloads:hungry"]
 size = "tiny"
 devices = ["cpu"]
 batch_sizes = [2, 1024, 4096]
@@ -36,8 +38,12 @@ def test_a_sweep_survives_oom_crash_and_error(
     out = tmp_path / "run"
     args = ["sweep", str(suite), "--out", str(out), "--quiet", "--steps", "2"]
     # No short point timeout: points that must end ok may be slow on a loaded machine.
-    assert main([*args, "--max-memory", cap_text()]) == 0
-    got = {(r["model"].removeprefix("fault_workloads:"), r["batch_size"]): r for r in rows(out)}
+    # Exit status 1: every point of two models ended in error.
+    assert main([*args, "--max-memory", cap_text()]) == 1
+    got = {
+        (r["model"].removeprefix("fault_workloads:").removesuffix("_later"), r["batch_size"]): r
+        for r in rows(out)
+    }
     assert len(got) == len(rows(out)) == 12, "every point exactly once"
     status = {k: r["status"] for k, r in got.items()}
     assert status == {
@@ -65,9 +71,12 @@ def test_a_sweep_survives_oom_crash_and_error(
 
 def test_a_hung_point_is_a_timeout_row_and_the_sweep_goes_on(tmp_path: Path) -> None:
     # Only points that never end run under the short timeout: its outcome is not a race.
+    # (Their model's check step, one step before the sweep, ends: it runs under it too.)
     out = tmp_path / "run"
-    args = ["sweep", "--models", "fault_workloads:hang", "--size", "tiny", "--devices", "cpu"]
+    args = ["sweep", "--models", "fault_workloads:hang_later", "--size", "tiny"]
     args += [
+        "--devices",
+        "cpu",
         "--precisions",
         "fp32",
         "--optimizers",
@@ -78,12 +87,12 @@ def test_a_hung_point_is_a_timeout_row_and_the_sweep_goes_on(tmp_path: Path) -> 
         str(out),
         "--quiet",
         "--point-timeout",
-        "1",
+        "4",  # the model's check step (one step of a tiny MLP) must end within it
     ]
-    assert main(args) == 0
+    assert main(args) == 0, "a timeout is no error: the exit status stays 0"
     got = rows(out)
     assert [r["status"] for r in got] == ["timeout", "timeout"]
-    assert all("no result within 1 s (--point-timeout)" in r["error"] for r in got)
+    assert all("no result within 4 s (--point-timeout)" in r["error"] for r in got)
 
 
 AUTO = """
