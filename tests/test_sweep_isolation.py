@@ -65,8 +65,25 @@ def test_a_sweep_survives_oom_crash_and_error(
     assert got["hungry", 4096]["point_time_s"] is None, "a skipped point is never tried"
     assert all(got["mlp", b]["steps_measured"] == 2 for b in (2, 1024, 4096))
     assert "traceback" not in (out / "results.csv").read_text().splitlines()[0].split(",")
-    printed = capsys.readouterr().out
-    assert "error" in printed and "skipped" in printed
+    printed = capsys.readouterr()
+    assert "error" in printed.out and "skipped" in printed.out
+    # the terminal names the models that measured nothing, shows the first traceback's last
+    # frames (the crash left none) and says where every traceback is kept
+    err = printed.err.splitlines()
+    for model in ("segfault_later", "raises_later"):
+        told = f"gpubench: error: all 3 points of fault_workloads:{model} ended in error"
+        assert any(line.startswith(told) for line in err)
+    first = "fault_workloads:segfault_later cpu fp32 sgd B=2: the worker process died"
+    at = next(i for i, line in enumerate(err) if "6 points ended in error" in line)
+    assert f"gpubench: error: 6 points ended in error; the first, {first}" in err[at]
+    assert err[at + 1] == (
+        "gpubench: the first with a traceback, fault_workloads:raises_later cpu fp32 sgd B=2: "
+        "ValueError: injected failure in forward"
+    )
+    frames = err[at + 2 : -1]
+    assert 2 <= len(frames) <= 6 and 'fault_workloads.py", line' in frames[-2]
+    assert frames[-1] == '    raise ValueError("injected failure in forward")'
+    assert "`traceback` field" in err[-1] and str(out / "results.jsonl") in err[-1]
 
 
 def test_a_hung_point_is_a_timeout_row_and_the_sweep_goes_on(tmp_path: Path) -> None:

@@ -141,8 +141,9 @@ def report_failed(run_dir: Path, error: Exception) -> None:
 
 def sweep_errors(errors: list[dict[str, Any]], failed: list[str], run_dir: Path) -> None:
     """After a sweep whose `errors` rows (in the order measured) ended `error`: each model of
-    `failed` every point of which did, the first error with the last frames of its traceback,
-    and where every traceback is kept (results.jsonl's `traceback` field), on stderr."""
+    `failed` every point of which did, the first error, the last frames of the first traceback
+    (a worker that died has none), and where every traceback is kept (results.jsonl's
+    `traceback` field), on stderr."""
     from gpubench.harness.tracebacks import last_frames
 
     def say(line: str) -> None:
@@ -156,11 +157,13 @@ def sweep_errors(errors: list[dict[str, Any]], failed: list[str], run_dir: Path)
     kind = "error" if failed else "warning"
     points = f"{len(errors)} point{'s' if len(errors) != 1 else ''} ended in error"
     say(f"gpubench: {kind}: {points}; the first, {_point_text(first)}: {first.get('error')}")
-    traceback = first.get("traceback")
-    if isinstance(traceback, str):
-        for line in last_frames(traceback):
+    # A worker that died left no traceback: show the first error that has one.
+    traced = next((r for r in errors if isinstance(r.get("traceback"), str)), None)
+    if traced is not None:
+        if traced is not first:
+            say(f"gpubench: the first with a traceback, {_point_text(traced)}: {traced['error']}")
+        for line in last_frames(traced["traceback"]):
             say(line)
-    if any(isinstance(r.get("traceback"), str) for r in errors):
         jsonl = shlex.quote(str(Path(run_dir) / "results.jsonl"))
         say(
             "gpubench: each error's whole traceback is in the `traceback` field of its row in "
