@@ -81,6 +81,7 @@ def test_a_model_that_crashes_or_hangs_its_check_is_exit_2(
     assert main([*common, "--models", "fault_workloads:hang", "--point-timeout", "2"]) == 2
     err = capsys.readouterr().err
     assert "on cpu: no result within 2 s; the worker was killed (--point-timeout)" in err
+    assert len(err.splitlines()) == 1, "no traceback, no frames: the error's line alone"
     assert not out.exists()
 
 

@@ -30,7 +30,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ConfigError as e:
             print(f"gpubench: error: {_one_line(str(e))}", file=sys.stderr)
             if isinstance(e, ModelCheckFailed):  # where the model failed, under the one line
-                print("\n".join(e.frames), file=sys.stderr)
+                for line in e.frames:
+                    print(line, file=sys.stderr)
             return 2
 
 
