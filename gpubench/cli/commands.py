@@ -19,6 +19,10 @@ from gpubench.run.memory_cap import exact_size
 from gpubench.run.sweep import DEFAULT_POINT_TIMEOUT_S, default_run_dir, run_sweep
 from gpubench.store.results import ResultsError
 
+# The exit status of a sweep in which every point of some model ended `error`: it ran (its rows
+# are kept), but a model measured nothing, which a script or CI must not take for success.
+FAILED_MODEL = 1
+
 
 def sweep(
     spec: SweepSpec,
@@ -80,11 +84,6 @@ def sweep(
         console.stopped(hint, early=True)
         return 130
     return FAILED_MODEL if failed else 0
-
-
-# The exit status of a sweep in which every point of some model ended `error`: it ran (its rows
-# are kept), but a model measured nothing, which a script or CI must not take for success.
-FAILED_MODEL = 1
 
 
 def failed_models(rows: Sequence[dict[str, Any]]) -> list[str]:
