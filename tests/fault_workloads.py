@@ -4,6 +4,11 @@ Each is a tiny MLP whose forward pass misbehaves for real: it segfaults its proc
 raises, or (`hungry`) holds activations large enough that a memory cap is reached at a modest
 batch size. Suites name them as `fault_workloads:segfault` etc.; the tests put this folder on
 sys.path (and PYTHONPATH for subprocesses), so worker processes can import them too.
+
+A sweep checks each model with one training step before it starts (gpubench.run.preflight), so
+a model that fails at its first step never reaches the sweep's points. The `*_later` variants
+misbehave from their second forward pass on: they pass that check, and every point of a sweep
+(which warms up before it measures) meets the fault.
 """
 
 from __future__ import annotations
@@ -32,6 +37,19 @@ class _Faulty(nn.Module):
         return self.inner(x)
 
 
+class _Later:
+    """`fault` from the second call on; the first call does nothing."""
+
+    def __init__(self, fault: Callable[[], None]) -> None:
+        self.fault = fault
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        if self.calls > 1:
+            self.fault()
+
+
 def _wrap(fault: Callable[[], None]) -> Workload:
     w = models.build("mlp", "tiny")
     w.model = _Faulty(w.model, fault)
@@ -48,16 +66,27 @@ def hang() -> Workload:
     return _wrap(lambda: time.sleep(10**6))
 
 
+def segfault_later() -> Workload:
+    """Its first forward pass trains; the second kills its own process with SIGSEGV."""
+    return _wrap(_Later(lambda: os.kill(os.getpid(), signal.SIGSEGV)))
+
+
+def hang_later() -> Workload:
+    """Its first forward pass trains; the second never returns."""
+    return _wrap(_Later(lambda: time.sleep(10**6)))
+
+
 def slow() -> Workload:
-    """Its first forward pass sleeps ($GPUBENCH_TEST_SLOW_S seconds, default 3), then it trains
+    """Its second forward pass sleeps ($GPUBENCH_TEST_SLOW_S seconds, default 3), then it trains
     like the tiny MLP: a point that is surely in flight when a test interrupts the sweep, and
     that then finishes. When it starts sleeping it creates the file named by
-    $GPUBENCH_TEST_SLOW_MARKER, if set."""
-    slept: list[bool] = []
+    $GPUBENCH_TEST_SLOW_MARKER, if set. (Its first pass is the sweep's check step, which runs
+    before the sweep starts: it must not sleep there.)"""
+    calls: list[bool] = []
 
     def once() -> None:
-        if not slept:
-            slept.append(True)
+        calls.append(True)
+        if len(calls) == 2:
             marker = os.environ.get("GPUBENCH_TEST_SLOW_MARKER")
             if marker:
                 Path(marker).touch()
@@ -73,6 +102,64 @@ def _raise() -> None:
 def raises() -> Workload:
     """Its first forward pass raises ValueError."""
     return _wrap(_raise)
+
+
+def raises_later() -> Workload:
+    """Its first forward pass trains; the second raises ValueError."""
+    return _wrap(_Later(_raise))
+
+
+def _pause_then_raise() -> None:
+    time.sleep(0.2)
+    raise ValueError("injected failure after a pause")
+
+
+def raises_after_a_pause() -> Workload:
+    """Its first forward pass sleeps 0.2 s, then raises ValueError: an error row whose worker
+    ran long enough for the load around it to be measured (probes.load.OtherLoad)."""
+    return _wrap(_pause_then_raise)
+
+
+class _Boom(nn.Module):
+    """A user's model with a bug in its forward pass (issue 22's audit)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("boom-4711")
+
+
+def boom() -> Workload:
+    """The tiny MLP's task, with a model whose forward raises RuntimeError("boom-4711")."""
+    w = models.build("mlp", "tiny")
+    w.model = _Boom()
+    return w
+
+
+def boom_when_told() -> Workload:
+    """The tiny MLP where $GPUBENCH_TEST_BOOM is unset; where it is set, boom()'s model (as
+    when a user's code changed between a sweep and its resumption)."""
+    return boom() if os.environ.get("GPUBENCH_TEST_BOOM") else models.build("mlp", "tiny")
+
+
+class _OnCuda(nn.Module):
+    """Adds a tensor made on CUDA: a model that trains on a CUDA device, and on no other."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x) + torch.zeros(1, device="cuda")
+
+
+def cuda_only() -> Workload:
+    """The tiny MLP, whose forward pass fails on any device but CUDA."""
+    w = models.build("mlp", "tiny")
+    w.model = _OnCuda(w.model)
+    return w
 
 
 class _Picky(nn.Module):

@@ -267,7 +267,8 @@ def test_resume_refuses_another_machine_and_retries_failed_points(
     # A point that ended in error runs again only when asked to.
     failed = [{**r, "status": "error", "error": "RuntimeError: a bug"} for r in rows(out)]
     (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in failed))
-    assert main(["sweep", "--resume", str(out), "--quiet"]) == 0
+    # (exit status 1: the model's every point, its only one, ended in error)
+    assert main(["sweep", "--resume", str(out), "--quiet"]) == 1
     assert [r["status"] for r in rows(out)] == ["error"]
     assert main(["sweep", "--resume", str(out), "--quiet", "--retry-failed"]) == 0
     assert [r["status"] for r in rows(out)] == ["ok"]

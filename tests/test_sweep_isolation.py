@@ -1,6 +1,7 @@
 """The issue's acceptance on the CPU: a sweep with an injected out-of-memory point (under
 --max-memory), an injected crash and an injected hang finishes, records each with its status,
-and measures every other point."""
+and measures every other point. (The crash and the error come from their models' second step:
+a model that fails its first is refused before the sweep, see test_preflight.py.)"""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from gpubench.run.sweep import search_key
 
 FAULTS = """
 name = "faults"
-models = ["mlp", "fault_workloads:segfault", "fault_workloads:raises", "fault_workloads:hungry"]
+models = ["mlp", "fault_workloads:segfault_later", "fault_workloads:raises_later",
+          "fault_workloads:hungry"]
 size = "tiny"
 devices = ["cpu"]
 batch_sizes = [2, 1024, 4096]
@@ -36,8 +38,12 @@ def test_a_sweep_survives_oom_crash_and_error(
     out = tmp_path / "run"
     args = ["sweep", str(suite), "--out", str(out), "--quiet", "--steps", "2"]
     # No short point timeout: points that must end ok may be slow on a loaded machine.
-    assert main([*args, "--max-memory", cap_text()]) == 0
-    got = {(r["model"].removeprefix("fault_workloads:"), r["batch_size"]): r for r in rows(out)}
+    # Exit status 1: every point of two models ended in error.
+    assert main([*args, "--max-memory", cap_text()]) == 1
+    got = {
+        (r["model"].removeprefix("fault_workloads:").removesuffix("_later"), r["batch_size"]): r
+        for r in rows(out)
+    }
     assert len(got) == len(rows(out)) == 12, "every point exactly once"
     status = {k: r["status"] for k, r in got.items()}
     assert status == {
@@ -59,15 +65,35 @@ def test_a_sweep_survives_oom_crash_and_error(
     assert got["hungry", 4096]["point_time_s"] is None, "a skipped point is never tried"
     assert all(got["mlp", b]["steps_measured"] == 2 for b in (2, 1024, 4096))
     assert "traceback" not in (out / "results.csv").read_text().splitlines()[0].split(",")
-    printed = capsys.readouterr().out
-    assert "error" in printed and "skipped" in printed
+    printed = capsys.readouterr()
+    assert "error" in printed.out and "skipped" in printed.out
+    # the terminal names the models that measured nothing, shows the first traceback's last
+    # frames (the crash left none) and says where every traceback is kept
+    err = printed.err.splitlines()
+    for model in ("segfault_later", "raises_later"):
+        told = f"gpubench: error: all 3 points of fault_workloads:{model} ended in error"
+        assert any(line.startswith(told) for line in err)
+    first = "fault_workloads:segfault_later cpu fp32 sgd B=2: the worker process died"
+    at = next(i for i, line in enumerate(err) if "6 points ended in error" in line)
+    assert f"gpubench: error: 6 points ended in error; the first, {first}" in err[at]
+    assert err[at + 1] == (
+        "gpubench: the first with a traceback, fault_workloads:raises_later cpu fp32 sgd B=2: "
+        "ValueError: injected failure in forward"
+    )
+    frames = err[at + 2 : -1]
+    assert 2 <= len(frames) <= 6 and 'fault_workloads.py", line' in frames[-2]
+    assert frames[-1] == '    raise ValueError("injected failure in forward")'
+    assert "`traceback` field" in err[-1] and str(out / "results.jsonl") in err[-1]
 
 
 def test_a_hung_point_is_a_timeout_row_and_the_sweep_goes_on(tmp_path: Path) -> None:
     # Only points that never end run under the short timeout: its outcome is not a race.
+    # (Their model's check step, one step before the sweep, ends: it runs under it too.)
     out = tmp_path / "run"
-    args = ["sweep", "--models", "fault_workloads:hang", "--size", "tiny", "--devices", "cpu"]
+    args = ["sweep", "--models", "fault_workloads:hang_later", "--size", "tiny"]
     args += [
+        "--devices",
+        "cpu",
         "--precisions",
         "fp32",
         "--optimizers",
@@ -78,12 +104,12 @@ def test_a_hung_point_is_a_timeout_row_and_the_sweep_goes_on(tmp_path: Path) -> 
         str(out),
         "--quiet",
         "--point-timeout",
-        "1",
+        "4",  # the model's check step (one step of a tiny MLP) must end within it
     ]
-    assert main(args) == 0
+    assert main(args) == 0, "a timeout is no error: the exit status stays 0"
     got = rows(out)
     assert [r["status"] for r in got] == ["timeout", "timeout"]
-    assert all("no result within 1 s (--point-timeout)" in r["error"] for r in got)
+    assert all("no result within 4 s (--point-timeout)" in r["error"] for r in got)
 
 
 AUTO = """

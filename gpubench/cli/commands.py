@@ -8,6 +8,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from gpubench.cli import console
 from gpubench.config.errors import ConfigError
@@ -17,6 +18,10 @@ from gpubench.run.interrupt import GracefulStop
 from gpubench.run.memory_cap import exact_size
 from gpubench.run.sweep import DEFAULT_POINT_TIMEOUT_S, default_run_dir, run_sweep
 from gpubench.store.results import ResultsError
+
+# The exit status of a sweep in which every point of some model ended `error`: it ran (its rows
+# are kept), but a model measured nothing, which a script or CI must not take for success.
+FAILED_MODEL = 1
 
 
 def sweep(
@@ -34,7 +39,9 @@ def sweep(
     confirm: bool = True,
 ) -> int:
     """Run `spec` into `out` (default results/<timestamp>), then print its tables and render its
-    report. Exit status 0, or 130 when Ctrl-C stopped it (the rows measured are kept).
+    report. Exit status 0; 1 when every point of some model ended `error` (FAILED_MODEL); 130
+    when Ctrl-C stopped it (the rows measured are kept either way). Where any point ended
+    `error`, the first one's last frames are printed, and where every traceback is kept.
     `overridden` names the flags that changed the suite, for the opening line."""
     from gpubench.run import launched
 
@@ -68,10 +75,24 @@ def sweep(
     console.sweep_summary(frame, run_dir, convergence=spec.mode == "convergence")
     _render_report(run_dir)
     _print_verdict([run_dir])
+    rows = frame.to_dict("records")
+    failed = failed_models(rows)
+    errors = [r for r in rows if r.get("status") == "error"]
+    if errors:
+        console.sweep_errors(errors, failed, run_dir)
     if stop.requested:
         console.stopped(hint, early=True)
         return 130
-    return 0
+    return FAILED_MODEL if failed else 0
+
+
+def failed_models(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The models (as a suite names them) every one of whose rows in `rows` has status `error`;
+    a model with an `ok`, `oom`, `unsupported`, `diverged` or `timeout` row is not among them."""
+    statuses: dict[str, set[str]] = {}
+    for r in rows:
+        statuses.setdefault(str(r["model"]), set()).add(str(r.get("status")))
+    return [m for m, seen in statuses.items() if seen == {"error"}]
 
 
 def _launched_sweep(spec: SweepSpec, out: Path | None, point_timeout_s: float | None) -> int:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -135,6 +136,46 @@ def report_failed(run_dir: Path, error: Exception) -> None:
     _err.print(
         f"gpubench: warning: the report failed ({type(error).__name__}: {error}); the results "
         f"are kept; retry with: python -m gpubench report {run_dir}"
+    )
+
+
+def sweep_errors(errors: list[dict[str, Any]], failed: list[str], run_dir: Path) -> None:
+    """After a sweep whose `errors` rows (in the order measured) ended `error`: each model of
+    `failed` every point of which did, the first error, the last frames of the first traceback
+    (a worker that died has none), and where every traceback is kept (results.jsonl's
+    `traceback` field), on stderr."""
+    from gpubench.harness.tracebacks import last_frames
+
+    def say(line: str) -> None:
+        _err.print(line, soft_wrap=True, highlight=False)
+
+    for model in failed:
+        n = sum(r["model"] == model for r in errors)
+        which = f"all {n} points" if n > 1 else "the one point"
+        say(f"gpubench: error: {which} of {model} ended in error: it measured nothing")
+    first = errors[0]
+    kind = "error" if failed else "warning"
+    points = f"{len(errors)} point{'s' if len(errors) != 1 else ''} ended in error"
+    say(f"gpubench: {kind}: {points}; the first, {_point_text(first)}: {first.get('error')}")
+    # A worker that died left no traceback: show the first error that has one.
+    traced = next((r for r in errors if isinstance(r.get("traceback"), str)), None)
+    if traced is not None:
+        if traced is not first:
+            say(f"gpubench: the first with a traceback, {_point_text(traced)}: {traced['error']}")
+        for line in last_frames(traced["traceback"]):
+            say(line)
+        jsonl = shlex.quote(str(Path(run_dir) / "results.jsonl"))
+        say(
+            "gpubench: each error's whole traceback is in the `traceback` field of its row in "
+            f"{jsonl}; to print them: jq -r 'select(.traceback) | .traceback' {jsonl}"
+        )
+
+
+def _point_text(row: dict[str, Any]) -> str:
+    """A row's point, e.g. 'mlp/small cpu fp32 sgd B=16'."""
+    return (
+        f"{model_label(row['model'], row.get('model_size'))} {row['device']} "
+        f"{row['precision']} {row['optimizer']} B={row['batch_size']}"
     )
 
 

@@ -1,5 +1,6 @@
 """`gpubench` / `python -m gpubench`: parse the command line and hand it to its command. A
-ConfigError anywhere before measuring is one line on stderr and exit status 2."""
+ConfigError anywhere before measuring is one line on stderr and exit status 2 (a model that
+failed its check step before a sweep: that line, then the last frames of its traceback)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from gpubench.cli import commands, parser
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget
+from gpubench.run.preflight import ModelCheckFailed
 
 _LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
@@ -27,6 +29,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _dispatch(args)
         except ConfigError as e:
             print(f"gpubench: error: {_one_line(str(e))}", file=sys.stderr)
+            if isinstance(e, ModelCheckFailed):  # where the model failed, under the one line
+                for line in e.frames:
+                    print(line, file=sys.stderr)
             return 2
 
 

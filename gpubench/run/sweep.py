@@ -18,7 +18,7 @@ from gpubench.config.spec import AUTO, Budget, Point, SweepSpec
 from gpubench.config.validate import validate
 from gpubench.probes import bandwidth, calibration, load, nvml
 from gpubench.run import confirm as leads
-from gpubench.run import folder, maxbatch, ranks
+from gpubench.run import folder, maxbatch, preflight, ranks
 from gpubench.run import shard as shards
 from gpubench.run.worker import WorkerRunner
 from gpubench.science import batch_analysis, bottleneck, convergence, scaling
@@ -80,7 +80,8 @@ def run_sweep(
     `shard` (i, n) runs only the i-th of n shares of the points (see run.shard).
     With `confirm`, a speed sweep that ran to its end re-measures each verdict's leaders
     interleaved (run.confirm) into confirm.json; a shard does not (its leaders are not all
-    there).
+    there). Before anything is written, each model takes one training step (run.preflight): a
+    model that fails it raises preflight.ModelCheckFailed, a ConfigError.
     """
     validate(spec)
     check_buildable(spec.models, spec.size, spec.model_options)  # a typo is exit 2, not a row
@@ -90,6 +91,9 @@ def run_sweep(
     run_dir = Path(out) if out is not None else default_run_dir()
     if resume:
         folder.saved_suite(run_dir)  # a clear error before anything is created
+    # One training step per model, in a worker: a model that cannot train is exit 2, not a
+    # folder of `error` rows (issue 22). A resumed sweep checks too: the code may have changed.
+    preflight.check_models(spec, max_memory, point_timeout_s)
     with folder.locked(run_dir):
         store = ResultStore(run_dir)
         if resume:

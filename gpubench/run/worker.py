@@ -51,14 +51,17 @@ def run_point(point: Point, task: Task, max_memory: int | None = None) -> dict[s
     """Run `point` in this process under the memory cap (bytes, None: none) and return its row:
     measured under `task` where it is a Budget, trained under it where it is Convergence
     settings. An exception becomes an `oom` or `error` row. The row says how many cores other
-    processes used meanwhile (`other_load_cores`) and whether that contended it (`busy`)."""
+    processes used meanwhile (`other_load_cores`) and, where it timed steps, whether that
+    contended them (`busy`); a row that timed none (an error, say) has `busy` null: no figure
+    of its was slowed."""
     import torch
 
     with load.OtherLoad() as others:
         row = _run_point(point, task, max_memory)
     threads = row.get("torch_threads") or point.threads or torch.get_num_threads()
     row["other_load_cores"] = others.cores
-    row["busy"] = load.contended(others.cores, threads, load.cores())
+    timed = bool(row.get("steps_measured"))
+    row["busy"] = load.contended(others.cores, threads, load.cores()) if timed else None
     return row
 
 

@@ -1,0 +1,129 @@
+"""The check before a sweep: one real training step of each model, so that a model that cannot
+train (a bug in its forward pass, a crash, a hang) is a ConfigError, exit status 2, before the
+sweep writes anything, rather than a run folder of `error` rows.
+
+Each model (with its options) takes one step at the sweep's smallest batch size, in fp32 with
+SGD, eager, in a worker process (run.worker): a model that kills or hangs its process costs the
+sweep that worker, not the command. It is tried on the sweep's devices in turn, the CPU first:
+a model "cannot run on the CPU" when its step fails there, and it then passes the check on the
+first of the sweep's other devices where its step runs (a model that only works on CUDA, say).
+It fails the check when its step fails on every device of the sweep. Running out of memory is
+no failure: the sweep's rows say `oom`.
+
+Not checked: convergence sweeps (their models are built for a data set's shapes, which
+convergence.prepare checks), and the ranks of a torchrun launch (they never call run_sweep).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import AUTO, Point, SweepSpec
+from gpubench.harness.tracebacks import last_frames
+from gpubench.run.worker import Call, WorkerError, WorkerRunner
+
+# The check point's settings: those every device supports, and the cheapest step.
+PRECISION = "fp32"
+OPTIMIZER = "sgd"
+
+
+class ModelCheckFailed(ConfigError):
+    """A model failed its check step: the one-line message, then `frames`, the last lines of
+    its traceback (the user's own frames preferred) to print under it."""
+
+    def __init__(self, message: str, frames: list[str]) -> None:
+        super().__init__(message)
+        self.frames = frames
+
+
+def check_points(spec: SweepSpec) -> list[list[Point]]:
+    """Per model of `spec` (with its options), the points its check tries in order: one step
+    at the smallest batch size, on each of the sweep's devices, the CPU first. [] for a
+    convergence sweep."""
+    if spec.mode != "speed":
+        return []
+    devices = spec.resolved_devices()
+    devices = tuple(sorted(devices, key=lambda d: d != "cpu"))  # stable: the others keep order
+    batch = 1 if spec.batch_sizes == AUTO else min(spec.batch_sizes)
+    return [
+        [
+            Point(
+                model,
+                spec.size,
+                device,
+                PRECISION,
+                OPTIMIZER,
+                int(batch),
+                model_options=spec.options_of(model),
+            )
+            for device in devices
+        ]
+        for model in dict.fromkeys(spec.models)
+    ]
+
+
+def check_models(
+    spec: SweepSpec, max_memory: int | None = None, timeout_s: float | None = None
+) -> None:
+    """Raise ModelCheckFailed for the first model of `spec` whose check step fails on every
+    device it is tried on (see the module docstring). Each step runs in a worker under
+    `max_memory` bytes and `timeout_s` seconds (None: no limit)."""
+    runner = WorkerRunner(max_memory, timeout_s)
+    try:
+        for tries in check_points(spec):
+            _check_model(tries, runner, max_memory, timeout_s)
+    except BaseException:  # a second Ctrl-C, say: the step in flight is abandoned at once
+        runner.close(grace_s=0)
+        raise
+    runner.close()
+
+
+def _check_model(
+    tries: list[Point], runner: WorkerRunner, max_memory: int | None, timeout_s: float | None
+) -> None:
+    failures: list[tuple[Point, WorkerError]] = []
+    for point in tries:
+        call = Call("gpubench.run.preflight:check_step", (point,), max_memory, point.device)
+        try:
+            runner.call(call, timeout_s)
+            return
+        except WorkerError as e:
+            failures.append((point, e))
+    first, error = failures[0]
+    where = "; ".join(f"on {p.device}: {e}" for p, e in failures)
+    if timeout_s is not None and "no result within" in where:
+        where += " (--point-timeout)"
+    message = (
+        f"model {first.model!r} failed its check, one training step at B={first.batch_size} "
+        f"({first.precision}, {first.optimizer}) before the sweep: {where}; nothing was written"
+    )
+    raise ModelCheckFailed(message, last_frames(error.traceback or ""))
+
+
+def check_step(point: Point) -> dict[str, Any]:
+    """Build `point`'s model and run one training step of it in this process (a worker's),
+    then wait for the device. Returns {"oom": the reason} where it ran out of memory (no fault
+    of the model's: the sweep's rows will say `oom`), else {"oom": None}; any other error is
+    raised."""
+    import torch
+
+    from gpubench import models
+    from gpubench.config.model_options import decode
+    from gpubench.harness.failure import is_out_of_memory, one_line
+    from gpubench.harness.step import prepare
+    from gpubench.harness.timing import synchronize
+    from gpubench.probes.current_device import made_current
+
+    device = torch.device(point.device)
+    torch.manual_seed(point.seed)
+    try:
+        with made_current(device):
+            workload = models.build(point.model, point.model_size, **decode(point.model_options))
+            prepare(point, workload).step()
+            synchronize(device)
+    except Exception as e:
+        if is_out_of_memory(e):
+            return {"oom": one_line(e)}
+        raise
+    return {"oom": None}
