@@ -25,6 +25,7 @@ from gpubench.probes import load
 from gpubench.run import maxbatch
 from gpubench.run.memory_cap import format_size
 from gpubench.science.verdict import ModelVerdict, speed_options
+from gpubench.wording import plural
 
 # Markup off: everything printed comes from results, suites, paths or exceptions, where "[...]"
 # is text (an allocator's message, a suite named "a[/]b"), never a style to parse.
@@ -55,7 +56,7 @@ class SweepProgress:
         already = f" ({done} measured before)" if done else ""
         changed = f" with {', '.join(self.overridden)}" if self.overridden else ""
         _err.print(
-            f"gpubench: suite {self.spec.name!r}{changed}, {total} points{already} on "
+            f"gpubench: suite {self.spec.name!r}{changed}, {plural(total, 'point')}{already} on "
             f"{', '.join(self.spec.resolved_devices())} -> {self.run_dir}",
             soft_wrap=True,
             highlight=False,
