@@ -161,3 +161,35 @@ def test_python_dash_m_entry_point_runs() -> None:
         "transformer, torchvision:NAME, timm:NAME, hf:MODEL_TYPE, or 'package.module:function' "
         "returning a Workload"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--size=--"], "argument --size: unknown size '--'; allowed: tiny, small, base"),
+        (["--size=huge"], "argument --size: unknown size 'huge'; allowed: tiny, small, base"),
+        (
+            ["--precisions=,"],
+            "argument --precisions: empty list ','; allowed: comma-separated values, each: "
+            "fp32, tf32, fp16, bf16",
+        ),
+        (
+            ["--steps=--"],
+            "argument --steps: invalid number '--'; allowed: a whole number of 1 or more",
+        ),
+        (
+            ["--resume=--"],
+            "argument --resume: invalid value '--'; allowed: DIR other than '--' (which ends "
+            "the options)",
+        ),
+        (["--bogus"], "unrecognized arguments: --bogus; allowed: --batch-sizes, --channels-last"),
+        (["nosuch"], "unknown suite 'nosuch'; allowed: a .toml file, or a shipped suite: "),
+    ],
+)
+def test_every_refusal_names_the_value_and_what_is_allowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], line: str
+) -> None:
+    assert main(["sweep", *args, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"gpubench: error: {line}") and len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()

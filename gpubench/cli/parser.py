@@ -19,11 +19,11 @@ from gpubench.config.checks import (
 )
 from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import encode
-from gpubench.config.suite import load_suite
+from gpubench.config.suite import SHIPPED, load_suite
 from gpubench.config.validate import validate
 from gpubench.models import MODEL_NAMES
 
-SUITES_DIR = Path(__file__).parent.parent / "suites"
+SUITES_DIR = SHIPPED
 DEFAULT_SUITE = "quick"
 
 
@@ -35,12 +35,35 @@ class _Parser(argparse.ArgumentParser):
 
     def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
         # argparse drops a value of "--" (`--size=--`) and hands the option an empty list,
-        # unchecked by its type: refuse it as the bad value it is.
+        # unchecked by its type: check "--" by the option's own type, which names what is
+        # allowed; an option that would take it (a path) still cannot have it.
         if action.option_strings and arg_strings == ["--"]:
+            if action.type is not None:
+                self._get_value(action, "--")  # raises, naming the allowed values
             raise ConfigError(
-                f"invalid value '--' for {'/'.join(action.option_strings)}; give a value"
+                f"argument {'/'.join(action.option_strings)}: invalid value '--'; allowed: "
+                f"{action.metavar or 'a value'} other than '--' (which ends the options)"
             )
         return super()._get_values(action, arg_strings)
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """argparse's, with an unrecognised option named beside the options allowed."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}; {self._allowed(parsed)}")
+        return parsed
+
+    def _allowed(self, parsed: argparse.Namespace) -> str:
+        """The options of the command given (or the commands), the closest first."""
+        command = getattr(parsed, "command", None)
+        found = self
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+                found = action.choices[command]
+        options = sorted(
+            {s for a in found._actions for s in a.option_strings if s.startswith("--")}
+        )
+        return f"allowed: {', '.join(options)}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -315,21 +338,6 @@ def _add_max_batch_parser(sub: Any) -> None:
     mb.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-def resolve_suite(name_or_path: str) -> Path:
-    path = Path(name_or_path)
-    if path.suffix == ".toml" or path.exists():
-        if not path.is_file():
-            raise ConfigError(f"suite file {name_or_path!r} does not exist")
-        return path
-    shipped = SUITES_DIR / f"{name_or_path}.toml"
-    if not shipped.is_file():
-        names = sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
-        raise ConfigError(
-            f"unknown suite {name_or_path!r}; allowed: a .toml file or one of {', '.join(names)}"
-        )
-    return shipped
-
-
 def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
     """The suite file with the command line's overrides applied, validated. With --resume and
     no suite named, the suite is the one the run folder was started with."""
@@ -347,7 +355,7 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
 
         spec = folder.spec_from_saved(folder.saved_suite(args.resume))
     else:
-        spec = load_suite(resolve_suite(args.suite or DEFAULT_SUITE))
+        spec = load_suite(args.suite or DEFAULT_SUITE)
     overrides = {
         key: getattr(args, key)
         for key in S.AXES  # every axis has a flag of the same name

@@ -27,13 +27,28 @@ def arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def csv(check: Callable[[str], Any]) -> Callable[[str], tuple[Any, ...]]:
+    """Comma-separated values, each read by `check`; an empty list names what `check` allows."""
+
     def parse(text: str) -> tuple[Any, ...]:
         items = tuple(check(part.strip()) for part in text.split(",") if part.strip())
         if not items:
-            raise ConfigError(f"empty list {text!r}; give comma-separated values")
+            raise ConfigError(
+                f"empty list {text!r}; allowed: comma-separated values, each: {_allows(check)}"
+            )
         return items
 
     return arg(parse)
+
+
+def _allows(check: Callable[[str], Any]) -> str:
+    """What `check` allows, as its own refusal of an empty value says it."""
+    try:
+        check("")
+    except (ConfigError, argparse.ArgumentTypeError) as e:
+        _, sep, allowed = str(e).partition("; allowed: ")
+        if sep:
+            return allowed
+    return "a value"
 
 
 def choice(allowed: tuple[str, ...], what: str) -> Callable[[str], str]:
