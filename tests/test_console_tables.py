@@ -67,10 +67,32 @@ def test_sweep_help_lists_the_allowed_values(capsys: pytest.CaptureFixture[str])
         main(["sweep", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     for allowed in (
-        "mlp, cnn, transformer, or package.module:function",
-        "tiny, small, base",
+        "mlp, cnn, transformer; or from a library: torchvision:NAME (extra vision), timm:NAME "
+        "(extra timm), hf:MODEL_TYPE (extra hf); or your own: package.module:function",
+        "the size preset: tiny, small, base (default: the suite's)",
+        "--steps STEPS measure exactly this many steps per point (no adaptive stopping) "
+        "(default: the suite's)",
+        "(default: 600)",
+        "e.g. --option transformer.layers=4",
+        "convergence, convergence_gpu, gpu, quick, scaling (default: quick",
         "fp32, tf32, fp16, bf16",
         "sgd, adam, adamw",
         "auto (the CPU, plus CUDA where present), cpu, cuda, cuda:N",
     ):
         assert allowed in text
+
+
+def test_max_batch_help_shows_each_default(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["max-batch", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in (
+        "hf:MODEL_TYPE (extra hf)",
+        "tiny, small, base (default: small)",
+        "cuda:N (default: auto)",
+        "sgd, adam, adamw (default: adamw)",
+        "first batch size (default: 1)",
+        "e.g. --option layers=2",
+    ):
+        assert shown in text
+    assert "(default: None)" not in text and "(default: [])" not in text

@@ -133,6 +133,25 @@ def model_option(text: str) -> tuple[str, Any]:
     return key.strip(), parsed
 
 
+def model_key_option(text: str) -> tuple[str, str, Any]:
+    """`MODEL.KEY=VALUE` (sweep's --option): the model as the sweep names it (which may hold
+    dots: 'mypkg.nets:build.width=64'), then the option, its value read as model_option reads
+    it."""
+    left, sep, value = text.partition("=")
+    model, dot, key = left.rpartition(".")
+    if not sep or not dot or not model.strip() or not key.strip().isidentifier():
+        raise ConfigError(
+            f"invalid model option {text!r}; allowed: MODEL.KEY=VALUE, e.g. transformer.layers=4"
+        )
+    try:
+        key, parsed = model_option(f"{key}={value}")
+    except ConfigError:
+        raise ConfigError(
+            f"invalid model option {text!r}; allowed: MODEL.KEY=VALUE, e.g. transformer.layers=4"
+        ) from None
+    return model.strip(), key, parsed
+
+
 def auto_or(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     def wrapped(text: str) -> Any:
         return S.AUTO if text.strip() == S.AUTO else parse(text)
