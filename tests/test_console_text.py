@@ -43,7 +43,7 @@ def test_counts_and_ratios_read_as_english(
 ) -> None:
     from gpubench.cli.cells import fmt
     from gpubench.science.verdict import _batch_scaling
-    from gpubench.wording import number, plural, times
+    from gpubench.store.wording import number, plural, times
 
     assert (plural(1, "point"), plural(0, "point"), plural(2, "batch", "batches")) == (
         "1 point",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.wording import number
+from gpubench.store.wording import number
 
 _SIGNIFICANT = re.compile(r"\.(\d+)g")
 

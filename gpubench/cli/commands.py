@@ -17,7 +17,7 @@ from gpubench.run.interrupt import GracefulStop
 from gpubench.run.memory_cap import exact_size
 from gpubench.run.sweep import DEFAULT_POINT_TIMEOUT_S, default_run_dir, run_sweep
 from gpubench.store.results import ResultsError
-from gpubench.wording import plural
+from gpubench.store.wording import plural
 
 
 def sweep(

@@ -28,7 +28,7 @@ from gpubench.probes import load
 from gpubench.run import maxbatch
 from gpubench.run.memory_cap import format_size
 from gpubench.science.verdict import ModelVerdict, speed_options
-from gpubench.wording import plural
+from gpubench.store.wording import plural
 
 # Markup off: everything printed comes from results, suites, paths or exceptions, where "[...]"
 # is text (an allocator's message, a suite named "a[/]b"), never a style to parse.

@@ -10,7 +10,7 @@ from rich.table import Table
 from gpubench.cli.cells import fmt
 from gpubench.config.spec import model_label
 from gpubench.science.target_time import format_seconds
-from gpubench.wording import number
+from gpubench.store.wording import number
 
 
 def points_table(frame: pd.DataFrame) -> Table:

@@ -18,7 +18,7 @@ from gpubench.report.explain import run_verdicts
 from gpubench.report.figure import Chart
 from gpubench.report.runs import Run, combine, load_runs
 from gpubench.report.verdict_section import verdict_section
-from gpubench.wording import plural
+from gpubench.store.wording import plural
 
 CHART_FILES = (
     "throughput.png",

@@ -17,7 +17,7 @@ from gpubench.config.spec import Point, model_label
 from gpubench.store.benchjson import rows_from_benchmark_json
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import IDENTITY
-from gpubench.wording import plural
+from gpubench.store.wording import plural
 
 THRESHOLD_PCT = 5.0  # a change smaller than this is not a regression, however significant
 ALPHA = 0.01  # significance level of the two-sided Mann-Whitney U test

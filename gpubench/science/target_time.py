@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpubench.store.row import IDENTITY
-from gpubench.wording import number
+from gpubench.store.wording import number
 
 # The seeds of a configuration disagree when the slowest took more than this many times as long
 # as the fastest to reach the target. In the committed CPU convergence run

@@ -16,7 +16,7 @@ from gpubench.science.bottleneck import Bottleneck, classify
 from gpubench.science.partition import FIXED, heading, label, partition_key, varying
 from gpubench.science.partition import norm as _norm
 from gpubench.store.row import IDENTITY
-from gpubench.wording import times
+from gpubench.store.wording import times
 
 # (field, value that turns the lever on, its name, the flag that measures it)
 _LEVERS: dict[str, list[tuple[str, Any, str, str]]] = {

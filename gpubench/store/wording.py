@@ -1,10 +1,10 @@
 """How counts and numbers read in the text gpubench prints: "1 point", "2 points"; "x100", not
 "x1e+02".
 
-It sits at the top of the package, beside no stage, because every stage that writes sentences
-needs it (cli/ for the console, science/ for the verdict's evidence, report/ for the page) and
-nothing may import a stage downstream of itself: a module that imports nothing of gpubench can
-be used by all of them.
+It lives in store/ because every stage that writes sentences (science/ for the verdict's
+evidence, report/ for the page, cli/ for the console) sits above store/ and already reads the
+row schema from it, and nothing may import a stage downstream of itself (tests/test_layout.py);
+it imports nothing of gpubench.
 """
 
 from __future__ import annotations
