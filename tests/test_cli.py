@@ -161,3 +161,101 @@ def test_python_dash_m_entry_point_runs() -> None:
         "transformer, torchvision:NAME, timm:NAME, hf:MODEL_TYPE, or 'package.module:function' "
         "returning a Workload"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--size=--"], "argument --size: unknown size '--'; allowed: tiny, small, base"),
+        (["--size=huge"], "argument --size: unknown size 'huge'; allowed: tiny, small, base"),
+        (
+            ["--precisions=,"],
+            "argument --precisions: empty list ','; allowed: comma-separated values, each: "
+            "fp32, tf32, fp16, bf16",
+        ),
+        (
+            ["--steps=--"],
+            "argument --steps: invalid number '--'; allowed: a whole number of 1 or more",
+        ),
+        (
+            ["--resume=--"],
+            "argument --resume: invalid value '--'; allowed: DIR other than '--' (which ends "
+            "the options)",
+        ),
+        (["--bogus"], "unrecognized arguments: --bogus; allowed: --batch-sizes, --channels-last"),
+        (["nosuch"], "unknown suite 'nosuch'; allowed: a .toml file, or a shipped suite: "),
+    ],
+)
+def test_every_refusal_names_the_value_and_what_is_allowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], line: str
+) -> None:
+    assert main(["sweep", *args, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"gpubench: error: {line}") and len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+OPTIONED = """
+name = "optioned"
+models = ["mlp", "transformer"]
+size = "tiny"
+devices = ["cpu"]
+batch_sizes = [2]
+precisions = ["fp32"]
+optimizers = ["sgd"]
+profile = false
+
+[budget]
+warmup_steps = 1
+warmup_min_s = 0
+warmup_max_s = 0.5
+min_steps = 2
+max_steps = 2
+min_time_s = 0
+
+[model_options.transformer]
+layers = 1
+width = 16
+"""
+
+
+def test_sweep_option_sets_model_options_over_the_suites_table(tmp_path: Path) -> None:
+    suite = tmp_path / "optioned.toml"
+    suite.write_text(OPTIONED)
+    out = tmp_path / "run"
+    given = ["--option", "transformer.width=8", "--option", "mlp.hidden=[16, 16]"]
+    assert main(["sweep", str(suite), *given, "--out", str(out), "--quiet", "--no-confirm"]) == 0
+    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    options = {r["model"]: json.loads(r["model_options"]) for r in rows}
+    assert options == {"mlp": {"hidden": [16, 16]}, "transformer": {"layers": 1, "width": 8}}
+    assert all(r["status"] == "ok" for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("option", "line"),
+    [
+        (
+            "cnn.width=8",
+            "--option cnn.width=8 names model 'cnn', not in the sweep; allowed: mlp, transformer",
+        ),
+        (
+            "transformer.depth=2",
+            "model 'transformer' has no option 'depth'; allowed: heads, layers, seq_len, vocab, "
+            "width",
+        ),
+        (
+            "transformer=2",
+            "argument --option: invalid model option 'transformer=2'; allowed: MODEL.KEY=VALUE, "
+            "e.g. transformer.layers=4",
+        ),
+    ],
+)
+def test_a_bad_sweep_option_exits_2_naming_what_is_allowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, line: str
+) -> None:
+    suite = tmp_path / "optioned.toml"
+    suite.write_text(OPTIONED)
+    out = tmp_path / "run"
+    assert main(["sweep", str(suite), "--option", option, "--out", str(out), "--quiet"]) == 2
+    assert capsys.readouterr().err.strip() == f"gpubench: error: {line}"
+    assert not out.exists()

@@ -3,6 +3,8 @@ a user's model, a busy or missed point, columns with nothing in them, and the he
 
 from __future__ import annotations
 
+import io
+
 import pandas as pd
 import pytest
 from rich.console import Console
@@ -67,10 +69,94 @@ def test_sweep_help_lists_the_allowed_values(capsys: pytest.CaptureFixture[str])
         main(["sweep", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     for allowed in (
-        "mlp, cnn, transformer, or package.module:function",
-        "tiny, small, base",
+        "mlp, cnn, transformer; or from a library: torchvision:NAME (extra vision), timm:NAME "
+        "(extra timm), hf:MODEL_TYPE (extra hf); or your own: package.module:function",
+        "the size preset: tiny, small, base (default: the suite's)",
+        "--steps STEPS measure exactly this many steps per point (no adaptive stopping) "
+        "(default: the suite's)",
+        "(default: 600)",
+        "e.g. --option transformer.layers=4",
+        "convergence, convergence_gpu, gpu, quick, scaling (default: quick",
         "fp32, tf32, fp16, bf16",
         "sgd, adam, adamw",
         "auto (the CPU, plus CUDA where present), cpu, cuda, cuda:N",
     ):
         assert allowed in text
+
+
+def test_max_batch_help_shows_each_default(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["max-batch", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in (
+        "hf:MODEL_TYPE (extra hf)",
+        "tiny, small, base (default: small)",
+        "cuda:N (default: auto)",
+        "sgd, adam, adamw (default: adamw)",
+        "first batch size (default: 1)",
+        "e.g. --option layers=2",
+    ):
+        assert shown in text
+    assert "(default: None)" not in text and "(default: [])" not in text
+
+
+def _quick_like_rows() -> pd.DataFrame:
+    """A quick-suite-like sweep on the CPU: two models, two precisions and optimizers, two
+    batch sizes, a failed point with a long message."""
+    rows = []
+    for model in ("mlp", "transformer"):
+        for precision in ("fp32", "bf16"):
+            for optimizer in ("sgd", "adamw"):
+                for b in (16, 256):
+                    point = Point(model, "small", "cpu", precision, optimizer, b)
+                    if precision == "bf16" and b == 256:
+                        error = "RuntimeError: boom-4711 in the forward of the model, and more"
+                        rows.append(make_row(point, "error", error=error))
+                    else:
+                        rows.append(_ok(point, samples_per_s=12345.0, loss_first=2.303))
+    return pd.DataFrame(rows)
+
+
+def _printed(frame: pd.DataFrame, width: int) -> str:
+    out = io.StringIO()
+    Console(file=out, width=width).print(console.summary_table(frame, width=width))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_results_table_fits_the_terminal_with_names_whole(width: int) -> None:
+    frame = _quick_like_rows()
+    text = _printed(frame, width)
+    assert "…" not in text
+    assert all(len(line) <= width for line in text.splitlines())
+    rows = [line for line in text.splitlines() if line.startswith("│ ") and "/small" in line]
+    assert len(rows) == len(frame)  # each row's first line names its model, whole
+    assert sum("│ transformer/small " in line for line in rows) == len(frame) // 2
+    for whole in ("ok", "error:", "RuntimeError:", "bf16", "adamw", "4.00", "256"):
+        assert whole in text
+
+
+def test_a_narrow_table_gives_up_columns_in_the_stated_order() -> None:
+    frame = _quick_like_rows()
+    assert console.DROPPED_FIRST == ("synthetic loss first→last", "samples/s", "±CI")
+    wide, medium, narrow = (_printed(frame, w) for w in (160, 120, 80))
+    header = next(line for line in wide.splitlines() if "model" in line)
+    for full in ("device", "precision", "optimizer", "samples/s", "synthetic loss first→last"):
+        assert full in header
+    header = next(line for line in medium.splitlines() if "model" in line)
+    assert "prec " in header and "optim " in header and "loss" in header  # short headers
+    assert "loss: the training loss at the first and last step" in medium
+    header = next(line for line in narrow.splitlines() if "model" in line)
+    assert "every row: device cpu" in narrow and "device" not in header  # said once
+    assert "loss" not in header and "samples/s" not in header and "±CI" in header
+    assert "the training loss" not in narrow  # no caption for a column not shown
+
+
+def test_a_table_too_wide_for_any_fit_folds_names_rather_than_cutting_them() -> None:
+    name = "a_rather_long_package.of_models:a_function_name_that_is_long"
+    frame = pd.DataFrame([_ok(Point(name, "small", "cpu", "fp32", "sgd", 4)), _ok()])
+    text = _printed(frame, 50)
+    assert "…" not in text
+    assert "a_function_name_that_is_long" in "".join(
+        line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")
+    )

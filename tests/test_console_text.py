@@ -36,3 +36,33 @@ def test_summary_progress_and_failures_print_brackets_verbatim(
     assert "bad [/] markup [link]" in err
     assert "out of memory [2 GiB] [bold]x" in out
     assert BAD in out
+
+
+def test_counts_and_ratios_read_as_english(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpubench.cli.cells import fmt
+    from gpubench.science.verdict import _batch_scaling
+    from gpubench.store.wording import number, plural, times
+
+    assert (plural(1, "point"), plural(0, "point"), plural(2, "batch", "batches")) == (
+        "1 point",
+        "0 points",
+        "2 batches",
+    )
+    assert [times(x) for x in (100.0, 1.94, 253.0, 0.5)] == ["x100", "x1.9", "x253", "x0.5"]
+    assert (number(1234.5), number(999.7), number(0.01234), fmt(12345.0, ".3g")) == (
+        "1,234",
+        "1,000",
+        "0.0123",
+        "12,345",
+    )
+    rows = [
+        make_row(Point("mlp", "tiny", "cpu", "fp32", "sgd", b), "ok", step_time_s=t)
+        for b, t in ((1, 0.001), (256, 0.1))
+    ]
+    assert "(x100) from B=1 to B=256" in str(_batch_scaling(rows[0], rows))
+    progress = console.SweepProgress(SweepSpec("one", ("mlp",), devices=("cpu",)), tmp_path, True)
+    progress.on_start(1, 0)
+    progress.stop()
+    assert "'one', 1 point on cpu" in capsys.readouterr().err

@@ -18,6 +18,7 @@ from gpubench.run.interrupt import GracefulStop
 from gpubench.run.memory_cap import exact_size
 from gpubench.run.sweep import DEFAULT_POINT_TIMEOUT_S, default_run_dir, run_sweep
 from gpubench.store.results import ResultsError
+from gpubench.store.wording import plural
 
 # The exit status of a sweep in which every point of some model ended `error`: it ran (its rows
 # are kept), but a model measured nothing, which a script or CI must not take for success.
@@ -131,8 +132,10 @@ def merge(dirs: list[Path], out: Path, allow_duplicates: bool) -> int:
     from gpubench.run.merge import merge as merge_runs
 
     merged = merge_runs(dirs, out, allow_duplicates)
-    dropped = f" ({merged.dropped} duplicate rows left out)" if merged.dropped else ""
-    print(f"merged {len(dirs)} run folders: {merged.rows} rows -> {out}{dropped}")
+    dropped = f" ({plural(merged.dropped, 'duplicate row')} left out)" if merged.dropped else ""
+    print(
+        f"merged {plural(len(dirs), 'run folder')}: {plural(merged.rows, 'row')} -> {out}{dropped}"
+    )
     _render_report(out)
     return 0
 

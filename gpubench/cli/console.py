@@ -11,13 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from gpubench.cli import layout
 from gpubench.cli.cells import fmt
 from gpubench.cli.convergence_table import batch_table, comparisons, points_table
+from gpubench.cli.layout import Column
 from gpubench.config.precision import PRECISION_NOTE
 from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point, SweepSpec, model_label
 from gpubench.data.synthetic import DISTINCT_BATCHES
@@ -26,6 +29,7 @@ from gpubench.probes import load
 from gpubench.run import maxbatch
 from gpubench.run.memory_cap import format_size
 from gpubench.science.verdict import ModelVerdict, speed_options
+from gpubench.store.wording import plural
 
 # Markup off: everything printed comes from results, suites, paths or exceptions, where "[...]"
 # is text (an allocator's message, a suite named "a[/]b"), never a style to parse.
@@ -56,7 +60,7 @@ class SweepProgress:
         already = f" ({done} measured before)" if done else ""
         changed = f" with {', '.join(self.overridden)}" if self.overridden else ""
         _err.print(
-            f"gpubench: suite {self.spec.name!r}{changed}, {total} points{already} on "
+            f"gpubench: suite {self.spec.name!r}{changed}, {plural(total, 'point')}{already} on "
             f"{', '.join(self.spec.resolved_devices())} -> {self.run_dir}",
             soft_wrap=True,
             highlight=False,
@@ -113,7 +117,7 @@ def sweep_summary(frame: pd.DataFrame, run_dir: Path, convergence: bool) -> None
     if convergence:
         _print_convergence(frame, run_dir)
     else:
-        _out.print(summary_table(frame))
+        _out.print(summary_table(frame, width=_out.width))
     _out.print(f"results: {run_dir}")
     busy(load.busy_line(read_env(run_dir), frame.to_dict("records")))
 
@@ -294,43 +298,67 @@ _LOSS_CAPTION = (
 )
 
 
-def summary_table(frame: pd.DataFrame) -> Table:
-    """One line per point. A column empty in every row (the speed options on a plain CPU
-    sweep, say) is left out."""
-    columns = ["model", "device", "precision", "optimizer", "options", "batch", "status"]
-    columns += ["step ms", "±CI", "samples/s", _LOSS]
-    rows = []
-    for row in frame.to_dict("records"):
-        step = fmt(row["step_time_s"] * 1e3 if row["step_time_s"] else None, ".2f")
-        loss = (
-            f"{row['loss_first']:.3f}→{row['loss_last']:.3f}"
-            if pd.notna(row["loss_first"]) and pd.notna(row["loss_last"])
-            else ""
-        )
-        rows.append(
-            [
-                model_cell(row),
-                row["device"],
-                row["precision"],
-                row["optimizer"],
-                _options(row),
-                str(row["batch_size"]),
-                _status_cell(row),
-                step,
-                _ci_cell(row),
-                fmt(row["samples_per_s"], ",.0f"),
-                loss,
-            ]
-        )
-    shown = [i for i, _ in enumerate(columns) if i < 4 or any(r[i] for r in rows)]
-    caption = _LOSS_CAPTION if columns.index(_LOSS) in shown else None
-    table = Table(title="gpubench results", caption=caption, caption_justify="left")
-    for i in shown:
-        right = columns[i] in ("batch", "step ms", "±CI", "samples/s")
-        table.add_column(columns[i], justify="right" if right else "left")
-    for r in rows:
-        table.add_row(*(r[i] for i in shown))
-    return table
+# The columns the results table gives up first where the terminal is narrow (cli.layout.fit):
+# the synthetic loss (a check that the steps train), then samples/s (batch over step time),
+# then the CI; identity, status and step time always stay.
+DROPPED_FIRST = (_LOSS, "samples/s", "±CI")
+
+
+def summary_table(frame: pd.DataFrame, width: int | None = None) -> Table:
+    """One line per point, fitted to `width` terminal cells (None: every column) by
+    cli.layout.fit: short headers, values shared by every row said in the title, then
+    DROPPED_FIRST, in order; names are never cut. A column empty in every row (the speed
+    options on a plain CPU sweep, say) is left out."""
+    records = frame.to_dict("records")
+    status = tuple(_status_cell(r) for r in records)
+    options = tuple(_options(r) for r in records)
+    columns = [
+        Column("model", tuple(model_cell(r) for r in records)),
+        Column("device", tuple(str(r["device"]) for r in records), constant_to_title=True),
+        Column("precision", tuple(r["precision"] for r in records), "prec", False, True),
+        Column("optimizer", tuple(r["optimizer"] for r in records), "optim", False, True),
+        Column(
+            "options",
+            options,
+            constant_to_title=True,
+            wraps=True,
+            least=max((cell_len(o) for s in options for o in s.split(", ")), default=0),
+        ),
+        Column("batch", tuple(str(r["batch_size"]) for r in records), right=True),
+        Column(
+            "status",
+            status,
+            wraps=True,
+            least=_least(status),
+        ),
+        Column("step ms", tuple(_step_ms(r) for r in records), right=True),
+        Column("±CI", tuple(_ci_cell(r) for r in records), right=True),
+        Column("samples/s", tuple(fmt(r["samples_per_s"], ",.0f") for r in records), right=True),
+        Column(_LOSS, tuple(_loss_cell(r) for r in records), "loss"),
+    ]
+    shown = [c for i, c in enumerate(columns) if i < 4 or any(c.cells)]
+    fitted = layout.fit(shown, width, DROPPED_FIRST)
+    loss = [c.label(fitted.short) for c in fitted.columns if c.header == _LOSS]
+    caption = loss[0] + _LOSS_CAPTION.removeprefix(_LOSS) if loss else None
+    return layout.table(fitted, "gpubench results", caption)
+
+
+def _least(status: tuple[str, ...]) -> int:
+    """The status column's least width: a status with its marks ('ok (noisy, busy)') on one
+    line, and an error's words unbroken up to 20 cells (a longer one, a path say, folds)."""
+    heads = (cell_len(s.split(": ")[0]) for s in status)
+    words = (min(cell_len(w), 20) for s in status for w in s.split())
+    return max([*heads, *words, 0])
+
+
+def _step_ms(row: dict[str, Any]) -> str:
+    return fmt(row["step_time_s"] * 1e3 if row["step_time_s"] else None, ".2f")
+
+
+def _loss_cell(row: dict[str, Any]) -> str:
+    if pd.notna(row["loss_first"]) and pd.notna(row["loss_last"]):
+        return f"{row['loss_first']:.3f}→{row['loss_last']:.3f}"
+    return ""
 
 
 def busy(line: str | None) -> None:

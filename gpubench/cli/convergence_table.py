@@ -10,6 +10,7 @@ from rich.table import Table
 from gpubench.cli.cells import fmt
 from gpubench.config.spec import model_label
 from gpubench.science.target_time import format_seconds
+from gpubench.store.wording import number
 
 
 def points_table(frame: pd.DataFrame) -> Table:
@@ -77,7 +78,7 @@ def batch_table(groups: list[dict[str, Any]]) -> Table:
             fmt(g["noise_scale_b_simple"], ".3g"),
             fmt(g["recommended_batch_size"], "d"),
             format_seconds(rec.get("median")),
-            f"{rec.get('runs', '')}" + ("" if spread is None else f", {spread:.2g}x{flag}"),
+            f"{rec.get('runs', '')}" + ("" if spread is None else f", {number(spread, 2)}x{flag}"),
             fmt(g["throughput_optimal_batch_size"], "d"),
             fmt(g["largest_batch_fits"], "d"),
         )

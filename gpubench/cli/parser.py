@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from gpubench.cli import values
+from gpubench.cli.usage import Parser
+from gpubench.config import model_options
 from gpubench.config import spec as S
 from gpubench.config.checks import (
     check_batch_size,
@@ -19,47 +21,38 @@ from gpubench.config.checks import (
 )
 from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import encode
-from gpubench.config.suite import load_suite
+from gpubench.config.suite import SHIPPED, load_suite, shipped_names
 from gpubench.config.validate import validate
 from gpubench.models import MODEL_NAMES
 
-SUITES_DIR = Path(__file__).parent.parent / "suites"
+SUITES_DIR = SHIPPED
 DEFAULT_SUITE = "quick"
+MODEL_PREFIXES = (
+    "or from a library: torchvision:NAME (extra vision), timm:NAME (extra timm), "
+    "hf:MODEL_TYPE (extra hf); or your own: package.module:function returning a Workload"
+)
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError(message)
-
-    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
-        # argparse drops a value of "--" (`--size=--`) and hands the option an empty list,
-        # unchecked by its type: refuse it as the bad value it is.
-        if action.option_strings and arg_strings == ["--"]:
-            raise ConfigError(
-                f"invalid value '--' for {'/'.join(action.option_strings)}; give a value"
-            )
-        return super()._get_values(action, arg_strings)
+SUITES_DEFAULT = " (default: the suite's)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="gpubench", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = Parser(prog="gpubench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     sweep = sub.add_parser("sweep", help="run a suite of training benchmarks")
     sweep.add_argument(
         "suite",
         nargs="?",
         default=None,
-        help="a suite TOML file, or the name of a shipped suite (default: quick, or with "
-        "--resume the suite the run was started with)",
+        help="a suite TOML file, or the name of a shipped suite: "
+        f"{', '.join(shipped_names())} (default: {DEFAULT_SUITE}, or with --resume the suite "
+        "the run was started with)",
     )
     sweep.add_argument(
         "--models",
         type=values.csv(check_model),
-        help=f"comma-separated: {', '.join(MODEL_NAMES)}, or package.module:function "
-        "returning a Workload",
+        help=f"comma-separated: {', '.join(MODEL_NAMES)}; {MODEL_PREFIXES}",
     )
     sweep.add_argument(
         "--size", type=values.choice(S.SIZES, "size"), help=f"the size preset: {', '.join(S.SIZES)}"
@@ -166,6 +159,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip re-measuring each verdict's leaders interleaved at the end (about 15%% of "
         "the sweep's time); the verdict then goes by the rows' intervals",
     )
+    sweep.add_argument(
+        "--option",
+        dest="options",
+        action="append",
+        default=[],
+        type=values.arg(values.model_key_option),
+        metavar="MODEL.KEY=VALUE",
+        help="a model option, as in the suite's [model_options] table, over the suite's value "
+        "for that key (repeat for more), e.g. --option transformer.layers=4",
+    )
     _add_isolation_flags(sweep)
     sweep.add_argument(
         "--resume",
@@ -189,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="I/N",
         help="run only the I-th of N shares of the points (balanced by their budgets), e.g. 1/2",
     )
+    for action in sweep._actions:  # the flags whose default is the suite's value
+        if action.dest in (*S.AXES, "steps", "max_time", "profile"):
+            action.help = (action.help or "") + SUITES_DEFAULT
     _add_max_batch_parser(sub)
 
     merge = sub.add_parser("merge", help="join run folders (the shards of a sweep) into one")
@@ -215,10 +221,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--threshold",
         type=values.arg(values.percent),
         default=5.0,
-        help="smallest slowdown of the median step time, in percent, that counts (default 5)",
+        help="smallest slowdown of the median step time, in percent, that counts (default: 5)",
     )
     compare.add_argument(
-        "--format", type=values.choice(("text", "markdown", "json"), "format"), default="text"
+        "--format",
+        type=values.choice(("text", "markdown", "json"), "format"),
+        default="text",
+        help="text, markdown, json",
     )
 
     explain = sub.add_parser(
@@ -252,7 +261,7 @@ def _add_isolation_flags(parser: argparse.ArgumentParser) -> None:
         type=values.arg(values.positive_float),
         default=DEFAULT_POINT_TIMEOUT_S,
         metavar="SECONDS",
-        help=f"record a point as timeout after this long (default {DEFAULT_POINT_TIMEOUT_S:g})",
+        help=f"record a point as timeout after this long (default: {DEFAULT_POINT_TIMEOUT_S:g})",
     )
 
 
@@ -260,15 +269,48 @@ def _add_max_batch_parser(sub: Any) -> None:
     from gpubench.run.maxbatch import CEILING, PROBE_STEPS
 
     mb = sub.add_parser("max-batch", help="find the largest batch size that fits in memory")
-    mb.add_argument("--model", required=True, type=values.arg(check_model))
-    mb.add_argument("--size", type=values.choice(S.SIZES, "size"), default="small")
-    mb.add_argument("--device", type=values.arg(check_device), default="auto")
     mb.add_argument(
-        "--precision", type=values.choice(S.PRECISIONS, "precision"), default=S.PRECISIONS[0]
+        "--model",
+        required=True,
+        type=values.arg(check_model),
+        help=f"one of {', '.join(MODEL_NAMES)}; {MODEL_PREFIXES}",
     )
-    mb.add_argument("--optimizer", type=values.choice(S.OPTIMIZERS, "optimizer"), default="adamw")
-    mb.add_argument("--data", type=values.choice(S.DATA_MODES, "data mode"), default="device")
-    mb.add_argument("--seed", type=values.arg(lambda t: check_seed(values.int_value(t))), default=0)
+    mb.add_argument(
+        "--size",
+        type=values.choice(S.SIZES, "size"),
+        default="small",
+        help=f"the size preset: {', '.join(S.SIZES)}",
+    )
+    mb.add_argument(
+        "--device",
+        type=values.arg(check_device),
+        default="auto",
+        help="auto (CUDA where present, else the CPU), cpu, cuda, cuda:N",
+    )
+    mb.add_argument(
+        "--precision",
+        type=values.choice(S.PRECISIONS, "precision"),
+        default=S.PRECISIONS[0],
+        help=", ".join(S.PRECISIONS),
+    )
+    mb.add_argument(
+        "--optimizer",
+        type=values.choice(S.OPTIMIZERS, "optimizer"),
+        default="adamw",
+        help=", ".join(S.OPTIMIZERS),
+    )
+    mb.add_argument(
+        "--data",
+        type=values.choice(S.DATA_MODES, "data mode"),
+        default="device",
+        help=", ".join(S.DATA_MODES),
+    )
+    mb.add_argument(
+        "--seed",
+        type=values.arg(lambda t: check_seed(values.int_value(t))),
+        default=0,
+        help="a whole number of 0 or more",
+    )
     mb.add_argument(
         "--option",
         dest="options",
@@ -277,7 +319,7 @@ def _add_max_batch_parser(sub: Any) -> None:
         type=values.arg(values.model_option),
         metavar="KEY=VALUE",
         help="a model option, as in a suite's [model_options] table (repeat for more), "
-        "e.g. --option n_layer=2 --option seq_len=64",
+        "e.g. --option layers=2 --option seq_len=64",
     )
     _add_isolation_flags(mb)
     mb.add_argument(
@@ -315,21 +357,6 @@ def _add_max_batch_parser(sub: Any) -> None:
     mb.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-def resolve_suite(name_or_path: str) -> Path:
-    path = Path(name_or_path)
-    if path.suffix == ".toml" or path.exists():
-        if not path.is_file():
-            raise ConfigError(f"suite file {name_or_path!r} does not exist")
-        return path
-    shipped = SUITES_DIR / f"{name_or_path}.toml"
-    if not shipped.is_file():
-        names = sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
-        raise ConfigError(
-            f"unknown suite {name_or_path!r}; allowed: a .toml file or one of {', '.join(names)}"
-        )
-    return shipped
-
-
 def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
     """The suite file with the command line's overrides applied, validated. With --resume and
     no suite named, the suite is the one the run folder was started with."""
@@ -347,7 +374,7 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
 
         spec = folder.spec_from_saved(folder.saved_suite(args.resume))
     else:
-        spec = load_suite(resolve_suite(args.suite or DEFAULT_SUITE))
+        spec = load_suite(args.suite or DEFAULT_SUITE)
     overrides = {
         key: getattr(args, key)
         for key in S.AXES  # every axis has a flag of the same name
@@ -355,6 +382,10 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
     }
     if args.profile is not None:
         spec = dataclasses.replace(spec, profile=args.profile)
+    if args.options:
+        models = overrides.get("models", spec.models)
+        table = model_options.with_given(spec.model_options, args.options, models)
+        spec = dataclasses.replace(spec, model_options=table)
     if args.data_dir is not None:
         conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
         spec = dataclasses.replace(spec, convergence=conv)
@@ -366,7 +397,7 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
 def overridden_flags(args: argparse.Namespace) -> list[str]:
     """The sweep's flags that change its suite's axes or budget, as typed (e.g. --models)."""
     given = [key for key in (*S.AXES, "steps", "max_time") if getattr(args, key) is not None]
-    return ["--" + key.replace("_", "-") for key in given]
+    return ["--" + key.replace("_", "-") for key in given] + (["--option"] if args.options else [])
 
 
 def budget_from_args(args: argparse.Namespace, budget: S.Budget) -> S.Budget:

@@ -27,13 +27,28 @@ def arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def csv(check: Callable[[str], Any]) -> Callable[[str], tuple[Any, ...]]:
+    """Comma-separated values, each read by `check`; an empty list names what `check` allows."""
+
     def parse(text: str) -> tuple[Any, ...]:
         items = tuple(check(part.strip()) for part in text.split(",") if part.strip())
         if not items:
-            raise ConfigError(f"empty list {text!r}; give comma-separated values")
+            raise ConfigError(
+                f"empty list {text!r}; allowed: comma-separated values, each: {_allows(check)}"
+            )
         return items
 
     return arg(parse)
+
+
+def _allows(check: Callable[[str], Any]) -> str:
+    """What `check` allows, as its own refusal of an empty value says it."""
+    try:
+        check("")
+    except (ConfigError, argparse.ArgumentTypeError) as e:
+        _, sep, allowed = str(e).partition("; allowed: ")
+        if sep:
+            return allowed
+    return "a value"
 
 
 def choice(allowed: tuple[str, ...], what: str) -> Callable[[str], str]:
@@ -116,6 +131,25 @@ def model_option(text: str) -> tuple[str, Any]:
     except tomllib.TOMLDecodeError:
         parsed = value.strip()
     return key.strip(), parsed
+
+
+def model_key_option(text: str) -> tuple[str, str, Any]:
+    """`MODEL.KEY=VALUE` (sweep's --option): the model as the sweep names it (which may hold
+    dots: 'mypkg.nets:build.width=64'), then the option, its value read as model_option reads
+    it."""
+    left, sep, value = text.partition("=")
+    model, dot, key = left.rpartition(".")
+    if not sep or not dot or not model.strip() or not key.strip().isidentifier():
+        raise ConfigError(
+            f"invalid model option {text!r}; allowed: MODEL.KEY=VALUE, e.g. transformer.layers=4"
+        )
+    try:
+        key, parsed = model_option(f"{key}={value}")
+    except ConfigError:
+        raise ConfigError(
+            f"invalid model option {text!r}; allowed: MODEL.KEY=VALUE, e.g. transformer.layers=4"
+        ) from None
+    return model.strip(), key, parsed
 
 
 def auto_or(parse: Callable[[str], Any]) -> Callable[[str], Any]:

@@ -48,9 +48,9 @@ def check_device(name: object) -> str:
             )
         index = int(name.split(":")[1]) if ":" in name else 0
         if index >= torch.cuda.device_count():
+            here = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
             raise ConfigError(
-                f"device {name!r} does not exist; this machine has "
-                f"{torch.cuda.device_count()} CUDA device(s)"
+                f"device {name!r} does not exist; allowed here: auto, cpu, cuda, {', '.join(here)}"
             )
     return name
 

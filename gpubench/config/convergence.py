@@ -95,7 +95,9 @@ def check(c: Convergence) -> None:
         if value is not None and (isinstance(value, bool) or not 0 < value < float("inf")):
             raise ConfigError(f"invalid {what} {value!r}; allowed: a number above 0")
         if c.target_metric == "eval_accuracy" and value is not None and value > 1:
-            raise ConfigError(f"invalid {what} {value!r}; an accuracy is at most 1")
+            raise ConfigError(
+                f"invalid {what} {value!r}; allowed: an accuracy, above 0 and at most 1"
+            )
     positive = ["image_size", "max_steps", "max_samples", "max_time_s", "eval_every_steps", "lr"]
     positive += ["eval_samples", "base_batch_size", "noise_samples"]
     for name in positive:
@@ -117,7 +119,9 @@ def check(c: Convergence) -> None:
     if not 0 <= c.noise_ema < 1:
         raise ConfigError(f"invalid convergence.noise_ema {c.noise_ema!r}; allowed: 0 <= x < 1")
     if c.data_dir is not None and not Path(c.data_dir).is_dir():
-        raise ConfigError(f"data directory {c.data_dir!r} does not exist")
+        raise ConfigError(
+            f"data directory {c.data_dir!r} does not exist; allowed: an existing folder"
+        )
 
 
 def check_models(models: tuple[str, ...], conv: Convergence) -> None:

@@ -26,13 +26,35 @@ def parse_table(value: object, models: tuple[str, ...]) -> dict[str, dict[str, A
         if not isinstance(options, dict):
             raise ConfigError(f'[model_options."{model}"] must be a table, got {options!r}')
         for key, v in options.items():
-            items = v if isinstance(v, list) else [v]
-            if not all(isinstance(x, _SCALARS) for x in items):
-                raise ConfigError(
-                    f"model_options.{model}.{key} = {v!r}; allowed: a number, string, boolean "
-                    "or a list of those"
-                )
+            _check_value(f"model_options.{model}.{key}", v)
         out[model] = dict(options)
+    return out
+
+
+def _check_value(where: str, v: object) -> None:
+    items = v if isinstance(v, list) else [v]
+    if not all(isinstance(x, _SCALARS) for x in items):
+        raise ConfigError(f"{where} = {v!r}; allowed: a number, string, boolean or a list of those")
+
+
+def with_given(
+    table: dict[str, dict[str, Any]],
+    given: list[tuple[str, str, Any]],
+    models: tuple[str, ...],
+) -> dict[str, dict[str, Any]]:
+    """`table` (a suite's [model_options]) with the command line's `--option MODEL.KEY=VALUE`
+    settings on top: a key given wins over the suite's value for it, the suite's other keys
+    stay. A model not in `models` is a ConfigError naming it and the sweep's models (whether
+    each option exists is check_buildable's to say)."""
+    out = {model: dict(options) for model, options in table.items()}
+    for model, key, value in given:
+        if model not in models:
+            raise ConfigError(
+                f"--option {model}.{key}={value!r} names model {model!r}, not in the sweep; "
+                f"allowed: {', '.join(models)}"
+            )
+        _check_value(f"--option {model}.{key}", value)
+        out.setdefault(model, {})[key] = value
     return out
 
 

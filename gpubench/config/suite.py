@@ -129,9 +129,44 @@ def _open_bracket_line(text: str) -> int | None:
     return stack[-1] if stack else None
 
 
+SHIPPED = Path(__file__).resolve().parent.parent / "suites"  # the suites inside the package
+
+
+def shipped_names() -> list[str]:
+    """The names of the suites shipped inside the package ('quick', 'gpu', ...)."""
+    return sorted(p.stem for p in SHIPPED.glob("*.toml"))
+
+
+def find_suite(name_or_path: str | Path) -> Path:
+    """The suite file that `name_or_path` means, as the command line reads it: a file that
+    exists, as it is; otherwise a shipped suite, by name ('quick', 'quick.toml') or by a
+    relative path that does not exist here and ends in a shipped suite's file name (the
+    README's 'suites/quick.toml', run from another folder). Anything else is a ConfigError
+    naming the value and the shipped suites."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    file_name = path.name if path.suffix == ".toml" else f"{path.name}.toml"
+    shipped = SHIPPED / file_name
+    elsewhere = not path.exists() and not path.is_absolute() and path.suffix in ("", ".toml")
+    if elsewhere and shipped.is_file():
+        return shipped
+    if path.exists():
+        problem = f"suite {str(name_or_path)!r} is not a file"
+    elif path.suffix or len(path.parts) > 1:
+        problem = f"suite file {str(name_or_path)!r} does not exist"
+    else:
+        problem = f"unknown suite {str(name_or_path)!r}"
+    raise ConfigError(
+        f"{problem}; allowed: a .toml file, or a shipped suite: {', '.join(shipped_names())}"
+    )
+
+
 def load_suite(path: str | Path) -> SweepSpec:
-    """Read and validate a suite file; every problem is a ConfigError naming the file (and line)."""
-    path = Path(path)
+    """Read and validate a suite: a TOML file, or a shipped suite by name ('quick'; see
+    find_suite), from whatever the current folder is. Every problem is a ConfigError naming
+    the file (and line)."""
+    path = find_suite(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:

@@ -18,6 +18,7 @@ from gpubench.report.explain import run_verdicts
 from gpubench.report.figure import Chart
 from gpubench.report.runs import Run, combine, load_runs
 from gpubench.report.verdict_section import verdict_section
+from gpubench.store.wording import plural
 
 CHART_FILES = (
     "throughput.png",
@@ -154,8 +155,8 @@ def standing_notes(runs: Sequence[Run]) -> list[str]:
             )
             notes.append(
                 H.note(
-                    f"Run {r.name}: {len(hit)} of {len(points)} points {what}, so the answer "
-                    f"below may stand on them: {shown}."
+                    f"Run {r.name}: {len(hit)} of {plural(len(points), 'point')} {what}, so "
+                    f"the answer below may stand on them: {shown}."
                 )
             )
     return notes

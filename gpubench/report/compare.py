@@ -17,6 +17,7 @@ from gpubench.config.spec import Point, model_label
 from gpubench.store.benchjson import rows_from_benchmark_json
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import IDENTITY
+from gpubench.store.wording import plural
 
 THRESHOLD_PCT = 5.0  # a change smaller than this is not a regression, however significant
 ALPHA = 0.01  # significance level of the two-sided Mann-Whitney U test
@@ -267,8 +268,8 @@ def summary(c: Comparison) -> str:
     n = len(c.regressions)
     head = f"{n} regression{'s' if n != 1 else ''}" if n else "no regression"
     text = (
-        f"{head} among {len(c.points)} matched points (threshold {c.threshold_pct:g}% on the "
-        f"median step time, Mann-Whitney U p < {c.alpha:g}); "
+        f"{head} among {plural(len(c.points), 'matched point')} (threshold "
+        f"{c.threshold_pct:g}% on the median step time, Mann-Whitney U p < {c.alpha:g}); "
         f"{len(c.only_in_base)} only in base, {len(c.only_in_new)} only in new"
     )
     for side, n in (("base", c.replaced_in_base), ("new", c.replaced_in_new)):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpubench.store.row import IDENTITY
+from gpubench.store.wording import number
 
 # The seeds of a configuration disagree when the slowest took more than this many times as long
 # as the fastest to reach the target. In the committed CPU convergence run
@@ -128,7 +129,7 @@ class TargetTime:
             return text
         lo, hi = format_seconds(self.min_s).removesuffix(" s"), format_seconds(self.max_s)
         flag = ": seeds disagree" if self.disagree else ""
-        return f"{text} ({lo}-{hi}, spread {self.spread:.2g}x{flag})"
+        return f"{text} ({lo}-{hi}, spread {number(self.spread, 2)}x{flag})"
 
     def as_dict(self) -> dict[str, Any]:
         """The summary as plain values (seconds), for batch_analysis.json."""

@@ -16,6 +16,7 @@ from gpubench.science.bottleneck import Bottleneck, classify
 from gpubench.science.partition import FIXED, heading, label, partition_key, varying
 from gpubench.science.partition import norm as _norm
 from gpubench.store.row import IDENTITY
+from gpubench.store.wording import times
 
 # (field, value that turns the lever on, its name, the flag that measures it)
 _LEVERS: dict[str, list[tuple[str, Any, str, str]]] = {
@@ -305,7 +306,7 @@ def _batch_scaling(best: dict[str, Any], records: list[dict[str, Any]]) -> str |
     grow = float(hi["step_time_s"]) / float(lo["step_time_s"])
     return (
         f"step time {_ms(lo['step_time_s'])} -> {_ms(hi['step_time_s'])} ms "
-        f"(x{grow:.2g}) from B={int(lo['batch_size'])} to B={int(hi['batch_size'])} "
+        f"({times(grow)}) from B={int(lo['batch_size'])} to B={int(hi['batch_size'])} "
         f"(x{int(hi['batch_size']) // int(lo['batch_size'])})"
     )
 
