@@ -114,8 +114,7 @@ def test_the_verdict_flags_seeds_that_disagree_and_counts_failed_seeds() -> None
     rows += [conv_row(128, 0, 0.1), conv_row(128, 1, None, status="diverged")]
     (v,) = verdicts(pd.DataFrame(rows))
     assert v.time_to_target == (
-        "cpu fp32 B=32: 0.410 s median over 3 seeds "
-        "(0.220-0.950 s, spread 4.3x: seeds disagree)"
+        "cpu fp32 B=32: 0.410 s median over 3 seeds (0.220-0.950 s, spread 4.3x: seeds disagree)"
     )
     rows = [conv_row(32, 0, None), conv_row(128, 0, 0.1), conv_row(128, 1, None)]
     (v,) = verdicts(pd.DataFrame(rows))

@@ -28,9 +28,7 @@ def run_verdicts(runs: Sequence[Run], frame: pd.DataFrame | None = None) -> list
     with each run's confirmation of its leaders (for a single run: several runs' rows compete
     together, and their leaders were never re-measured side by side)."""
     found = confirmations.read(runs[0].path) if len(runs) == 1 else None
-    return verdicts(
-        combine(runs) if frame is None else frame, cpu_energy_reason(runs), found
-    )
+    return verdicts(combine(runs) if frame is None else frame, cpu_energy_reason(runs), found)
 
 
 def explain_runs(dirs: Sequence[str | Path]) -> tuple[list[ModelVerdict], list[str]]:
