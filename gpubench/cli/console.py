@@ -379,8 +379,8 @@ def listing(models: list[dict[str, Any]], devices: list[str], suites: list[str])
     _out.print(f"precisions: {', '.join(PRECISIONS)}")
     _out.print(f"  note: {PRECISION_NOTE}")
     _out.print(
-        "models also: torchvision:NAME, timm:NAME, hf:MODEL_TYPE (extras vision, timm, hf), "
-        "package.module:function"
+        "models also: torchvision:NAME, timm:NAME (a torchvision built for your torch: see "
+        "the README), hf:MODEL_TYPE (extra hf), package.module:function"
     )
     _out.print(f"optimizers: {', '.join(OPTIMIZERS)}")
     _out.print(f"devices here: {', '.join(devices)} (auto = all of them)")

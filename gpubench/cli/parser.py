@@ -28,8 +28,9 @@ from gpubench.models import MODEL_NAMES
 SUITES_DIR = SHIPPED
 DEFAULT_SUITE = "quick"
 MODEL_PREFIXES = (
-    "or from a library: torchvision:NAME (extra vision), timm:NAME (extra timm), "
-    "hf:MODEL_TYPE (extra hf); or your own: package.module:function returning a Workload"
+    "or from a library: torchvision:NAME, timm:NAME (a torchvision built for your torch: "
+    "see the README), hf:MODEL_TYPE (extra hf); or your own: package.module:function "
+    "returning a Workload"
 )
 
 
