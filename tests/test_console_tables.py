@@ -69,8 +69,9 @@ def test_sweep_help_lists_the_allowed_values(capsys: pytest.CaptureFixture[str])
         main(["sweep", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     for allowed in (
-        "mlp, cnn, transformer; or from a library: torchvision:NAME (extra vision), timm:NAME "
-        "(extra timm), hf:MODEL_TYPE (extra hf); or your own: package.module:function",
+        "mlp, cnn, transformer; or from a library: torchvision:NAME, timm:NAME (a torchvision "
+        "built for your torch: see the README), hf:MODEL_TYPE (extra hf); or your own: "
+        "package.module:function",
         "the size preset: tiny, small, base (default: the suite's)",
         "--steps STEPS measure exactly this many steps per point (no adaptive stopping) "
         "(default: the suite's)",
