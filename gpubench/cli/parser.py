@@ -402,9 +402,11 @@ def overridden_flags(args: argparse.Namespace) -> list[str]:
 
 
 def budget_from_args(args: argparse.Namespace, budget: S.Budget) -> S.Budget:
-    """`budget` with --steps and --max-time applied."""
+    """`budget` with --steps and --max-time applied (the suite's noise target and profiled
+    steps kept: --steps changes how long a point is measured, not what counts as noisy)."""
     if args.steps is not None:
-        budget = S.Budget.fixed(args.steps, budget.warmup_steps)
+        fixed = S.Budget.fixed(args.steps, budget.warmup_steps, budget.target_rel_ci)
+        budget = dataclasses.replace(fixed, profile_steps=budget.profile_steps)
     if args.max_time is not None:
         budget = dataclasses.replace(
             budget, max_time_s=args.max_time, min_time_s=min(budget.min_time_s, args.max_time)
