@@ -108,7 +108,7 @@ def test_contended_rows_are_named_and_clean_rows_preferred() -> None:
     assert v.stands_on is not None and "1 contended (busy) left out" in v.stands_on
     assert any(line.startswith("  stands on: ") for line in v.lines())
     (all_busy,) = verdicts(_frame(busy + _rows((BASE, 0.01), noisy=True)))
-    assert "all 2 rows are contended or noisy" in (all_busy.stands_on or "")
+    assert "every one of 2 rows is contended or noisy" in (all_busy.stands_on or "")
     (quiet,) = verdicts(_frame(clean))
     assert quiet.stands_on is None
 

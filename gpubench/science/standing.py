@@ -10,6 +10,7 @@ from typing import Any
 from gpubench.science import leaders
 from gpubench.science.partition import label, norm
 from gpubench.store.row import IDENTITY
+from gpubench.store.wording import plural, times
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ def _confirmed(rows: list[dict[str, Any]], record: dict[str, Any], among: list[s
         else ""
     )
     against = "; ".join(
-        f"x{c.ratio:.3g} over {label(rows[i], among)} (95% CI x{c.low:.3g}-x{c.high:.3g})"
+        f"{times(c.ratio, 3)} over {label(rows[i], among)} "
+        f"(95% CI {times(c.low, 3)}-{times(c.high, 3)})"
         for i, c in sorted(comps.items())
     )
     if d.winner is not None:
@@ -152,13 +154,14 @@ def stands_on(
     )
     if not clean:
         return (
-            f"all {len(ok)} rows are contended or noisy ({what}): the answer may not hold on a "
-            "quiet machine; re-run there, or with fewer --threads",
+            f"every one of {plural(len(ok), 'row')} is contended or noisy ({what}): the answer "
+            "may not hold on a quiet machine; re-run there, or with fewer --threads",
             counts,
         )
     left = [r for r in ok if r not in clean]
     names = ", ".join(label(r, among) for r in left[:3]) + (", ..." if len(left) > 3 else "")
     return (
-        f"{len(clean)} clean rows of {len(ok)}; {what} left out of the comparison ({names})",
+        f"{len(clean)} clean of {plural(len(ok), 'row')}; {what} left out of the comparison "
+        f"({names})",
         counts,
     )
