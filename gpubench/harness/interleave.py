@@ -27,8 +27,9 @@ from gpubench.probes import load
 from gpubench.probes.current_device import made_current
 
 # Warm-up of each configuration before the rounds: until its step times are steady by the
-# sweep's own rule (harness.timing.steady), for at most this many seconds.
-_WARMUP_MAX_S = 2.0
+# sweep's own rule (harness.timing.steady), for at most this share of the budget between them
+# all (and two steps at the least: the first compiles and creates the optimizer's state).
+_WARMUP_SHARE = 0.5
 _WARMUP_REL = Budget().warmup_steady_rel
 
 
@@ -83,7 +84,7 @@ def interleave(
             workload = models.build(p.model, p.model_size, **decode(p.model_options))
             prepared = prepare(p, workload)
             device = torch.device(p.device)
-            estimate = _warm(prepared.step, device)
+            estimate = _warm(prepared.step, device, _WARMUP_SHARE * budget_s / len(points))
         steps.append(prepared.step)
         estimates.append(max(estimate, 1e-6))
     setup_s = time.perf_counter() - started
@@ -125,12 +126,14 @@ def _window(point: Point, step: Callable[[], object], n: int) -> float:
         return time.perf_counter() - t0
 
 
-def _warm(step: Callable[[], object], device: torch.device) -> float:
-    """Run `step` until its times are steady (or _WARMUP_MAX_S passed); the last step's
-    seconds."""
+def _warm(step: Callable[[], object], device: torch.device, max_s: float) -> float:
+    """Run `step` until its times are steady, or `max_s` seconds passed after two steps; the
+    last step's seconds."""
     times: list[float] = []
     started = time.perf_counter()
-    while not steady(times, _WARMUP_REL) and time.perf_counter() - started < _WARMUP_MAX_S:
+    while len(times) < 2 or (
+        not steady(times, _WARMUP_REL) and time.perf_counter() - started < max_s
+    ):
         synchronize(device)
         t0 = time.perf_counter()
         step()

@@ -3,8 +3,8 @@
 is kept in the run folder's confirm.json for science.verdict to state.
 
 Its cost is bounded: per partition, SHARE of the seconds the sweep spent on that partition's
-points (building and warming the candidates included). The candidates are trimmed, the farthest
-first, to those whose MIN_ROUNDS rounds (the fewest an interval of the median needs) fit that
+points (building and warming the candidates included; MIN_BUDGET_S at the least). The
+candidates are trimmed, the farthest first, to those whose MIN_ROUNDS rounds (the fewest an interval of the median needs) fit that
 budget by their measured step times; where not even two fit, there is no re-measurement and
 the verdict goes by the rows' intervals. Rounds stop at DEADLINE times the budget (a machine
 that slowed meanwhile); fewer than MIN_ROUNDS then decide nothing. What it took is recorded.
@@ -28,6 +28,9 @@ SHARE = 0.15  # of the partition's measuring time
 WINDOW_S = 0.1  # seconds of steps per window
 MAX_ROUNDS = 15
 DEADLINE = 3.0  # rounds stop at this many times the budget (a machine that slowed meanwhile)
+# The least budget of a partition: building, warming and the first steps of each candidate cost
+# tens of milliseconds whatever the points took (a tiny model's whole partition may take 1 s).
+MIN_BUDGET_S = 0.5
 TIMEOUT_S = 600.0
 
 _POINT_FIELDS = tuple(f.name for f in dataclasses.fields(Point))
@@ -89,7 +92,7 @@ def _confirm_partition(
             "status": "skipped",
             "reason": "parallel points are not re-measured interleaved (one process each)",
         }
-    budget_s = SHARE * sum(float(r.get("point_time_s") or 0.0) for r in rows)
+    budget_s = max(SHARE * sum(float(r.get("point_time_s") or 0.0) for r in rows), MIN_BUDGET_S)
     fits = leaders.affordable(chosen, budget_s)
     if not fits:
         return record | {
