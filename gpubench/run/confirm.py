@@ -4,10 +4,11 @@ is kept in the run folder's confirm.json for science.verdict to state.
 
 Its cost is bounded: per partition, SHARE of the seconds the sweep spent on that partition's
 points (building and warming the candidates included; MIN_BUDGET_S at the least). The
-candidates are trimmed, the farthest first, to those whose MIN_ROUNDS rounds (the fewest an interval of the median needs) fit that
-budget by their measured step times; where not even two fit, there is no re-measurement and
-the verdict goes by the rows' intervals. Rounds stop at DEADLINE times the budget (a machine
-that slowed meanwhile); fewer than MIN_ROUNDS then decide nothing. What it took is recorded.
+candidates are trimmed, the farthest first, to those whose MIN_ROUNDS rounds (the fewest an
+interval of the median needs) fit that budget by their measured step times; where not even two
+fit, there is no re-measurement and the verdict goes by the rows' intervals. Rounds stop at
+DEADLINE times the budget (a machine that slowed meanwhile); fewer than MIN_ROUNDS then decide
+nothing. What it took is recorded.
 """
 
 from __future__ import annotations
