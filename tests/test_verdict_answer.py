@@ -99,16 +99,22 @@ def test_the_confirmation_decides_a_winner_or_a_tie() -> None:
     assert t.to_dict()["winner"] is None and t.to_dict()["ties"][0]["low"] <= 1.0
 
 
-def test_contended_rows_are_named_and_clean_rows_preferred() -> None:
+def test_contended_rows_are_named_and_rows_on_cores_of_their_own_preferred() -> None:
     b16 = dataclasses.replace(BASE, batch_size=16)
     clean = _rows((BASE, 0.010))
     busy = _rows((b16, 0.001), busy=True, other_load_cores=1.5)  # faster, but contended
     (v,) = verdicts(_frame(clean + busy))
     assert v.fastest == "cpu fp32 B=64"
-    assert v.stands_on is not None and "1 contended (busy) left out" in v.stands_on
+    assert v.stands_on is not None and "1 of 2 rows contended (busy), left out" in v.stands_on
     assert any(line.startswith("  stands on: ") for line in v.lines())
-    (all_busy,) = verdicts(_frame(busy + _rows((BASE, 0.01), noisy=True)))
-    assert "every one of 2 rows is contended or noisy" in (all_busy.stands_on or "")
+    (all_busy,) = verdicts(_frame(busy + _rows((BASE, 0.01), busy=True)))
+    assert "every one of 2 rows was contended" in (all_busy.stands_on or "")
+    # a noisy row is kept (its interval is wide, not its figure wrong), and named
+    b4 = dataclasses.replace(BASE, batch_size=4)
+    (noisy,) = verdicts(_frame(clean + _rows((b4, 0.0001), noisy=True, ci=0.2)))
+    assert noisy.fastest == "cpu fp32 B=4"
+    assert "1 of 2 rows noisy" in (noisy.stands_on or "")
+    assert "the fastest row itself is noisy" in (noisy.stands_on or "")
     (quiet,) = verdicts(_frame(clean))
     assert quiet.stands_on is None
 

@@ -2,11 +2,13 @@
 (science.leaders) are re-measured interleaved in a worker (harness.interleave), and the outcome
 is kept in the run folder's confirm.json for science.verdict to state.
 
-Its cost is bounded: per partition, SHARE of the seconds the sweep spent on that partition's
-points (building and warming the candidates included; MIN_BUDGET_S at the least). The
-candidates are trimmed, the farthest first, to those whose MIN_ROUNDS rounds (the fewest an
-interval of the median needs) fit that budget by their measured step times; where not even two
-fit, there is no re-measurement and the verdict goes by the rows' intervals. Rounds stop at
+Its cost is bounded: SHARE of the seconds the sweep spent on its points (building and warming
+the candidates included; MIN_BUDGET_S a partition at the least), shared among the partitions in
+turn, the cheapest first, each spending at most an even share of what is left (or, where its
+leader and runner-up need more, what they need if that much is left). The candidates are
+trimmed, the farthest first, to those whose MIN_ROUNDS rounds (the fewest an interval of the
+median needs) fit the partition's budget by their measured step times; where not even two fit,
+there is no re-measurement and the verdict goes by the rows' intervals. Rounds stop at
 DEADLINE times the budget (a machine that slowed meanwhile); fewer than MIN_ROUNDS then decide
 nothing. What it took is recorded.
 """
@@ -50,16 +52,23 @@ def confirm(
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(partition_key(r), []).append(r)
+    measured = sum(float(r.get("point_time_s") or 0.0) for r in rows)
+    # One budget for the sweep, shared in turn: each partition may spend an even share of
+    # what is left, a cheap one leaving the rest to the next; the cheapest go first.
+    left = max(SHARE * measured, MIN_BUDGET_S * len(groups))
+    order = sorted(groups.values(), key=lambda g: leaders.cost_s(_chosen(g)[:2]))
     runner = WorkerRunner(max_memory, timeout_s)
     records = []
     try:
-        for group in groups.values():
-            record = _confirm_partition(group, runner, max_memory, timeout_s)
+        for n, group in enumerate(order):
+            share = max(left / (len(order) - n), MIN_BUDGET_S)
+            spent = time.perf_counter()
+            record = _confirm_partition(group, runner, max_memory, timeout_s, share, left)
+            left -= time.perf_counter() - spent
             if record is not None:
                 records.append(record)
     finally:
         runner.close()
-    measured = sum(float(r.get("point_time_s") or 0.0) for r in rows)
     out = {
         "share": SHARE,
         "seconds": time.perf_counter() - started,
@@ -70,12 +79,21 @@ def confirm(
     return out
 
 
+def _chosen(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The candidates of one partition's rows (science.leaders over the verdict's pool)."""
+    return leaders.candidates(standing.pool(rows))
+
+
 def _confirm_partition(
     rows: list[dict[str, Any]],
     runner: WorkerRunner,
     max_memory: int | None,
     timeout_s: float | None,
+    share_s: float,
+    left_s: float,
 ) -> dict[str, Any] | None:
+    """Re-measure one partition's candidates within `share_s` seconds, or within what is
+    `left_s` of the sweep's budget where its leader and runner-up need more than the share."""
     pool = standing.pool(rows)
     if not pool:
         return None
@@ -93,15 +111,18 @@ def _confirm_partition(
             "status": "skipped",
             "reason": "parallel points are not re-measured interleaved (one process each)",
         }
-    budget_s = max(SHARE * sum(float(r.get("point_time_s") or 0.0) for r in rows), MIN_BUDGET_S)
+    budget_s = share_s
     fits = leaders.affordable(chosen, budget_s)
+    if not fits and leaders.cost_s(chosen[:2]) <= left_s:
+        budget_s = leaders.cost_s(chosen[:2])
+        fits = chosen[:2]
     if not fits:
         return record | {
             "status": "skipped",
             "budget_s": budget_s,
             "reason": f"{leaders.MIN_ROUNDS} interleaved rounds of the leader and the runner-up "
-            f"take about {leaders.cost_s(chosen[:2]):.3g} s, over the {budget_s:.3g} s budget "
-            f"({SHARE:.0%} of the time its points took)",
+            f"take about {leaders.cost_s(chosen[:2]):.3g} s, over the {max(left_s, 0):.3g} s "
+            f"left of the sweep's budget ({SHARE:.0%} of the time its points took)",
         }
     points = [_point(r) for r in fits]
     record["candidates"] = [p.to_dict() for p in points]

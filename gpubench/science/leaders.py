@@ -26,6 +26,10 @@ from gpubench.harness.timing import Stats, median_ci_indices, min_samples_for_ci
 CONFIDENCE = 0.95
 MAX_CANDIDATES = 4  # the leader and up to 3 contenders are re-measured
 MIN_ROUNDS = min_samples_for_ci(CONFIDENCE)  # 6: the fewest with an interval of the median
+# A sweep measures its points minutes apart, and a machine's pace drifts between them by more
+# than one point's interval says (two quiet default sweeps here: the same point 10-30% apart):
+# a row within this share of the leader's interval is a candidate too.
+DRIFT = 0.1
 
 
 def interval(row: dict[str, Any]) -> tuple[float, float]:
@@ -43,19 +47,20 @@ def interval(row: dict[str, Any]) -> tuple[float, float]:
 
 def candidates(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows that could be the fastest, fastest first: the leader, every row whose interval
-    overlaps the leader's, and the runner-up; at most MAX_CANDIDATES (the closest kept)."""
+    reaches the leader's widened by DRIFT, and the runner-up; at most MAX_CANDIDATES (the
+    closest kept)."""
     ranked = sorted(rows, key=lambda r: -float(r["samples_per_s"]))
     if len(ranked) < 2:
         return ranked
-    low = interval(ranked[0])[0]
+    low = interval(ranked[0])[0] * (1 - DRIFT)
     chosen = [ranked[0], ranked[1]]
     chosen += [r for r in ranked[2:] if interval(r)[1] >= low]
     return chosen[:MAX_CANDIDATES]
 
 
 # What re-measuring one candidate costs beyond its rounds, in its own steps: building it and
-# warming it up (harness.interleave runs it until steady: 3 steady steps after the first).
-SETUP_STEPS = 4
+# warming it up (harness.interleave runs at least two steps: the first creates its state).
+SETUP_STEPS = 2
 
 
 def affordable(chosen: list[dict[str, Any]], budget_s: float) -> list[dict[str, Any]]:

@@ -42,10 +42,12 @@ def ran(row: dict[str, Any]) -> bool:
 
 
 def pool(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows a verdict compares: the clean ones that ran, or, where none is clean, all that
-    ran."""
+    """The rows a verdict compares: those that ran on cores of their own (not `busy`), or,
+    where none did, all that ran. A `noisy` row stays: its wide interval already makes it a
+    candidate or a tie, and leaving out whichever rows happened to be noisy in a run would
+    change the answer from run to run."""
     ok = [r for r in rows if ran(r)]
-    return [r for r in ok if not contended(r)] or ok
+    return [r for r in ok if r.get("busy") is not True] or ok
 
 
 def identity(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -134,34 +136,31 @@ def _identity_dict(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def stands_on(
-    ok: list[dict[str, Any]], clean: list[dict[str, Any]], among: list[str]
+    ok: list[dict[str, Any]], best: dict[str, Any], among: list[str]
 ) -> tuple[str | None, dict[str, int]]:
-    """What the answer stands on, said where any row was contended (`busy`) or `noisy`: how
-    many, which were left out of the comparison, or that no clean row existed. None (and the
-    counts) when every row was clean."""
+    """What the answer stands on, said where any row was contended (`busy`) or `noisy`: the
+    contended rows left out of the comparison (or that every row was contended), the noisy
+    rows kept (their wide intervals make ties, not winners), and whether the fastest is one of
+    them. None (and the counts) when every row was clean."""
     busy = [r for r in ok if r.get("busy") is True]
     noisy = [r for r in ok if norm(r.get("noisy")) == 1]
-    counts = {"rows": len(ok), "busy": len(busy), "noisy": len(noisy), "clean": len(clean)}
+    clean = len([r for r in ok if not contended(r)])
+    counts = {"rows": len(ok), "busy": len(busy), "noisy": len(noisy), "clean": clean}
     if not busy and not noisy:
         return None, counts
-    what = " and ".join(
-        x
-        for x in (
-            f"{len(busy)} contended (busy)" if busy else "",
-            f"{len(noisy)} noisy" if noisy else "",
+    said = []
+    if busy and len(busy) == len(ok):
+        said.append(
+            f"every one of {plural(len(ok), 'row')} was contended (busy): the answer may not "
+            "hold on a quiet machine; re-run there, or with fewer --threads"
         )
-        if x
-    )
-    if not clean:
-        return (
-            f"every one of {plural(len(ok), 'row')} is contended or noisy ({what}): the answer "
-            "may not hold on a quiet machine; re-run there, or with fewer --threads",
-            counts,
+    elif busy:
+        names = ", ".join(label(r, among) for r in busy[:3]) + (", ..." if len(busy) > 3 else "")
+        said.append(f"{len(busy)} of {plural(len(ok), 'row')} contended (busy), left out ({names})")
+    if noisy:
+        said.append(
+            f"{len(noisy)} of {plural(len(ok), 'row')} noisy (interval wider than the target), kept"
         )
-    left = [r for r in ok if r not in clean]
-    names = ", ".join(label(r, among) for r in left[:3]) + (", ..." if len(left) > 3 else "")
-    return (
-        f"{len(clean)} clean of {plural(len(ok), 'row')}; {what} left out of the comparison "
-        f"({names})",
-        counts,
-    )
+    if contended(best):
+        said.append("the fastest row itself is " + ("contended" if best.get("busy") else "noisy"))
+    return "; ".join(said), counts

@@ -176,7 +176,6 @@ def _verdict(
     all_rows: list[dict[str, Any]], confirmation: dict[str, Any] | None, cpu_reason: str | None
 ) -> ModelVerdict:
     ok = [r for r in all_rows if standing.ran(r)]
-    clean = [r for r in ok if not standing.contended(r)]
     pool = standing.pool(all_rows)
     among = varying(pool)
     lead = standing.lead(pool, confirmation, among)
@@ -191,7 +190,7 @@ def _verdict(
         confidence=lead.confidence,
         confirmation=lead.record,
     )
-    v.stands_on, v.stands_on_counts = standing.stands_on(ok, clean, among)
+    v.stands_on, v.stands_on_counts = standing.stands_on(ok, best, among)
     # every row of the partition, failed ones too: a seed that diverged did not reach the target
     v.time_to_target = _time_to_target(all_rows)
     v.cpu_speedup = _cpu_speedup(best, ok, among)
