@@ -87,3 +87,21 @@ def test_the_candidates_are_trimmed_to_what_the_budget_can_re_measure() -> None:
     assert leaders.affordable(rows, per_step * 0.2) == rows[:2]
     assert leaders.affordable(rows, per_step * 0.19) == []  # not even the two leaders fit
     assert leaders.cost_s(rows[:2]) == pytest.approx(per_step * 0.2)
+
+
+def test_the_sweeps_budget_covers_every_partitions_two_leaders_before_extra_rounds() -> None:
+    from gpubench.run.confirm import MIN_BUDGET_S, _share
+
+    # 6 s left, needs 0.5, 0.5, 2: the first takes its need and a third of the 3 s surplus
+    assert _share(6.0, [0.5, 0.5, 2.0]) == pytest.approx(0.5 + 1.0)
+    # what it leaves still covers the rest: 4.5 s for needs 0.5 and 2
+    assert _share(4.5, [0.5, 2.0]) == pytest.approx(0.5 + 1.0)
+    # short of the needs: an even share, never under the floor
+    assert _share(1.0, [0.5, 2.0]) == pytest.approx(max(0.5, MIN_BUDGET_S))
+
+
+def test_without_rounds_rows_within_the_drift_of_the_leader_tie() -> None:
+    # 1000 +-1% and 950 +-1%: the intervals do not overlap, but the sweep measured them minutes
+    # apart, and a machine's pace drifts by more than that between points
+    rows = [_row(1000, 0.01, b=1), _row(950, 0.01, b=2), _row(800, 0.01, b=3)]
+    assert [r["b"] for r in leaders.by_intervals(rows)] == [1, 2]

@@ -4,8 +4,9 @@ is kept in the run folder's confirm.json for science.verdict to state.
 
 Its cost is bounded: SHARE of the seconds the sweep spent on its points (building and warming
 the candidates included; MIN_BUDGET_S a partition at the least), shared among the partitions in
-turn, the cheapest first, each spending at most an even share of what is left (or, where its
-leader and runner-up need more, what they need if that much is left). The candidates are
+turn, the cheapest first: each may spend what its leader and runner-up need and an even share
+of what the needs of all leave over (or, where that cannot cover every need, an even share of
+what is left, or what its two need if that much is left). The candidates are
 trimmed, the farthest first, to those whose MIN_ROUNDS rounds (the fewest an interval of the
 median needs) fit the partition's budget by their measured step times; where not even two fit,
 there is no re-measurement and the verdict goes by the rows' intervals. Rounds stop at
@@ -57,11 +58,12 @@ def confirm(
     # what is left, a cheap one leaving the rest to the next; the cheapest go first.
     left = max(SHARE * measured, MIN_BUDGET_S * len(groups))
     order = sorted(groups.values(), key=lambda g: leaders.cost_s(_chosen(g)[:2]))
+    needs = [max(leaders.cost_s(_chosen(g)[:2]), MIN_BUDGET_S) for g in order]
     runner = WorkerRunner(max_memory, timeout_s)
     records = []
     try:
         for n, group in enumerate(order):
-            share = max(left / (len(order) - n), MIN_BUDGET_S)
+            share = _share(left, needs[n:])
             spent = time.perf_counter()
             record = _confirm_partition(group, runner, max_memory, timeout_s, share, left)
             left -= time.perf_counter() - spent
@@ -77,6 +79,16 @@ def confirm(
     }
     ResultStore(run_dir).write_json(FILE, out)
     return out
+
+
+def _share(left_s: float, needs_s: list[float]) -> float:
+    """What the first of the partitions still to confirm may spend of the `left_s` seconds,
+    where each needs `needs_s` for its leader and runner-up: its need and an even share of what
+    the needs leave over; an even share of what is left where that does not cover them all."""
+    surplus = left_s - sum(needs_s)
+    if surplus < 0:
+        return max(left_s / len(needs_s), MIN_BUDGET_S)
+    return needs_s[0] + surplus / len(needs_s)
 
 
 def _chosen(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -150,8 +150,8 @@ def _compare(lead: np.ndarray, other: np.ndarray, index: int) -> Comparison:
 
 
 def by_intervals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Without a re-measurement: the rows whose samples/s interval overlaps the leader's
-    (the leader first). One row: a clear leader by its interval."""
+    """Without a re-measurement: the rows whose samples/s interval reaches the leader's widened
+    by DRIFT (the leader first), as candidates() chooses them. One row: a clear leader."""
     ranked = sorted(rows, key=lambda r: -float(r["samples_per_s"]))
-    low = interval(ranked[0])[0]
+    low = interval(ranked[0])[0] * (1 - DRIFT)
     return [ranked[0]] + [r for r in ranked[1:] if interval(r)[1] >= low]

@@ -72,7 +72,7 @@ def lead(pool: list[dict[str, Any]], confirmation: dict[str, Any] | None, among:
             "the only row"
             if not others
             else (
-                f"its 95% interval clears every other row's "
+                f"its 95% interval clears every other row's by over {leaders.DRIFT:.0%} "
                 f"(x{_ratio(best, others[0]):.3g} the runner-up, {label(others[0], among)})"
             )
         )
@@ -86,7 +86,13 @@ def lead(pool: list[dict[str, Any]], confirmation: dict[str, Any] | None, among:
         }
         for r in tied
     ]
-    return Lead(best, ties, f"the rows' 95% intervals overlap; {why}", confirmation)
+    return Lead(
+        best,
+        ties,
+        f"the rows' 95% intervals overlap, or come within {leaders.DRIFT:.0%} (the drift "
+        f"between points measured minutes apart); {why}",
+        confirmation,
+    )
 
 
 def _confirmed(rows: list[dict[str, Any]], record: dict[str, Any], among: list[str]) -> Lead:
