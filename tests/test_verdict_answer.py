@@ -99,6 +99,18 @@ def test_the_confirmation_decides_a_winner_or_a_tie() -> None:
     assert t.to_dict()["winner"] is None and t.to_dict()["ties"][0]["low"] <= 1.0
 
 
+def test_a_candidate_the_budget_left_out_ties_with_the_confirmed_leader() -> None:
+    b16, b4 = (dataclasses.replace(BASE, batch_size=b) for b in (16, 4))
+    rows = _rows((BASE, 64 / 910), (b16, 16 / 895), (b4, 4 / 880), ci=0.03)
+    ahead = [[945.0 + i for i in range(8)], [900.0 + i for i in range(8)]]
+    record = _record(rows[:2], ahead)
+    record["unmeasured"] = [{k: rows[2][k] for k in Point.__dataclass_fields__}]
+    (v,) = verdicts(_frame(rows), confirmations=[record])
+    assert [t["label"] for t in v.ties] == ["cpu fp32 B=4"]  # the rounds beat B=16 only
+    assert v.to_dict()["winner"] is None and v.ties[0]["re_measured"] is False
+    assert "not re-measured (over the budget), so tied with it: cpu fp32 B=4" in v.confidence
+
+
 def test_contended_rows_are_named_and_rows_on_cores_of_their_own_preferred() -> None:
     b16 = dataclasses.replace(BASE, batch_size=16)
     clean = _rows((BASE, 0.010))

@@ -138,6 +138,8 @@ def _confirm_partition(
         }
     points = [_point(r) for r in fits]
     record["candidates"] = [p.to_dict() for p in points]
+    # the others could be the fastest too: the verdict ties them with the leader, unmeasured
+    record["unmeasured"] = [_point(r).to_dict() for r in chosen[len(fits) :]]
     call = Call(
         "gpubench.harness.interleave:interleave",
         (points, budget_s, WINDOW_S, leaders.MIN_ROUNDS, MAX_ROUNDS, DEADLINE * budget_s),

@@ -47,15 +47,15 @@ def interval(row: dict[str, Any]) -> tuple[float, float]:
 
 def candidates(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows that could be the fastest, fastest first: the leader, every row whose interval
-    reaches the leader's widened by DRIFT, and the runner-up; at most MAX_CANDIDATES (the
-    closest kept)."""
+    reaches the leader's widened by DRIFT, and the runner-up (affordable() picks the ones a
+    budget re-measures)."""
     ranked = sorted(rows, key=lambda r: -float(r["samples_per_s"]))
     if len(ranked) < 2:
         return ranked
     low = interval(ranked[0])[0] * (1 - DRIFT)
     chosen = [ranked[0], ranked[1]]
     chosen += [r for r in ranked[2:] if interval(r)[1] >= low]
-    return chosen[:MAX_CANDIDATES]
+    return chosen
 
 
 # What re-measuring one candidate costs beyond its rounds, in its own steps: building it and
@@ -64,11 +64,11 @@ SETUP_STEPS = 2
 
 
 def affordable(chosen: list[dict[str, Any]], budget_s: float) -> list[dict[str, Any]]:
-    """The candidates (fastest first) that MIN_ROUNDS rounds of one-step windows, with their
-    set-up, can re-measure within `budget_s` seconds, by their rows' median step times: the
-    closest contenders kept, the farthest dropped; [] where not even the leader and the
-    runner-up fit."""
-    for n in range(len(chosen), 1, -1):
+    """The candidates (fastest first; MAX_CANDIDATES at most) that MIN_ROUNDS rounds of
+    one-step windows, with their set-up, can re-measure within `budget_s` seconds, by their
+    rows' median step times: the closest contenders kept, the farthest dropped; [] where not
+    even the leader and the runner-up fit."""
+    for n in range(min(len(chosen), MAX_CANDIDATES), 1, -1):
         steps = sum(float(r["step_time_s"]) for r in chosen[:n])
         if (SETUP_STEPS + MIN_ROUNDS) * steps <= budget_s:
             return chosen[:n]

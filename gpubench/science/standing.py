@@ -62,7 +62,9 @@ def lead(pool: list[dict[str, Any]], confirmation: dict[str, Any] | None, among:
     if confirmation is not None and confirmation.get("decision"):
         rows = [by_id.get(identity(c)) for c in confirmation["candidates"]]
         if all(r is not None for r in rows):
-            return _confirmed([r for r in rows if r is not None], confirmation, among)
+            others = [by_id.get(identity(c)) for c in confirmation.get("unmeasured", [])]
+            unmeasured = [r for r in others if r is not None]
+            return _confirmed([r for r in rows if r is not None], unmeasured, confirmation, among)
     ranked = leaders.by_intervals(pool)
     best, tied = ranked[0], ranked[1:]
     why = _not_confirmed(confirmation)
@@ -95,7 +97,14 @@ def lead(pool: list[dict[str, Any]], confirmation: dict[str, Any] | None, among:
     )
 
 
-def _confirmed(rows: list[dict[str, Any]], record: dict[str, Any], among: list[str]) -> Lead:
+def _confirmed(
+    rows: list[dict[str, Any]],
+    unmeasured: list[dict[str, Any]],
+    record: dict[str, Any],
+    among: list[str],
+) -> Lead:
+    """The lead the rounds decided among `rows`; `unmeasured` could be the fastest too (their
+    intervals reach the leader's) but did not fit the budget: they tie with the leader."""
     d = leaders.Decision.from_dict(record["decision"])
     best = rows[d.leader]
     comps = {c.candidate: c for c in d.comparisons}
@@ -111,8 +120,25 @@ def _confirmed(rows: list[dict[str, Any]], record: dict[str, Any], among: list[s
         f"(95% CI {times(c.low, 3)}-{times(c.high, 3)})"
         for i, c in sorted(comps.items())
     )
+    untested = [
+        {
+            "label": label(r, among),
+            "samples_per_s": float(r["samples_per_s"]),
+            "identity": _identity_dict(r),
+            "ratio": _ratio(best, r),
+            "re_measured": False,
+        }
+        for r in unmeasured
+    ]
+    also = (
+        f"; not re-measured (over the budget), so tied with it: "
+        f"{', '.join(t['label'] for t in untested)}"
+        if untested
+        else ""
+    )
     if d.winner is not None:
-        return Lead(best, [], f"its lead held over {rounds}{shared}: {against}", record)
+        held = f"its lead held over {rounds}{shared}: {against}{also}"
+        return Lead(best, untested, held, record)
     ties = [
         {
             "label": label(rows[i], among),
@@ -124,7 +150,9 @@ def _confirmed(rows: list[dict[str, Any]], record: dict[str, Any], among: list[s
         }
         for i in d.tied[1:]
     ]
-    return Lead(best, ties, f"no lead held over {rounds}{shared}: {against}", record)
+    return Lead(
+        best, ties + untested, f"no lead held over {rounds}{shared}: {against}{also}", record
+    )
 
 
 def _not_confirmed(record: dict[str, Any] | None) -> str:
