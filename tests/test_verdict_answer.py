@@ -184,8 +184,15 @@ min_time_s = 0
 
 @pytest.mark.parametrize("flags", [[], ["--no-confirm"]])
 def test_a_sweep_confirms_its_leaders_interleaved(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    flags: list[str],
 ) -> None:
+    # no deadline: on a busy machine the rounds could otherwise be cut short (a timing)
+    from gpubench.run import confirm
+
+    monkeypatch.setattr(confirm, "DEADLINE", float("inf"))
     suite = tmp_path / "tiny.toml"
     suite.write_text(TINY)
     out = tmp_path / "run"
