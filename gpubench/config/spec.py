@@ -92,6 +92,13 @@ class Point:
             + (f" {self.parallel}x{self.nproc} {self.scaling}" if self.parallel != "none" else "")
         )
 
+    @staticmethod
+    def of(row: dict[str, Any]) -> Point:
+        """The point a result row (or any mapping holding its fields) was measured at; other
+        keys are ignored."""
+        names = {f.name for f in fields(Point)}
+        return Point(**{k: v for k, v in row.items() if k in names})
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

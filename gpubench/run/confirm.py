@@ -16,7 +16,6 @@ nothing. What it took is recorded.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -36,8 +35,6 @@ DEADLINE = 3.0  # rounds stop at this many times the budget (a machine that slow
 # tens of milliseconds whatever the points took (a tiny model's whole partition may take 1 s).
 MIN_BUDGET_S = 0.5
 TIMEOUT_S = 600.0
-
-_POINT_FIELDS = tuple(f.name for f in dataclasses.fields(Point))
 
 
 def confirm(
@@ -112,7 +109,7 @@ def _confirm_partition(
     chosen = leaders.candidates(pool)
     record: dict[str, Any] = {
         "fixed": {k: pool[0].get(k) for k in FIXED},
-        "candidates": [_point(r).to_dict() for r in chosen],
+        "candidates": [Point.of(r).to_dict() for r in chosen],
         "decision": None,
     }
     if len(chosen) < 2:
@@ -136,10 +133,10 @@ def _confirm_partition(
             f"take about {leaders.cost_s(chosen[:2]):.3g} s, over the {max(left_s, 0):.3g} s "
             f"left of the sweep's budget ({SHARE:.0%} of the time its points took)",
         }
-    points = [_point(r) for r in fits]
+    points = [Point.of(r) for r in fits]
     record["candidates"] = [p.to_dict() for p in points]
     # the others could be the fastest too: the verdict ties them with the leader, unmeasured
-    record["unmeasured"] = [_point(r).to_dict() for r in chosen[len(fits) :]]
+    record["unmeasured"] = [Point.of(r).to_dict() for r in chosen[len(fits) :]]
     call = Call(
         "gpubench.harness.interleave:interleave",
         (points, budget_s, WINDOW_S, leaders.MIN_ROUNDS, MAX_ROUNDS, DEADLINE * budget_s),
@@ -179,16 +176,3 @@ def _confirm_partition(
         "busy": rounds.busy,
         "decision": decision.to_dict(),
     }
-
-
-def _point(row: dict[str, Any]) -> Point:
-    values = {k: row[k] for k in _POINT_FIELDS if k in row}
-    for k in ("batch_size", "seed", "nproc"):
-        if values.get(k) is not None:
-            values[k] = int(values[k])
-    for k in ("channels_last", "cuda_graph", "cudnn_benchmark"):
-        if values.get(k) is not None:
-            values[k] = bool(values[k])
-    if values.get("threads") is not None:
-        values["threads"] = int(values["threads"])
-    return Point(**values)

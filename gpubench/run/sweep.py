@@ -157,7 +157,7 @@ def _measure(
     oom_at: dict[tuple[Any, ...], int] = {}
     for r in done_rows:
         if r.get("status") == "oom" and not str(r.get("error") or "").startswith("skipped:"):
-            _note_oom(oom_at, _row_point(r))
+            _note_oom(oom_at, Point.of(r))
     todo = [p for p in points if p.key() not in done]
     finished = len(points) - len(todo)
     if on_start is not None:
@@ -227,15 +227,8 @@ def _note_oom(oom_at: dict[tuple[Any, ...], int], point: Point) -> None:
     oom_at[group] = min(oom_at.get(group, point.batch_size), point.batch_size)
 
 
-_POINT_FIELDS = tuple(f.name for f in dataclasses.fields(Point))
-
-
-def _row_point(row: dict[str, Any]) -> Point:
-    return Point(**{k: row[k] for k in _POINT_FIELDS if k in row})
-
-
 def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    return _row_point(row).key()
+    return Point.of(row).key()
 
 
 def plan(
