@@ -29,6 +29,19 @@ def norm(v: Any) -> Any:
     return v
 
 
+def same_key(row: dict[str, Any], *skip: str) -> tuple[Any, ...]:
+    """A row's whole identity but the fields `skip`, one spelling per value: rows with equal
+    keys differ only in those fields."""
+    return tuple(norm(row.get(k)) for k in IDENTITY if k not in skip)
+
+
+def is_on(value: Any, on: Any) -> bool:
+    """Whether a row's `value` is the setting `on` (a bool read back as 0/1 from a frame too)."""
+    if isinstance(on, bool):
+        return value is True or value == 1 if on else value is False or value == 0
+    return value == on
+
+
 def partition_key(row: dict[str, Any]) -> tuple[Any, ...]:
     """The user's choices a row was measured under (FIXED)."""
     return tuple(norm(row.get(k)) for k in FIXED)

@@ -13,25 +13,20 @@ import pandas as pd
 
 from gpubench.science import standing, target_time
 from gpubench.science.bottleneck import Bottleneck, classify
-from gpubench.science.partition import FIXED, heading, label, partition_key, varying
+from gpubench.science.levers import levers
+from gpubench.science.partition import (
+    FIXED,
+    heading,
+    is_on,
+    label,
+    partition_key,
+    same_key,
+    varying,
+)
 from gpubench.science.partition import norm as _norm
 from gpubench.store.row import IDENTITY
 from gpubench.store.wording import times
 
-# (field, value that turns the lever on, its name, the flag that measures it)
-_LEVERS: dict[str, list[tuple[str, Any, str, str]]] = {
-    "launch": [
-        ("cuda_graph", True, "a CUDA graph", "--cuda-graph false,true"),
-        ("compile", "compile", "torch.compile", "--compile eager,compile"),
-    ],
-    "memory": [
-        ("precision", "bf16", "bf16", "--precisions fp32,bf16"),
-        ("channels_last", True, "channels-last", "--channels-last false,true"),
-        ("compile", "compile", "torch.compile (fusion)", "--compile eager,compile"),
-    ],
-    "compute": [("precision", "bf16", "a lower precision (bf16)", "--precisions fp32,bf16")],
-    "input": [("data", "device", "batches made on the device", "--data device")],
-}
 _WHAT = {
     "launch": "launch/host-bound: the device waits on Python, autograd and kernel launches",
     "memory": "memory-bound: moving bytes, not arithmetic, sets the step time",
@@ -140,13 +135,7 @@ SPEED_OPTIONS = (
 def speed_options(row: dict[str, Any], with_data: bool = True) -> list[str]:
     """The names of the speed options `row` ran with (and host data, `with_data`)."""
     options = SPEED_OPTIONS + ((("data", "host", "host data"),) if with_data else ())
-    return [name for key, on, name in options if _same(row.get(key), on)]
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(b, bool):
-        return a is True or a == 1 if b else a is False or a == 0
-    return a == b
+    return [name for key, on, name in options if is_on(row.get(key), on)]
 
 
 def verdicts(
@@ -199,7 +188,7 @@ def _verdict(
     if judged is not None:
         kind = v.bottleneck = judged.kind
         v.evidence = [judged.evidence, *([scaling] if scaling else [])]
-        v.levers, v.next_experiment = _levers(kind, best, ok, all_rows, among)
+        v.levers, v.next_experiment = levers(kind, best, ok, all_rows, among)
     else:
         v.evidence = [scaling] if scaling else []
         v.unclassified, v.next_experiment = _unclassified(best)
@@ -246,10 +235,6 @@ def _bottleneck(row: dict[str, Any]) -> Bottleneck | None:
     return classify(row)
 
 
-def _key(row: dict[str, Any], *skip: str) -> tuple[Any, ...]:
-    return tuple(_norm(row.get(k)) for k in IDENTITY if k not in skip)
-
-
 def _time_to_target(records: list[dict[str, Any]]) -> str | None:
     """The configuration with the least median time to target over its seeds (science.
     target_time, as batch_analysis recommends), its spread, and whether its seeds disagree."""
@@ -286,7 +271,7 @@ def _cpu_speedup(
         f"{float(best['samples_per_s']) / float(top['samples_per_s']):,.1f}x the CPU's fastest "
         f"({label(top, among)}, {float(top['samples_per_s']):,.0f} samples/s)"
     )
-    same = [r for r in cpu if _key(r, "device") == _key(best, "device")]
+    same = [r for r in cpu if same_key(r, "device") == same_key(best, "device")]
     if same:
         ratio = float(same[0]["step_time_s"]) / float(best["step_time_s"])
         text += f"; {ratio:,.1f}x the same configuration on the CPU"
@@ -296,7 +281,9 @@ def _cpu_speedup(
 def _batch_scaling(best: dict[str, Any], records: list[dict[str, Any]]) -> str | None:
     """How step time moves across the batch sizes of the fastest point's series."""
     series = [
-        r for r in records if _key(r, "batch_size", "seed") == _key(best, "batch_size", "seed")
+        r
+        for r in records
+        if same_key(r, "batch_size", "seed") == same_key(best, "batch_size", "seed")
     ]
     if len({int(r["batch_size"]) for r in series}) < 2:
         return None
@@ -313,88 +300,6 @@ def _batch_scaling(best: dict[str, Any], records: list[dict[str, Any]]) -> str |
 def _ms(seconds: Any) -> str:
     ms = float(seconds) * 1e3
     return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
-
-
-def _levers(
-    kind: str,
-    best: dict[str, Any],
-    records: list[dict[str, Any]],
-    all_rows: list[dict[str, Any]],
-    among: list[str],
-) -> tuple[list[str], str | None]:
-    """The levers for `kind`, each with its measured effect (samples/s with it over without, at
-    the fastest point's other settings) or 'not measured'; and the first unmeasured one as the
-    next experiment (a larger batch when the fastest is the largest batch measured)."""
-    lines, todo = [], []
-    for fld, on, name, flag in _LEVERS[kind]:
-        if not _applies(fld, best):
-            continue
-        # The same point but this setting; failing that, the best at any batch size.
-        same = [r for r in records if _key(r, fld) == _key(best, fld) and r is not best]
-        anyb = [r for r in records if _key(r, fld, "batch_size") == _key(best, fld, "batch_size")]
-        where = "at the same batch" if same else "best of each over the batch sizes"
-        if _same(best.get(fld), on):
-            off = [r for r in same or anyb if not _same(r.get(fld), on)]
-            if off:
-                ratio = float(best["samples_per_s"]) / max(float(r["samples_per_s"]) for r in off)
-                lines.append(f"{name}: in use, {ratio:.2f}x the samples/s without it ({where})")
-            else:
-                lines.append(f"{name}: in use; not measured without it")
-        else:
-            with_it = [r for r in same or anyb if _same(r.get(fld), on)]
-            if with_it:
-                top = max(float(r["samples_per_s"]) for r in with_it)
-                ratio = top / float(best["samples_per_s"])
-                lines.append(f"{name}: {ratio:.2f}x the samples/s ({where}, measured)")
-            else:
-                lines.append(f"{name}: not measured")
-                todo.append(f"measure {name}: {flag}")
-    if kind in ("launch", "memory"):
-        line, todo_first = _larger_batch(best, records, all_rows)
-        lines.append(line)
-        todo[:0] = [todo_first] if todo_first else []
-    return lines, (todo[0] if todo else None)
-
-
-def _larger_batch(
-    best: dict[str, Any], records: list[dict[str, Any]], all_rows: list[dict[str, Any]]
-) -> tuple[str, str | None]:
-    """Whether a larger batch is worth measuring: not where one of the fastest point's series
-    already ran out of memory above it (all_rows holds the failed points too)."""
-    series = [
-        r for r in records if _key(r, "batch_size", "seed") == _key(best, "batch_size", "seed")
-    ]
-    largest = max(int(r["batch_size"]) for r in series)
-    oom = [
-        int(r["batch_size"])
-        for r in all_rows
-        if r.get("status") == "oom"
-        and _key(r, "batch_size", "seed") == _key(best, "batch_size", "seed")
-        and int(r["batch_size"]) > largest
-    ]
-    if int(best["batch_size"]) != largest:
-        return f"a larger batch: measured up to B={largest}, no faster", None
-    if oom:
-        return (
-            f"a larger batch: B={largest} is the largest that fitted and the fastest; "
-            f"B={min(oom)} ran out of memory",
-            None,
-        )
-    return (
-        f"a larger batch: B={largest} is the largest measured and the fastest",
-        "measure larger batches: --batch-sizes auto",
-    )
-
-
-def _applies(fld: str, best: dict[str, Any]) -> bool:
-    """CUDA graphs exist only on CUDA; channels-last helps only convolutions."""
-    if fld == "cuda_graph":
-        return str(best["device"]).startswith("cuda")
-    if fld == "channels_last":
-        prof = best.get("profile")
-        cats = prof.get("category_s", {}) if isinstance(prof, dict) else {}
-        return bool(cats.get("conv"))
-    return True
 
 
 def _energy(records: list[dict[str, Any]], cpu_reason: str | None, among: list[str]) -> list[str]:
