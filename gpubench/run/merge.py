@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.config.errors import ConfigError
+from gpubench.config.spec import Point
 from gpubench.run import folder
-from gpubench.run.sweep import _row_key, _row_point
+from gpubench.run.sweep import _row_key
 from gpubench.science import scaling
 from gpubench.store.results import ResultsError, ResultStore, read_rows
 
@@ -72,7 +73,7 @@ def merge(dirs: list[Path], out: Path, allow_duplicates: bool = False) -> Merged
             if key in owner:
                 if not allow_duplicates:
                     raise ConfigError(
-                        f"point {_row_point(row).label()} is in {_describe(owner[key])} and in "
+                        f"point {Point.of(row).label()} is in {_describe(owner[key])} and in "
                         f"{_describe(machine)}; keep the first with --allow-duplicates, or "
                         "leave one folder out"
                     )
