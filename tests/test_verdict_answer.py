@@ -189,10 +189,13 @@ def test_a_sweep_confirms_its_leaders_interleaved(
     monkeypatch: pytest.MonkeyPatch,
     flags: list[str],
 ) -> None:
-    # no deadline: on a busy machine the rounds could otherwise be cut short (a timing)
+    # no deadline and a budget that always affords the two points: on a busy machine the
+    # rounds could otherwise be cut short, or the budget (a share of the points' time) fall
+    # under their cost and the confirmation be skipped (both timings; seen at load 13)
     from gpubench.run import confirm
 
     monkeypatch.setattr(confirm, "DEADLINE", float("inf"))
+    monkeypatch.setattr(confirm, "SHARE", 100.0)
     suite = tmp_path / "tiny.toml"
     suite.write_text(TINY)
     out = tmp_path / "run"
