@@ -109,7 +109,9 @@ class TuneRecord:
         return {"schema": out.pop("schema"), **out}
 
 
-def coverage(configs_measured: int, space_size: int, combos_measured: int, combos: int) -> dict:
+def coverage(
+    configs_measured: int, space_size: int, combos_measured: int, combos: int
+) -> dict[str, Any]:
     """How much of the space the search measured: configurations (combo x batch) at any round,
     of the space's, and the share; combos measured at any batch, of the space's."""
     return {

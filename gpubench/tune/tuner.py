@@ -187,6 +187,7 @@ def tune(
     with folder.locked(run_dir):
         if resume:
             folder.check_same_machine(run_dir)
+            folder.repair_torn_tail(run_dir / tune_rows.FILE)  # a crash in mid-write
         else:
             folder.check_fresh(run_dir)
             if (run_dir / T.FILE).exists():
