@@ -82,6 +82,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             shard=args.shard,
             confirm=args.confirm,
         )
+    if args.command == "tune":  # issue 24
+        from gpubench.cli import tune_command
+
+        return tune_command.run(args)
     if args.command == "merge":
         return commands.merge(args.dirs, args.out, args.allow_duplicates)
     if args.command == "report":

@@ -197,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
         if action.dest in (*S.AXES, "steps", "max_time", "profile"):
             action.help = (action.help or "") + SUITES_DEFAULT
     _add_max_batch_parser(sub)
+    from gpubench.cli import tune_args  # issue 24
+
+    tune_args.add_parser(sub, _add_isolation_flags)
 
     merge = sub.add_parser("merge", help="join run folders (the shards of a sweep) into one")
     merge.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="run folders")

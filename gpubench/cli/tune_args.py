@@ -1,0 +1,211 @@
+"""`gpubench tune`'s arguments, and the TuneRequest they make (registered by parser.py)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpubench.cli import values
+from gpubench.config import spec as S
+from gpubench.config.checks import check_batch_size, check_device, check_model, check_seed
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import Budget
+
+DEFAULT_BUDGET = "15m"
+_DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(s|m|h)?$")
+_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+# The axis flags (as the sweep's) and the Point field each names.
+AXIS_FLAGS = {
+    "precisions": "precision",
+    "compile": "compile",
+    "threads": "threads",
+    "channels_last": "channels_last",
+    "cuda_graph": "cuda_graph",
+    "cudnn_benchmark": "cudnn_benchmark",
+}
+
+
+def duration(text: str) -> float:
+    """Seconds of a duration such as 90, 90s, 15m, 1.5h; above 0."""
+    m = _DURATION.match(text.strip())
+    seconds = float(m.group(1)) * _UNIT_S[m.group(2)] if m else None
+    if seconds is None or not seconds > 0:
+        raise ConfigError(
+            f"invalid --budget {text!r}; allowed: a wall-clock time above 0, in seconds, "
+            "minutes or hours, e.g. 90s, 15m, 1.5h"
+        )
+    return seconds
+
+
+def add_parser(sub: Any, add_isolation_flags: Callable[[argparse.ArgumentParser], None]) -> None:
+    from gpubench.cli.parser import MODEL_PREFIXES
+    from gpubench.models import MODEL_NAMES
+
+    t = sub.add_parser(
+        "tune",
+        help="search the fastest configuration of one model on one device, within a time budget",
+    )
+    t.add_argument(
+        "--model", type=values.arg(check_model), help=f"{', '.join(MODEL_NAMES)}; {MODEL_PREFIXES}"
+    )
+    t.add_argument(
+        "--size",
+        type=values.choice(S.SIZES, "size"),
+        default="small",
+        help=f"the size preset: {', '.join(S.SIZES)} (default: small)",
+    )
+    t.add_argument(
+        "--device",
+        type=values.arg(check_device),
+        default="auto",
+        help="auto (CUDA where present, else the CPU), cpu, cuda, cuda:N",
+    )
+    t.add_argument(
+        "--optimizer",
+        type=values.choice(S.OPTIMIZERS, "optimizer"),
+        default="adamw",
+        help=f"{', '.join(S.OPTIMIZERS)} (default: adamw): your choice, never searched",
+    )
+    t.add_argument(
+        "--budget",
+        type=values.arg(duration),
+        default=None,
+        help=f"wall-clock time for the whole tune, e.g. 90s, 15m, 1.5h (default: {DEFAULT_BUDGET}"
+        "); reaching it ends the search with the best so far",
+    )
+    t.add_argument(
+        "--batch-sizes",
+        type=values.auto_or(values.csv(lambda x: check_batch_size(values.int_value(x)))),
+        help='the batch sizes to search among, or "auto" (default): powers of two up to the '
+        "largest that fits (max-batch)",
+    )
+    fixes = "; one value fixes the axis, several restrict the search to them"
+    t.add_argument(
+        "--precisions",
+        type=values.csv(values.choice(S.PRECISIONS, "precision")),
+        help=f"comma-separated: {', '.join(S.PRECISIONS)} (default: all the device runs){fixes}",
+    )
+    t.add_argument(
+        "--compile",
+        type=values.csv(values.choice(S.COMPILE_MODES, "compile mode")),
+        help=f"eager, compile, or both (default: both){fixes}",
+    )
+    for flag, what in (
+        ("--channels-last", "convolutional models"),
+        ("--cuda-graph", "CUDA"),
+        ("--cudnn-benchmark", "CUDA and convolutional models"),
+    ):
+        dest = flag[2:].replace("-", "_")
+        t.add_argument(
+            flag,
+            type=values.csv(values.flag(dest)),
+            help=f"false, true, or both (default: both on {what}, else false){fixes}",
+        )
+    t.add_argument(
+        "--threads",
+        type=values.csv(values.thread_count),
+        help=f"torch's intra-op threads, e.g. 1,2 (default on the CPU: 1, 2, 4, ... up to "
+        f"torch's own){fixes}",
+    )
+    t.add_argument(
+        "--data",
+        type=values.choice(S.DATA_MODES, "data mode"),
+        default="device",
+        help=", ".join(S.DATA_MODES) + " (default: device)",
+    )
+    t.add_argument(
+        "--seed",
+        type=values.arg(lambda x: check_seed(values.int_value(x))),
+        default=0,
+        help="a whole number of 0 or more",
+    )
+    t.add_argument(
+        "--option",
+        dest="options",
+        action="append",
+        default=[],
+        type=values.arg(values.model_option),
+        metavar="KEY=VALUE",
+        help="a model option, as in a suite's [model_options] table (repeat for more)",
+    )
+    t.add_argument(
+        "--steps",
+        type=values.arg(values.positive_int),
+        help="the last round measures exactly this many steps (earlier rounds a share of them)",
+    )
+    t.add_argument(
+        "--max-time",
+        type=values.arg(values.positive_float),
+        help="seconds the last round measures a point for (earlier rounds a share of it)",
+    )
+    t.add_argument(
+        "--target",
+        metavar="METRIC=VALUE",
+        help="convergence mode: batch size x learning rate by time to the target",
+    )
+    t.add_argument("--out", type=Path, help="run folder (default: results/<timestamp>)")
+    t.add_argument(
+        "--resume",
+        type=Path,
+        metavar="DIR",
+        help="go on with the tune in DIR (its own settings; --budget gives this run's time)",
+    )
+    t.add_argument("--quiet", action="store_true", help="no line per measurement")
+    t.add_argument(
+        "--no-confirm",
+        dest="confirm",
+        action="store_false",
+        help="skip the interleaved re-measurement of the leaders at the end",
+    )
+    add_isolation_flags(t)
+
+
+def budget_s(args: argparse.Namespace) -> float:
+    """--budget in seconds (the default where none was given)."""
+    return float(args.budget) if args.budget is not None else duration(DEFAULT_BUDGET)
+
+
+def request_from_args(args: argparse.Namespace) -> Any:
+    """The TuneRequest of `tune`'s flags (with --resume: only the budget counts, the folder's
+    request the rest)."""
+    from gpubench.cli.parser import budget_from_args
+    from gpubench.tune.tuner import TuneRequest
+
+    if args.resume is not None and args.out is not None and args.out != args.resume:
+        raise ConfigError(
+            f"--out {args.out} and --resume {args.resume} name different folders; "
+            "give --resume DIR alone"
+        )
+    if args.model is None and args.resume is None:
+        raise ConfigError("tune needs --model M (or --resume DIR)")
+    if args.resume is not None:
+        return TuneRequest("", "", "", "", budget_s=budget_s(args))
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    named = {
+        AXIS_FLAGS[flag]: getattr(args, flag)
+        for flag in AXIS_FLAGS
+        if getattr(args, flag) is not None
+    }
+    sizes = args.batch_sizes
+    budget = budget_from_args(args, dataclasses.replace(Budget()))
+    return TuneRequest(
+        args.model,
+        args.size,
+        device,
+        args.optimizer,
+        args.data,
+        args.seed,
+        dict(args.options),
+        named,
+        None if sizes is None or sizes == S.AUTO else tuple(sizes),
+        budget_s(args),
+        budget,
+    )

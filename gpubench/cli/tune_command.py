@@ -1,0 +1,103 @@
+"""`gpubench tune`: run the search (gpubench.tune.tuner), print a line per measurement, then
+what it covered, the one-off costs, the verdict and the report's path."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+from gpubench.cli import console
+from gpubench.cli.tune_args import request_from_args
+from gpubench.config.errors import ConfigError
+from gpubench.run.interrupt import GracefulStop
+from gpubench.run.sweep import default_run_dir
+from gpubench.tune import trajectory as T
+from gpubench.tune.tuner import TuneRequest, tune
+
+TARGET_MODULE = "gpubench.tune.target"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exit status 0 when the tune ran (whatever each configuration's status); 2 for a usage
+    error; 130 when Ctrl-C stopped it (what was measured is kept: --resume goes on)."""
+    if args.target is not None:
+        if importlib.util.find_spec(TARGET_MODULE) is None:
+            raise ConfigError("tune --target: not available yet")
+        from gpubench.tune import target  # type: ignore[attr-defined]
+
+        return int(target.run_target(args))
+    request = request_from_args(args)
+    run_dir: Path = args.resume or args.out or default_run_dir()
+    print(f"tune -> {run_dir}", flush=True)
+    try:
+        with GracefulStop(console.stopping_after_point) as stop:
+            record = tune(
+                request,
+                run_dir,
+                resume=args.resume is not None,
+                max_memory=args.max_memory,
+                point_timeout_s=args.point_timeout,
+                on_trial=None if args.quiet else trial_line,
+                confirm=args.confirm,
+                should_stop=lambda: stop.requested,
+            )
+    except KeyboardInterrupt:
+        print(f"stopped; go on with: python -m gpubench tune --resume {run_dir}", file=sys.stderr)
+        return 130
+    summary(record, run_dir)
+    _report_and_verdict(run_dir)
+    return 0
+
+
+def trial_line(trial: T.TrialRecord, request: TuneRequest) -> None:
+    """One measurement, as it ends: round, time, configuration, samples/s, best so far."""
+    c = trial.config
+    what = (
+        f"{c['precision']} {c['compile']}"
+        + (f" threads={c['threads']}" if c.get("threads") is not None else "")
+        + (" channels-last" if c.get("channels_last") else "")
+        + (" CUDA-graph" if c.get("cuda_graph") else "")
+        + (" cudnn.benchmark" if c.get("cudnn_benchmark") else "")
+        + f" B={c['batch_size']}"
+    )
+    figure = f"{trial.samples_per_s:,.0f} samples/s" if trial.samples_per_s else trial.status
+    best = trial.best_so_far_samples_per_s
+    print(
+        f"  round {trial.round} [{trial.elapsed_s:6.1f} s] {what}: {figure}"
+        + (f" (best so far {best:,.0f})" if best else ""),
+        flush=True,
+    )
+
+
+def summary(record: T.TuneRecord, run_dir: Path) -> None:
+    """What the search covered, why it ended, its best, and the one-off compile costs."""
+    cov = record.coverage
+    ended = "ran all its rounds" if record.finished else f"stopped early ({record.stopped})"
+    print(
+        f"search: {ended}; measured {cov.get('configurations_measured', 0)} of "
+        f"{cov.get('space_size', 0)} configurations ({cov.get('fraction', 0.0):.0%} of the "
+        f"space; {cov.get('combos_measured', 0)} of {cov.get('combos', 0)} setting combinations) "
+        f"in {len(record.trials)} measurements, {record.elapsed_s:.0f} s"
+    )
+    if record.best is not None:
+        b = record.best
+        print(f"best of the search: {b['config']} at {b['samples_per_s']:,.0f} samples/s")
+    for one in record.one_off:
+        print(f"one-off: torch.compile took {one['compile_time_s']:.1f} s for {one['combo']}")
+    print(f"trajectory: {run_dir / T.FILE}")
+
+
+def _report_and_verdict(run_dir: Path) -> None:
+    from gpubench.report import build_report
+    from gpubench.report.explain import explain_runs
+
+    if not (run_dir / "results.jsonl").is_file():
+        print("no configuration was measured: nothing to conclude")
+        return
+    try:
+        console.report_path(build_report([run_dir]))
+    except Exception as e:  # the rows are on disk: a failed report costs only the report
+        console.report_failed(run_dir, e)
+    console.verdict(*explain_runs([run_dir]))

@@ -1,0 +1,58 @@
+"""A tune folder's rows. tune_rows.jsonl is the append-only record of every measurement (each
+row marked with its `tune_round`, fsynced before the next starts); results.jsonl, which the
+verdict, `explain`, the report and the confirmation read, holds one row per configuration, its
+deepest round's (the longest measurement of it), and is rewritten whole and atomically from
+tune_rows.jsonl after each measurement, so a crash leaves the old file or the new one."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from gpubench.config.spec import Point
+from gpubench.store.results import ResultStore
+
+FILE = "tune_rows.jsonl"
+
+
+def read_measurements(run_dir: Path) -> list[dict[str, Any]]:
+    """Every measurement so far, in order ([] where none)."""
+    path = run_dir / FILE
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def append(run_dir: Path, row: dict[str, Any]) -> None:
+    """Append one measurement's row to tune_rows.jsonl, durably."""
+    with open(run_dir / FILE, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row, allow_nan=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def deepest(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per configuration: its deepest round's, in the order configurations were first
+    measured."""
+    by_point: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in measurements:
+        key = Point.of(row).key()
+        if key not in by_point or int(row["tune_round"]) >= int(by_point[key]["tune_round"]):
+            by_point[key] = row
+    return list(by_point.values())
+
+
+def write_results(run_dir: Path, measurements: list[dict[str, Any]]) -> None:
+    """Replace results.jsonl by the deepest row of each configuration, atomically and durably,
+    and results.csv with it."""
+    text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in deepest(measurements))
+    path = run_dir / "results.jsonl"
+    tmp = path.with_suffix(".jsonl.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    ResultStore(run_dir).write_csv()

@@ -1,0 +1,135 @@
+"""tune.json: the search's trajectory and its outcome, in a run folder beside results.jsonl. The
+report's "search" section and scripts read it; its shape is this module's dataclasses'
+(`TuneRecord.to_dict`), versioned by SCHEMA. Times in seconds, throughput in samples/s; a figure
+that was not measured is null.
+
+```
+{
+  "schema": 1,
+  "request": {model, model_size, device, optimizer, data, seed, model_options,
+              budget_s (null: none), named (the axes the user named: {axis: [values]})},
+  "space": {axes: {axis: [values]}, batch_sizes: [...], combos: [{axis: value}], size},
+  "elapsed_s":   wall-clock seconds since the tune started (the search, max-batch and the
+                 confirmation included; a resumed tune adds on),
+  "finished":    whether the search ran all its rounds,
+  "stopped":     why it ended early ("budget: ..."), or null,
+  "rounds_decided": rounds whose survivors were chosen (3: all),
+  "coverage":    {configurations_measured, space_size, fraction, combos_measured, combos},
+  "best":        {config, samples_per_s, round} at the deepest round reached, or null,
+  "one_off":     [{combo, compile_time_s}]: torch.compile's one-off seconds per compiled combo,
+                 from its first measurement (never in samples/s),
+  "rounds":      [RoundRecord...],
+  "trials":      [TrialRecord...],
+  "verdict":     {winner: {identity} or null, leader: label, ties: [labels], confidence,
+                  confirmation_status} or null before the confirmation
+}
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA = 1
+FILE = "tune.json"
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One measurement of the search.
+
+    - number: its place in the search (0, 1, ...); round: 0, 1 or 2 (gpubench.tune.search)
+    - config: the competing settings measured: precision, compile, threads, channels_last,
+      cuda_graph, cudnn_benchmark, batch_size
+    - budget_s: the round's measuring time limit per configuration (Budget.max_time_s), in
+      seconds; null where the rounds measure a fixed step count (--steps)
+    - status: the row's status (ok, oom, error, ...); samples_per_s: its steady throughput
+      (null unless ok); compile_time_s: torch.compile's one-off seconds in it (null: eager);
+      point_time_s: seconds it took in all (building, warm-up, compile, measuring)
+    - elapsed_s: wall-clock seconds since the tune started, when it ended
+    - outcome: kept (measured again in a later round), pruned (its round was decided without
+      it), final (measured in the last round), failed (no figure), open (the search stopped
+      before deciding its round)
+    - best_so_far_samples_per_s, best_so_far_config: the highest samples/s measured up to and
+      including this trial, in any round, and its config
+    """
+
+    number: int
+    round: int
+    config: dict[str, Any]
+    budget_s: float | None
+    status: str
+    samples_per_s: float | None
+    compile_time_s: float | None
+    point_time_s: float | None
+    elapsed_s: float
+    outcome: str
+    best_so_far_samples_per_s: float | None
+    best_so_far_config: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One round: its measuring time limit per configuration (seconds; null: a fixed step
+    count), how many trials it
+    measured and what became of them, and when its last trial ended (elapsed_s; null: none)."""
+
+    round: int
+    budget_s: float | None
+    measured: int
+    kept: int
+    pruned: int
+    failed: int
+    final: int
+    open: int
+    ended_at_s: float | None
+
+
+@dataclass
+class TuneRecord:
+    """The whole of tune.json (see the module docstring)."""
+
+    request: dict[str, Any]
+    space: dict[str, Any]
+    elapsed_s: float = 0.0
+    finished: bool = False
+    stopped: str | None = None
+    rounds_decided: int = 0
+    coverage: dict[str, Any] = field(default_factory=dict)
+    best: dict[str, Any] | None = None
+    one_off: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[RoundRecord] = field(default_factory=list)
+    trials: list[TrialRecord] = field(default_factory=list)
+    verdict: dict[str, Any] | None = None
+    schema: int = SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        return {"schema": out.pop("schema"), **out}
+
+
+def coverage(
+    configs_measured: int, space_size: int, combos_measured: int, combos: int
+) -> dict[str, Any]:
+    """How much of the space the search measured: configurations (combo x batch) at any round,
+    of the space's, and the share; combos measured at any batch, of the space's."""
+    return {
+        "configurations_measured": configs_measured,
+        "space_size": space_size,
+        "fraction": configs_measured / space_size if space_size else 0.0,
+        "combos_measured": combos_measured,
+        "combos": combos,
+    }
+
+
+def with_best_so_far(trials: list[dict[str, Any]]) -> list[tuple[float | None, Any]]:
+    """The running maximum of the trials' samples/s (null until one ran), with its config."""
+    best: tuple[float | None, Any] = (None, None)
+    out = []
+    for t in trials:
+        sps = t.get("samples_per_s")
+        if sps is not None and (best[0] is None or sps > best[0]):
+            best = (sps, t.get("config"))
+        out.append(best)
+    return out
