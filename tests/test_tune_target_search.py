@@ -9,6 +9,7 @@ import random
 import pytest
 
 from gpubench.tune.target_search import (
+    Request,
     Rungs,
     TargetConfig,
     TrialRun,
@@ -31,7 +32,8 @@ def curve_train(curves: dict[int, tuple[float, float]], noise: float = 0.0):
     seconds and stopped at the target, as the convergence runner does."""
     calls: list[tuple[int, int, float]] = []
 
-    def train(c: TargetConfig, seed: int, limit_s: float) -> TrialRun:
+    def train(r: Request) -> TrialRun:
+        c, seed, limit_s = r.config, r.seed, r.limit_s
         calls.append((c.batch_size, seed, limit_s))
         ceiling, tau = curves[c.batch_size]
         rng = random.Random(c.batch_size * 1000 + seed)
@@ -150,7 +152,8 @@ def test_the_answer_is_rerun_on_more_seeds_with_its_median_and_range() -> None:
 
 
 def test_the_loss_metric_ranks_the_lower_first() -> None:
-    def train(c: TargetConfig, seed: int, limit_s: float) -> TrialRun:
+    def train(r: Request) -> TrialRun:
+        c, limit_s = r.config, r.limit_s
         return TrialRun("ok", limit_s, {8: 3.0, 16: 2.0, 32: 4.0}[c.batch_size], None, limit_s)
 
     result = search(
@@ -162,8 +165,8 @@ def test_the_loss_metric_ranks_the_lower_first() -> None:
 
 
 def test_a_failed_run_is_stopped_with_its_status() -> None:
-    def train(c: TargetConfig, seed: int, limit_s: float) -> TrialRun:
-        if c.batch_size == 8:
+    def train(r: Request) -> TrialRun:
+        if r.config.batch_size == 8:
             return TrialRun("oom", 0.0, None, None, 0.1, error="out of memory")
         return TrialRun("ok", 0.5, 0.95, 0.5, 1.0)
 

@@ -76,8 +76,22 @@ class TrialRun:
         return self.status == "ok" and self.time_to_target_s is not None
 
 
-# Train `config` on `seed` for up to `limit_s` training seconds, stopping at the target.
-Train = Callable[[TargetConfig, int, float], TrialRun]
+@dataclass(frozen=True)
+class Request:
+    """A run the search asks for: trial `trial` (`config`) at `rung` on `seed`, for up to
+    `limit_s` training seconds, stopped at the target; `index` is its place in the
+    trajectory."""
+
+    index: int
+    trial: int
+    config: TargetConfig
+    rung: int
+    seed: int
+    limit_s: float
+
+
+# Runs a request and says what it gave.
+Train = Callable[[Request], TrialRun]
 
 
 @dataclass(frozen=True)
@@ -174,11 +188,13 @@ def search(
     budget_s: float,
     seeds: int = 1,
     on_step: Callable[[Step], None] | None = None,
+    into: SearchResult | None = None,
 ) -> SearchResult:
     """Search `configs` for the least time to target (see the module docstring), each run
     through `train` on seed 0, within `budget_s` wall seconds of runs' cost (keeping what the
-    leader's `seeds` - 1 re-runs will cost). `on_step` hears of each step once decided."""
-    out = SearchResult()
+    leader's `seeds` - 1 re-runs will cost). `on_step` hears of each step once decided; the
+    trajectory is kept in `into` (a new SearchResult by default) as it grows."""
+    out = into if into is not None else SearchResult()
     alive = list(range(len(configs)))
     for k, rung_s in enumerate(rungs.limits_s):
         ran: list[Step] = []
@@ -191,7 +207,7 @@ def search(
                 out.stopped_by_budget = True
                 break
             limit = rung_s if out.best_s is None else min(rung_s, out.best_s)
-            run = train(configs[i], 0, limit)
+            run = train(Request(len(out.steps), i, configs[i], k, 0, limit))
             step = Step(i, configs[i], k, 0, limit, run, out.spent_s, out.spent_s + run.cost_s)
             out.spent_s += run.cost_s
             ran.append(step)
@@ -273,7 +289,11 @@ def seed_spread(
     rows = [_seed_row(first)]
     limit_s = rungs.limits_s[-1]
     for seed in range(1, seeds):
-        run = train(first.config, seed, limit_s)
+        run = train(
+            Request(
+                len(result.steps), first.trial, first.config, len(rungs.limits_s), seed, limit_s
+            )
+        )
         step = Step(
             first.trial,
             first.config,
