@@ -51,7 +51,7 @@ from gpubench.tune.target_search import (
 # The shipped suite whose [convergence] settings (data, evaluation gaps, warm-up, base rate,
 # top rung) a target search uses: the grid it is compared with is that suite's sweep.
 SETTINGS_SUITE = "convergence"
-ETA = 3  # each rung eta times the last; the top 1/eta go on (Hyperband's and ASHA's default)
+ETA = 3  # each rung eta times the last; the top 1/eta go on (the eta of Li et al.'s Hyperband)
 RUNG_COUNT = 3
 
 
