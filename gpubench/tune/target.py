@@ -1,0 +1,293 @@
+"""`tune --target METRIC=VALUE`: the batch size and learning rate that reach a quality target in
+the least training time on a shipped real data set, without paying for the grid.
+
+The space is batch sizes x the learning rates that the lr-scaling rules give each batch size
+from the base rate (science.lr_scaling: none, linear, sqrt; a rate two rules give alike is one
+configuration). The search (tune.target_search) trains each configuration through the
+convergence runner, in a worker process as a sweep's convergence point is (run.worker), on
+rungs of training time, and stops the hopeless ones early; the fastest is then re-run on more
+seeds for the median and range of its time to target (science.target_time).
+
+The run folder holds results.jsonl (every run a convergence row, marked with `tune_run`, its
+place in the trajectory, and `tune_trial`, its configuration), env.json, results.csv, and
+tune_target.json (target_record), rewritten after every run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpubench.config.checks import check_one_of
+from gpubench.config.convergence import TARGET_METRICS, Convergence, check, check_models
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point
+from gpubench.config.suite import load_suite
+from gpubench.data import catalog
+from gpubench.harness.optimizers import DEFAULT_LR
+from gpubench.run import folder
+from gpubench.run.worker import WorkerRunner
+from gpubench.science import lr_scaling
+from gpubench.science.curve import HIGHER_IS_BETTER
+from gpubench.science.target_time import TargetTime
+from gpubench.store import env
+from gpubench.store.results import ResultStore
+from gpubench.tune import target_record
+from gpubench.tune.target_search import (
+    Request,
+    Rungs,
+    SearchResult,
+    Step,
+    TargetConfig,
+    TrialRun,
+    search,
+    seed_spread,
+)
+
+# The shipped suite whose [convergence] settings (data, evaluation gaps, warm-up, base rate,
+# top rung) a target search uses: the grid it is compared with is that suite's sweep.
+SETTINGS_SUITE = "convergence"
+ETA = 3  # each rung eta times the last; the top 1/eta go on (the eta of Li et al.'s Hyperband)
+RUNG_COUNT = 3
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    """A finished target search: the fastest configuration and its time to target over seeds
+    (None where no configuration reached the target within the budget), what the search cost
+    (wall seconds) and covered, and where its run folder is."""
+
+    out: Path
+    metric: str
+    target: float
+    best: TargetConfig | None
+    time_to_target: TargetTime | None
+    elapsed_s: float
+    measured: int
+    space_size: int
+    stopped_by_budget: bool
+
+    def describe(self) -> str:
+        """One line: the answer with its spread, or why there is none, and the coverage."""
+        covered = f"{self.measured} of {self.space_size} configurations measured"
+        ended = ", the budget ran out" if self.stopped_by_budget else ""
+        cost = f"search {self.elapsed_s:.0f} s{ended}; {covered}"
+        if self.best is None or self.time_to_target is None:
+            return f"no configuration reached {self.metric} {self.target:g} ({cost})"
+        return (
+            f"{self.best.label()} reaches {self.metric} {self.target:g} in "
+            f"{self.time_to_target.describe()} of training ({cost})"
+        )
+
+
+def parse_target(text: str) -> tuple[str, float]:
+    """`METRIC=VALUE` (e.g. eval_accuracy=0.9) as (metric, value); ConfigError otherwise."""
+    metric, sep, value = text.partition("=")
+    allowed = f"METRIC=VALUE with METRIC one of {', '.join(TARGET_METRICS)}"
+    if not sep:
+        raise ConfigError(f"invalid --target {text!r}; allowed: {allowed}")
+    check_one_of(metric.strip(), TARGET_METRICS, "--target metric")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ConfigError(f"invalid --target value {value!r}; allowed: a number") from None
+    check(Convergence(target_metric=metric.strip(), target=number))  # range: accuracy <= 1
+    return metric.strip(), number
+
+
+def default_settings(optimizer: str) -> tuple[str, Convergence]:
+    """The model size and [convergence] settings of the shipped convergence suite; its base
+    learning rate holds for the optimizers it names, the optimizer's default for the others."""
+    spec = load_suite(SETTINGS_SUITE)
+    conv = spec.convergence
+    if optimizer not in spec.optimizers:
+        conv = dataclasses.replace(conv, lr=None)
+    return spec.size, conv
+
+
+def space(
+    optimizer: str,
+    conv: Convergence,
+    batch_sizes: Sequence[int],
+    rules: Sequence[str] | None = None,
+) -> list[TargetConfig]:
+    """The configurations: each batch size with the rate each rule gives it from the base rate
+    (conv.lr, else the optimizer's default) at conv.base_batch_size. `rules` default to all,
+    the optimizer's own (auto) first; a rate two rules give alike is kept once, under the first."""
+    base = conv.lr if conv.lr is not None else DEFAULT_LR[optimizer]
+    auto = conv.lr_scaling_for(optimizer)
+    ordered = list(rules) if rules is not None else [*auto, *lr_scaling.RULES]
+    out: dict[tuple[int, float], TargetConfig] = {}
+    for rule in dict.fromkeys(ordered):
+        check_one_of(rule, lr_scaling.RULES, "lr scaling rule")
+        for b in batch_sizes:
+            lr = lr_scaling.scaled_lr(base, rule, b, conv.base_batch_size)
+            out.setdefault((b, round(lr, 12)), TargetConfig(b, rule, base, lr))
+    return list(out.values())
+
+
+def powers_of_two(up_to: int) -> list[int]:
+    """1, 2, 4, ... up to `up_to`."""
+    return [2**k for k in range(up_to.bit_length()) if 2**k <= up_to]
+
+
+def run_target(
+    model: str,
+    target: str,
+    budget_s: float,
+    out: Path,
+    device: str = "cpu",
+    optimizer: str = "adamw",
+    seeds: int = 3,
+    *,
+    precision: str = "fp32",
+    size: str | None = None,
+    settings: Convergence | None = None,
+    batch_sizes: Sequence[int] | None = None,
+    rules: Sequence[str] | None = None,
+    max_time_s: float | None = None,
+    rungs: int = RUNG_COUNT,
+    eta: int = ETA,
+    max_memory: int | None = None,
+    point_timeout_s: float | None = 600.0,
+    on_step: Callable[[Step], None] | None = None,
+) -> TargetResult:
+    """Search batch size x learning rate of `model` on `device` for the least training time
+    to `target` ("METRIC=VALUE") within `budget_s` wall seconds, then re-run the fastest on
+    `seeds` seeds in all; write the run folder `out` (module docstring) and return the answer.
+
+    `settings` default to the shipped convergence suite's (with `size`, its model size);
+    `batch_sizes` to the powers of two up to the training set's size; `rules` to every
+    lr-scaling rule. The top rung is `max_time_s` training seconds (default the settings'
+    time limit), with `rungs` rungs `eta` apart. Every run is a worker process's convergence
+    point under `max_memory` bytes and `point_timeout_s` seconds. Bad input raises
+    ConfigError before anything is written."""
+    metric, value = parse_target(target)
+    default_size, default_conv = default_settings(optimizer)
+    size = size or default_size
+    conv = settings or default_conv
+    check_one_of(optimizer, OPTIMIZERS, "--optimizer")
+    check_one_of(precision, PRECISIONS, "--precision")
+    if not budget_s > 0:
+        raise ConfigError(f"invalid --budget {budget_s!r} s; allowed: above 0")
+    if isinstance(seeds, bool) or seeds < 1:
+        raise ConfigError(f"invalid --seeds {seeds!r}; allowed: 1 or more")
+    conv = dataclasses.replace(conv, target_metric=metric, target=value, stop_at_target=True)
+    check(conv)
+    check_models((model,), conv)
+    try:
+        data, _ = catalog.load(model, size, conv.dataset, conv.data_dir, conv.image_size)
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+    top_s = max_time_s if max_time_s is not None else conv.time_limit_s()
+    if top_s is None:
+        raise ConfigError("a target search needs a training-time limit; allowed: --max-time S")
+    if point_timeout_s is not None and top_s >= point_timeout_s:
+        raise ConfigError(
+            f"top rung {top_s:g} s does not fit in --point-timeout {point_timeout_s:g} s; "
+            "allowed: a training time below the point timeout"
+        )
+    try:
+        ladder = Rungs.geometric(top_s, rungs, eta)
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+    sizes = list(batch_sizes) if batch_sizes is not None else powers_of_two(data.train_size)
+    for b in sizes:
+        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= data.train_size:
+            raise ConfigError(
+                f"invalid batch size {b!r}; allowed: 1 to the {data.train_size} training "
+                f"samples of {data.name}"
+            )
+    configs = space(optimizer, conv, sizes, rules)
+    base = Point(model, size, device, precision, optimizer, 1)
+
+    def point_of(r: Request) -> Point:
+        c = r.config
+        return dataclasses.replace(
+            base, batch_size=c.batch_size, seed=r.seed, lr_scaling=c.lr_scaling
+        )
+
+    started = time.perf_counter()
+    run_dir = Path(out)
+    with folder.locked(run_dir):
+        folder.check_fresh(run_dir)
+        store = ResultStore(run_dir)
+        store.write_json("env.json", env.capture([device], [precision]))
+        record = target_record.Record(
+            model=model,
+            size=size,
+            device=device,
+            precision=precision,
+            optimizer=optimizer,
+            dataset=data.name,
+            metric=metric,
+            target=value,
+            budget_s=budget_s,
+            rungs=ladder,
+            seeds=seeds,
+            configs=configs,
+            batch_sizes=sizes,
+        )
+        runner = WorkerRunner(max_memory, point_timeout_s)
+        result = SearchResult()
+
+        def train(r: Request) -> TrialRun:
+            c = r.config
+            task = dataclasses.replace(conv, lr=c.lr_base, lr_scaling=(c.lr_scaling,))
+            task = dataclasses.replace(task, max_time_s=r.limit_s, max_steps=None)
+            task = dataclasses.replace(task, max_samples=None)
+            t0 = time.perf_counter()
+            row = runner.run(point_of(r), task)
+            cost = time.perf_counter() - t0
+            row.update(tune_run=r.index, tune_trial=r.trial, tune_rung=r.rung)
+            row.update(tune_limit_s=r.limit_s, tune_cost_s=cost)
+            store.append(row)
+            return trial_run(row, metric, cost)
+
+        def noted(step: Step) -> None:
+            record.write(store, result, time.perf_counter() - started)
+            if on_step is not None:
+                on_step(step)
+
+        try:
+            search(configs, train, metric, ladder, budget_s, seeds, on_step=noted, into=result)
+            spread = seed_spread(result, train, seeds, ladder, on_step=noted)
+        finally:
+            runner.close()
+            if store.path.is_file():
+                store.write_csv()
+        elapsed = time.perf_counter() - started
+        best = configs[result.best] if result.best is not None else None
+        answer = TargetResult(
+            out=run_dir,
+            metric=metric,
+            target=value,
+            best=best,
+            time_to_target=spread,
+            elapsed_s=elapsed,
+            measured=result.trials_measured(),
+            space_size=len(configs),
+            stopped_by_budget=result.stopped_by_budget,
+        )
+        record.write(store, result, elapsed, spread, finished=True)
+    return answer
+
+
+def trial_run(row: dict[str, Any], metric: str, cost_s: float) -> TrialRun:
+    """What a convergence row says of a search's run: its status, training seconds, the best
+    held-out value of `metric` on its curve, and its time to target."""
+    values = [e[metric] for e in row.get("curve") or [] if e.get(metric) is not None]
+    best = (max if HIGHER_IS_BETTER[metric] else min)(values) if values else None
+    reached = row.get("time_to_target_s")
+    return TrialRun(
+        status=str(row["status"]),
+        elapsed_s=float(row.get("wall_time_s") or 0.0),
+        best_metric=best,
+        time_to_target_s=float(reached) if reached is not None else None,
+        cost_s=cost_s,
+        error=row.get("error"),
+    )

@@ -1,0 +1,325 @@
+"""The search of time to target, as a pure function of the trials' outcomes: ASHA-style rungs of
+training time, with no training in it (run_target gives it real runs; the tests give it
+synthetic learning curves).
+
+A trial is one configuration (batch size x learning rate) trained from scratch, on seed 0, for
+up to its rung's training seconds; the runner stops it at the target. Rungs are training-time
+limits r_0 < r_1 < ... (each `eta` times the last, the top one the longest a run may train). A
+configuration promoted to a higher rung trains again from scratch (the runner keeps no
+checkpoints), so a promotion costs the new rung whole; on the CPU a seed's run is the same run
+up to its time limit, so the longer run's curve extends the shorter one's.
+
+At each rung, once every live trial has run it:
+- a trial that reached the target is finished: its time to target is an answer;
+- a trial that did not reach it within the best time to target so far cannot be the fastest:
+  it is stopped (and once a best exists, later trials train only up to that time);
+- of the rest, the top 1/eta of the rung (those that reached the target first, by time, then
+  the others by the best held-out metric they reached) go on to the next rung; the others are
+  stopped ("pruned"), and at the top rung every one still short of the target is stopped.
+
+The budget is the search's cost in wall seconds (the runs' own `cost_s`, training, evaluation
+and process overhead together): no run starts once the cost so far, plus what the leader's
+re-runs on the further seeds are expected to cost (its own run's cost each), reaches it. The
+run in flight ends first, so the budget is exceeded by at most one run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpubench.science.curve import HIGHER_IS_BETTER
+from gpubench.science.target_time import TargetTime
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """One configuration of the search: a batch size and the learning rate the rule `lr_scaling`
+    gives it from `lr_base` at the base batch size (`lr`, the peak rate after warm-up)."""
+
+    batch_size: int
+    lr_scaling: str
+    lr_base: float
+    lr: float
+
+    def label(self) -> str:
+        return f"B={self.batch_size} lr={self.lr:.3g} ({self.lr_scaling})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "batch_size": self.batch_size,
+            "lr_scaling": self.lr_scaling,
+            "lr_base": self.lr_base,
+            "lr": self.lr,
+        }
+
+
+@dataclass(frozen=True)
+class TrialRun:
+    """What one run of a trial gave. `status` is a result row's status (ok, diverged, oom, ...);
+    `elapsed_s` the training seconds it ran; `best_metric` the best held-out value of the target
+    metric it reached (None: never evaluated); `time_to_target_s` the training seconds to the
+    first evaluation that met the target (None: not met); `cost_s` the wall seconds the run
+    cost, evaluation and process overhead included."""
+
+    status: str
+    elapsed_s: float
+    best_metric: float | None
+    time_to_target_s: float | None
+    cost_s: float
+    error: str | None = None
+
+    @property
+    def reached(self) -> bool:
+        return self.status == "ok" and self.time_to_target_s is not None
+
+
+@dataclass(frozen=True)
+class Request:
+    """A run the search asks for: trial `trial` (`config`) at `rung` on `seed`, for up to
+    `limit_s` training seconds, stopped at the target; `index` is its place in the
+    trajectory."""
+
+    index: int
+    trial: int
+    config: TargetConfig
+    rung: int
+    seed: int
+    limit_s: float
+
+
+# Runs a request and says what it gave.
+Train = Callable[[Request], TrialRun]
+
+
+@dataclass(frozen=True)
+class Rungs:
+    """The training-time limits of the rungs, in seconds, ascending; `eta` is the ratio between
+    them and the inverse of the share of a rung that goes on."""
+
+    limits_s: tuple[float, ...]
+    eta: int
+
+    @staticmethod
+    def geometric(max_s: float, count: int, eta: int) -> Rungs:
+        """`count` rungs, the top one `max_s`, each `eta` times the one below."""
+        if count < 1:
+            raise ValueError(f"invalid rung count {count}; allowed: 1 or more")
+        if eta < 2:
+            raise ValueError(f"invalid eta {eta}; allowed: 2 or more")
+        if not 0 < max_s < math.inf:
+            raise ValueError(f"invalid top rung {max_s!r} s; allowed: a finite number above 0")
+        return Rungs(tuple(max_s / eta ** (count - 1 - k) for k in range(count)), eta)
+
+
+@dataclass
+class Step:
+    """One run in the trajectory: trial `trial` (an index into the configurations) at `rung`
+    (len(rungs) for the re-runs on further seeds), trained for up to `limit_s`, between wall
+    seconds `t_start_s` and `t_end_s` of the search's cost; `decision` is "reached", "kept",
+    "stopped" or "seed" (a re-run of the answer), with `reason`; `best_so_far_s` is the best
+    time to target known once this step's rung was decided."""
+
+    trial: int
+    config: TargetConfig
+    rung: int
+    seed: int
+    limit_s: float
+    run: TrialRun
+    t_start_s: float
+    t_end_s: float
+    decision: str = "pending"
+    reason: str = ""
+    best_so_far_s: float | None = None
+
+    def as_dict(self, metric: str) -> dict[str, Any]:
+        r = self.run
+        return {
+            "id": self.trial,
+            "config": self.config.as_dict(),
+            "label": self.config.label(),
+            "rung": self.rung,
+            "seed": self.seed,
+            "limit_s": self.limit_s,
+            "elapsed_s": r.elapsed_s,
+            "metric": metric,
+            "best_metric": r.best_metric,
+            "time_to_target_s": r.time_to_target_s,
+            "status": r.status,
+            "error": r.error,
+            "decision": self.decision,
+            "reason": self.reason,
+            "cost_s": r.cost_s,
+            "t_start_s": self.t_start_s,
+            "t_end_s": self.t_end_s,
+            "best_so_far_s": self.best_so_far_s,
+        }
+
+
+@dataclass
+class SearchResult:
+    """The trajectory, the fastest trial (index) with its time to target, and what it cost."""
+
+    steps: list[Step] = field(default_factory=list)
+    best: int | None = None
+    best_s: float | None = None
+    spent_s: float = 0.0
+    stopped_by_budget: bool = False
+
+    def trials_measured(self) -> int:
+        """The configurations the search ran (the space it covered)."""
+        return len({s.trial for s in self.steps if s.decision != "seed"})
+
+    def first_run(self, trial: int) -> Step | None:
+        """The run of `trial` that reached the target (the answer's seed-0 run)."""
+        for s in self.steps:
+            if s.trial == trial and s.run.reached and s.decision != "seed":
+                return s
+        return None
+
+
+def search(
+    configs: Sequence[TargetConfig],
+    train: Train,
+    metric: str,
+    rungs: Rungs,
+    budget_s: float,
+    seeds: int = 1,
+    on_step: Callable[[Step], None] | None = None,
+    into: SearchResult | None = None,
+) -> SearchResult:
+    """Search `configs` for the least time to target (see the module docstring), each run
+    through `train` on seed 0, within `budget_s` wall seconds of runs' cost (keeping what the
+    leader's `seeds` - 1 re-runs will cost). `on_step` hears of each step once decided; the
+    trajectory is kept in `into` (a new SearchResult by default) as it grows."""
+    out = into if into is not None else SearchResult()
+    alive = list(range(len(configs)))
+    for k, rung_s in enumerate(rungs.limits_s):
+        ran: list[Step] = []
+        for i in alive:
+            reserve = 0.0
+            if out.best is not None:
+                first = out.first_run(out.best)
+                reserve = (seeds - 1) * (first.run.cost_s if first else 0.0)
+            if out.spent_s + reserve >= budget_s:
+                out.stopped_by_budget = True
+                break
+            limit = rung_s if out.best_s is None else min(rung_s, out.best_s)
+            run = train(Request(len(out.steps), i, configs[i], k, 0, limit))
+            step = Step(i, configs[i], k, 0, limit, run, out.spent_s, out.spent_s + run.cost_s)
+            out.spent_s += run.cost_s
+            ran.append(step)
+            out.steps.append(step)
+            if run.reached and (out.best_s is None or run.time_to_target_s < out.best_s):  # type: ignore[operator]
+                out.best, out.best_s = i, run.time_to_target_s
+        alive = _decide(ran, metric, rungs, k, out)
+        for step in ran:
+            step.best_so_far_s = out.best_s
+            if on_step is not None:
+                on_step(step)
+        if out.stopped_by_budget or not alive:
+            break
+    return out
+
+
+def _decide(ran: list[Step], metric: str, rungs: Rungs, k: int, out: SearchResult) -> list[int]:
+    """Decide every step of rung `k`; return the trials that go on to the next rung."""
+    top = k == len(rungs.limits_s) - 1
+    ranked: list[Step] = []
+    for s in ran:
+        r = s.run
+        if r.reached:
+            s.decision, s.reason = "reached", f"reached the target in {r.time_to_target_s:.3g} s"
+            ranked.append(s)
+        elif r.status != "ok":
+            s.decision, s.reason = "stopped", f"{r.status}" + (f": {r.error}" if r.error else "")
+        elif out.best_s is not None and s.limit_s >= out.best_s:
+            s.decision = "stopped"
+            s.reason = f"hopeless: not at the target by {out.best_s:.3g} s, the best time to target"
+        else:
+            ranked.append(s)
+    ranked.sort(key=lambda s: _rank(s.run, metric))
+    quota = max(1, len(ranked) // rungs.eta)
+    going: list[int] = []
+    for place, s in enumerate(ranked):
+        if s.run.reached:
+            continue
+        if top:
+            s.decision = "stopped"
+            s.reason = f"not at the target within the top rung's {s.limit_s:.3g} s"
+        elif place < quota and out.stopped_by_budget:
+            s.decision, s.reason = "stopped", "the budget ran out"
+        elif place < quota:
+            s.decision = "kept"
+            s.reason = f"in the top 1/{rungs.eta} of rung {k} by best {metric}"
+            going.append(s.trial)
+        else:
+            s.decision = "stopped"
+            s.reason = f"pruned: not in the top 1/{rungs.eta} of rung {k} by best {metric}"
+    return going
+
+
+def _rank(run: TrialRun, metric: str) -> tuple[int, float]:
+    """Sort key of a run in its rung: reached first (by time to target), then by the best
+    metric (the better first), then never evaluated."""
+    if run.reached:
+        return (0, float(run.time_to_target_s))  # type: ignore[arg-type]
+    if run.best_metric is None or not math.isfinite(run.best_metric):
+        return (2, 0.0)
+    return (1, -run.best_metric if HIGHER_IS_BETTER[metric] else run.best_metric)
+
+
+def seed_spread(
+    result: SearchResult,
+    train: Train,
+    seeds: int,
+    rungs: Rungs,
+    on_step: Callable[[Step], None] | None = None,
+) -> TargetTime | None:
+    """The answer's time to target over `seeds` seeds: its search run (seed 0) and a run on
+    each further seed (steps at rung len(rungs)), each for up to the top rung's training
+    seconds (a slower seed is measured, not cut at the best time). None where the search found
+    no answer."""
+    if result.best is None:
+        return None
+    first = result.first_run(result.best)
+    assert first is not None, "the best trial has a run that reached the target"
+    rows = [_seed_row(first)]
+    limit_s = rungs.limits_s[-1]
+    for seed in range(1, seeds):
+        run = train(
+            Request(
+                len(result.steps), first.trial, first.config, len(rungs.limits_s), seed, limit_s
+            )
+        )
+        step = Step(
+            first.trial,
+            first.config,
+            len(rungs.limits_s),
+            seed,
+            limit_s,
+            run,
+            result.spent_s,
+            result.spent_s + run.cost_s,
+            "seed",
+            f"the answer re-run on seed {seed}",
+            result.best_s,
+        )
+        result.spent_s += run.cost_s
+        result.steps.append(step)
+        rows.append(_seed_row(step))
+        if on_step is not None:
+            on_step(step)
+    times = sorted(float(r["time_to_target_s"]) for r in rows if r["time_to_target_s"] is not None)
+    return TargetTime(tuple(rows), tuple(times))
+
+
+def _seed_row(step: Step) -> dict[str, Any]:
+    return {
+        "seed": step.seed,
+        "batch_size": step.config.batch_size,
+        "status": step.run.status,
+        "time_to_target_s": step.run.time_to_target_s if step.run.reached else None,
+    }

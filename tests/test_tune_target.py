@@ -1,0 +1,105 @@
+"""`tune --target` for real: a tiny search on the shipped digits, through the convergence
+runner in a worker process, and its bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpubench.config.convergence import Convergence
+from gpubench.config.errors import ConfigError
+from gpubench.store.results import read_rows
+from gpubench.tune.target import parse_target, run_target, space
+
+
+def test_a_tiny_search_on_digits_writes_its_trajectory_and_an_answer_over_seeds(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run"
+    heard = []
+    result = run_target(
+        "mlp",
+        "eval_accuracy=0.4",  # the tiny MLP passed 0.5 in 0.81 s of training here
+        budget_s=120,
+        out=out,
+        seeds=2,
+        batch_sizes=[32, 128],
+        rules=["sqrt"],
+        max_time_s=2.0,
+        rungs=2,
+        eta=2,
+        on_step=heard.append,
+    )
+    assert result.best is not None and result.best.batch_size in (32, 128)
+    spread = result.time_to_target
+    assert spread is not None and spread.runs == 2 and spread.complete
+    assert spread.min_s <= spread.median_s <= spread.max_s
+    assert result.measured == result.space_size == 2
+
+    record = json.loads((out / "tune_target.json").read_text())
+    assert record["finished"] and record["metric"] == "eval_accuracy" and record["target"] == 0.4
+    assert record["rungs_s"] == [1.0, 2.0] and record["covered"] == {"measured": 2, "space_size": 2}
+    trials = record["trials"]
+    assert {t["decision"] for t in trials} <= {"reached", "kept", "stopped", "seed"}
+    assert [t["seed"] for t in trials if t["decision"] == "seed"] == [1]
+    for t in trials:
+        assert {"config", "rung", "elapsed_s", "best_metric", "decision", "reason"} <= set(t)
+    assert record["answer"]["time_to_target"]["runs"] == 2
+    assert len(heard) == len(trials)
+
+    rows = read_rows(out)
+    assert len(rows) == len(trials)
+    assert [r["tune_run"] for r in rows] == list(range(len(trials)))
+    for row in rows:  # convergence rows, as a sweep's
+        assert row["lr_scaling"] == "sqrt" and row["dataset"] == "digits"
+        assert row["target_metric"] == "eval_accuracy" and "curve" in row
+    answered = [
+        r for r in rows if r["batch_size"] == result.best.batch_size and r["status"] == "ok"
+    ]
+    assert sorted(r["time_to_target_s"] for r in answered if r["time_to_target_s"] is not None)[
+        -1
+    ] == pytest.approx(spread.max_s)
+    assert (out / "env.json").is_file() and (out / "results.csv").is_file()
+    assert "median over 2 seeds" in result.describe()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("accuracy=0.9", "unknown --target metric 'accuracy'"),
+        ("eval_accuracy", "invalid --target 'eval_accuracy'"),
+        ("eval_accuracy=high", "invalid --target value 'high'"),
+        ("eval_accuracy=1.5", "an accuracy, above 0 and at most 1"),
+    ],
+)
+def test_a_bad_target_is_one_clear_line(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_target(text)
+
+
+def test_bad_settings_write_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with pytest.raises(ConfigError, match="model 'resnet'"):
+        run_target("resnet", "eval_accuracy=0.9", 60, out)
+    with pytest.raises(ConfigError, match="invalid batch size 4096"):
+        run_target("mlp", "eval_accuracy=0.9", 60, out, batch_sizes=[4096])
+    with pytest.raises(ConfigError, match="invalid --budget"):
+        run_target("mlp", "eval_accuracy=0.9", 0, out)
+    assert not out.exists()
+
+
+def test_the_space_is_batch_sizes_by_the_rates_the_scaling_rules_give() -> None:
+    conv = Convergence(lr=0.004, base_batch_size=32)
+    configs = space("adamw", conv, [8, 32, 128])
+    # sqrt (AdamW's own rule) first; at the base batch size every rule gives the base rate
+    assert [(c.batch_size, c.lr_scaling, c.lr) for c in configs] == [
+        (8, "sqrt", pytest.approx(0.002)),
+        (32, "sqrt", pytest.approx(0.004)),
+        (128, "sqrt", pytest.approx(0.008)),
+        (8, "none", pytest.approx(0.004)),
+        (128, "none", pytest.approx(0.004)),
+        (8, "linear", pytest.approx(0.001)),
+        (128, "linear", pytest.approx(0.016)),
+    ]
