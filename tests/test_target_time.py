@@ -54,6 +54,22 @@ def test_seeds_of_a_configuration_are_summarised_together() -> None:
     assert by_threads[1].describe() == "0.500 s median over 1 seed"
 
 
+def test_a_target_searchs_rung_runs_count_once_per_seed() -> None:
+    # tune --target trains the same configuration again at each rung it survives: the runs
+    # cut short at a rung's limit (seed 0, runs 0 and 3) are not misses; the last run counts
+    rows = [
+        conv_row(32, 0, None) | {"tune_run": 0},
+        conv_row(32, 0, None) | {"tune_run": 3},
+        conv_row(32, 0, 0.5) | {"tune_run": 7},
+        conv_row(32, 1, 0.6) | {"tune_run": 8},
+        conv_row(32, 2, 0.7) | {"tune_run": 9},
+    ]
+    (s,) = T.summarise(rows)
+    assert (s.runs, s.reached, s.complete) == (3, 3, True)
+    assert s.median_s == 0.6
+    assert T.fastest([s]) is s
+
+
 def test_a_spread_within_the_limit_is_not_flagged() -> None:
     (s,) = T.summarise([conv_row(128, 0, 1.0), conv_row(128, 1, 1.9)])
     assert s.spread == pytest.approx(1.9) and not s.disagree

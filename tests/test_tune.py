@@ -121,7 +121,12 @@ def test_the_budget_ends_the_search_and_says_what_it_covered(
         (["--model", "mlp", "--budget", "15x"], "invalid --budget '15x'"),
         (["--budget", "5m"], "tune needs --model M"),
         (["--model", "mlp", "--precisions", "fp8"], "unknown precision 'fp8'"),
-        (["--model", "mlp", "--target", "eval_accuracy=0.9"], "tune --target: not available"),
+        (["--model", "mlp", "--target", "eval_accuracy"], "invalid --target 'eval_accuracy'"),
+        (["--model", "mlp", "--target", "eval_accuracy=x"], "invalid --target value 'x'"),
+        (
+            ["--model", "mlp", "--target", "eval_accuracy=0.9", "--precisions", "fp32,bf16"],
+            "tune --target takes one precision, not fp32,bf16",
+        ),
         (["--resume", "/nonexistent/run"], "nothing to resume"),
     ],
 )

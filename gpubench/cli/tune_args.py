@@ -55,8 +55,8 @@ def add_parser(sub: Any, add_isolation_flags: Callable[[argparse.ArgumentParser]
     t.add_argument(
         "--size",
         type=values.choice(S.SIZES, "size"),
-        default="small",
-        help=f"the size preset: {', '.join(S.SIZES)} (default: small)",
+        help=f"the size preset: {', '.join(S.SIZES)} (default: small; with --target the "
+        "shipped convergence suite's)",
     )
     t.add_argument(
         "--device",
@@ -147,6 +147,12 @@ def add_parser(sub: Any, add_isolation_flags: Callable[[argparse.ArgumentParser]
         metavar="METRIC=VALUE",
         help="convergence mode: batch size x learning rate by time to the target",
     )
+    t.add_argument(
+        "--seeds",
+        type=values.arg(values.positive_int),
+        default=3,
+        help="with --target: the answer is re-run on this many seeds, for its spread (default: 3)",
+    )
     t.add_argument("--out", type=Path, help="run folder (default: results/<timestamp>)")
     t.add_argument(
         "--resume",
@@ -198,7 +204,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
     budget = budget_from_args(args, dataclasses.replace(Budget()))
     return TuneRequest(
         args.model,
-        args.size,
+        args.size or "small",
         device,
         args.optimizer,
         args.data,

@@ -4,30 +4,23 @@ what it covered, the one-off costs, the verdict and the report's path."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
 from gpubench.cli import console
-from gpubench.cli.tune_args import request_from_args
+from gpubench.cli.tune_args import budget_s, request_from_args
 from gpubench.config.errors import ConfigError
 from gpubench.run.interrupt import GracefulStop
 from gpubench.run.sweep import default_run_dir
 from gpubench.tune import trajectory as T
 from gpubench.tune.tuner import TuneRequest, tune
 
-TARGET_MODULE = "gpubench.tune.target"
-
 
 def run(args: argparse.Namespace) -> int:
     """Exit status 0 when the tune ran (whatever each configuration's status); 2 for a usage
     error; 130 when Ctrl-C stopped it (what was measured is kept: --resume goes on)."""
     if args.target is not None:
-        if importlib.util.find_spec(TARGET_MODULE) is None:
-            raise ConfigError("tune --target: not available yet")
-        from gpubench.tune import target  # type: ignore[attr-defined]
-
-        return int(target.run_target(args))
+        return _run_target(args)
     request = request_from_args(args)
     run_dir: Path = args.resume or args.out or default_run_dir()
     print(f"tune -> {run_dir}", flush=True)
@@ -48,6 +41,54 @@ def run(args: argparse.Namespace) -> int:
         return 130
     summary(record, run_dir)
     _report_and_verdict(run_dir)
+    return 0
+
+
+def _run_target(args: argparse.Namespace) -> int:
+    """`tune --target`: batch size x learning rate by time to the target (gpubench.tune.target);
+    the speed search's axis flags other than one precision do not apply there."""
+    from gpubench.tune.target import parse_target, run_target
+    from gpubench.tune.target_search import Step
+
+    if args.resume is not None:
+        raise ConfigError("tune --target has no --resume; start a new search with --out DIR")
+    if args.model is None:
+        raise ConfigError("tune needs --model M")
+    parse_target(args.target)  # a malformed target is refused before anything is written
+    precisions = args.precisions or ["fp32"]
+    if len(precisions) != 1:
+        raise ConfigError(
+            f"tune --target takes one precision, not {','.join(precisions)}; e.g. --precisions fp32"
+        )
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    out: Path = args.out or default_run_dir()
+    print(f"tune --target {args.target} -> {out}", flush=True)
+
+    def step_line(s: Step) -> None:
+        print(f"  {s.config.label()} rung {s.rung}: {s.decision} ({s.reason})", flush=True)
+
+    sizes = args.batch_sizes
+    result = run_target(
+        args.model,
+        args.target,
+        budget_s(args),
+        out,
+        device=device,
+        optimizer=args.optimizer,
+        seeds=args.seeds,
+        precision=precisions[0],
+        size=args.size,
+        batch_sizes=None if sizes is None or sizes == "auto" else tuple(sizes),
+        max_memory=args.max_memory,
+        point_timeout_s=args.point_timeout,
+        on_step=None if args.quiet else step_line,
+    )
+    print(result.describe())
+    _report_and_verdict(out)
     return 0
 
 

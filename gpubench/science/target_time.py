@@ -152,11 +152,28 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> list[TargetTime]:
         if is_convergence(row):
             groups.setdefault(configuration(row), []).append(dict(row))
     out = []
-    for runs in groups.values():
+    for group in groups.values():
+        runs = _last_runs(group)
         runs.sort(key=lambda r: (_norm(r.get("seed")) is None, _norm(r.get("seed")) or 0))
         times = sorted(float(t) for r in runs if _reached(t := r.get("time_to_target_s")))
         out.append(TargetTime(tuple(runs), tuple(times)))
     return out
+
+
+def _last_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs that count: `tune --target` trains one configuration again from scratch at
+    each rung it survives (rows with `tune_run`), so of those only the last run per seed stands
+    (the earlier ones were cut short at a rung's limit, not misses)."""
+    kept: dict[Any, dict[str, Any]] = {}
+    plain = []
+    for r in runs:
+        if r.get("tune_run") is None:
+            plain.append(r)
+            continue
+        seed = _norm(r.get("seed"))
+        if seed not in kept or int(r["tune_run"]) > int(kept[seed]["tune_run"]):
+            kept[seed] = r
+    return plain + list(kept.values())
 
 
 def _reached(t: Any) -> bool:
