@@ -152,6 +152,8 @@ COLUMNS = [
 # issue 16: the worker's peak virtual address space (Linux VmPeak, its lifetime's: a point's own
 # in a fresh worker, as max-batch's probes run), what --max-memory caps on the CPU
 COLUMNS += ["host_peak_address_space_bytes"]
+# issue 23: a parallel point's processes x threads over the node's cores (its ranks take turns)
+COLUMNS += ["oversubscribed"]
 # Columns that hold words, not numbers (the report keeps them as text).
 TEXT = ["status", "error", "optimizer_impl", "workload", "step_timer", "flops_method"]
 TEXT += ["energy_method", "energy_note", "throttle_reasons", "dataset", "dataset_sha256"]
