@@ -200,18 +200,21 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
     peaks = memory.TorchPeaks(device)
     with precision.tf32_mode(prec.tf32), step_mod.cudnn_benchmark(point.cudnn_benchmark):
         prepared = step_mod.prepare(local, workload)
-        warm = _warm_up(prepared, device, budget)
-        steps = steps_to_measure(budget, warm.estimate_s)
-        with memory.HostPeakRSS() as rss, peaks, parallel_probes.RankLoad() as others:
-            marks = StepMarks(device, steps + 1)
-            synchronize(device)
-            t0 = time.perf_counter()
-            marks.mark()
-            for _ in range(steps):
-                last = prepared.step()
+        # Other processes' load over the warm-up and the measured steps (the measured steps
+        # alone can be shorter than the load's clock can read)
+        with parallel_probes.RankLoad() as others:
+            warm = _warm_up(prepared, device, budget)
+            steps = steps_to_measure(budget, warm.estimate_s)
+            with memory.HostPeakRSS() as rss, peaks:
+                marks = StepMarks(device, steps + 1)
+                synchronize(device)
+                t0 = time.perf_counter()
                 marks.mark()
-            synchronize(device)
-            wall = time.perf_counter() - t0
+                for _ in range(steps):
+                    last = prepared.step()
+                    marks.mark()
+                synchronize(device)
+                wall = time.perf_counter() - t0
         state = breakdown.breakdown(prepared.trainer.model, prepared.trainer.optimizer)
         times = marks.step_times()
         profiled = _profile(prepared.step, device, budget, times, warm.time_s + wall)
