@@ -12,11 +12,9 @@ from pathlib import Path
 import pytest
 
 from gpubench.config.spec import Budget, Point, SweepSpec
-from gpubench.harness import parallel_probes
-from gpubench.harness.timing import still_warming
 from gpubench.probes import load
 from gpubench.run.memory_cap import parse_size
-from gpubench.run.ranks import OversubscribedWarning, run_parallel_point
+from gpubench.run.ranks import run_parallel_point
 from gpubench.run.sweep import run_sweep
 from gpubench.science.bottleneck import BOTTLENECKS
 
@@ -83,6 +81,8 @@ def test_a_rank_that_raises_keeps_its_traceback() -> None:
 
 
 def test_warm_up_goes_on_until_every_rank_is_steady() -> None:
+    from gpubench.harness.timing import still_warming
+
     budget = Budget(warmup_steps=1, warmup_min_s=0.0, warmup_max_s=60.0)
     fast = [0.010] * 12
     # rank 0 settles at once; rank 1's steps settle only from the 7th on
@@ -117,6 +117,8 @@ def test_a_late_settling_rank_lengthens_every_ranks_warm_up() -> None:
 
 
 def test_the_load_outside_the_group_leaves_the_ranks_own_out() -> None:
+    from gpubench.harness import parallel_probes
+
     # each rank sees the other rank as "other processes": 1.0 core, which is the group's own
     assert parallel_probes.outside_load([(1.0, 1.0), (1.0, 1.0)]) == 0.0
     assert parallel_probes.outside_load([(1.6, 1.0), (1.5, 1.0)]) == pytest.approx(0.6)
@@ -133,6 +135,9 @@ def test_a_parallel_row_is_checked_for_a_busy_machine() -> None:
 
 
 def test_oversubscribed_cores_are_warned_and_flagged() -> None:
+    from gpubench.harness import parallel_probes
+    from gpubench.run.ranks import OversubscribedWarning
+
     threads = load.cores()  # two ranks of this many threads each: twice the machine's cores
     budget = dataclasses.replace(BUDGET, profile_steps=0)
     with pytest.warns(OversubscribedWarning, match="processes x threads"):
