@@ -68,3 +68,21 @@ def ddp_gradients(
     part = slice(rank * share, (rank + 1) * share)
     workload.loss(model(x[part]), y[part]).backward()
     return [p.grad.numpy().copy() for p in model.parameters()]  # type: ignore[union-attr]
+
+
+class _SlowFirst:
+    """Sleeps for each of `seconds` in turn, one a call, then not at all."""
+
+    def __init__(self, seconds: list[float]) -> None:
+        self.left = list(seconds)
+
+    def __call__(self) -> None:
+        if self.left:
+            time.sleep(self.left.pop(0))
+
+
+def settles_late() -> Workload:
+    """Rank 1's first 10 forward passes take 80 ms more, then 30% less each time (no three in
+    a row agree within 10%), then nothing more; rank 0's steps, which wait for rank 1's in
+    each all-reduce, settle with them."""
+    return _on_rank1(_SlowFirst([0.08 * 0.7**k for k in range(10)]))

@@ -9,31 +9,37 @@ from the slowest rank's warm-up step, agreed by an all-reduce.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import math
 import os
 import statistics
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch import nn
+from torch import Tensor, nn
 
 from gpubench import models
 from gpubench.config import precision
 from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
+from gpubench.harness import parallel_probes
 from gpubench.harness import step as step_mod
-from gpubench.harness.timing import Stats, StepMarks, synchronize
-from gpubench.probes import breakdown, communication, memory
+from gpubench.harness.point import _datasheet_peak, profile_plan, profile_values
+from gpubench.harness.timing import Stats, StepMarks, steady, still_warming, synchronize
+from gpubench.probes import breakdown, calibration, communication, flops, load, memory
+from gpubench.probes import profile as step_profile
+from gpubench.probes.bandwidth import cached_bandwidth
+from gpubench.probes.profile import StepProfile
 from gpubench.store.row import make_row
 
 BACKENDS = {"cpu": "gloo", "cuda": "nccl"}
 CPU_THREADS_PER_RANK = 1
-# Extra steps run under the profiler after the measured ones, to find the time in collectives.
-PROFILED_STEPS = 3
 
 
 def per_process_batch(point: Point) -> int:
@@ -112,6 +118,26 @@ def wrap(model: nn.Module, mode: str, device: torch.device) -> nn.Module:
     return model
 
 
+def start_threads(mode: str, device: torch.device, profiled: bool) -> None:
+    """Run one training step of a one-weight model wrapped as `mode` says, so that the threads
+    a parallel step starts exist before a memory cap is set: a thread started later under an
+    address-space cap cannot get its thread-local storage, and glibc aborts the process
+    ("cannot allocate memory for thread-local data", exit status 127) where an allocation
+    would have raised (a DDP rank under a 600M cap, torch 2.13: in DistributedDataParallel's
+    construction; the profiler's start). The worker starts the intra-op threads before its cap
+    for the same reason. `profiled`: the step runs under the profiler too, as the point's last
+    steps will (every rank: the step's collectives must match)."""
+    model = wrap(nn.Linear(1, 1), mode, device)
+
+    def step() -> None:
+        model(torch.ones(2, 1, device=device)).sum().backward()
+
+    step()
+    if profiled:
+        step_profile.profile_steps(step, device, 1)
+    synchronize(device)
+
+
 def _units(module: nn.Module) -> list[nn.Module]:
     out: list[nn.Module] = []
     for child in module.children():
@@ -122,27 +148,44 @@ def _units(module: nn.Module) -> list[nn.Module]:
     return out
 
 
-def measure_rank(point: Point, budget: Budget) -> dict[str, Any] | None:
+def rank_threads(point: Point) -> int:
+    """A CPU rank's torch threads: the analogue of one device is one core's thread (torchrun's
+    default, OMP_NUM_THREADS=1), so adding ranks adds cores and nproc = 1 is a one-core
+    baseline; the threads axis, where a suite sets it, gives each rank that many instead."""
+    return point.threads or CPU_THREADS_PER_RANK
+
+
+def measure_rank(
+    point: Point, budget: Budget, peak: calibration.Peak | None = None
+) -> dict[str, Any] | None:
     """Measure this rank's share of `point` in the initialised process group; return the row on
     rank 0 (None on the others). An exception on any rank propagates (the launcher makes the
-    row); the others then fail in their next collective or are stopped."""
+    row); the others then fail in their next collective or are stopped. `peak` is one rank's
+    measured matmul roof (rank 0 calibrates it where it is not given)."""
     started = time.perf_counter()
     rank, world = dist.get_rank(), dist.get_world_size()
+    if rank == 0 and peak is None:
+        with _rank_threads(point):
+            peak = calibration.matmul_peak(point.device, point.precision)
     values = _rank_values(point, budget, rank)
     gathered: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object(values, gathered, dst=0)
     if gathered is None:
         return None
-    return group_row(point, gathered, world, budget, time.perf_counter() - started)
+    return group_row(point, gathered, world, budget, time.perf_counter() - started, peak)
+
+
+@contextlib.contextmanager
+def _rank_threads(point: Point) -> Iterator[None]:
+    if torch.device(point.device).type == "cpu":
+        torch.set_num_threads(rank_threads(point))
+    yield
 
 
 def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
     device = rank_device(point)
     if device.type == "cpu":
-        # A CPU rank is the analogue of one device: one core's thread (torchrun's default,
-        # OMP_NUM_THREADS=1), so adding ranks adds cores and nproc = 1 is a one-core baseline;
-        # the threads axis, where a suite sets it, gives each rank that many instead.
-        torch.set_num_threads(point.threads or CPU_THREADS_PER_RANK)
+        torch.set_num_threads(rank_threads(point))
     torch.manual_seed(point.seed)  # the same initial weights on every rank
     workload = models.build(point.model, point.model_size, **decode(point.model_options))
     reason = step_mod.unsupported_reason(point, workload)
@@ -157,38 +200,50 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
     peaks = memory.TorchPeaks(device)
     with precision.tf32_mode(prec.tf32), step_mod.cudnn_benchmark(point.cudnn_benchmark):
         prepared = step_mod.prepare(local, workload)
-        first, estimate, warmup_steps, warmup_s = _warm_up(prepared.step, device, budget)
-        steps = steps_to_measure(budget, estimate)
-        with memory.HostPeakRSS() as rss, peaks:
-            marks = StepMarks(device, steps + 1)
-            synchronize(device)
-            t0 = time.perf_counter()
-            marks.mark()
-            for _ in range(steps):
-                last = prepared.step()
+        # Other processes' load over the warm-up and the measured steps (the measured steps
+        # alone can be shorter than the load's clock can read)
+        with parallel_probes.RankLoad() as others:
+            warm = _warm_up(prepared, device, budget)
+            steps = steps_to_measure(budget, warm.estimate_s)
+            with memory.HostPeakRSS() as rss, peaks:
+                marks = StepMarks(device, steps + 1)
+                synchronize(device)
+                t0 = time.perf_counter()
                 marks.mark()
-            synchronize(device)
-            wall = time.perf_counter() - t0
+                for _ in range(steps):
+                    last = prepared.step()
+                    marks.mark()
+                synchronize(device)
+                wall = time.perf_counter() - t0
         state = breakdown.breakdown(prepared.trainer.model, prepared.trainer.optimizer)
-        comm = communication.collective_time(
-            prepared.step, device, PROFILED_STEPS, lambda: synchronize(device)
-        )
-    times = marks.step_times()
+        times = marks.step_times()
+        profiled = _profile(prepared.step, device, budget, times, warm.time_s + wall)
+    whole = profiled if isinstance(profiled, StepProfile) else None
+    collective_s = None if whole is None else whole.category_s["collective"]
     return dict(
         rank=rank,
         step_times_s=times,
         wall_time_s=wall,
-        warmup_steps=warmup_steps,
-        warmup_time_s=warmup_s,
-        loss_first=float(first.item()),
+        warmup_steps=warm.steps,
+        warmup_time_s=warm.time_s,
+        warmup_steady=warm.steady,
+        loss_first=float(warm.first_loss.item()),
         loss_last=float(last.item()),
+        flops_per_step=warm.counted.flops,
+        bytes_per_step=warm.counted.bytes,
         peak_rss_bytes=rss.peak_bytes,
         peak_allocated_bytes=peaks.allocated_bytes,
         parameters_bytes=state.parameters_bytes,
         gradients_bytes=state.gradients_bytes,
         optimizer_bytes=state.optimizer_bytes,
-        collective_time_s=comm.in_flight_s,
-        collective_fraction=comm.fraction,
+        collective_time_s=collective_s,
+        collective_fraction=None
+        if whole is None
+        else whole.category_s["collective"] / whole.step_time_s,
+        profile=profiled if rank == 0 else None,
+        others_cores=others.others_cores,
+        own_cores=others.own_cores,
+        threads=torch.get_num_threads(),
         parameters=sum(p.numel() for p in prepared.trainer.model.parameters()),
         tokens_per_sample=workload.tokens_per_sample,
         optimizer_impl=prepared.trainer.optimizer_impl,
@@ -196,33 +251,67 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
     )
 
 
-def _warm_up(step: Any, device: torch.device, budget: Budget) -> tuple[Any, float, int, float]:
-    """Warm up for at least `budget.warmup_steps` steps (two at the least) and
-    `budget.warmup_min_s` seconds, as rank 0 counts them. Returns the first step's loss, the
-    slowest rank's last warm-up step (seconds), the steps run and their time."""
+@dataclass(frozen=True)
+class WarmUp:
+    """A rank's warm-up: the first step's loss, the counted (second) step, the steps run and
+    their seconds, the slowest rank's estimate of a step (seconds), and whether every rank
+    ended it steady."""
+
+    first_loss: Tensor
+    counted: parallel_probes.CountedStep
+    steps: int
+    time_s: float
+    estimate_s: float
+    steady: bool
+
+
+def _warm_up(prepared: step_mod.PreparedStep, device: torch.device, budget: Budget) -> WarmUp:
+    """The single process's warm-up rule (timing.still_warming) on each rank's own step times,
+    agreed: every rank runs another step while any rank would, so all end steady (or at
+    budget.warmup_max_s) on the same step. The second step runs under the FLOP and byte
+    counters, and is not timed."""
+    synchronize(device)
     t0 = time.perf_counter()
-    n = 0
-    first = None
-    while True:
+    first = prepared.step()
+    synchronize(device)
+    first_s = time.perf_counter() - t0
+    counted = parallel_probes.counted_step(prepared)
+    n = 2
+    times: list[float] = []  # the plain steps after the counted one
+    min_steps = max(budget.warmup_steps, 2)
+    while _any_rank(still_warming(times, n, time.perf_counter() - t0, budget, min_steps), device):
         t_step = time.perf_counter()
-        loss = step()
-        first = loss if first is None else first
+        prepared.step()
         synchronize(device)
-        last = time.perf_counter() - t_step
+        times.append(time.perf_counter() - t_step)
         n += 1
-        more = n < max(budget.warmup_steps, 2) or time.perf_counter() - t0 < budget.warmup_min_s
-        if not _agree(more, device):
-            break
-    slowest = torch.tensor([last], dtype=torch.float64, device=device)
+    warm_s = time.perf_counter() - t0
+    estimate = float(statistics.median(times[len(times) // 2 :])) if times else first_s
+    slowest = torch.tensor([estimate], dtype=torch.float64, device=device)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    return first, float(slowest.item()), n, time.perf_counter() - t0
+    is_steady = not _any_rank(not steady(times, budget.warmup_steady_rel), device)
+    return WarmUp(first, counted, n, warm_s, float(slowest.item()), is_steady)
 
 
-def _agree(flag: bool, device: torch.device) -> bool:
-    """Rank 0's `flag`, on every rank."""
+def _any_rank(flag: bool, device: torch.device) -> bool:
+    """Whether `flag` holds on any rank (a collective: every rank must call it)."""
     t = torch.tensor([int(flag)], device=device)
-    dist.broadcast(t, src=0)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item())
+
+
+def _profile(
+    step: Any, device: torch.device, budget: Budget, times: list[float], spent_s: float
+) -> StepProfile | str | None:
+    """The single process's profile plan (point.profile_plan) on the slowest rank's median step
+    and the longest warm-up and measurement, so every rank profiles the same steps (their
+    collectives must match); the profile of this rank's steps, collectives included."""
+    agreed = torch.tensor([statistics.median(times), spent_s], dtype=torch.float64, device=device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+    plan = profile_plan(budget, float(agreed[0]), float(agreed[1]))
+    if plan is None or isinstance(plan, str):
+        return plan
+    return step_profile.profile_steps(step, device, plan)
 
 
 def steps_to_measure(budget: Budget, step_s: float) -> int:
@@ -238,10 +327,17 @@ def steps_to_measure(budget: Budget, step_s: float) -> int:
 
 
 def group_row(
-    point: Point, ranks: list[dict[str, Any]], world: int, budget: Budget, point_time_s: float
+    point: Point,
+    ranks: list[dict[str, Any]],
+    world: int,
+    budget: Budget,
+    point_time_s: float,
+    peak: calibration.Peak | None = None,
 ) -> dict[str, Any]:
     """Rank 0's row of the whole group from each rank's figures: the group is as fast as its
-    slowest rank; memory is per rank (the largest)."""
+    slowest rank; memory is per rank (the largest); FLOPs and bytes are the group's (every
+    rank's summed) and its roofs `world` times one rank's (`peak`: one rank's measured matmul
+    roof); the profile is rank 0's."""
     common: dict[str, Any] = dict(
         world_size=world,
         backend=BACKENDS[torch.device(point.device).type],
@@ -260,6 +356,8 @@ def group_row(
     tokens = None if r0["tokens_per_sample"] is None else r0["tokens_per_sample"] * global_batch
     last = r0["loss_last"]
     status = "ok" if math.isfinite(last) else "diverged"
+    threads = r0["threads"]
+    others = parallel_probes.outside_load([(r["others_cores"], r["own_cores"]) for r in ranks])
     return make_row(
         point,
         status,
@@ -270,8 +368,15 @@ def group_row(
         tokens_per_step=tokens,
         warmup_steps=r0["warmup_steps"],
         warmup_time_s=r0["warmup_time_s"],
+        warmup_steady=r0["warmup_steady"],
         **s.columns(),
-        noisy=s.ci_rel > budget.target_rel_ci,
+        noisy=not math.isfinite(s.ci_rel) or s.ci_rel > budget.target_rel_ci,
+        **_compute_values(point, ranks, world, s.median_s, peak),
+        **profile_values(r0["profile"], s.median_s),
+        # the busy check of a single process, for the group's threads: processes outside it
+        other_load_cores=others,
+        busy=load.contended(others, world * threads, load.cores()),
+        oversubscribed=parallel_probes.oversubscribed(point.nproc, threads, load.cores()),
         wall_time_s=ranks[slowest]["wall_time_s"],
         samples_per_s=global_batch / s.median_s,
         tokens_per_s=None if tokens is None else tokens / s.median_s,
@@ -289,9 +394,9 @@ def group_row(
         per_process_samples_per_s=global_batch / s.median_s / world,
         slowest_rank_step_time_s=s.median_s,
         rank_step_time_spread=(max(medians) - min(medians)) / statistics.median(medians),
-        collective_time_s=statistics.median(r["collective_time_s"] for r in ranks),
-        collective_fraction=statistics.median(r["collective_fraction"] for r in ranks),
-        collective_method=communication.METHOD,
+        collective_time_s=_median(r["collective_time_s"] for r in ranks),
+        collective_fraction=_median(r["collective_fraction"] for r in ranks),
+        collective_method=None if r0["collective_time_s"] is None else communication.METHOD,
         rank_peak_rss_bytes=_max(r["peak_rss_bytes"] for r in ranks),
         rank_peak_allocated_bytes=_max(r["peak_allocated_bytes"] for r in ranks),
         rank_parameters_bytes=max(r["parameters_bytes"] for r in ranks),
@@ -309,6 +414,42 @@ def _rank_summary(r: dict[str, Any], s: Stats) -> dict[str, Any]:
         "step_time_s": s.median_s,
         "collective_time_s": r["collective_time_s"],
     }
+
+
+def _compute_values(
+    point: Point,
+    ranks: list[dict[str, Any]],
+    world: int,
+    median_s: float,
+    peak: calibration.Peak | None,
+) -> dict[str, Any]:
+    """The group's FLOPs, MFU (against `world` datasheet peaks), fraction of `world` measured
+    matmul roofs, and place on the roofline (bytes every rank moves, `world` bandwidth roofs)."""
+    device = torch.device(point.device)
+    flop_count = sum(r["flops_per_step"] for r in ranks)
+    nbytes = sum(r["bytes_per_step"] for r in ranks)
+    tflops = flop_count / median_s / 1e12
+    sheet = _datasheet_peak(rank_device(point), point.precision)
+    roof = None if peak is None else peak.tflops * world
+    bandwidth = cached_bandwidth(device)
+    return dict(
+        flops_per_step=flop_count,
+        tflops=tflops,
+        mfu=None if sheet is None else tflops / (sheet * world),
+        matmul_roof_fraction=None if roof is None else tflops / roof,
+        flops_method=flops.COUNTER,
+        peak_tflops=roof,
+        datasheet_peak_tflops=None if sheet is None else sheet * world,
+        bytes_per_step=nbytes,
+        intensity_flop_per_byte=flop_count / nbytes if nbytes else None,
+        achieved_gb_per_s=nbytes / median_s / 1e9,
+        peak_bandwidth_gb_per_s=None if bandwidth is None else bandwidth.gb_per_s * world,
+    )
+
+
+def _median(values: Any) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def _max(values: Any) -> int | None:

@@ -202,16 +202,25 @@ def profile_after(
 ) -> step_profile.StepProfile | str | None:
     """The profile of a few more steps; None when profiling is off; the reason (a string)
     when it is skipped because its steps would cost more than PROFILE_SHARE of the point."""
+    plan = profile_plan(budget, m.stats.median_s, m.warmup_time_s + m.wall_time_s)
+    if plan is None or isinstance(plan, str):
+        return plan
+    return step_profile.profile_steps(step, device, plan)
+
+
+def profile_plan(budget: Budget, median_s: float, spent_s: float) -> int | str | None:
+    """How many steps to profile after a point whose median step took `median_s` and whose
+    warm-up and measurement took `spent_s` seconds: None when profiling is off, the reason (a
+    string) when it is skipped because its steps would cost more than PROFILE_SHARE of that."""
     if budget.profile_steps <= 0:
         return None
-    n = budget.profile_steps if m.stats.median_s < SLOW_STEP_S else 1
-    spent = m.warmup_time_s + m.wall_time_s
-    if n * m.stats.median_s > PROFILE_SHARE * spent:
+    n = budget.profile_steps if median_s < SLOW_STEP_S else 1
+    if n * median_s > PROFILE_SHARE * spent_s:
         return (
-            f"skipped: {n} step(s) of {m.stats.median_s:.3g} s would add more than "
-            f"{PROFILE_SHARE:.0%} to the point's {spent:.3g} s of warm-up and measurement"
+            f"skipped: {n} step(s) of {median_s:.3g} s would add more than "
+            f"{PROFILE_SHARE:.0%} to the point's {spent_s:.3g} s of warm-up and measurement"
         )
-    return step_profile.profile_steps(step, device, n)
+    return n
 
 
 def _why_values(
@@ -233,22 +242,30 @@ def _why_values(
         achieved_gb_per_s=nbytes / m.stats.median_s / 1e9,
         peak_bandwidth_gb_per_s=None if bandwidth is None else bandwidth.gb_per_s,
     )
+    return values | profile_values(profiled, m.stats.median_s)
+
+
+def profile_values(
+    profiled: step_profile.StepProfile | str | None, median_s: float
+) -> dict[str, Any]:
+    """The row's profile columns from a profile (or why it was skipped; None: none) of a step
+    whose unprofiled median is `median_s` seconds."""
     if isinstance(profiled, str):
-        values.update(profile={"skipped": profiled})
-    elif profiled is not None:
-        top, share = profiled.top_category()
-        values.update(
-            profile=profiled.to_dict(),
-            # the profiler's own overhead inflates the profiled step: recorded, but the busy
-            # fraction is taken against the unprofiled median step (capped at 1: the profiler
-            # slows the operators it times too)
-            profile_step_time_s=profiled.step_time_s,
-            busy_fraction=min(profiled.busy_s / m.stats.median_s, 1.0),
-            dispatch_s=profiled.dispatch_s,
-            top_category=top,
-            top_category_fraction=share,
-        )
-    return values
+        return dict(profile={"skipped": profiled})
+    if profiled is None:
+        return {}
+    top, share = profiled.top_category()
+    return dict(
+        profile=profiled.to_dict(),
+        # the profiler's own overhead inflates the profiled step: recorded, but the busy
+        # fraction is taken against the unprofiled median step (capped at 1: the profiler
+        # slows the operators it times too)
+        profile_step_time_s=profiled.step_time_s,
+        busy_fraction=min(profiled.busy_s / median_s, 1.0),
+        dispatch_s=profiled.dispatch_s,
+        top_category=top,
+        top_category_fraction=share,
+    )
 
 
 def _cpu_energy(package: rapl.PackageEnergy, m: Measurement, batch_size: int) -> dict[str, Any]:

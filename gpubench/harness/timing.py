@@ -287,6 +287,19 @@ def _plateau(times: list[float], rel: float) -> int:
     return run if STEADY_STEPS <= run < len(times) else 0
 
 
+def still_warming(
+    times: list[float], steps: int, elapsed_s: float, budget: Budget, min_steps: int
+) -> bool:
+    """The warm-up's rule: whether to run another warm-up step after `steps` steps and
+    `elapsed_s` seconds, `times` (seconds) being the plain steps' times after the first. It goes
+    on until at least `min_steps` steps and `budget.warmup_min_s` seconds have run and the step
+    time is steady (see steady()), or `budget.warmup_max_s` has passed. A pure function: the
+    ranks of a parallel point apply it each to its own times and go on while any one would."""
+    if steps < min_steps or elapsed_s < budget.warmup_min_s:
+        return True
+    return not steady(times, budget.warmup_steady_rel) and elapsed_s < budget.warmup_max_s
+
+
 def _warm_up(
     step: Callable[[], object],
     device: torch.device,
@@ -316,13 +329,7 @@ def _warm_up(
         last = min(last, _clock() - t_observed)  # an estimate only if no plain step follows
     times: list[float] = []  # the plain steps after the first
     min_steps = max(budget.warmup_steps, 2 if observed_step is not None else 1)
-    while True:
-        elapsed = _clock() - t0
-        if n >= min_steps and elapsed >= budget.warmup_min_s:
-            if steady(times, budget.warmup_steady_rel):
-                break
-            if elapsed >= budget.warmup_max_s:
-                break
+    while still_warming(times, n, _clock() - t0, budget, min_steps):
         t_step = _clock()
         step()
         n += 1

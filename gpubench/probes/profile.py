@@ -30,6 +30,8 @@ import torch
 from torch.autograd.profiler_util import FunctionEvent
 from torch.profiler import ProfilerActivity, profile, schedule
 
+from gpubench.probes.communication import is_collective, union_length
+
 # The categories of work, in the order charts stack them. `other` holds allocation, views and
 # scalar reads: operators that are neither arithmetic nor copies.
 CATEGORIES = (
@@ -199,6 +201,10 @@ def attribute(events: list[FunctionEvent], kind: str, steps: int, wall_s: float)
         cat = _category(e, memo)
         categories[cat] += own
         by_op[e.name] = by_op.get(e.name, 0.0) + own
+    # Collectives (gloo's work items, NCCL's kernels) are not aten operators: their time is
+    # the wall time during which any was in flight (a parallel point's; 0 for one process).
+    spans = [(e.time_range.start, e.time_range.end) for e in events if is_collective(e.name)]
+    categories["collective"] += union_length(spans) / 1e6
     if kind == "cuda":
         busy = _union_s(events)
         if busy is None:  # no kernel intervals came back: the kernels' summed time

@@ -21,6 +21,8 @@ import signal
 import socket
 import threading
 import time
+import traceback
+import warnings
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -28,6 +30,7 @@ from typing import Any
 
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.failure import is_out_of_memory, one_line
+from gpubench.run import memory_cap
 from gpubench.run.worker import context, describe_exit
 from gpubench.store.row import make_row
 
@@ -41,12 +44,18 @@ RankTarget = Callable[..., Any]  # (rank, world, init_method, timeout_s, *args) 
 
 
 class RankFailure(Exception):
-    """A launch that did not end well: `status` (oom, error or timeout) and its reason."""
+    """A launch that did not end well: `status` (oom, error or timeout), its reason, and the
+    traceback of the rank that failed first where it raised (None: it died, or hung)."""
 
-    def __init__(self, status: str, reason: str) -> None:
+    def __init__(self, status: str, reason: str, traceback_text: str | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.traceback = traceback_text
+
+
+class OversubscribedWarning(UserWarning):
+    """Parallel points whose processes x threads exceed this machine's cores."""
 
 
 def free_port() -> int:
@@ -110,7 +119,8 @@ def _collect(
 ) -> list[Any]:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     results: dict[int, Any] = {}
-    failures: list[tuple[int, bool, str]] = []  # (rank, out of memory, reason) in arrival order
+    # (rank, out of memory, reason, traceback or None) in arrival order
+    failures: list[tuple[int, bool, str, str | None]] = []
     while len(results) < len(procs):
         waiting = [r for r in range(len(procs)) if r not in results]
         left = None if deadline is None else deadline - time.monotonic()
@@ -128,34 +138,34 @@ def _collect(
             if outcome[0] == "done":
                 results[r] = outcome[1]
             else:
-                failures.append((r, outcome[1], outcome[2]))
+                failures.append((r, *outcome[1:]))
         if failures:
             _more_failures(procs, conns, results, failures)
-            failed = {r for r, _, _ in failures}
+            failed = {f[0] for f in failures}
             silent = [r for r in range(len(procs)) if r not in results and r not in failed]
             raise _failure(failures, len(procs), silent)
     return [results[r] for r in range(len(procs))]
 
 
 def _read(conn: Connection, proc: BaseProcess) -> tuple[Any, ...]:
-    """A rank's outcome: ("done", result) or ("failed", out of memory, reason)."""
+    """A rank's outcome: ("done", result) or ("failed", out of memory, reason, traceback)."""
     if conn.poll():
         with contextlib.suppress(EOFError):
             message: tuple[Any, ...] = conn.recv()
             return message
     proc.join(timeout=10)
-    return ("failed", False, f"the process died ({describe_exit(proc.exitcode)})")
+    return ("failed", False, f"the process died ({describe_exit(proc.exitcode)})", None)
 
 
 def _more_failures(
     procs: list[BaseProcess],
     conns: list[Connection],
     results: dict[int, Any],
-    failures: list[tuple[int, bool, str]],
+    failures: list[tuple[int, bool, str, str | None]],
 ) -> None:
     """Other ranks' reasons that arrive within a short grace (a rank that failed may have
     made others fail too); the first failure stays first."""
-    seen = {r for r, _, _ in failures}
+    seen = {f[0] for f in failures}
     end = time.monotonic() + _FAILURE_GRACE_S
     while (left := end - time.monotonic()) > 0:
         pending = [r for r in range(len(procs)) if r not in results and r not in seen]
@@ -167,22 +177,26 @@ def _more_failures(
                 outcome = _read(conns[r], procs[r])
                 seen.add(r)
                 if outcome[0] == "failed":
-                    failures.append((r, outcome[1], outcome[2]))
+                    failures.append((r, *outcome[1:]))
 
 
 # A rank whose error reads as a lost peer failed because another rank did: the cause comes first.
 _COLLATERAL = ("gloo", "nccl", "c10d", "connection", "timed out", "timeout", "peer")
 
 
-def _failure(failures: list[tuple[int, bool, str]], world: int, silent: list[int]) -> RankFailure:
+def _failure(
+    failures: list[tuple[int, bool, str, str | None]], world: int, silent: list[int]
+) -> RankFailure:
     """The row's status and reason: the causes first, then the ranks that had not ended (one
-    of them may be the rank that hung)."""
+    of them may be the rank that hung); the traceback is the first cause's."""
     failures = sorted(failures, key=lambda f: any(m in f[2].lower() for m in _COLLATERAL))
-    oom = any(o for _, o, _ in failures)
-    reason = "; ".join(f"rank {r} of {world}: {why}" for r, _, why in failures)
+    oom = any(f[1] for f in failures)
+    reason = "; ".join(f"rank {r} of {world}: {why}" for r, _, why, _ in failures)
     if silent:
         reason += f"; rank(s) {', '.join(map(str, silent))} still running, stopped"
-    return RankFailure("oom" if oom else "error", reason[:1000])
+    first = failures[0]
+    trace = None if first[3] is None else f"rank {first[0]} of {world}:\n{first[3]}"
+    return RankFailure("oom" if oom else "error", reason[:1000], trace)
 
 
 def _stop(procs: list[BaseProcess]) -> None:
@@ -213,7 +227,7 @@ def _rank_main(
     try:
         result = target(rank, world, init_method, group_timeout_s, *args)
     except BaseException as e:  # every failure is reported to the launcher, then the rank ends
-        conn.send(("failed", is_out_of_memory(e), one_line(e)))
+        conn.send(("failed", is_out_of_memory(e), one_line(e), traceback.format_exc()))
         conn.close()
         os._exit(1)  # skip the process group's teardown: the other ranks may be gone
     conn.send(("done", result))
@@ -228,39 +242,85 @@ def _rank_main(
 
 
 def point_rank(
-    rank: int, world: int, init_method: str, timeout_s: float, point: Point, budget: Budget
+    rank: int,
+    world: int,
+    init_method: str,
+    timeout_s: float,
+    point: Point,
+    budget: Budget,
+    max_memory: int | None = None,
 ) -> dict[str, Any] | None:
-    """One rank of a parallel point: join the group and measure; rank 0 returns the row."""
+    """One rank of a parallel point: join the group and measure under the memory cap
+    (`max_memory` bytes for this rank, as for a single process; None: none); rank 0 returns
+    the row. Rank 0 calibrates its matmul roof first (cached), outside the cap, as the
+    sweep does for a single process."""
+    import torch
+
     from gpubench.harness import parallel
 
+    peak = None
+    if rank == 0:
+        from gpubench.probes import calibration
+
+        if point.device.startswith("cpu"):
+            torch.set_num_threads(parallel.rank_threads(point))
+        peak = calibration.matmul_peak(point.device, point.precision)
     parallel.init_group(point, rank, world, init_method, timeout_s)
-    return parallel.measure_rank(point, budget)  # _rank_main leaves the group
+    device = parallel.rank_device(point)
+    if max_memory is not None:
+        parallel.start_threads(point.parallel, device, budget.profile_steps > 0)
+    with memory_cap.capped(max_memory, device.type, device.index):
+        return parallel.measure_rank(point, budget, peak)  # _rank_main leaves the group
 
 
 def run_parallel_point(
-    point: Point, budget: Budget, timeout_s: float | None, group_timeout_s: float = GROUP_TIMEOUT_S
+    point: Point,
+    budget: Budget,
+    timeout_s: float | None,
+    group_timeout_s: float = GROUP_TIMEOUT_S,
+    max_memory: int | None = None,
 ) -> dict[str, Any]:
-    """`point`'s row, measured by `point.nproc` ranks on this node; every outcome is a row."""
-    from gpubench.harness import parallel
+    """`point`'s row, measured by `point.nproc` ranks on this node, each under `max_memory`
+    bytes (None: no cap) and the whole within `timeout_s` seconds; every outcome is a row, a
+    timed one with its bottleneck."""
+    from gpubench.harness import parallel, parallel_probes
     from gpubench.harness.step import unsupported_reason
+    from gpubench.probes import load
+    from gpubench.science import bottleneck
 
     started = time.perf_counter()
     reason = unsupported_reason(point) or parallel.unsupported_reason(point)
     if reason is not None:
         return make_row(point, "unsupported", error=reason)
+    threads = parallel.rank_threads(point) if point.device.startswith("cpu") else 1
+    if parallel_probes.oversubscribed(point.nproc, threads, load.cores()):
+        warnings.warn(
+            f"parallel points run more processes x threads than this machine's {load.cores()} "
+            "cores: their ranks take turns on cores, their scaling is not the hardware's; "
+            "their rows are marked oversubscribed",
+            OversubscribedWarning,
+            stacklevel=2,
+        )
     try:
-        rows = launch(point_rank, (point, budget), point.nproc, timeout_s, group_timeout_s)
+        rows = launch(
+            point_rank, (point, budget, max_memory), point.nproc, timeout_s, group_timeout_s
+        )
     except RankFailure as f:
+        error = f.reason
+        if f.status == "oom" and max_memory is not None:
+            error += f" (under --max-memory {memory_cap.format_size(max_memory)} per rank)"
         return make_row(
             point,
             f.status,
-            error=f.reason,
+            error=error[:1000],
+            # kept in results.jsonl, as a single process's: an `error` may be gpubench's own bug
+            traceback=None if f.status == "oom" else f.traceback,
             world_size=point.nproc,
             backend=parallel.BACKENDS[point.device.split(":")[0]],
             global_batch_size=parallel.per_process_batch(point) * point.nproc,
             per_process_batch_size=parallel.per_process_batch(point),
             point_time_s=time.perf_counter() - started,
         )
-    row: dict[str, Any] = rows[0]
+    row: dict[str, Any] = bottleneck.classified(rows[0])
     row["point_time_s"] = time.perf_counter() - started
     return row

@@ -175,7 +175,7 @@ def _measure(
                 row = make_row(point, "oom", error=f"skipped: B={smallest_oom} ran out of memory")
             elif point.parallel != "none":  # issue 17: a rank per process, launched here
                 assert isinstance(task, Budget)
-                row = ranks.run_parallel_point(point, task, point_timeout_s)
+                row = ranks.run_parallel_point(point, task, point_timeout_s, max_memory=max_memory)
                 scaling.fill_efficiency([row], done_rows)
                 done_rows.append(row)
             else:

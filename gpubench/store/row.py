@@ -155,6 +155,8 @@ COLUMNS += ["host_peak_address_space_bytes"]
 # issue 24: the round of `tune`'s search the row was measured in (0, 1, 2: each measures 3x
 # longer than the one before; 2 is a sweep's own measurement); None outside a tune
 COLUMNS += ["tune_round"]
+# issue 23: a parallel point's processes x threads over the node's cores (its ranks take turns)
+COLUMNS += ["oversubscribed"]
 # Columns that hold words, not numbers (the report keeps them as text).
 TEXT = ["status", "error", "optimizer_impl", "workload", "step_timer", "flops_method"]
 TEXT += ["energy_method", "energy_note", "throttle_reasons", "dataset", "dataset_sha256"]
