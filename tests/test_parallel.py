@@ -60,7 +60,12 @@ def test_fsdp_holds_a_share_of_the_parameters_that_ddp_holds_whole() -> None:
         assert row["world_size"] == 2 and row["backend"] == "gloo"
         assert row["global_batch_size"] == 8 and row["per_process_batch_size"] == 4
         assert row["samples_per_s"] == pytest.approx(8 / row["step_time_s"])
-        assert row["collective_time_s"] > 0 and 0 < row["collective_fraction"] <= 1
+        # collective time comes from rank 0's profile, which two fixed steps may find too
+        # costly to take (test_parallel_limits times it on a budget that affords it)
+        if isinstance(row["profile"], dict):
+            assert row["collective_time_s"] > 0 and 0 < row["collective_fraction"] <= 1
+        else:
+            assert row["collective_time_s"] is None and row["collective_fraction"] is None
         assert [r["rank"] for r in row["ranks"]] == [0, 1]
 
 

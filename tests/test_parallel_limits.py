@@ -16,6 +16,7 @@ from gpubench.probes import load
 from gpubench.run.memory_cap import parse_size
 from gpubench.run.ranks import run_parallel_point
 from gpubench.run.sweep import run_sweep
+from gpubench.science import bottleneck
 from gpubench.science.bottleneck import BOTTLENECKS
 
 # Enough measured steps that one profiled step costs under point.PROFILE_SHARE of the point.
@@ -67,7 +68,14 @@ def test_a_parallel_row_carries_flops_mfu_profile_and_bottleneck() -> None:
     categories = row["profile"]["category_s"]
     assert categories["collective"] > 0  # gloo's all-reduces, a category of rank 0's profile
     assert row["collective_time_s"] > 0 and row["top_category"] is not None
-    assert row["bottleneck"] in BOTTLENECKS, row["bottleneck_evidence"]
+    # the row is classified as a single process's is; which kind, and whether the rules give
+    # one at all (a calibration slowed by a busy machine gives none), is the machine's
+    again = bottleneck.classified({k: v for k, v in row.items() if not k.startswith("bottleneck")})
+    assert (row["bottleneck"], row["bottleneck_evidence"]) == (
+        again["bottleneck"],
+        again["bottleneck_evidence"],
+    )
+    assert row["bottleneck"] is None or row["bottleneck"] in BOTTLENECKS
     assert row["warmup_steady"] is not None
 
 
