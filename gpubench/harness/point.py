@@ -271,7 +271,7 @@ def profile_values(
 def _cpu_energy(package: rapl.PackageEnergy, m: Measurement, batch_size: int) -> dict[str, Any]:
     """CPU package energy over the measured windows (RAPL), where the machine exposes it."""
     if package.joules is None:
-        return {}
+        return {} if package.note is None else {"cpu_energy_note": package.note}
     per_step = package.joules / m.stats.n
     return dict(
         cpu_energy_j_per_step=per_step,

@@ -42,12 +42,15 @@ def unavailable_reason(root: Path = POWERCAP) -> str | None:
 
 class PackageEnergy:
     """Context manager reading every package's counter on entry and exit; `joules` is the
-    energy spent between them (wraps handled), None where RAPL is unavailable."""
+    energy spent between them (a wrap is undone with the domain's `max_energy_range_uj`), None
+    where RAPL is unavailable or a counter wrapped and its range cannot be read (the energy is
+    then unknown, never negative), with `note` saying why in the latter case."""
 
     def __init__(self, root: Path = POWERCAP) -> None:
         self._domains = packages(root) if unavailable_reason(root) is None else []
         self._start: list[int] = []
         self.joules: float | None = None
+        self.note: str | None = None
 
     def __enter__(self) -> PackageEnergy:
         self._start = [_read_uj(p) for p in self._domains]
@@ -59,10 +62,24 @@ class PackageEnergy:
         total = 0
         for p, start in zip(self._domains, self._start, strict=True):
             delta = _read_uj(p) - start
-            if delta < 0:  # the counter wrapped
-                delta += int(_read_text(p / "max_energy_range_uj", "0"))
+            if delta < 0:  # the counter wrapped: it restarted from 0 after its range
+                span = _wrap_range(p)
+                if isinstance(span, str):
+                    self.note = f"{p / 'energy_uj'} wrapped and its range is unknown: {span}"
+                    return
+                delta += span
             total += delta
         self.joules = total / 1e6
+
+
+def _wrap_range(domain: Path) -> int | str:
+    """The domain's counter range in microjoules, or why it cannot be read."""
+    path = domain / "max_energy_range_uj"
+    try:
+        span = int(path.read_text())
+    except (OSError, ValueError) as e:
+        return f"cannot read {path}: {e}"
+    return span if span > 0 else f"{path} reads {span}"
 
 
 def _read_uj(domain: Path) -> int:

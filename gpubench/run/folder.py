@@ -139,9 +139,19 @@ def check_resumable(run_dir: Path, spec: SweepSpec, extend: bool) -> None:
 
 def check_same_machine(run_dir: Path) -> None:
     """Refuse to resume `run_dir` on a machine other than the one its rows were measured on
-    (another CPU, GPU, driver, CUDA or torch, per env.machine): the difference is named."""
+    (another CPU, GPU, driver, CUDA or torch, per env.machine): the difference is named. A
+    folder without env.json is refused where it holds rows (the machine they were measured on is
+    unknown, so nothing shows this one is it); without rows there is nothing to mix, and the
+    sweep captures env.json now."""
     path = run_dir / "env.json"
     if not path.is_file():
+        results = run_dir / "results.jsonl"
+        if results.is_file() and results.read_bytes().strip():
+            raise ConfigError(
+                f"cannot resume {str(run_dir)!r}: it holds rows but no env.json, so the machine "
+                "they were measured on is unknown and rows of two machines could be mixed; "
+                "restore its env.json, or choose another --out"
+            )
         return  # the sweep stopped before capturing it: no row was measured either
     try:
         saved = env.machine(json.loads(path.read_text(encoding="utf-8")))

@@ -6,10 +6,15 @@ The run folder is on rank 0's machine and is always resumed: a point that has a 
 measured again, so a job that torchrun restarts (`--max-restarts`) goes on where it stopped.
 Which points run is rank 0's decision, broadcast, so every rank agrees without reading files.
 
-A point that fails ends the launch: the rank that failed records its reason in the rendezvous
-store, the others meet the process-group timeout in their next collective, rank 0 writes one
-row (`oom` or `error`) naming the failed rank, and every rank exits with status 1, so torchrun
-stops the group (and restarts it, if asked, at the next point).
+Rank 0 holds the folder's lock for the whole launch and, where the folder exists, checks it
+as `--resume` does (same suite settings, same machine).
+
+A point that fails ends the launch: every rank that meets an error (its own, or a lost peer in
+a collective, or torchrun's SIGTERM once another rank ended) notes it in the rendezvous store,
+rank 0 writes one row (`oom` or `error`) naming first the rank that died or failed
+(run.launch_failure), and every rank exits with status 1, so torchrun stops the group (and
+restarts it, if asked, at the next point). A launch every rank of which was only stopped
+(SIGTERM, no rank died or failed) writes no row: the point runs again on a resume.
 """
 
 from __future__ import annotations
@@ -17,23 +22,25 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Point, SweepSpec
 from gpubench.config.validate import validate
-from gpubench.harness.failure import is_out_of_memory, one_line
 from gpubench.run import folder
+from gpubench.run import launch_failure as failure
 from gpubench.run.sweep import _row_key, plan
 from gpubench.science import scaling
 from gpubench.store import env
 from gpubench.store.results import ResultStore, read_rows
 from gpubench.store.row import make_row
 
-_FAILED = "gpubench/failed"
+_RECORDED = "gpubench/failed/{index}/recorded"
 
 
 def under_torchrun() -> bool:
@@ -62,12 +69,18 @@ def run_launched(
     # One group for the whole launch: gloo for CPU tensors, NCCL for CUDA ones where built in.
     backend = "cpu:gloo,cuda:nccl" if dist.is_nccl_available() else "gloo"
     dist.init_process_group(backend, timeout=dt.timedelta(seconds=group_timeout_s))
-    try:
+    with contextlib.ExitStack() as hold:
+        hold.callback(dist.destroy_process_group)
+        if rank == 0:  # one sweep at a time in the folder, as a plain sweep holds it
+            hold.enter_context(folder.locked(out))
+        hold.enter_context(_stopped_by_sigterm())
+        store = dist.distributed_c10d._get_default_store()
+        failure.register(store, rank)
         todo: list[Any] = [_todo(spec, out, local_world) if rank == 0 else None]
         dist.broadcast_object_list(todo, src=0)
         points: list[tuple[Point, str | None]] = todo[0]
-        store = ResultStore(out) if rank == 0 else None
-        known = read_rows(out) if store is not None and store.path.is_file() else []
+        results = ResultStore(out) if rank == 0 else None
+        known = read_rows(out) if results is not None and results.path.is_file() else []
         for i, (point, reason) in enumerate(points):
             started = time.perf_counter()
             if reason is not None:
@@ -76,15 +89,50 @@ def run_launched(
                 try:
                     row = parallel.measure_rank(point, spec.budget)
                 except Exception as e:  # the launch ends here; rank 0 records how
-                    row = _failed_row(point, i, e, rank, world, time.perf_counter() - started)
-                    _write(store, row, known, on_row)
-                    _recorded(i, rank, group_timeout_s)
+                    _SIGTERM.ignore = True  # torchrun's stop must not cut the record short
+                    failure.note(store, i, rank, world, e)
+                    if rank == 0:
+                        found = failure.cause(store, i, world, e, group_timeout_s)
+                        if not found.stopped_only:
+                            elapsed = time.perf_counter() - started
+                            row = make_row(
+                                point, found.status, error=found.reason[:1000], point_time_s=elapsed
+                            )
+                            _write(results, row, known, on_row)
+                    _recorded(store, i, rank, group_timeout_s)
                     return 1
-            _write(store, row, known, on_row)
+            _write(results, row, known, on_row)
         dist.barrier()  # no rank leaves while another still needs rank 0's rendezvous store
         return 0
+    raise AssertionError("unreachable")  # the block returns; mypy cannot see an ExitStack does
+
+
+class _SigtermState:
+    ignore = False
+
+
+_SIGTERM = _SigtermState()
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM (torchrun stopping the group once a rank ended) raises launch_failure.Stopped
+    in the point that runs, so this rank notes why it ended; once a failure is being recorded,
+    further SIGTERMs wait (torchrun sends SIGKILL if the ranks are not gone in its own grace)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        if not _SIGTERM.ignore:
+            raise failure.Stopped()
+
+    _SIGTERM.ignore = False
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
     finally:
-        dist.destroy_process_group()
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _todo(spec: SweepSpec, out: Path, local_world: int) -> list[tuple[Point, str | None]]:
@@ -95,8 +143,10 @@ def _todo(spec: SweepSpec, out: Path, local_world: int) -> list[tuple[Point, str
 
     store = ResultStore(out)
     if (out / "suite.json").is_file():
-        # Launches of other --nproc-per-node share a folder: the axes may change, not settings.
+        # Launches of other --nproc-per-node share a folder: the axes may change, not settings,
+        # nor the machine (as a plain --resume checks).
         folder.check_resumable(out, spec, extend=True)
+        folder.check_same_machine(out)
         folder.repair_torn_tail(store.path)
     store.write_json("suite.json", spec.to_dict())
     if not (out / "env.json").is_file():
@@ -116,34 +166,11 @@ def _todo(spec: SweepSpec, out: Path, local_world: int) -> list[tuple[Point, str
     ]
 
 
-def _failed_row(
-    point: Point, index: int, exc: Exception, rank: int, world: int, elapsed_s: float
-) -> dict[str, Any] | None:
-    """On a failed rank other than 0: its reason into the rendezvous store, then None. On
-    rank 0: the row, naming the rank that failed first where one said so."""
-    import torch.distributed as dist
-
-    store = dist.distributed_c10d._get_default_store()
-    key = f"{_FAILED}/{index}"
-    oom = is_out_of_memory(exc)
-    reason = f"rank {rank} of {world}: {one_line(exc)}"
-    if rank != 0:
-        store.set(key, f"{'oom' if oom else 'error'}|{reason}")
-        return None
-    if store.check([key]):  # another rank failed first; this rank's error followed from it
-        status, cause = store.get(key).decode().split("|", 1)
-        oom, reason = status == "oom", f"{cause}; then {reason}"
-    return make_row(point, "oom" if oom else "error", error=reason[:1000], point_time_s=elapsed_s)
-
-
-def _recorded(index: int, rank: int, group_timeout_s: float) -> None:
+def _recorded(store: Any, index: int, rank: int, group_timeout_s: float) -> None:
     """Rank 0 says the failure's row is written; the others wait for that (or twice the group
     timeout), so that torchrun, which stops the group when one rank exits, does not stop
     rank 0 before it has written."""
-    import torch.distributed as dist
-
-    store = dist.distributed_c10d._get_default_store()
-    key = f"{_FAILED}/{index}/recorded"
+    key = _RECORDED.format(index=index)
     if rank == 0:
         store.set(key, "1")
         return

@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from gpubench.config.errors import ConfigError
-from gpubench.config.spec import Point, SweepSpec
+from gpubench.config.spec import AUTO, Point, SweepSpec
 from gpubench.store.results import ResultStore
 
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
@@ -51,9 +51,31 @@ def _series(point: Point) -> tuple[Any, ...]:
     return dataclasses.replace(point, nproc=1).key() if point.parallel != "none" else point.key()
 
 
+def check_count(shard: tuple[int, int], points: list[Point], spec: SweepSpec) -> None:
+    """Refuse a shard count above the number of series in `points` (a parallel point's nproc
+    values are one series): shards beyond it would hold no point, and a count that large is a
+    typo, not a plan (1/99999999999999999999 once failed deep inside the sweep)."""
+    series = len({_series(p) for p in points})
+    if shard[1] > series:
+        raise ConfigError(
+            f"invalid shard {shard[0]}/{shard[1]}: suite {spec.name!r} has {series} point "
+            f"series to share (a parallel point's nproc values count once); allowed: i/n with "
+            f"1 <= i <= n <= {series}"
+        )
+
+
+def check_before_writing(shard: tuple[int, int] | None, spec: SweepSpec) -> None:
+    """check_count on the suite's points where they are known before the sweep writes anything
+    (batch_sizes = "auto" is planned by a search, and checked by `select` after it)."""
+    if shard is not None and spec.batch_sizes != AUTO:
+        check_count(shard, list(dict.fromkeys(spec.points())), spec)
+
+
 def select(points: list[Point], index: int, count: int, spec: SweepSpec) -> list[Point]:
     """Shard `index` of `count` (1-based) of `points`, in their order. The shards of one list
-    are disjoint and together hold every point once."""
+    are disjoint and together hold every point once; a count above the number of series is a
+    ConfigError (check_count)."""
+    check_count((index, count), points, spec)
     groups: dict[tuple[Any, ...], list[Point]] = {}
     for p in points:
         groups.setdefault(_series(p), []).append(p)

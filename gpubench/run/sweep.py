@@ -89,6 +89,7 @@ def run_sweep(
         convergence.prepare(spec)  # load the data sets: a data problem is found before writing
         _check_time_limit(spec.convergence, point_timeout_s)
     run_dir = Path(out) if out is not None else default_run_dir()
+    shards.check_before_writing(shard, spec)  # issue 23: a bad count writes nothing
     if resume:
         folder.saved_suite(run_dir)  # a clear error before anything is created
     # One training step per model, in a worker: a model that cannot train is exit 2, not a

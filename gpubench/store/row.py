@@ -148,6 +148,7 @@ COLUMNS = [
     "bottleneck_evidence",
     "cpu_energy_j_per_step",
     "cpu_samples_per_j",
+    "cpu_energy_note",  # issue 23: why the CPU energy is null where RAPL is there
 ]
 # issue 16: the worker's peak virtual address space (Linux VmPeak, its lifetime's: a point's own
 # in a fresh worker, as max-batch's probes run), what --max-memory caps on the CPU
@@ -162,6 +163,7 @@ TEXT = ["status", "error", "optimizer_impl", "workload", "step_timer", "flops_me
 TEXT += ["energy_method", "energy_note", "throttle_reasons", "dataset", "dataset_sha256"]
 TEXT += ["target_metric", "backend", "collective_method"]
 TEXT += ["top_category", "bottleneck", "bottleneck_evidence"]  # issue 15
+TEXT += ["cpu_energy_note"]
 
 SERIES = ["step_times_s", "curve"]
 SERIES += ["traceback"]  # issue 13: an `error` row's Python traceback (JSONL only, not the CSV)
