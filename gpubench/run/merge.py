@@ -93,10 +93,11 @@ def _failed(row: dict[str, Any]) -> bool:
 
 def merge(dirs: list[Path], out: Path, allow_duplicates: bool = False) -> Merged:
     """Write run folder `out` from the run folders `dirs`: their rows in order, each point
-    once. A point in two folders is a ConfigError naming both (their machines and times),
-    unless `allow_duplicates`: then the point keeps its first `ok` row (folders in the order
-    given), or its first row where none is `ok`; the kept row stands where the point first
-    appeared. Every row keeps its own machine (`host`, `device_name`; an old row without them
+    once per device (its identity and `device_name`: the same point measured on an A100 and on
+    an H100 is two rows). A point in two folders is a ConfigError naming both (their machines
+    and times), unless `allow_duplicates`: then the point keeps its first `ok` row (folders in
+    the order given), or its first row where none is `ok`; the kept row stands where the point
+    first appeared. Every row keeps its own machine (`host`, `device_name`; an old row without them
     gets its folder's, from env.json), so rows of different machines stay apart in the
     report. env.json is the first folder's, with `machines` listing every folder's (a merged
     folder's own list is flattened); suite.json is kept where all folders share it; merge.json
@@ -119,7 +120,8 @@ def merge(dirs: list[Path], out: Path, allow_duplicates: bool = False) -> Merged
         machines = _machines(d, env_obj)
         for row in run_rows:
             row = _own_machine(row, machines)
-            key = _row_key(row)
+            # The same point on two devices (an A100 and an H100) is two rows, not a duplicate.
+            key = (*_row_key(row), row.get("device_name"))
             if key not in owner:
                 owner[key] = (len(rows), machines[0])
                 rows.append(row)
