@@ -223,3 +223,15 @@ def test_the_report_of_a_merged_folder_renders(tmp_path: Path) -> None:
     merge([a, h], tmp_path / "merged")
     page = build_report([tmp_path / "merged"]).read_text()
     assert "A100-SXM4-40GB" in page and "H100 80GB HBM3" in page
+
+
+@pytest.mark.gpu
+def test_a_cuda_row_names_its_gpu_as_env_json_does() -> None:
+    import torch
+
+    from gpubench.store.env import gpu_info
+
+    row = make_row(Point("mlp", "tiny", "cuda", "fp32", "sgd", 4), "ok")
+    index = torch.cuda.current_device()
+    assert row["device_name"] == torch.cuda.get_device_name(index)
+    assert row["device_name"] == gpu_info()[index]["name"]
