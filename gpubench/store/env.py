@@ -70,8 +70,7 @@ def hostname() -> str:
 def device_name(device: str) -> str | None:
     """What this machine calls `device` ("cpu", "cuda", "cuda:1"): the CPU model for the CPU,
     the GPU's name as torch gives it (env.json's `gpus[].name`) for a CUDA device, None for a
-    CUDA device this process cannot see or a device of another kind. Reading a GPU's name
-    needs no kernel and allocates nothing on it."""
+    CUDA device this process cannot see or a device of another kind. Cached per process."""
     where = torch.device(device)
     if where.type == "cpu":
         return calibration.cpu_model()
