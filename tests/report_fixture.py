@@ -21,6 +21,7 @@ H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_bytes": 80 * GiB}
 def env(gpus: list[dict[str, Any]] | None = None, threads: int = 2) -> dict[str, Any]:
     return {
         "captured_at": "2026-11-22T10:00:00+00:00",
+        "hostname": "test-host",
         "gpubench": {"version": "0.1.0", "git_commit": "abc123"},
         "python": "3.11.7",
         "os": "Linux",
@@ -44,8 +45,12 @@ def speed_row(
     """One row: raw step times drawn around floor + per_sample x B (times `slowdown`); `memory`
     = (fixed, per-sample) bytes; a predicted use above `capacity` gives an `oom` row."""
     b = point.batch_size
+    # The synthetic machine env() describes, not the one running the test (issue 23).
+    machine = {"host": "test-host", "device_name": "Test CPU"}
+    if point.device != "cpu":
+        machine["device_name"] = H100["name"]
     if memory is not None and capacity is not None and 1.1 * (memory[0] + memory[1] * b) > capacity:
-        return make_row(point, "oom", error="CUDA out of memory (synthetic)")
+        return make_row(point, "oom", error="CUDA out of memory (synthetic)", **machine)
     times = (floor_s + per_sample_s * b) * slowdown * rng.lognormal(0.0, 0.03, n)
     median = float(np.median(times))
     q1, q3 = np.percentile(times, [25, 75])
@@ -61,6 +66,7 @@ def speed_row(
         "loss_last": 1.9,
         "torch_threads": 2,
         "step_times_s": [float(t) for t in times],
+        **machine,
     }
     values.update(why_values(median, floor_s, per_sample_s * b, values["flops_per_step"]))
     if memory is not None:

@@ -7,7 +7,7 @@ import pytest
 from report_fixture import H100, GiB, cpu_gpu_runs
 
 from gpubench.report import analysis as A
-from gpubench.report.runs import combine, load_runs
+from gpubench.report.runs import capacities, combine, load_runs
 from gpubench.science.throughput import throughput_optimal_batch
 
 
@@ -67,7 +67,7 @@ def test_speedup_table_matches_gpu_and_cpu_points(tmp_path: Path) -> None:
 def test_series_summary_reports_oom_boundary_and_predicted_largest_batch(tmp_path: Path) -> None:
     runs = load_runs(cpu_gpu_runs(tmp_path))
     frame = combine(runs)
-    capacity = {(r.name, d): r.device_memory_bytes(d) for r in runs for d in ("cpu", "cuda")}
+    capacity = capacities(runs)
     s = A.series_summary(frame, capacity)
 
     def one(device: str, precision: str) -> pd.Series:

@@ -128,14 +128,29 @@ def _render_report(run_dir: Path) -> None:
 
 
 def merge(dirs: list[Path], out: Path, allow_duplicates: bool) -> int:
-    """Join run folders into `out` and render its report."""
+    """Join run folders into `out`, say which machines it joined, and render its report. With
+    `allow_duplicates` a point in several folders keeps its first `ok` row (its first row where
+    none is `ok`); without, such a point is refused."""
     from gpubench.run.merge import merge as merge_runs
 
     merged = merge_runs(dirs, out, allow_duplicates)
-    dropped = f" ({plural(merged.dropped, 'duplicate row')} left out)" if merged.dropped else ""
+    gave_way = f": {plural(merged.replaced, 'failed row')} gave way to a later ok row"
+    dropped = (
+        f" ({plural(merged.dropped, 'duplicate row')} left out"
+        f"{gave_way if merged.replaced else ''})"
+        if merged.dropped
+        else ""
+    )
     print(
         f"merged {plural(len(dirs), 'run folder')}: {plural(merged.rows, 'row')} -> {out}{dropped}"
     )
+    if len(merged.machines) > 1:
+        print(
+            f"joined {len(merged.machines)} machines: {'; '.join(merged.machines)}. Each row "
+            "keeps its own (host, device_name): the report names every row's device from it"
+        )
+    else:
+        print(f"one machine: {''.join(merged.machines)}")
     _render_report(out)
     return 0
 

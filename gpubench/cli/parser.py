@@ -201,13 +201,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     tune_args.add_parser(sub, _add_isolation_flags)
 
-    merge = sub.add_parser("merge", help="join run folders (the shards of a sweep) into one")
+    merge = sub.add_parser(
+        "merge", help="join run folders (shards of a sweep, runs on other machines) into one"
+    )
     merge.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="run folders")
     merge.add_argument("--out", type=Path, required=True, help="the new run folder")
     merge.add_argument(
         "--allow-duplicates",
         action="store_true",
-        help="a point in two folders keeps the first folder's row (default: refused)",
+        help="a point in several folders keeps its first ok row, or its first row where none "
+        "is ok (default: refused)",
     )
 
     report = sub.add_parser("report", help="render the HTML report of one or more run folders")

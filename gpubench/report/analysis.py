@@ -150,13 +150,13 @@ def series_summary(
 ) -> pd.DataFrame:
     """One line per (model, series): best throughput, the throughput-optimal batch, the latency
     floor, the fitted memory line and the predicted largest batch, and the first OOM batch.
-    `capacity` maps (run, device) to the device's memory in bytes."""
+    `capacity` maps (run, device name) to the device's memory in bytes (runs.capacities)."""
     out = []
     for (model, size, series), group in frame.groupby(["model", "model_size", "series"], sort=True):
         ok = ok_rows(group)
         col = memory_column(ok)
         fit = fit_memory(ok["batch_size"], ok[col]) if col else None
-        run, device = group["run"].iloc[0], group["device"].iloc[0]
+        run, device = group["run"].iloc[0], group["device_name"].iloc[0]
         cap = capacity.get((run, device))
         out.append(
             {

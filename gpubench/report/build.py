@@ -17,7 +17,7 @@ from gpubench.report import search as search_report
 from gpubench.report import series as S
 from gpubench.report.explain import run_verdicts
 from gpubench.report.figure import Chart
-from gpubench.report.runs import Run, combine, load_runs
+from gpubench.report.runs import Run, capacities, combine, load_runs
 from gpubench.report.verdict_section import verdict_section
 from gpubench.store.wording import plural
 
@@ -63,9 +63,7 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None) -> P
 
 def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     frame = combine(runs)
-    capacity = {
-        (r.name, str(d)): r.device_memory_bytes(str(d)) for r in runs for d in r.frame["device"]
-    }
+    capacity = capacities(runs)  # per (run, device name): each row's own machine (issue 23)
     threads = {r.name: r.cpu_threads() for r in runs}
     speedups = A.speedup_table(frame, threads)
     # The page opens with what the answer stands on (suite, commit, contended and noisy points:

@@ -142,52 +142,68 @@ def page(title: str, sections: Sequence[str]) -> str:
 
 
 def runs_section(runs: Sequence[Run]) -> str:
+    """One line per run folder: where it is, when, the machines (hostnames) and devices its rows
+    ran on (each named from its own machine: a merged folder lists every one), its points."""
     rows = []
     for r in runs:
         counts = r.frame["status"].value_counts()
         status = ", ".join(f"{n} {s}" for s, n in counts.items())
-        devices = ", ".join(r.device_name(str(d)) for d in sorted(r.frame["device"].unique()))
+        hosts = ", ".join(r.hosts()) or "not recorded"
+        devices = ", ".join(r.device_names())
         commit = (r.env.get("gpubench") or {}).get("git_commit")
-        rows.append([r.name, str(r.path), r.env.get("captured_at"), devices, status, commit])
+        rows.append([r.name, str(r.path), r.env.get("captured_at"), hosts, devices, status, commit])
     return "<h2>Runs</h2>\n" + table(
-        ["run", "folder", "captured", "devices", "points", "git commit"], rows
+        ["run", "folder", "captured", "machines", "devices", "points", "git commit"], rows
     )
 
 
 def environment_section(runs: Sequence[Run]) -> str:
+    """Per run, the facts of every machine its rows ran on (a merged folder's env.json lists
+    each under `machines`), then the whole env.json."""
     parts = ["<h2>Environment</h2>"]
     for r in runs:
         env = r.env
         if not env:
             parts.append(note(f"Run {r.name} has no env.json."))
             continue
-        torch = env.get("torch") or {}
-        cpu = env.get("cpu") or {}
-        facts = [
-            [
-                "CPU",
-                f"{cpu.get('model')} ({cpu.get('usable_cores')} usable cores, "
-                f"{cpu.get('torch_threads')} torch threads)",
-            ],
-            [
-                "GPUs",
-                "; ".join(
-                    f"{g.get('name')} ({number(g.get('memory_bytes'), ',.1f', 1 / 1024**3)} GiB)"
-                    for g in env.get("gpus") or []
-                    if isinstance(g, dict)
-                )
-                or "none",
-            ],
-            [
-                "torch / CUDA / cuDNN",
-                f"{torch.get('version')} / {torch.get('cuda')} / {torch.get('cudnn')}",
-            ],
-            ["Python, OS", f"{env.get('python')}, {env.get('os')}"],
-        ]
+        machines = r.machines()
+        parts.append(f"<h3>{e(r.name)}</h3>")
+        if len(machines) > 1:
+            parts.append(
+                note(f"Run {r.name} joins the rows of {len(machines)} run folders (merge):")
+            )
+        for m in machines:
+            if len(machines) > 1:
+                parts.append(f"<h4>{e(str(m.get('run') or m.get('hostname') or '?'))}</h4>")
+            parts.append(table(["", ""], _machine_facts(m)))
         full = json.dumps(env, indent=2, default=str)
-        parts.append(
-            f"<h3>{e(r.name)}</h3>\n"
-            + table(["", ""], facts)
-            + f"<details><summary>env.json</summary><pre>{e(full)}</pre></details>"
-        )
+        parts.append(f"<details><summary>env.json</summary><pre>{e(full)}</pre></details>")
     return "\n".join(parts)
+
+
+def _machine_facts(env: dict[str, Any]) -> list[list[Any]]:
+    torch = env.get("torch") or {}
+    cpu = env.get("cpu") or {}
+    return [
+        ["Host", env.get("hostname") or "not recorded"],
+        ["Captured", env.get("captured_at")],
+        [
+            "CPU",
+            f"{cpu.get('model')} ({cpu.get('usable_cores')} usable cores, "
+            f"{cpu.get('torch_threads')} torch threads)",
+        ],
+        [
+            "GPUs",
+            "; ".join(
+                f"{g.get('name')} ({number(g.get('memory_bytes'), ',.1f', 1 / 1024**3)} GiB)"
+                for g in env.get("gpus") or []
+                if isinstance(g, dict)
+            )
+            or "none",
+        ],
+        [
+            "torch / CUDA / cuDNN",
+            f"{torch.get('version')} / {torch.get('cuda')} / {torch.get('cudnn')}",
+        ],
+        ["Python, OS", f"{env.get('python')}, {env.get('os')}"],
+    ]

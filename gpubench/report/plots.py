@@ -176,7 +176,7 @@ def memory(
                 ax.plot(m["batch_size"], m[shown] / GiB, label="_", **series_styles.line(series))
             fit_col = A.memory_column(g)
             fit = A.fit_memory(g["batch_size"], g[fit_col]) if fit_col else None
-            cap = capacity.get((group["run"].iloc[0], group["device"].iloc[0]))
+            cap = capacity.get((group["run"].iloc[0], group["device_name"].iloc[0]))
             if fit is not None:
                 top = fit.largest_batch(cap)
                 reach = EXTEND * float(g["batch_size"].max())

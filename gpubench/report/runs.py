@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from gpubench.report import series
+from gpubench.store.env import named_device
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import COLUMNS, IDENTITY, TEXT
 
@@ -53,27 +54,87 @@ class Run:
         threads = self.env.get("cpu", {}).get("torch_threads")
         return int(threads) if isinstance(threads, int) else None
 
-    def device_name(self, device: str) -> str:
-        """A readable device name: the CPU model or the GPU name from env.json, else `device`."""
-        if device == "cpu":
-            model = self.env.get("cpu", {}).get("model")
-            return f"cpu ({model})" if model else "cpu"
-        index = int(device.split(":")[1]) if ":" in device else 0
-        for gpu in self.env.get("gpus") or []:
-            if isinstance(gpu, dict) and gpu.get("index") == index and gpu.get("name"):
-                return f"{device} ({gpu['name']})"
-        return device
+    def machines(self) -> list[dict[str, Any]]:
+        """The environment of every machine this run's rows were measured on: env.json's
+        `machines` in a merged folder (one per folder joined), else env.json itself ([] where
+        the folder has none)."""
+        listed = self.env.get("machines")
+        if isinstance(listed, list):
+            return [m for m in listed if isinstance(m, dict)]
+        return [self.env] if self.env else []
 
-    def device_memory_bytes(self, device: str) -> int | None:
-        """The device's memory capacity in bytes from env.json (GPUs only), or None."""
+    def machine(self, host: str | None = None) -> dict[str, Any]:
+        """The environment of the machine named `host` (a row's own `host`); env.json itself
+        for a row without one (written before rows named their machine) or a host it does not
+        list."""
+        if host:
+            for m in self.machines():
+                if m.get("hostname") == host:
+                    return m
+        return self.env
+
+    def device_name(self, device: str, host: str | None = None, name: str | None = None) -> str:
+        """A readable device name, 'cuda (NVIDIA H100 80GB HBM3)' or 'cpu (AMD EPYC)': a row's
+        own `name` (its `device_name`), else what its machine's env.json calls `device` (the
+        CPU model, or the GPU of that index), else `device`."""
+        name = name or named_device(self.machine(host), device)
+        return f"{device} ({name})" if name else device
+
+    def device_memory_bytes(
+        self, device: str, host: str | None = None, name: str | None = None
+    ) -> int | None:
+        """The memory capacity in bytes of a GPU row's device, from env.json: the GPU of that
+        index on the row's own machine (`host`), and where the row names its GPU (`name`), only
+        a GPU of that name (on its machine first, else on any machine of the run: one model,
+        one capacity). None for the CPU or where no env.json entry matches."""
         if not device.startswith("cuda"):
             return None
         index = int(device.split(":")[1]) if ":" in device else 0
-        for gpu in self.env.get("gpus") or []:
-            if isinstance(gpu, dict) and gpu.get("index") == index:
+        for env in (self.machine(host), *self.machines()):
+            for gpu in env.get("gpus") or []:
+                if not isinstance(gpu, dict) or gpu.get("index") != index:
+                    continue
+                if name and gpu.get("name") != name:
+                    continue
                 value = gpu.get("memory_bytes")
                 return int(value) if isinstance(value, int | float) and value > 0 else None
         return None
+
+    def row_devices(self) -> list[tuple[str, str | None, str | None]]:
+        """(device, host, device_name) of each row, None where the row has none."""
+        f = self.frame
+        return [
+            (str(d), _text(h), _text(n))
+            for d, h, n in zip(f["device"], f["host"], f["device_name"], strict=True)
+        ]
+
+    def device_names(self) -> list[str]:
+        """Every device this run's rows ran on, each named from its own machine, sorted."""
+        return sorted({self.device_name(*d) for d in self.row_devices()})
+
+    def hosts(self) -> list[str]:
+        """The machines this run's rows ran on by hostname: the rows' own `host`, else those
+        env.json names; sorted."""
+        named = {h for _, h, _ in self.row_devices() if h}
+        if not named:
+            named = {str(m["hostname"]) for m in self.machines() if m.get("hostname")}
+        return sorted(named)
+
+
+def _text(value: Any) -> str | None:
+    """A text cell as str, None where it is missing (None or NaN)."""
+    return None if value is None or (isinstance(value, float) and value != value) else str(value)
+
+
+def capacities(runs: Sequence[Run]) -> dict[tuple[str, str], int | None]:
+    """(run name, device name as combine writes it) to the device's memory in bytes (None for
+    the CPU or where env.json has no entry): each row's capacity from its own machine, so a
+    merged folder's A100 rows are fitted against an A100's memory, not the first folder's."""
+    return {
+        (r.name, r.device_name(*d)): r.device_memory_bytes(*d)
+        for r in runs
+        for d in r.row_devices()
+    }
 
 
 def load_run(path: str | Path) -> Run:
@@ -139,7 +200,8 @@ def load_runs(paths: Sequence[str | Path]) -> list[Run]:
 
 
 def combine(runs: Sequence[Run]) -> pd.DataFrame:
-    """All rows of all runs, numeric columns as floats, plus `run`, `device_name`, `series` (the
+    """All rows of all runs, numeric columns as floats, plus `run`, `device_name` (the device as
+    Run.device_name writes it, in place of the rows' bare name), `series` (the
     whole identity but the batch size: what one line of a chart stands for, see report.series),
     `series_run` (the run where its device name is in more than one run) and `panel` (model/size:
     what one panel of a chart shows)."""
@@ -147,7 +209,8 @@ def combine(runs: Sequence[Run]) -> pd.DataFrame:
     for r in runs:
         f = r.frame.copy()
         f["run"] = r.name
-        f["device_name"] = [r.device_name(str(d)) for d in f["device"]]
+        # Each row's device from its own machine (issue 23: a merged folder holds several).
+        f["device_name"] = [r.device_name(*d) for d in r.row_devices()]
         frames.append(f)
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     for col in NUMERIC:

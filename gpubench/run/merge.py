@@ -13,33 +13,38 @@ from gpubench.config.spec import Point
 from gpubench.run import folder
 from gpubench.run.sweep import _row_key
 from gpubench.science import scaling
+from gpubench.store import env
 from gpubench.store.results import ResultsError, ResultStore, read_rows
 
 
 @dataclass(frozen=True)
 class Merged:
-    """What merge wrote: `rows` kept, and `dropped` rows of points already present (only with
-    allow_duplicates)."""
+    """What merge wrote: `rows` kept; `dropped` rows of points already present (only with
+    allow_duplicates), of which `replaced` were a failed row that a later `ok` row replaced;
+    `machines`, each machine joined as machine_label writes it (one entry per distinct machine,
+    in the order the folders were given)."""
 
     out: Path
     rows: int
     dropped: int
+    replaced: int = 0
+    machines: tuple[str, ...] = ()
 
 
 def _env(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "env.json"
     try:
-        env = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        env_obj = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except ValueError as e:
         raise ConfigError(f"cannot read {path}: {e}") from None
-    return env if isinstance(env, dict) else {}
+    return env_obj if isinstance(env_obj, dict) else {}
 
 
-def _machines(run_dir: Path, env: dict[str, Any]) -> list[dict[str, Any]]:
+def _machines(run_dir: Path, env_obj: dict[str, Any]) -> list[dict[str, Any]]:
     """The machines a run folder holds: its own env, or, for a merged folder, each of them."""
-    if isinstance(env.get("machines"), list):
-        return list(env["machines"])
-    return [{"run": str(run_dir), **env}]
+    if isinstance(env_obj.get("machines"), list):
+        return list(env_obj["machines"])
+    return [{"run": str(run_dir), **env_obj}]
 
 
 def _describe(machine: dict[str, Any]) -> str:
@@ -47,11 +52,56 @@ def _describe(machine: dict[str, Any]) -> str:
     return f"{machine.get('run')} (host {host}, captured {machine.get('captured_at', '?')})"
 
 
+def machine_label(machine: dict[str, Any]) -> str:
+    """A machine as merge names it: 'host: GPU names, CPU model' ('unknown host' where its
+    env.json has no hostname)."""
+    facts = env.machine(machine)
+    devices = [*(g for g in facts["gpus"] if g), *([f"CPU {facts['cpu']}"] if facts["cpu"] else [])]
+    return f"{machine.get('hostname') or 'unknown host'}: {', '.join(devices) or 'no env.json'}"
+
+
+def joined_machines(machines: list[dict[str, Any]]) -> tuple[str, ...]:
+    """Each distinct machine of `machines` (envs) once, labelled: by hostname and what
+    env.machine compares (CPU, GPUs, driver, CUDA, torch); two that share a label but differ
+    in the software are told apart by it."""
+    seen: dict[str, dict[str, Any]] = {}
+    for m in machines:
+        seen.setdefault(json.dumps([m.get("hostname"), env.machine(m)], default=str), m)
+    labels = [machine_label(m) for m in seen.values()]
+    return tuple(
+        label
+        if labels.count(label) == 1
+        else f"{label} (torch {env.machine(m)['torch']}, driver {env.machine(m)['driver']})"
+        for label, m in zip(labels, seen.values(), strict=True)
+    )
+
+
+def _own_machine(row: dict[str, Any], machines: list[dict[str, Any]]) -> dict[str, Any]:
+    """`row` naming its machine: a row written before rows carried `host` and `device_name`
+    takes them from its folder's env.json, where that folder is one machine's (a merged
+    folder's old rows cannot be told apart and keep them null)."""
+    if row.get("host") is not None or len(machines) != 1:
+        return row
+    (m,) = machines
+    name = row.get("device_name") or env.named_device(m, str(row.get("device")))
+    return {**row, "host": m.get("hostname"), "device_name": name}
+
+
+def _failed(row: dict[str, Any]) -> bool:
+    return row.get("status") != "ok"
+
+
 def merge(dirs: list[Path], out: Path, allow_duplicates: bool = False) -> Merged:
     """Write run folder `out` from the run folders `dirs`: their rows in order, each point
-    once. A point in two folders is a ConfigError naming both (their machines and times),
-    unless `allow_duplicates`, which keeps the first. env.json is the first folder's, with
-    `machines` listing every folder's; suite.json is kept where all folders share it."""
+    once per device (its identity and `device_name`: the same point measured on an A100 and on
+    an H100 is two rows). A point in two folders is a ConfigError naming both (their machines
+    and times), unless `allow_duplicates`: then the point keeps its first `ok` row (folders in
+    the order given), or its first row where none is `ok`; the kept row stands where the point
+    first appeared. Every row keeps its own machine (`host`, `device_name`; an old row without them
+    gets its folder's, from env.json), so rows of different machines stay apart in the
+    report. env.json is the first folder's, with `machines` listing every folder's (a merged
+    folder's own list is flattened); suite.json is kept where all folders share it; merge.json
+    records the sources, the counts and the machines joined."""
     if len(dirs) < 1:
         raise ConfigError("merge needs at least one run folder")
     resolved = {d.resolve() for d in dirs}
@@ -63,30 +113,39 @@ def merge(dirs: list[Path], out: Path, allow_duplicates: bool = False) -> Merged
             sources.append((d, read_rows(d), _env(d)))
         except ResultsError as e:
             raise ConfigError(str(e)) from e
-    owner: dict[tuple[Any, ...], dict[str, Any]] = {}
+    owner: dict[tuple[Any, ...], tuple[int, dict[str, Any]]] = {}  # point: (position, machine)
     rows: list[dict[str, Any]] = []
-    dropped = 0
-    for d, run_rows, env in sources:
-        machine = _machines(d, env)[0]
+    dropped = replaced = 0
+    for d, run_rows, env_obj in sources:
+        machines = _machines(d, env_obj)
         for row in run_rows:
-            key = _row_key(row)
-            if key in owner:
-                if not allow_duplicates:
-                    raise ConfigError(
-                        f"point {Point.of(row).label()} is in {_describe(owner[key])} and in "
-                        f"{_describe(machine)}; keep the first with --allow-duplicates, or "
-                        "leave one folder out"
-                    )
-                dropped += 1
+            row = _own_machine(row, machines)
+            # The same point on two devices (an A100 and an H100) is two rows, not a duplicate.
+            key = (*_row_key(row), row.get("device_name"))
+            if key not in owner:
+                owner[key] = (len(rows), machines[0])
+                rows.append(row)
                 continue
-            owner[key] = machine
-            rows.append(row)
-    scaling.fill_efficiency(rows)  # a shard's rows may have their baseline in another shard
+            at, first = owner[key]
+            if not allow_duplicates:
+                raise ConfigError(
+                    f"point {Point.of(row).label()} is in {_describe(first)} and in "
+                    f"{_describe(machines[0])}; keep its first ok row with --allow-duplicates, "
+                    "or leave one folder out"
+                )
+            dropped += 1
+            if _failed(rows[at]) and not _failed(row):
+                rows[at] = row
+                owner[key] = (at, machines[0])
+                replaced += 1
+    # A shard's rows may have their baseline in another shard; each row keeps its own host.
+    scaling.fill_efficiency(rows)
+    every = [m for d, _, env_obj in sources for m in _machines(d, env_obj)]
+    joined = joined_machines(every)
     with folder.locked(out):
         folder.check_fresh(out)
         store = ResultStore(out)
-        machines = [m for d, _, env in sources for m in _machines(d, env)]
-        store.write_json("env.json", {**sources[0][2], "machines": machines})
+        store.write_json("env.json", {**sources[0][2], "machines": every})
         suites = [
             folder.saved_suite(d) if (d / "suite.json").is_file() else None for d, _, _ in sources
         ]
@@ -94,9 +153,15 @@ def merge(dirs: list[Path], out: Path, allow_duplicates: bool = False) -> Merged
             store.write_json("suite.json", suites[0])
         store.write_json(
             "merge.json",
-            {"sources": [str(d) for d in dirs], "rows": len(rows), "dropped": dropped},
+            {
+                "sources": [str(d) for d in dirs],
+                "rows": len(rows),
+                "dropped": dropped,
+                "replaced_failed": replaced,
+                "machines": list(joined),
+            },
         )
         for row in rows:
             store.append(row)
         store.write_csv()
-    return Merged(out, len(rows), dropped)
+    return Merged(out, len(rows), dropped, replaced, joined)

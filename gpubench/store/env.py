@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import platform
 import subprocess
@@ -33,7 +34,7 @@ def capture(
         "gpubench": {"version": _version(), "git_commit": git_commit()},
         "python": sys.version.split()[0],
         "os": platform.platform(),
-        "hostname": platform.node(),
+        "hostname": hostname(),
         "cpu": cpu_info(),
         "torch": torch_info(),
         "nvml": nvml.system_info(),
@@ -57,6 +58,42 @@ def machine(captured: dict[str, Any]) -> dict[str, Any]:
         "cuda": torch_.get("cuda"),
         "torch": torch_.get("version"),
     }
+
+
+def hostname() -> str:
+    """This machine's network name (platform.node(); '' where the OS gives none): what a row's
+    `host` and env.json's `hostname` hold."""
+    return platform.node()
+
+
+@functools.cache
+def device_name(device: str) -> str | None:
+    """What this machine calls `device` ("cpu", "cuda", "cuda:1"): the CPU model for the CPU,
+    the GPU's name as torch gives it (env.json's `gpus[].name`) for a CUDA device, None for a
+    CUDA device this process cannot see or a device of another kind. Cached per process."""
+    where = torch.device(device)
+    if where.type == "cpu":
+        return calibration.cpu_model()
+    if where.type != "cuda" or not torch.cuda.is_available():
+        return None
+    index = torch.cuda.current_device() if where.index is None else where.index
+    return torch.cuda.get_device_name(index) if index < torch.cuda.device_count() else None
+
+
+def named_device(captured: dict[str, Any], device: str) -> str | None:
+    """What a captured environment (an env.json) calls `device`: its CPU model for "cpu", the
+    name of its GPU of that index (0 for a bare "cuda") for a CUDA device; None where it names
+    none. device_name() read back from the file, for rows written before they named their own."""
+    if device == "cpu":
+        model = (captured.get("cpu") or {}).get("model")
+        return str(model) if model else None
+    if not device.startswith("cuda"):
+        return None
+    index = int(device.split(":")[1]) if ":" in device else 0
+    for gpu in captured.get("gpus") or []:
+        if isinstance(gpu, dict) and gpu.get("index") == index and gpu.get("name"):
+            return str(gpu["name"])
+    return None
 
 
 def current_machine() -> dict[str, Any]:

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from gpubench.config.spec import Point
+from gpubench.store import env
 
 STATUSES = ("ok", "oom", "diverged", "unsupported", "timeout", "error")
 
@@ -158,12 +159,17 @@ COLUMNS += ["host_peak_address_space_bytes"]
 COLUMNS += ["tune_round"]
 # issue 23: a parallel point's processes x threads over the node's cores (its ranks take turns)
 COLUMNS += ["oversubscribed"]
+# issue 23: the machine that measured the row (its hostname) and what that machine calls the
+# row's device (the GPU's name, or the CPU model): merged folders hold rows of several machines.
+# Rows written before these columns load with them null; the report then reads env.json.
+COLUMNS += ["host", "device_name"]
 # Columns that hold words, not numbers (the report keeps them as text).
 TEXT = ["status", "error", "optimizer_impl", "workload", "step_timer", "flops_method"]
 TEXT += ["energy_method", "energy_note", "throttle_reasons", "dataset", "dataset_sha256"]
 TEXT += ["target_metric", "backend", "collective_method"]
 TEXT += ["top_category", "bottleneck", "bottleneck_evidence"]  # issue 15
 TEXT += ["cpu_energy_note"]
+TEXT += ["host", "device_name"]  # issue 23
 
 SERIES = ["step_times_s", "curve"]
 SERIES += ["traceback"]  # issue 13: an `error` row's Python traceback (JSONL only, not the CSV)
@@ -174,13 +180,17 @@ RENAMED = {"step_time_device_sum_s": "step_time_sum_s"}
 
 
 def make_row(point: Point, status: str, **values: Any) -> dict[str, Any]:
-    """A complete row: the point's identity, `status`, `values`, and None for the rest."""
+    """A complete row: the point's identity, `status`, `values`, and None for the rest. `host`
+    and `device_name` are this machine's (the process that makes the row is on the machine that
+    measured it) unless `values` names them."""
     assert status in STATUSES, status
     unknown = set(values) - set(COLUMNS) - set(SERIES)
     assert not unknown, f"columns not in the schema: {sorted(unknown)}"
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(point.to_dict())
     row["status"] = status
+    row["host"] = env.hostname()
+    row["device_name"] = env.device_name(point.device)
     row.update({k: finite_or_none(v) for k, v in values.items()})
     return row
 
