@@ -81,6 +81,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             overridden=parser.overridden_flags(args),
             shard=args.shard,
             confirm=args.confirm,
+            plan_file=args.plan,
         )
     if args.command == "merge":
         return commands.merge(args.dirs, args.out, args.allow_duplicates)

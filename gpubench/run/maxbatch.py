@@ -51,6 +51,9 @@ class MaxBatch:
     # [largest, largest + resolution). Without a failure, the search's nominal resolution.
     smallest_failed: int | None = None
     resolution: int = 1
+    # Bytes a rank of the searched layout holds less than the single-process probes (its
+    # training state, see run.batch_plan; negative: more); limit_bytes has it added.
+    rank_saved_bytes: int = 0
 
     @property
     def search_probes(self) -> list[Probe]:
@@ -70,6 +73,7 @@ class MaxBatch:
             "smallest_failed": self.smallest_failed,
             "resolution": self.resolution,
             "limit_bytes": self.limit_bytes,
+            "rank_saved_bytes": self.rank_saved_bytes,
             "search_probe_count": len(self.search_probes),
             "search_seconds": self.search_seconds,
             "probes": [dataclasses.asdict(p) for p in self.probes],
@@ -87,6 +91,7 @@ def find(
     confirm_budget: Budget | None = None,
     time_budget: Budget | None = None,
     on_probe: Callable[[Probe], None] | None = None,
+    rank_saving: Callable[[dict[str, Any]], int] | None = None,
 ) -> MaxBatch:
     """Search the largest batch size of `point` that fits, between `start` and `ceiling`.
 
@@ -96,15 +101,23 @@ def find(
     the largest batch a full measurement fitted); `result.smallest_failed` and
     `result.resolution` are the bracket found. `time_budget` times the powers of two up to the
     answer.
+
+    `rank_saving` (None: the point's own memory) searches for one rank of a parallel layout
+    in single processes: a first probe at `start` (phase "state") measures the training state,
+    `rank_saving(its row)` says how many bytes less a rank holds, and the search runs against
+    the limit moved by that (see run.batch_plan). On a device without a cap (CUDA without
+    `max_memory`) a probe cannot use more than the device, so only a negative saving applies.
     """
     if not 1 <= start <= ceiling:
         raise ConfigError(f"invalid start batch size {start}; allowed: 1 to the ceiling {ceiling}")
     result = MaxBatch(point, 0)
     fresh = WorkerRunner(max_memory, point_timeout_s, reuse=False)
+    last_row: list[dict[str, Any]] = []
 
     def probe(batch: int, phase: str, budget: Budget) -> Probe:
         t0 = time.perf_counter()
         row = fresh.run(dataclasses.replace(point, batch_size=batch), budget)
+        last_row[:] = [row]
         p = Probe(
             batch,
             row["status"],
@@ -129,6 +142,12 @@ def find(
         # a probe asks only whether the batch fits: no profile of where its time goes
         short = dataclasses.replace(Budget.fixed(probe_steps, warmup_steps=1), profile_steps=0)
         result.limit_bytes = max_memory if max_memory is not None else _device_bytes(point)
+        if rank_saving is not None and probe(start, "state", short).fits:
+            saved = rank_saving(last_row[0])
+            if result.limit_bytes is not None and (max_memory is not None or saved < 0):
+                result.rank_saved_bytes = saved
+                result.limit_bytes = max(result.limit_bytes + saved, memory_cap.MIN_BYTES)
+                fresh.max_memory = result.limit_bytes
         probes = batch_search.search(
             lambda batch, phase: probe(batch, phase, short),
             start,
