@@ -62,7 +62,7 @@ def test_a_rank_is_searched_against_the_memory_its_layout_frees_or_takes() -> No
         batch_sizes="auto",
         precisions=("fp32",),
         optimizers=("adamw",),
-        parallel=("none", "ddp", "fsdp"),
+        parallel=("ddp", "fsdp"),
         nproc=(2,),
         scaling=("weak", "strong"),
     )
@@ -72,20 +72,19 @@ def test_a_rank_is_searched_against_the_memory_its_layout_frees_or_takes() -> No
         points = plan(spec, Path(tmp), memory_cap(640))
         searches = json.loads((Path(tmp) / "maxbatch.json").read_text())
     largest = {}
-    for mode in ("none", "ddp", "fsdp"):
-        point = layout(mode, 2) if mode != "none" else BASE
-        key = search_key(dataclasses.replace(point, model="stateful_workloads:stateful"))
+    for mode in ("ddp", "fsdp"):
+        key = search_key(dataclasses.replace(layout(mode, 2), model="stateful_workloads:stateful"))
         largest[mode] = searches[key]["largest_batch"]
         saved = searches[key]["rank_saved_bytes"]
         state = 4 * 12 * 2**20  # the parameters' bytes (tests/stateful_workloads.py)
-        assert saved == pytest.approx({"none": 0, "ddp": -state, "fsdp": 2 * state}[mode], 0.05)
-    assert len(searches) == 3, list(searches)
-    assert largest["ddp"] < largest["none"] < largest["fsdp"], largest
+        assert saved == pytest.approx({"ddp": -state, "fsdp": 2 * state}[mode], 0.05)
+    assert len(searches) == 2, list(searches)
+    # 48 MiB more for DDP, 96 MiB less for FSDP x2: about 36 samples of 4 MiB between them
+    assert largest["fsdp"] - largest["ddp"] > 16, largest
 
     def sizes(mode: str, scaling: str | None) -> list[int]:
         return [p.batch_size for p in points if p.parallel == mode and p.scaling == scaling]
 
-    assert sizes("none", None) == batch_plan.batch_sizes(BASE, largest["none"])
     assert sizes("ddp", "weak") == [2**i for i in range(largest["ddp"].bit_length())]
     assert sizes("ddp", "strong") == [2 * b for b in sizes("ddp", "weak")]
     assert sizes("fsdp", "strong") == [2 * b for b in sizes("fsdp", "weak")]
@@ -99,7 +98,6 @@ devices = ["cpu"]
 batch_sizes = "auto"
 precisions = ["fp32"]
 optimizers = ["sgd"]
-seeds = [0, 1]
 """
 
 
@@ -119,11 +117,12 @@ def test_two_shards_given_one_plan_measure_one_plan(
     one, two = tmp_path / "one", tmp_path / "two"
     assert main([*args, "--shard", "1/2", "--plan", str(plan_file), "--out", str(one)]) == 0
     searched = plan_file.read_bytes()
-    assert len(json.loads(searched)) == 2  # a search per seed
+    assert len(json.loads(searched)) == 1
     assert main([*args, "--shard", "2/2", "--plan", str(plan_file), "--out", str(two)]) == 0
     assert plan_file.read_bytes() == searched, "the second shard searched again"
     assert json.loads((two / "maxbatch.json").read_text()) == json.loads(searched)
-    measured = sorted((r["seed"], r["batch_size"]) for r in [*rows(one), *rows(two)])
+    measured = sorted(r["batch_size"] for r in [*rows(one), *rows(two)])
+    assert rows(one) and rows(two)
     spec = SweepSpec(
         name="auto",
         models=("fault_workloads:hungry",),
@@ -132,8 +131,7 @@ def test_two_shards_given_one_plan_measure_one_plan(
         batch_sizes="auto",
         precisions=("fp32",),
         optimizers=("sgd",),
-        seeds=(0, 1),
     )
     planned = plan(spec, tmp_path / "reader", plan_file=plan_file)
     assert plan_file.read_bytes() == searched
-    assert measured == sorted((p.seed, p.batch_size) for p in planned)  # each point once
+    assert measured == sorted(p.batch_size for p in planned)  # each point once

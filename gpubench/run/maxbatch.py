@@ -103,10 +103,12 @@ def find(
     answer.
 
     `rank_saving` (None: the point's own memory) searches for one rank of a parallel layout
-    in single processes: a first probe at `start` (phase "state") measures the training state,
+    in single processes: the first probe (at `start`) measures the training state,
     `rank_saving(its row)` says how many bytes less a rank holds, and the search runs against
-    the limit moved by that (see run.batch_plan). On a device without a cap (CUDA without
-    `max_memory`) a probe cannot use more than the device, so only a negative saving applies.
+    the limit moved by that (see run.batch_plan; the first probe counts where its peak is
+    within the moved limit, else it is probed again under it). On a device without a cap (CUDA
+    without `max_memory`) a probe cannot use more than the device: only a negative saving
+    applies there.
     """
     if not 1 <= start <= ceiling:
         raise ConfigError(f"invalid start batch size {start}; allowed: 1 to the ceiling {ceiling}")
@@ -142,14 +144,26 @@ def find(
         # a probe asks only whether the batch fits: no profile of where its time goes
         short = dataclasses.replace(Budget.fixed(probe_steps, warmup_steps=1), profile_steps=0)
         result.limit_bytes = max_memory if max_memory is not None else _device_bytes(point)
-        if rank_saving is not None and probe(start, "state", short).fits:
+        first = None if rank_saving is None else probe(start, "fit", short)
+        if rank_saving is not None and first is not None and first.fits:
             saved = rank_saving(last_row[0])
             if result.limit_bytes is not None and (max_memory is not None or saved < 0):
                 result.rank_saved_bytes = saved
                 result.limit_bytes = max(result.limit_bytes + saved, memory_cap.MIN_BYTES)
                 fresh.max_memory = result.limit_bytes
+            over = first.memory_bytes is None or first.memory_bytes > (result.limit_bytes or 0)
+            if result.rank_saved_bytes < 0 and over:
+                first = None  # it peaked over what a rank may hold: probed again under that
+
+        def search_probe(batch: int, phase: str) -> Probe:
+            nonlocal first
+            if first is not None and batch == start:  # the first probe, made above
+                done, first = first, None
+                return done
+            return probe(batch, phase, short)
+
         probes = batch_search.search(
-            lambda batch, phase: probe(batch, phase, short),
+            search_probe,
             start,
             ceiling,
             result.limit_bytes,
