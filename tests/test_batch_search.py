@@ -161,3 +161,49 @@ def test_a_contradicted_line_halves_a_narrow_bracket() -> None:
     probes.append(Probe(456, "oom", "out of memory", 0.0, "search"))
     # narrow (32 samples): the line is not trusted any more, the bracket is halved
     assert batch_search.next_batch(probes, limit, 2**16, False) == (440, "search")
+
+
+def run_full(memory: Callable[[int], float], limit: int) -> Callable[[int, str], Probe]:
+    """A full measurement on `memory` (no memory figures: only whether it fitted)."""
+
+    def probe(batch: int, phase: str) -> Probe:
+        fits = memory(batch) <= limit
+        return Probe(batch, "ok" if fits else "oom", None if fits else "out of memory", 0.0, phase)
+
+    return probe
+
+
+@pytest.mark.parametrize("growth", [1.02, 1.2, 1.8, 4.0, 50.0, 10**6])
+def test_a_full_run_that_fails_is_searched_down_to_a_true_bracket(growth: float) -> None:
+    """Probes of a few steps fit more than a full measurement does (issue 23: resnet18's probes
+    fitted 80 and 88, its full runs at both ran out of memory, and the answer fell to 1, the
+    only smaller probe, "within 8"): a full run costs `growth` times a probe's memory per
+    sample. The answer is a batch whose full run fitted, the smallest failure within the
+    resolution above it."""
+    limit = 1100 * MiB
+    short = curve(900 * MiB, 2 * MiB, limit, step=2 * MiB)
+    full = curve(900 * MiB, growth * 2 * MiB, limit, step=2 * MiB)
+    probes = run(short, limit, 2 * MiB)
+    confirmed = batch_search.confirm(run_full(full, limit), probes, exact=False)
+    lo, hi = batch_search.bracket(probes, confirmed)
+    truth = largest_that_fits(full, limit, 2**20)
+    assert lo == max((p.batch_size for p in confirmed if p.fits), default=0)
+    if truth == 0:  # not even one sample fits a full run, and the search says so
+        assert (lo, hi) == (0, 1)
+        return
+    assert lo <= truth < hi, (lo, hi, truth)  # the bracket is true
+    runs = [(p.batch_size, p.status) for p in confirmed]
+    assert hi - lo <= batch_search.resolution(lo, False) and len(runs) <= 9, runs
+
+
+def test_a_confirmed_answer_needs_one_full_run() -> None:
+    memory = curve(900 * MiB, 2 * MiB, 1100 * MiB, step=2 * MiB)
+    probes = run(memory, 1100 * MiB, 2 * MiB)
+    confirmed = batch_search.confirm(run_full(memory, 1100 * MiB), probes, exact=False)
+    assert [(p.batch_size, p.status) for p in confirmed] == [
+        (batch_search.largest_fitted(probes), "ok")
+    ]
+    assert batch_search.bracket(probes, confirmed) == (
+        batch_search.largest_fitted(probes),
+        batch_search.smallest_failed(probes),
+    )

@@ -20,11 +20,11 @@ def test_memory_model_search_brackets_the_boundary_in_few_probes() -> None:
     assert found.stopped is None and not found.ceiling_reached and found.largest > 8
     # the answer fitted its probe and its full measurement; a batch within the resolution
     # above it did not fit
-    assert found.resolution == max(8, int(0.02 * found.largest))
     confirmed = [p for p in found.probes if p.phase == "confirm"]
     assert confirmed[-1].batch_size == found.largest and confirmed[-1].fits
-    failed = [p.batch_size for p in found.search_probes if p.status == "oom"]
-    assert failed and min(failed) - found.largest <= found.resolution
+    failed = [p.batch_size for p in found.probes if p.status == "oom"]
+    assert failed and found.smallest_failed == min(failed)
+    assert found.resolution == min(failed) - found.largest <= max(8, int(0.02 * found.largest))
     assert all(p.memory_bytes for p in found.probes if p.fits), "probes measure their peak"
     summary = found.to_dict()
     assert summary["search_probe_count"] == len(found.search_probes)
@@ -67,3 +67,27 @@ def test_max_batch_of_an_unsupported_point_exits_2(capsys: pytest.CaptureFixture
     assert main([*argv, "--precision", "tf32", "--max-memory", "4G"]) == 2
     (err,) = capsys.readouterr().err.strip().splitlines()
     assert err.startswith("gpubench: error: mlp/tiny cpu tf32") and "CUDA" in err
+
+
+def test_a_full_run_that_runs_out_of_memory_is_searched_down() -> None:
+    """Probes of 4 steps fit batches whose full run of 21 steps does not (1 MiB per sample per
+    step, tests/growing_workloads.py): the answer is a batch whose full run fitted, and the
+    bracket it reports holds a failure within the resolution above it (issue 23: today's code
+    fell back to the only smaller probe, B=1, "within 8")."""
+    point = Point("growing_workloads:growing", "tiny", "cpu", "fp32", "sgd", 1)
+    full = Budget.fixed(20, warmup_steps=1)
+    found = maxbatch.find(point, memory_cap(320), ceiling=64, confirm_budget=full)
+    confirms = [p for p in found.probes if p.phase == "confirm"]
+    assert confirms[0].status == "oom", [(p.phase, p.batch_size, p.status) for p in found.probes]
+    assert found.stopped is None and found.largest > 1
+    assert any(p.batch_size == found.largest and p.fits for p in confirms)
+    assert found.smallest_failed is not None
+    assert found.resolution == found.smallest_failed - found.largest
+    assert found.resolution <= max(8, int(0.02 * found.largest))
+    failed = [p.batch_size for p in found.probes if p.status == "oom"]
+    assert min(failed) == found.smallest_failed
+    summary = found.to_dict()
+    assert (summary["largest_batch"], summary["smallest_failed"]) == (
+        found.largest,
+        found.smallest_failed,
+    )

@@ -38,6 +38,7 @@ def sweep(
     retry_failed: bool = False,
     shard: tuple[int, int] | None = None,
     confirm: bool = True,
+    plan_file: Path | None = None,
 ) -> int:
     """Run `spec` into `out` (default results/<timestamp>), then print its tables and render its
     report. Exit status 0; 1 when every point of some model ended `error` (FAILED_MODEL); 130
@@ -66,6 +67,7 @@ def sweep(
                 retry_failed=retry_failed,
                 shard=shard,
                 confirm=confirm,
+                plan_file=plan_file,
             )
     except KeyboardInterrupt:
         progress.stop()

@@ -81,6 +81,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             overridden=parser.overridden_flags(args),
             shard=args.shard,
             confirm=args.confirm,
+            plan_file=args.plan,
         )
     if args.command == "tune":  # issue 24
         from gpubench.cli import tune_command

@@ -193,6 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="I/N",
         help="run only the I-th of N shares of the points (balanced by their budgets), e.g. 1/2",
     )
+    sweep.add_argument(
+        "--plan",
+        type=Path,
+        metavar="FILE",
+        help='batch_sizes = "auto": read the searches from FILE, searching and adding there '
+        "those it lacks, so every shard given FILE measures the same batch sizes",
+    )
     for action in sweep._actions:  # the flags whose default is the suite's value
         if action.dest in (*S.AXES, "steps", "max_time", "profile"):
             action.help = (action.help or "") + SUITES_DEFAULT
@@ -396,9 +403,16 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
     if args.data_dir is not None:
         conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
         spec = dataclasses.replace(spec, convergence=conv)
-    return validate(
+    spec = validate(
         dataclasses.replace(spec, **overrides, budget=budget_from_args(args, spec.budget))
     )
+    searches_alone = args.shard is not None and args.plan is None and args.resume is None
+    if spec.batch_sizes == S.AUTO and searches_alone:  # issue 23: such shards' plans disagree
+        raise ConfigError(
+            '--shard with batch_sizes = "auto" needs --plan FILE; allowed: the same '
+            "--plan FILE for every shard (the first searches into it, the others read it)"
+        )
+    return spec
 
 
 def overridden_flags(args: argparse.Namespace) -> list[str]:

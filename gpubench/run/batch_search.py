@@ -11,6 +11,13 @@ coarser (`exact`: one sample). Inside the bracket the search probes where the li
 limit, kept to the bracket's middle half, so a wrong line costs no more than a slow bisection.
 Where memory is not measured, or the limit is unknown, it doubles and bisects.
 
+A probe is a few steps; a full measurement can need more memory (the allocator fragments, caches
+grow), so `confirm` measures the answer fully and, where that runs out of memory, searches again
+with full runs: down from the failure in growing steps until one fits, then bisecting, until the
+largest full run that fitted and the smallest batch that failed are within the resolution. A
+short probe that ran out of memory is a true failure (a full run takes the same first steps), a
+short probe that fitted says nothing about a full run.
+
 The constants were chosen on simulated memory curves (straight, bent either way, in 2 and 64
 MiB steps, with the estimate of a sample from 0.3 to 3 times its true cost): tests/
 test_batch_search.py holds the cases the search must close in six probes.
@@ -116,6 +123,49 @@ def search(
         if lo >= ceiling or done(lo, smallest_failed(probes), exact):
             return probes
         batch, phase = next_batch(probes, limit, ceiling, exact)
+
+
+def confirm(run: Callable[[int, str], Probe], probes: list[Probe], exact: bool) -> list[Probe]:
+    """Full runs (run(batch, "confirm")) from the search's answer (the largest of `probes` that
+    fitted) until the bracket they make with `probes` is closed: the answer fitted; or some
+    batch fitted a full run and the smallest batch that failed (a probe or a full run) is
+    within the resolution above it; or not even a batch of one fits; or a run ended otherwise
+    than fitting or running out of memory. Returns the full runs, in order (see `bracket`).
+
+    With no full run fitted yet, the next goes down from the smallest failure by the
+    resolution, then twice that, four times, ..., at most halving (a probe that fitted is
+    usually near what a full run fits, so the answer is near the top); once one fits, the
+    bracket is bisected."""
+    full: list[Probe] = []
+    batch = largest_fitted(probes)
+    while batch > 0:
+        p = run(batch, "confirm")
+        full.append(p)
+        if not p.fits and p.status != "oom":
+            return full
+        lo, hi = bracket(probes, full)
+        if p.fits and (hi is None or lo == largest_fitted(probes)):
+            return full  # the answer fitted
+        assert hi is not None  # a failure: p's, or a probe's below the answer
+        if lo > 0 and done(lo, hi, exact):
+            return full
+        if lo > 0:
+            batch = _bisect(lo, hi, exact)
+        else:
+            misses = sum(not q.fits for q in full)
+            step = resolution(hi, exact) * 2 ** (misses - 1)
+            batch = _rounded(max(hi - step, hi // 2, 1), 0, exact) if hi > 1 else 0
+    return full
+
+
+def bracket(probes: list[Probe], full: list[Probe]) -> tuple[int, int | None]:
+    """(The largest batch known to fit, the smallest known to fail): once a full run ran out
+    of memory, the largest that fitted a full run (0: none did), since a probe that fitted no
+    longer says a batch fits; before, the largest that fitted either. The failure is the
+    smallest of either kind (None: none failed)."""
+    ran_out = any(p.status == "oom" for p in full)
+    fitted = [p for p in full if p.fits] if ran_out else [*probes, *full]
+    return largest_fitted(fitted), smallest_failed([*probes, *full])
 
 
 def largest_fitted(probes: list[Probe]) -> int:

@@ -8,9 +8,10 @@ first jump from the cost of a sample the first probe estimates).
 
 A probe that fits in a few steps can still run out of memory over a full measurement (the
 allocator fragments; a known fault of batch-size finders that stop at a short probe), so the
-answer is confirmed by a full measurement, and stepped down to the next size that fitted if that
-fails. Optionally every power of two up to the answer is timed to find the throughput-optimal
-batch size, which is often smaller than the largest.
+answer is confirmed by a full measurement; where that fails, full measurements search between the
+largest batch a full run fitted and the smallest that failed (batch_search.confirm), and the
+answer's resolution is that bracket. Optionally every power of two up to the answer is timed to
+find the throughput-optimal batch size, which is often smaller than the largest.
 """
 
 from __future__ import annotations
@@ -45,7 +46,14 @@ class MaxBatch:
     stopped: str | None = None
     best_batch: int | None = None  # throughput-optimal batch size, when timed
     limit_bytes: int | None = None  # the memory the search fitted against (None: unknown)
-    resolution: int = 1  # samples: the answer is within this of the largest that fits
+    # The bracket: the smallest batch seen to fail (a probe or a full run; None: none failed),
+    # and `resolution` samples between it and `largest`, so the largest batch that fits is in
+    # [largest, largest + resolution). Without a failure, the search's nominal resolution.
+    smallest_failed: int | None = None
+    resolution: int = 1
+    # Bytes a rank of the searched layout holds less than the single-process probes (its
+    # training state, see run.batch_plan; negative: more); limit_bytes has it added.
+    rank_saved_bytes: int = 0
 
     @property
     def search_probes(self) -> list[Probe]:
@@ -62,8 +70,10 @@ class MaxBatch:
             "best_batch": self.best_batch,
             "ceiling_reached": self.ceiling_reached,
             "stopped": self.stopped,
+            "smallest_failed": self.smallest_failed,
             "resolution": self.resolution,
             "limit_bytes": self.limit_bytes,
+            "rank_saved_bytes": self.rank_saved_bytes,
             "search_probe_count": len(self.search_probes),
             "search_seconds": self.search_seconds,
             "probes": [dataclasses.asdict(p) for p in self.probes],
@@ -81,21 +91,35 @@ def find(
     confirm_budget: Budget | None = None,
     time_budget: Budget | None = None,
     on_probe: Callable[[Probe], None] | None = None,
+    rank_saving: Callable[[dict[str, Any]], int] | None = None,
 ) -> MaxBatch:
     """Search the largest batch size of `point` that fits, between `start` and `ceiling`.
 
-    The answer is within `result.resolution` samples of the largest batch that fits: max(8,
-    2% of it), or 1 with `exact`. `confirm_budget` (None: no confirmation) measures the answer
-    fully in a fresh process; `time_budget` times the powers of two up to it.
+    The search closes its bracket to max(8, 2% of the answer) samples, or 1 with `exact`.
+    `confirm_budget` (None: no confirmation) measures the answer fully in a fresh process and,
+    where that runs out of memory, searches down with full measurements (the answer is then
+    the largest batch a full measurement fitted); `result.smallest_failed` and
+    `result.resolution` are the bracket found. `time_budget` times the powers of two up to the
+    answer.
+
+    `rank_saving` (None: the point's own memory) searches for one rank of a parallel layout
+    in single processes: the first probe (at `start`) measures the training state,
+    `rank_saving(its row)` says how many bytes less a rank holds, and the search runs against
+    the limit moved by that (see run.batch_plan; the first probe counts where its peak is
+    within the moved limit, else it is probed again under it). On a device without a cap (CUDA
+    without `max_memory`) a probe cannot use more than the device: only a negative saving
+    applies there.
     """
     if not 1 <= start <= ceiling:
         raise ConfigError(f"invalid start batch size {start}; allowed: 1 to the ceiling {ceiling}")
     result = MaxBatch(point, 0)
     fresh = WorkerRunner(max_memory, point_timeout_s, reuse=False)
+    last_row: list[dict[str, Any]] = []
 
     def probe(batch: int, phase: str, budget: Budget) -> Probe:
         t0 = time.perf_counter()
         row = fresh.run(dataclasses.replace(point, batch_size=batch), budget)
+        last_row[:] = [row]
         p = Probe(
             batch,
             row["status"],
@@ -120,18 +144,47 @@ def find(
         # a probe asks only whether the batch fits: no profile of where its time goes
         short = dataclasses.replace(Budget.fixed(probe_steps, warmup_steps=1), profile_steps=0)
         result.limit_bytes = max_memory if max_memory is not None else _device_bytes(point)
+        first = None if rank_saving is None else probe(start, "fit", short)
+        if rank_saving is not None and first is not None and first.fits:
+            saved = rank_saving(last_row[0])
+            if result.limit_bytes is not None and (max_memory is not None or saved < 0):
+                result.rank_saved_bytes = saved
+                result.limit_bytes = max(result.limit_bytes + saved, memory_cap.MIN_BYTES)
+                fresh.max_memory = result.limit_bytes
+            over = first.memory_bytes is None or first.memory_bytes > (result.limit_bytes or 0)
+            if result.rank_saved_bytes < 0 and over:
+                first = None  # it peaked over what a rank may hold: probed again under that
+
+        def search_probe(batch: int, phase: str) -> Probe:
+            nonlocal first
+            if first is not None and batch == start:  # the first probe, made above
+                done, first = first, None
+                return done
+            return probe(batch, phase, short)
+
         probes = batch_search.search(
-            lambda batch, phase: probe(batch, phase, short),
+            search_probe,
             start,
             ceiling,
             result.limit_bytes,
             exact,
         )
-        result.largest = batch_search.largest_fitted(probes)
-        result.ceiling_reached = result.largest >= ceiling
-        result.resolution = resolution(result.largest, exact)
+        full: list[Probe] = []
         if confirm_budget is not None and result.stopped is None:
-            _confirm(probe, confirm_budget, result)
+            full = batch_search.confirm(
+                lambda batch, phase: probe(batch, phase, confirm_budget), probes, exact
+            )
+            if full and not full[-1].fits and full[-1].status != "oom":
+                result.stopped = f"confirming B={full[-1].batch_size} ended with " + (
+                    f"{full[-1].status}: {full[-1].error}"
+                )
+        result.largest, result.smallest_failed = batch_search.bracket(probes, full)
+        result.ceiling_reached = result.largest >= ceiling
+        result.resolution = (
+            result.smallest_failed - result.largest
+            if result.smallest_failed is not None
+            else resolution(result.largest, exact)
+        )
         if time_budget is not None and result.largest > 0:
             _time(probe, time_budget, result)
     finally:
@@ -171,20 +224,6 @@ def _device_bytes(point: Point) -> int | None:
     index = int(point.device.split(":")[1]) if ":" in point.device else 0
     total = nvml.Device(index).info().get("memory_total_bytes")
     return int(total) if total is not None else None
-
-
-def _confirm(probe: Callable[[int, str, Budget], Probe], budget: Budget, result: MaxBatch) -> None:
-    """Measure the answer fully; when that runs out of memory, step down to the largest size
-    below it that fitted a probe (halving when there is none) and try again."""
-    while result.largest > 0:
-        p = probe(result.largest, "confirm", budget)
-        if p.fits:
-            return
-        if p.status != "oom":
-            result.stopped = f"confirming B={result.largest} ended with {p.status}: {p.error}"
-            return
-        below = [q.batch_size for q in result.probes if q.fits and q.batch_size < p.batch_size]
-        result.largest = max(below, default=p.batch_size // 2)
 
 
 def _time(probe: Callable[[int, str, Budget], Probe], budget: Budget, result: MaxBatch) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,8 @@ from gpubench.config.model_options import check_buildable
 from gpubench.config.spec import AUTO, Budget, Point, SweepSpec
 from gpubench.config.validate import validate
 from gpubench.probes import bandwidth, calibration, load, nvml
+from gpubench.run import batch_plan, folder, maxbatch, preflight, ranks
 from gpubench.run import confirm as leads
-from gpubench.run import folder, maxbatch, preflight, ranks
 from gpubench.run import shard as shards
 from gpubench.run.worker import WorkerRunner
 from gpubench.science import batch_analysis, bottleneck, convergence, scaling
@@ -66,6 +65,7 @@ def run_sweep(
     retry_failed: bool = False,
     shard: tuple[int, int] | None = None,
     confirm: bool = True,
+    plan_file: Path | None = None,
 ) -> pd.DataFrame:
     """Measure every point of `spec` into run folder `out` (default results/<timestamp>) and
     return all its rows. Each row is on disk (fsynced) before the next point starts.
@@ -80,8 +80,10 @@ def run_sweep(
     `shard` (i, n) runs only the i-th of n shares of the points (see run.shard).
     With `confirm`, a speed sweep that ran to its end re-measures each verdict's leaders
     interleaved (run.confirm) into confirm.json; a shard does not (its leaders are not all
-    there). Before anything is written, each model takes one training step (run.preflight): a
-    model that fails it raises preflight.ModelCheckFailed, a ConfigError.
+    there). `plan_file`: batch_sizes = "auto" read from (or searched into) that file, one
+    plan for every shard given it (see `plan`). Before anything is written, each model takes
+    one training step (run.preflight): a model that fails it raises preflight.ModelCheckFailed,
+    a ConfigError.
     """
     validate(spec)
     check_buildable(spec.models, spec.size, spec.model_options)  # a typo is exit 2, not a row
@@ -117,7 +119,7 @@ def run_sweep(
         nvml.warn_if_unavailable()  # once per sweep: the rows' NVML fields will be null
         done = read_rows(run_dir) if store.path.is_file() else []
         try:
-            points = plan(spec, run_dir, max_memory, point_timeout_s)
+            points = plan(spec, run_dir, max_memory, point_timeout_s, plan_file)
             shard = shards.saved(store, shard)  # issue 17
             if shard is not None:
                 points = shards.select(points, *shard, spec)
@@ -237,40 +239,45 @@ def plan(
     run_dir: Path,
     max_memory: int | None = None,
     point_timeout_s: float | None = None,
+    plan_file: Path | None = None,
 ) -> list[Point]:
     """The sweep's points in order. For batch_sizes = "auto", each point but for its batch size
-    (its whole identity: speed options and seed too) gets the powers of two up to the largest
-    that fits, found by the memory-model search (maxbatch, in fresh processes) and kept in
+    (its whole identity: speed options, seed and layout too) gets the powers of two up to the
+    largest batch that fits one of its ranks, in its own batch_size (run.batch_plan: per rank
+    under weak scaling, global under strong; a rank's training state as its layout holds it),
+    found by the memory-model search (maxbatch, in fresh processes) and kept in
     run_dir/maxbatch.json so a resumed sweep plans the same points without probing again.
+    With `plan_file`, the searches are read from that file (and those it lacks searched and
+    added to it, under its lock), so every shard given the same file plans the same points.
 
     A search that stopped on an error or a timeout found no memory limit: its points go up to
     the batch size that failed, which runs as a point of its own (its row says what happened),
     and a resumed sweep searches again."""
     if spec.batch_sizes != AUTO:
         return list(dict.fromkeys(spec.points()))  # an axis value given twice is one point
-    cache_path = run_dir / "maxbatch.json"
-    cache: dict[str, Any] = (
-        json.loads(cache_path.read_text(encoding="utf-8")) if cache_path.is_file() else {}
-    )
+    bases = list(dataclasses.replace(spec, batch_sizes=(1,)).points())
+    layouts = [batch_plan.rank_layout(base) for base in bases]
+
+    def search(layout: batch_plan.RankLayout) -> dict[str, Any]:
+        device = layout.probe.device
+        cap = max_memory if max_memory is not None else maxbatch.default_cap(device)
+        saving = None if layout.same_as_probe else layout.saved_bytes
+        return maxbatch.find(layout.probe, cap, point_timeout_s, rank_saving=saving).to_dict()
+
+    searches = batch_plan.resolve(layouts, run_dir, plan_file, search)
     points: list[Point] = []
-    for base in dataclasses.replace(spec, batch_sizes=(1,)).points():
-        key = search_key(base)
-        if key not in cache or cache[key].get("stopped"):
-            cap = max_memory if max_memory is not None else maxbatch.default_cap(base.device)
-            found = maxbatch.find(base, cap, point_timeout_s)
-            cache[key] = found.to_dict()
-            ResultStore(run_dir).write_json("maxbatch.json", cache)
-        entry = cache[key]
-        sizes = maxbatch.powers_of_two(int(entry["largest_batch"]))
+    for base, layout in zip(bases, layouts, strict=True):
+        entry = searches[layout.key()]
+        sizes = batch_plan.batch_sizes(base, int(entry["largest_batch"]))
         if entry.get("stopped"):
-            failed = int(entry["probes"][-1]["batch_size"])  # the probe that stopped it
+            failed = batch_plan.point_batch(base, int(entry["probes"][-1]["batch_size"]))
             sizes = sorted({*(b for b in sizes if b < failed), failed})
         points.extend(dataclasses.replace(base, batch_size=b) for b in sizes)
     return list(dict.fromkeys(points))
 
 
 def search_key(point: Point) -> str:
-    """maxbatch.json's key of `point`'s search: every identity field but the batch size."""
-    fields = point.to_dict()
-    fields.pop("batch_size")
-    return " ".join(f"{k}={v}" for k, v in fields.items())
+    """maxbatch.json's key of the search `point`'s auto batch sizes come from: every identity
+    field but the batch size of the single process a rank is searched as, and what the layout
+    changes in a rank's state (run.batch_plan.RankLayout.key)."""
+    return batch_plan.rank_layout(point).key()
