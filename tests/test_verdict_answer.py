@@ -213,3 +213,18 @@ def test_a_sweep_confirms_its_leaders_interleaved(
     assert "interleaved rounds" in printed
     whole = json.loads((out / confirmations.FILE).read_text())
     assert whole["seconds"] > 0 and whole["sweep_point_seconds"] > 0
+
+
+def test_a_wide_tie_is_said_to_be_noise_not_closeness() -> None:
+    from gpubench.science.verdict import ModelVerdict
+
+    def tie(ratio: float, rate: float) -> ModelVerdict:
+        t = {"label": "cpu fp32 B=16", "ratio": ratio, "samples_per_s": rate}
+        return ModelVerdict("mlp/tiny, adamw", "cpu fp32 B=64", 1000.0, "cpu", ties=[t])
+
+    assert tie(1.016, 984.0).headline() == (
+        "tie: cpu fp32 B=64 and cpu fp32 B=16 within 1.6% (1,000 and 984 samples/s)"
+    )
+    assert tie(1.68, 595.0).headline() == (
+        "tie: cpu fp32 B=64 and cpu fp32 B=16, too noisy to tell apart (1,000 and 595 samples/s)"
+    )

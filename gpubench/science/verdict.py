@@ -35,6 +35,11 @@ _WHAT = {
 }
 
 
+# A tie whose figures are further apart than this is no "within X%": its rows were too noisy
+# for the difference to count (a tie of x1.68 read "within 67.7%").
+WIDE_TIE = 0.25
+
+
 @dataclass
 class ModelVerdict:
     """The verdict on one partition (model, size, its options, optimizer, lr rule: what the user
@@ -62,13 +67,17 @@ class ModelVerdict:
     unclassified: str | None = None  # why the bottleneck is not classified
 
     def headline(self) -> str:
-        """'fastest X, N samples/s' or 'tie: X and Y within 1.6% (N and M samples/s)'."""
+        """'fastest X, N samples/s', 'tie: X and Y within 1.6% (N and M samples/s)', or, where
+        the tied figures are more than WIDE_TIE apart (rows too noisy to be told apart, not
+        close), 'tie: X and Y, too noisy to tell apart (N and M samples/s)'."""
         if not self.ties:
             return f"fastest {self.fastest}, {self.samples_per_s:,.0f} samples/s"
         names = " and ".join([self.fastest, *(t["label"] for t in self.ties)])
         within = max(abs(float(t["ratio"]) - 1) for t in self.ties)
         figures = [self.samples_per_s, *(float(t["samples_per_s"]) for t in self.ties)]
         rates = " and ".join(f"{x:,.0f}" for x in figures)
+        if within > WIDE_TIE:
+            return f"tie: {names}, too noisy to tell apart ({rates} samples/s)"
         return f"tie: {names} within {within:.1%} ({rates} samples/s)"
 
     def lines(self) -> list[str]:
