@@ -214,6 +214,8 @@ def max_batch_result(result: maxbatch.MaxBatch) -> None:
     else:
         more = " (the --ceiling; more may fit)" if result.ceiling_reached else ""
         within = "" if result.resolution <= 1 else f", within {result.resolution} samples"
+        if result.smallest_failed is not None:
+            within += f" ({result.smallest_failed} did not fit)"
         _out.print(f"largest batch that fits: {result.largest}{more}{within}")
     searched = len(result.search_probes)
     _out.print(
