@@ -1,0 +1,82 @@
+"""Does `tune` find the full grid's answer at a fraction of its cost? (issue 24's check)
+
+Runs, one after the other on this machine, the full grid as a sweep and then `tune` over the same
+space with a wall-clock budget of SHARE x the grid's wall time, and prints both wall times, both
+answers (`explain --json`) and whether they agree (scripts/answer_agreement.py: the same winner,
+or one inside the other's tie), with the load average before and after each.
+
+Usage: python scripts/tune_vs_grid.py MODEL --out DIR [--share 0.3] [--device cpu]
+           [--batch-sizes 4,8,...,1024] [--precisions fp32,bf16] [--threads 1,2]
+           [--compile eager,compile] [--optimizer adamw] [--size small]
+Exit status 0 when the answers agree and tune took no more than SHARE of the grid's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BATCHES = ",".join(str(2**k) for k in range(2, 11))  # 4 ... 1024
+
+
+def _run(argv: list[str]) -> float:
+    """Wall seconds of one gpubench command (its output shown); raises where it fails."""
+    load = os.getloadavg()[0]
+    print(f"$ {' '.join(argv)}   (load average {load:.2f})", flush=True)
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "gpubench", *argv], check=True)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("model")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--share", type=float, default=0.3)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--size", default="small")
+    p.add_argument("--optimizer", default="adamw")
+    p.add_argument("--batch-sizes", default=BATCHES)
+    p.add_argument("--precisions", default="fp32,bf16")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--compile", default="eager,compile")
+    a = p.parse_args()
+    axes = ["--batch-sizes", a.batch_sizes, "--precisions", a.precisions]
+    axes += ["--threads", a.threads, "--compile", a.compile]
+    grid_dir, tune_dir = a.out / f"grid-{a.model}", a.out / f"tune-{a.model}"
+    grid_s = _run(
+        ["sweep", "--models", a.model, "--size", a.size, "--devices", a.device, "--optimizers",
+         a.optimizer, *axes, "--out", str(grid_dir), "--quiet"]
+    )  # fmt: skip
+    budget_s = a.share * grid_s
+    tune_s = _run(
+        ["tune", "--model", a.model, "--size", a.size, "--device", a.device, "--optimizer",
+         a.optimizer, *axes, "--budget", f"{budget_s:.0f}s", "--out", str(tune_dir), "--quiet"]
+    )  # fmt: skip
+    agree = subprocess.run(
+        [sys.executable, str(HERE / "answer_agreement.py"), str(grid_dir), str(tune_dir)],
+        capture_output=True,
+        text=True,
+    )
+    print(agree.stdout.strip())
+    summary = {
+        "model": a.model,
+        "grid_s": round(grid_s, 1),
+        "tune_s": round(tune_s, 1),
+        "tune_share": round(tune_s / grid_s, 3),
+        "agree": agree.returncode == 0,
+        "load_after": round(os.getloadavg()[0], 2),
+    }
+    print(json.dumps(summary))
+    (a.out / f"tune-vs-grid-{a.model}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return 0 if summary["agree"] and tune_s <= a.share * grid_s else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
