@@ -4,6 +4,7 @@ DDP against FSDP. Drawn only where the runs hold parallel points."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,19 +72,34 @@ def _cell(column: str, value: Any) -> str:
     return str(value)
 
 
-def chart_lines(ok: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
-    """(label, scaling, rows) of each line of one model's chart: a line per layout and scaling,
-    its one-process baseline the first point of both the weak and the strong line (the one
-    measurement they share); a layout measured at one process only is a line of its own."""
+@dataclass(frozen=True)
+class Line:
+    """One line of the scaling chart: its legend label, the layout's `line` (its colour), its
+    scaling ('weak', 'strong', or '' for a layout measured in one process only) and rows."""
+
+    label: str
+    layout: str
+    scaling: str
+    rows: pd.DataFrame
+
+    @property
+    def style(self) -> str:
+        return "s--" if self.scaling == "strong" else "o-"
+
+
+def chart_lines(ok: pd.DataFrame) -> list[Line]:
+    """The lines of one model's chart: a line per layout and scaling, its one-process baseline
+    the first point of both the weak and the strong line (the one measurement they share); a
+    layout measured in one process only is a line of its own."""
     out = []
     for line, g in ok.groupby("line", sort=True):
         base = g[g["is_baseline"]]
         scalings = sorted(str(s) for s in g.loc[~g["is_baseline"], "scaling"].dropna().unique())
         if not scalings:
-            out.append((str(line), "", base))
+            out.append(Line(str(line), str(line), "", base))
         for how in scalings:
             mine = g[~g["is_baseline"] & (g["scaling"] == how)]
-            out.append((f"{line} {how}", how, pd.concat([base, mine])))
+            out.append(Line(f"{line} {how}", str(line), how, pd.concat([base, mine])))
     return out
 
 
@@ -94,19 +110,19 @@ def scaling_chart(rows: pd.DataFrame, plots_dir: Path) -> Chart | None:
     if ok.empty:
         return None
     lines = {m: chart_lines(ok[ok["model"] == m]) for m in sorted(ok["model"].unique())}
-    colors = palette(label for each in lines.values() for label, _, _ in each)
+    # A colour per layout, its weak and strong lines told apart by style: half the colours.
+    colors = palette(ok["line"])
     models = list(lines)
     fig, axes = panels(models, rows_per_title=3)
     for model, (tp, eff, comm) in zip(models, axes, strict=True):
-        for label, how, g in lines[model]:
-            g = g.sort_values("processes")
-            style = "s--" if how == "strong" else "o-"
-            kw: dict[str, Any] = {"color": colors[label], "label": label}
-            tp.plot(g["processes"], g["samples_per_s"], style, **kw)
+        for line in lines[model]:
+            g = line.rows.sort_values("processes")
+            kw: dict[str, Any] = {"color": colors[line.layout], "label": line.label}
+            tp.plot(g["processes"], g["samples_per_s"], line.style, **kw)
             e = g.dropna(subset=["scaling_efficiency"])
-            eff.plot(e["processes"], e["scaling_efficiency"] * 100, style, **kw)
+            eff.plot(e["processes"], e["scaling_efficiency"] * 100, line.style, **kw)
             c = g.dropna(subset=["collective_fraction"])
-            comm.plot(c["processes"], c["collective_fraction"] * 100, style, **kw)
+            comm.plot(c["processes"], c["collective_fraction"] * 100, line.style, **kw)
         ticks = sorted(ok[ok["model"] == model]["processes"].unique())
         for ax in (tp, eff, comm):
             ax.set_xticks(ticks)
