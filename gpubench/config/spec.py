@@ -105,6 +105,14 @@ class Point:
             + (f" {self.scaling}" if self.scaling is not None else "")
         )
 
+    def baseline(self) -> Point:
+        """The point a parallel point's scaling efficiency is against: the same in one process
+        on one node (scaling None: one measurement for weak and strong); a single-process
+        point is its own."""
+        if self.parallel == "none":
+            return self
+        return dataclasses.replace(self, nproc=1, nodes=1, scaling=None)
+
     @staticmethod
     def of(row: dict[str, Any]) -> Point:
         """The point a result row (or any mapping holding its fields) was measured at; other
