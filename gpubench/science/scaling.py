@@ -90,9 +90,10 @@ def fill_efficiency(
         if is_baseline(r) and _ok(r):
             baselines.setdefault(baseline_key(r, across_machines), r)
     for row in rows:
-        if _plain(row.get("parallel")) in (None, "none") or _plain(
-            row.get("scaling_efficiency")
-        ) is not None:
+        if (
+            _plain(row.get("parallel")) in (None, "none")
+            or _plain(row.get("scaling_efficiency")) is not None
+        ):
             continue
         base = baselines.get(baseline_key(row, across_machines))
         if base is None:
