@@ -139,7 +139,7 @@ def test_the_results_table_fits_the_terminal_with_names_whole(width: int) -> Non
 
 def test_a_narrow_table_gives_up_columns_in_the_stated_order() -> None:
     frame = _quick_like_rows()
-    assert console.DROPPED_FIRST == ("synthetic loss first→last", "samples/s", "±CI")
+    assert console.DROPPED_FIRST == ("synthetic loss first→last", "samples/s", "efficiency", "±CI")
     wide, medium, narrow = (_printed(frame, w) for w in (160, 120, 80))
     header = next(line for line in wide.splitlines() if "model" in line)
     for full in ("device", "precision", "optimizer", "samples/s", "synthetic loss first→last"):

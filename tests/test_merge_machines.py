@@ -235,3 +235,27 @@ def test_a_cuda_row_names_its_gpu_as_env_json_does() -> None:
     index = torch.cuda.current_device()
     assert row["device_name"] == torch.cuda.get_device_name(index)
     assert row["device_name"] == gpu_info()[index]["name"]
+
+
+def test_merge_sets_efficiency_across_machines_only_when_asked(tmp_path: Path) -> None:
+    # the one-process baseline on the A100 box, the DDP x2 point on the H100 box: two machines'
+    # figures are no scaling, unless the user says the machines are alike (--across-machines)
+    def parallel_row(nproc: int, scaling: str | None, rate: float, host: str) -> dict:
+        p = Point("mlp", "small", "cuda", "fp32", "adamw", 64, parallel="ddp", nproc=nproc)
+        p = Point(**{**p.to_dict(), "scaling": scaling})
+        row = make_row(p, "ok", samples_per_s=rate, step_time_s=64 * nproc / rate)
+        return row | {"host": host, "device_name": A100["name"], "world_size": nproc}
+
+    a = _folder(tmp_path / "a", [parallel_row(1, None, 1000.0, "a-box")], _env("a-box", A100, "x"))
+    b = _folder(
+        tmp_path / "b", [parallel_row(2, "weak", 1500.0, "b-box")], _env("b-box", A100, "x")
+    )
+    merge([a, b], tmp_path / "apart")
+    merge([a, b], tmp_path / "across", across_machines=True)
+    apart = [r for r in read_rows(tmp_path / "apart") if r["nproc"] == 2]
+    across = [r for r in read_rows(tmp_path / "across") if r["nproc"] == 2]
+    assert apart[0]["scaling_efficiency"] is None
+    assert across[0]["scaling_efficiency"] == pytest.approx(0.75)
+    assert main(["merge", str(a), str(b), "--out", str(tmp_path / "cli"), "--across-machines"]) == 0
+    (cli,) = [r for r in read_rows(tmp_path / "cli") if r["nproc"] == 2]
+    assert cli["scaling_efficiency"] == pytest.approx(0.75)

@@ -129,13 +129,16 @@ def _render_report(run_dir: Path) -> None:
         console.report_failed(run_dir, e)
 
 
-def merge(dirs: list[Path], out: Path, allow_duplicates: bool) -> int:
+def merge(
+    dirs: list[Path], out: Path, allow_duplicates: bool, across_machines: bool = False
+) -> int:
     """Join run folders into `out`, say which machines it joined, and render its report. With
     `allow_duplicates` a point in several folders keeps its first `ok` row (its first row where
-    none is `ok`); without, such a point is refused."""
+    none is `ok`); without, such a point is refused. `across_machines`: scaling efficiency may
+    set a row against a baseline measured on another machine."""
     from gpubench.run.merge import merge as merge_runs
 
-    merged = merge_runs(dirs, out, allow_duplicates)
+    merged = merge_runs(dirs, out, allow_duplicates, across_machines)
     gave_way = f": {plural(merged.replaced, 'failed row')} gave way to a later ok row"
     dropped = (
         f" ({plural(merged.dropped, 'duplicate row')} left out"

@@ -28,6 +28,7 @@ from gpubench.harness.timing import min_samples_for_ci
 from gpubench.probes import load
 from gpubench.run import maxbatch
 from gpubench.run.memory_cap import format_size
+from gpubench.science import scaling
 from gpubench.science.verdict import ModelVerdict, speed_options
 from gpubench.store.wording import plural
 
@@ -260,7 +261,13 @@ def _options(row: dict[str, Any]) -> str:
     if pd.notna(row.get("threads")):
         opts.append(f"threads={int(row['threads'])}")
     if pd.notna(row.get("parallel")) and row.get("parallel") != "none":  # e.g. "ddp x2 weak"
-        opts.append(f"{row['parallel']} x{row.get('nproc')} {row.get('scaling')}")
+        scaling = row.get("scaling")  # None at one process: the baseline of weak and strong
+        nodes = row.get("nodes")
+        opts.append(
+            f"{row['parallel']} x{row.get('nproc')}"
+            + (f" on {int(nodes)} nodes" if pd.notna(nodes) and nodes != 1 else "")
+            + (f" {scaling}" if pd.notna(scaling) else "")
+        )
     return ", ".join(opts)
 
 
@@ -302,8 +309,9 @@ _LOSS_CAPTION = (
 
 # The columns the results table gives up first where the terminal is narrow (cli.layout.fit):
 # the synthetic loss (a check that the steps train), then samples/s (batch over step time),
-# then the CI; identity, status and step time always stay.
-DROPPED_FIRST = (_LOSS, "samples/s", "±CI")
+# then a parallel point's scaling efficiency, then the CI; identity, status and step time
+# always stay.
+DROPPED_FIRST = (_LOSS, "samples/s", "efficiency", "±CI")
 
 
 def summary_table(frame: pd.DataFrame, width: int | None = None) -> Table:
@@ -312,6 +320,9 @@ def summary_table(frame: pd.DataFrame, width: int | None = None) -> Table:
     DROPPED_FIRST, in order; names are never cut. A column empty in every row (the speed
     options on a plain CPU sweep, say) is left out."""
     records = frame.to_dict("records")
+    # A parallel row's efficiency is written as it is measured; one whose baseline came later
+    # (a resumed or merged run) gets it here, as the report does.
+    scaling.fill_efficiency(records)
     status = tuple(_status_cell(r) for r in records)
     options = tuple(_options(r) for r in records)
     columns = [
@@ -336,6 +347,7 @@ def summary_table(frame: pd.DataFrame, width: int | None = None) -> Table:
         Column("step ms", tuple(_step_ms(r) for r in records), right=True),
         Column("±CI", tuple(_ci_cell(r) for r in records), right=True),
         Column("samples/s", tuple(fmt(r["samples_per_s"], ",.0f") for r in records), right=True),
+        Column("efficiency", tuple(_efficiency_cell(r) for r in records), "eff", right=True),
         Column(_LOSS, tuple(_loss_cell(r) for r in records), "loss"),
     ]
     shown = [c for i, c in enumerate(columns) if i < 4 or any(c.cells)]
@@ -343,6 +355,16 @@ def summary_table(frame: pd.DataFrame, width: int | None = None) -> Table:
     loss = [c.label(fitted.short) for c in fitted.columns if c.header == _LOSS]
     caption = loss[0] + _LOSS_CAPTION.removeprefix(_LOSS) if loss else None
     return layout.table(fitted, "gpubench results", caption)
+
+
+def _efficiency_cell(row: dict[str, Any]) -> str:
+    """A parallel point's scaling efficiency in percent (science.scaling), 'noisy' where its
+    point or its baseline is; empty for a single-process point or one without a baseline."""
+    value = row.get("scaling_efficiency")
+    if value is None or pd.isna(value):
+        return ""
+    noisy = row.get("scaling_efficiency_noisy")
+    return f"{value * 100:.0f}%" + (" noisy" if noisy is not None and noisy == 1 else "")
 
 
 def _least(status: tuple[str, ...]) -> int:

@@ -88,7 +88,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return tune_command.run(args)
     if args.command == "merge":
-        return commands.merge(args.dirs, args.out, args.allow_duplicates)
+        return commands.merge(args.dirs, args.out, args.allow_duplicates, args.across_machines)
     if args.command == "report":
         return commands.report(args.dirs, args.out)
     if args.command == "explain":

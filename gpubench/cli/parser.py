@@ -219,6 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a point in several folders keeps its first ok row, or its first row where none "
         "is ok (default: refused)",
     )
+    merge.add_argument(
+        "--across-machines",
+        action="store_true",
+        help="set a parallel row against a one-process baseline measured on another machine "
+        "(default: only against its own machine's)",
+    )
 
     report = sub.add_parser("report", help="render the HTML report of one or more run folders")
     report.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="run folders")

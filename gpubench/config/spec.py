@@ -6,7 +6,10 @@ line that names the bad value and what is allowed.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -71,11 +74,19 @@ class Point:
     cudnn_benchmark: bool = False
     model_options: str | None = None
     threads: int | None = None  # torch's intra-op threads; None: what torch picks
-    # Parallel points (issue 17): `nproc` ranks per node; `scaling` None for a single process,
-    # else "weak" (batch_size is each rank's batch) or "strong" (batch_size is the global one).
+    # Parallel points (issue 17): `nproc` ranks per node on `nodes` nodes (issue 23: torchrun
+    # sets nodes; the world size is nproc * nodes); `scaling` None for a single process (world
+    # size 1: the one baseline of weak and strong alike), else "weak" (batch_size is each rank's
+    # batch) or "strong" (batch_size is the global one, split over the world).
     parallel: str = "none"
     nproc: int = 1
     scaling: str | None = None
+    nodes: int = 1
+
+    @property
+    def world_size(self) -> int:
+        """The ranks in all: nproc per node times the nodes."""
+        return self.nproc * self.nodes
 
     def key(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f.name) for f in fields(self))
@@ -89,15 +100,27 @@ class Point:
             )
             + (f" lr:{self.lr_scaling}" if self.lr_scaling is not None else "")
             + (f" threads={self.threads}" if self.threads is not None else "")
-            + (f" {self.parallel}x{self.nproc} {self.scaling}" if self.parallel != "none" else "")
+            + (f" {self.parallel}x{self.nproc}" if self.parallel != "none" else "")
+            + (f" nodes={self.nodes}" if self.nodes != 1 else "")
+            + (f" {self.scaling}" if self.scaling is not None else "")
         )
+
+    def baseline(self) -> Point:
+        """The point a parallel point's scaling efficiency is against: the same in one process
+        on one node (scaling None: one measurement for weak and strong); a single-process
+        point is its own."""
+        if self.parallel == "none":
+            return self
+        return dataclasses.replace(self, nproc=1, nodes=1, scaling=None)
 
     @staticmethod
     def of(row: dict[str, Any]) -> Point:
         """The point a result row (or any mapping holding its fields) was measured at; other
-        keys are ignored."""
+        keys are ignored. A field the row lacks, or holds as null (None, or NaN as a frame reads
+        a missing value back), is at its default: the row was written before the field
+        existed (`nodes`, say)."""
         names = {f.name for f in fields(Point)}
-        return Point(**{k: v for k, v in row.items() if k in names})
+        return Point(**{k: v for k, v in row.items() if k in names and not _null(v)})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -230,13 +253,33 @@ class SweepSpec:
     def parallel_layouts(self) -> list[tuple[str, int, str | None]]:
         """(parallel, nproc, scaling) of each point: one single-process layout for "none",
         and for ddp and fsdp every scaling at every nproc, fewest processes first (so that
-        a point's nproc = 1 baseline is measured before it)."""
+        a point's nproc = 1 baseline is measured before it). One process is the same workload
+        under weak and strong scaling, so it is one layout, scaling None: measured once, the
+        baseline of both (issue 23)."""
         out: list[tuple[str, int, str | None]] = []
         for mode in self.parallel:
             if mode == "none":
                 out.append(("none", 1, None))
                 continue
-            out.extend((mode, n, s) for s in self.scaling for n in sorted(set(self.nproc)))
+            out.extend(
+                (mode, n, None if n == 1 else s)
+                for s in self.scaling
+                for n in sorted(set(self.nproc))
+            )
+        return list(dict.fromkeys(out))
+
+    def on_nodes(self, points: Iterable[Point], nodes: int) -> list[Point]:
+        """`points` of this sweep launched on `nodes` nodes (torchrun): each parallel point's
+        world is nproc * nodes ranks. A one-process layout (scaling None) on more than one node
+        is a world of several ranks, so it becomes a point per scaling of the sweep; the
+        baseline of all of them is the one process on one node."""
+        out: list[Point] = []
+        for p in points:
+            if p.parallel == "none" or nodes == 1:
+                out.append(p)
+                continue
+            scalings = self.scaling if p.scaling is None else (p.scaling,)
+            out.extend(dataclasses.replace(p, nodes=nodes, scaling=s) for s in scalings)
         return list(dict.fromkeys(out))
 
     def _convergence_points(self, batch_sizes: tuple[int, ...]) -> list[Point]:
@@ -268,6 +311,10 @@ class SweepSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _null(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _cuda_available() -> bool:

@@ -43,8 +43,10 @@ CPU_THREADS_PER_RANK = 1
 
 
 def per_process_batch(point: Point) -> int:
-    """The batch each rank trains on: `batch_size` under weak scaling, its share under strong."""
-    return point.batch_size // point.nproc if point.scaling == "strong" else point.batch_size
+    """The batch each rank trains on: `batch_size` under weak scaling (and at one process), its
+    share under strong: the global batch split over the whole world (nproc * nodes ranks), so
+    that the ranks of every node together train `batch_size` samples a step."""
+    return point.batch_size // point.world_size if point.scaling == "strong" else point.batch_size
 
 
 def unsupported_reason(point: Point) -> str | None:
@@ -62,10 +64,10 @@ def unsupported_reason(point: Point) -> str | None:
             )
     elif not dist.is_gloo_available():
         return "this torch build has no gloo backend for CPU ranks"
-    if point.scaling == "strong" and point.batch_size % point.nproc:
+    if point.scaling == "strong" and point.batch_size % point.world_size:
         return (
-            f"strong scaling splits the global batch {point.batch_size} over {point.nproc} "
-            "processes; allowed: a batch size divisible by nproc"
+            f"strong scaling splits the global batch {point.batch_size} over "
+            f"{point.world_size} processes; allowed: a batch size divisible by nproc * nodes"
         )
     if point.cuda_graph:
         return "a whole-step CUDA graph of a parallel point is not measured (its collectives)"

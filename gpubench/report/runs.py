@@ -15,12 +15,13 @@ from gpubench.store.env import named_device
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import COLUMNS, IDENTITY, TEXT
 
+# Flags: true, false or null, never arithmetic.
+FLAGS = ("noisy", "busy", "warmup_steady", "scaling_efficiency_noisy", "oversubscribed")
 # Columns the report does arithmetic on; a column of nulls reads as float NaN after coercion.
-NUMERIC = [
-    c
-    for c in COLUMNS
-    if c not in IDENTITY and c not in TEXT and c not in ("noisy", "busy", "warmup_steady")  # flags
-] + ["batch_size", "seed"]
+NUMERIC = [c for c in COLUMNS if c not in IDENTITY and c not in TEXT and c not in FLAGS] + [
+    "batch_size",
+    "seed",
+]
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ DDP against FSDP. Drawn only where the runs hold parallel points."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,17 @@ CHART_FILES = ("scaling.png", "parallel_memory.png")
 MiB = 2**20
 
 
+# What tells one line of the scaling chart from another, in the order its label names them (the
+# scaling is drawn by line style, the model by panel).
+LINE_FIELDS = ("parallel", "batch_size", "nodes", "device_name", "precision", "optimizer")
+
+
 def parallel_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of parallel points, with a `line` label (layout, batch, device, precision,
-    optimizer) and the scaling efficiency filled in where a baseline is in these runs."""
+    """The rows of parallel points, with `processes` (the world size), a `line` label (what
+    tells its chart line from the others: layout, batch, nodes, device, precision, optimizer;
+    the scaling is the line's style) and the scaling efficiency filled in where a baseline is in
+    these runs (on the row's own machine; `scaling_efficiency_noisy` where the row or its
+    baseline is noisy)."""
     if "parallel" not in frame:
         return frame.iloc[0:0]
     rows = frame[frame["parallel"].fillna("none") != "none"].copy()
@@ -27,45 +36,93 @@ def parallel_rows(frame: pd.DataFrame) -> pd.DataFrame:
         return rows
     records = rows.to_dict("records")
     for r in records:  # a null read back as NaN
-        if pd.isna(r.get("scaling_efficiency")):
-            r["scaling_efficiency"] = None
+        for column in ("scaling_efficiency", "scaling_efficiency_noisy"):
+            if pd.isna(r.get(column)):
+                r[column] = None
     S.fill_efficiency(records)
-    rows["scaling_efficiency"] = [r.get("scaling_efficiency") for r in records]
-    rows["processes"] = rows["world_size"].fillna(rows["nproc"]).astype(int)
-    rows["line"] = [
-        f"{p} {sc} B={int(b)} {dn} {pr} {o}"
-        for p, sc, b, dn, pr, o in zip(
-            rows["parallel"],
-            rows["scaling"],
-            rows["batch_size"],
-            rows["device_name"],
-            rows["precision"],
-            rows["optimizer"],
-            strict=True,
-        )
-    ]
+    for column in ("scaling_efficiency", "scaling_efficiency_noisy"):
+        rows[column] = [r.get(column) for r in records]
+    rows["processes"] = [S.world_size(r) for r in records]
+    rows["is_baseline"] = [S.is_baseline(r) for r in records]
+    rows["line"] = line_labels(rows)
     return rows
+
+
+def line_labels(rows: pd.DataFrame) -> list[str]:
+    """Each row's chart line, naming only the LINE_FIELDS whose values differ among `rows` (the
+    ones shared by all are said once, in the chart's title), so that the legend stays short."""
+    cells = {c: [_cell(c, v) for v in rows[c]] for c in LINE_FIELDS if c in rows}
+    differ = [c for c in cells if len(set(cells[c])) > 1 or c == "parallel"]
+    return [" ".join(cells[c][i] for c in differ) for i in range(len(rows))]
+
+
+def shared_fields(rows: pd.DataFrame) -> str:
+    """The LINE_FIELDS every row of `rows` shares, as text ('B=16 cpu fp32 adamw')."""
+    cells = {c: {_cell(c, v) for v in rows[c]} for c in LINE_FIELDS if c in rows}
+    shared = [next(iter(v)) for c, v in cells.items() if len(v) == 1 and c != "parallel"]
+    return " ".join(x for x in shared if x != _cell("nodes", 1))  # one node goes without saying
+
+
+def _cell(column: str, value: Any) -> str:
+    if column == "batch_size":
+        return f"B={int(value)}"
+    if column == "nodes":
+        nodes = 1 if pd.isna(value) else int(value)
+        return f"{nodes} node{'s' if nodes != 1 else ''}"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of the scaling chart: its legend label, the layout's `line` (its colour), its
+    scaling ('weak', 'strong', or '' for a layout measured in one process only) and rows."""
+
+    label: str
+    layout: str
+    scaling: str
+    rows: pd.DataFrame
+
+    @property
+    def style(self) -> str:
+        return "s--" if self.scaling == "strong" else "o-"
+
+
+def chart_lines(ok: pd.DataFrame) -> list[Line]:
+    """The lines of one model's chart: a line per layout and scaling, its one-process baseline
+    the first point of both the weak and the strong line (the one measurement they share); a
+    layout measured in one process only is a line of its own."""
+    out = []
+    for line, g in ok.groupby("line", sort=True):
+        base = g[g["is_baseline"]]
+        scalings = sorted(str(s) for s in g.loc[~g["is_baseline"], "scaling"].dropna().unique())
+        if not scalings:
+            out.append(Line(str(line), str(line), "", base))
+        for how in scalings:
+            mine = g[~g["is_baseline"] & (g["scaling"] == how)]
+            out.append(Line(f"{line} {how}", str(line), how, pd.concat([base, mine])))
+    return out
 
 
 def scaling_chart(rows: pd.DataFrame, plots_dir: Path) -> Chart | None:
     """Per model: global samples/s, scaling efficiency and the collective share of the step,
-    against the processes; a line per layout and batch."""
+    against the processes; a line per layout, batch and scaling."""
     ok = rows[rows["status"] == "ok"]
     if ok.empty:
         return None
-    colors = palette(rows["line"])
-    models = sorted(ok["model"].unique())
+    lines = {m: chart_lines(ok[ok["model"] == m]) for m in sorted(ok["model"].unique())}
+    # A colour per layout, its weak and strong lines told apart by style: half the colours.
+    colors = palette(ok["line"])
+    models = list(lines)
     fig, axes = panels(models, rows_per_title=3)
     for model, (tp, eff, comm) in zip(models, axes, strict=True):
-        for line, g in ok[ok["model"] == model].groupby("line"):
-            g = g.sort_values("processes")
-            style = "o-" if "weak" in str(line) else "s--"
-            kw: dict[str, Any] = {"color": colors[str(line)], "label": str(line)}
-            tp.plot(g["processes"], g["samples_per_s"], style, **kw)
+        for line in lines[model]:
+            g = line.rows.sort_values("processes")
+            kw: dict[str, Any] = {"color": colors[line.layout], "label": line.label}
+            tp.plot(g["processes"], g["samples_per_s"], line.style, **kw)
             e = g.dropna(subset=["scaling_efficiency"])
-            eff.plot(e["processes"], e["scaling_efficiency"] * 100, style, **kw)
+            eff.plot(e["processes"], e["scaling_efficiency"] * 100, line.style, **kw)
             c = g.dropna(subset=["collective_fraction"])
-            comm.plot(c["processes"], c["collective_fraction"] * 100, style, **kw)
+            comm.plot(c["processes"], c["collective_fraction"] * 100, line.style, **kw)
         ticks = sorted(ok[ok["model"] == model]["processes"].unique())
         for ax in (tp, eff, comm):
             ax.set_xticks(ticks)
@@ -76,17 +133,20 @@ def scaling_chart(rows: pd.DataFrame, plots_dir: Path) -> Chart | None:
         comm.set_ylabel("step in collectives (%)")
         comm.set_xlabel("processes (world size)")
         if ok[ok["model"] == model]["scaling_efficiency"].isna().all():
-            empty_panel(eff, "no nproc = 1 baseline in these runs")
+            empty_panel(eff, "no one-process baseline in these runs")
+    shared = shared_fields(ok)
     file = "scaling.png"
-    save(fig, plots_dir, file, "Scaling with processes (solid: weak, dashed: strong)")
+    title = "Scaling with processes (solid: weak, dashed: strong)"
+    save(fig, plots_dir, file, f"{title}\n{shared}" if shared else title)
     return Chart(
         file,
         "Scaling",
         "Global samples per second from the slowest rank's median step; scaling efficiency "
-        "is that over the same point at one process times the processes (100% is perfect; weak "
-        "scaling keeps each process's batch, strong splits the global batch); the share of the "
-        "step in collectives is the time a collective was in flight (torch.profiler, overlap "
-        "with compute included) over the profiled step.",
+        "is that over the same point in one process on the same machine, times the processes "
+        "(100% is perfect; weak scaling keeps each process's batch, strong splits the global "
+        "batch; the one-process point is measured once and is the first point of both lines); "
+        "the share of the step in collectives is the time a collective was in flight "
+        "(torch.profiler, overlap with compute included) over the profiled step.",
     )
 
 
@@ -96,9 +156,8 @@ def memory_chart(rows: pd.DataFrame, plots_dir: Path) -> Chart | None:
     ok = rows[(rows["status"] == "ok") & rows["rank_model_state_bytes"].notna()]
     if ok.empty:
         return None
-    ok = ok.assign(
-        layout=[f"{p} {sc}" for p, sc in zip(ok["parallel"], ok["scaling"], strict=True)]
-    )
+    # A rank's model state does not depend on the batch, so weak and strong are one line.
+    ok = ok.assign(layout=ok["parallel"].astype(str))
     colors = palette(ok["layout"])
     models = sorted(ok["model"].unique())
     fig, axes = panels(models)
@@ -140,13 +199,14 @@ def section(frame: pd.DataFrame, plots_dir: Path) -> str:
         [
             r["model"],
             r["parallel"],
-            r["scaling"],
+            "one process" if r["is_baseline"] else _text(r["scaling"]),
             (str(int(r["processes"])), r["processes"]),
+            r["optimizer"],
             (H.number(r["global_batch_size"], ".0f"), r["global_batch_size"]),
             (H.number(r["per_process_batch_size"], ".0f"), r["per_process_batch_size"]),
             r["status"],
             (H.number(r["samples_per_s"], ",.0f"), r["samples_per_s"]),
-            (H.number(r["scaling_efficiency"], ".0f", 100), r["scaling_efficiency"]),
+            (_efficiency_cell(r), r["scaling_efficiency"]),
             (H.number(r["rank_step_time_spread"], ".1f", 100), r["rank_step_time_spread"]),
             (H.number(r["collective_fraction"], ".0f", 100), r["collective_fraction"]),
             (H.number(r["rank_model_state_bytes"], ",.2f", 1 / MiB), r["rank_model_state_bytes"]),
@@ -158,6 +218,7 @@ def section(frame: pd.DataFrame, plots_dir: Path) -> str:
         "parallel",
         "scaling",
         "processes",
+        "optimizer",
         "global batch",
         "batch per process",
         "status",
@@ -167,4 +228,21 @@ def section(frame: pd.DataFrame, plots_dir: Path) -> str:
         "in collectives %",
         "state per rank (MiB)",
     ]
-    return "".join(parts) + H.table(headers, table, sortable=True)
+    note = (
+        "Efficiency is against the same point in one process on the same machine (one row, "
+        "measured once, for weak and strong scaling alike); 'noisy' marks an efficiency whose "
+        "point or baseline is noisy (its median step time is not known to the suite's "
+        "target_rel_ci)."
+    )
+    return "".join(parts) + H.table(headers, table, sortable=True) + H.note(note)
+
+
+def _text(value: Any) -> str:
+    return "" if value is None or pd.isna(value) else str(value)
+
+
+def _efficiency_cell(row: dict[str, Any]) -> str:
+    """The efficiency in percent, marked 'noisy' where its point or its baseline is."""
+    text = H.number(row["scaling_efficiency"], ".0f", 100)
+    flag = row.get("scaling_efficiency_noisy")
+    return f"{text} (noisy)" if text and flag is not None and flag == 1 else text

@@ -80,6 +80,7 @@ FIELDS: dict[str, Render] = {
     "threads": lambda r: f"threads={_int(r.get('threads'))}",
     "parallel": _layout,
     "nproc": lambda r: f"x{_int(r.get('nproc'))}",
+    "nodes": lambda r: f"nodes={1 if _null(r.get('nodes')) else _int(r.get('nodes'))}",
     "lr_scaling": lambda r: f"lr={'fixed' if _null(r.get('lr_scaling')) else r['lr_scaling']}",
     "model_options": lambda r: _model_options(r.get("model_options")),
     "seed": lambda r: f"seed={_int(r.get('seed'))}",

@@ -152,7 +152,9 @@ def _todo(spec: SweepSpec, out: Path, local_world: int) -> list[tuple[Point, str
     if not (out / "env.json").is_file():
         store.write_json("env.json", env.capture(spec.resolved_devices(), spec.precisions))
     done = {_row_key(r) for r in read_rows(out)} if store.path.is_file() else set()
-    points = [p for p in plan(spec, out) if p.parallel != "none" and p.nproc == local_world]
+    ours = [p for p in plan(spec, out) if p.parallel != "none" and p.nproc == local_world]
+    # issue 23: the world (nproc * nodes) is in each point's identity
+    points = spec.on_nodes(ours, int(os.environ["WORLD_SIZE"]) // local_world)
     if not points:
         raise ConfigError(
             f"suite {spec.name!r} has no ddp or fsdp point with nproc = {local_world}, the "

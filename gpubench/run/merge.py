@@ -91,7 +91,9 @@ def _failed(row: dict[str, Any]) -> bool:
     return row.get("status") != "ok"
 
 
-def merge(dirs: list[Path], out: Path, allow_duplicates: bool = False) -> Merged:
+def merge(
+    dirs: list[Path], out: Path, allow_duplicates: bool = False, across_machines: bool = False
+) -> Merged:
     """Write run folder `out` from the run folders `dirs`: their rows in order, each point
     once per device (its identity and `device_name`: the same point measured on an A100 and on
     an H100 is two rows). A point in two folders is a ConfigError naming both (their machines
@@ -139,7 +141,7 @@ def merge(dirs: list[Path], out: Path, allow_duplicates: bool = False) -> Merged
                 owner[key] = (at, machines[0])
                 replaced += 1
     # A shard's rows may have their baseline in another shard; each row keeps its own host.
-    scaling.fill_efficiency(rows)
+    scaling.fill_efficiency(rows, across_machines=across_machines)
     every = [m for d, _, env_obj in sources for m in _machines(d, env_obj)]
     joined = joined_machines(every)
     with folder.locked(out):

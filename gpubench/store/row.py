@@ -28,6 +28,7 @@ IDENTITY += ["lr_scaling"]  # convergence runs: the learning-rate scaling rule (
 IDENTITY += ["cudnn_benchmark", "model_options"]
 IDENTITY += ["threads"]  # issue 14: the threads axis (None: what torch picks; see torch_threads)
 IDENTITY += ["parallel", "nproc", "scaling"]  # issue 17: parallel points
+IDENTITY += ["nodes"]  # issue 23: the nodes of a torchrun launch (world size = nproc * nodes)
 
 # The flat columns of a row, in order (units in the names). A value that cannot be measured on
 # this device is None, never 0 and never a guess. Raw series (step_times_s) live only in the JSONL.
@@ -163,6 +164,8 @@ COLUMNS += ["oversubscribed"]
 # row's device (the GPU's name, or the CPU model): merged folders hold rows of several machines.
 # Rows written before these columns load with them null; the report then reads env.json.
 COLUMNS += ["host", "device_name"]
+# issue 23: a scaling efficiency computed from a noisy row or a noisy baseline (science.scaling)
+COLUMNS += ["scaling_efficiency_noisy"]
 # Columns that hold words, not numbers (the report keeps them as text).
 TEXT = ["status", "error", "optimizer_impl", "workload", "step_timer", "flops_method"]
 TEXT += ["energy_method", "energy_note", "throttle_reasons", "dataset", "dataset_sha256"]
