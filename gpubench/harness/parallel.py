@@ -247,6 +247,7 @@ def group_row(
         backend=BACKENDS[torch.device(point.device).type],
         global_batch_size=per_process_batch(point) * world,
         per_process_batch_size=per_process_batch(point),
+        micro_batch_size=_micro_batch(point),  # issue 25
         point_time_s=point_time_s,
     )
     reasons = {r["unsupported"] for r in ranks if "unsupported" in r}
@@ -301,6 +302,12 @@ def group_row(
         ranks=[_rank_summary(r, x) for r, x in zip(ranks, stats, strict=True)],
         **common,
     )
+
+
+def _micro_batch(point: Point) -> int | None:
+    """A rank's micro-batch (issue 25); None where its batch does not split (unsupported)."""
+    batch = per_process_batch(point)
+    return batch // point.accumulate if batch % point.accumulate == 0 else None
 
 
 def _rank_summary(r: dict[str, Any], s: Stats) -> dict[str, Any]:

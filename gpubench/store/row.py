@@ -27,6 +27,7 @@ IDENTITY += ["lr_scaling"]  # convergence runs: the learning-rate scaling rule (
 IDENTITY += ["cudnn_benchmark", "model_options"]
 IDENTITY += ["threads"]  # issue 14: the threads axis (None: what torch picks; see torch_threads)
 IDENTITY += ["parallel", "nproc", "scaling"]  # issue 17: parallel points
+IDENTITY += ["accumulate", "checkpoint"]  # issue 25: micro-batches per update, checkpointing
 
 # The flat columns of a row, in order (units in the names). A value that cannot be measured on
 # this device is None, never 0 and never a guess. Raw series (step_times_s) live only in the JSONL.
@@ -152,6 +153,10 @@ COLUMNS = [
 # issue 16: the worker's peak virtual address space (Linux VmPeak, its lifetime's: a point's own
 # in a fresh worker, as max-batch's probes run), what --max-memory caps on the CPU
 COLUMNS += ["host_peak_address_space_bytes"]
+# issue 25: the samples of one forward/backward pass (a process's batch / accumulate), the passes
+# per optimizer step, and the FLOPs activation checkpointing recomputed (part of flops_per_step;
+# mfu leaves them out). `checkpoint` is an identity column.
+COLUMNS += ["micro_batch_size", "accumulation_steps", "flops_recomputed_per_step"]
 # Columns that hold words, not numbers (the report keeps them as text).
 TEXT = ["status", "error", "optimizer_impl", "workload", "step_timer", "flops_method"]
 TEXT += ["energy_method", "energy_note", "throttle_reasons", "dataset", "dataset_sha256"]
@@ -174,6 +179,11 @@ def make_row(point: Point, status: str, **values: Any) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(point.to_dict())
     row["status"] = status
+    # issue 25: a single process's row of any status (oom, unsupported) says its micro-batch; a
+    # parallel point's maker gives it (a rank's batch is the harness's to say)
+    row["accumulation_steps"] = point.accumulate
+    if point.parallel == "none" and point.batch_size % point.accumulate == 0:
+        row["micro_batch_size"] = point.batch_size // point.accumulate
     row.update({k: finite_or_none(v) for k, v in values.items()})
     return row
 
