@@ -94,9 +94,12 @@ def _check_effective_batch(spec: SweepSpec) -> None:
     for c in nonempty(spec.checkpoint, "checkpoint"):
         check_one_of(c, CHECKPOINT_MODES, "checkpoint mode")
     if spec.batch_sizes != AUTO:
-        for b in spec.batch_sizes:
-            for k in spec.accumulate:
-                check_divides(b, k)
+        try:
+            for b in spec.batch_sizes:
+                for k in spec.accumulate:
+                    check_divides(b, k)
+        except ConfigError as e:
+            raise keyed_error("accumulate", str(e)) from e  # a suite names accumulate's line
     if spec.mode == "convergence" and (spec.accumulate != (1,) or spec.checkpoint != ("none",)):
         raise ConfigError(
             f"accumulate {list(spec.accumulate)!r} and checkpoint {list(spec.checkpoint)!r} "

@@ -16,8 +16,9 @@ from torch import nn
 
 @contextlib.contextmanager
 def gradient_sync(model: nn.Module, sync: bool) -> Iterator[None]:
-    """A backward in this block reduces gradients across ranks only if `sync`. A model that is
-    neither DDP nor FSDP2 (a single process) has nothing to synchronise."""
+    """A backward in this block reduces gradients across ranks only if `sync`; the forward
+    must run in it too (DDP prepares its reduction in the forward). A model that is neither
+    DDP nor FSDP2 (a single process) has nothing to synchronise."""
     if sync:
         yield
     elif isinstance(model, nn.parallel.DistributedDataParallel):

@@ -44,15 +44,16 @@ class Trainer:
         if k > 1:
             micro = list(zip(inputs.chunk(k), targets.chunk(k), strict=True))
         for i, (x, y) in enumerate(micro):
-            with torch.autocast(
-                self.device.type,
-                dtype=self.autocast_dtype or torch.float32,
-                enabled=self.autocast_dtype is not None,
-                cache_enabled=self.autocast_cache,
-            ):
-                loss = self.loss_fn(self.model(x), y)
-                loss = loss / k if k > 1 else loss
+            # DDP decides in the forward whether the backward reduces: both go inside
             with gradient_sync(self.model, sync=i == k - 1):
+                with torch.autocast(
+                    self.device.type,
+                    dtype=self.autocast_dtype or torch.float32,
+                    enabled=self.autocast_dtype is not None,
+                    cache_enabled=self.autocast_cache,
+                ):
+                    loss = self.loss_fn(self.model(x), y)
+                    loss = loss / k if k > 1 else loss
                 (loss if self.scaler is None else self.scaler.scale(loss)).backward()
             total = loss.detach() if total is None else total + loss.detach()
         if self.scaler is not None:
