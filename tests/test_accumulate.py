@@ -57,6 +57,23 @@ def test_the_loss_scaler_scales_each_micro_batch_and_unscales_once() -> None:
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.gpu
+def test_fp16_accumulation_trains_like_one_batch_on_cuda() -> None:
+    grads = []
+    for k in (1, 4):
+        torch.manual_seed(0)
+        workload = models.build("transformer", "tiny")
+        trainer = make_trainer(workload, torch.device("cuda"), "fp16", "sgd", accumulate=k)
+        assert trainer.scaler is not None
+        # a scale whose first step cannot overflow (the default 2**16 may skip it)
+        trainer = Trainer(**{**vars(trainer), "scaler": torch.amp.GradScaler("cuda", 1024.0)})
+        trainer.step(*workload.batch(8, "cuda", seed=3))
+        grads.append([p.grad.float() for p in trainer.model.parameters()])  # type: ignore[union-attr]
+    for got, want in zip(*grads, strict=True):
+        # fp16 products summed in another order: within fp16's resolution of the gradients
+        torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-3)
+
+
 def test_batch_norm_is_the_known_exception() -> None:
     """The CNN normalises each micro-batch by its own statistics: its accumulated gradients
     are not the whole batch's (README: models with batch-dependent layers)."""
