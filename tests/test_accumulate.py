@@ -165,3 +165,11 @@ def test_a_sweep_over_both_axes_writes_the_new_columns(tmp_path: Path) -> None:
         assert (r["flops_recomputed_per_step"] > 0) == (ck == "blocks")
     # the same weights, batches and effective batch: the same losses, however it is split
     assert got[(2, "none")]["loss_last"] == pytest.approx(got[(1, "none")]["loss_last"], rel=1e-5)
+
+
+def test_the_summary_names_the_split_and_the_checkpointing() -> None:
+    from gpubench.cli.console import _options
+
+    row = {"compile": "eager", "accumulate": 4, "micro_batch_size": 2, "checkpoint": "blocks"}
+    assert _options(row) == "accumulate 4 x 2, checkpoint blocks"
+    assert _options({"compile": "eager", "accumulate": 1, "checkpoint": "none"}) == ""

@@ -259,6 +259,12 @@ def _options(row: dict[str, Any]) -> str:
         opts.append(f"threads={int(row['threads'])}")
     if pd.notna(row.get("parallel")) and row.get("parallel") != "none":  # e.g. "ddp x2 weak"
         opts.append(f"{row['parallel']} x{row.get('nproc')} {row.get('scaling')}")
+    if pd.notna(row.get("accumulate")) and row["accumulate"] != 1:  # issue 25
+        micro = row.get("micro_batch_size")
+        of = f" x {int(micro)}" if pd.notna(micro) else ""
+        opts.append(f"accumulate {int(row['accumulate'])}{of}")
+    if pd.notna(row.get("checkpoint")) and row["checkpoint"] != "none":
+        opts.append(f"checkpoint {row['checkpoint']}")
     return ", ".join(opts)
 
 
