@@ -268,6 +268,12 @@ def _options(row: dict[str, Any]) -> str:
             + (f" on {int(nodes)} nodes" if pd.notna(nodes) and nodes != 1 else "")
             + (f" {scaling}" if pd.notna(scaling) else "")
         )
+    if pd.notna(row.get("accumulate")) and row["accumulate"] != 1:  # issue 25
+        micro = row.get("micro_batch_size")
+        of = f" x {int(micro)}" if pd.notna(micro) else ""
+        opts.append(f"accumulate {int(row['accumulate'])}{of}")
+    if pd.notna(row.get("checkpoint")) and row["checkpoint"] != "none":
+        opts.append(f"checkpoint {row['checkpoint']}")
     return ", ".join(opts)
 
 

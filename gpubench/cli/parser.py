@@ -13,6 +13,7 @@ from gpubench.cli.usage import Parser
 from gpubench.config import model_options
 from gpubench.config import spec as S
 from gpubench.config.checks import (
+    check_accumulate,
     check_batch_size,
     check_device,
     check_model,
@@ -130,6 +131,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--scaling",
         type=values.csv(values.choice(S.SCALING_MODES, "scaling")),
         help="weak (batch per process), strong (global batch split), or both",
+    )
+    sweep.add_argument(  # issue 25
+        "--accumulate",
+        type=values.csv(lambda t: check_accumulate(values.int_value(t))),
+        help="micro-batches per optimizer step, e.g. 1,2,4,8 (the batch size stays the "
+        "effective batch: each micro-batch holds batch / accumulate samples)",
+    )
+    sweep.add_argument(
+        "--checkpoint",
+        type=values.csv(values.choice(S.CHECKPOINT_MODES, "checkpoint mode")),
+        help="none, blocks (recompute the activations of the model's repeated blocks in "
+        "backward), or both: none,blocks",
     )
     sweep.add_argument(
         "--steps",

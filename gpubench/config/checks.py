@@ -73,6 +73,27 @@ def check_nproc(value: object) -> int:
     return value
 
 
+def check_accumulate(value: object) -> int:
+    """Micro-batches per optimizer step (issue 25): a whole number of 1 or more."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            f"invalid accumulate {value!r}; allowed: a whole number of 1 or more "
+            "(micro-batches per optimizer step)"
+        )
+    return value
+
+
+def check_divides(batch_size: int, accumulate: int) -> None:
+    """The effective batch `batch_size` splits into `accumulate` equal micro-batches: unequal
+    ones would weigh samples unequally in the accumulated gradient (each micro-batch's mean
+    loss is scaled by 1/accumulate)."""
+    if batch_size % accumulate:
+        raise ConfigError(
+            f"batch size {batch_size} does not split into accumulate {accumulate} equal "
+            f"micro-batches; allowed: a batch size that is a multiple of {accumulate}"
+        )
+
+
 def check_seed(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"invalid seed {value!r}; allowed: a whole number of 0 or more")

@@ -25,6 +25,8 @@ MODES = ("speed", "convergence")
 # Parallel points (issue 17): how the ranks share the work, and what stays fixed as they grow.
 PARALLEL_MODES = ("none", "ddp", "fsdp")
 SCALING_MODES = ("weak", "strong")
+# issue 25: activation checkpointing of the model's repeated blocks (gpubench.models.blocks)
+CHECKPOINT_MODES = ("none", "blocks")
 # batch_sizes = "auto": the powers of two up to the largest batch that fits (gpubench.run.maxbatch).
 AUTO = "auto"
 # The SweepSpec fields that say which points there are (the rest say how each is measured).
@@ -45,6 +47,8 @@ AXES = (
     "parallel",
     "nproc",
     "scaling",
+    "accumulate",  # issue 25: micro-batches per optimizer step (batch_size stays the effective)
+    "checkpoint",  # issue 25: activation checkpointing: none or blocks
 )
 
 
@@ -82,11 +86,23 @@ class Point:
     nproc: int = 1
     scaling: str | None = None
     nodes: int = 1
+    # issue 25: `accumulate` micro-batches of batch_size / accumulate samples per optimizer step
+    # (batch_size is the effective batch); `checkpoint` "blocks" recomputes the activations of
+    # the model's repeated blocks in backward instead of holding them
+    accumulate: int = 1
+    checkpoint: str = "none"
 
     @property
     def world_size(self) -> int:
         """The ranks in all: nproc per node times the nodes."""
         return self.nproc * self.nodes
+
+    def per_process_batch(self) -> int:
+        """The batch each rank (or the one process) trains on: `batch_size` under weak scaling
+        and at one process, its share under strong: the global batch split over the whole world
+        (nproc * nodes ranks), so that the ranks of every node together train `batch_size`
+        samples a step. A batch that does not split is parallel.unsupported_reason's to refuse."""
+        return self.batch_size // self.world_size if self.scaling == "strong" else self.batch_size
 
     def key(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f.name) for f in fields(self))
@@ -103,6 +119,8 @@ class Point:
             + (f" {self.parallel}x{self.nproc}" if self.parallel != "none" else "")
             + (f" nodes={self.nodes}" if self.nodes != 1 else "")
             + (f" {self.scaling}" if self.scaling is not None else "")
+            + (f" accumulate={self.accumulate}" if self.accumulate != 1 else "")
+            + (f" checkpoint={self.checkpoint}" if self.checkpoint != "none" else "")
         )
 
     def baseline(self) -> Point:
@@ -200,6 +218,9 @@ class SweepSpec:
     nproc: tuple[int, ...] = (1,)
     scaling: tuple[str, ...] = ("weak",)
     profile: bool = True  # profile a few steps of each point after its windows (issue 15)
+    # issue 25: micro-batches per optimizer step, and activation checkpointing (axes)
+    accumulate: tuple[int, ...] = (1,)
+    checkpoint: tuple[str, ...] = ("none",)
 
     def resolved_devices(self) -> tuple[str, ...]:
         """`auto` becomes the CPU plus CUDA where present; duplicates are dropped, order kept."""
@@ -235,6 +256,8 @@ class SweepSpec:
                 parallel=pa,
                 nproc=n,
                 scaling=sc,
+                accumulate=k,
+                checkpoint=ck,
             )
             for m, d, p, o, c, cl, g, cb in itertools.product(
                 self.models,
@@ -247,6 +270,7 @@ class SweepSpec:
                 self.cudnn_benchmark,
             )
             for pa, n, sc in self.parallel_layouts()  # issue 17
+            for ck, k in itertools.product(self.checkpoint, self.accumulate)  # issue 25
             for t, s, b in itertools.product(self.threads, self.seeds, batch_sizes)
         ]
 

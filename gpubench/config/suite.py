@@ -14,6 +14,7 @@ from typing import Any
 
 from gpubench.config import model_options
 from gpubench.config.checks import (
+    check_accumulate,
     check_batch_size,
     check_bool,
     check_device,
@@ -27,6 +28,7 @@ from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError, keyed_error
 from gpubench.config.spec import (
     AUTO,
+    CHECKPOINT_MODES,
     COMPILE_MODES,
     DATA_MODES,
     MODES,
@@ -55,7 +57,10 @@ _LIST_KEYS = {
     "parallel": str,
     "nproc": int,
     "scaling": str,
+    "accumulate": int,  # issue 25
+    "checkpoint": str,  # issue 25
 }
+_ONE_OR_LIST = ("models", "scaling", "checkpoint")  # a single string means a list of one
 _SCALAR_KEYS = {"name": str, "size": str, "data": str, "mode": str, "model": str}
 _BOOL_KEYS = ("profile",)  # issue 15: profile = false skips the step-time breakdown
 _TABLES = {"budget": Budget, "convergence": Convergence}
@@ -196,7 +201,7 @@ def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
             elif key in _LIST_KEYS:
                 kwargs[key] = _list(
                     key,
-                    [value] if key in ("models", "scaling") and isinstance(value, str) else value,
+                    [value] if key in _ONE_OR_LIST and isinstance(value, str) else value,
                 )
             elif key == "model":
                 kwargs["models"] = (*kwargs.get("models", ()), check_model(value))
@@ -238,6 +243,8 @@ _ELEMENT_CHECKS: dict[str, Any] = {
     "parallel": lambda v: check_one_of(v, PARALLEL_MODES, "parallel mode"),
     "nproc": check_nproc,
     "scaling": lambda v: check_one_of(v, SCALING_MODES, "scaling"),
+    "accumulate": check_accumulate,
+    "checkpoint": lambda v: check_one_of(v, CHECKPOINT_MODES, "checkpoint mode"),
 }
 _SCALAR_CHECKS: dict[str, Any] = {
     "name": lambda v: v if v else _raise(f"invalid suite name {v!r}; allowed: a non-empty string"),

@@ -6,9 +6,11 @@ from dataclasses import fields
 
 from gpubench.config import convergence
 from gpubench.config.checks import (
+    check_accumulate,
     check_batch_size,
     check_bool,
     check_device,
+    check_divides,
     check_model,
     check_nproc,
     check_one_of,
@@ -19,6 +21,7 @@ from gpubench.config.checks import (
 from gpubench.config.errors import ConfigError, keyed_error
 from gpubench.config.spec import (
     AUTO,
+    CHECKPOINT_MODES,
     COMPILE_MODES,
     DATA_MODES,
     MODES,
@@ -63,6 +66,7 @@ def validate(spec: SweepSpec) -> SweepSpec:
         check_threads(t)
     check_one_of(spec.mode, MODES, "mode")
     _check_parallel(spec)
+    _check_effective_batch(spec)
     check_budget(spec.budget)
     _check_convergence(spec)
     return spec
@@ -79,6 +83,28 @@ def _check_parallel(spec: SweepSpec) -> None:
         raise ConfigError(
             f"parallel {list(spec.parallel)!r} with mode 'convergence'; allowed: parallel "
             "points measure speed only (mode = 'speed'), convergence runs use parallel = ['none']"
+        )
+
+
+def _check_effective_batch(spec: SweepSpec) -> None:
+    """issue 25: accumulate and checkpoint values, and every batch size split into equal
+    micro-batches (batch sizes "auto" are checked point by point, harness.step)."""
+    for k in nonempty(spec.accumulate, "accumulate"):
+        check_accumulate(k)
+    for c in nonempty(spec.checkpoint, "checkpoint"):
+        check_one_of(c, CHECKPOINT_MODES, "checkpoint mode")
+    if spec.batch_sizes != AUTO:
+        try:
+            for b in spec.batch_sizes:
+                for k in spec.accumulate:
+                    check_divides(b, k)
+        except ConfigError as e:
+            raise keyed_error("accumulate", str(e)) from e  # a suite names accumulate's line
+    if spec.mode == "convergence" and (spec.accumulate != (1,) or spec.checkpoint != ("none",)):
+        raise ConfigError(
+            f"accumulate {list(spec.accumulate)!r} and checkpoint {list(spec.checkpoint)!r} "
+            "with mode 'convergence'; allowed: accumulate = [1] and checkpoint = ['none'] "
+            "(convergence runs do not take these axes yet)"
         )
 
 

@@ -43,10 +43,8 @@ CPU_THREADS_PER_RANK = 1
 
 
 def per_process_batch(point: Point) -> int:
-    """The batch each rank trains on: `batch_size` under weak scaling (and at one process), its
-    share under strong: the global batch split over the whole world (nproc * nodes ranks), so
-    that the ranks of every node together train `batch_size` samples a step."""
-    return point.batch_size // point.world_size if point.scaling == "strong" else point.batch_size
+    """The batch each rank trains on (Point.per_process_batch)."""
+    return point.per_process_batch()
 
 
 def unsupported_reason(point: Point) -> str | None:
@@ -345,6 +343,7 @@ def group_row(
         backend=BACKENDS[torch.device(point.device).type],
         global_batch_size=per_process_batch(point) * world,
         per_process_batch_size=per_process_batch(point),
+        micro_batch_size=_micro_batch(point),  # issue 25
         point_time_s=point_time_s,
     )
     reasons = {r["unsupported"] for r in ranks if "unsupported" in r}
@@ -408,6 +407,12 @@ def group_row(
         ranks=[_rank_summary(r, x) for r, x in zip(ranks, stats, strict=True)],
         **common,
     )
+
+
+def _micro_batch(point: Point) -> int | None:
+    """A rank's micro-batch (issue 25); None where its batch does not split (unsupported)."""
+    batch = per_process_batch(point)
+    return batch // point.accumulate if batch % point.accumulate == 0 else None
 
 
 def _rank_summary(r: dict[str, Any], s: Stats) -> dict[str, Any]:

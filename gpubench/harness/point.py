@@ -123,6 +123,8 @@ def measure_workload(
     assert counted.result is not None
     flop_count = counted.result.total
     tflops = flop_count / s.median_s / 1e12
+    # MFU counts the model's FLOPs, not those recomputed by activation checkpointing (PaLM)
+    model_tflops = counted.result.model / s.median_s / 1e12
     status = "ok" if math.isfinite(last) else "diverged"
     datasheet_peak = _datasheet_peak(device, point.precision)
     values = dict(
@@ -144,7 +146,7 @@ def measure_workload(
         flops_per_step=flop_count,
         tflops=tflops,
         # MFU as PaLM, nanoGPT and torchtitan define it: against the datasheet dense peak
-        mfu=None if datasheet_peak is None else tflops / datasheet_peak,
+        mfu=None if datasheet_peak is None else model_tflops / datasheet_peak,
         matmul_roof_fraction=None if peak is None else tflops / peak.tflops,
         torch_peak_allocated_bytes=torch_peaks.allocated_bytes,
         torch_peak_reserved_bytes=torch_peaks.reserved_bytes,
@@ -163,6 +165,9 @@ def measure_workload(
         ),
         flops_optimizer_per_step=flops.optimizer_flops(point.optimizer, workload.parameter_count()),
         flops_method=counted.result.method,
+        flops_recomputed_per_step=counted.result.recomputed,  # issue 25
+        micro_batch_size=point.batch_size // point.accumulate,
+        accumulation_steps=point.accumulate,
         peak_tflops=None if peak is None else peak.tflops,
         datasheet_peak_tflops=datasheet_peak,
         memory_parameters_bytes=state.parameters_bytes,

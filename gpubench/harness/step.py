@@ -15,8 +15,10 @@ from gpubench.config import precision
 from gpubench.config.spec import Point
 from gpubench.data import synthetic
 from gpubench.harness import cuda_graph as graphs
+from gpubench.harness.checkpointing import checkpoint_blocks
 from gpubench.harness.timing import synchronize
 from gpubench.harness.train import Trainer, make_trainer
+from gpubench.models import blocks
 from gpubench.models.workload import Workload
 
 
@@ -33,7 +35,23 @@ def unsupported_reason(point: Point, workload: Workload | None = None) -> str | 
     has_conv = workload is None or any(isinstance(m, nn.Conv2d) for m in workload.model.modules())
     if reason is None and point.channels_last and not has_conv:
         reason = f"channels_last applies to convolutional models; {point.model} has no Conv2d"
-    return reason or _cudnn_benchmark_reason(point, device, workload)
+    reason = reason or _cudnn_benchmark_reason(point, device, workload)
+    return reason or _effective_batch_reason(point, workload)
+
+
+def _effective_batch_reason(point: Point, workload: Workload | None) -> str | None:
+    """issue 25: a batch that does not split into `accumulate` equal micro-batches (a suite's
+    explicit batch sizes are refused up front; "auto" ones and a strong-scaling rank's share
+    meet this here), and checkpointing of a model without repeated blocks."""
+    batch = point.per_process_batch()
+    if batch % point.accumulate:
+        return (
+            f"batch size {batch} does not split into accumulate {point.accumulate} equal "
+            "micro-batches"
+        )
+    if point.checkpoint == "blocks" and workload is not None:
+        return blocks.unsupported_reason(workload.model, point.model)
+    return None
 
 
 def _cudnn_benchmark_reason(
@@ -76,8 +94,11 @@ class PreparedStep:
 
 
 def prepare(point: Point, workload: Workload, lr: float | None = None) -> PreparedStep:
-    """`point`'s trainer and batches on its device (`lr`: the optimizer's default if None)."""
+    """`point`'s trainer and batches on its device (`lr`: the optimizer's default if None);
+    with checkpoint = "blocks", the workload's model checkpoints its repeated blocks."""
     device = torch.device(point.device)
+    if point.checkpoint == "blocks":
+        checkpoint_blocks(workload.model)
     trainer = make_trainer(
         workload,
         device,
@@ -87,6 +108,7 @@ def prepare(point: Point, workload: Workload, lr: float | None = None) -> Prepar
         compile=point.compile == "compile",
         channels_last=point.channels_last,
         cuda_graph=point.cuda_graph,
+        accumulate=point.accumulate,
     )
     batches = synthetic.Batches(
         workload,

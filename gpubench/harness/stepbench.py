@@ -13,8 +13,15 @@ from typing import Any
 
 import torch
 
-from gpubench.config.checks import check_batch_size, check_device, check_one_of, check_seed
-from gpubench.config.spec import DATA_MODES, PRECISIONS, Budget, Point
+from gpubench.config.checks import (
+    check_accumulate,
+    check_batch_size,
+    check_device,
+    check_divides,
+    check_one_of,
+    check_seed,
+)
+from gpubench.config.spec import CHECKPOINT_MODES, DATA_MODES, PRECISIONS, Budget, Point
 from gpubench.harness import optimizers
 from gpubench.harness.point import measure_workload
 from gpubench.harness.step import unsupported_reason
@@ -63,19 +70,24 @@ def benchmark_step(
     seed: int = 0,
     model_size: str | None = None,
     lr: float | None = None,
+    accumulate: int = 1,
+    checkpoint: str = "none",
 ) -> StepBenchmark:
     """Warm up and time `workload`'s training step at `batch_size` as a sweep point would.
 
     Raises ConfigError for a bad argument and Unsupported when the device cannot run the
     combination. The workload's model is moved to the device and trained in place. A loss that
     is not finite after the measured steps raises FloatingPointError: a benchmark of a diverged
-    run measures nothing worth gating on.
+    run measures nothing worth gating on. `accumulate` micro-batches of batch_size / accumulate
+    samples make one step; `checkpoint` "blocks" recomputes the model's repeated blocks.
     """
     check_batch_size(batch_size)
     check_seed(seed)
     check_one_of(precision_name, PRECISIONS, "precision")
     check_one_of(optimizer, tuple(optimizers.DEFAULT_LR), "optimizer")
     check_one_of(data, DATA_MODES, "data mode")
+    check_divides(batch_size, check_accumulate(accumulate))
+    check_one_of(checkpoint, CHECKPOINT_MODES, "checkpoint mode")
     dev = resolve_device(device)
     point = Point(
         workload.name,
@@ -86,6 +98,8 @@ def benchmark_step(
         batch_size,
         seed,
         data,
+        accumulate=accumulate,
+        checkpoint=checkpoint,
     )
     reason = unsupported_reason(point, workload)
     if reason is not None:

@@ -1,4 +1,5 @@
-"""The training step: zero_grad, forward under autocast, loss, backward, optimizer step."""
+"""The training step: zero_grad; per micro-batch forward under autocast, loss scaled by 1/k,
+backward; one optimizer step."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from torch import Tensor, nn
 
 from gpubench.config import precision
 from gpubench.harness import optimizers
+from gpubench.harness.gradient_sync import gradient_sync
 from gpubench.models.workload import Workload
 
 
@@ -25,25 +27,42 @@ class Trainer:
     scaler: torch.amp.GradScaler | None
     optimizer_impl: str
     autocast_cache: bool = True  # a CUDA graph capture needs the weight-cast cache off
+    accumulate: int = 1  # micro-batches per optimizer step (issue 25)
 
     def step(self, inputs: Tensor, targets: Tensor) -> Tensor:
-        """One training step on the whole batch. Returns the loss, detached and unsynchronised."""
+        """One optimizer update on the whole batch, in `accumulate` equal micro-batches (split
+        along dim 0; the caller makes the batch divide): each micro-batch's mean loss is scaled
+        by 1/accumulate, so the gradients are those of the whole batch's mean loss, and ranks
+        synchronise them in the last backward only. Returns the batch's mean loss, detached
+        and unsynchronised."""
         self.optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(
-            self.device.type,
-            dtype=self.autocast_dtype or torch.float32,
-            enabled=self.autocast_dtype is not None,
-            cache_enabled=self.autocast_cache,
-        ):
-            loss = self.loss_fn(self.model(inputs), targets)
+        k = self.accumulate
+        assert inputs.shape[0] % k == 0, (inputs.shape, k)
+        total = None
+        # k = 1 runs the batch itself (no views, no division): the step it always was
+        micro = [(inputs, targets)]
+        if k > 1:
+            micro = list(zip(inputs.chunk(k), targets.chunk(k), strict=True))
+        for i, (x, y) in enumerate(micro):
+            # DDP decides in the forward whether the backward reduces: both go inside
+            with gradient_sync(self.model, sync=i == k - 1):
+                with torch.autocast(
+                    self.device.type,
+                    dtype=self.autocast_dtype or torch.float32,
+                    enabled=self.autocast_dtype is not None,
+                    cache_enabled=self.autocast_cache,
+                ):
+                    loss = self.loss_fn(self.model(x), y)
+                    loss = loss / k if k > 1 else loss
+                (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+            total = loss.detach() if total is None else total + loss.detach()
         if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
+            self.scaler.step(self.optimizer)  # unscales once, skips the step on inf/nan
             self.scaler.update()
         else:
-            loss.backward()
             self.optimizer.step()
-        return loss.detach()
+        assert total is not None
+        return total
 
 
 def make_trainer(
@@ -56,10 +75,12 @@ def make_trainer(
     compile: bool = False,
     channels_last: bool = False,
     cuda_graph: bool = False,
+    accumulate: int = 1,
 ) -> Trainer:
     """Move the workload's model to `device` (in channels-last layout if asked, compiled with
     torch.compile if asked) and build its optimizer and loss scaler. `cuda_graph` prepares the
-    trainer for whole-step capture (see gpubench.graphs)."""
+    trainer for whole-step capture (see gpubench.graphs); `accumulate` micro-batches make one
+    optimizer step."""
     prec = precision.get(precision_name)
     model = workload.model.to(device).train()
     if channels_last:
@@ -79,4 +100,5 @@ def make_trainer(
         scaler,
         impl,
         autocast_cache=not cuda_graph,
+        accumulate=accumulate,
     )

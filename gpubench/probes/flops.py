@@ -9,11 +9,17 @@ five matmuls (the scores are recomputed, as flash attention does).
 
 The optimizer's FLOPs are elementwise, so the counter sees none of them: they are counted
 analytically per parameter element (`optimizer_flops`).
+
+Activation checkpointing (issue 25) recomputes forward work in backward: the counter sees it
+(it is work the device did), and the recomputation runs under `recomputation()`, which counts
+it a second time apart, so that `StepFlops.recomputed` says how much of the total it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +60,12 @@ class StepFlops:
     total: int
     added: int  # counted by our formulas for kernels the counter misses (part of total)
     by_operator: dict[str, int]
+    recomputed: int = 0  # recomputed in backward by activation checkpointing (part of total)
+
+    @property
+    def model(self) -> int:
+        """The FLOPs the model needs, recomputation left out (what MFU divides, as PaLM)."""
+        return self.total - self.recomputed
 
     @property
     def method(self) -> str:
@@ -66,12 +78,16 @@ class CountFlops:
     def __init__(self) -> None:
         self._mode = fc.FlopCounterMode(display=False, custom_mapping=dict(MISSED))
         self.result: StepFlops | None = None
+        self._recomputed = 0
 
     def __enter__(self) -> CountFlops:
+        self._recomputed = 0
         self._mode.__enter__()
+        _COUNTING.append(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        _COUNTING.remove(self)
         self._mode.__exit__(*exc)
         if exc[0] is not None:
             return  # the step failed: its own exception is the one to report
@@ -79,7 +95,34 @@ class CountFlops:
         counts = self._mode.get_flop_counts().get("Global", {})
         by_op = {str(op): int(n) for op, n in counts.items()}
         added = sum(n for op, n in counts.items() if op in MISSED)
-        self.result = StepFlops(int(self._mode.get_total_flops()), int(added), by_op)
+        total = int(self._mode.get_total_flops())
+        self.result = StepFlops(total, int(added), by_op, self._recomputed)
+
+
+# The counters open now. A list, not a thread-local: on a GPU the backward (and so the
+# recomputation) runs on autograd's own threads.
+_COUNTING: list[CountFlops] = []
+_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def recomputation() -> Iterator[None]:
+    """Around the forward work activation checkpointing recomputes in backward: counted apart
+    into each open CountFlops (nothing at all when none is open: a timed step pays nothing).
+    Counted in a `finally`: torch.utils.checkpoint ends a recomputation early, by raising
+    inside it, once it has the tensors backward needs."""
+    if not _COUNTING:
+        yield
+        return
+    mode = fc.FlopCounterMode(display=False, custom_mapping=dict(MISSED))
+    try:
+        with mode:
+            yield
+    finally:
+        n = int(mode.get_total_flops())
+        with _LOCK:
+            for counter in _COUNTING:
+                counter._recomputed += n
 
 
 # Elementwise FLOPs per parameter element of one optimizer step, as torch implements them with

@@ -29,6 +29,7 @@ IDENTITY += ["cudnn_benchmark", "model_options"]
 IDENTITY += ["threads"]  # issue 14: the threads axis (None: what torch picks; see torch_threads)
 IDENTITY += ["parallel", "nproc", "scaling"]  # issue 17: parallel points
 IDENTITY += ["nodes"]  # issue 23: the nodes of a torchrun launch (world size = nproc * nodes)
+IDENTITY += ["accumulate", "checkpoint"]  # issue 25: micro-batches per update, checkpointing
 
 # The flat columns of a row, in order (units in the names). A value that cannot be measured on
 # this device is None, never 0 and never a guess. Raw series (step_times_s) live only in the JSONL.
@@ -166,6 +167,10 @@ COLUMNS += ["oversubscribed"]
 COLUMNS += ["host", "device_name"]
 # issue 23: a scaling efficiency computed from a noisy row or a noisy baseline (science.scaling)
 COLUMNS += ["scaling_efficiency_noisy"]
+# issue 25: the samples of one forward/backward pass (a process's batch / accumulate), the passes
+# per optimizer step, and the FLOPs activation checkpointing recomputed (part of flops_per_step;
+# mfu leaves them out). `checkpoint` is an identity column.
+COLUMNS += ["micro_batch_size", "accumulation_steps", "flops_recomputed_per_step"]
 # Columns that hold words, not numbers (the report keeps them as text).
 TEXT = ["status", "error", "optimizer_impl", "workload", "step_timer", "flops_method"]
 TEXT += ["energy_method", "energy_note", "throttle_reasons", "dataset", "dataset_sha256"]
@@ -194,6 +199,11 @@ def make_row(point: Point, status: str, **values: Any) -> dict[str, Any]:
     row["status"] = status
     row["host"] = env.hostname()
     row["device_name"] = env.device_name(point.device)
+    # issue 25: a single process's row of any status (oom, unsupported) says its micro-batch; a
+    # parallel point's maker gives it (a rank's batch is the harness's to say)
+    row["accumulation_steps"] = point.accumulate
+    if point.parallel == "none" and point.batch_size % point.accumulate == 0:
+        row["micro_batch_size"] = point.batch_size // point.accumulate
     row.update({k: finite_or_none(v) for k, v in values.items()})
     return row
 
