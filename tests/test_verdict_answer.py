@@ -59,6 +59,13 @@ def test_labels_name_each_field_that_differs_among_the_rows_compared() -> None:
     compiled = dataclasses.replace(BASE, compile="compile")
     (v,) = verdicts(_frame(_rows((compiled, 0.01), (BASE, 0.02))))
     assert v.fastest == "cpu fp32 B=64 (compiled)"
+    # issue 25: rows of one effective batch told apart by how they reach it
+    acc = dataclasses.replace(BASE, accumulate=4)
+    ckpt = dataclasses.replace(BASE, checkpoint="blocks")
+    (v,) = verdicts(_frame(_rows((acc, 0.01), (ckpt, 0.02), (BASE, 0.03))))
+    assert v.fastest == "cpu fp32 B=64 as 4 x 16 (checkpoint none)"
+    (v,) = verdicts(_frame(_rows((ckpt, 0.01), (BASE, 0.03))))
+    assert v.fastest == "cpu fp32 B=64 (checkpoint blocks)"
 
 
 def test_overlapping_intervals_without_a_confirmation_are_a_tie() -> None:

@@ -83,6 +83,8 @@ def label(row: dict[str, Any], among: list[str] | None = None) -> str:
             parts.append("1 process")
         else:
             parts.append(f"{parallel} x{norm(row.get('nproc'))}")
+            if (norm(row.get("nodes")) or 1) != 1:
+                parts.append(f"on {norm(row.get('nodes'))} nodes")
             if row.get("scaling"):
                 parts.append(str(row["scaling"]))
     if "threads" in among or norm(row.get("threads")) is not None:
@@ -90,10 +92,16 @@ def label(row: dict[str, Any], among: list[str] | None = None) -> str:
         plural = "" if threads == 1 else "s"
         parts.append(f"{threads} thread{plural}" if threads else "threads auto")
     parts.append(f"B={int(float(row['batch_size']))}")
+    accumulate = norm(row.get("accumulate")) or 1
+    if accumulate != 1 or "accumulate" in among:  # issue 25: B is the effective batch
+        parts.append(f"as {accumulate} x {int(float(row['batch_size'])) // accumulate}")
     if "seed" in among:
         parts.append(f"seed {norm(row.get('seed'))}")
     opts = [name for k, (on, name) in _OPTIONS.items() if norm(row.get(k)) == on]
     opts += ["host data"] if row.get("data") == "host" else []
+    checkpoint = norm(row.get("checkpoint"))
+    if checkpoint not in (None, "none") or "checkpoint" in among:
+        opts.append(f"checkpoint {checkpoint or 'none'}")
     if "compile" in among and norm(row.get("compile")) != "compile":
         opts.insert(0, "eager")
     return " ".join(parts) + (f" ({', '.join(opts)})" if opts else "")
