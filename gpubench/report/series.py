@@ -82,6 +82,12 @@ FIELDS: dict[str, Render] = {
     "nproc": lambda r: f"x{_int(r.get('nproc'))}",
     "nodes": lambda r: f"nodes={1 if _null(r.get('nodes')) else _int(r.get('nodes'))}",
     "lr_scaling": lambda r: f"lr={'fixed' if _null(r.get('lr_scaling')) else r['lr_scaling']}",
+    "accumulate": lambda r: (
+        f"accumulate={1 if _null(r.get('accumulate')) else _int(r['accumulate'])}"
+    ),
+    "checkpoint": lambda r: (
+        f"checkpoint={'none' if _null(r.get('checkpoint')) else r['checkpoint']}"
+    ),
     "model_options": lambda r: _model_options(r.get("model_options")),
     "seed": lambda r: f"seed={_int(r.get('seed'))}",
     "batch_size": lambda r: f"B={_int(r.get('batch_size'))}",

@@ -29,6 +29,9 @@ OPTION_COLUMNS = {
     "parallel": "parallel",
     "nproc": "processes",
     "scaling": "scaling",
+    "nodes": "nodes",
+    "accumulate": "accumulate",
+    "checkpoint": "checkpoint",
     "seed": "seed",
 }
 
