@@ -173,3 +173,22 @@ def test_the_summary_names_the_split_and_the_checkpointing() -> None:
     row = {"compile": "eager", "accumulate": 4, "micro_batch_size": 2, "checkpoint": "blocks"}
     assert _options(row) == "accumulate 4 x 2, checkpoint blocks"
     assert _options({"compile": "eager", "accumulate": 1, "checkpoint": "none"}) == ""
+
+
+def test_saved_activations_are_one_micro_batchs_not_the_sum() -> None:
+    # each micro-batch's saved tensors are freed by its backward before the next forward: what
+    # is held at once (memory_activations_bytes) is about one micro-batch's, half at k = 2
+    from gpubench.probes.breakdown import SavedActivations
+
+    def saved(accumulate: int) -> int:
+        torch.manual_seed(0)
+        workload = models.build("transformer", "tiny")
+        trainer = make_trainer(workload, CPU, "fp32", "sgd", accumulate=accumulate)
+        x, y = workload.batch(64, CPU, seed=3)
+        with SavedActivations(trainer.model) as counted:
+            trainer.step(x, y)
+        return counted.bytes
+
+    whole, half, quarter = saved(1), saved(2), saved(4)
+    assert half == pytest.approx(whole / 2, rel=0.15)
+    assert quarter == pytest.approx(whole / 4, rel=0.15)

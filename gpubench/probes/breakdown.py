@@ -76,24 +76,41 @@ def breakdown(model: nn.Module, optimizer: torch.optim.Optimizer) -> Breakdown:
 
 class SavedActivations:
     """Context manager: the bytes autograd saves for backward inside the block (`bytes`),
-    each storage once, parameters excluded (they are counted as parameters)."""
+    each storage once, parameters excluded (they are counted as parameters). Where the block
+    runs several forward/backward passes (gradient accumulation: a pass's saved tensors are
+    freed by its backward before the next forward), `bytes` is the largest pass's: what is held
+    at once, not the sum."""
 
     def __init__(self, model: nn.Module) -> None:
         self._params = {_storage_key(p) for p in model.parameters()}
         self._seen: set[tuple[str, int]] = set()
-        self.bytes = 0
+        self._pass_bytes = 0
+        self._peak = 0
+        self._in_backward = False
         self._hooks: contextlib.AbstractContextManager[None] | None = None
 
+    @property
+    def bytes(self) -> int:
+        return max(self._peak, self._pass_bytes)
+
     def _pack(self, t: Tensor) -> Tensor:
+        if self._in_backward:  # a new forward after a backward: the last pass's tensors are gone
+            self._peak, self._pass_bytes = self.bytes, 0
+            self._seen.clear()
+            self._in_backward = False
         if t.layout == torch.strided and t.device.type != "meta":
             key = _storage_key(t)
             if key not in self._params and key not in self._seen:
                 self._seen.add(key)
-                self.bytes += t.untyped_storage().nbytes()
+                self._pass_bytes += t.untyped_storage().nbytes()
+        return t
+
+    def _unpack(self, t: Tensor) -> Tensor:
+        self._in_backward = True
         return t
 
     def __enter__(self) -> SavedActivations:
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._hooks.__enter__()
         return self
 
