@@ -121,7 +121,7 @@ def _answer(rows: list[dict[str, Any]], among: list[str]) -> EffectiveBatch:
         (r for r in rows if not standing.ran(r)),
         key=lambda r: (_choice(r)[1] != "none", _choice(r)[0]),  # plain ways first
     )
-    column, words = _memory_column(ran or rows)
+    column, words = memory_column(ran or rows)
     best = ran[0] if ran else None
     choices = []
     for r in ran:
@@ -158,7 +158,7 @@ def _micro(row: dict[str, Any]) -> int:
     return int(micro) if micro is not None else int(row["batch_size"]) // _choice(row)[0]
 
 
-def _memory_column(rows: list[dict[str, Any]]) -> tuple[str, str]:
+def memory_column(rows: list[dict[str, Any]]) -> tuple[str, str]:
     """The first memory column every row of `rows` measured (so the ratios compare like with
     like), else the first any measured."""
     for column, words in MEMORY:
