@@ -143,7 +143,8 @@ def _answer(rows: list[dict[str, Any]], among: list[str]) -> EffectiveBatch:
     for r in failed:
         choices.append(Choice(*_choice(r), micro_batch=_micro(r), status=str(r["status"])))
     first = best or rows[0]
-    return EffectiveBatch(label(first, among), int(first["batch_size"]), choices, words)
+    where = label({**first, "accumulate": 1, "checkpoint": "none"}, among)  # the ways say those
+    return EffectiveBatch(where, int(first["batch_size"]), choices, words)
 
 
 def _choice(row: dict[str, Any]) -> tuple[int, str]:

@@ -90,10 +90,14 @@ def label(row: dict[str, Any], among: list[str] | None = None) -> str:
         plural = "" if threads == 1 else "s"
         parts.append(f"{threads} thread{plural}" if threads else "threads auto")
     parts.append(f"B={int(float(row['batch_size']))}")
+    accumulate = norm(row.get("accumulate")) or 1  # issue 25: micro-batches per update
+    if accumulate != 1 or "accumulate" in among:
+        parts.append(f"accumulate {accumulate}")
     if "seed" in among:
         parts.append(f"seed {norm(row.get('seed'))}")
     opts = [name for k, (on, name) in _OPTIONS.items() if norm(row.get(k)) == on]
     opts += ["host data"] if row.get("data") == "host" else []
+    opts += ["checkpointed"] if norm(row.get("checkpoint")) == "blocks" else []  # issue 25
     if "compile" in among and norm(row.get("compile")) != "compile":
         opts.insert(0, "eager")
     return " ".join(parts) + (f" ({', '.join(opts)})" if opts else "")
