@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gpubench.config.convergence import Convergence
-from gpubench.config.spec import Point
+from gpubench.config.spec import Point, SweepSpec
 from gpubench.harness.train import Trainer
 from gpubench.science import convergence
 from gpubench.science.convergence import train_point
@@ -74,3 +74,18 @@ def test_a_point_convergence_cannot_take_is_an_unsupported_row(
 ) -> None:
     row = train_point(point(0, **kw), CONV)
     assert row["status"] == "unsupported" and why in row["error"]
+
+
+def test_a_convergence_sweep_has_a_point_per_accumulation() -> None:
+    spec = SweepSpec(
+        name="x",
+        mode="convergence",
+        models=("mlp",),
+        devices=("cpu",),
+        batch_sizes=(256,),
+        optimizers=("sgd",),
+        seeds=(0, 1),
+        accumulate=(1, 4),
+    )
+    got = sorted((p.accumulate, p.seed) for p in spec.points())
+    assert got == [(1, 0), (1, 1), (4, 0), (4, 1)]
