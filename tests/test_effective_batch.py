@@ -96,6 +96,17 @@ def test_each_effective_batch_is_answered_apart_and_single_ways_are_not() -> Non
     assert [a.batch_size for a in effective_batches(both)] == [64, 512]
 
 
+def test_seeds_give_one_answer_from_each_way_s_median_row() -> None:
+    seeded = [
+        {**way(k, "none", sps, 100.0 * k), "seed": s}
+        for k, speeds in ((1, (900.0, 1000.0, 950.0)), (2, (800.0, 700.0, 990.0)))
+        for s, sps in enumerate(speeds)
+    ]
+    (answer,) = effective_batches(seeded)
+    assert [(c.accumulate, c.samples_per_s) for c in answer.choices] == [(1, 950.0), (2, 800.0)]
+    assert "seed" not in answer.where
+
+
 def test_a_run_without_the_axes_has_no_effective_batch_answer() -> None:
     plain = [way(1, "none", 900.0, 300.0, b=b) for b in (64, 128)]
     assert effective_batches(plain) == []

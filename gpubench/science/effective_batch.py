@@ -3,9 +3,10 @@ way (accumulation steps x micro-batch, with or without activation checkpointing)
 fastest, and what each other way costs in samples/s and saves in peak memory.
 
 A pure function of rows. Rows compare where they differ only in `accumulate` and `checkpoint`
-(same device, precision, effective batch, seed and speed options): their samples/s are per
-effective sample, so they compare directly. Peak memory is the allocator's peak where the device
-has one (CUDA: torch_peak_allocated_bytes), else the process's peak RSS (the CPU).
+(same device, precision, effective batch and speed options; over seeds a way's median row
+stands for it): their samples/s are per effective sample, so they compare directly. Peak
+memory is the allocator's peak where the device has one (CUDA: torch_peak_allocated_bytes),
+else the process's peak RSS (the CPU).
 """
 
 from __future__ import annotations
@@ -103,14 +104,16 @@ def effective_batches(rows: list[dict[str, Any]]) -> list[EffectiveBatch]:
         return []
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault(same_key(r, *CHOICE), []).append(r)
-    among = [k for k in varying(rows) if k not in CHOICE]
+        groups.setdefault(same_key(r, *CHOICE, "seed"), []).append(r)
+    among = [k for k in varying(rows) if k not in (*CHOICE, "seed")]
     out = []
     for group in groups.values():
-        ways = {_choice(r): r for r in group}  # a point measured twice: its last row
+        ways: dict[tuple[int, str], list[dict[str, Any]]] = {}
+        for r in group:
+            ways.setdefault(_choice(r), []).append(r)
         if len(ways) < 2:
             continue
-        out.append(_answer(list(ways.values()), among))
+        out.append(_answer([_median(w) for w in ways.values()], among))
     out.sort(key=lambda a: (a.where.split(" B=")[0], a.batch_size, a.where))
     return out
 
@@ -145,6 +148,13 @@ def _answer(rows: list[dict[str, Any]], among: list[str]) -> EffectiveBatch:
     first = best or rows[0]
     where = label({**first, "accumulate": 1, "checkpoint": "none"}, among)  # the ways say those
     return EffectiveBatch(where, int(first["batch_size"]), choices, words)
+
+
+def _median(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A way's row across seeds (and repeats): the median by samples/s of those that ran (the
+    slower of the middle two), else the last."""
+    ran = sorted((r for r in rows if standing.ran(r)), key=lambda r: float(r["samples_per_s"]))
+    return ran[(len(ran) - 1) // 2] if ran else rows[-1]
 
 
 def _choice(row: dict[str, Any]) -> tuple[int, str]:
