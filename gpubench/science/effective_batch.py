@@ -44,6 +44,7 @@ class Choice:
     ratio: float | None = None
     memory_ratio: float | None = None
     within_noise: bool = False
+    contended: bool = False  # measured while other processes shared the machine (`busy`)
 
     @property
     def name(self) -> str:
@@ -74,13 +75,15 @@ class EffectiveBatch:
         if best is None:
             return f"{self.where}: none ran ({'; '.join(_failed(c) for c in self.choices)})"
         memory = "" if best.memory_bytes is None else f", {self.memory} {_mib(best.memory_bytes)}"
-        parts = [f"fastest {best.name} ({best.samples_per_s:,.0f} samples/s{memory})"]
+        busy = ", contended" if best.contended else ""
+        parts = [f"fastest {best.name} ({best.samples_per_s:,.0f} samples/s{memory}{busy})"]
         for c in self.choices[1:]:
             if c.ratio is None:
                 parts.append(_failed(c))
                 continue
             text = f"{c.name}: {c.ratio:.2f}x the samples/s"
             text += " (within noise of the fastest)" if c.within_noise else ""
+            text += " (contended)" if c.contended else ""
             if c.memory_ratio is not None:
                 text += f", {c.memory_ratio:.0%} of the memory"
             parts.append(text)
@@ -141,6 +144,7 @@ def _answer(rows: list[dict[str, Any]], among: list[str]) -> EffectiveBatch:
                 ratio=float(r["samples_per_s"]) / float(best["samples_per_s"]),
                 memory_ratio=None if memory is None or not top else memory / top,
                 within_noise=r is not best and interval(r)[1] >= interval(best)[0],
+                contended=r.get("busy") is True,
             )
         )
     for r in failed:
