@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.config.spec import Budget, Point
-from gpubench.run.maxbatch import MaxBatch
+from gpubench.run.maxbatch import MaxBatch, powers_of_two
 from gpubench.run.worker import WorkerRunner
 
 _FITS = ("ok", "diverged")  # a diverged loss still ran every step in memory
@@ -35,6 +35,20 @@ def fewest_steps(target: int, largest_micro: int) -> int | None:
     if largest_micro < 1:
         return None
     return next(k for k in divisors(target) if target // k <= largest_micro)
+
+
+def micro_point(point: Point) -> Point:
+    """The point whose largest batch is `point`'s largest micro-batch: the same at accumulate 1
+    (a search of `point` itself would probe batches that do not split into its micro-batches).
+    Every accumulate value of one point shares it, so one search serves them all."""
+    return dataclasses.replace(point, accumulate=1)
+
+
+def auto_batch_sizes(largest_micro: int, accumulate: int) -> list[int]:
+    """batch_sizes = "auto" at `accumulate` micro-batches per step: the effective batches of
+    `accumulate` x each power of two up to the largest micro-batch that fits (each splits into
+    equal micro-batches that fit; [accumulate] where none fits, so the failure is recorded)."""
+    return [accumulate * b for b in powers_of_two(largest_micro)]
 
 
 @dataclass
@@ -126,7 +140,7 @@ def plan(
     mode's attempts; its status is recorded. `memory` reads a row's peak."""
     ways = []
     for mode in checkpoints:
-        found = search(dataclasses.replace(point, accumulate=1, checkpoint=mode))
+        found = search(dataclasses.replace(micro_point(point), checkpoint=mode))
         way = Way(mode, found)
         ways.append(way)
         first = fewest_steps(target_batch, found.largest) if target_batch is not None else None
