@@ -13,7 +13,7 @@ from typing import Any
 from gpubench.cli import console
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point, SweepSpec
-from gpubench.run import maxbatch
+from gpubench.run import accumulation_plan, maxbatch
 from gpubench.run.interrupt import GracefulStop
 from gpubench.run.memory_cap import exact_size
 from gpubench.run.sweep import DEFAULT_POINT_TIMEOUT_S, default_run_dir, run_sweep
@@ -229,8 +229,12 @@ def max_batch(
     budget: Budget,
     time_them: bool,
     as_json: bool,
+    target_batch: int | None = None,
+    checkpoints: list[str] | None = None,
 ) -> int:
-    """Search the largest batch of `point` that fits under the memory cap and print it."""
+    """Search the largest batch of `point` that fits under the memory cap and print it. With
+    `target_batch` or `checkpoints` (issue 25): the largest micro-batch per checkpoint mode
+    and the fewest accumulation steps for the target (run.accumulation_plan)."""
     from gpubench.config.model_options import check_buildable, decode
     from gpubench.harness.step import unsupported_reason
 
@@ -240,18 +244,33 @@ def max_batch(
         raise ConfigError(f"{point.label().removesuffix(f' B={point.batch_size}')}: {reason}")
     cap = max_memory if max_memory is not None else maxbatch.default_cap(point.device)
     console.max_batch_header(point, cap, chosen=max_memory is not None)
-    result = maxbatch.find(
-        point,
-        cap,
-        point_timeout_s,
-        start=start,
-        ceiling=ceiling,
-        probe_steps=probe_steps,
-        exact=exact,
-        confirm_budget=budget,
-        time_budget=budget if time_them else None,
-        on_probe=None if as_json else console.probe_line,
-    )
+
+    def search(p: Point) -> maxbatch.MaxBatch:
+        return maxbatch.find(
+            p,
+            cap,
+            point_timeout_s,
+            start=start,
+            ceiling=ceiling,
+            probe_steps=probe_steps,
+            exact=exact,
+            confirm_budget=budget,
+            time_budget=budget if time_them else None,
+            on_probe=None if as_json else console.probe_line,
+        )
+
+    if target_batch is not None or checkpoints is not None:  # issue 25
+        modes = checkpoints or (["none", "blocks"] if target_batch is not None else ["none"])
+        found = accumulation_plan.measured(
+            point, target_batch, modes, search, cap, budget, point_timeout_s
+        )
+        if as_json:
+            json.dump(found.to_dict(), sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            console.accumulation_plan(found)
+        return 0
+    result = search(point)
     if as_json:
         json.dump(result.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")

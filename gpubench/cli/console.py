@@ -27,6 +27,7 @@ from gpubench.data.synthetic import DISTINCT_BATCHES
 from gpubench.harness.timing import min_samples_for_ci
 from gpubench.probes import load
 from gpubench.run import maxbatch
+from gpubench.run.accumulation_plan import AccumulationPlan
 from gpubench.run.memory_cap import format_size
 from gpubench.science import scaling
 from gpubench.science.verdict import ModelVerdict, speed_options
@@ -225,6 +226,40 @@ def max_batch_result(result: maxbatch.MaxBatch) -> None:
     )
     if result.best_batch is not None:
         _out.print(f"throughput-optimal batch: {result.best_batch}")
+
+
+def accumulation_plan(found: AccumulationPlan) -> None:
+    """Per checkpoint mode the largest micro-batch, and for a target effective batch the fewest
+    accumulation steps a full measurement fitted (issue 25)."""
+    for way in found.ways:
+        r = way.search.resolution
+        within = "" if r <= 1 else f", within {r} samples"
+        _out.print(
+            f"checkpoint {way.checkpoint}: largest micro-batch that fits: "
+            f"{way.largest_micro_batch}{within}",
+            highlight=False,
+        )
+        for a in way.attempts:
+            how = (
+                f"{a.status}: {(a.error or '')[:60]}" if a.status not in ("ok", "oom") else a.status
+            )
+            speed = f", {a.samples_per_s:,.0f} samples/s" if a.samples_per_s else ""
+            peak = f", peak {format_size(a.memory_bytes)}" if a.memory_bytes else ""
+            _out.print(
+                f"  B={found.target_batch} as {a.accumulate} x {a.micro_batch}: {how}{speed}{peak}",
+                highlight=False,
+            )
+    best = found.fewest
+    if found.target_batch is not None:
+        if best is None or best.answer is None:
+            _out.print(f"no way of B={found.target_batch} fitted", highlight=False)
+        else:
+            k, micro = best.answer.accumulate, best.answer.micro_batch
+            _out.print(
+                f"fewest accumulation steps for B={found.target_batch}: {k} x {micro} "
+                f"(checkpoint {best.checkpoint})",
+                highlight=False,
+            )
 
 
 def probe_table(result: maxbatch.MaxBatch) -> Table:

@@ -107,6 +107,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             budget=parser.budget_from_args(args, Budget()),
             time_them=args.time,
             as_json=args.json,
+            target_batch=args.target_batch,
+            checkpoints=args.checkpoint,
         )
     if args.command == "list":
         return commands.list_all(parser.SUITES_DIR)

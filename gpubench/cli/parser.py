@@ -388,6 +388,19 @@ def _add_max_batch_parser(sub: Any) -> None:
         "--max-time", type=values.arg(values.positive_float), help="seconds per full measurement"
     )
     mb.add_argument("--json", action="store_true", help="print the result as JSON")
+    mb.add_argument(  # issue 25
+        "--target-batch",
+        type=values.arg(values.positive_int),
+        metavar="N",
+        help="an effective batch: the fewest accumulation steps whose micro-batch fits, per "
+        "--checkpoint mode, confirmed by a full measurement of N at that many steps",
+    )
+    mb.add_argument(
+        "--checkpoint",
+        type=values.csv(values.choice(S.CHECKPOINT_MODES, "checkpoint mode")),
+        help="the largest micro-batch with these modes: none, blocks or none,blocks "
+        "(default: none,blocks with --target-batch, else none)",
+    )
 
 
 def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:

@@ -321,11 +321,13 @@ class SweepSpec:
                 lr_scaling=rule,
                 model_options=self.options_of(m),
                 threads=t,
+                accumulate=k,
             )
             for m, d, p, o in itertools.product(
                 self.models, self.resolved_devices(), self.precisions, self.optimizers
             )
             for rule in self.convergence.lr_scaling_for(o)
+            for k in self.accumulate  # issue 25: micro-batches per update (checkpoint: speed only)
             for t, s, b in itertools.product(self.threads, self.seeds, batch_sizes)
         ]
 

@@ -10,8 +10,8 @@ import pandas as pd
 
 from gpubench.probes import load
 from gpubench.report import analysis as A
+from gpubench.report import effective_batch, learning, plots, tables, why_plots
 from gpubench.report import html as H
-from gpubench.report import learning, plots, tables, why_plots
 from gpubench.report import scaling as parallel_report
 from gpubench.report import search as search_report
 from gpubench.report import series as S
@@ -95,6 +95,7 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     sections.append(_speedup(frame, speedups, plots_dir))
     sections.append(parallel_report.section(frame, plots_dir))  # issue 17: '' if none
     sections.append(search_report.section(runs, plots_dir))  # issue 24: '' without tune.json
+    sections.append(effective_batch.section(frame, plots_dir))  # issue 25: '' if none
     draw(lambda: plots.compute(frame, plots_dir), "Compute: no TFLOP/s or MFU was measured.")
     draw(lambda: plots.energy(frame, plots_dir), "Energy: no device energy was measured.")
     draw(

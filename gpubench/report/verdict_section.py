@@ -56,6 +56,7 @@ def _card(v: ModelVerdict) -> str:
     if v.next_experiment:
         items.append(("next experiment", v.next_experiment))
     items += [("energy", e) for e in v.energy]
+    items += [("effective batch", a.line()) for a in v.effective_batch]  # issue 25
     body = "".join(f"<li><b>{H.e(k)}</b>: {H.e(t)}</li>" for k, t in items)
     return (
         f'<div class="verdict"><h3>{H.e(v.model)}</h3>'

@@ -141,6 +141,8 @@ def train_point(point: Point, conv: Convergence) -> dict[str, Any]:
     reason = precision.unsupported_reason(point.precision, device)
     if reason is None and point.data != "device":
         reason = "convergence runs keep the data set on the device (data = 'device')"
+    if reason is None:
+        reason = _effective_batch_reason(point)
     if reason is not None:
         return make_row(point, "unsupported", error=reason)
     ds, overrides = catalog.load(
@@ -162,6 +164,20 @@ def train_point(point: Point, conv: Convergence) -> dict[str, Any]:
     return _row(run, ds, point_time_s=time.perf_counter() - started)
 
 
+def _effective_batch_reason(point: Point) -> str | None:
+    """issue 25: a batch that does not split into `accumulate` equal micro-batches, and
+    checkpointing, which convergence runs do not take (it changes memory and speed, not what
+    is learnt: a speed sweep measures it)."""
+    if point.batch_size % point.accumulate:
+        return (
+            f"batch size {point.batch_size} does not split into accumulate {point.accumulate} "
+            "equal micro-batches"
+        )
+    if point.checkpoint != "none":
+        return "convergence runs do not checkpoint (checkpoint = 'none'); a speed sweep does"
+    return None
+
+
 class _Training:
     """One convergence run in progress: the trainer, its data, and what it has recorded."""
 
@@ -178,8 +194,15 @@ class _Training:
         self.metric, self.target = metric, target
         self.device = torch.device(point.device)
         self.plan = _plan(point, conv)
+        # issue 25: each step is one update over `accumulate` micro-batches of the batch; the
+        # learning rate, its warm-up and the data order follow the effective batch
         self.trainer = make_trainer(
-            workload, self.device, point.precision, point.optimizer, lr=self.plan.base_lr
+            workload,
+            self.device,
+            point.precision,
+            point.optimizer,
+            lr=self.plan.base_lr,
+            accumulate=point.accumulate,
         )
         self.batches = ds.train_batches(point.batch_size, self.device, point.seed)
         self.held_out = ds.eval_batches(self.device, conv.eval_samples, EVAL_CHUNK)

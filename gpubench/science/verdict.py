@@ -13,6 +13,7 @@ import pandas as pd
 
 from gpubench.science import standing, target_time
 from gpubench.science.bottleneck import Bottleneck, classify
+from gpubench.science.effective_batch import EffectiveBatch, effective_batches
 from gpubench.science.levers import levers
 from gpubench.science.partition import (
     FIXED,
@@ -65,6 +66,8 @@ class ModelVerdict:
     next_experiment: str | None = None
     energy: list[str] = field(default_factory=list)
     unclassified: str | None = None  # why the bottleneck is not classified
+    # issue 25: per effective batch measured several ways, the fastest way and each one's cost
+    effective_batch: list[EffectiveBatch] = field(default_factory=list)
 
     def headline(self) -> str:
         """'fastest X, N samples/s', 'tie: X and Y within 1.6% (N and M samples/s)', or, where
@@ -100,6 +103,7 @@ class ModelVerdict:
         if self.next_experiment:
             out.append(f"  next: {self.next_experiment}")
         out += [f"  energy: {e}" for e in self.energy]
+        out += [f"  effective batch: {a.line()}" for a in self.effective_batch]
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,6 +133,7 @@ class ModelVerdict:
             "cpu_speedup": self.cpu_speedup,
             "time_to_target": self.time_to_target,
             "energy": self.energy,
+            "effective_batch": [a.to_dict() for a in self.effective_batch],
         }
 
 
@@ -202,6 +207,7 @@ def _verdict(
         v.evidence = [scaling] if scaling else []
         v.unclassified, v.next_experiment = _unclassified(best)
     v.energy = _energy(ok, cpu_reason, among)
+    v.effective_batch = effective_batches(all_rows)
     return v
 
 

@@ -1,0 +1,55 @@
+"""Issue 25's report section: samples/s and peak memory against the effective batch, a line per
+(accumulate, checkpoint) way, shown only where a run swept those axes (synthetic rows)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from report_fixture import env, write_run
+from test_effective_batch import way
+
+from gpubench.report import build_report
+from gpubench.report.effective_batch import CHART_FILE, choice_rows
+from gpubench.report.runs import combine, load_runs
+
+
+def swept() -> list[dict]:
+    rows = []
+    for b in (128, 512):
+        rows += [
+            way(1, "none", None if b == 512 else 900.0, 800.0 * b / 128, b=b),
+            way(4, "none", 1000.0, 250.0 * b / 128, b=b),
+            way(2, "blocks", 830.0, 150.0 * b / 128, b=b),
+        ]
+    return rows
+
+
+def test_a_swept_run_draws_a_line_per_way_and_tables_each_effective_batch(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", swept(), env(), suite={"name": "accumulate"})
+    page = build_report([run]).read_text()
+    assert "<h2>Effective batch</h2>" in page and f"plots/{CHART_FILE}" in page
+    png = run / "plots" / CHART_FILE
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = choice_rows(combine(load_runs([run])))
+    assert sorted(rows["line"].unique()) == [
+        "accumulate 1",
+        "accumulate 2, checkpoint",
+        "accumulate 4",
+    ]
+    # the table: every way at each effective batch, the failed one by its status
+    for text in ("accumulate 4 x 128", "checkpoint 2 x 256", "accumulate 1 x 512", "oom"):
+        assert text in page
+
+
+def test_a_run_without_the_axes_has_no_section_and_no_stale_chart(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", swept(), env(), suite={"name": "accumulate"})
+    build_report([run])
+    plain = [way(1, "none", 900.0 * b / 64, 300.0 * b / 64, b=b) for b in (64, 128)]
+    out = tmp_path / "out"
+    (out / "plots").mkdir(parents=True)
+    (out / "plots" / CHART_FILE).write_bytes((run / "plots" / CHART_FILE).read_bytes())
+    page = build_report([write_run(tmp_path / "plain", plain, env())], out).read_text()
+    assert "Effective batch" not in page
+    assert not (out / "plots" / CHART_FILE).exists()
+    assert choice_rows(pd.DataFrame(plain)).empty
