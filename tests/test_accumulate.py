@@ -111,9 +111,11 @@ def test_a_batch_that_does_not_split_is_refused_up_front() -> None:
     assert "batch size 4 does not split" in (unsupported_reason(strong) or "")
 
 
-def test_convergence_runs_refuse_the_axis_for_now() -> None:
+def test_convergence_runs_take_accumulation_but_not_checkpointing() -> None:
     spec = SweepSpec("t", ("mlp",), batch_sizes=(8,), mode="convergence", accumulate=(2,))
-    with pytest.raises(ConfigError, match="mode 'convergence'"):
+    assert validate(spec).accumulate == (2,)
+    spec = SweepSpec("t", ("mlp",), batch_sizes=(8,), mode="convergence", checkpoint=("blocks",))
+    with pytest.raises(ConfigError, match="checkpoint \\['blocks'\\] with mode 'convergence'"):
         validate(spec)
 
 

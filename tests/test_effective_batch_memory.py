@@ -12,8 +12,8 @@ from isolation import memory_cap
 
 from gpubench.cli import main
 from gpubench.config.spec import Point
+from gpubench.run import batch_plan
 from gpubench.run.accumulation_plan import (
-    auto_batch_sizes,
     divisors,
     fewest_steps,
     micro_point,
@@ -37,9 +37,10 @@ POINT = Point("transformer", "tiny", "cpu", "fp32", "adamw", 1)
 def test_auto_batch_sizes_at_accumulate_k_are_k_times_the_micro_batches_that_fit() -> None:
     four = Point("mlp", "tiny", "cpu", "fp32", "sgd", 1, accumulate=4, checkpoint="blocks")
     assert micro_point(four) == Point("mlp", "tiny", "cpu", "fp32", "sgd", 1, checkpoint="blocks")
-    assert auto_batch_sizes(100, 4) == [4, 8, 16, 32, 64, 128, 256]
-    assert auto_batch_sizes(0, 4) == [4]
-    assert all(b % 4 == 0 and b // 4 <= 100 for b in auto_batch_sizes(100, 4))
+    # batch_sizes = "auto" searches the micro-batch (accumulate 1) and scales it by k
+    assert batch_plan.rank_layout(four).probe.accumulate == 1
+    assert batch_plan.batch_sizes(four, 100) == [4, 8, 16, 32, 64, 128, 256]
+    assert batch_plan.batch_sizes(four, 0) == [4]
 
 
 def test_the_plan_searches_each_mode_at_accumulate_1_and_steps_past_a_full_run_oom() -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.config.spec import Budget, Point
-from gpubench.run.maxbatch import MaxBatch, powers_of_two
+from gpubench.run.maxbatch import MaxBatch
 from gpubench.run.worker import WorkerRunner
 
 _FITS = ("ok", "diverged")  # a diverged loss still ran every step in memory
@@ -42,13 +42,6 @@ def micro_point(point: Point) -> Point:
     (a search of `point` itself would probe batches that do not split into its micro-batches).
     Every accumulate value of one point shares it, so one search serves them all."""
     return dataclasses.replace(point, accumulate=1)
-
-
-def auto_batch_sizes(largest_micro: int, accumulate: int) -> list[int]:
-    """batch_sizes = "auto" at `accumulate` micro-batches per step: the effective batches of
-    `accumulate` x each power of two up to the largest micro-batch that fits (each splits into
-    equal micro-batches that fit; [accumulate] where none fits, so the failure is recorded)."""
-    return [accumulate * b for b in powers_of_two(largest_micro)]
 
 
 @dataclass

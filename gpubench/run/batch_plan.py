@@ -77,7 +77,11 @@ class RankLayout:
 
 def rank_layout(point: Point) -> RankLayout:
     """What each rank of `point` is searched as (see the module's docstring)."""
-    probe = dataclasses.replace(point, batch_size=1, parallel="none", nproc=1, scaling=None)
+    # at accumulate 1: a rank's largest batch is `accumulate` times its largest micro-batch (a
+    # search of the point itself would probe batches that do not split into its micro-batches)
+    probe = dataclasses.replace(
+        point, batch_size=1, parallel="none", nproc=1, scaling=None, accumulate=1
+    )
     if point.parallel == "ddp":
         return RankLayout(probe, gradient_copies=1)
     if point.parallel == "fsdp":
@@ -86,10 +90,12 @@ def rank_layout(point: Point) -> RankLayout:
 
 
 def batch_sizes(point: Point, largest_per_rank: int) -> list[int]:
-    """The powers of two up to `largest_per_rank`, in `point`'s batch_size: per rank under weak
-    scaling and for a single process, global (nproc times) under strong scaling. At least one
-    (a batch of one per rank), so that a point that fits nothing still gets its `oom` row."""
-    return [point_batch(point, 2**i) for i in range(max(largest_per_rank, 1).bit_length())]
+    """`point.accumulate` times the powers of two up to `largest_per_rank` (the largest
+    micro-batch a rank fits), in `point`'s batch_size: per rank under weak scaling and for a
+    single process, global (nproc times) under strong scaling. At least one micro-batch of one
+    per rank, so that a point that fits nothing still gets its `oom` row."""
+    k = point.accumulate
+    return [point_batch(point, k * 2**i) for i in range(max(largest_per_rank, 1).bit_length())]
 
 
 def point_batch(point: Point, per_rank: int) -> int:
