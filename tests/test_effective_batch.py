@@ -130,10 +130,10 @@ def test_the_verdict_prints_it_and_explain_json_carries_it(
     out = capsys.readouterr().out
     assert "effective batch: cuda fp32 B=512: fastest accumulate 4 x 128" in out
     # the verdict's own labels tell the ways apart (they read 'cuda fp32 B=512' alike before)
-    assert "fastest cuda fp32 B=512 accumulate 4," in out
+    assert "fastest cuda fp32 B=512 as 4 x 128 (checkpoint none)," in out
     assert main(["explain", str(run), "--json"]) == 0
     (v,) = json.loads(capsys.readouterr().out)["verdicts"]
     (eb,) = v["effective_batch"]
     assert eb["fastest"] == "accumulate 4 x 128"
-    assert v["leader"]["label"] == "cuda fp32 B=512 as 4 x 128"
+    assert v["leader"]["label"] == "cuda fp32 B=512 as 4 x 128 (checkpoint none)"
     assert [c["status"] for c in eb["choices"]] == ["ok", "ok", "ok", "oom", "oom"]

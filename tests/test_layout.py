@@ -19,6 +19,7 @@ STAGES = [
     ("science",),  # convergence runs and the batch-size analysis
     ("run",),  # the sweep and its worker processes
     ("report",),  # HTML, charts, compare
+    ("tune",),  # the search for the fastest configuration (runs, then explains, its rows)
     ("cli",),  # the command line and the pytest plugin
 ]
 RANK = {name: i for i, names in enumerate(STAGES) for name in names}

@@ -62,7 +62,7 @@ def test_fsdp_holds_a_share_of_the_parameters_that_ddp_holds_whole() -> None:
         assert row["samples_per_s"] == pytest.approx(8 / row["step_time_s"])
         # collective time comes from rank 0's profile, which two fixed steps may find too
         # costly to take (test_parallel_limits times it on a budget that affords it)
-        if isinstance(row["profile"], dict):
+        if isinstance(row["profile"], dict) and "skipped" not in row["profile"]:
             assert row["collective_time_s"] > 0 and 0 < row["collective_fraction"] <= 1
         else:
             assert row["collective_time_s"] is None and row["collective_fraction"] is None
