@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpubench.cli import commands, parser
+from gpubench.cli import commands, parser, values
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget
 from gpubench.run.preflight import ModelCheckFailed
@@ -104,7 +104,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             ceiling=args.ceiling,
             probe_steps=args.probe_steps,
             exact=args.exact,
-            budget=parser.budget_from_args(args, Budget()),
+            budget=values.budget_from_args(args, Budget()),
             time_them=args.time,
             as_json=args.json,
             target_batch=args.target_batch,

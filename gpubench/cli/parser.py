@@ -28,11 +28,6 @@ from gpubench.models import MODEL_NAMES
 
 SUITES_DIR = SHIPPED
 DEFAULT_SUITE = "quick"
-MODEL_PREFIXES = (
-    "or from a library: torchvision:NAME, timm:NAME (a torchvision built for your torch: "
-    "see the README), hf:MODEL_TYPE (extra hf); or your own: package.module:function "
-    "returning a Workload"
-)
 
 
 SUITES_DEFAULT = " (default: the suite's)"
@@ -54,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument(
         "--models",
         type=values.csv(check_model),
-        help=f"comma-separated: {', '.join(MODEL_NAMES)}; {MODEL_PREFIXES}",
+        help=f"comma-separated: {', '.join(MODEL_NAMES)}; {values.MODEL_PREFIXES}",
     )
     sweep.add_argument(
         "--size", type=values.choice(S.SIZES, "size"), help=f"the size preset: {', '.join(S.SIZES)}"
@@ -306,7 +301,7 @@ def _add_max_batch_parser(sub: Any) -> None:
         "--model",
         required=True,
         type=values.arg(check_model),
-        help=f"one of {', '.join(MODEL_NAMES)}; {MODEL_PREFIXES}",
+        help=f"one of {', '.join(MODEL_NAMES)}; {values.MODEL_PREFIXES}",
     )
     mb.add_argument(
         "--size",
@@ -436,7 +431,7 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
         conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
         spec = dataclasses.replace(spec, convergence=conv)
     spec = validate(
-        dataclasses.replace(spec, **overrides, budget=budget_from_args(args, spec.budget))
+        dataclasses.replace(spec, **overrides, budget=values.budget_from_args(args, spec.budget))
     )
     searches_alone = args.shard is not None and args.plan is None and args.resume is None
     if spec.batch_sizes == S.AUTO and searches_alone:  # issue 23: such shards' plans disagree
@@ -451,19 +446,6 @@ def overridden_flags(args: argparse.Namespace) -> list[str]:
     """The sweep's flags that change its suite's axes or budget, as typed (e.g. --models)."""
     given = [key for key in (*S.AXES, "steps", "max_time") if getattr(args, key) is not None]
     return ["--" + key.replace("_", "-") for key in given] + (["--option"] if args.options else [])
-
-
-def budget_from_args(args: argparse.Namespace, budget: S.Budget) -> S.Budget:
-    """`budget` with --steps and --max-time applied (the suite's noise target and profiled
-    steps kept: --steps changes how long a point is measured, not what counts as noisy)."""
-    if args.steps is not None:
-        fixed = S.Budget.fixed(args.steps, budget.warmup_steps, budget.target_rel_ci)
-        budget = dataclasses.replace(fixed, profile_steps=budget.profile_steps)
-    if args.max_time is not None:
-        budget = dataclasses.replace(
-            budget, max_time_s=args.max_time, min_time_s=min(budget.min_time_s, args.max_time)
-        )
-    return budget
 
 
 def point_from_args(args: argparse.Namespace) -> S.Point:

@@ -42,7 +42,6 @@ def duration(text: str) -> float:
 
 
 def add_parser(sub: Any, add_isolation_flags: Callable[[argparse.ArgumentParser], None]) -> None:
-    from gpubench.cli.parser import MODEL_PREFIXES
     from gpubench.models import MODEL_NAMES
 
     t = sub.add_parser(
@@ -50,7 +49,9 @@ def add_parser(sub: Any, add_isolation_flags: Callable[[argparse.ArgumentParser]
         help="search the fastest configuration of one model on one device, within a time budget",
     )
     t.add_argument(
-        "--model", type=values.arg(check_model), help=f"{', '.join(MODEL_NAMES)}; {MODEL_PREFIXES}"
+        "--model",
+        type=values.arg(check_model),
+        help=f"{', '.join(MODEL_NAMES)}; {values.MODEL_PREFIXES}",
     )
     t.add_argument(
         "--size",
@@ -178,7 +179,6 @@ def budget_s(args: argparse.Namespace) -> float:
 def request_from_args(args: argparse.Namespace) -> Any:
     """The TuneRequest of `tune`'s flags (with --resume: only the budget counts, the folder's
     request the rest)."""
-    from gpubench.cli.parser import budget_from_args
     from gpubench.tune.tuner import TuneRequest
 
     if args.resume is not None and args.out is not None and args.out != args.resume:
@@ -201,7 +201,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
         if getattr(args, flag) is not None
     }
     sizes = args.batch_sizes
-    budget = budget_from_args(args, dataclasses.replace(Budget()))
+    budget = values.budget_from_args(args, dataclasses.replace(Budget()))
     return TuneRequest(
         args.model,
         args.size or "small",

@@ -5,6 +5,7 @@ line)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -158,3 +159,23 @@ def auto_or(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
     wrapped.__name__ = "batch sizes"
     return wrapped
+
+
+MODEL_PREFIXES = (
+    "or from a library: torchvision:NAME, timm:NAME (a torchvision built for your torch: "
+    "see the README), hf:MODEL_TYPE (extra hf); or your own: package.module:function "
+    "returning a Workload"
+)
+
+
+def budget_from_args(args: argparse.Namespace, budget: S.Budget) -> S.Budget:
+    """`budget` with --steps and --max-time applied (the suite's noise target and profiled
+    steps kept: --steps changes how long a point is measured, not what counts as noisy)."""
+    if args.steps is not None:
+        fixed = S.Budget.fixed(args.steps, budget.warmup_steps, budget.target_rel_ci)
+        budget = dataclasses.replace(fixed, profile_steps=budget.profile_steps)
+    if args.max_time is not None:
+        budget = dataclasses.replace(
+            budget, max_time_s=args.max_time, min_time_s=min(budget.min_time_s, args.max_time)
+        )
+    return budget
