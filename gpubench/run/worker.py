@@ -356,6 +356,12 @@ def worker_main(conn: Connection, lifeline: Connection) -> None:
             return
         if message is None:
             return
+        # Each request starts with torch.compile's caches empty: they hold guards for every
+        # model compiled before in this worker, and past torch._dynamo's recompile limit (8 per
+        # code object) a later point's "compile" would run eager without a word (the cnn grid
+        # of 36 compiled points did). A request's own models (an interleaved Call's candidates)
+        # share the caches while it runs.
+        torch._dynamo.reset()
         if isinstance(message, Call):
             conn.send(message.run())
             continue
