@@ -1,0 +1,141 @@
+"""Does `tune --target` find the grid's fastest time to target at a fraction of its cost? (issue 24)
+
+Runs, one after the other on this machine, the grid as a convergence sweep (batch sizes x the
+lr-scaling rules x SEEDS seeds, the shipped convergence suite's settings, stopping at the target)
+and then `tune --target` over the same batch sizes with a wall-clock budget of BUDGET_SHARE x
+the grid's wall time, and prints both wall times, the grid's fastest configuration (its median
+time to target over the seeds) and tune's answer (the same, over as many seeds), with the load.
+
+Usage: python scripts/target_vs_grid.py MODEL METRIC=VALUE --out DIR [--batch-sizes 8,...,512]
+           [--seeds 3] [--budget-share 0.35] [--share 0.4] [--tolerance 0.2]
+Exit status 0 when tune's time to target is within TOLERANCE of the grid's best and tune took
+no more than SHARE of the grid's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gpubench.config.suite import load_suite
+from gpubench.science.target_time import fastest, summarise
+from gpubench.store.results import read_rows
+
+SUITE = """name = "target-grid"
+mode = "convergence"
+models = [{model!r}]
+size = {size!r}
+devices = ["cpu"]
+batch_sizes = {batches}
+precisions = ["fp32"]
+optimizers = ["adamw"]
+seeds = {seeds}
+
+[convergence]
+image_size = {image_size}
+target_metric = {metric!r}
+target = {target}
+stop_at_target = true
+max_time_s = {max_time}
+eval_every_steps = {eval_every}
+eval_rel_gap = {eval_gap}
+lr = {lr}
+lr_scaling = ["sqrt", "none", "linear"]
+base_batch_size = {base}
+warmup_samples = {warmup}
+noise_every_steps = {noise_every}
+noise_samples = {noise_samples}
+"""
+
+
+def _run(argv: list[str]) -> float:
+    load = os.getloadavg()[0]
+    print(f"$ {' '.join(argv)}   (load average {load:.2f})", flush=True)
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "gpubench", *argv], check=True)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("model")
+    p.add_argument("target")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--batch-sizes", default="8,16,32,64,128,256,512")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--budget-share", type=float, default=0.35)
+    p.add_argument("--share", type=float, default=0.4)
+    p.add_argument("--tolerance", type=float, default=0.2)
+    a = p.parse_args()
+    metric, value = a.target.split("=")
+    shipped = load_suite("convergence")
+    c = shipped.convergence
+    a.out.mkdir(parents=True, exist_ok=True)
+    suite = a.out / f"grid-target-{a.model}.toml"
+    batches = [int(b) for b in a.batch_sizes.split(",")]
+    suite.write_text(
+        SUITE.format(
+            model=a.model,
+            size=shipped.size,
+            batches=batches,
+            seeds=list(range(a.seeds)),
+            image_size=c.image_size,
+            metric=metric,
+            target=float(value),
+            max_time=c.max_time_s,
+            eval_every=c.eval_every_steps,
+            eval_gap=c.eval_rel_gap,
+            lr=c.lr,
+            base=c.base_batch_size,
+            warmup=c.warmup_samples,
+            noise_every=c.noise_every_steps,
+            noise_samples=c.noise_samples,
+        )
+    )
+    grid_dir, tune_dir = a.out / f"grid-target-{a.model}", a.out / f"tune-target-{a.model}"
+    grid_s = _run(["sweep", str(suite), "--out", str(grid_dir), "--quiet"])
+    budget_s = a.budget_share * grid_s
+    tune_s = _run(
+        ["tune", "--model", a.model, "--device", "cpu", "--target", a.target, "--batch-sizes",
+         a.batch_sizes, "--seeds", str(a.seeds), "--budget", f"{budget_s:.0f}s", "--out",
+         str(tune_dir), "--quiet"]
+    )  # fmt: skip
+    best = fastest(summarise(read_rows(grid_dir)))
+    answer = json.loads((tune_dir / "tune_target.json").read_text())["answer"]
+    tune_median = (answer or {}).get("time_to_target", {}).get("median")
+    summary = {
+        "model": a.model,
+        "target": a.target,
+        "grid_s": round(grid_s, 1),
+        "tune_s": round(tune_s, 1),
+        "tune_share": round(tune_s / grid_s, 3),
+        "grid_best": None if best is None else best.describe(),
+        "grid_best_config": None if best is None else _label(best.row),
+        "grid_best_median_s": None if best is None else best.median_s,
+        "tune_answer": answer,
+        "tune_median_s": tune_median,
+        "load_after": round(os.getloadavg()[0], 2),
+    }
+    ok = (
+        best is not None
+        and tune_median is not None
+        and tune_median <= (1 + a.tolerance) * best.median_s
+        and tune_s <= a.share * grid_s
+    )
+    summary["pass"] = ok
+    print(json.dumps(summary, indent=1, default=str))
+    (a.out / f"target-vs-grid-{a.model}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return 0 if ok else 1
+
+
+def _label(row: dict) -> str:
+    return f"B={row['batch_size']} lr={row.get('lr')} ({row.get('lr_scaling')})"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
