@@ -11,7 +11,8 @@ budget is set under the share it is held to (SHARE).
 Usage: python scripts/tune_vs_grid.py MODEL --out DIR [--share 0.3] [--budget-share 0.25]
            [--device cpu]
            [--batch-sizes 4,8,...,1024] [--precisions fp32,bf16] [--threads 1,2]
-           [--compile eager,compile] [--optimizer adamw] [--size small]
+           [--compile eager,compile] [--channels-last false] [--optimizer adamw]
+           [--size small]
 Exit status 0 when the answers agree and tune took no more than SHARE of the grid's time.
 """
 
@@ -51,9 +52,13 @@ def main() -> int:
     p.add_argument("--precisions", default="fp32,bf16")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--compile", default="eager,compile")
+    p.add_argument("--channels-last", default="false")
     a = p.parse_args()
     axes = ["--batch-sizes", a.batch_sizes, "--precisions", a.precisions]
     axes += ["--threads", a.threads, "--compile", a.compile]
+    # the grid's channels-last axis is the sweep's default (false): tune's must be the same
+    # space, or tune may answer a configuration the grid never measured
+    axes += ["--channels-last", a.channels_last]
     grid_dir, tune_dir = a.out / f"grid-{a.model}", a.out / f"tune-{a.model}"
     grid_s = _run(
         ["sweep", "--models", a.model, "--size", a.size, "--devices", a.device, "--optimizers",
