@@ -264,11 +264,12 @@ def test_a_bad_sweep_option_exits_2_naming_what_is_allowed(
 def test_steps_keep_the_suites_noise_target_and_profiled_steps() -> None:
     """Issue 21: `--steps N` rows are flagged noisy by the suite's own target."""
     from gpubench.cli import parser as P
+    from gpubench.cli import values
     from gpubench.config.spec import Budget
 
     args = P.build_parser().parse_args(["sweep", "--steps", "7"])
     suite = Budget(target_rel_ci=0.05, profile_steps=2, warmup_steps=1)
-    budget = P.budget_from_args(args, suite)
+    budget = values.budget_from_args(args, suite)
     assert (budget.min_steps, budget.max_steps) == (7, 7)
     assert budget.target_rel_ci == 0.05 and budget.profile_steps == 2
     assert budget.warmup_steps == 1
