@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tune_vs_grid import run_gpubench  # scripts/ is sys.path[0] when run as a script
 
 from gpubench.config.suite import load_suite
 from gpubench.science.target_time import fastest, summarise
@@ -51,14 +51,6 @@ warmup_samples = {warmup}
 noise_every_steps = {noise_every}
 noise_samples = {noise_samples}
 """
-
-
-def _run(argv: list[str]) -> float:
-    load = os.getloadavg()[0]
-    print(f"$ {' '.join(argv)}   (load average {load:.2f})", flush=True)
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "gpubench", *argv], check=True)
-    return time.perf_counter() - started
 
 
 def main() -> int:
@@ -98,9 +90,9 @@ def main() -> int:
         )
     )
     grid_dir, tune_dir = a.out / f"grid-target-{a.model}", a.out / f"tune-target-{a.model}"
-    grid_s = _run(["sweep", str(suite), "--out", str(grid_dir), "--quiet"])
+    grid_s = run_gpubench(["sweep", str(suite), "--out", str(grid_dir), "--quiet"])
     budget_s = a.budget_share * grid_s
-    tune_s = _run(
+    tune_s = run_gpubench(
         ["tune", "--model", a.model, "--device", "cpu", "--target", a.target, "--batch-sizes",
          a.batch_sizes, "--seeds", str(a.seeds), "--budget", f"{budget_s:.0f}s", "--out",
          str(tune_dir), "--quiet"]

@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 BATCHES = ",".join(str(2**k) for k in range(2, 11))  # 4 ... 1024
 
 
-def _run(argv: list[str]) -> float:
+def run_gpubench(argv: list[str]) -> float:
     """Wall seconds of one gpubench command (its output shown); raises where it fails."""
     load = os.getloadavg()[0]
     print(f"$ {' '.join(argv)}   (load average {load:.2f})", flush=True)
@@ -60,12 +60,12 @@ def main() -> int:
     # space, or tune may answer a configuration the grid never measured
     axes += ["--channels-last", a.channels_last]
     grid_dir, tune_dir = a.out / f"grid-{a.model}", a.out / f"tune-{a.model}"
-    grid_s = _run(
+    grid_s = run_gpubench(
         ["sweep", "--models", a.model, "--size", a.size, "--devices", a.device, "--optimizers",
          a.optimizer, *axes, "--out", str(grid_dir), "--quiet"]
     )  # fmt: skip
     budget_s = a.budget_share * grid_s
-    tune_s = _run(
+    tune_s = run_gpubench(
         ["tune", "--model", a.model, "--size", a.size, "--device", a.device, "--optimizer",
          a.optimizer, *axes, "--budget", f"{budget_s:.0f}s", "--out", str(tune_dir), "--quiet"]
     )  # fmt: skip
