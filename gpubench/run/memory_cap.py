@@ -69,12 +69,18 @@ def available_bytes() -> int | None:
     return None
 
 
+class CapBelowHeld(MemoryError):
+    """The cap is below what the process holds already: the point cannot start under it."""
+
+
 @contextmanager
 def capped(
     limit_bytes: int | None, device_type: str, device_index: int | None = None
 ) -> Iterator[None]:
     """Within the block, this process may use at most `limit_bytes` (None: no cap) on the device.
-    The previous limit is restored on exit, so a worker can serve the next point uncapped."""
+    The previous limit is restored on exit, so a worker can serve the next point uncapped. On
+    the CPU a cap at or below what the process holds raises CapBelowHeld (an out-of-memory
+    error) before the block starts, so the outcome does not depend on which allocation fails."""
     if limit_bytes is None:
         yield
         return
@@ -84,6 +90,14 @@ def capped(
         return
     import resource
 
+    held = address_space_bytes()
+    if held is not None and held >= limit_bytes:
+        # Every new mapping would fail, and not always as an exception: a thread's stack or an
+        # unchecked allocation refused by the limit kills the process (SIGSEGV, SIGABRT).
+        raise CapBelowHeld(
+            f"this process already holds {format_size(held)} of address space, at or above "
+            f"--max-memory {format_size(limit_bytes)}: nothing more can be allocated under it"
+        )
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     want = limit_bytes if hard == resource.RLIM_INFINITY else min(limit_bytes, hard)
     resource.setrlimit(resource.RLIMIT_AS, (want, hard))

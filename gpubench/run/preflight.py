@@ -84,7 +84,8 @@ def _check_model(
 ) -> None:
     failures: list[tuple[Point, WorkerError]] = []
     for point in tries:
-        call = Call("gpubench.run.preflight:check_step", (point,), max_memory, point.device)
+        # check_step applies the cap itself: a cap the worker cannot start under is `oom` too
+        call = Call("gpubench.run.preflight:check_step", (point, max_memory), None, point.device)
         try:
             runner.call(call, timeout_s)
             return
@@ -101,11 +102,11 @@ def _check_model(
     raise ModelCheckFailed(message, last_frames(error.traceback or ""))
 
 
-def check_step(point: Point) -> dict[str, Any]:
-    """Build `point`'s model and run one training step of it in this process (a worker's),
-    then wait for the device. Returns {"oom": the reason} where it ran out of memory (no fault
-    of the model's: the sweep's rows will say `oom`), else {"oom": None}; any other error is
-    raised."""
+def check_step(point: Point, max_memory: int | None = None) -> dict[str, Any]:
+    """Build `point`'s model and run one training step of it in this process (a worker's)
+    under `max_memory` bytes (None: no cap), then wait for the device. Returns {"oom": the
+    reason} where it ran out of memory (no fault of the model's: the sweep's rows will say
+    `oom`), else {"oom": None}; any other error is raised."""
     import torch
 
     from gpubench import models
@@ -114,11 +115,12 @@ def check_step(point: Point) -> dict[str, Any]:
     from gpubench.harness.step import prepare
     from gpubench.harness.timing import synchronize
     from gpubench.probes.current_device import made_current
+    from gpubench.run import memory_cap
 
     device = torch.device(point.device)
     torch.manual_seed(point.seed)
     try:
-        with made_current(device):
+        with memory_cap.capped(max_memory, device.type, device.index), made_current(device):
             workload = models.build(point.model, point.model_size, **decode(point.model_options))
             prepare(point, workload).step()
             synchronize(device)
