@@ -19,7 +19,7 @@ from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.step import cudnn_benchmark, prepare, unsupported_reason
 from gpubench.harness.timing import Measurement, measure
-from gpubench.probes import breakdown, calibration, datasheet, flops, memory, nvml, rapl
+from gpubench.probes import breakdown, calibration, datasheet, flops, load, memory, nvml, rapl
 from gpubench.probes import bytes as step_bytes
 from gpubench.probes import profile as step_profile
 from gpubench.probes.bandwidth import cached_bandwidth
@@ -95,6 +95,10 @@ def measure_workload(
         saved = breakdown.SavedActivations(eager.model)
         moved = step_bytes.CountBytes()
         package = rapl.PackageEnergy()
+        # Other processes' load over the measured windows only: torch.compile's own compile
+        # workers (child processes) keep about a core busy during the warm-up, which slows no
+        # timed step.
+        others = load.OtherLoad()
 
         def observed_step() -> Tensor:
             """The second warm-up step, eager, under the FLOP and byte counters and the
@@ -108,7 +112,7 @@ def measure_workload(
             prepared.step,
             device,
             budget,
-            probe=_window(torch_peaks, sampler, package),
+            probe=_window(torch_peaks, sampler, package, others),
             observed_step=observed_step,
         )
         # After the measured windows, never inside them: a few steps under the profiler, whose
@@ -155,6 +159,7 @@ def measure_workload(
         compile_time_s=_compile_time(point, m),
         graph_capture_time_s=prepared.capture_time_s,
         torch_threads=torch.get_num_threads(),
+        other_load_cores=others.cores,
         step_times_s=m.step_times_s,
         step_timer=m.timer,
         step_time_sum_s=m.step_time_sum_s,
@@ -196,9 +201,12 @@ def _sampler(device: torch.device) -> ProcessSampler | None:
 
 @contextlib.contextmanager
 def _window(
-    torch_peaks: memory.TorchPeaks, sampler: ProcessSampler | None, package: rapl.PackageEnergy
+    torch_peaks: memory.TorchPeaks,
+    sampler: ProcessSampler | None,
+    package: rapl.PackageEnergy,
+    others: load.OtherLoad,
 ) -> Iterator[None]:
-    with torch_peaks, package, sampler if sampler is not None else contextlib.nullcontext():
+    with torch_peaks, package, others, sampler if sampler is not None else contextlib.nullcontext():
         yield
 
 

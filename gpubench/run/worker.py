@@ -53,15 +53,19 @@ def run_point(point: Point, task: Task, max_memory: int | None = None) -> dict[s
     settings. An exception becomes an `oom` or `error` row. The row says how many cores other
     processes used meanwhile (`other_load_cores`) and, where it timed steps, whether that
     contended them (`busy`); a row that timed none (an error, say) has `busy` null: no figure
-    of its was slowed."""
+    of its was slowed. For a point that timed steps, the load is the one over its measured
+    windows (its warm-up, with torch.compile's compile workers, slows no timed step)."""
     import torch
 
     with load.OtherLoad() as others:
         row = _run_point(point, task, max_memory)
     threads = row.get("torch_threads") or point.threads or torch.get_num_threads()
-    row["other_load_cores"] = others.cores
     timed = bool(row.get("steps_measured"))
-    row["busy"] = load.contended(others.cores, threads, load.cores()) if timed else None
+    if not timed or row.get("other_load_cores") is None:
+        # a timed point's load is its measured windows' (harness.point); else the whole point's
+        row["other_load_cores"] = others.cores
+    busy = load.contended(row["other_load_cores"], threads, load.cores())
+    row["busy"] = busy if timed else None
     return row
 
 
