@@ -161,6 +161,7 @@ def test_the_space_holds_only_what_the_device_runs_for_the_model() -> None:
         "channels_last": False,
         "cuda_graph": False,
         "cudnn_benchmark": False,
+        "checkpoint": "none",
     }
     assert len(combos) == len(values["precision"]) * 2 * 3
     conv = tune_space.axis_values(base, has_conv=True, cpu_threads=3, named={"compile": ("eager",)})

@@ -11,9 +11,16 @@ from typing import Any
 
 from gpubench.cli import values
 from gpubench.config import spec as S
-from gpubench.config.checks import check_batch_size, check_device, check_model, check_seed
+from gpubench.config.checks import (
+    check_accumulate,
+    check_batch_size,
+    check_device,
+    check_model,
+    check_seed,
+)
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget
+from gpubench.tune.space import MICRO_RANGE, fixed_effective_batch
 
 DEFAULT_BUDGET = "15m"
 _DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(s|m|h)?$")
@@ -26,6 +33,8 @@ AXIS_FLAGS = {
     "channels_last": "channels_last",
     "cuda_graph": "cuda_graph",
     "cudnn_benchmark": "cudnn_benchmark",
+    "checkpoint": "checkpoint",
+    "accumulate": "accumulate",  # with one --batch-sizes value: the micro-batches searched
 }
 
 
@@ -106,6 +115,19 @@ def add_parser(sub: Any, add_isolation_flags: Callable[[argparse.ArgumentParser]
             type=values.csv(values.flag(dest)),
             help=f"false, true, or both (default: both on {what}, else false){fixes}",
         )
+    t.add_argument(  # issue 25
+        "--accumulate",
+        type=values.csv(lambda t: check_accumulate(values.int_value(t))),
+        help="with one --batch-sizes value (the effective batch): the micro-batches per "
+        "optimizer step to search, e.g. 2,4,8 (default: every split whose micro-batch fits, "
+        f"down to 1/{MICRO_RANGE} of the largest){fixes}",
+    )
+    t.add_argument(
+        "--checkpoint",
+        type=values.csv(values.choice(S.CHECKPOINT_MODES, "checkpoint mode")),
+        help="none, blocks, or both (default: both where one --batch-sizes value fixes the "
+        f"effective batch and the model has repeated blocks, else none){fixes}",
+    )
     t.add_argument(
         "--threads",
         type=values.csv(values.thread_count),
@@ -201,6 +223,9 @@ def request_from_args(args: argparse.Namespace) -> Any:
         if getattr(args, flag) is not None
     }
     sizes = args.batch_sizes
+    fixed_effective_batch(  # checked before anything is written
+        None if sizes is None or sizes == S.AUTO else tuple(sizes), named.get("accumulate")
+    )
     budget = values.budget_from_args(args, dataclasses.replace(Budget()))
     return TuneRequest(
         args.model,

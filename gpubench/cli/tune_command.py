@@ -102,6 +102,12 @@ def trial_line(trial: T.TrialRecord, request: TuneRequest) -> None:
         + (" CUDA-graph" if c.get("cuda_graph") else "")
         + (" cudnn.benchmark" if c.get("cudnn_benchmark") else "")
         + f" B={c['batch_size']}"
+        + (
+            f" as {c['accumulate']} x {c['batch_size'] // c['accumulate']}"
+            if c.get("accumulate", 1) != 1
+            else ""
+        )
+        + (f" (checkpoint {c['checkpoint']})" if c.get("checkpoint", "none") != "none" else "")
     )
     figure = f"{trial.samples_per_s:,.0f} samples/s" if trial.samples_per_s else trial.status
     best = trial.best_so_far_samples_per_s

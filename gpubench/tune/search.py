@@ -3,8 +3,12 @@ survive, as a pure function of the figures it is given, so that it can be follow
 on simulated cost surfaces) without running a model.
 
 A configuration is a *combo* (the competing settings other than batch size: precision, compile,
-threads, ...) at a batch size. The search is successive halving over three rounds, each
-measuring ETA times longer than the one before:
+threads, ...) at a batch size. Where the user fixes the effective batch (issue 25), the size the
+search orders is the micro-batch instead: a configuration then trains the effective batch as
+effective / micro accumulated micro-batches, and "batch" below reads "micro-batch".
+
+The search is successive halving over three rounds, each measuring ETA times longer than the
+one before:
 
 - round 0 (shortest): the batch size is bracketed on the first combo (the base): every other
   power of two from the largest down, then the two neighbours of the best, since on a curve that
@@ -39,26 +43,40 @@ Combo = tuple[tuple[str, Any], ...]
 
 @dataclass(frozen=True)
 class Config:
-    """One configuration of the space: a combo at a batch size."""
+    """One configuration of the space: a combo at a batch size; with an `effective_batch`,
+    `batch_size` is the micro-batch and the configuration accumulates effective / micro of
+    them per optimizer step."""
 
     combo: Combo
     batch_size: int
+    effective_batch: int | None = None
 
     def settings(self) -> dict[str, Any]:
-        return {**dict(self.combo), "batch_size": self.batch_size}
+        """The configuration as Point fields: the batch, and where accumulated, its steps."""
+        if self.effective_batch is None:
+            return {**dict(self.combo), "batch_size": self.batch_size}
+        steps = self.effective_batch // self.batch_size
+        return {**dict(self.combo), "batch_size": self.effective_batch, "accumulate": steps}
 
 
 @dataclass(frozen=True)
 class Space:
     """What the search may measure: `combos` (the first is the base, whose batch curve is
-    bracketed) times `batch_sizes` (ascending, distinct)."""
+    bracketed) times `batch_sizes` (ascending, distinct; micro-batches of `effective_batch`
+    where that is set)."""
 
     combos: tuple[Combo, ...]
     batch_sizes: tuple[int, ...]
+    effective_batch: int | None = None  # set: batch_sizes are micro-batches that divide it
 
     def __post_init__(self) -> None:
         assert self.combos and self.batch_sizes, "an empty space"
         assert list(self.batch_sizes) == sorted(set(self.batch_sizes)), self.batch_sizes
+        e = self.effective_batch
+        assert e is None or all(e % b == 0 for b in self.batch_sizes), (e, self.batch_sizes)
+
+    def config(self, combo: Combo, batch_size: int) -> Config:
+        return Config(combo, batch_size, self.effective_batch)
 
     @property
     def size(self) -> int:
@@ -160,10 +178,10 @@ class _Searcher:
                     at[combo] = anchor
                 continue
             for i in (anchor, anchor - 1):  # one step down where it does not fit
-                if i >= 0 and self.measure(Config(combo, batches[i]), 0) is not None:
+                if i >= 0 and self.measure(self.space.config(combo, batches[i]), 0) is not None:
                     at[combo] = i
                     break
-        ranked = sorted(at, key=lambda c: -self.value(Config(c, batches[at[c]]), 0))
+        ranked = sorted(at, key=lambda c: -self.value(self.space.config(c, batches[at[c]]), 0))
         keep = max(1, math.ceil(len(self.space.combos) / ETA))
         return [(c, at[c]) for c in ranked[:keep]]
 
@@ -173,14 +191,14 @@ class _Searcher:
         batches = self.space.batch_sizes
         n = len(batches)
         for i in sorted(range(n - 1, -1, -2)):
-            self.measure(Config(combo, batches[i]), 0)
-        best = max(range(n), key=lambda i: self.value(Config(combo, batches[i]), 0))
-        if self.figures.get((Config(combo, batches[best]), 0)) is None:
+            self.measure(self.space.config(combo, batches[i]), 0)
+        best = max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
+        if self.figures.get((self.space.config(combo, batches[best]), 0)) is None:
             return None
         for i in (best - 1, best + 1):
             if 0 <= i < n:
-                self.measure(Config(combo, batches[i]), 0)
-        return max(range(n), key=lambda i: self.value(Config(combo, batches[i]), 0))
+                self.measure(self.space.config(combo, batches[i]), 0)
+        return max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
 
     def second_round(self, survivors: list[tuple[Combo, int]]) -> list[Config]:
         """Round 1: each surviving combo climbs in batch from its round-0 batch; the best
@@ -200,9 +218,9 @@ class _Searcher:
 
         def at(i: int) -> float:
             if i not in done:
-                self.measure(Config(combo, batches[i]), 1)
+                self.measure(self.space.config(combo, batches[i]), 1)
                 done.append(i)
-            return self.value(Config(combo, batches[i]), 1)
+            return self.value(self.space.config(combo, batches[i]), 1)
 
         inside = [i for i in (start, start - 1, start + 1) if 0 <= i < len(batches)]
         best = max(inside, key=at)
@@ -213,7 +231,7 @@ class _Searcher:
             here += step
             if at(here) > at(best):
                 best = here
-        return [Config(combo, batches[i]) for i in done]
+        return [self.space.config(combo, batches[i]) for i in done]
 
     def settle(self) -> None:
         """Each trial's outcome, and the best configuration at the deepest round reached."""

@@ -7,6 +7,12 @@ rules), no channels-last or cudnn.benchmark without convolutions, no CUDA graph 
 cudnn.benchmark on the CPU; and any combination harness.step refuses (a CUDA graph under
 fp16's loss scaling, say) is left out. The optimizer, the model's options and the data mode are
 the user's choices, never searched.
+
+Where the user fixes the effective batch (one batch size, issue 25), the batch is no longer
+searched and the ways to train it are: the search's size axis becomes the micro-batch (the
+divisors of the effective batch that fit in memory, from the largest down to 1/MICRO_RANGE of
+it; or the user's --accumulate), and activation checkpointing (`checkpoint` none or blocks)
+competes where the model has repeated blocks (models.blocks).
 """
 
 from __future__ import annotations
@@ -24,7 +30,19 @@ from gpubench.config.spec import Point
 from gpubench.tune.search import Combo, Config, Space
 
 # The competing axes other than batch size, as Point fields, in the order a combo lists them.
-AXES = ("precision", "compile", "threads", "channels_last", "cuda_graph", "cudnn_benchmark")
+AXES = (
+    "precision",
+    "compile",
+    "threads",
+    "channels_last",
+    "cuda_graph",
+    "cudnn_benchmark",
+    "checkpoint",
+)
+# With a fixed effective batch, the micro-batches searched: from the largest that fits down to
+# this fraction of it (a smaller micro-batch repeats every per-pass cost more often for the same
+# samples; the user's --accumulate reaches further).
+MICRO_RANGE = 16
 # The SweepSpec field (and CLI flag) of each axis.
 SPEC_FIELD = {
     "precision": "precisions",
@@ -33,6 +51,7 @@ SPEC_FIELD = {
     "channels_last": "channels_last",
     "cuda_graph": "cuda_graph",
     "cudnn_benchmark": "cudnn_benchmark",
+    "checkpoint": "checkpoint",
 }
 
 
@@ -46,30 +65,89 @@ class TuneSpace:
     values: dict[str, tuple[Any, ...]]
     batch_sizes: tuple[int, ...]
     combos: tuple[Combo, ...] = field(default=())
+    effective_batch: int | None = None  # set: batch_sizes are its micro-batches
 
     @property
     def space(self) -> Space:
-        return Space(self.combos, self.batch_sizes)
+        return Space(self.combos, self.batch_sizes, self.effective_batch)
 
     def point(self, config: Config) -> Point:
         """The Point `config` is measured at."""
         return dataclasses.replace(self.base, **config.settings())
 
+    def accumulate_values(self) -> tuple[int, ...]:
+        """The accumulation steps the space holds (1 alone unless the effective batch is fixed)."""
+        e = self.effective_batch
+        return (1,) if e is None else tuple(sorted(e // b for b in self.batch_sizes))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "axes": {k: list(v) for k, v in self.values.items()},
             "batch_sizes": list(self.batch_sizes),
+            "effective_batch": self.effective_batch,
             "combos": [dict(c) for c in self.combos],
             "size": self.space.size,
         }
 
 
+def fixed_effective_batch(
+    batch_sizes: tuple[int, ...] | None, accumulate: tuple[int, ...] | None
+) -> int | None:
+    """The effective batch the user fixed (one batch size), or None where tune searches the
+    batch; ConfigError where --accumulate comes without exactly one batch size, or does not
+    split it."""
+    sizes = sorted(set(batch_sizes or ()))
+    if accumulate is not None and len(sizes) != 1:
+        raise ConfigError(
+            "tune --accumulate splits one effective batch into micro-batches; allowed: with "
+            f"exactly one --batch-sizes value (the effective batch), not {sizes}"
+        )
+    if len(sizes) != 1:
+        return None
+    if accumulate is not None:
+        micro_batches(sizes[0], 0, accumulate)  # each must split it
+    return sizes[0]
+
+
+def micro_batches(
+    effective: int, largest: int, accumulate: tuple[int, ...] | None
+) -> tuple[int, ...]:
+    """The micro-batches of a fixed `effective` batch that tune searches: those of the user's
+    `accumulate` steps (each must divide it), else the divisors of `effective` from `largest`
+    (the largest micro-batch that fits, any checkpoint mode) down to 1/MICRO_RANGE of it."""
+    from gpubench.run.accumulation_plan import divisors
+
+    if accumulate is not None:
+        bad = [k for k in accumulate if effective % k]
+        if bad:
+            raise ConfigError(
+                f"--accumulate {bad[0]} does not split the effective batch {effective} into "
+                f"equal micro-batches; allowed: its divisors {divisors(effective)}"
+            )
+        return tuple(sorted({effective // k for k in accumulate}))
+    fits = [d for d in divisors(effective) if d <= largest]
+    if not fits:
+        raise ConfigError(
+            f"no micro-batch of the effective batch {effective} fits in memory (not even one "
+            "sample); allowed: a smaller model, --size, or more --max-memory"
+        )
+    top = fits[-1]
+    return tuple(d for d in fits if d * MICRO_RANGE >= top)
+
+
 def axis_values(
-    base: Point, has_conv: bool, cpu_threads: int, named: Mapping[str, tuple[Any, ...]]
+    base: Point,
+    has_conv: bool,
+    cpu_threads: int,
+    named: Mapping[str, tuple[Any, ...]],
+    has_blocks: bool = False,
+    fixed_batch: bool = False,
 ) -> dict[str, tuple[Any, ...]]:
     """Each axis's values: the `named` ones (the user's), else every value the device supports
     for a model with (or without) convolutions; `cpu_threads` is torch's own thread count, and
-    the CPU's thread axis runs 1, 2, 4, ... up to it (and it)."""
+    the CPU's thread axis runs 1, 2, 4, ... up to it (and it). Checkpointing competes where the
+    effective batch is fixed (`fixed_batch`) and the model has repeated blocks (`has_blocks`):
+    it saves memory at a cost in speed, so it can only win by fitting a larger micro-batch."""
     cuda = base.device.startswith("cuda")
     import torch
 
@@ -83,8 +161,11 @@ def axis_values(
         "channels_last": (False, True) if has_conv else (False,),
         "cuda_graph": (False, True) if cuda else (False,),
         "cudnn_benchmark": (False, True) if cuda and has_conv else (False,),
+        "checkpoint": S.CHECKPOINT_MODES if has_blocks and fixed_batch else ("none",),
     }
     for axis, given in named.items():
+        if axis not in AXES:
+            continue  # accumulate: the size axis of a fixed effective batch (micro_batches)
         out[axis] = tuple(dict.fromkeys(given))
     return out
 
@@ -94,7 +175,9 @@ def _thread_counts(most: int) -> tuple[int, ...]:
     return tuple(sorted({*powers, max(most, 1)}))
 
 
-def combos(base: Point, values: dict[str, tuple[Any, ...]], has_conv: bool) -> tuple[Combo, ...]:
+def combos(
+    base: Point, values: dict[str, tuple[Any, ...]], has_conv: bool, has_blocks: bool = False
+) -> tuple[Combo, ...]:
     """Every combination of `values` that harness.step can run for `base`'s model, the base
     first: the first value of each axis, except that the default of an on/off option (off,
     eager) and the most threads come first where they are among the values."""
@@ -108,6 +191,8 @@ def combos(base: Point, values: dict[str, tuple[Any, ...]], has_conv: bool) -> t
         reason = unsupported_reason(point)
         if reason is None and point.channels_last and not has_conv:
             reason = "no convolution"
+        if reason is None and point.checkpoint != "none" and not has_blocks:
+            reason = "no repeated blocks"
         if reason is None:
             out.append(combo)
     if not out:
@@ -120,9 +205,9 @@ def combos(base: Point, values: dict[str, tuple[Any, ...]], has_conv: bool) -> t
 
 
 def _base_first(axis: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """`values` with the base's value first: fp32 (else the first given), eager, off, and the
-    most threads (what a user runs without tuning)."""
+    """`values` with the base's value first: fp32 (else the first given), eager, off, no
+    checkpointing, and the most threads (what a user runs without tuning)."""
     if axis == "threads":
         return tuple(sorted(values, key=lambda t: -(t or 0)))
-    first = {"precision": "fp32", "compile": "eager"}.get(axis, False)
+    first = {"precision": "fp32", "compile": "eager", "checkpoint": "none"}.get(axis, False)
     return tuple(sorted(values, key=lambda v: v != first))

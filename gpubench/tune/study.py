@@ -47,7 +47,12 @@ class StudyLog:
             a: CategoricalDistribution(list(space.values[a])) for a in AXES
         }
         b = space.batch_sizes
-        self.dists["batch_size"] = IntDistribution(b[0], b[-1], log=True)
+        if space.effective_batch is None:
+            self.dists["batch_size"] = IntDistribution(b[0], b[-1], log=True)
+        else:  # a fixed effective batch: the trials differ in its accumulation steps
+            e = space.effective_batch
+            self.dists["batch_size"] = IntDistribution(e, e)
+            self.dists["accumulate"] = CategoricalDistribution(list(space.accumulate_values()))
         # configuration -> (trial number, trial id, steps reported, finished)
         self._known: dict[str, tuple[int, int, set[int], bool]] = {}
         for t in self.study.get_trials(deepcopy=False):

@@ -8,7 +8,8 @@ that was not measured is null.
   "schema": 1,
   "request": {model, model_size, device, optimizer, data, seed, model_options,
               budget_s (null: none), named (the axes the user named: {axis: [values]})},
-  "space": {axes: {axis: [values]}, batch_sizes: [...], combos: [{axis: value}], size},
+  "space": {axes: {axis: [values]}, batch_sizes: [...] (micro-batches where effective_batch is
+            set), effective_batch, combos: [{axis: value}], size},
   "elapsed_s":   wall-clock seconds since the tune started (the search, max-batch and the
                  confirmation included; a resumed tune adds on),
   "finished":    whether the search ran all its rounds,
@@ -41,7 +42,8 @@ class TrialRecord:
 
     - number: its place in the search (0, 1, ...); round: 0, 1 or 2 (gpubench.tune.search)
     - config: the competing settings measured: precision, compile, threads, channels_last,
-      cuda_graph, cudnn_benchmark, batch_size
+      cuda_graph, cudnn_benchmark, checkpoint, batch_size, and with a fixed effective batch
+      accumulate (batch_size is then the effective batch)
     - budget_s: the round's measuring time limit per configuration (Budget.max_time_s), in
       seconds; null where the rounds measure a fixed step count (--steps)
     - status: the row's status (ok, oom, error, ...); samples_per_s: its steady throughput

@@ -129,15 +129,18 @@ def round_budget(budget: Budget, rnd: int) -> Budget:
 
 def sweep_spec(request: TuneRequest, space: tune_space.TuneSpace) -> SweepSpec:
     """The space as a sweep's suite (suite.json: what the folder's report names; the grid a
-    sweep would measure over it)."""
+    sweep would measure over it; a fixed effective batch is its one batch size, accumulated in
+    the searched steps)."""
     fields = {tune_space.SPEC_FIELD[a]: space.values[a] for a in tune_space.AXES}
+    e = space.effective_batch
     return validate(
         SweepSpec(
             name="tune",
             models=(request.model,),
             size=request.size,
             devices=(request.device,),
-            batch_sizes=space.batch_sizes,
+            batch_sizes=space.batch_sizes if e is None else (e,),
+            accumulate=space.accumulate_values(),
             optimizers=(request.optimizer,),
             seeds=(request.seed,),
             data=request.data,
@@ -280,37 +283,68 @@ def _space(
 ) -> tune_space.TuneSpace:
     """The space: the axes' values, the combos the device runs, and the batch sizes: the
     user's, else the powers of two up to the largest the base combo fits (max-batch's memory
-    model, kept in maxbatch.json so a resumed tune does not probe again)."""
+    model, kept in maxbatch.json so a resumed tune does not probe again). One batch size fixes
+    the effective batch: the micro-batches that fit it (or the user's --accumulate) are then
+    the size axis, and checkpointing competes where the model has repeated blocks."""
     import torch
 
     from gpubench import models
+    from gpubench.models.blocks import repeated_blocks
 
     with torch.device("meta"):
         workload = models.build(request.model, request.size, **request.model_options)
     has_conv = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in workload.model.modules())
-    values = tune_space.axis_values(base, has_conv, torch.get_num_threads(), request.named)
-    combos = tune_space.combos(base, values, has_conv)
+    has_blocks = bool(repeated_blocks(workload.model))
+    sizes = request.batch_sizes
+    accumulate = request.named.get("accumulate")
+    effective = tune_space.fixed_effective_batch(sizes, accumulate)
+    fixed = effective is not None
+    values = tune_space.axis_values(
+        base, has_conv, torch.get_num_threads(), request.named, has_blocks, fixed
+    )
+    combos = tune_space.combos(base, values, has_conv, has_blocks)
     first = dataclasses.replace(base, **dict(combos[0]))
-    batches = request.batch_sizes or _batch_sizes(first, run_dir, max_memory, point_timeout_s)
-    return tune_space.TuneSpace(first, values, tuple(sorted(set(batches))), combos)
+    if not fixed:
+        batches = sizes or maxbatch.powers_of_two(
+            _largest(first, run_dir, "maxbatch.json", max_memory, point_timeout_s)
+        )
+        return tune_space.TuneSpace(first, values, tuple(sorted(set(batches))), combos)
+    assert effective is not None
+    largest = 0
+    if accumulate is None:  # the largest micro-batch any checkpoint mode fits
+        for mode in values["checkpoint"]:
+            micro = dataclasses.replace(first, checkpoint=mode)
+            # no micro-batch is larger than the effective batch: the search stops there
+            name = f"maxbatch-{mode}.json"
+            found = _largest(micro, run_dir, name, max_memory, point_timeout_s, effective)
+            largest = max(largest, found)
+    micro_sizes = tune_space.micro_batches(effective, largest, accumulate)
+    return tune_space.TuneSpace(first, values, micro_sizes, combos, effective)
 
 
-def _batch_sizes(
-    base: Point, run_dir: Path, max_memory: int | None, point_timeout_s: float | None
-) -> tuple[int, ...]:
-    path = run_dir / "maxbatch.json"
+def _largest(
+    base: Point,
+    run_dir: Path,
+    name: str,
+    max_memory: int | None,
+    point_timeout_s: float | None,
+    ceiling: int = maxbatch.CEILING,
+) -> int:
+    """The largest batch `base` fits in memory, up to `ceiling`: a max-batch search of the
+    memory model, kept in `run_dir`/`name` for a resumed tune."""
+    path = run_dir / name
     if path.is_file():
         largest = int(json.loads(path.read_text(encoding="utf-8"))["largest_batch"])
     else:
         cap = max_memory if max_memory is not None else maxbatch.default_cap(base.device)
-        found = maxbatch.find(base, cap, point_timeout_s)
+        found = maxbatch.find(base, cap, point_timeout_s, ceiling=ceiling)
         if found.largest < 1:
             raise ConfigError(
                 f"{base.label()}: not even one sample fits in memory ({found.stopped or 'oom'})"
             )
-        ResultStore(run_dir).write_json("maxbatch.json", found.to_dict())
+        ResultStore(run_dir).write_json(name, found.to_dict())
         largest = found.largest
-    return tuple(maxbatch.powers_of_two(largest))
+    return largest
 
 
 def _trials(
@@ -366,7 +400,7 @@ def _fill(
             f"(the rest kept for the confirmation)"
         )
     configs = {json.dumps(t.config, sort_keys=True) for t in record.trials}
-    combos = {json.dumps({**t.config, "batch_size": None}, sort_keys=True) for t in record.trials}
+    combos = {json.dumps(_combo(t.config), sort_keys=True) for t in record.trials}
     record.coverage = T.coverage(len(configs), space.space.size, len(combos), len(space.combos))
     if outcome.best is not None:
         deepest = max(t.round for t in outcome.trials if t.config == outcome.best)
@@ -377,12 +411,17 @@ def _fill(
         }
     seen: set[str] = set()
     for t in record.trials:
-        combo = {k: v for k, v in t.config.items() if k != "batch_size"}
+        combo = _combo(t.config)
         key = json.dumps(combo, sort_keys=True)
         if t.compile_time_s is not None and key not in seen:
             seen.add(key)
             record.one_off.append({"combo": combo, "compile_time_s": t.compile_time_s})
     record.rounds = _rounds(record.trials, request.budget)
+
+
+def _combo(config: dict[str, Any]) -> dict[str, Any]:
+    """A trial's settings less its size axis (the batch, or a fixed batch's accumulation)."""
+    return {k: v for k, v in config.items() if k not in ("batch_size", "accumulate")}
 
 
 def _rounds(trials: list[T.TrialRecord], budget: Budget) -> list[T.RoundRecord]:
