@@ -176,3 +176,15 @@ def test_the_micro_batches_come_from_the_memory_search_up_to_the_effective_batch
     assert record["space"]["axes"]["checkpoint"] == ["none"]
     searched = json.loads((out / "maxbatch-none.json").read_text())
     assert searched["largest_batch"] == 16 and not (out / "maxbatch-blocks.json").exists()
+
+
+def test_the_verdict_does_not_ask_for_larger_batches_of_a_fixed_effective_batch() -> None:
+    from gpubench.science.levers import _larger_batch
+
+    rows = [{"batch_size": 1024, "accumulate": k} for k in (1, 2, 4)]
+    line, todo = _larger_batch(rows[2], rows, rows)
+    assert todo is None  # not "measure larger batches: --batch-sizes auto"
+    assert line == (
+        "a larger batch: not searched, every row trains the effective batch B=1024 "
+        "(3 ways of accumulating it, weighed below)"
+    )

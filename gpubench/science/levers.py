@@ -73,7 +73,18 @@ def _larger_batch(
     best: dict[str, Any], records: list[dict[str, Any]], all_rows: list[dict[str, Any]]
 ) -> tuple[str, str | None]:
     """Whether a larger batch is worth measuring: not where one of the fastest point's series
-    already ran out of memory above it (all_rows holds the failed points too)."""
+    already ran out of memory above it (all_rows holds the failed points too), nor where every
+    row trains one effective batch in several ways of accumulating it (tune with one batch
+    size, issue 25: the batch is the user's; the micro-batch is the lever, weighed under
+    "effective batch")."""
+    batches = {int(r["batch_size"]) for r in records}
+    ways = {int(r.get("accumulate") or 1) for r in records}
+    if len(batches) == 1 and len(ways) > 1:
+        return (
+            f"a larger batch: not searched, every row trains the effective batch "
+            f"B={best['batch_size']} ({len(ways)} ways of accumulating it, weighed below)",
+            None,
+        )
     series = [
         r
         for r in records
