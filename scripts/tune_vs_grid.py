@@ -4,9 +4,9 @@ Runs, one after the other on this machine, the full grid as a sweep and then `tu
 space with a wall-clock budget of BUDGET_SHARE x the grid's wall time, and prints both wall times
 (each command's whole run: start, search or sweep, report), both answers (`explain --json`) and
 whether they agree (scripts/answer_agreement.py: the same winner, or one inside the other's
-tie), with the load average before and after each. Tune's --budget covers its search and
-confirmation, not the interpreter's start nor the report after it (about 5 s here), so the
-budget is set under the share it is held to (SHARE).
+tie), with the load average before and after each. Tune's --budget counts from its process's
+start to the end of its confirmation, not the report after it (a few seconds), so the budget is
+set under the share it is held to (SHARE).
 
 Usage: python scripts/tune_vs_grid.py MODEL --out DIR [--share 0.3] [--budget-share 0.25]
            [--device cpu]
@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,12 +32,16 @@ BATCHES = ",".join(str(2**k) for k in range(2, 11))  # 4 ... 1024
 
 
 def run_gpubench(argv: list[str]) -> float:
-    """Wall seconds of one gpubench command (its output shown); raises where it fails."""
+    """Wall seconds of one gpubench command (its output shown); raises where it fails. Each
+    command compiles into a fresh torch.compile cache (TORCHINDUCTOR_CACHE_DIR), as a user's
+    first run does: a command run after another must not reuse the kernels it compiled."""
     load = os.getloadavg()[0]
     print(f"$ {' '.join(argv)}   (load average {load:.2f})", flush=True)
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "gpubench", *argv], check=True)
-    return time.perf_counter() - started
+    with tempfile.TemporaryDirectory(prefix="gpubench-inductor-") as cache:
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "gpubench", *argv], check=True, env=env)
+        return time.perf_counter() - started
 
 
 def main() -> int:

@@ -182,3 +182,30 @@ def test_earlier_rounds_measure_a_share_of_the_sweeps_measurement() -> None:
     fixed = round_budget(Budget.fixed(90), 0)
     assert fixed.min_steps == fixed.max_steps == 10  # 90 / 9
     assert round_budget(Budget.fixed(20), 0).max_steps == 6  # the fewest with an interval
+
+
+def test_the_budget_counts_from_when_the_command_started(tmp_path: Path) -> None:
+    # `started` is the command's start (its process's, run from the command line): a budget
+    # spent before tune() was called leaves nothing for the search
+    import time
+
+    from gpubench.tune.tuner import TuneRequest, tune
+
+    request = TuneRequest(
+        "mlp", "tiny", "cpu", "sgd", named={"precision": ("fp32",), "compile": ("eager",)},
+        batch_sizes=(4,), budget_s=600.0,
+    )  # fmt: skip
+    record = tune(request, tmp_path / "run", started=time.perf_counter() - 601.0)
+    assert record.stopped is not None and record.stopped.startswith("budget: 600 s reached")
+    assert not record.trials and record.elapsed_s >= 601.0
+
+
+def test_a_process_knows_how_long_it_has_run() -> None:
+    import subprocess
+    import sys
+
+    code = "import time; time.sleep(0.5); from gpubench.probes.process_age import process_age_s;"
+    code += "print(process_age_s())"
+    age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               check=True).stdout)  # fmt: skip
+    assert 0.5 <= age < 60

@@ -26,6 +26,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.formatwarning = _format_warning
         try:
             args = parser.build_parser().parse_args(argv)
+            # a command of its own process (not main([...]) from Python): a wall-clock budget
+            # counts from the process's start (tune)
+            args.own_process = argv is None
             return _dispatch(args)
         except ConfigError as e:
             print(f"gpubench: error: {_one_line(str(e))}", file=sys.stderr)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from gpubench.cli import console
 from gpubench.cli.tune_args import budget_s, request_from_args
 from gpubench.config.errors import ConfigError
+from gpubench.probes.process_age import process_age_s
 from gpubench.run.interrupt import GracefulStop
 from gpubench.run.sweep import default_run_dir
 from gpubench.tune import trajectory as T
@@ -21,6 +23,10 @@ def run(args: argparse.Namespace) -> int:
     error; 130 when Ctrl-C stopped it (what was measured is kept: --resume goes on)."""
     if args.target is not None:
         return _run_target(args)
+    # --budget is wall-clock for the whole command: run as a command, the interpreter's start
+    # and imports count too
+    age = process_age_s() if getattr(args, "own_process", False) else None
+    started = time.perf_counter() - (age or 0.0)
     request = request_from_args(args)
     run_dir: Path = args.resume or args.out or default_run_dir()
     print(f"tune -> {run_dir}", flush=True)
@@ -35,12 +41,18 @@ def run(args: argparse.Namespace) -> int:
                 on_trial=None if args.quiet else trial_line,
                 confirm=args.confirm,
                 should_stop=lambda: stop.requested,
+                started=started,
             )
     except KeyboardInterrupt:
         print(f"stopped; go on with: python -m gpubench tune --resume {run_dir}", file=sys.stderr)
         return 130
     summary(record, run_dir)
+    reported = time.perf_counter()
     _report_and_verdict(run_dir)
+    print(
+        f"report and verdict: {time.perf_counter() - reported:.1f} s after the search and its "
+        f"confirmation ({time.perf_counter() - started:.0f} s in all, --budget counts up to them)"
+    )
     return 0
 
 

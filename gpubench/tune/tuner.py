@@ -161,12 +161,15 @@ def tune(
     on_trial: OnTrial | None = None,
     confirm: bool = True,
     should_stop: Callable[[], bool] | None = None,
+    started: float | None = None,
 ) -> T.TuneRecord:
     """Tune `request` into `run_dir` (see the module docstring) and return tune.json's record.
     With `resume`, `run_dir` holds a tune to go on with: its own request is used, with this
     `request`'s budget_s. `should_stop` (Ctrl-C, say) is asked before each measurement: once it
-    says stop, the search ends there and nothing is confirmed."""
-    started = time.perf_counter()
+    says stop, the search ends there and nothing is confirmed. `started`: the
+    time.perf_counter() reading from which the budget counts (None: now; the command line's
+    tune counts from its process's start)."""
+    started = time.perf_counter() if started is None else started
     if resume:
         saved = _saved_record(run_dir)
         request = dataclasses.replace(
