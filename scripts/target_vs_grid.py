@@ -67,6 +67,9 @@ def main() -> int:
     metric, value = a.target.split("=")
     shipped = load_suite("convergence")
     c = shipped.convergence
+    grid_dir, tune_dir = a.out / f"grid-target-{a.model}", a.out / f"tune-target-{a.model}"
+    if grid_dir.exists() or tune_dir.exists():  # before the suite file is written over
+        sys.exit(f"{a.out} already holds a comparison for {a.model}; choose another --out")
     a.out.mkdir(parents=True, exist_ok=True)
     suite = a.out / f"grid-target-{a.model}.toml"
     batches = [int(b) for b in a.batch_sizes.split(",")]
@@ -89,7 +92,6 @@ def main() -> int:
             noise_samples=c.noise_samples,
         )
     )
-    grid_dir, tune_dir = a.out / f"grid-target-{a.model}", a.out / f"tune-target-{a.model}"
     grid_s = run_gpubench(["sweep", str(suite), "--out", str(grid_dir), "--quiet"])
     budget_s = a.budget_share * grid_s
     tune_s = run_gpubench(

@@ -56,6 +56,8 @@ def test_a_killed_rank_is_named_not_its_survivor(tmp_path: Path) -> None:
     assert row["status"] == "error", row["error"]
     assert row["error"].startswith("rank 1 of 2 died without an error of its own"), row["error"]
     assert "then rank 0 of 2: " in row["error"]  # the survivor's lost peer, after the cause
+    # rank 0 rendered the report before torchrun stopped it (the other rank's exit stops it)
+    assert (out / "report.html").is_file(), done.stderr[-2000:]
 
 
 def test_a_launch_into_another_machines_folder_or_a_locked_one_is_refused(

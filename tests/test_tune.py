@@ -128,6 +128,11 @@ def test_the_budget_ends_the_search_and_says_what_it_covered(
             "tune --target takes one precision, not fp32,bf16",
         ),
         (["--resume", "/nonexistent/run"], "nothing to resume"),
+        (
+            ["--resume", "/nonexistent/run", "--precisions", "fp32"],
+            "goes on with that folder's own settings, so --precisions cannot change them",
+        ),
+        (["--resume", "/x", "--option", "depth=2"], "so --option cannot change them"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

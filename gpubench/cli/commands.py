@@ -112,9 +112,14 @@ def _launched_sweep(spec: SweepSpec, out: Path | None, point_timeout_s: float | 
     timeout = point_timeout_s if point_timeout_s is not None else GROUP_TIMEOUT_S
     rank0 = os.environ.get("RANK") == "0"
     status = launched.run_launched(
-        spec, out, timeout, on_row=lambda row: console.launched_row(row) if rank0 else None
+        spec,
+        out,
+        timeout,
+        on_row=lambda row: console.launched_row(row) if rank0 else None,
+        # after a failure torchrun stops rank 0 once the others exit: report before they may
+        on_failure=lambda: _render_report(out),
     )
-    if rank0:
+    if rank0 and status == 0:
         _render_report(out)
     # Leave without the interpreter's teardown: the group is destroyed and every row is on disk,
     # but objects gloo still holds (a joinable worker thread) can abort a rank as they are

@@ -198,6 +198,35 @@ def budget_s(args: argparse.Namespace) -> float:
     return float(args.budget) if args.budget is not None else duration(DEFAULT_BUDGET)
 
 
+# The flags that shape a tune's request, with their defaults: a resumed tune keeps its folder's.
+_REQUEST_DEFAULTS: dict[str, Any] = {
+    "model": None,
+    "size": None,
+    "device": "auto",
+    "optimizer": "adamw",
+    "batch_sizes": None,
+    "data": "device",
+    "seed": 0,
+    "options": [],
+    "steps": None,
+    "max_time": None,
+    **{dest: None for dest in AXIS_FLAGS},
+}
+
+
+def _nothing_but_the_budget(args: argparse.Namespace) -> None:
+    """--resume goes on with the folder's own request: a flag that would change it is refused
+    (it was ignored before) rather than dropped without a word."""
+    given = [d for d, default in _REQUEST_DEFAULTS.items() if getattr(args, d) != default]
+    if given:
+        flag = "--" + given[0].replace("_", "-").replace("options", "option")
+        raise ConfigError(
+            f"tune --resume {args.resume} goes on with that folder's own settings, so {flag} "
+            "cannot change them; allowed with --resume: --budget, --max-memory, "
+            "--point-timeout, --quiet, --no-confirm"
+        )
+
+
 def request_from_args(args: argparse.Namespace) -> Any:
     """The TuneRequest of `tune`'s flags (with --resume: only the budget counts, the folder's
     request the rest)."""
@@ -211,6 +240,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
     if args.model is None and args.resume is None:
         raise ConfigError("tune needs --model M (or --resume DIR)")
     if args.resume is not None:
+        _nothing_but_the_budget(args)
         return TuneRequest("", "", "", "", budget_s=budget_s(args))
     device = args.device
     if device == "auto":

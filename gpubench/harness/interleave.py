@@ -3,8 +3,9 @@ built and warmed once, then timed in short windows, one window each per round in
 order, so whatever else the machine does in those minutes falls on all of them alike.
 
 Windows are bracketed by synchronisations and the host clock (a window holds several steps, so
-one synchronisation per window costs little); the same training step as the sweep's runs
-inside (harness.step.prepare), under each configuration's precision, threads and options.
+one synchronisation per window costs little), each after one untimed step that switches the
+machine over to its configuration; the same training step as the sweep's runs inside
+(harness.step.prepare), under each configuration's precision, threads and options.
 """
 
 from __future__ import annotations
@@ -91,10 +92,11 @@ def interleave(
     # As many rounds of `window_s` windows as the budget left holds, up to max_rounds; where
     # it holds fewer than min_rounds, min_rounds of shorter windows (one step at the least).
     left = max(budget_s - setup_s, 0.0)
-    fit = int(left / (window_s * len(points)))
+    switch_s = sum(estimates)  # each window's untimed first step, per round
+    fit = int(left / (window_s * len(points) + switch_s))
     n_rounds = min(max(fit, min_rounds), max_rounds)
     if fit < min_rounds:
-        window_s = left / (min_rounds * len(points))
+        window_s = max(left / min_rounds - switch_s, 0.0) / len(points)
     window_steps = [max(1, round(window_s / e)) for e in estimates]
     first_windows = list(window_steps)
     rates: list[list[float]] = [[] for _ in points]
@@ -115,9 +117,13 @@ def interleave(
 
 
 def _window(point: Point, step: Callable[[], object], n: int) -> float:
-    """Seconds `n` steps of `point` take, between synchronisations, under its settings."""
+    """Seconds `n` steps of `point` take, between synchronisations, under its settings, after
+    one untimed step: the first step after another configuration's re-warms the caches and
+    the thread pool for this one, and where windows hold few steps (a budget spent on setup)
+    and different counts, that cost would fall unevenly and favour the longer windows."""
     device = torch.device(point.device)
     with _settings(point):
+        step()  # switch in: not timed
         synchronize(device)
         t0 = time.perf_counter()
         for _ in range(n):

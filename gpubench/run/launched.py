@@ -53,9 +53,12 @@ def run_launched(
     out: Path,
     group_timeout_s: float,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    on_failure: Callable[[], None] | None = None,
 ) -> int:
     """Run this rank's part of `spec` into run folder `out` (on rank 0's machine); returns the
-    exit status: 0 when every point ended well, 1 after a failure (the launch stops there)."""
+    exit status: 0 when every point ended well, 1 after a failure (the launch stops there).
+    After a failure, rank 0 calls `on_failure` (the report, say) once the failure's row is
+    written and before the other ranks may exit: torchrun stops rank 0 once they have."""
     import torch
     import torch.distributed as dist
 
@@ -99,6 +102,8 @@ def run_launched(
                                 point, found.status, error=found.reason[:1000], point_time_s=elapsed
                             )
                             _write(results, row, known, on_row)
+                        if on_failure is not None:
+                            on_failure()
                     _recorded(store, i, rank, group_timeout_s)
                     return 1
             _write(results, row, known, on_row)

@@ -30,7 +30,7 @@ from gpubench.config.validate import validate
 from gpubench.harness.timing import min_samples_for_ci
 from gpubench.probes import load, nvml
 from gpubench.run import confirm as leads
-from gpubench.run import folder, maxbatch, preflight
+from gpubench.run import folder, preflight
 from gpubench.run.worker import WorkerRunner
 from gpubench.science import bottleneck
 from gpubench.science.leaders import CONFIDENCE
@@ -40,6 +40,7 @@ from gpubench.tune import rows as tune_rows
 from gpubench.tune import space as tune_space
 from gpubench.tune import trajectory as T
 from gpubench.tune.search import ROUNDS, Config, Outcome, round_scale, search
+from gpubench.tune.space_for import space_for
 from gpubench.tune.study import StudyLog
 
 OnTrial = Callable[[T.TrialRecord, "TuneRequest"], None]
@@ -201,7 +202,7 @@ def tune(
                     f"run folder {str(run_dir)!r} already holds a tune; continue it with "
                     f"--resume {run_dir}, or choose another --out"
                 )
-        space = _space(request, base, run_dir, max_memory, point_timeout_s)
+        space = space_for(request, base, run_dir, max_memory, point_timeout_s)
         spec = sweep_spec(request, space)
         preflight.check_models(spec, max_memory, point_timeout_s)
         store = ResultStore(run_dir)
@@ -275,79 +276,6 @@ def _saved_record(run_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"cannot read {path}: {e}") from None
     return saved
-
-
-def _space(
-    request: TuneRequest,
-    base: Point,
-    run_dir: Path,
-    max_memory: int | None,
-    point_timeout_s: float | None,
-) -> tune_space.TuneSpace:
-    """The space: the axes' values, the combos the device runs, and the batch sizes: the
-    user's, else the powers of two up to the largest the base combo fits (max-batch's memory
-    model, kept in maxbatch.json so a resumed tune does not probe again). One batch size fixes
-    the effective batch: the micro-batches that fit it (or the user's --accumulate) are then
-    the size axis, and checkpointing competes where the model has repeated blocks."""
-    import torch
-
-    from gpubench import models
-    from gpubench.models.blocks import repeated_blocks
-
-    with torch.device("meta"):
-        workload = models.build(request.model, request.size, **request.model_options)
-    has_conv = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in workload.model.modules())
-    has_blocks = bool(repeated_blocks(workload.model))
-    sizes = request.batch_sizes
-    accumulate = request.named.get("accumulate")
-    effective = tune_space.fixed_effective_batch(sizes, accumulate)
-    fixed = effective is not None
-    values = tune_space.axis_values(
-        base, has_conv, torch.get_num_threads(), request.named, has_blocks, fixed
-    )
-    combos = tune_space.combos(base, values, has_conv, has_blocks)
-    first = dataclasses.replace(base, **dict(combos[0]))
-    if not fixed:
-        batches = sizes or maxbatch.powers_of_two(
-            _largest(first, run_dir, "maxbatch.json", max_memory, point_timeout_s)
-        )
-        return tune_space.TuneSpace(first, values, tuple(sorted(set(batches))), combos)
-    assert effective is not None
-    largest = 0
-    if accumulate is None:  # the largest micro-batch any checkpoint mode fits
-        for mode in values["checkpoint"]:
-            micro = dataclasses.replace(first, checkpoint=mode)
-            # no micro-batch is larger than the effective batch: the search stops there
-            name = f"maxbatch-{mode}.json"
-            found = _largest(micro, run_dir, name, max_memory, point_timeout_s, effective)
-            largest = max(largest, found)
-    micro_sizes = tune_space.micro_batches(effective, largest, accumulate)
-    return tune_space.TuneSpace(first, values, micro_sizes, combos, effective)
-
-
-def _largest(
-    base: Point,
-    run_dir: Path,
-    name: str,
-    max_memory: int | None,
-    point_timeout_s: float | None,
-    ceiling: int = maxbatch.CEILING,
-) -> int:
-    """The largest batch `base` fits in memory, up to `ceiling`: a max-batch search of the
-    memory model, kept in `run_dir`/`name` for a resumed tune."""
-    path = run_dir / name
-    if path.is_file():
-        largest = int(json.loads(path.read_text(encoding="utf-8"))["largest_batch"])
-    else:
-        cap = max_memory if max_memory is not None else maxbatch.default_cap(base.device)
-        found = maxbatch.find(base, cap, point_timeout_s, ceiling=ceiling)
-        if found.largest < 1:
-            raise ConfigError(
-                f"{base.label()}: not even one sample fits in memory ({found.stopped or 'oom'})"
-            )
-        ResultStore(run_dir).write_json(name, found.to_dict())
-        largest = found.largest
-    return largest
 
 
 def _trials(
