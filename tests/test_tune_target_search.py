@@ -9,6 +9,8 @@ import random
 import pytest
 
 from gpubench.tune.target_search import (
+    CONTENDERS,
+    SLACK,
     Request,
     Rungs,
     TargetConfig,
@@ -74,19 +76,16 @@ def test_a_hopeless_trial_is_stopped_at_the_first_rung_and_the_best_survives() -
     assert result.trials_measured() == 9 and not result.stopped_by_budget
 
 
-def test_once_a_trial_reaches_the_target_the_others_train_only_up_to_its_time() -> None:
+def test_once_a_trial_reaches_the_target_the_others_train_only_up_to_twice_its_time() -> None:
     curves = {8: (1.0, 0.2), 16: (1.0, 0.1), 32: (1.0, 2.0), 64: (0.5, 0.1)}
     train = curve_train(curves)
     configs = [config(b) for b in curves]
     result = search(configs, train, "eval_accuracy", Rungs((1.0, 3.0), 3), budget_s=1e9)
     best_8 = result.steps[0].run.time_to_target_s
     assert best_8 == pytest.approx(2.3 * 0.2, abs=EVAL_EVERY_S)
-    # every later trial trains up to the best time so far, not the rung's 1 s
-    assert [limit for _, _, limit in train.calls][1:] == [
-        best_8,
-        result.steps[1].run.time_to_target_s,
-        result.steps[1].run.time_to_target_s,
-    ]
+    # every later trial trains up to twice the best time so far (SLACK), not the rung's 1 s
+    best_16 = result.steps[1].run.time_to_target_s
+    assert [limit for _, _, limit in train.calls][1:] == [2 * best_8, 2 * best_16, 2 * best_16]
     assert configs[result.best].batch_size == 16
     decisions = {s.config.batch_size: (s.decision, s.reason.split(":")[0]) for s in result.steps}
     assert decisions[32] == ("stopped", "hopeless")
@@ -184,3 +183,27 @@ def test_rungs_reject_bad_settings() -> None:
         Rungs.geometric(10.0, 3, 1)
     with pytest.raises(ValueError, match="rung count 0"):
         Rungs.geometric(10.0, 0, 3)
+
+
+def test_the_answer_is_the_contender_with_the_least_median_over_seeds() -> None:
+    # seed 0 favours B=32 (0.30 s) over B=64 (0.34 s) and B=16 (0.38 s), but B=32's other seeds
+    # take 0.9 s and 1.0 s where B=64's take 0.33 s and 0.36 s: one seed cannot order them
+    times = {32: (0.30, 0.9, 1.0), 64: (0.34, 0.33, 0.36), 16: (0.38, 0.40, 0.41)}
+    times |= {8: (0.55, 0.56, 0.57)}  # reaches within SLACK x the best: not a contender (4th)
+
+    def train(r: Request) -> TrialRun:
+        t = times[r.config.batch_size][r.seed]
+        if t > r.limit_s:
+            return TrialRun("ok", r.limit_s, 0.5, None, r.limit_s + OVERHEAD_S)
+        return TrialRun("ok", t, TARGET, t, t + OVERHEAD_S)
+
+    configs = [config(b) for b in times]
+    rungs = Rungs((2.0,), 3)
+    result = search(configs, train, "eval_accuracy", rungs, budget_s=1e9, seeds=3)
+    assert SLACK == 2.0 and CONTENDERS == 3
+    assert [s.decision for s in result.steps] == ["reached"] * 4  # 0.55 < 2 x 0.30
+    answer = seed_spread(result, train, 3, rungs)
+    assert configs[result.best].batch_size == 64 and result.best_s == 0.34
+    assert answer is not None and answer.median_s == 0.34 and answer.complete
+    reruns = [(s.config.batch_size, s.seed) for s in result.steps if s.decision == "seed"]
+    assert reruns == [(32, 1), (32, 2), (64, 1), (64, 2), (16, 1), (16, 2)]  # not B=8

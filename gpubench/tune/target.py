@@ -5,8 +5,9 @@ The space is batch sizes x the learning rates that the lr-scaling rules give eac
 from the base rate (science.lr_scaling: none, linear, sqrt; a rate two rules give alike is one
 configuration). The search (tune.target_search) trains each configuration through the
 convergence runner, in a worker process as a sweep's convergence point is (run.worker), on
-rungs of training time, and stops the hopeless ones early; the fastest is then re-run on more
-seeds for the median and range of its time to target (science.target_time).
+rungs of training time, and stops the hopeless ones early; the fastest few are then re-run on
+more seeds and the one with the least median time to target is the answer, with its range
+(science.target_time).
 
 The run folder holds results.jsonl (every run a convergence row, marked with `tune_run`, its
 place in the trajectory, and `tune_trial`, its configuration), env.json, results.csv, and

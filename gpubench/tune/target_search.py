@@ -11,15 +11,20 @@ up to its time limit, so the longer run's curve extends the shorter one's.
 
 At each rung, once every live trial has run it:
 - a trial that reached the target is finished: its time to target is an answer;
-- a trial that did not reach it within the best time to target so far cannot be the fastest:
-  it is stopped (and once a best exists, later trials train only up to that time);
+- a trial that did not reach it within SLACK times the best time to target so far is stopped
+  as hopeless (and once a best exists, later trials train only up to that time): one seed's
+  time to target is not the configuration's, seeds of one configuration differing by up to
+  the spread science.target_time calls disagreement;
 - of the rest, the top 1/eta of the rung (those that reached the target first, by time, then
   the others by the best held-out metric they reached) go on to the next rung; the others are
   stopped ("pruned"), and at the top rung every one still short of the target is stopped.
 
+The answer (seed_spread) is chosen among the CONTENDERS fastest trials that reached the target,
+each re-run on every further seed: the one with the least median time to target over the seeds.
+
 The budget is the search's cost in wall seconds (the runs' own `cost_s`, training, evaluation
-and process overhead together): no run starts once the cost so far, plus what the leader's
-re-runs on the further seeds are expected to cost (its own run's cost each), reaches it. The
+and process overhead together): no run starts once the cost so far, plus what the contenders'
+re-runs on the further seeds are expected to cost (their own runs' costs each), reaches it. The
 run in flight ends first, so the budget is exceeded by at most one run.
 """
 
@@ -31,7 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.science.curve import HIGHER_IS_BETTER
-from gpubench.science.target_time import TargetTime
+from gpubench.science.target_time import SPREAD_LIMIT, TargetTime
+
+# A trial is hopeless once it has not reached the target by this many times the best time so far.
+SLACK = SPREAD_LIMIT
+# The fastest trials (on seed 0) re-run on every seed before one is named the answer.
+CONTENDERS = 3
 
 
 @dataclass(frozen=True)
@@ -179,6 +189,14 @@ class SearchResult:
                 return s
         return None
 
+    def contenders(self) -> list[Step]:
+        """The seed-0 runs that reached the target, fastest first: at most CONTENDERS."""
+        reached = [s for s in self.steps if s.run.reached and s.decision != "seed"]
+        first: dict[int, Step] = {}
+        for s in sorted(reached, key=lambda s: float(s.run.time_to_target_s or 0.0)):
+            first.setdefault(s.trial, s)
+        return list(first.values())[:CONTENDERS]
+
 
 def search(
     configs: Sequence[TargetConfig],
@@ -199,14 +217,11 @@ def search(
     for k, rung_s in enumerate(rungs.limits_s):
         ran: list[Step] = []
         for i in alive:
-            reserve = 0.0
-            if out.best is not None:
-                first = out.first_run(out.best)
-                reserve = (seeds - 1) * (first.run.cost_s if first else 0.0)
+            reserve = (seeds - 1) * sum(c.run.cost_s for c in out.contenders())
             if out.spent_s + reserve >= budget_s:
                 out.stopped_by_budget = True
                 break
-            limit = rung_s if out.best_s is None else min(rung_s, out.best_s)
+            limit = rung_s if out.best_s is None else min(rung_s, SLACK * out.best_s)
             run = train(Request(len(out.steps), i, configs[i], k, 0, limit))
             step = Step(i, configs[i], k, 0, limit, run, out.spent_s, out.spent_s + run.cost_s)
             out.spent_s += run.cost_s
@@ -235,9 +250,12 @@ def _decide(ran: list[Step], metric: str, rungs: Rungs, k: int, out: SearchResul
             ranked.append(s)
         elif r.status != "ok":
             s.decision, s.reason = "stopped", f"{r.status}" + (f": {r.error}" if r.error else "")
-        elif out.best_s is not None and s.limit_s >= out.best_s:
+        elif out.best_s is not None and s.limit_s >= SLACK * out.best_s:
             s.decision = "stopped"
-            s.reason = f"hopeless: not at the target by {out.best_s:.3g} s, the best time to target"
+            s.reason = (
+                f"hopeless: not at the target by {SLACK * out.best_s:.3g} s, {SLACK:g}x the best "
+                "time to target"
+            )
         else:
             ranked.append(s)
     ranked.sort(key=lambda s: _rank(s.run, metric))
@@ -278,42 +296,48 @@ def seed_spread(
     rungs: Rungs,
     on_step: Callable[[Step], None] | None = None,
 ) -> TargetTime | None:
-    """The answer's time to target over `seeds` seeds: its search run (seed 0) and a run on
-    each further seed (steps at rung len(rungs)), each for up to the top rung's training
-    seconds (a slower seed is measured, not cut at the best time). None where the search found
-    no answer."""
-    if result.best is None:
+    """Re-run each contender (SearchResult.contenders) on every further seed, each run for up
+    to the top rung's training seconds (a slower seed is measured, not cut at the best time),
+    and name the answer: the contender with the least median time to target over the seeds,
+    those that reached it on every seed first. Sets `result.best` (and `best_s`, its seed-0
+    time) to it and returns its TargetTime; None where no trial reached the target."""
+    contenders = result.contenders()
+    if not contenders:
         return None
-    first = result.first_run(result.best)
-    assert first is not None, "the best trial has a run that reached the target"
-    rows = [_seed_row(first)]
     limit_s = rungs.limits_s[-1]
-    for seed in range(1, seeds):
-        run = train(
-            Request(
+    spreads: list[tuple[Step, TargetTime]] = []
+    for first in contenders:
+        rows = [_seed_row(first)]
+        for seed in range(1, seeds):
+            request = Request(
                 len(result.steps), first.trial, first.config, len(rungs.limits_s), seed, limit_s
             )
+            run = train(request)
+            step = Step(
+                first.trial,
+                first.config,
+                len(rungs.limits_s),
+                seed,
+                limit_s,
+                run,
+                result.spent_s,
+                result.spent_s + run.cost_s,
+                "seed",
+                f"a contender re-run on seed {seed}",
+                result.best_s,
+            )
+            result.spent_s += run.cost_s
+            result.steps.append(step)
+            rows.append(_seed_row(step))
+            if on_step is not None:
+                on_step(step)
+        times = sorted(
+            float(r["time_to_target_s"]) for r in rows if r["time_to_target_s"] is not None
         )
-        step = Step(
-            first.trial,
-            first.config,
-            len(rungs.limits_s),
-            seed,
-            limit_s,
-            run,
-            result.spent_s,
-            result.spent_s + run.cost_s,
-            "seed",
-            f"the answer re-run on seed {seed}",
-            result.best_s,
-        )
-        result.spent_s += run.cost_s
-        result.steps.append(step)
-        rows.append(_seed_row(step))
-        if on_step is not None:
-            on_step(step)
-    times = sorted(float(r["time_to_target_s"]) for r in rows if r["time_to_target_s"] is not None)
-    return TargetTime(tuple(rows), tuple(times))
+        spreads.append((first, TargetTime(tuple(rows), tuple(times))))
+    first, answer = min(spreads, key=lambda fs: (not fs[1].complete, fs[1].median_s or math.inf))
+    result.best, result.best_s = first.trial, first.run.time_to_target_s
+    return answer
 
 
 def _seed_row(step: Step) -> dict[str, Any]:
