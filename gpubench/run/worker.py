@@ -64,8 +64,7 @@ def run_point(point: Point, task: Task, max_memory: int | None = None) -> dict[s
     if not timed or row.get("other_load_cores") is None:
         # a timed point's load is its measured windows' (harness.point); else the whole point's
         row["other_load_cores"] = others.cores
-    busy = load.contended(row["other_load_cores"], threads, load.cores())
-    row["busy"] = busy if timed else None
+    row["busy"] = load.contended(row["other_load_cores"], threads, load.cores()) if timed else None
     return row
 
 

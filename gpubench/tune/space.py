@@ -105,8 +105,20 @@ def fixed_effective_batch(
     if len(sizes) != 1:
         return None
     if accumulate is not None:
-        micro_batches(sizes[0], 0, accumulate)  # each must split it
+        _check_splits(sizes[0], accumulate)
     return sizes[0]
+
+
+def _check_splits(effective: int, accumulate: tuple[int, ...]) -> None:
+    """ConfigError where a step count of `accumulate` does not split `effective` evenly."""
+    from gpubench.run.accumulation_plan import divisors
+
+    bad = [k for k in accumulate if effective % k]
+    if bad:
+        raise ConfigError(
+            f"--accumulate {bad[0]} does not split the effective batch {effective} into "
+            f"equal micro-batches; allowed: its divisors {divisors(effective)}"
+        )
 
 
 def micro_batches(
@@ -118,12 +130,7 @@ def micro_batches(
     from gpubench.run.accumulation_plan import divisors
 
     if accumulate is not None:
-        bad = [k for k in accumulate if effective % k]
-        if bad:
-            raise ConfigError(
-                f"--accumulate {bad[0]} does not split the effective batch {effective} into "
-                f"equal micro-batches; allowed: its divisors {divisors(effective)}"
-            )
+        _check_splits(effective, accumulate)
         return tuple(sorted({effective // k for k in accumulate}))
     fits = [d for d in divisors(effective) if d <= largest]
     if not fits:

@@ -182,13 +182,6 @@ class SearchResult:
         """The configurations the search ran (the space it covered)."""
         return len({s.trial for s in self.steps if s.decision != "seed"})
 
-    def first_run(self, trial: int) -> Step | None:
-        """The run of `trial` that reached the target (the answer's seed-0 run)."""
-        for s in self.steps:
-            if s.trial == trial and s.run.reached and s.decision != "seed":
-                return s
-        return None
-
     def contenders(self) -> list[Step]:
         """The seed-0 runs that reached the target, fastest first: at most CONTENDERS."""
         reached = [s for s in self.steps if s.run.reached and s.decision != "seed"]
