@@ -134,3 +134,17 @@ def test_a_class_cannot_jump_the_band_within_the_measured_spread() -> None:
     run_to_run = B.RIDGE_SPREAD + B.INTENSITY_SPREAD
     low = 1 / (1 + B.MIXED_MARGIN) * 0.999  # just memory
     assert B.near_ridge(100.0 * low * (1 + run_to_run) ** 2, 100.0) <= 0
+
+
+def test_a_mixed_step_gets_the_memory_and_the_compute_levers() -> None:
+    from gpubench.science.levers import levers
+
+    base = {"model": "transformer", "device": "cuda", "optimizer": "adamw", "compile": "eager"}
+    best = base | {"precision": "fp32", "batch_size": 64, "samples_per_s": 100.0}
+    bf16 = best | {"precision": "bf16", "samples_per_s": 180.0}
+    lines, todo = levers("mixed", best, [best, bf16], [best, bf16], [])
+    assert any(line.startswith("bf16: 1.80x the samples/s") for line in lines), lines
+    assert any(line.startswith("torch.compile (fusion): not measured") for line in lines)
+    # B=64 is the largest measured and the fastest: a larger batch raises the intensity too
+    assert any(line.startswith("a larger batch") for line in lines)
+    assert todo == "measure larger batches: --batch-sizes auto"
