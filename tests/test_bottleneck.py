@@ -63,3 +63,88 @@ def test_the_products_share_counts_only_products() -> None:
     verdict = B.classify(mixed)
     assert verdict is not None and verdict.kind == "compute"
     assert "products 60% of busy time (memory-bound work 30%, other 10%)" in verdict.evidence
+
+
+# --- issue 28: near the ridge the class is "mixed", not a coin flip ---------------------------
+
+
+def _at(intensity_over_ridge: float, roof_fraction: float) -> dict[str, Any]:
+    """A fully busy step at `roof_fraction` of the matmul roof, its intensity
+    `intensity_over_ridge` x the ridge (100 FLOP/B): the bytes it moves follow from both
+    (achieved GB/s = TFLOP/s / intensity)."""
+    intensity = 100.0 * intensity_over_ridge
+    tflops = 100.0 * roof_fraction
+    return _row(
+        {"matmul": 0.7, "elementwise": 0.3},
+        busy_s=1e-3,
+        step_s=1e-3,
+        tflops=tflops,
+        intensity_flop_per_byte=intensity,
+        achieved_gb_per_s=tflops * 1e3 / intensity,
+    )
+
+
+def _kind(row: dict[str, Any]) -> str | None:
+    verdict = B.classify(row)
+    return None if verdict is None else verdict.kind
+
+
+def test_the_mixed_band_is_the_margin_on_either_side_of_the_ridge() -> None:
+    m = B.MIXED_MARGIN
+    for ratio in (1 / (1 + m), 0.99, 1.0, 1.01, 1 + m):  # both ends belong to the band
+        assert B.near_ridge(100.0 * ratio, 100.0) == 0, ratio
+        verdict = B.classify(_at(ratio, 0.5))
+        assert verdict is not None and verdict.kind == "mixed", ratio
+        assert f"within {m:.0%} of the ridge 100" in verdict.evidence
+    assert B.near_ridge(100.0 / (1 + m) * 0.999, 100.0) == -1
+    assert B.near_ridge(100.0 * (1 + m) * 1.001, 100.0) == 1
+
+
+def test_under_the_band_is_memory_whatever_the_roof_fraction() -> None:
+    # the H100's flip: one operating point at 50.2% and at 49.8% of the matmul roof, its
+    # intensity 0.93 of the ridge: "compute" and "memory" before issue 28, "memory" both now
+    under = 0.93
+    assert B.near_ridge(100.0 * under, 100.0) == -1
+    assert {_kind(_at(under, f)) for f in (0.498, 0.502, 0.9)} == {"memory"}
+    # a hair under the band: memory; a hair inside it: mixed
+    edge = 1 / (1 + B.MIXED_MARGIN)
+    assert _kind(_at(edge * 0.995, 0.5)) == "memory"
+    assert _kind(_at(edge * 1.005, 0.5)) == "mixed"
+
+
+def test_over_the_band_the_roof_and_the_profile_decide() -> None:
+    edge = 1 + B.MIXED_MARGIN
+    assert _kind(_at(edge * 1.005, 0.6)) == "compute"  # at least half the matmul roof
+    assert _kind(_at(edge * 0.995, 0.6)) == "mixed"
+    # under half the roof, products lead the busy time: compute, under the roof
+    verdict = B.classify(_at(edge * 1.005, 0.3))
+    assert (
+        verdict is not None and verdict.kind == "compute" and "under the roof" in verdict.evidence
+    )
+    # memory-bound kernels lead: memory, by the profile (the intensity says nothing above)
+    memory_work = _at(edge * 1.005, 0.3) | {
+        "profile": {"category_s": {"matmul": 0.3, "elementwise": 0.7}, "busy_s": 1e-3}
+    }
+    assert _kind(memory_work) == "memory"
+
+
+def test_a_class_cannot_jump_the_band_within_the_measured_spread() -> None:
+    # from the band's lower edge, the measured run-to-run spread (ridge and bytes) cannot reach
+    # past its upper edge: one operating point reads at most two neighbouring classes
+    run_to_run = B.RIDGE_SPREAD + B.INTENSITY_SPREAD
+    low = 1 / (1 + B.MIXED_MARGIN) * 0.999  # just memory
+    assert B.near_ridge(100.0 * low * (1 + run_to_run) ** 2, 100.0) <= 0
+
+
+def test_a_mixed_step_gets_the_memory_and_the_compute_levers() -> None:
+    from gpubench.science.levers import levers
+
+    base = {"model": "transformer", "device": "cuda", "optimizer": "adamw", "compile": "eager"}
+    best = base | {"precision": "fp32", "batch_size": 64, "samples_per_s": 100.0}
+    bf16 = best | {"precision": "bf16", "samples_per_s": 180.0}
+    lines, todo = levers("mixed", best, [best, bf16], [best, bf16], [])
+    assert any(line.startswith("bf16: 1.80x the samples/s") for line in lines), lines
+    assert any(line.startswith("torch.compile (fusion): not measured") for line in lines)
+    # B=64 is the largest measured and the fastest: a larger batch raises the intensity too
+    assert any(line.startswith("a larger batch") for line in lines)
+    assert todo == "measure larger batches: --batch-sizes auto"

@@ -8,6 +8,8 @@ ridge; the products' intensity, about 40 FLOP/B, is 3x the ridge of a quiet 2-co
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +22,14 @@ from gpubench.harness.point import measure_workload
 from gpubench.harness.threads import intra_op_threads
 from gpubench.models.workload import Workload
 from gpubench.probes import bandwidth, calibration
-from gpubench.science.bottleneck import Bottleneck, classify
+from gpubench.science.bottleneck import (
+    FLOP_SPREAD,
+    INTENSITY_SPREAD,
+    RIDGE_SPREAD,
+    Bottleneck,
+    classify,
+    ridge,
+)
 
 # 12 measured steps after 3 warm-up steps: one profiled step stays under point.PROFILE_SHARE.
 BUDGET = dataclasses.replace(Budget.fixed(steps=12, warmup_steps=3), profile_steps=1)
@@ -105,3 +114,50 @@ def test_many_tiny_kernels_on_cuda_are_launch_bound() -> None:
     tiny = _workload("tiny_chain", ElementwiseChain(width=16, links=50), 16)
     verdict = _classified(tiny, batch_size=1, device="cuda")
     assert verdict.kind == "launch", verdict.evidence
+
+
+# --- issue 28: real H100 rows near the ridge ---------------------------------------------------
+# tests/data/h100/bottleneck_rows.jsonl: the ok CUDA rows of ../shared/fixtures/h100-20261124
+# gpu-tf/ (transformer/base, each precision), effbatch/ (bf16 B=256 as 4 x 64) and ddp/
+# (transformer bf16 B=64, ddp and fsdp at nproc 1), unchanged.
+
+
+def _h100_rows() -> list[dict[str, Any]]:
+    path = Path(__file__).parent / "data" / "h100" / "bottleneck_rows.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _bf16_micro_batch_64() -> list[dict[str, Any]]:
+    return [
+        r
+        for r in _h100_rows()
+        if r["precision"] == "bf16"
+        and r["batch_size"] // r["accumulate"] == 64
+        and r.get("parallel") in (None, "none")
+    ]
+
+
+def test_one_h100_operating_point_gets_one_class() -> None:
+    rows = _bf16_micro_batch_64()
+    assert len(rows) == 2  # B=64, and B=256 as 4 x 64, in two runs
+    # as recorded by the rules before issue 28: one point, two classes
+    assert {r["bottleneck"] for r in rows} == {"compute", "memory"}
+    kinds = set()
+    for r in rows:
+        verdict = classify(r)
+        assert verdict is not None
+        kinds.add(verdict.kind)
+    assert len(kinds) == 1, kinds
+
+
+def test_the_ridge_margin_covers_the_spread_measured_on_the_h100() -> None:
+    rows = _h100_rows()
+    bf16 = [ridge(r) for r in rows if r["precision"] == "bf16"]
+    assert len(bf16) >= 3 and all(x is not None for x in bf16)
+    assert max(bf16) / min(bf16) - 1 <= RIDGE_SPREAD  # type: ignore[type-var, operator]
+    counted = [r for r in rows if r.get("flops_analytic_per_step")]
+    assert counted
+    flops = max(abs(r["flops_per_step"] / r["flops_analytic_per_step"] - 1) for r in counted)
+    assert flops <= FLOP_SPREAD + 1e-12
+    intensity = [r["intensity_flop_per_byte"] for r in _bf16_micro_batch_64()]
+    assert max(intensity) / min(intensity) - 1 <= INTENSITY_SPREAD

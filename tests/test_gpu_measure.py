@@ -7,7 +7,7 @@ import torch
 
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.point import measure_point
-from gpubench.probes import datasheet, nvml
+from gpubench.probes import datasheet, energy, nvml
 
 pytestmark = pytest.mark.gpu
 
@@ -37,16 +37,18 @@ def test_cuda_row_timing_flops_and_memory(model: str) -> None:
 def test_nvml_fields_and_energy_are_plausible() -> None:
     if nvml.unavailable_reason() is not None:
         pytest.skip(nvml.unavailable_reason())
-    # a window long enough for the energy counter's error bound to be within 2%
-    budget = Budget(warmup_steps=5, warmup_min_s=0.5, min_time_s=2.5, max_time_s=4.0)
-    row = measure_point(Point("transformer", "base", "cuda", "bf16", "adamw", 16), budget)
-    assert row["nvml_sample_hz"] >= 50
+    # a default point's 1 s window: too short for the counter alone (it moves every 100 ms on
+    # an H100, a bound of 3-5%), so the figure is whichever of counter and power integral
+    # states the smaller bound, within MAX_STATED_ERROR_REL
+    row = measure_point(Point("transformer", "base", "cuda", "bf16", "adamw", 16), BUDGET)
+    assert row["nvml_sample_hz"] >= 0.9 / nvml.DEFAULT_INTERVAL_S  # the grid keeps its rate
     assert row["nvml_peak_used_bytes"] >= row["torch_peak_reserved_bytes"]
     if row["nvml_process_peak_used_bytes"] is not None:  # None under a foreign PID namespace
         assert row["nvml_process_peak_used_bytes"] >= row["torch_peak_reserved_bytes"]
     assert row["energy_method"] in ("counter", "power_integral"), row["energy_note"]
+    assert 0 <= row["energy_error_rel"] <= energy.MAX_STATED_ERROR_REL
     if row["energy_method"] == "counter":
-        assert row["energy_error_rel"] <= 0.02 and row["energy_counter_resolution_s"] > 0
+        assert row["energy_counter_resolution_s"] > 0
     power_times_time = row["avg_power_w"] * row["wall_time_s"] / row["steps_measured"]
     assert row["energy_j_per_step"] == pytest.approx(power_times_time, rel=0.2)
     assert row["samples_per_j"] == pytest.approx(16 / row["energy_j_per_step"])

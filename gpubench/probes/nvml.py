@@ -1,7 +1,8 @@
 """NVML: device and process memory, power, energy, utilisation, clocks, temperature and throttle
-reasons, sampled by a background thread over a measured window (the thread runs in a process of
-its own, probes.sampler_process, so that it cannot slow the measured step). What a reading
-holds and how a window's readings are summarised lives in nvml_readings.py.
+reasons, sampled by a background thread over a measured window (probes.sampler: on a fixed grid
+of slots; the thread runs in a process of its own, probes.sampler_process, so that it cannot
+slow the measured step). What a reading holds and how a window's readings are summarised
+lives in nvml_readings.py.
 
 This is the only module that imports pynvml (nvidia-ml-py). Where NVML is missing (the package,
 the driver, or the permission), `unavailable_reason()` says why and every NVML field stays None;
@@ -12,66 +13,19 @@ without a GPU.
 from __future__ import annotations
 
 import os
-import threading
 import time
 import warnings
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
-from gpubench.probes.nvml_readings import Reading, Summary, summarise
+from gpubench.probes.nvml_readings import Reading
+from gpubench.probes.sampler import DEFAULT_INTERVAL_S, Sampler
 
-# 100 Hz; an H100 reading takes about 4 ms, which the sampler process absorbs
-DEFAULT_INTERVAL_S = 0.01
+__all__ = ["DEFAULT_INTERVAL_S", "Device", "NvmlWarning", "Sampler"]
 
 
 class NvmlWarning(UserWarning):
     """NVML is missing: the GPU memory, power and energy fields of the rows are null."""
-
-
-class Sampler:
-    """Context manager: reads once on entry, then every `interval_s` on a daemon thread, and
-    once more on exit; `summary` is set on exit. An exception in the reading function is
-    re-raised on exit, never swallowed."""
-
-    def __init__(self, read: Callable[[], Reading], interval_s: float = DEFAULT_INTERVAL_S):
-        self._read = read
-        self.interval_s = interval_s
-        self.readings: list[Reading] = []
-        self.summary: Summary | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-
-    def __enter__(self) -> Sampler:
-        self.readings = [self._read()]
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="gpubench-nvml", daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.wait(self.interval_s):
-                self.readings.append(self._read())
-        except BaseException as e:  # handed to the measuring thread in __exit__
-            self._error = e
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        assert self._thread is not None
-        self._thread.join()
-        if exc_type is not None:
-            return
-        if self._error is not None:
-            raise RuntimeError(f"NVML sampling failed: {self._error}") from self._error
-        self.readings.append(self._read())
-        self.summary = summarise(self.readings)
 
 
 # --- NVML itself -------------------------------------------------------------------------------
@@ -178,10 +132,11 @@ class Device:
             "nvmlDeviceGetCurrentClocksEventReasons",
             getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None),
         )
+        # power and energy first: Device.read stamps the time before the queries
         candidates: dict[str, Callable[[], Any]] = {
-            "used_bytes": self._used,
             "power_w": self._power_w,
             "energy_j": lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle) / 1e3,
+            "used_bytes": self._used,
             "util_pct": lambda: float(nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu),
             "sm_clock_mhz": lambda: float(
                 nvml.nvmlDeviceGetClockInfo(self.handle, nvml.NVML_CLOCK_SM)
@@ -243,8 +198,12 @@ class Device:
         return list(self._queries)
 
     def read(self) -> Reading:
+        """One reading, stamped when it starts: power and energy are queried first (the
+        queries run in that order), so their time is the stamp's to within one query, not the
+        whole reading's 4-8 ms on an H100."""
+        t = time.perf_counter()
         values = {name: _call(query) for name, query in self._queries.items()}
-        return Reading(t_s=time.perf_counter(), **values)
+        return Reading(t_s=t, **values)
 
     def info(self) -> dict[str, Any]:
         """Static facts for env.json: power limits (W), clocks (MHz), memory (bytes)."""
@@ -266,6 +225,7 @@ class Device:
             "persistence_mode": _call(nvml.nvmlDeviceGetPersistenceMode, h),
             "memory_info_version": self.memory_info_version,
             "energy_counter": self.energy_counter,
+            "power_reading": self.power_reading,
             "sampled_fields": self.supported(),
         }
 

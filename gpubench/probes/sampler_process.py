@@ -23,8 +23,8 @@ import sys
 from types import TracebackType
 from typing import Any
 
-from gpubench.probes.nvml import DEFAULT_INTERVAL_S, Sampler
 from gpubench.probes.nvml_readings import Reading, Summary, summarise
+from gpubench.probes.sampler import DEFAULT_INTERVAL_S, Sampler
 
 START_TIMEOUT_S = 60.0
 

@@ -13,6 +13,7 @@ _NAMES = {
     "launch": "launch/host-bound",
     "memory": "memory-bound",
     "compute": "compute-bound",
+    "mixed": "mixed (compute and memory)",
     "input": "input-bound",
 }
 
@@ -29,12 +30,14 @@ def verdict_section(verdicts: Sequence[ModelVerdict]) -> str:
         f"when batches come from the host and copies take {B.INPUT_COPY_SHARE:.0%} or more of "
         f"the device's busy time; launch/host-bound when the device is busy less than "
         f"{B.LAUNCH_BUSY:.0%} of the unprofiled median step, or the step is under "
-        f"{B.OVERHEAD_ROOF:.0%} of both roofs; compute-bound at {B.COMPUTE_ROOF:.0%} or "
-        "more of the measured matmul roof; memory-bound when the arithmetic intensity (FLOPs "
-        "over the minimum bytes the step moves) is under the ridge point or memory-bound kernels "
-        f"(norms, elementwise, loss, optimizer, copies) take {B.MEMORY_SHARE:.0%} or more of the "
-        "busy time; otherwise compute-bound where matrix products (matmul, convolution, "
-        "attention) lead the busy time, under the roof; else not classified.</p>\n"
+        f"{B.OVERHEAD_ROOF:.0%} of both roofs; mixed when the arithmetic intensity (FLOPs over "
+        f"the minimum bytes the step moves) is within {B.MIXED_MARGIN:.0%} of the ridge point "
+        "(what the roofs and counts are uncertain by); memory-bound when it is under the ridge "
+        f"by more; compute-bound at {B.COMPUTE_ROOF:.0%} or more of the measured matmul roof; "
+        "memory-bound when memory-bound kernels (norms, elementwise, loss, optimizer, copies) "
+        f"take {B.MEMORY_SHARE:.0%} or more of the busy time; otherwise compute-bound where "
+        "matrix products (matmul, convolution, attention) lead the busy time, under the roof; "
+        "else not classified.</p>\n"
     )
     return head + '<div class="verdicts">' + "".join(cards) + "</div>\n" + rules
 

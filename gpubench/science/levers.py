@@ -20,6 +20,12 @@ LEVERS: dict[str, list[tuple[str, Any, str, str]]] = {
         ("compile", "compile", "torch.compile (fusion)", "--compile eager,compile"),
     ],
     "compute": [("precision", "bf16", "a lower precision (bf16)", "--precisions fp32,bf16")],
+    # at the ridge both roofs bind alike: the memory levers, whose bf16 is the compute one too
+    "mixed": [
+        ("precision", "bf16", "bf16", "--precisions fp32,bf16"),
+        ("channels_last", True, "channels-last", "--channels-last false,true"),
+        ("compile", "compile", "torch.compile (fusion)", "--compile eager,compile"),
+    ],
     "input": [("data", "device", "batches made on the device", "--data device")],
 }
 
@@ -62,7 +68,7 @@ def levers(
             else:
                 lines.append(f"{name}: not measured")
                 todo.append(f"measure {name}: {flag}")
-    if kind in ("launch", "memory"):
+    if kind in ("launch", "memory", "mixed"):
         line, todo_first = _larger_batch(best, records, all_rows)
         lines.append(line)
         todo[:0] = [todo_first] if todo_first else []

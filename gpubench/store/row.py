@@ -116,7 +116,8 @@ COLUMNS = [
     # and whether warm-up ended on steady step times (not on budget.warmup_max_s)
     "matmul_roof_fraction",
     "warmup_steady",
-    # issue 13: the energy counter's error bound, why energy is null, the counter's update period
+    # issue 13: the energy figure's error bound (counter or power integral, issue 28), why energy
+    # is null, the counter's update period
     "energy_error_rel",
     "energy_note",
     "energy_counter_resolution_s",
