@@ -32,6 +32,7 @@ _WHAT = {
     "launch": "launch/host-bound: the device waits on Python, autograd and kernel launches",
     "memory": "memory-bound: moving bytes, not arithmetic, sets the step time",
     "compute": "compute-bound: arithmetic sets the step time",
+    "mixed": "mixed: near the ridge, the matmul and bandwidth roofs bind alike",
     "input": "input-bound: the step waits on batches copied from the host",
 }
 
