@@ -167,7 +167,12 @@ def measure_rank(
     if rank == 0 and peak is None:
         with _rank_threads(point):
             peak = calibration.matmul_peak(point.device, point.precision)
-    values = _rank_values(point, budget, rank)
+    with load.OtherLoad() as whole:
+        values = _rank_values(point, budget, rank)
+        if "unsupported" not in values and values["others_cores"] is None:
+            whole.lengthen()  # steps too short to tell: the load around them
+    if "unsupported" not in values and values["others_cores"] is None:
+        values["others_cores"] = whole.cores  # every row that timed steps carries the check
     gathered: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object(values, gathered, dst=0)
     if gathered is None:

@@ -71,17 +71,28 @@ def _own_cpu_s() -> float:
 class OtherLoad:
     """Context manager: `cores` is how many cores processes outside gpubench's own process
     tree kept busy, on average, while the block ran; `own_cores`, how many the tree kept busy
-    (this process included). Both None where unknown here, or the window was too short to
-    tell."""
+    (this process included); `wall_s`, the block's seconds. The cores are None where unknown
+    here, or the window was too short to tell."""
 
     def __init__(self) -> None:
         self.cores: float | None = None
         self.own_cores: float | None = None
+        self.wall_s: float | None = None
         self._start: tuple[float, float | None, float] | None = None
 
     def __enter__(self) -> OtherLoad:
         self._start = (time.perf_counter(), _machine_busy_s(), _own_cpu_s())
         return self
+
+    def lengthen(self) -> None:
+        """Wait inside the window until it is long enough to tell its load (a window shorter
+        than _MIN_WINDOW_S reads None): where a point's steps were too short for the clock's
+        ticks, how busy the machine was around them still says whether others contended them
+        (every row that timed steps carries the check)."""
+        assert self._start is not None
+        left = _MIN_WINDOW_S - (time.perf_counter() - self._start[0])
+        if left > 0:
+            time.sleep(left)
 
     def __exit__(
         self,
@@ -92,9 +103,12 @@ class OtherLoad:
         assert self._start is not None
         wall0, busy0, own0 = self._start
         wall, busy, own = time.perf_counter() - wall0, _machine_busy_s(), _own_cpu_s() - own0
-        if busy is None or busy0 is None or wall < _MIN_WINDOW_S:
+        self.wall_s = wall
+        if wall < _MIN_WINDOW_S:
             return
         self.own_cores = max(0.0, own / wall)
+        if busy is None or busy0 is None:
+            return
         self.cores = max(0.0, (busy - busy0 - own) / wall)
 
 

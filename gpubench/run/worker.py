@@ -60,8 +60,10 @@ def run_point(point: Point, task: Task, max_memory: int | None = None) -> dict[s
 
     with load.OtherLoad() as others:
         row = _run_point(point, task, max_memory)
+        timed = bool(row.get("steps_measured"))
+        if timed and row.get("other_load_cores") is None:
+            others.lengthen()  # steps too short to tell: the load around them
     threads = row.get("torch_threads") or point.threads or torch.get_num_threads()
-    timed = bool(row.get("steps_measured"))
     if not timed or row.get("other_load_cores") is None:
         # a timed point's load is its measured windows' (harness.point); else the whole point's
         row["other_load_cores"] = others.cores
