@@ -125,3 +125,17 @@ def test_own_cpu_time_counts_this_process_threads() -> None:
     before = process_tree.tree_cpu_s()
     burn(0.2)
     assert process_tree.tree_cpu_s() - before >= 0.2 - MARGIN_S / 2
+
+
+def test_a_kernel_without_children_lists_gives_the_same_tree(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        listed = process_tree.tree()
+        monkeypatch.setattr(process_tree, "_children", lambda pid: None)  # CONFIG_PROC_CHILDREN off
+        scanned = process_tree.tree()
+    finally:
+        child.kill()
+        child.wait()
+    assert child.pid in listed and set(scanned) == set(listed)

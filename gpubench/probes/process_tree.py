@@ -83,12 +83,10 @@ def _children(pid: int) -> list[int] | None:
     for task in tasks:
         try:
             out.extend(int(c) for c in (task / "children").read_text().split())
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             if not (task / "stat").exists():
-                continue  # the thread ended meanwhile
+                continue  # the thread ended between the listing and the read
             return None  # the kernel has no children lists (CONFIG_PROC_CHILDREN off)
-        except OSError:
-            continue
     return out
 
 
