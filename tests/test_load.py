@@ -35,6 +35,23 @@ def test_contended_compares_others_load_with_the_cores_the_point_leaves_free(
     assert load.contended(other, threads, cores) is busy
 
 
+@pytest.mark.parametrize(
+    ("device", "threads", "needed"),
+    [("cpu", 2, 2), ("cpu", 16, 16), ("cuda", 16, 1), ("cuda:1", 16, 1)],
+)
+def test_a_cuda_point_needs_the_one_core_that_drives_the_gpu(
+    device: str, threads: int, needed: int
+) -> None:
+    assert load.needed_cores(device, threads) == needed
+
+
+def test_half_a_core_of_others_does_not_contend_a_cuda_point_on_16_cores() -> None:
+    needed = load.needed_cores("cuda", 16)
+    assert load.contended(0.45, needed, 16) is False  # the H100's sampler, before issue 28
+    assert load.contended(15.5, needed, 16) is True  # others on every core, its one included
+    assert load.contended(0.45, load.needed_cores("cpu", 16), 16) is True
+
+
 def test_a_quiet_machine_gives_no_line() -> None:
     rows = [{"busy": False, "other_load_cores": 0.01}, {"busy": None}]
     assert load.busy_reasons(QUIET_ENV) == []

@@ -111,6 +111,10 @@ def test_weak_and_strong_rows_carry_a_scaling_efficiency(tmp_path) -> None:  # t
     # issue 23: one process is measured once, the baseline of weak and strong alike
     assert list(frame["nproc"]) == [1, 2, 2]
     assert (frame["status"] == "ok").all(), list(frame["error"])
+    # every row that timed steps carries the busy check, the one-process baseline included,
+    # though 2 steps are too short for the load's clock (issue 28)
+    assert frame["other_load_cores"].notna().all()
+    assert frame["busy"].isin([True, False]).all(), list(frame["busy"])
     rows = frame.set_index(frame["scaling"].fillna("one"))
     assert rows.loc["weak", "global_batch_size"] == 8
     assert rows.loc["strong", "per_process_batch_size"] == 2

@@ -124,14 +124,13 @@ def test_a_late_settling_rank_lengthens_every_ranks_warm_up() -> None:
     assert row["warmup_steady"] in (True, False)
 
 
-def test_the_load_outside_the_group_leaves_the_ranks_own_out() -> None:
+def test_the_group_reads_the_largest_load_outside_gpubench() -> None:
     from gpubench.harness import parallel_probes
 
-    # each rank sees the other rank as "other processes": 1.0 core, which is the group's own
-    assert parallel_probes.outside_load([(1.0, 1.0), (1.0, 1.0)]) == 0.0
-    assert parallel_probes.outside_load([(1.6, 1.0), (1.5, 1.0)]) == pytest.approx(0.6)
-    assert parallel_probes.outside_load([(None, 1.0), (1.0, 1.0)]) == 0.0
-    assert parallel_probes.outside_load([(None, 1.0), (None, 1.0)]) is None
+    # each rank's reading already leaves the group out (its ranks are gpubench's own processes)
+    assert parallel_probes.outside_load([0.2, 0.6]) == pytest.approx(0.6)
+    assert parallel_probes.outside_load([None, 0.4]) == pytest.approx(0.4)
+    assert parallel_probes.outside_load([None, None]) is None
 
 
 def test_a_parallel_row_is_checked_for_a_busy_machine() -> None:

@@ -157,9 +157,8 @@ def test_a_row_that_timed_no_step_is_not_marked_busy() -> None:
     assert failed["busy"] is None
     timed = run_point(Point("mlp", "tiny", "cpu", "fp32", "sgd", 2), Budget.fixed(2, 1))
     assert timed["status"] == "ok" and timed["steps_measured"] == 2
-    assert timed["busy"] is None or isinstance(timed["busy"], bool)
-    if timed["other_load_cores"] is not None:
-        assert isinstance(timed["busy"], bool)
+    # two steps are too short for the load's clock: the load around them is the row's (issue 28)
+    assert timed["other_load_cores"] is not None and isinstance(timed["busy"], bool)
 
 
 def test_a_model_is_failed_when_every_one_of_its_points_ended_in_error() -> None:

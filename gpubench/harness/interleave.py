@@ -111,8 +111,8 @@ def interleave(
                 # the next window's steps from this one's pace: a machine that grows busier
                 # (or quieter) does not stretch (or shrink) the windows
                 window_steps[c] = max(1, round(window_s * window_steps[c] / seconds))
-    threads = max(p.threads or torch.get_num_threads() for p in points)
-    busy = load.contended(others.cores, threads, load.cores())
+    needed = max(load.needed_cores(p.device, p.threads or torch.get_num_threads()) for p in points)
+    busy = load.contended(others.cores, needed, load.cores())
     return Rounds(rates, first_windows, setup_s, time.perf_counter() - started, others.cores, busy)
 
 

@@ -167,7 +167,12 @@ def measure_rank(
     if rank == 0 and peak is None:
         with _rank_threads(point):
             peak = calibration.matmul_peak(point.device, point.precision)
-    values = _rank_values(point, budget, rank)
+    with load.OtherLoad() as whole:
+        values = _rank_values(point, budget, rank)
+        if "unsupported" not in values and values["others_cores"] is None:
+            whole.lengthen()  # steps too short to tell: the load around them
+    if "unsupported" not in values and values["others_cores"] is None:
+        values["others_cores"] = whole.cores  # every row that timed steps carries the check
     gathered: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object(values, gathered, dst=0)
     if gathered is None:
@@ -202,7 +207,7 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
         prepared = step_mod.prepare(local, workload)
         # Other processes' load over the warm-up and the measured steps (the measured steps
         # alone can be shorter than the load's clock can read)
-        with parallel_probes.RankLoad() as others:
+        with load.OtherLoad() as others:
             warm = _warm_up(prepared, device, budget)
             steps = steps_to_measure(budget, warm.estimate_s)
             with memory.HostPeakRSS() as rss, peaks:
@@ -241,8 +246,7 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
         if whole is None
         else whole.category_s["collective"] / whole.step_time_s,
         profile=profiled if rank == 0 else None,
-        others_cores=others.others_cores,
-        own_cores=others.own_cores,
+        others_cores=others.cores,
         threads=torch.get_num_threads(),
         parameters=sum(p.numel() for p in prepared.trainer.model.parameters()),
         tokens_per_sample=workload.tokens_per_sample,
@@ -358,7 +362,10 @@ def group_row(
     last = r0["loss_last"]
     status = "ok" if math.isfinite(last) else "diverged"
     threads = r0["threads"]
-    others = parallel_probes.outside_load([(r["others_cores"], r["own_cores"]) for r in ranks])
+    others = parallel_probes.outside_load([r["others_cores"] for r in ranks])
+    # this node's ranks' cores: one each on a GPU, their threads' on the CPU
+    per_rank = load.needed_cores(point.device, threads)
+    needed = point.nproc * per_rank
     return make_row(
         point,
         status,
@@ -376,8 +383,8 @@ def group_row(
         **profile_values(r0["profile"], s.median_s),
         # the busy check of a single process, for the group's threads: processes outside it
         other_load_cores=others,
-        busy=load.contended(others, world * threads, load.cores()),
-        oversubscribed=parallel_probes.oversubscribed(point.nproc, threads, load.cores()),
+        busy=load.contended(others, needed, load.cores()),
+        oversubscribed=parallel_probes.oversubscribed(point.nproc, per_rank, load.cores()),
         wall_time_s=ranks[slowest]["wall_time_s"],
         samples_per_s=global_batch / s.median_s,
         tokens_per_s=None if tokens is None else tokens / s.median_s,

@@ -2,24 +2,21 @@
 steady step, and the CPU that processes outside its group took while it measured; and what the
 group's row makes of them (the load outside the group, oversubscribed cores).
 
-The machine's busy time over a rank's measured steps counts the group's other ranks as "other
-processes" too, so each rank also reports its own CPU time: what lies outside the group is the
-rank's reading less the other ranks' own (their measured steps run in the same seconds: every
-step ends in a collective).
+A rank's reading of other processes' load leaves out gpubench's whole process tree
+(probes.process_tree), and the group's ranks are in it: on one node they are forked by the
+sweep's fork server; under torchrun the tree's root is the agent that started them. So no
+rank counts another as "other", and each node's ranks read their own node's load.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from dataclasses import dataclass
-from types import TracebackType
 
 from torch import Tensor
 
 from gpubench.harness.step import PreparedStep
 from gpubench.probes import bytes as step_bytes
-from gpubench.probes import flops, load
+from gpubench.probes import flops
 
 
 @dataclass(frozen=True)
@@ -44,52 +41,13 @@ def counted_step(prepared: PreparedStep) -> CountedStep:
     return CountedStep(loss, counted.result.total, moved.result.total)
 
 
-class RankLoad:
-    """Context manager over a rank's measured steps: `others_cores`, the cores every other
-    process kept busy meanwhile (the group's other ranks included; None where unknown, see
-    probes.load.OtherLoad), and `own_cores`, this process's CPU time (all its threads) over the
-    block's wall time."""
-
-    def __init__(self) -> None:
-        self.others_cores: float | None = None
-        self.own_cores: float | None = None
-        self._others = load.OtherLoad()
-        self._start = (0.0, 0.0)
-
-    def __enter__(self) -> RankLoad:
-        self._start = (time.perf_counter(), _cpu_s())
-        self._others.__enter__()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._others.__exit__(exc_type, exc, tb)
-        wall0, cpu0 = self._start
-        wall = time.perf_counter() - wall0
-        self.others_cores = self._others.cores
-        self.own_cores = (_cpu_s() - cpu0) / wall if wall > 0 else None
-
-
-def _cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
-def outside_load(readings: list[tuple[float | None, float | None]]) -> float | None:
-    """The cores that processes outside the group kept busy while it measured, from each rank's
-    (others_cores, own_cores): each rank's reading less the other ranks' own cores, the largest
-    of those (never below 0); None where no rank could tell."""
-    outside = []
-    for i, (others, _) in enumerate(readings):
-        peers = [own for j, (_, own) in enumerate(readings) if j != i]
-        if others is None or any(own is None for own in peers):
-            continue
-        outside.append(max(0.0, others - sum(own for own in peers if own is not None)))
-    return max(outside) if outside else None
+def outside_load(readings: list[float | None]) -> float | None:
+    """The cores that processes outside gpubench's process tree kept busy while the group
+    measured, from each rank's reading (probes.load.OtherLoad over its warm-up and measured
+    steps: the group's ranks are in the tree, see the module docstring): the largest, None
+    where no rank could tell."""
+    known = [r for r in readings if r is not None]
+    return max(known) if known else None
 
 
 def oversubscribed(nproc: int, threads: int, cores: int) -> bool:

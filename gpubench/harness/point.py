@@ -95,9 +95,9 @@ def measure_workload(
         saved = breakdown.SavedActivations(eager.model)
         moved = step_bytes.CountBytes()
         package = rapl.PackageEnergy()
-        # Other processes' load over the measured windows only: torch.compile's own compile
-        # workers (child processes) keep about a core busy during the warm-up, which slows no
-        # timed step.
+        # Other processes' load over the measured windows only (what slows no timed step does
+        # not count); gpubench's own processes (the sampler below, compile and DataLoader
+        # workers, the worker's parents) are never "other" (probes.process_tree).
         others = load.OtherLoad()
 
         def observed_step() -> Tensor:

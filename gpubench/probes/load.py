@@ -3,8 +3,14 @@ average against the cores, and the spread of the matmul calibration: a contended
 not be read as the machine's speed.
 
 Other processes' load over a window is the machine's busy CPU time (Linux `/proc/stat`) less
-this process's own (all its threads), over the window's wall time: the number of cores others
-kept busy. Where `/proc/stat` is missing it is None (unknown), never 0.
+the CPU time of gpubench's own process tree (probes.process_tree: the sweep's parent, the fork
+server, the workers, the ranks of a parallel point, the NVML sampler, compile and DataLoader
+workers, those that ended inside the window included), over the window's wall time: the
+number of cores others kept busy. Where `/proc/stat` is missing it is None (unknown), never 0.
+
+A point is contended when that load does not fit in the cores its own threads leave free
+(`contended`): a CPU point needs its torch threads' cores, a CUDA point the one core of the
+thread that drives the GPU (`needed_cores`).
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from gpubench.probes import process_tree
 
 # Other processes keeping this many cores busy beyond what the point's threads leave free make
 # it contended: a point running torch's threads on every core slows down as soon as one of them
@@ -56,21 +64,35 @@ def _machine_busy_s() -> float | None:
 
 
 def _own_cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system
+    """CPU seconds gpubench's process tree has used (process_tree.tree_cpu_s)."""
+    return process_tree.tree_cpu_s()
 
 
 class OtherLoad:
-    """Context manager: `cores` is how many cores other processes kept busy, on average, while
-    the block ran (None: unknown here, or a window too short to tell)."""
+    """Context manager: `cores` is how many cores processes outside gpubench's own process
+    tree kept busy, on average, while the block ran; `own_cores`, how many the tree kept busy
+    (this process included); `wall_s`, the block's seconds. The cores are None where unknown
+    here, or the window was too short to tell."""
 
     def __init__(self) -> None:
         self.cores: float | None = None
+        self.own_cores: float | None = None
+        self.wall_s: float | None = None
         self._start: tuple[float, float | None, float] | None = None
 
     def __enter__(self) -> OtherLoad:
         self._start = (time.perf_counter(), _machine_busy_s(), _own_cpu_s())
         return self
+
+    def lengthen(self) -> None:
+        """Wait inside the window until it is long enough to tell its load (a window shorter
+        than _MIN_WINDOW_S reads None): where a point's steps were too short for the clock's
+        ticks, how busy the machine was around them still says whether others contended them
+        (every row that timed steps carries the check)."""
+        assert self._start is not None
+        left = _MIN_WINDOW_S - (time.perf_counter() - self._start[0])
+        if left > 0:
+            time.sleep(left)
 
     def __exit__(
         self,
@@ -81,14 +103,27 @@ class OtherLoad:
         assert self._start is not None
         wall0, busy0, own0 = self._start
         wall, busy, own = time.perf_counter() - wall0, _machine_busy_s(), _own_cpu_s() - own0
-        if busy is None or busy0 is None or wall < _MIN_WINDOW_S:
+        self.wall_s = wall
+        if wall < _MIN_WINDOW_S:
+            return
+        self.own_cores = max(0.0, own / wall)
+        if busy is None or busy0 is None:
             return
         self.cores = max(0.0, (busy - busy0 - own) / wall)
 
 
+def needed_cores(device: str, threads: int) -> int:
+    """The cores a point of `device` ("cpu", "cuda:0", ...) running `threads` torch threads
+    keeps busy: its threads' on the CPU, one on a GPU (one host thread launches the kernels;
+    torch's intra-op threads idle while the GPU computes)."""
+    return 1 if device.split(":")[0] == "cuda" else threads
+
+
 def contended(other_cores: float | None, threads: int | None, n_cores: int) -> bool | None:
-    """Whether a point running `threads` threads had to share cores with others' load
-    (`other_cores`) on a machine of `n_cores`; None where either is unknown."""
+    """Whether a point needing `threads` cores (needed_cores) had to share them with others'
+    load (`other_cores`, outside gpubench's process tree) on a machine of `n_cores`: true when
+    that load exceeds the cores the point leaves free, plus SPARE_CORES for the clock's ticks.
+    None where either is unknown."""
     if other_cores is None or threads is None:
         return None
     return other_cores > max(n_cores - threads, 0) + SPARE_CORES

@@ -35,7 +35,7 @@ from typing import Any
 from gpubench.config.convergence import Convergence
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.failure import is_out_of_memory, one_line
-from gpubench.probes import load
+from gpubench.probes import load, process_tree
 from gpubench.run import memory_cap
 from gpubench.store.row import make_row
 
@@ -50,21 +50,25 @@ STARTUP_TIMEOUT_S = 300.0
 def run_point(point: Point, task: Task, max_memory: int | None = None) -> dict[str, Any]:
     """Run `point` in this process under the memory cap (bytes, None: none) and return its row:
     measured under `task` where it is a Budget, trained under it where it is Convergence
-    settings. An exception becomes an `oom` or `error` row. The row says how many cores other
-    processes used meanwhile (`other_load_cores`) and, where it timed steps, whether that
-    contended them (`busy`); a row that timed none (an error, say) has `busy` null: no figure
+    settings. An exception becomes an `oom` or `error` row. The row says how many cores
+    processes outside gpubench's own process tree used meanwhile (`other_load_cores`) and,
+    where it timed steps, whether that contended the cores the point needs (`busy`, see
+    probes.load.contended); a row that timed none (an error, say) has `busy` null: no figure
     of its was slowed. For a point that timed steps, the load is the one over its measured
-    windows (its warm-up, with torch.compile's compile workers, slows no timed step)."""
+    windows."""
     import torch
 
     with load.OtherLoad() as others:
         row = _run_point(point, task, max_memory)
+        timed = bool(row.get("steps_measured"))
+        if timed and row.get("other_load_cores") is None:
+            others.lengthen()  # steps too short to tell: the load around them
     threads = row.get("torch_threads") or point.threads or torch.get_num_threads()
-    timed = bool(row.get("steps_measured"))
     if not timed or row.get("other_load_cores") is None:
         # a timed point's load is its measured windows' (harness.point); else the whole point's
         row["other_load_cores"] = others.cores
-    row["busy"] = load.contended(row["other_load_cores"], threads, load.cores()) if timed else None
+    needed = load.needed_cores(point.device, threads)
+    row["busy"] = load.contended(row["other_load_cores"], needed, load.cores()) if timed else None
     return row
 
 
@@ -165,7 +169,10 @@ def context() -> Any:  # typeshed has no common type of the spawn and forkserver
     (a fresh worker then starts in tens of milliseconds instead of seconds, and never inherits
     a CUDA context or OpenMP threads), or plain spawn where there is no fork server (Windows).
     A user's model module must be importable in the worker: sys.path and PYTHONPATH as they
-    were when the first worker started carry over."""
+    were when the first worker started carry over. Its workers, and whatever they start, know
+    this process's tree as gpubench's own (probes.process_tree.claim_root): their busy check
+    counts none of it as other load."""
+    process_tree.claim_root()  # before the fork server starts: it passes its environment on
     if "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")

@@ -1,0 +1,141 @@
+"""gpubench's own processes: the tree under the process that started the measurement, and the
+CPU time it has used, so that a busy-machine check counts none of it as "other load".
+
+The tree's root is the process that started the sweep (or the fork server's first user: a
+test, a user's script), named to its descendants by the environment variable ROOT_ENV (set
+by `claim_root` before any child is started, and inherited by the fork server, the workers
+and the ranks they fork). Under torchrun, where no gpubench process started the ranks, the
+root is the rank's parent, the agent that started every rank of this node. Everything under
+the root is gpubench's own: the sweep's parent, the fork server, the workers, the ranks of a
+parallel point, the NVML sampling process, torch.compile's compile workers, a DataLoader's
+workers. Linux only (`/proc`); elsewhere the tree is this process and its reaped children.
+
+CPU time is counted with the children the tree's processes have reaped (`cutime`, `cstime`
+of /proc/<pid>/stat), so a process that ends inside a window still counts: when its parent
+reaps it, its time moves into the parent's children's time, and the tree's total over the
+window is the sum over the tree at the end less the sum at the start. A process orphaned
+out of the tree (its parent ended first, it was reparented to init) leaves with its time.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT_ENV = "GPUBENCH_ROOT_PID"
+_PROC = Path("/proc")
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat's fields after the command name (state first), None where the process
+    is gone or there is no /proc."""
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # the command name is in parentheses and may itself hold spaces or parentheses
+    return text[text.rindex(")") + 2 :].split()
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent of process `pid`, None where it is gone (or there is no /proc)."""
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[1])
+
+
+def _is_ancestor_or_self(pid: int) -> bool:
+    current: int | None = os.getpid()
+    while current is not None and current > 0:
+        if current == pid:
+            return True
+        current = parent_pid(current)
+    return False
+
+
+def root_pid() -> int:
+    """The root of gpubench's process tree as seen from this process: ROOT_ENV where it names
+    this process or one of its ancestors (a stale value, from a process that has ended or is
+    not ours, is ignored); else, in a rank that torchrun started, its parent (the agent that
+    started every rank of this node); else this process."""
+    value = os.environ.get(ROOT_ENV, "")
+    if value.isdigit() and _is_ancestor_or_self(int(value)):
+        return int(value)
+    if "TORCHELASTIC_RUN_ID" in os.environ and "LOCAL_RANK" in os.environ:
+        return os.getppid()
+    return os.getpid()
+
+
+def claim_root() -> None:
+    """Name this process's root (root_pid) to every child started from now on. Call it before
+    starting the fork server: what it forks inherits the environment it started with."""
+    os.environ[ROOT_ENV] = str(root_pid())
+
+
+def _children(pid: int) -> list[int] | None:
+    """The children of `pid` (of all its threads), [] where it is gone, None where the kernel
+    does not list children (no /proc/<pid>/task/<tid>/children)."""
+    try:
+        tasks = list((_PROC / str(pid) / "task").iterdir())
+    except OSError:
+        return []
+    out: list[int] = []
+    for task in tasks:
+        try:
+            out.extend(int(c) for c in (task / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError):
+            if not (task / "stat").exists():
+                continue  # the thread ended between the listing and the read
+            return None  # the kernel has no children lists (CONFIG_PROC_CHILDREN off)
+    return out
+
+
+def _children_by_scan() -> dict[int, list[int]]:
+    """Every process's children, from one scan of /proc."""
+    by_parent: dict[int, list[int]] = {}
+    for entry in _PROC.iterdir():
+        if entry.name.isdigit():
+            ppid = parent_pid(int(entry.name))
+            if ppid is not None:
+                by_parent.setdefault(ppid, []).append(int(entry.name))
+    return by_parent
+
+
+def tree(root: int | None = None) -> list[int]:
+    """`root` (default root_pid()) and every process descending from it, root first; [this
+    process] where there is no /proc."""
+    root = root_pid() if root is None else root
+    if not _PROC.is_dir():
+        return [os.getpid()]
+    scanned: dict[int, list[int]] | None = None
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        kids = _children(pid) if scanned is None else scanned.get(pid, [])
+        if kids is None:
+            scanned = _children_by_scan()
+            kids = scanned.get(pid, [])
+        todo.extend(kids)
+    return out
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds process `pid` used (all its threads) and its reaped children used; 0 where
+    it is gone."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return 0.0
+    # utime, stime, cutime, cstime: fields 14-17 of stat, 12-15 after the command name
+    return sum(int(v) for v in fields[11:15]) * _TICK_S
+
+
+def tree_cpu_s(root: int | None = None) -> float:
+    """CPU seconds gpubench's process tree (see `tree`) has used, its processes' reaped
+    children included: a count whose difference over a window is the tree's CPU time in it
+    (see the module docstring). Where there is no /proc, this process's and its reaped
+    children's."""
+    if not _PROC.is_dir():
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+    return sum(_cpu_s(pid) for pid in tree(root))
