@@ -215,4 +215,24 @@ def _speedup(frame: pd.DataFrame, table: pd.DataFrame, plots_dir: Path) -> str:
         )
     c = plots.speedup(table, plots_dir)
     caption, body = tables.speedups(table)
+    caption = f"{caption} {_contended(frame)}".strip()
     return head + f'<p class="caption">{H.e(caption)}</p>\n' + (H.figure(c) if c else "") + body
+
+
+def _contended(frame: pd.DataFrame) -> str:
+    """Per device, how many of the rows that ran were contended (busy), said beside the
+    speedups they enter ('' where none was): a speedup is compared whatever the rows' load."""
+    ok = A.ok_rows(frame)
+    if "busy" not in ok:
+        return ""
+    said = []
+    for device, rows in ok.groupby("device", sort=True):
+        busy = int((rows["busy"] == True).sum())  # noqa: E712 (nulls are not busy)
+        if busy:
+            said.append(f"{busy} of {plural(len(rows), f'{device} row')}")
+    if not said:
+        return ""
+    return (
+        f"Measured contended (busy): {'; '.join(said)}; their speedups are shown all the same, "
+        "and may be lower or higher than on a quiet machine."
+    )
