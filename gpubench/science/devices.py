@@ -37,12 +37,11 @@ class DeviceLead:
 
     def headline(self) -> str:
         """'fastest cuda fp32 B=64, 10,534 samples/s' (or the tie, named with its leader)."""
-        text = f"fastest {self.fastest}, {self.samples_per_s:,.0f} samples/s"
-        if self.ties:
-            text += f" (tied with {', '.join(t['label'] for t in self.ties)})"
+        notes = [f"tied with {', '.join(t['label'] for t in self.ties)}"] if self.ties else []
         if self.contended:
-            text += f" (every one of its {plural(self.counts['rows'], 'row')} contended, kept)"
-        return text
+            notes.append(f"every one of its {plural(self.counts['rows'], 'row')} contended, kept")
+        text = f"fastest {self.fastest}, {self.samples_per_s:,.0f} samples/s"
+        return text + (f" ({'; '.join(notes)})" if notes else "")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,10 +60,14 @@ class DeviceLead:
 
 
 def device_leads(
-    ok: list[dict[str, Any]], confirmation: dict[str, Any] | None, among: list[str]
+    ok: list[dict[str, Any]],
+    confirmation: dict[str, Any] | None,
+    among: list[str],
+    first: str | None = None,
 ) -> list[DeviceLead]:
-    """Per device of `ok` (one partition's rows that ran), its lead, the fastest device first.
-    A device whose rows were all contended keeps them (standing.pool)."""
+    """Per device of `ok` (one partition's rows that ran), its lead: the device `first` (the
+    verdict's answer's) first, then the others fastest first. A device whose rows were all
+    contended keeps them (standing.pool)."""
     out = []
     for device, rows in standing.by_device(ok).items():
         lead = standing.lead(standing.pool(rows), confirmation, among)
@@ -81,12 +84,13 @@ def device_leads(
                 best,
             )
         )
-    return sorted(out, key=lambda d: -d.samples_per_s)
+    return sorted(out, key=lambda d: (d.device != first, -d.samples_per_s))
 
 
 @dataclass(frozen=True)
 class Across:
-    """How much faster the device `faster` is than `slower`: `ratio`, its fastest configuration's
+    """How much faster the device `faster` (the verdict's answer's: the faster unless interleaved
+    rounds ranked otherwise) is than `slower`: `ratio`, its fastest configuration's
     samples/s over the slower's fastest; `same`, over the same configuration on the slower device
     (step time over step time; None where that was not measured); `low`/`high` over the
     `configurations` measured on both (each configuration's median step time, as the speedup
@@ -101,8 +105,10 @@ class Across:
     configurations: int
 
     def line(self) -> str:
-        """'cuda 5.97x cpu: each device's fastest, ...; 5.97x at cuda fp32 B=64's configuration
-        on cpu; per configuration measured on both, x1.2 to x6.0 (12 configurations)'."""
+        """'cuda 5.96x cpu: the fastest on each, cuda fp32 B=64 (10,534 samples/s) over cpu
+        fp32 B=64 (1,766); 5.96x the same configuration on cpu; per configuration measured on
+        both, 1.43x to 5.96x (6 configurations, the speedup chart's figures)', and which
+        device's rows were all contended."""
         f, s = self.faster, self.slower
         text = (
             f"{f.device} {self.ratio:,.2f}x {s.device}: the fastest on each, {f.fastest} "
@@ -134,9 +140,9 @@ class Across:
 
 
 def across(leads: list[DeviceLead], ok: list[dict[str, Any]]) -> list[Across]:
-    """The fastest device of `leads` (as device_leads orders them) against each other device;
-    [] with one device. `ok`: the partition's rows that ran, every one (busy ones too: the
-    speedup chart shows them all)."""
+    """The first device of `leads` (the answer's, as device_leads orders them) against each
+    other device; [] with one device. `ok`: the partition's rows that ran, every one (busy ones
+    too: the speedup chart shows them all)."""
     if len(leads) < 2:
         return []
     top = leads[0]
@@ -150,9 +156,9 @@ def _against(faster: DeviceLead, slower: DeviceLead, ok: list[dict[str, Any]]) -
         on_slower = steps.get(slower.device, {}).get(key)
         if on_slower is not None:
             ratios.append(on_slower / on_faster)
-    same_key_ = same_key(faster.row, "device")
-    fast_step = steps[faster.device].get(same_key_)
-    slow_step = steps.get(slower.device, {}).get(same_key_)
+    leader = same_key(faster.row, "device")
+    fast_step = steps[faster.device].get(leader)
+    slow_step = steps.get(slower.device, {}).get(leader)
     return Across(
         faster,
         slower,

@@ -219,7 +219,7 @@ def _verdict(
         confirmation=lead.record,
     )
     v.stands_on, v.stands_on_counts = standing.stands_on(ok, best, among)
-    v.devices = device_leads(ok, confirmation, among)
+    v.devices = device_leads(ok, confirmation, among, first=v.device)
     v.across = across(v.devices, ok)
     # every row of the partition, failed ones too: a seed that diverged did not reach the target
     v.time_to_target = _time_to_target(all_rows)
