@@ -76,8 +76,9 @@ def test_series_summary_reports_oom_boundary_and_predicted_largest_batch(tmp_pat
         return hit.iloc[0]
 
     gpu32 = one(f"cuda ({H100['name']})", "fp32")
-    assert gpu32["oom_batch"] == 4096 and gpu32["memory_column"] == "nvml_peak_used_bytes"
-    # The fixture's NVML line is 1.1 x (2 GiB + 20 MB x B) + 500 MiB; the prediction follows it.
+    assert gpu32["oom_batch"] == 4096 and gpu32["memory_column"] == "nvml_process_peak_used_bytes"
+    # The fixture's NVML line for the point's process is 1.1 x (2 GiB + 20 MB x B) + 500 MiB, the
+    # prediction follows it; device-wide NVML (the parent's 5.5 GiB with it) would predict less.
     fixed, per_sample = 1.1 * 2 * GiB + 500 * 2**20, 1.1 * 20e6
     assert gpu32["predicted_max_batch"] == pytest.approx((80 * GiB - fixed) // per_sample, abs=1)
     cpu = one("cpu (Test CPU)", "fp32")

@@ -79,7 +79,8 @@ def test_verdict_names_the_fastest_its_speedup_bottleneck_levers_and_next_step(
     assert any("step time" in e and "from B=16" in e for e in v.evidence)
     bf16 = next(lever for lever in v.levers if lever.startswith("bf16"))
     assert "in use" in bf16 and "without it (best of each" in bf16  # fp32 B=4096 ran out
-    assert v.next_experiment == "measure larger batches: --batch-sizes auto"
+    # the answer is the GPU's: its larger batches, not the CPU's, are worth measuring
+    assert v.next_experiment == "measure larger batches on cuda: --devices cuda --batch-sizes auto"
     assert any("CPU not measured (no RAPL here)" in e for e in v.energy)
     assert v.lines()[0].startswith("mlp/small, adamw: fastest cuda")
 

@@ -85,17 +85,26 @@ def oom_batch(frame: pd.DataFrame) -> int | None:
 
 
 MEMORY_COLUMNS = {
-    "nvml_peak_used_bytes": "NVML device used",
+    "nvml_process_peak_used_bytes": "NVML, the point's process",
     "torch_peak_reserved_bytes": "allocator reserved",
     "torch_peak_allocated_bytes": "allocator peak",
     "host_peak_rss_bytes": "host RSS",
 }
 
+# The point's own device memory, most complete first. Never NVML's device-wide use
+# (`nvml_peak_used_bytes`): it counts every process on the card, gpubench's parent among them
+# (5.4-5.7 GiB of an H100 during a sweep, issue 28), and so is not what the point needs.
+POINT_MEMORY = (
+    "nvml_process_peak_used_bytes",  # the point's process: allocator reserved + CUDA context
+    "torch_peak_reserved_bytes",
+    "torch_peak_allocated_bytes",
+)
+
 
 def memory_column(frame: pd.DataFrame) -> str | None:
-    """The memory column the largest-batch prediction uses: NVML (what the device really holds,
-    context included) where measured, then the allocator's reserved and allocated peaks."""
-    for col in ("nvml_peak_used_bytes", "torch_peak_reserved_bytes", "torch_peak_allocated_bytes"):
+    """The memory column the chart and the largest-batch prediction use: the point's own
+    device memory (POINT_MEMORY), the first measured; None where none was (on the CPU)."""
+    for col in POINT_MEMORY:
         if col in frame and frame[col].notna().any():
             return col
     return None

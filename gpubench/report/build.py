@@ -78,8 +78,24 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
         else:
             sections.append(H.chart(c))
 
-    draw(lambda: plots.throughput(frame, plots_dir), "Throughput: no point ran successfully.")
-    draw(lambda: plots.step_time(frame, plots_dir), "Step time: no point ran successfully.")
+    # The charts lead with what the runs varied (issue 28): a run that swept the ways of one
+    # effective batch opens with them, and charts against a batch size that no series varied
+    # (a column of dots each) come after the others.
+    sections.append(effective_batch.section(frame, plots_dir))  # issue 25: '' if none
+
+    def against_batch() -> None:
+        draw(lambda: plots.throughput(frame, plots_dir), "Throughput: no point ran successfully.")
+        draw(lambda: plots.step_time(frame, plots_dir), "Step time: no point ran successfully.")
+
+    def memory() -> None:
+        draw(
+            lambda: plots.memory(frame, plots_dir, capacity),
+            "Memory: no memory column was measured in these runs.",
+        )
+
+    batch_varies = _batch_varies(frame)
+    if batch_varies:
+        against_batch()
     draw(
         lambda: why_plots.breakdown(frame, plots_dir),
         "Step-time breakdown: no point was profiled (profiling off, or runs made before it).",
@@ -88,14 +104,14 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
         lambda: why_plots.roofline(frame, plots_dir),
         "Roofline: no point has FLOPs, minimum bytes and measured roofs.",
     )
-    draw(
-        lambda: plots.memory(frame, plots_dir, capacity),
-        "Memory: no memory column was measured in these runs.",
-    )
+    if batch_varies:
+        memory()
     sections.append(_speedup(frame, speedups, plots_dir))
     sections.append(parallel_report.section(frame, plots_dir))  # issue 17: '' if none
     sections.append(search_report.section(runs, plots_dir))  # issue 24: '' without tune.json
-    sections.append(effective_batch.section(frame, plots_dir))  # issue 25: '' if none
+    if not batch_varies:
+        against_batch()
+        memory()
     draw(lambda: plots.compute(frame, plots_dir), "Compute: no TFLOP/s or MFU was measured.")
     draw(lambda: plots.energy(frame, plots_dir), "Energy: no device energy was measured.")
     draw(
@@ -120,6 +136,15 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     title = "gpubench report: " + ", ".join(r.name for r in runs)
     path.write_text(H.page(title, sections), encoding="utf-8")
     return path
+
+
+def _batch_varies(frame: pd.DataFrame) -> bool:
+    """Whether some series (the whole identity but the batch size: report.series) ran at two
+    batch sizes or more, so a chart against the batch size draws a curve."""
+    ok = A.ok_rows(frame)
+    if ok.empty or "series" not in ok:
+        return False
+    return bool((ok.groupby("series")["batch_size"].nunique() > 1).any())
 
 
 # A note names at most this many points; the rest are counted (the table of all points marks
@@ -190,4 +215,24 @@ def _speedup(frame: pd.DataFrame, table: pd.DataFrame, plots_dir: Path) -> str:
         )
     c = plots.speedup(table, plots_dir)
     caption, body = tables.speedups(table)
+    caption = f"{caption} {_contended(frame)}".strip()
     return head + f'<p class="caption">{H.e(caption)}</p>\n' + (H.figure(c) if c else "") + body
+
+
+def _contended(frame: pd.DataFrame) -> str:
+    """Per device, how many of the rows that ran were contended (busy), said beside the
+    speedups they enter ('' where none was): a speedup is compared whatever the rows' load."""
+    ok = A.ok_rows(frame)
+    if "busy" not in ok:
+        return ""
+    said = []
+    for device, rows in ok.groupby("device", sort=True):
+        busy = int((rows["busy"] == True).sum())  # noqa: E712 (nulls are not busy)
+        if busy:
+            said.append(f"{busy} of {plural(len(rows), f'{device} row')}")
+    if not said:
+        return ""
+    return (
+        f"Measured contended (busy): {'; '.join(said)}; their speedups are shown all the same, "
+        "and may be lower or higher than on a quiet machine."
+    )

@@ -22,8 +22,10 @@ from gpubench.store.wording import plural
 THRESHOLD_PCT = 5.0  # a change smaller than this is not a regression, however significant
 ALPHA = 0.01  # significance level of the two-sided Mann-Whitney U test
 MIN_SAMPLES = 5  # fewer raw step times than this on either side cannot show significance
+# The point's own memory, first measured on both sides wins: never NVML's device-wide use,
+# which counts every process on the card (gpubench's parent among them, issue 28).
 PEAK_COLUMNS = (
-    "nvml_peak_used_bytes",
+    "nvml_process_peak_used_bytes",
     "torch_peak_reserved_bytes",
     "torch_peak_allocated_bytes",
     "host_peak_rss_bytes",

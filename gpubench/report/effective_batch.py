@@ -43,11 +43,15 @@ def choice_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 def chart(rows: pd.DataFrame, plots_dir: Path) -> Chart | None:
     """Per model: samples/s (per effective sample) and peak memory against the effective
-    batch, a line per way; None where no row ran."""
+    batch, a line per way; where every model was measured at one effective batch (a chart
+    against it would be a column of dots), a bar per way instead (way_chart). None where no
+    row ran."""
     ok = rows[(rows["status"] == "ok") & rows["samples_per_s"].notna()]
     if ok.empty:
         return None
     column, words = E.memory_column(ok.to_dict("records"))
+    if (rows.groupby("panel")["batch_size"].nunique() == 1).all():
+        return way_chart(rows, ok, column, words, plots_dir)
     colors = palette(rows["line"])
     models = sorted(ok["panel"].unique())
     fig, axes = panels(models, rows_per_title=2)
@@ -80,6 +84,51 @@ def chart(rows: pd.DataFrame, plots_dir: Path) -> Chart | None:
         "of batch / k samples each (accumulate k), dashed where the model's repeated blocks "
         "recompute their activations in backward (checkpoint). A way that ran out of memory "
         "has no mark; the table below names it.",
+    )
+
+
+def way_chart(
+    rows: pd.DataFrame, ok: pd.DataFrame, column: str, words: str, plots_dir: Path
+) -> Chart:
+    """Per model (each measured at one effective batch): a bar per way of its samples/s and of
+    its peak memory (`column`, named `words`); a way that did not run is named with its status
+    where its bar would be."""
+    colors = palette(rows["line"])
+    models = sorted(rows["panel"].unique())
+    fig, axes = panels(models, rows_per_title=2)
+    for model, (speed, memory) in zip(models, axes, strict=True):
+        m = rows[rows["panel"] == model]
+        m = m.assign(recomputes=m["checkpoint"] != "none").sort_values(
+            ["accumulate", "recomputes", "line"]
+        )
+        lines = list(dict.fromkeys(str(x) for x in m["line"]))
+        ran = ok[ok["panel"] == model]
+        for ax, values in ((speed, "samples_per_s"), (memory, column)):
+            for i, line in enumerate(lines):
+                got = ran[ran["line"] == line][values].dropna() if values in ran else []
+                if len(got):
+                    ax.bar(i, float(got.max()) / (MiB if ax is memory else 1), color=colors[line])
+                else:
+                    status = m[m["line"] == line]["status"].iloc[0]
+                    said = "not measured" if status == "ok" else str(status)
+                    ax.text(i, 0, said, ha="center", va="bottom", fontsize=9)
+            ax.set_xticks(range(len(lines)), lines, rotation=20, ha="right", fontsize=8)
+            ax.set_xlim(-0.6, len(lines) - 0.4)
+            ax.set_ylim(bottom=0)
+        batch = int(m["batch_size"].iloc[0])
+        speed.set_title(f"{model}, effective batch {batch}", fontsize=10)
+        speed.set_ylabel("samples/s")
+        memory.set_ylabel(f"{words} (MiB)")
+    save(fig, plots_dir, CHART_FILE, "Effective batch: accumulation and checkpointing")
+    return Chart(
+        CHART_FILE,
+        "Effective batch",
+        "Samples per second (per effective sample: an optimizer step over k micro-batches "
+        f"counts the effective batch once) and peak memory ({words}) of each way of reaching "
+        "the one effective batch measured: k micro-batches of batch / k samples each "
+        "(accumulate k), with the model's repeated blocks recomputing their activations in "
+        "backward (checkpoint) or not. A way that did not run is named by its status (oom: it "
+        "ran out of memory); the table below has every figure.",
     )
 
 

@@ -147,9 +147,9 @@ def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
 def memory(
     frame: pd.DataFrame, plots_dir: Path, capacity: dict[tuple[str, str], int | None]
 ) -> Chart | None:
-    """Peak memory against batch size (per series the column the fit uses: NVML, else the
-    allocator; host RSS where neither was measured), the fitted line fixed + per-sample x B,
-    the device capacity, and the predicted largest batch."""
+    """Peak memory against batch size (per series the column the fit uses: the point's own
+    device memory, analysis.memory_column; host RSS where none was measured), the fitted line
+    fixed + per-sample x B, the device capacity, and the predicted largest batch."""
     ok = A.ok_rows(frame)
     cols = [c for c in A.MEMORY_COLUMNS if c in ok and ok[c].notna().any()]
     if not cols:
@@ -219,12 +219,14 @@ def memory(
     return Chart(
         file,
         "Memory",
-        "Peak memory of the measured steps: on a GPU, NVML device-wide use (else the PyTorch "
-        "allocator's reserved, else allocated peak); on the CPU, the host RSS (every column is "
-        "in the table of all points). The dotted line is the least-squares fit memory = "
-        "fixed + per-sample x batch of that measurement, extended to where it meets the device "
-        "memory (a triangle: the predicted largest batch) when that is within 4x the largest "
-        "batch measured; further out the summary table names it.",
+        "Peak memory of the measured steps, the point's own: on a GPU, what NVML counts for "
+        "the point's process (the PyTorch allocator's reserved memory and the CUDA context; "
+        "else the allocator's reserved, else allocated peak), never the device-wide use, "
+        "which counts every process on the card, gpubench's own parent among them; on the CPU, "
+        "the host RSS (every column is in the table of all points). The dotted line is the "
+        "least-squares fit memory = fixed + per-sample x batch of that measurement, extended "
+        "to where it meets the device memory (a triangle: the predicted largest batch) when "
+        "that is within 4x the largest batch measured; further out the summary table names it.",
     )
 
 

@@ -197,7 +197,8 @@ ROW_COLUMNS = [
     ("matmul_roof_fraction", "matmul roof %", ".1f", 100),
     ("torch_peak_allocated_bytes", "alloc MiB", ",.0f", 1 / 2**20),
     ("torch_peak_reserved_bytes", "reserved MiB", ",.0f", 1 / 2**20),
-    ("nvml_peak_used_bytes", "NVML MiB", ",.0f", 1 / 2**20),
+    ("nvml_process_peak_used_bytes", "NVML process MiB", ",.0f", 1 / 2**20),
+    ("nvml_peak_used_bytes", "NVML device MiB", ",.0f", 1 / 2**20),  # every process's
     ("host_peak_rss_bytes", "RSS MiB", ",.0f", 1 / 2**20),
     ("energy_j_per_step", "J/step", ".3g", 1),
     ("avg_power_w", "W", ",.0f", 1),

@@ -20,7 +20,8 @@ _NAMES = {
 
 def verdict_section(verdicts: Sequence[ModelVerdict]) -> str:
     """An HTML section: per model and optimizer, the fastest configuration (or the tie), how
-    sure, what it stands on and why, then how it was judged."""
+    sure, what it stands on, the fastest on each device and how much faster one device is
+    than another (where the rows span several), and why; then how it was judged."""
     head = "<h2>Verdict</h2>\n"
     if not verdicts:
         return head + H.note("No point ran: there is nothing to conclude.")
@@ -48,8 +49,7 @@ def _card(v: ModelVerdict) -> str:
         items.append(("stands on", v.stands_on))
     if v.time_to_target:
         items.append(("fastest to target", v.time_to_target))
-    if v.cpu_speedup:
-        items.append(("over the CPU", v.cpu_speedup))
+    items += v.device_items()  # issue 28: per device, and across them
     if v.bottleneck:
         items.append((_NAMES[v.bottleneck], "; ".join(v.evidence)))
     else:

@@ -112,6 +112,13 @@ def _larger_batch(
             f"B={min(oom)} ran out of memory",
             None,
         )
+    if len({str(r["device"]) for r in records}) > 1:
+        # the answer is one device's: measure that device's larger batches, not every device's
+        device = str(best["device"])
+        return (
+            f"a larger batch: B={largest} is the largest measured on {device} and the fastest",
+            f"measure larger batches on {device}: --devices {device} --batch-sizes auto",
+        )
     return (
         f"a larger batch: B={largest} is the largest measured and the fastest",
         "measure larger batches: --batch-sizes auto",

@@ -42,12 +42,27 @@ def ran(row: dict[str, Any]) -> bool:
 
 
 def pool(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows a verdict compares: those that ran on cores of their own (not `busy`), or,
-    where none did, all that ran. A `noisy` row stays: its wide interval already makes it a
-    candidate or a tie, and leaving out whichever rows happened to be noisy in a run would
-    change the answer from run to run."""
-    ok = [r for r in rows if ran(r)]
+    """The rows a verdict compares: per device, those that ran on cores of their own (not
+    `busy`), or, where none of that device's did, all of that device's that ran; every device
+    keeps its rows, so the filter never decides between devices (a GPU point's own sampler can
+    mark every CUDA row busy: the CPU must not win by default). A `noisy` row stays: its wide
+    interval already makes it a candidate or a tie, and leaving out whichever rows happened to
+    be noisy in a run would change the answer from run to run. Order is that of `rows`."""
+    kept = {id(r) for device in by_device(rows).values() for r in _clean_or_all(device)}
+    return [r for r in rows if id(r) in kept]
+
+
+def _clean_or_all(ok: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in ok if r.get("busy") is not True] or ok
+
+
+def by_device(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The rows that ran, per device ("cpu", "cuda"), devices in the order they first appear."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if ran(r):
+            out.setdefault(str(r["device"]), []).append(r)
+    return out
 
 
 def identity(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -56,18 +71,21 @@ def identity(row: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def lead(pool: list[dict[str, Any]], confirmation: dict[str, Any] | None, among: list[str]) -> Lead:
-    """The lead among `pool` (ok rows of one partition): from `confirmation`'s rounds where they
-    re-measured rows of the pool, else from the rows' intervals."""
+    """The lead among `pool` (ok rows of one partition, or of one device of it): from
+    `confirmation`'s rounds where they re-measured rows of the pool, its fastest row among them
+    (rounds that never measured the pool's fastest cannot say what leads it: a confirmation
+    of one device's rows decides nothing across devices), else from the rows' intervals."""
     by_id = {identity(r): r for r in pool}
+    top = max(pool, key=lambda r: float(r["samples_per_s"]))
     if confirmation is not None and confirmation.get("decision"):
         rows = [by_id.get(identity(c)) for c in confirmation["candidates"]]
-        if all(r is not None for r in rows):
+        if all(r is not None for r in rows) and any(r is top for r in rows):
             others = [by_id.get(identity(c)) for c in confirmation.get("unmeasured", [])]
             unmeasured = [r for r in others if r is not None]
             return _confirmed([r for r in rows if r is not None], unmeasured, confirmation, among)
     ranked = leaders.by_intervals(pool)
     best, tied = ranked[0], ranked[1:]
-    why = _not_confirmed(confirmation)
+    why = _not_confirmed(confirmation, among)
     if not tied:
         others = sorted(pool, key=lambda r: -float(r["samples_per_s"]))[1:2]
         text = (
@@ -155,9 +173,12 @@ def _confirmed(
     )
 
 
-def _not_confirmed(record: dict[str, Any] | None) -> str:
+def _not_confirmed(record: dict[str, Any] | None, among: list[str]) -> str:
     if record is None:
         return "not re-measured (no confirmation in this run)"
+    if record.get("decision"):  # it decided, but among rows other than this pool's leaders
+        which = " and ".join(label(c, among) for c in record["candidates"])
+        return f"not re-measured (the confirmation re-measured {which})"
     return f"not re-measured ({record.get('reason') or record.get('status')})"
 
 
@@ -172,29 +193,56 @@ def _identity_dict(row: dict[str, Any]) -> dict[str, Any]:
 def stands_on(
     ok: list[dict[str, Any]], best: dict[str, Any], among: list[str]
 ) -> tuple[str | None, dict[str, int]]:
-    """What the answer stands on, said where any row was contended (`busy`) or `noisy`: the
-    contended rows left out of the comparison (or that every row was contended), the noisy
-    rows kept (their wide intervals make ties, not winners), and whether the fastest is one of
-    them. None (and the counts) when every row was clean."""
-    busy = [r for r in ok if r.get("busy") is True]
-    noisy = [r for r in ok if norm(r.get("noisy")) == 1]
-    clean = len([r for r in ok if not contended(r)])
-    counts = {"rows": len(ok), "busy": len(busy), "noisy": len(noisy), "clean": clean}
-    if not busy and not noisy:
+    """What the answer stands on, said where any row was contended (`busy`) or `noisy`: per
+    device (named where the rows span several), the contended rows left out of its comparison,
+    or that every one of its rows was contended and all were kept and compared; the noisy rows
+    kept (their wide intervals make ties, not winners); and whether the fastest is one of them.
+    None (and the counts) when every row was clean."""
+    counts = device_counts(ok)
+    if not counts["busy"] and not counts["noisy"]:
         return None, counts
-    said = []
-    if busy and len(busy) == len(ok):
+    devices = by_device(ok)
+    said = [
+        line
+        for device, rows in devices.items()
+        for line in _busy(rows, device if len(devices) > 1 else None, among)
+    ]
+    if counts["noisy"]:
         said.append(
-            f"every one of {plural(len(ok), 'row')} was contended (busy): the answer may not "
-            "hold on a quiet machine; re-run there, or with fewer --threads"
-        )
-    elif busy:
-        names = ", ".join(label(r, among) for r in busy[:3]) + (", ..." if len(busy) > 3 else "")
-        said.append(f"{len(busy)} of {plural(len(ok), 'row')} contended (busy), left out ({names})")
-    if noisy:
-        said.append(
-            f"{len(noisy)} of {plural(len(ok), 'row')} noisy (interval wider than the target), kept"
+            f"{counts['noisy']} of {plural(len(ok), 'row')} noisy (interval wider than the "
+            "target), kept"
         )
     if contended(best):
         said.append("the fastest row itself is " + ("contended" if best.get("busy") else "noisy"))
     return "; ".join(said), counts
+
+
+def _busy(rows: list[dict[str, Any]], device: str | None, among: list[str]) -> list[str]:
+    """What one device's contended rows did to the comparison (`device` None: the only one)."""
+    busy = [r for r in rows if r.get("busy") is True]
+    rows_word = plural(len(rows), f"{device} row" if device else "row")
+    if not busy:
+        return []
+    if len(busy) < len(rows):
+        names = ", ".join(label(r, among) for r in busy[:3]) + (", ..." if len(busy) > 3 else "")
+        return [f"{len(busy)} of {rows_word} contended (busy), left out ({names})"]
+    if device is None:
+        return [
+            f"every one of {rows_word} was contended (busy): the answer may not hold on a "
+            "quiet machine; re-run there, or with fewer --threads"
+        ]
+    return [
+        f"every one of {rows_word} was contended (busy), all kept and compared with the other "
+        f"devices' (their figures may be low; re-run on a quiet machine to be sure)"
+    ]
+
+
+def device_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """How many of `rows` (rows that ran) there are, and how many were contended (`busy`),
+    `noisy`, and neither (`clean`)."""
+    return {
+        "rows": len(rows),
+        "busy": len([r for r in rows if r.get("busy") is True]),
+        "noisy": len([r for r in rows if norm(r.get("noisy")) == 1]),
+        "clean": len([r for r in rows if not contended(r)]),
+    }

@@ -1,7 +1,8 @@
-"""The verdict per model: the fastest configuration measured, its speedup over the CPU, what
-holds its step back (science.bottleneck) with the numbers behind it, the levers that address
-that bottleneck with their measured effect where the sweep measured them, the next experiment
-worth running, and samples per joule on each device where energy was measured."""
+"""The verdict per model: the fastest configuration measured, on each device and across them
+(science.devices), how much faster one device is than another, what holds its step back
+(science.bottleneck) with the numbers behind it, the levers that address that bottleneck with
+their measured effect where the sweep measured them, the next experiment worth running, and the
+samples per joule of each device's fastest (or why it has none)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import pandas as pd
 
 from gpubench.science import standing, target_time
 from gpubench.science.bottleneck import Bottleneck, classify
+from gpubench.science.devices import Across, DeviceLead, across, device_leads
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
+from gpubench.science.energy_lines import energy_lines
 from gpubench.science.levers import levers
 from gpubench.science.partition import (
     FIXED,
@@ -69,6 +72,10 @@ class ModelVerdict:
     unclassified: str | None = None  # why the bottleneck is not classified
     # issue 25: per effective batch measured several ways, the fastest way and each one's cost
     effective_batch: list[EffectiveBatch] = field(default_factory=list)
+    # issue 28: the fastest on each device (the fastest device first), and the fastest device
+    # against each other one
+    devices: list[DeviceLead] = field(default_factory=list)
+    across: list[Across] = field(default_factory=list)
 
     def headline(self) -> str:
         """'fastest X, N samples/s', 'tie: X and Y within 1.6% (N and M samples/s)', or, where
@@ -91,8 +98,7 @@ class ModelVerdict:
             out.append(f"  stands on: {self.stands_on}")
         if self.time_to_target:
             out.append(f"  fastest to target: {self.time_to_target}")
-        if self.cpu_speedup:
-            out.append(f"  over the CPU: {self.cpu_speedup}")
+        out += [f"  {key}: {text}" for key, text in self.device_items()]
         if self.bottleneck:
             out.append(f"  bottleneck: {_WHAT[self.bottleneck]} ({'; '.join(self.evidence)})")
         else:
@@ -107,10 +113,27 @@ class ModelVerdict:
         out += [f"  effective batch: {a.line()}" for a in self.effective_batch]
         return out
 
+    def device_items(self) -> list[tuple[str, str]]:
+        """Where the rows span several devices: ('on cuda', its fastest and how sure) per device,
+        then ('across devices', how much faster the fastest device is) per other device. []
+        with one device (the headline is its answer)."""
+        if len(self.devices) < 2:
+            return []
+        items = [
+            # the answer's own device: its how-sure is the headline's, said once above
+            (
+                f"on {d.device}",
+                d.headline() + ("" if d.confidence == self.confidence else f"; {d.confidence}"),
+            )
+            for d in self.devices
+        ]
+        return items + [("across devices", a.line()) for a in self.across]
+
     def to_dict(self) -> dict[str, Any]:
         """The answer for a script (`explain --json`): the partition, the winner's whole identity
         (None in a tie), the leader, the ties, how sure, what it stands on, the bottleneck with
-        its evidence, the levers."""
+        its evidence, the levers; per device its leader (`devices`, the fastest device first)
+        and the fastest device against each other (`across_devices`)."""
         fixed = {k: self.identity.get(k) for k in FIXED}
         return {
             **fixed,
@@ -135,6 +158,8 @@ class ModelVerdict:
             "time_to_target": self.time_to_target,
             "energy": self.energy,
             "effective_batch": [a.to_dict() for a in self.effective_batch],
+            "devices": [d.to_dict() for d in self.devices],
+            "across_devices": [a.to_dict() for a in self.across],
         }
 
 
@@ -180,7 +205,7 @@ def _verdict(
     all_rows: list[dict[str, Any]], confirmation: dict[str, Any] | None, cpu_reason: str | None
 ) -> ModelVerdict:
     ok = [r for r in all_rows if standing.ran(r)]
-    pool = standing.pool(all_rows)
+    pool = standing.pool(all_rows)  # per device: a filter on rows never decides between them
     among = varying(pool)
     lead = standing.lead(pool, confirmation, among)
     best = lead.best
@@ -195,9 +220,11 @@ def _verdict(
         confirmation=lead.record,
     )
     v.stands_on, v.stands_on_counts = standing.stands_on(ok, best, among)
+    v.devices = device_leads(ok, confirmation, among, first=v.device)
+    v.across = across(v.devices, ok)
     # every row of the partition, failed ones too: a seed that diverged did not reach the target
     v.time_to_target = _time_to_target(all_rows)
-    v.cpu_speedup = _cpu_speedup(best, ok, among)
+    v.cpu_speedup = _cpu_speedup(v.across)
     judged = _bottleneck(best)
     scaling = _batch_scaling(best, ok)
     if judged is not None:
@@ -207,7 +234,7 @@ def _verdict(
     else:
         v.evidence = [scaling] if scaling else []
         v.unclassified, v.next_experiment = _unclassified(best)
-    v.energy = _energy(ok, cpu_reason, among)
+    v.energy = energy_lines(best, v.devices, ok, cpu_reason, among)
     v.effective_batch = effective_batches(all_rows)
     return v
 
@@ -273,24 +300,19 @@ def _finite(v: Any) -> bool:
     return v is not None and not isinstance(v, bool) and math.isfinite(float(v))
 
 
-def _cpu_speedup(
-    best: dict[str, Any], records: list[dict[str, Any]], among: list[str]
-) -> str | None:
-    """The fastest point over the CPU's fastest, and over the same configuration on the CPU."""
-    if best["device"] == "cpu":
+def _cpu_speedup(found: list[Across]) -> str | None:
+    """The fastest device's fastest over the CPU's (its leader among its own rows: science.
+    devices), and over the same configuration on the CPU; None where the CPU is the fastest or
+    was not measured."""
+    cpu = next((a for a in found if a.slower.device == "cpu"), None)
+    if cpu is None:
         return None
-    cpu = [r for r in records if r["device"] == "cpu"]
-    if not cpu:
-        return None
-    top = max(cpu, key=lambda r: float(r["samples_per_s"]))
+    top = cpu.slower
     text = (
-        f"{float(best['samples_per_s']) / float(top['samples_per_s']):,.1f}x the CPU's fastest "
-        f"({label(top, among)}, {float(top['samples_per_s']):,.0f} samples/s)"
+        f"{cpu.ratio:,.1f}x the CPU's fastest ({top.fastest}, {top.samples_per_s:,.0f} samples/s)"
     )
-    same = [r for r in cpu if same_key(r, "device") == same_key(best, "device")]
-    if same:
-        ratio = float(same[0]["step_time_s"]) / float(best["step_time_s"])
-        text += f"; {ratio:,.1f}x the same configuration on the CPU"
+    if cpu.same is not None:
+        text += f"; {cpu.same:,.1f}x the same configuration on the CPU"
     return text
 
 
@@ -316,21 +338,3 @@ def _batch_scaling(best: dict[str, Any], records: list[dict[str, Any]]) -> str |
 def _ms(seconds: Any) -> str:
     ms = float(seconds) * 1e3
     return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
-
-
-def _energy(records: list[dict[str, Any]], cpu_reason: str | None, among: list[str]) -> list[str]:
-    """Best samples per joule measured on each device of this model."""
-    out = []
-    gpu = [r for r in records if r["device"] != "cpu" and _finite(r.get("samples_per_j"))]
-    if gpu:
-        r = max(gpu, key=lambda r: float(r["samples_per_j"]))
-        out.append(f"GPU {float(r['samples_per_j']):,.1f} samples/J ({label(r, among)}, NVML)")
-    cpu = [r for r in records if r["device"] == "cpu"]
-    measured = [r for r in cpu if _finite(r.get("cpu_samples_per_j"))]
-    if measured:
-        r = max(measured, key=lambda r: float(r["cpu_samples_per_j"]))
-        per_j = float(r["cpu_samples_per_j"])
-        out.append(f"CPU {per_j:,.1f} samples/J ({label(r, among)}, RAPL package)")
-    elif cpu:
-        out.append(f"CPU not measured ({cpu_reason or 'no RAPL reading in these rows'})")
-    return out
