@@ -15,13 +15,12 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import check_buildable
 from gpubench.config.spec import AUTO, Budget, Point, SweepSpec
 from gpubench.config.validate import validate
-from gpubench.probes import bandwidth, calibration, load, nvml
-from gpubench.run import batch_plan, folder, maxbatch, preflight, ranks
+from gpubench.probes import nvml
+from gpubench.run import batch_plan, calibration_process, folder, maxbatch, preflight, ranks
 from gpubench.run import confirm as leads
 from gpubench.run import shard as shards
 from gpubench.run.worker import WorkerRunner
 from gpubench.science import batch_analysis, bottleneck, convergence, scaling
-from gpubench.store import env
 from gpubench.store.results import ResultStore, load_results, read_rows
 from gpubench.store.row import make_row
 
@@ -110,11 +109,15 @@ def run_sweep(
         store.write_json("suite.json", spec.to_dict())
         if not (run_dir / "env.json").is_file():
             # Calibrates the matmul peaks at the start of the sweep, under its conditions, and
-            # notes how busy the machine was meanwhile (issue 14).
-            with load.OtherLoad() as others:
-                captured = env.capture(spec.resolved_devices(), spec.precisions, recalibrate=True)
-                _calibrate_threads(spec)
-            captured["load"] = load.before_sweep(others.cores)
+            # notes how busy the machine was meanwhile (issue 14), in a worker of its own: the
+            # GPU memory calibration uses is given back before the first point (issue 28).
+            captured = calibration_process.captured(
+                spec.resolved_devices(),
+                spec.precisions,
+                recalibrate=True,
+                threads=[t for t in spec.threads if t is not None],
+                timeout_s=point_timeout_s,
+            )
             store.write_json("env.json", captured)
         nvml.warn_if_unavailable()  # once per sweep: the rows' NVML fields will be null
         done = read_rows(run_dir) if store.path.is_file() else []
@@ -193,25 +196,6 @@ def _measure(
         runner.close(grace_s=0)
         raise
     runner.close()
-
-
-def _calibrate_threads(spec: SweepSpec) -> None:
-    """The CPU's matmul peak and memory bandwidth for each thread count the sweep asks for
-    beyond torch's own (the roofs of those points' MFU and ridge point), measured now like the
-    default's, under the sweep's conditions. Both are cached by thread count: a point reads the
-    figures of its own (probes.calibration.device_key)."""
-    import torch
-
-    from gpubench.harness.threads import intra_op_threads
-
-    if "cpu" not in spec.resolved_devices():
-        return
-    default = torch.get_num_threads()
-    for threads in sorted({t for t in spec.threads if t is not None and t != default}):
-        with intra_op_threads(threads):
-            for prec in spec.precisions:
-                calibration.matmul_peak("cpu", prec, refresh=True)
-            bandwidth.memory_bandwidth("cpu", refresh=True)
 
 
 def _check_time_limit(conv: Convergence, point_timeout_s: float | None) -> None:
