@@ -119,7 +119,7 @@ def test_each_thread_count_gets_its_own_bandwidth_roof(
 
     from gpubench.harness.threads import intra_op_threads
     from gpubench.probes import bandwidth, calibration
-    from gpubench.run.sweep import _calibrate_threads
+    from gpubench.run.calibration_process import calibrate_threads
 
     monkeypatch.setenv(calibration.CACHE_ENV, str(tmp_path))
     bandwidth.clear_memo()
@@ -128,7 +128,7 @@ def test_each_thread_count_gets_its_own_bandwidth_roof(
     spec = SweepSpec(name="t", models=("mlp",), devices=("cpu",), threads=(None, other))
     with intra_op_threads(other):
         assert bandwidth.cached_bandwidth("cpu") is None
-    _calibrate_threads(spec)
+    calibrate_threads([t for t in spec.threads if t is not None], spec.precisions)
     with intra_op_threads(other):
         measured = bandwidth.cached_bandwidth("cpu")
         assert measured is not None and measured.gb_per_s > 0

@@ -421,6 +421,8 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
         for key in S.AXES  # every axis has a flag of the same name
         if getattr(args, key) is not None
     }
+    if "batch_sizes" in overrides:  # issue 28: batch sizes given are the ones measured
+        spec = dataclasses.replace(spec, grow_batch_sizes=())
     if args.profile is not None:
         spec = dataclasses.replace(spec, profile=args.profile)
     if args.options:

@@ -29,6 +29,8 @@ SCALING_MODES = ("weak", "strong")
 CHECKPOINT_MODES = ("none", "blocks")
 # batch_sizes = "auto": the powers of two up to the largest batch that fits (gpubench.run.maxbatch).
 AUTO = "auto"
+# issue 28: the device types whose batch-size series may keep doubling (gpubench.run.batch_growth)
+GROW_DEVICE_TYPES = ("cpu", "cuda")
 # The SweepSpec fields that say which points there are (the rest say how each is measured).
 AXES = (
     "models",
@@ -221,6 +223,9 @@ class SweepSpec:
     # issue 25: micro-batches per optimizer step, and activation checkpointing (axes)
     accumulate: tuple[int, ...] = (1,)
     checkpoint: tuple[str, ...] = ("none",)
+    # issue 28: device types ("cuda") on which each batch-size series keeps doubling past its
+    # largest listed batch while that is its fastest (gpubench.run.batch_growth)
+    grow_batch_sizes: tuple[str, ...] = ()
 
     def resolved_devices(self) -> tuple[str, ...]:
         """`auto` becomes the CPU plus CUDA where present; duplicates are dropped, order kept."""

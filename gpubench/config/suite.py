@@ -31,6 +31,7 @@ from gpubench.config.spec import (
     CHECKPOINT_MODES,
     COMPILE_MODES,
     DATA_MODES,
+    GROW_DEVICE_TYPES,
     MODES,
     OPTIMIZERS,
     PARALLEL_MODES,
@@ -59,6 +60,7 @@ _LIST_KEYS = {
     "scaling": str,
     "accumulate": int,  # issue 25
     "checkpoint": str,  # issue 25
+    "grow_batch_sizes": str,  # issue 28: device types
 }
 _ONE_OR_LIST = ("models", "scaling", "checkpoint")  # a single string means a list of one
 _SCALAR_KEYS = {"name": str, "size": str, "data": str, "mode": str, "model": str}
@@ -245,6 +247,7 @@ _ELEMENT_CHECKS: dict[str, Any] = {
     "scaling": lambda v: check_one_of(v, SCALING_MODES, "scaling"),
     "accumulate": check_accumulate,
     "checkpoint": lambda v: check_one_of(v, CHECKPOINT_MODES, "checkpoint mode"),
+    "grow_batch_sizes": lambda v: check_one_of(v, GROW_DEVICE_TYPES, "device type"),
 }
 _SCALAR_CHECKS: dict[str, Any] = {
     "name": lambda v: v if v else _raise(f"invalid suite name {v!r}; allowed: a non-empty string"),

@@ -24,6 +24,7 @@ from gpubench.config.spec import (
     CHECKPOINT_MODES,
     COMPILE_MODES,
     DATA_MODES,
+    GROW_DEVICE_TYPES,
     MODES,
     OPTIMIZERS,
     PARALLEL_MODES,
@@ -65,6 +66,8 @@ def validate(spec: SweepSpec) -> SweepSpec:
     for t in nonempty(spec.threads, "threads"):
         check_threads(t)
     check_one_of(spec.mode, MODES, "mode")
+    for kind in spec.grow_batch_sizes:  # issue 28; empty: no series grows
+        check_one_of(kind, GROW_DEVICE_TYPES, "device type")
     _check_parallel(spec)
     _check_effective_batch(spec)
     check_budget(spec.budget)

@@ -1,18 +1,28 @@
 """Interleaved re-measurement of a few configurations (the verdict's confirmation): each is
-built and warmed once, then timed in short windows, one window each per round in rotating
-order, so whatever else the machine does in those minutes falls on all of them alike.
+built and warmed, then timed in short windows, one window each per round in rotating order, so
+whatever else the machine does in those minutes falls on all of them alike.
 
 Windows are bracketed by synchronisations and the host clock (a window holds several steps, so
 one synchronisation per window costs little), each after one untimed step that switches the
 machine over to its configuration; the same training step as the sweep's runs inside
 (harness.step.prepare), under each configuration's precision, threads and options.
+
+On a GPU the candidates are the batches near the memory limit, and two of them may not fit
+together (issue 28): they are held together only where their measured peaks (the sweep's
+rows) fit the device's free memory, else one at a time, each built, warmed, timed for its
+window and freed in turn. A compiled candidate runs the static graph the sweep measured
+(harness.train compiles with dynamic=False: the second batch size is a graph of its own, not
+a recompilation with a dynamic batch dimension), and a rebuilt one finds its graph in the
+worker's compile cache. Building, compiling and warming are the set-up, outside the budget
+the rounds are held to.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -21,7 +31,7 @@ from gpubench import models
 from gpubench.config import precision
 from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
-from gpubench.harness.step import cudnn_benchmark, prepare
+from gpubench.harness.step import PreparedStep, cudnn_benchmark, prepare
 from gpubench.harness.threads import intra_op_threads
 from gpubench.harness.timing import steady, synchronize
 from gpubench.probes import load
@@ -32,14 +42,19 @@ from gpubench.probes.current_device import made_current
 # all (and two steps at the least: the first compiles and creates the optimizer's state).
 _WARMUP_SHARE = 0.5
 _WARMUP_REL = Budget().warmup_steady_rel
+# Candidates are held together on a GPU where the sum of their rows' peak reserved memory is
+# within this share of the device's free memory: the rest is headroom for the allocator's
+# fragmentation, which one process holding several models adds to.
+FREE_SHARE = 0.9
 
 
 @dataclass(frozen=True)
 class Rounds:
     """`samples_per_s[c][r]`: configuration c's samples/s in round r; `window_steps[c]`: the
     steps in its first window (each next window is sized from the last one's pace);
-    `setup_s`: building and warming them all; `seconds`: the whole re-measurement (setup
-    included)."""
+    `setup_s`: building, compiling and warming them all (every rebuild included); `seconds`:
+    the whole re-measurement (setup included); `together`: whether they were held together,
+    else one at a time per window."""
 
     samples_per_s: list[list[float]]
     window_steps: list[int]
@@ -47,6 +62,51 @@ class Rounds:
     seconds: float
     other_load_cores: float | None  # other processes' load over the rounds
     busy: bool | None  # whether that load contended the rounds
+    together: bool = True
+
+
+def fits_together(
+    device: str, resident_bytes: Sequence[int | None] | None, free_bytes: int | None
+) -> bool:
+    """Whether candidates whose measured peaks are `resident_bytes` (bytes each; None where a
+    row has none) can be held at once on `device`, whose free memory is `free_bytes`: on the
+    CPU always (host memory, as the sweep's points share it); on a GPU where every peak is
+    known and their sum is within FREE_SHARE of the free memory."""
+    if not device.startswith("cuda"):
+        return True
+    if not resident_bytes or free_bytes is None or any(b is None for b in resident_bytes):
+        return False
+    return sum(int(b) for b in resident_bytes if b is not None) <= FREE_SHARE * free_bytes
+
+
+class _Candidate:
+    """One configuration: its step while it is built (None while it is not), and the seconds
+    of one step from its first warm-up."""
+
+    def __init__(self, point: Point) -> None:
+        self.point = point
+        self.prepared: PreparedStep | None = None
+        self.estimate = 0.0
+
+    def build(self, warm_s: float) -> None:
+        """Build and warm the configuration (until steady, or `warm_s` seconds after two
+        steps)."""
+        p = self.point
+        with _settings(p):
+            torch.manual_seed(p.seed)
+            workload = models.build(p.model, p.model_size, **decode(p.model_options))
+            self.prepared = prepare(p, workload)
+            last = _warm(self.prepared.step, torch.device(p.device), warm_s)
+        if not self.estimate:
+            self.estimate = max(last, 1e-6)
+
+    def free(self) -> None:
+        """Drop the model, its optimizer state and batches, and give the device's cached
+        blocks back, so that the next configuration has the memory."""
+        self.prepared = None
+        if self.point.device.startswith("cuda"):
+            gc.collect()  # whatever a reference cycle still holds on the device
+            torch.cuda.empty_cache()
 
 
 @contextlib.contextmanager
@@ -69,51 +129,67 @@ def interleave(
     min_rounds: int,
     max_rounds: int,
     deadline_s: float = float("inf"),
+    resident_bytes: Sequence[int | None] | None = None,
 ) -> Rounds:
     """Build and warm each of `points`, then time them in rounds: as many as fit in `budget_s`
-    seconds (setup included) with windows of about `window_s` seconds, at most `max_rounds`;
-    where fewer than `min_rounds` fit, `min_rounds` with windows as short as the budget
-    needs (one step at the least, so a budget spent on setup still takes min_rounds rounds
-    of single steps). No round starts after `deadline_s` seconds: a machine that slowed may
-    leave fewer than `min_rounds`."""
+    seconds of rounds (the set-up is not counted) with windows of about `window_s` seconds, at
+    most `max_rounds`; where fewer than `min_rounds` fit, `min_rounds` with windows as short as
+    the budget needs (one step at the least). No round starts after `deadline_s` seconds of
+    rounds: a machine that slowed may leave fewer than `min_rounds`. `resident_bytes`: each
+    point's measured peak memory (its row's), which decides whether they are held together
+    (fits_together) or built and freed one window at a time."""
     started = time.perf_counter()
-    steps: list[Callable[[], object]] = []
-    estimates: list[float] = []
-    for p in points:
-        with _settings(p):
-            torch.manual_seed(p.seed)
-            workload = models.build(p.model, p.model_size, **decode(p.model_options))
-            prepared = prepare(p, workload)
-            device = torch.device(p.device)
-            estimate = _warm(prepared.step, device, _WARMUP_SHARE * budget_s / len(points))
-        steps.append(prepared.step)
-        estimates.append(max(estimate, 1e-6))
+    device = points[0].device
+    free = torch.cuda.mem_get_info(torch.device(device))[0] if device.startswith("cuda") else None
+    together = fits_together(device, resident_bytes, free)
+    candidates = [_Candidate(p) for p in points]
+    for c in candidates:  # compiles here: the set-up, not the rounds
+        c.build(_WARMUP_SHARE * budget_s / len(points))
+        if not together:
+            c.free()
     setup_s = time.perf_counter() - started
-    # As many rounds of `window_s` windows as the budget left holds, up to max_rounds; where
-    # it holds fewer than min_rounds, min_rounds of shorter windows (one step at the least).
-    left = max(budget_s - setup_s, 0.0)
-    switch_s = sum(estimates)  # each window's untimed first step, per round
-    fit = int(left / (window_s * len(points) + switch_s))
+    # As many rounds of `window_s` windows as the budget holds, up to max_rounds; where it
+    # holds fewer than min_rounds, min_rounds of shorter windows (one step at the least).
+    switch_s = sum(c.estimate for c in candidates)  # each window's untimed first step, per round
+    fit = int(budget_s / (window_s * len(points) + switch_s))
     n_rounds = min(max(fit, min_rounds), max_rounds)
     if fit < min_rounds:
-        window_s = max(left / min_rounds - switch_s, 0.0) / len(points)
-    window_steps = [max(1, round(window_s / e)) for e in estimates]
+        window_s = max(budget_s / min_rounds - switch_s, 0.0) / len(points)
+    window_steps = [max(1, round(window_s / c.estimate)) for c in candidates]
     first_windows = list(window_steps)
     rates: list[list[float]] = [[] for _ in points]
     with load.OtherLoad() as others:
         for r in range(n_rounds):
-            if time.perf_counter() - started > deadline_s:
+            if time.perf_counter() - started - setup_s > deadline_s:
                 break
             for k in range(len(points)):
-                c = (r + k) % len(points)  # rotate who goes first
-                seconds = _window(points[c], steps[c], window_steps[c])
-                rates[c].append(points[c].batch_size * window_steps[c] / seconds)
+                i = (r + k) % len(points)  # rotate who goes first
+                c = candidates[i]
+                t0 = time.perf_counter()
+                if c.prepared is None:  # one at a time: built again (its graph is cached)
+                    c.build(0.0)
+                rebuilt_s = time.perf_counter() - t0
+                assert c.prepared is not None
+                seconds = _window(c.point, c.prepared.step, window_steps[i])
+                t1 = time.perf_counter()
+                if not together:
+                    c.free()
+                setup_s += rebuilt_s + time.perf_counter() - t1
+                rates[i].append(c.point.batch_size * window_steps[i] / seconds)
                 # the next window's steps from this one's pace: a machine that grows busier
                 # (or quieter) does not stretch (or shrink) the windows
-                window_steps[c] = max(1, round(window_s * window_steps[c] / seconds))
+                window_steps[i] = max(1, round(window_s * window_steps[i] / seconds))
     needed = max(load.needed_cores(p.device, p.threads or torch.get_num_threads()) for p in points)
     busy = load.contended(others.cores, needed, load.cores())
-    return Rounds(rates, first_windows, setup_s, time.perf_counter() - started, others.cores, busy)
+    return Rounds(
+        rates,
+        first_windows,
+        setup_s,
+        time.perf_counter() - started,
+        others.cores,
+        busy,
+        together,
+    )
 
 
 def _window(point: Point, step: Callable[[], object], n: int) -> float:

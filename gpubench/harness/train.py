@@ -89,7 +89,10 @@ def make_trainer(
         optimizer_name, model.parameters(), device, lr, capturable=cuda_graph
     )
     if compile:
-        model = torch.compile(model)  # type: ignore[assignment]
+        # Static shapes (issue 28): a process that compiles the model at a second batch size (the
+        # confirmation's candidates, a convergence run's eval batches) gets a graph of its own
+        # for it, as the sweep measured, never one recompiled with a dynamic batch dimension.
+        model = torch.compile(model, dynamic=False)  # type: ignore[assignment]
     scaler = torch.amp.GradScaler(device.type) if prec.scaler else None
     return Trainer(
         model,

@@ -2,9 +2,11 @@
 (science.leaders) are re-measured interleaved in a worker (harness.interleave), and the outcome
 is kept in the run folder's confirm.json for science.verdict to state.
 
-Its cost is bounded: SHARE of the seconds the sweep spent on its points (building and warming
-the candidates included; MIN_BUDGET_S a partition at the least), shared among the partitions in
-turn, the cheapest first: each may spend what its leader and runner-up need and an even share
+Its cost is bounded: SHARE of the seconds the sweep spent on its points (MIN_BUDGET_S a
+partition at the least), spent on the interleaved rounds; building, compiling and warming the
+candidates (again for each window where they are built one at a time, see harness.interleave)
+are recorded as `setup_s` and not counted against it. The budget is shared among the partitions
+in turn, the cheapest first: each may spend what its leader and runner-up need and an even share
 of what the needs of all leave over (or, where that cannot cover every need, an even share of
 what is left, or what its two need if that much is left). The candidates are
 trimmed, the farthest first, to those whose MIN_ROUNDS rounds (the fewest an interval of the
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.config.spec import Point
+from gpubench.harness.interleave import Rounds
 from gpubench.run.worker import Call, WorkerError, WorkerRunner
 from gpubench.science import leaders, standing
 from gpubench.science.partition import FIXED, partition_key
@@ -63,7 +66,9 @@ def confirm(
             share = _share(left, needs[n:])
             spent = time.perf_counter()
             record = _confirm_partition(group, runner, max_memory, timeout_s, share, left)
-            left -= time.perf_counter() - spent
+            # the rounds' cost: the set-up (compiling above all) is outside the budget
+            setup_s = float((record or {}).get("setup_s") or 0.0)
+            left -= max(time.perf_counter() - spent - setup_s, 0.0)
             if record is not None:
                 records.append(record)
     finally:
@@ -137,9 +142,11 @@ def _confirm_partition(
     record["candidates"] = [p.to_dict() for p in points]
     # the others could be the fastest too: the verdict ties them with the leader, unmeasured
     record["unmeasured"] = [Point.of(r).to_dict() for r in chosen[len(fits) :]]
+    # the sweep's peaks say whether the candidates fit the device together (issue 28)
+    peaks = [r.get("torch_peak_reserved_bytes") for r in fits]
     call = Call(
         "gpubench.harness.interleave:interleave",
-        (points, budget_s, WINDOW_S, leaders.MIN_ROUNDS, MAX_ROUNDS, DEADLINE * budget_s),
+        (points, budget_s, WINDOW_S, leaders.MIN_ROUNDS, MAX_ROUNDS, DEADLINE * budget_s, peaks),
         max_memory,
         points[0].device,
     )
@@ -161,6 +168,8 @@ def _confirm_partition(
             f"{DEADLINE:g}x the {budget_s:.3g} s budget",
             "budget_s": budget_s,
             "seconds": time.perf_counter() - started,
+            "setup_s": rounds.setup_s,
+            "resident": _resident(rounds),
             "samples_per_s": rounds.samples_per_s,
         }
     decision = leaders.decide(rounds.samples_per_s)
@@ -170,9 +179,16 @@ def _confirm_partition(
         "budget_s": budget_s,
         "seconds": time.perf_counter() - started,
         "setup_s": rounds.setup_s,
+        "resident": _resident(rounds),
         "window_steps": rounds.window_steps,
         "samples_per_s": rounds.samples_per_s,
         "other_load_cores": rounds.other_load_cores,
         "busy": rounds.busy,
         "decision": decision.to_dict(),
     }
+
+
+def _resident(rounds: Rounds) -> str:
+    """How the candidates were held: "together", or "one at a time" (built, timed for a
+    window and freed in turn, where together they would not fit the device)."""
+    return "together" if rounds.together else "one at a time"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,13 +16,20 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import check_buildable
 from gpubench.config.spec import AUTO, Budget, Point, SweepSpec
 from gpubench.config.validate import validate
-from gpubench.probes import bandwidth, calibration, load, nvml
-from gpubench.run import batch_plan, folder, maxbatch, preflight, ranks
+from gpubench.probes import nvml
+from gpubench.run import (
+    batch_growth,
+    batch_plan,
+    calibration_process,
+    folder,
+    maxbatch,
+    preflight,
+    ranks,
+)
 from gpubench.run import confirm as leads
 from gpubench.run import shard as shards
 from gpubench.run.worker import WorkerRunner
 from gpubench.science import batch_analysis, bottleneck, convergence, scaling
-from gpubench.store import env
 from gpubench.store.results import ResultStore, load_results, read_rows
 from gpubench.store.row import make_row
 
@@ -110,11 +118,15 @@ def run_sweep(
         store.write_json("suite.json", spec.to_dict())
         if not (run_dir / "env.json").is_file():
             # Calibrates the matmul peaks at the start of the sweep, under its conditions, and
-            # notes how busy the machine was meanwhile (issue 14).
-            with load.OtherLoad() as others:
-                captured = env.capture(spec.resolved_devices(), spec.precisions, recalibrate=True)
-                _calibrate_threads(spec)
-            captured["load"] = load.before_sweep(others.cores)
+            # notes how busy the machine was meanwhile (issue 14), in a worker of its own: the
+            # GPU memory calibration uses is given back before the first point (issue 28).
+            captured = calibration_process.captured(
+                spec.resolved_devices(),
+                spec.precisions,
+                recalibrate=True,
+                threads=[t for t in spec.threads if t is not None],
+                timeout_s=point_timeout_s,
+            )
             store.write_json("env.json", captured)
         nvml.warn_if_unavailable()  # once per sweep: the rows' NVML fields will be null
         done = read_rows(run_dir) if store.path.is_file() else []
@@ -133,6 +145,7 @@ def run_sweep(
                 on_row,
                 should_stop,
                 on_start,
+                sharded=shard is not None,
             )
         finally:
             if store.path.is_file():
@@ -155,63 +168,92 @@ def _measure(
     on_row: OnRow | None,
     should_stop: Callable[[], bool] | None,
     on_start: OnStart | None,
+    sharded: bool = False,
 ) -> None:
-    done = {_row_key(r) for r in done_rows}
+    """Measure the points of `points` that `done_rows` lacks, in order, appending each row to
+    `store`. A series that grows (run.batch_growth) gets its next batch size right after its
+    last one, the sweep's count of points growing with it."""
+    done = {_row_key(r): r for r in done_rows}
     oom_at: dict[tuple[Any, ...], int] = {}
     for r in done_rows:
         if r.get("status") == "oom" and not str(r.get("error") or "").startswith("skipped:"):
             _note_oom(oom_at, Point.of(r))
-    todo = [p for p in points if p.key() not in done]
-    finished = len(points) - len(todo)
+    # issue 28: each growing series' rows so far, and its points still to come in the plan
+    series_rows: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in done_rows:
+        series_rows.setdefault(batch_growth.series_key(Point.of(r)), []).append(r)
+    to_come = Counter(batch_growth.series_key(p) for p in points)
+    listed: dict[tuple[Any, ...], int] = {}  # each series' largest batch size in the plan
+    for p in points:
+        key = batch_growth.series_key(p)
+        listed[key] = max(listed.get(key, 0), p.batch_size)
+    planned = {p.key() for p in points}
+    grown_before = [  # rows of grown points measured before this sweep was resumed
+        r
+        for r in done_rows
+        if _row_key(r) not in planned and batch_growth.series_key(Point.of(r)) in listed
+    ]
+    total = len(points) + len(grown_before)
+    finished = sum(1 for p in points if p.key() in done) + len(grown_before)
     if on_start is not None:
-        on_start(len(points), finished)
+        on_start(total, finished)
     runner = WorkerRunner(max_memory, point_timeout_s)
     task = spec.convergence if spec.mode == "convergence" else spec.budget
     if not spec.profile and isinstance(task, Budget):
         task = dataclasses.replace(task, profile_steps=0)
+    queue = deque(points)
     try:
-        for point in todo:
-            if should_stop is not None and should_stop():
-                break
-            smallest_oom = oom_at.get(memory_group(point))
-            if smallest_oom is not None and point.batch_size > smallest_oom:
-                row = make_row(point, "oom", error=f"skipped: B={smallest_oom} ran out of memory")
-            elif point.parallel != "none":  # issue 17: a rank per process, launched here
-                assert isinstance(task, Budget)
-                row = ranks.run_parallel_point(point, task, point_timeout_s, max_memory=max_memory)
-                scaling.fill_efficiency([row], done_rows)
-                done_rows.append(row)
-            else:
-                row = bottleneck.classified(runner.run(point, task))
-            if row["status"] == "oom":
-                _note_oom(oom_at, point)
-            store.append(row)
-            finished += 1
-            if on_row is not None:
-                on_row(row, finished, len(points))
+        while queue:
+            point = queue.popleft()
+            row = done.get(point.key())
+            if row is None:
+                if should_stop is not None and should_stop():
+                    break
+                row = _row(point, task, runner, oom_at, done_rows, max_memory, point_timeout_s)
+                if row["status"] == "oom":
+                    _note_oom(oom_at, point)
+                store.append(row)
+                finished += 1
+                if on_row is not None:
+                    on_row(row, finished, total)
+                series_rows.setdefault(batch_growth.series_key(point), []).append(row)
+            key = batch_growth.series_key(point)
+            to_come[key] -= 1
+            if to_come[key] or not batch_growth.grows(spec, point, sharded):
+                continue
+            grown = batch_growth.next_batch(series_rows.get(key, []), listed[key])
+            if grown is not None:
+                nxt = dataclasses.replace(point, batch_size=grown)
+                queue.appendleft(nxt)
+                to_come[key] += 1
+                total += 1  # never measured before: twice the largest batch the series has
     except BaseException:  # a second Ctrl-C, say: the point in flight is abandoned at once
         runner.close(grace_s=0)
         raise
     runner.close()
 
 
-def _calibrate_threads(spec: SweepSpec) -> None:
-    """The CPU's matmul peak and memory bandwidth for each thread count the sweep asks for
-    beyond torch's own (the roofs of those points' MFU and ridge point), measured now like the
-    default's, under the sweep's conditions. Both are cached by thread count: a point reads the
-    figures of its own (probes.calibration.device_key)."""
-    import torch
-
-    from gpubench.harness.threads import intra_op_threads
-
-    if "cpu" not in spec.resolved_devices():
-        return
-    default = torch.get_num_threads()
-    for threads in sorted({t for t in spec.threads if t is not None and t != default}):
-        with intra_op_threads(threads):
-            for prec in spec.precisions:
-                calibration.matmul_peak("cpu", prec, refresh=True)
-            bandwidth.memory_bandwidth("cpu", refresh=True)
+def _row(
+    point: Point,
+    task: Budget | Convergence,
+    runner: WorkerRunner,
+    oom_at: dict[tuple[Any, ...], int],
+    done_rows: list[dict[str, Any]],
+    max_memory: int | None,
+    point_timeout_s: float | None,
+) -> dict[str, Any]:
+    """`point`'s row: `oom` unmeasured where a smaller batch of its memory group ran out of
+    memory, a torchrun launch for a parallel point, else a measurement in `runner`'s worker."""
+    smallest_oom = oom_at.get(memory_group(point))
+    if smallest_oom is not None and point.batch_size > smallest_oom:
+        return make_row(point, "oom", error=f"skipped: B={smallest_oom} ran out of memory")
+    if point.parallel != "none":  # issue 17: a rank per process, launched here
+        assert isinstance(task, Budget)
+        row = ranks.run_parallel_point(point, task, point_timeout_s, max_memory=max_memory)
+        scaling.fill_efficiency([row], done_rows)
+        done_rows.append(row)
+        return row
+    return bottleneck.classified(runner.run(point, task))
 
 
 def _check_time_limit(conv: Convergence, point_timeout_s: float | None) -> None:

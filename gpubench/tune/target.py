@@ -30,12 +30,11 @@ from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point
 from gpubench.config.suite import load_suite
 from gpubench.data import catalog
 from gpubench.harness.optimizers import DEFAULT_LR
-from gpubench.run import folder
+from gpubench.run import calibration_process, folder
 from gpubench.run.worker import WorkerRunner
 from gpubench.science import lr_scaling
 from gpubench.science.curve import HIGHER_IS_BETTER
 from gpubench.science.target_time import TargetTime
-from gpubench.store import env
 from gpubench.store.results import ResultStore
 from gpubench.tune import target_record
 from gpubench.tune.target_search import (
@@ -217,7 +216,8 @@ def run_target(
     with folder.locked(run_dir):
         folder.check_fresh(run_dir)
         store = ResultStore(run_dir)
-        store.write_json("env.json", env.capture([device], [precision]))
+        # in a worker: the GPU memory calibration uses is given back (issue 28)
+        store.write_json("env.json", calibration_process.captured([device], [precision]))
         record = target_record.Record(
             model=model,
             size=size,

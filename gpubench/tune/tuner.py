@@ -28,13 +28,12 @@ from gpubench.config.model_options import check_buildable, encode
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.config.validate import validate
 from gpubench.harness.timing import min_samples_for_ci
-from gpubench.probes import load, nvml
+from gpubench.probes import nvml
+from gpubench.run import calibration_process, folder, preflight
 from gpubench.run import confirm as leads
-from gpubench.run import folder, preflight
 from gpubench.run.worker import WorkerRunner
 from gpubench.science import bottleneck
 from gpubench.science.leaders import CONFIDENCE
-from gpubench.store import env
 from gpubench.store.results import ResultStore, read_rows
 from gpubench.tune import rows as tune_rows
 from gpubench.tune import space as tune_space
@@ -208,9 +207,10 @@ def tune(
         store = ResultStore(run_dir)
         store.write_json("suite.json", spec.to_dict())
         if not (run_dir / "env.json").is_file():
-            with load.OtherLoad() as others:  # as a sweep does (issue 14)
-                captured = env.capture([request.device], space.values["precision"], True)
-            captured["load"] = load.before_sweep(others.cores)
+            # as a sweep does: in a worker, which gives back the GPU memory it used (issue 28)
+            captured = calibration_process.captured(
+                [request.device], space.values["precision"], True, timeout_s=point_timeout_s
+            )
             store.write_json("env.json", captured)
         nvml.warn_if_unavailable()
         record = T.TuneRecord(request.to_dict(), space.to_dict())
