@@ -79,7 +79,7 @@ class SweepProgress:
         self.bar.start()
 
     def on_row(self, row: dict[str, Any], i: int, total: int) -> None:
-        self.bar.update(self.task, completed=i, description=_short(row))
+        self.bar.update(self.task, total=total, completed=i, description=_short(row))
         if not _err.is_terminal and not self.quiet:
             _err.print(f"[{i}/{total}] {_short(row)}")
 
