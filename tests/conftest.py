@@ -38,6 +38,19 @@ def pytest_runtest_makereport(
     return report
 
 
+# pytest-xdist names its workers in the environment, and every process a test starts (a
+# subprocess, a worker, a pytester run in this process) would inherit them: pytest-benchmark
+# then believes it runs under xdist and disables itself, so a test of the benchmark JSON that
+# passes serially fails under `-n`. A test's own processes are not xdist's workers.
+XDIST_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
+@pytest.fixture(autouse=True)
+def _no_xdist_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in XDIST_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def quick_budget() -> Budget:
     """A few fixed steps: enough to exercise the harness, fast on 2 cores."""

@@ -101,10 +101,11 @@ def rank_device(point: Point) -> torch.device:
 
 
 def wrap(model: nn.Module, mode: str, device: torch.device) -> nn.Module:
-    """`model` on `device`, in DistributedDataParallel ("ddp") or sharded by FSDP2 ("fsdp"):
-    each element of its top-level ModuleLists and Sequentials is a unit of its own (gathered
-    only while it computes, as torchtitan shards each transformer block), the rest with the
-    root. Call inside an initialised process group."""
+    """`model` on `device`, in DistributedDataParallel ("ddp") or sharded by FSDP2 ("fsdp")
+    over a mesh of `device`'s type (its parameters stay on `device`): each element of its
+    top-level ModuleLists and Sequentials is a unit of its own (gathered only while it
+    computes, as torchtitan shards each transformer block), the rest with the root. Call
+    inside an initialised process group."""
     model = model.to(device)
     if mode == "ddp":
         ids = [device.index] if device.type == "cuda" else None
@@ -112,10 +113,20 @@ def wrap(model: nn.Module, mode: str, device: torch.device) -> nn.Module:
     assert mode == "fsdp", mode
     from torch.distributed.fsdp import fully_shard
 
+    mesh = device_mesh(device)
     for unit in _units(model):
-        fully_shard(unit)
-    fully_shard(model)
+        fully_shard(unit, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     return model
+
+
+def device_mesh(device: torch.device) -> Any:
+    """A one-dimensional mesh of every rank of the process group, of `device`'s type. Named
+    explicitly: without a mesh, fully_shard takes the machine's accelerator (a CUDA mesh
+    wherever CUDA is present), so a CPU point on a GPU host would shard onto the GPU."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device.type, (dist.get_world_size(),))
 
 
 def start_threads(mode: str, device: torch.device, profiled: bool) -> None:
