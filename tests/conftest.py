@@ -11,6 +11,28 @@ import torch
 from gpubench.config.spec import Budget
 
 
+def threads_per_worker(workers: str | None, cores: int) -> int | None:
+    """The torch threads each of `workers` pytest-xdist workers (its PYTEST_XDIST_WORKER_COUNT;
+    None: not under xdist) may use on `cores` cores: their share, at least 1. None: not under
+    xdist, where a test may use every core."""
+    if not workers:
+        return None
+    return max(1, cores // int(workers))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Under xdist, every worker's torch would take a thread per core, and so would each worker
+    # process, rank and subprocess its tests start (15 workers on 16 cores: 240 threads for 16
+    # cores, and the suite crawled). Each worker takes its share of the cores instead, and its
+    # children inherit it through OMP_NUM_THREADS (unless the user set that).
+    threads = threads_per_worker(
+        os.environ.get("PYTEST_XDIST_WORKER_COUNT"), len(os.sched_getaffinity(0))
+    )
+    if threads is not None:
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
         return
