@@ -37,9 +37,16 @@ def pretend() -> None:
     enumerates devices would need a real one; torch.accelerator too, see below)."""
     torch.cuda.is_available = lambda: True  # type: ignore[assignment]
     torch.cuda.set_device = _refuse  # type: ignore[assignment]
-    # What FSDP2's fully_shard asks for its default mesh. (torch.accelerator stays as it is:
-    # the optimizers ask it for a CUDA stream, which a pretended device cannot give.)
+    # What FSDP2's fully_shard asks for its default mesh.
     torch._C._get_accelerator = lambda: torch.device("cuda")  # type: ignore[attr-defined]
+    # Asked for a usable accelerator (the optimizers' graph-capture check, which then asks for
+    # its current stream), none: a pretended device has no streams. (A CUDA build of torch
+    # would answer from the patched is_available above, and fail without a driver.)
+    torch.accelerator.current_accelerator = _accelerator  # type: ignore[assignment]
+
+
+def _accelerator(check_available: bool = False) -> torch.device | None:
+    return None if check_available else torch.device("cuda")
 
 
 def pretended(rank: int, world: int, init_method: str, timeout_s: float) -> tuple[bool, str, str]:
