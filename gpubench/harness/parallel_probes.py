@@ -134,10 +134,6 @@ def _smallest(values: list[Any]) -> Any:
     return min(known) if known else None
 
 
-def _first(values: list[Any]) -> Any:
-    return next((v for v in values if v is not None), None)
-
-
 def _distinct(values: list[Any]) -> Any:
     seen = list(dict.fromkeys(v for v in values if v))
     return "; ".join(seen) if seen else None

@@ -5,8 +5,9 @@ held when the cap was applied (the interpreter, torch and its libraries, and wha
 left mapped), so an allocation past it fails the way running out of memory does. Counting from
 there makes a size mean the same whatever torch build is installed: a CPU build's worker holds
 about 0.7 GB of address space before its first point, a CUDA build's 3-4 GB (its GPU
-libraries), and more once the CUDA driver is initialised, none of it the point's. On CUDA the
-cap is the caching allocator's per-process fraction of the device's memory. Sizes are in bytes.
+libraries), plus the CUDA driver's mappings once it is initialised, none of it the point's. On
+CUDA the cap is the caching allocator's per-process fraction of the device's memory. Sizes are
+in bytes.
 """
 
 from __future__ import annotations
@@ -75,8 +76,8 @@ def capped(
 ) -> Iterator[None]:
     """Within the block, this process may use at most `limit_bytes` (None: no cap) on the device:
     on the CPU, that much address space beyond what it holds on entry (where /proc cannot tell
-    what it holds, the whole process's address space is capped). The
-    previous limit is restored on exit, so a worker can serve the next point uncapped."""
+    what it holds, the whole process's address space is capped). The previous limit is
+    restored on exit, so a worker can serve the next point uncapped."""
     if limit_bytes is None:
         yield
         return
