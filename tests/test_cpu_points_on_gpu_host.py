@@ -84,3 +84,33 @@ def test_a_cpu_torchrun_launch_of_4_ranks_sets_no_cuda_device(tmp_path: Path) ->
     rows = read_rows(out)
     assert [(r["parallel"], r["status"]) for r in rows] == [("ddp", "ok"), ("fsdp", "ok")]
     assert all(r["world_size"] == 4 and r["backend"] == "gloo" for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("devices", "local_rank", "gpus", "selected"),
+    [
+        (("cpu",), 0, 4, None),  # CPU points: none, however many GPUs
+        (("cpu",), 3, 1, None),
+        (("cpu", "cuda"), 1, 4, 1),  # CUDA points: this rank's GPU
+        (("cuda",), 3, 1, None),  # more ranks than GPUs: their CUDA points are refused
+    ],
+)
+def test_a_torchrun_rank_selects_a_cuda_device_only_for_cuda_points(
+    monkeypatch: pytest.MonkeyPatch,
+    devices: tuple[str, ...],
+    local_rank: int,
+    gpus: int,
+    selected: int | None,
+) -> None:
+    import torch
+
+    from gpubench.config.spec import SweepSpec
+    from gpubench.run.launched import cuda_device
+
+    chosen: list[int] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    spec = SweepSpec("s", models=("mlp",), devices=devices, parallel=("ddp",), nproc=(4,))
+    assert cuda_device(spec, local_rank) == selected
+    assert chosen == ([] if selected is None else [selected])
