@@ -37,3 +37,22 @@ def subprocess_env() -> dict[str, str]:
 
 def gpubench_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "gpubench", *args]
+
+
+def allocations(sizes: list[int]) -> list[bool]:
+    """Whether a tensor of each size (bytes) could be allocated, in turn, each freed before the
+    next (a worker's Call target, under its memory cap)."""
+    import torch
+
+    from gpubench.harness.failure import is_out_of_memory
+
+    out = []
+    for size in sizes:
+        try:
+            torch.empty(size, dtype=torch.uint8)
+        except RuntimeError as e:
+            assert is_out_of_memory(e), e
+            out.append(False)
+        else:
+            out.append(True)
+    return out
