@@ -34,7 +34,7 @@ def _refuse(device: Any) -> None:
 
 def pretend() -> None:
     """From now on this process reports CUDA present (device_count stays this build's 0: what
-    enumerates devices would need a real one; torch.accelerator too, see below)."""
+    enumerates devices would need a real one)."""
     torch.cuda.is_available = lambda: True  # type: ignore[assignment]
     torch.cuda.set_device = _refuse  # type: ignore[assignment]
     # What FSDP2's fully_shard asks for its default mesh.
