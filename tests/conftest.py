@@ -11,6 +11,28 @@ import torch
 from gpubench.config.spec import Budget
 
 
+def threads_per_worker(workers: str | None, cores: int) -> int | None:
+    """The torch threads each of `workers` pytest-xdist workers (its PYTEST_XDIST_WORKER_COUNT;
+    None: not under xdist) may use on `cores` cores: their share, at least 1. None: not under
+    xdist, where a test may use every core."""
+    if not workers:
+        return None
+    return max(1, cores // int(workers))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Under xdist, every worker's torch would take a thread per core, and so would each worker
+    # process, rank and subprocess its tests start (15 workers on 16 cores: 240 threads for 16
+    # cores, and the suite crawled). Each worker takes its share of the cores instead, and its
+    # children inherit it through OMP_NUM_THREADS (unless the user set that).
+    threads = threads_per_worker(
+        os.environ.get("PYTEST_XDIST_WORKER_COUNT"), len(os.sched_getaffinity(0))
+    )
+    if threads is not None:
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
         return
@@ -36,6 +58,19 @@ def pytest_runtest_makereport(
         report.outcome = "failed"
         report.longrepr = f"GPUBENCH_REQUIRE_ECOSYSTEM=1, and this test skipped: {reason}"
     return report
+
+
+# pytest-xdist names its workers in the environment, and every process a test starts (a
+# subprocess, a worker, a pytester run in this process) would inherit them: pytest-benchmark
+# then believes it runs under xdist and disables itself, so a test of the benchmark JSON that
+# passes serially fails under `-n`. A test's own processes are not xdist's workers.
+XDIST_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
+@pytest.fixture(autouse=True)
+def _no_xdist_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in XDIST_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

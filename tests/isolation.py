@@ -8,29 +8,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpubench.config.spec import Budget, Point
 from gpubench.run.memory_cap import exact_size
-from gpubench.run.worker import WorkerRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
-_baseline: list[int] = []
 
 
 def memory_cap(headroom_mib: int = 320) -> int:
-    """A --max-memory (bytes) `headroom_mib` MiB above what a worker holds once ready on this
-    machine: with 320, tens of `fault_workloads:hungry` samples fit under it and a thousand
-    never do. (A fixed size would not do: a CUDA build of torch maps far more address space
-    than a CPU build.)"""
-    if not _baseline:
-        runner = WorkerRunner()
-        try:
-            runner.run(Point("mlp", "tiny", "cpu", "fp32", "sgd", 2), Budget.fixed(1, 1))
-            assert runner.worker_address_space is not None, "needs /proc (Linux)"
-            _baseline.append(runner.worker_address_space)
-        finally:
-            runner.close()
-    return (_baseline[0] // 2**20 + headroom_mib) * 2**20
+    """A --max-memory (bytes) of `headroom_mib` MiB: on the CPU the cap counts what a point maps
+    beyond what its worker holds, so with 320, tens of `fault_workloads:hungry` samples fit
+    under it and a thousand never do, with a CPU build of torch as with a CUDA one."""
+    return headroom_mib * 2**20
 
 
 def cap_text() -> str:
@@ -49,3 +37,22 @@ def subprocess_env() -> dict[str, str]:
 
 def gpubench_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "gpubench", *args]
+
+
+def allocations(sizes: list[int]) -> list[bool]:
+    """Whether a tensor of each size (bytes) could be allocated, in turn, each freed before the
+    next (a worker's Call target, under its memory cap)."""
+    import torch
+
+    from gpubench.harness.failure import is_out_of_memory
+
+    out = []
+    for size in sizes:
+        try:
+            torch.empty(size, dtype=torch.uint8)
+        except RuntimeError as e:
+            assert is_out_of_memory(e), e
+            out.append(False)
+        else:
+            out.append(True)
+    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpubench.config.spec import Budget, Point
-from gpubench.run import maxbatch
+from gpubench.run import batch_search, maxbatch
 from gpubench.run.worker import WorkerRunner
 
 pytestmark = pytest.mark.gpu
@@ -33,5 +33,9 @@ def test_max_batch_on_cuda_finds_a_confirmed_boundary() -> None:
     assert found.stopped is None and found.largest >= 64 and not found.ceiling_reached
     confirmed = [p for p in found.probes if p.phase == "confirm"]
     assert confirmed[-1].fits and confirmed[-1].batch_size == found.largest
+    # the bracket [largest, smallest_failed) is closed to the search's resolution (8 samples
+    # or 2%, not 1: no --exact), and its top is a batch that ran out of memory
     failed = {p.batch_size for p in found.probes if p.status == "oom"}
-    assert found.largest + 1 in failed or len(confirmed) > 1
+    assert found.smallest_failed in failed
+    assert found.smallest_failed - found.largest <= batch_search.resolution(found.largest, False)
+    assert found.resolution == found.smallest_failed - found.largest

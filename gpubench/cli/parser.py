@@ -282,7 +282,8 @@ def _add_isolation_flags(parser: argparse.ArgumentParser) -> None:
         "--max-memory",
         type=values.arg(parse_size),
         metavar="SIZE",
-        help="cap each point's memory, e.g. 512M or 2G (CPU: the worker's whole address space)",
+        help="cap each point's memory, e.g. 512M or 2G (CPU: the address space the point maps "
+        "beyond what its worker holds when it starts)",
     )
     parser.add_argument(
         "--point-timeout",

@@ -30,9 +30,16 @@ from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
 from gpubench.harness import parallel_probes
 from gpubench.harness import step as step_mod
-from gpubench.harness.point import _datasheet_peak, profile_plan, profile_values
+from gpubench.harness.point import (
+    _datasheet_peak,
+    cpu_energy,
+    nvml_sampler,
+    nvml_values,
+    profile_plan,
+    profile_values,
+)
 from gpubench.harness.timing import Stats, StepMarks, steady, still_warming, synchronize
-from gpubench.probes import breakdown, calibration, communication, flops, load, memory
+from gpubench.probes import breakdown, calibration, communication, flops, load, memory, rapl
 from gpubench.probes import profile as step_profile
 from gpubench.probes.bandwidth import cached_bandwidth
 from gpubench.probes.profile import StepProfile
@@ -101,10 +108,11 @@ def rank_device(point: Point) -> torch.device:
 
 
 def wrap(model: nn.Module, mode: str, device: torch.device) -> nn.Module:
-    """`model` on `device`, in DistributedDataParallel ("ddp") or sharded by FSDP2 ("fsdp"):
-    each element of its top-level ModuleLists and Sequentials is a unit of its own (gathered
-    only while it computes, as torchtitan shards each transformer block), the rest with the
-    root. Call inside an initialised process group."""
+    """`model` on `device`, in DistributedDataParallel ("ddp") or sharded by FSDP2 ("fsdp")
+    over a mesh of `device`'s type (its parameters stay on `device`): each element of its
+    top-level ModuleLists and Sequentials is a unit of its own (gathered only while it
+    computes, as torchtitan shards each transformer block), the rest with the root. Call
+    inside an initialised process group."""
     model = model.to(device)
     if mode == "ddp":
         ids = [device.index] if device.type == "cuda" else None
@@ -112,10 +120,20 @@ def wrap(model: nn.Module, mode: str, device: torch.device) -> nn.Module:
     assert mode == "fsdp", mode
     from torch.distributed.fsdp import fully_shard
 
+    mesh = device_mesh(device)
     for unit in _units(model):
-        fully_shard(unit)
-    fully_shard(model)
+        fully_shard(unit, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     return model
+
+
+def device_mesh(device: torch.device) -> Any:
+    """A one-dimensional mesh of every rank of the process group, of `device`'s type. Named
+    explicitly: without a mesh, fully_shard takes the machine's accelerator (a CUDA mesh
+    wherever CUDA is present), so a CPU point on a GPU host would shard onto the GPU."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device.type, (dist.get_world_size(),))
 
 
 def start_threads(mode: str, device: torch.device, profiled: bool) -> None:
@@ -188,6 +206,7 @@ def _rank_threads(point: Point) -> Iterator[None]:
 
 
 def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
+    start_address_space = memory.address_space_bytes()  # what --max-memory does not count
     device = rank_device(point)
     if device.type == "cpu":
         torch.set_num_threads(rank_threads(point))
@@ -210,7 +229,16 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
         with load.OtherLoad() as others:
             warm = _warm_up(prepared, device, budget)
             steps = steps_to_measure(budget, warm.estimate_s)
-            with memory.HostPeakRSS() as rss, peaks:
+            # The probes of a single process's measured windows: each rank samples its own
+            # GPU; the CPU package's energy is the node's, read by rank 0 alone.
+            sampler = nvml_sampler(device)
+            package = rapl.PackageEnergy() if rank == 0 else None
+            with (
+                memory.HostPeakRSS() as rss,
+                peaks,
+                sampler if sampler is not None else contextlib.nullcontext(),
+                package if package is not None else contextlib.nullcontext(),
+            ):
                 marks = StepMarks(device, steps + 1)
                 synchronize(device)
                 t0 = time.perf_counter()
@@ -237,7 +265,16 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
         flops_per_step=warm.counted.flops,
         bytes_per_step=warm.counted.bytes,
         peak_rss_bytes=rss.peak_bytes,
+        peak_address_space_bytes=rss.peak_address_space_bytes,
+        start_address_space_bytes=start_address_space,
         peak_allocated_bytes=peaks.allocated_bytes,
+        peak_reserved_bytes=peaks.reserved_bytes,
+        remainder_bytes=state.remainder_bytes(peaks.allocated_bytes),
+        inputs_bytes=prepared.batches.held_bytes,
+        nvml=nvml_values(sampler, steps, per_process_batch(point)),
+        cpu_energy=None
+        if package is None
+        else cpu_energy(package, steps, per_process_batch(point) * point.nproc),
         parameters_bytes=state.parameters_bytes,
         gradients_bytes=state.gradients_bytes,
         optimizer_bytes=state.optimizer_bytes,
@@ -250,6 +287,7 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
         threads=torch.get_num_threads(),
         parameters=sum(p.numel() for p in prepared.trainer.model.parameters()),
         tokens_per_sample=workload.tokens_per_sample,
+        workload=workload.name,
         optimizer_impl=prepared.trainer.optimizer_impl,
         timer="cuda_event" if marks.cuda else "perf_counter",
     )
@@ -397,8 +435,15 @@ def group_row(
         memory_parameters_bytes=r0["parameters_bytes"],
         memory_gradients_bytes=r0["gradients_bytes"],
         memory_optimizer_bytes=r0["optimizer_bytes"],
+        memory_inputs_bytes=_max(r.get("inputs_bytes") for r in ranks),
+        memory_remainder_bytes=_max(r.get("remainder_bytes") for r in ranks),
+        workload=r0.get("workload"),
         host_peak_rss_bytes=_max(r["peak_rss_bytes"] for r in ranks),
+        **parallel_probes.address_space(ranks),
         torch_peak_allocated_bytes=_max(r["peak_allocated_bytes"] for r in ranks),
+        torch_peak_reserved_bytes=_max(r.get("peak_reserved_bytes") for r in ranks),
+        **parallel_probes.group_nvml([r.get("nvml") or {} for r in ranks], global_batch),
+        **(r0.get("cpu_energy") or {}),
         per_process_samples_per_s=global_batch / s.median_s / world,
         slowest_rank_step_time_s=s.median_s,
         rank_step_time_spread=(max(medians) - min(medians)) / statistics.median(medians),

@@ -37,6 +37,7 @@ def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
     """Measure `point` and return its row. Unsupported combinations give an `unsupported` row;
     errors (out of memory included) propagate to the caller, which classifies them."""
     started = time.perf_counter()
+    start_address_space = memory.address_space_bytes()  # what --max-memory does not count
     reason = unsupported_reason(point)
     if reason is not None:
         return make_row(point, "unsupported", error=reason)
@@ -50,6 +51,7 @@ def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
         **values,
         host_peak_rss_bytes=rss.peak_bytes,
         host_peak_address_space_bytes=rss.peak_address_space_bytes,
+        host_address_space_start_bytes=start_address_space,
         point_time_s=time.perf_counter() - started,
     )
 
@@ -81,7 +83,7 @@ def measure_workload(
         return dict(status="unsupported", error=reason), None
     prec = precision.get(point.precision)
     torch_peaks = memory.TorchPeaks(device)
-    sampler = _sampler(device)
+    sampler = nvml_sampler(device)
     with precision.tf32_mode(prec.tf32), cudnn_benchmark(point.cudnn_benchmark):
         prepared = prepare(point, workload, lr)
         trainer, batches = prepared.trainer, prepared.batches
@@ -181,14 +183,14 @@ def measure_workload(
         memory_activations_bytes=saved.bytes,
         memory_inputs_bytes=prepared.batches.held_bytes,
         memory_remainder_bytes=state.remainder_bytes(torch_peaks.allocated_bytes),
-        **_nvml_values(sampler, m, point.batch_size),
+        **nvml_values(sampler, m.stats.n, point.batch_size),
         **_why_values(profiled, moved, flop_count, m, device),
-        **_cpu_energy(package, m, point.batch_size),
+        **cpu_energy(package, m.stats.n, point.batch_size),
     )
     return values, m
 
 
-def _sampler(device: torch.device) -> ProcessSampler | None:
+def nvml_sampler(device: torch.device) -> ProcessSampler | None:
     """An NVML sampler for a CUDA device, in a process of its own (it must not slow the step);
     None on the CPU or where NVML is missing (the sweep warns once about that; the fields stay
     null)."""
@@ -281,22 +283,25 @@ def profile_values(
     )
 
 
-def _cpu_energy(package: rapl.PackageEnergy, m: Measurement, batch_size: int) -> dict[str, Any]:
-    """CPU package energy over the measured windows (RAPL), where the machine exposes it."""
+def cpu_energy(package: rapl.PackageEnergy, steps: int, batch_size: int) -> dict[str, Any]:
+    """CPU package energy over the measured windows (RAPL) of `steps` steps of `batch_size`
+    samples, where the machine exposes it."""
     if package.joules is None:
         return {} if package.note is None else {"cpu_energy_note": package.note}
-    per_step = package.joules / m.stats.n
+    per_step = package.joules / steps
     return dict(
         cpu_energy_j_per_step=per_step,
         cpu_samples_per_j=batch_size / per_step if per_step > 0 else None,
     )
 
 
-def _nvml_values(sampler: ProcessSampler | None, m: Measurement, batch_size: int) -> dict[str, Any]:
+def nvml_values(sampler: ProcessSampler | None, steps: int, batch_size: int) -> dict[str, Any]:
+    """The NVML columns of `steps` measured steps of `batch_size` samples that `sampler` watched
+    ({} where there was none, or it read nothing)."""
     if sampler is None or sampler.summary is None:
         return {}
     n = sampler.summary
-    energy = None if n.energy_j is None else n.energy_j / m.stats.n
+    energy = None if n.energy_j is None else n.energy_j / steps
     return dict(
         nvml_peak_used_bytes=n.peak_used_bytes,
         nvml_process_peak_used_bytes=n.peak_process_used_bytes,

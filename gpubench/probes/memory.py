@@ -21,6 +21,11 @@ def current_rss_bytes() -> int | None:
     return _status_kib("VmRSS")
 
 
+def address_space_bytes() -> int | None:
+    """This process's virtual address space now (bytes, Linux VmSize), or None where unknown."""
+    return _status_kib("VmSize")
+
+
 def _status_kib(field: str) -> int | None:
     try:
         for line in _STATUS.read_text().splitlines():

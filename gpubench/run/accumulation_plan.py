@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.config.spec import Budget, Point
+from gpubench.run import memory_cap
 from gpubench.run.maxbatch import MaxBatch
 from gpubench.run.worker import WorkerRunner
 
@@ -172,15 +173,7 @@ def measured(
             checkpoints,
             search,
             lambda p: fresh.run(p, budget),
-            lambda row: _capped_peak(row, point.device),
+            lambda row: memory_cap.capped_peak(row, point.device),
         )
     finally:
         fresh.close()
-
-
-def _capped_peak(row: dict[str, Any], device: str) -> int | None:
-    """The peak the memory cap counts (as maxbatch's probes read it): the worker's address
-    space on the CPU, the allocator's reserved bytes on CUDA."""
-    cpu = device.startswith("cpu")
-    value = row.get("host_peak_address_space_bytes" if cpu else "torch_peak_reserved_bytes")
-    return int(value) if value is not None else None

@@ -59,7 +59,6 @@ def run_launched(
     exit status: 0 when every point ended well, 1 after a failure (the launch stops there).
     After a failure, rank 0 calls `on_failure` (the report, say) once the failure's row is
     written and before the other ranks may exit: torchrun stops rank 0 once they have."""
-    import torch
     import torch.distributed as dist
 
     from gpubench.harness import parallel
@@ -67,8 +66,7 @@ def run_launched(
     validate(spec)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_world = int(os.environ["LOCAL_WORLD_SIZE"])
-    if torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    cuda_device(spec, int(os.environ["LOCAL_RANK"]))
     # One group for the whole launch: gloo for CPU tensors, NCCL for CUDA ones where built in.
     backend = "cpu:gloo,cuda:nccl" if dist.is_nccl_available() else "gloo"
     dist.init_process_group(backend, timeout=dt.timedelta(seconds=group_timeout_s))
@@ -110,6 +108,22 @@ def run_launched(
         dist.barrier()  # no rank leaves while another still needs rank 0's rendezvous store
         return 0
     raise AssertionError("unreachable")  # the block returns; mypy cannot see an ExitStack does
+
+
+def cuda_device(spec: SweepSpec, local_rank: int) -> int | None:
+    """Make CUDA device `local_rank` this rank's current device where the launch measures CUDA
+    points and this node has that device; return it (None: no CUDA device was set). A launch
+    of CPU points sets none: on a host with fewer GPUs than ranks, selecting one would fail
+    ("invalid device ordinal"), and its CUDA points are refused for want of devices anyway
+    (harness.parallel.unsupported_reason)."""
+    import torch
+
+    if not any(torch.device(d).type == "cuda" for d in spec.resolved_devices()):
+        return None
+    if local_rank >= torch.cuda.device_count():
+        return None
+    torch.cuda.set_device(local_rank)
+    return local_rank
 
 
 class _SigtermState:

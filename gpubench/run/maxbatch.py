@@ -128,7 +128,7 @@ def find(
             phase,
             row["step_time_s"],
             row["samples_per_s"],
-            _memory(row, point.device),
+            memory_cap.capped_peak(row, point.device),
             _sample_bytes(row, batch),
         )
         result.probes.append(p)
@@ -190,17 +190,6 @@ def find(
     finally:
         fresh.close()
     return result
-
-
-def _memory(row: dict[str, Any], device: str) -> int | None:
-    """The probe's peak of what the memory limit counts: the worker's address space on the CPU
-    (it ran in a fresh process, so the peak is the point's), the allocator's reserved bytes on
-    CUDA."""
-    key = (
-        "host_peak_address_space_bytes" if device.startswith("cpu") else "torch_peak_reserved_bytes"
-    )
-    value = row.get(key)
-    return int(value) if value is not None else None
 
 
 def _sample_bytes(row: dict[str, Any], batch: int) -> float | None:

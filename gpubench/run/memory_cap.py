@@ -1,19 +1,24 @@
 """Memory caps for a worker process: `--max-memory SIZE` made real.
 
-On the CPU the cap is an address-space limit (RLIMIT_AS) on the whole worker process, torch and
-its libraries included (about 0.7 GB of address space on a Linux x86 CPU build), so an
-allocation past it fails the way running out of memory does. On CUDA the cap is the caching
-allocator's per-process fraction of the device's memory. Sizes are in bytes.
+On the CPU the cap is an address-space limit (RLIMIT_AS) on what the worker maps beyond what it
+held when the cap was applied (the interpreter, torch and its libraries, and what earlier points
+left mapped), so an allocation past it fails the way running out of memory does. Counting from
+there makes a size mean the same whatever torch build is installed: a CPU build's worker holds
+about 0.7 GB of address space before its first point, a CUDA build's 3-4 GB (its GPU
+libraries), plus the CUDA driver's mappings once it is initialised, none of it the point's. On
+CUDA the cap is the caching allocator's per-process fraction of the device's memory. Sizes are
+in bytes.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from gpubench.config.errors import ConfigError
+from gpubench.probes import memory
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.I)
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -50,11 +55,7 @@ def exact_size(n: int) -> str:
 
 def address_space_bytes() -> int | None:
     """This process's virtual address space in bytes (Linux), or None where unknown."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return None
+    return memory.address_space_bytes()
 
 
 def available_bytes() -> int | None:
@@ -69,18 +70,14 @@ def available_bytes() -> int | None:
     return None
 
 
-class CapBelowHeld(MemoryError):
-    """The cap is below what the process holds already: the point cannot start under it."""
-
-
 @contextmanager
 def capped(
     limit_bytes: int | None, device_type: str, device_index: int | None = None
 ) -> Iterator[None]:
-    """Within the block, this process may use at most `limit_bytes` (None: no cap) on the device.
-    The previous limit is restored on exit, so a worker can serve the next point uncapped. On
-    the CPU a cap at or below what the process holds raises CapBelowHeld (an out-of-memory
-    error) before the block starts, so the outcome does not depend on which allocation fails."""
+    """Within the block, this process may use at most `limit_bytes` (None: no cap) on the device:
+    on the CPU, that much address space beyond what it holds on entry (where /proc cannot tell
+    what it holds, the whole process's address space is capped). The previous limit is
+    restored on exit, so a worker can serve the next point uncapped."""
     if limit_bytes is None:
         yield
         return
@@ -91,15 +88,9 @@ def capped(
     import resource
 
     held = address_space_bytes()
-    if held is not None and held >= limit_bytes:
-        # Every new mapping would fail, and not always as an exception: a thread's stack or an
-        # unchecked allocation refused by the limit kills the process (SIGSEGV, SIGABRT).
-        raise CapBelowHeld(
-            f"this process already holds {format_size(held)} of address space, at or above "
-            f"--max-memory {format_size(limit_bytes)}: nothing more can be allocated under it"
-        )
+    allowed = limit_bytes if held is None else held + limit_bytes
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    want = limit_bytes if hard == resource.RLIM_INFINITY else min(limit_bytes, hard)
+    want = allowed if hard == resource.RLIM_INFINITY else min(allowed, hard)
     resource.setrlimit(resource.RLIMIT_AS, (want, hard))
     try:
         yield
@@ -119,3 +110,20 @@ def _cuda_capped(limit_bytes: int, device_index: int | None) -> Iterator[None]:
     finally:
         torch.cuda.empty_cache()
         torch.cuda.set_per_process_memory_fraction(1.0, index)
+
+
+def capped_peak(row: dict[str, Any], device: str) -> int | None:
+    """A row's peak of what the memory cap counts (bytes; None: not measured): on the CPU the
+    address space its worker mapped beyond what it held when the point started (the worker's
+    peak less its start), on CUDA the allocator's peak reserved bytes."""
+    if not device.startswith("cpu"):
+        value = row.get("torch_peak_reserved_bytes")
+        return int(value) if value is not None else None
+    peak, start = (
+        row.get("host_peak_address_space_bytes"),
+        row.get("host_address_space_start_bytes"),
+    )
+    if peak is None:
+        return None
+    # rows written before the start was recorded: the whole worker, as the cap counted then
+    return int(peak) - int(start or 0)

@@ -157,6 +157,9 @@ COLUMNS = [
 # issue 16: the worker's peak virtual address space (Linux VmPeak, its lifetime's: a point's own
 # in a fresh worker, as max-batch's probes run), what --max-memory caps on the CPU
 COLUMNS += ["host_peak_address_space_bytes"]
+# issue 28: the worker's address space when the point started (torch and its libraries: 0.7 GB
+# with a CPU build, 3-4 GB with a CUDA one); --max-memory on the CPU caps what is mapped beyond it
+COLUMNS += ["host_address_space_start_bytes"]
 # issue 24: the round of `tune`'s search the row was measured in (0, 1, 2: each measures 3x
 # longer than the one before; 2 is a sweep's own measurement); None outside a tune
 COLUMNS += ["tune_round"]

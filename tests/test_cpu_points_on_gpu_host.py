@@ -1,0 +1,116 @@
+"""CPU parallel points on a GPU host run on the CPU's terms: FSDP2 shards over a CPU mesh and no
+rank selects a CUDA device. CUDA's presence is simulated in the ranks (tests/fake_cuda_host.py):
+there selecting a CUDA device fails, as it does on a host with fewer GPUs than ranks."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpubench.config.spec import Budget, Point
+from gpubench.run.ranks import launch, run_parallel_point
+from gpubench.store.results import read_rows
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _point(model: str = "mlp", parallel: str = "fsdp", nproc: int = 2) -> Point:
+    return Point(model, "tiny", "cpu", "fp32", "adamw", 4, parallel=parallel, nproc=nproc)
+
+
+def test_the_pretended_host_refuses_a_cuda_device_and_names_cuda_the_accelerator() -> None:
+    # the simulation itself, in a rank: what the tests below rely on
+    import fake_cuda_host
+
+    ((available, accelerator, refused),) = launch(
+        fake_cuda_host.pretended, (), nproc=1, timeout_s=60
+    )
+    assert available and accelerator == "cuda"
+    assert fake_cuda_host.SET_DEVICE_REFUSED in refused
+
+
+def test_a_cpu_fsdp_point_keeps_its_parameters_on_the_cpu_with_cuda_present() -> None:
+    import fake_cuda_host
+
+    per_rank = launch(fake_cuda_host.fsdp_parameters, (_point(),), nproc=2, timeout_s=60)
+    for parameters in per_rank:
+        assert parameters and set(parameters) == {("cpu", "cpu")}, parameters
+
+
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_a_cpu_parallel_point_measures_with_cuda_present(parallel: str) -> None:
+    row = run_parallel_point(
+        _point("fake_cuda_host:mlp", parallel), Budget.fixed(2, warmup_steps=1), timeout_s=120
+    )
+    assert row["status"] == "ok", row["error"]
+    assert row["device"] == "cpu" and row["backend"] == "gloo"
+
+
+SUITE = """
+name = "cpu-on-gpu-host"
+models = ["mlp"]
+size = "tiny"
+devices = ["cpu"]
+batch_sizes = [8]
+optimizers = ["sgd"]
+parallel = ["ddp", "fsdp"]
+nproc = [4]
+[budget]
+warmup_steps = 1
+min_steps = 2
+max_steps = 2
+min_time_s = 0
+max_time_s = 1
+profile_steps = 0
+"""
+
+
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="needs torchrun on PATH")
+def test_a_cpu_torchrun_launch_of_4_ranks_sets_no_cuda_device(tmp_path: Path) -> None:
+    suite = tmp_path / "suite.toml"
+    suite.write_text(SUITE)
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
+    command = [
+        "torchrun", "--standalone", "--nproc-per-node", "4",
+        "-m", "fake_cuda_host", "sweep", str(suite), "--out", str(out), "--quiet",
+    ]  # fmt: skip
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_rows(out)
+    assert [(r["parallel"], r["status"]) for r in rows] == [("ddp", "ok"), ("fsdp", "ok")]
+    assert all(r["world_size"] == 4 and r["backend"] == "gloo" for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("devices", "local_rank", "gpus", "selected"),
+    [
+        (("cpu",), 0, 4, None),  # CPU points: none, however many GPUs
+        (("cpu",), 3, 1, None),
+        (("cpu", "cuda"), 1, 4, 1),  # CUDA points: this rank's GPU
+        (("cuda",), 3, 1, None),  # more ranks than GPUs: their CUDA points are refused
+    ],
+)
+def test_a_torchrun_rank_selects_a_cuda_device_only_for_cuda_points(
+    monkeypatch: pytest.MonkeyPatch,
+    devices: tuple[str, ...],
+    local_rank: int,
+    gpus: int,
+    selected: int | None,
+) -> None:
+    import torch
+
+    from gpubench.config.spec import SweepSpec
+    from gpubench.run.launched import cuda_device
+
+    chosen: list[int] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    spec = SweepSpec("s", models=("mlp",), devices=devices, parallel=("ddp",), nproc=(4,))
+    assert cuda_device(spec, local_rank) == selected
+    assert chosen == ([] if selected is None else [selected])
