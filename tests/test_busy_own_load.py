@@ -60,7 +60,7 @@ def test_a_point_beside_its_own_burning_sampler_is_not_busy(
         t = os.times()
         return t.user + t.system + t.children_user + t.children_system
 
-    monkeypatch.setattr(point_mod, "_sampler", sampler)
+    monkeypatch.setattr(point_mod, "nvml_sampler", sampler)
     monkeypatch.setattr(load, "_machine_busy_s", machine_busy_s)
     before = os.times()
     row = run_point(_point(), BUDGET)

@@ -110,8 +110,9 @@ def _run_point(point: Point, task: Task, max_memory: int | None) -> dict[str, An
         )
     finally:
         gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        # a no-op where this process never initialised CUDA (is_available() would start
+        # the driver, and map its memory, in a CPU point's worker on a GPU host)
+        torch.cuda.empty_cache()
 
 
 @dataclass(frozen=True)
@@ -140,8 +141,9 @@ class Call:
             return ("error", one_line(e), traceback.format_exc())
         finally:
             gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+            # a no-op where this process never initialised CUDA (is_available() would start
+            # the driver, and map its memory, in a CPU point's worker on a GPU host)
+            torch.cuda.empty_cache()
 
 
 class WorkerError(RuntimeError):
