@@ -17,6 +17,7 @@ from gpubench.harness.train import make_trainer
 from gpubench.models.blocks import repeated_blocks
 from gpubench.probes import flops
 from gpubench.probes.breakdown import SavedActivations
+from gpubench.probes.step_count import CountStep
 
 CPU = torch.device("cpu")
 
@@ -30,11 +31,11 @@ def _step(model: str, checkpoint: bool, accumulate: int = 1) -> tuple[list[torch
         assert checkpoint_blocks(workload.model) > 0
     trainer = make_trainer(workload, CPU, "fp32", "sgd", accumulate=accumulate)
     x, y = workload.batch(8, CPU, seed=3)
-    with flops.CountFlops() as counted, SavedActivations(trainer.model) as saved:
+    with CountStep() as counted, SavedActivations(trainer.model) as saved:
         trainer.step(x, y)
     assert counted.result is not None
     grads = [p.grad.clone() for p in trainer.model.parameters()]  # type: ignore[union-attr]
-    return grads, saved.bytes, counted.result.total
+    return grads, saved.bytes, counted.result.flops.total
 
 
 @pytest.mark.parametrize("model", ["transformer", "cnn"])
@@ -59,7 +60,7 @@ def test_the_flops_count_the_recomputed_forward_of_the_blocks() -> None:
     torch.manual_seed(0)
     workload = models.build("transformer", "tiny")
     x, _ = workload.batch(8, CPU, seed=3)
-    # the forward alone, by module, attention on the CPU included (as CountFlops counts it)
+    # the forward alone, by module, attention on the CPU included (as CountStep counts it)
     with FlopCounterMode(display=False, custom_mapping=dict(flops.MISSED)) as forward:
         workload.model(x)
     blocks = forward.get_flop_counts()["GPT.blocks.0"]
@@ -67,12 +68,14 @@ def test_the_flops_count_the_recomputed_forward_of_the_blocks() -> None:
     checkpoint_blocks(workload.model)
     trainer = make_trainer(workload, CPU, "fp32", "sgd")
     x, y = workload.batch(8, CPU, seed=3)
-    with flops.CountFlops() as counted:
+    with CountStep() as step:
         trainer.step(x, y)
-    assert counted.result is not None
-    extra = counted.result.total - plain
-    assert extra == counted.result.recomputed  # the counter sees exactly what was recomputed
-    assert counted.result.model == plain  # MFU's FLOPs leave it out
+    assert step.result is not None
+    counted = step.result.flops
+    extra = counted.total - plain
+    assert extra == counted.recomputed  # the counter sees exactly what was recomputed
+    # MFU's FLOPs leave it out, and the scores the attention backward recomputes
+    assert counted.model == plain - counted.attention_recomputed
     # the blocks' forward, less its last matmul: the recomputation stops once it has the tensors
     # backward needs (the last layer's input), and the block's output is not one of them
     out = workload.model.blocks[0].out

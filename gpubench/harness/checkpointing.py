@@ -3,7 +3,7 @@ under torch.utils.checkpoint (use_reentrant=False), which holds only the block's
 recomputes what its backward needs from it.
 
 The blocks are patched in place (their `forward`), so the module tree, its parameter names and
-the FSDP units built on it are unchanged. The recomputation runs under the FLOP counter's
+the FSDP units built on it are unchanged. The recomputation runs under the step counter's
 `recomputation()` context, so a counted step says how many of its FLOPs were recomputed.
 
 BatchNorm inside a checkpointed block (the CNN's) runs its forward twice in training mode, so
@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from gpubench.models.blocks import repeated_blocks
-from gpubench.probes.flops import recomputation
+from gpubench.probes.step_count import recomputation
 
 _ORIGINAL = "_gpubench_forward"  # where a patched block keeps its own forward
 
