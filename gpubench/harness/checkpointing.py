@@ -6,6 +6,10 @@ The blocks are patched in place (their `forward`), so the module tree, its param
 the FSDP units built on it are unchanged. The recomputation runs under the step counter's
 `recomputation()` context, so a counted step says how many of its FLOPs were recomputed.
 
+Under torch.compile the checkpoint takes no `context_fn`: dynamo accepts only dispatch modes
+there (selective checkpointing's), and nothing compiled is counted (harness.point counts the
+eager module), so the blocks are checkpointed with torch's default contexts.
+
 BatchNorm inside a checkpointed block (the CNN's) runs its forward twice in training mode, so
 its running statistics take two updates per step: the gradients are unchanged (the recomputed
 forward normalises with the same batch statistics), as torch.utils.checkpoint documents.
@@ -18,6 +22,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -47,4 +52,6 @@ def _contexts() -> tuple[contextlib.AbstractContextManager[Any], ...]:
 
 
 def _checkpointed(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    if torch.compiler.is_compiling():
+        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
     return checkpoint(forward, *args, use_reentrant=False, context_fn=_contexts, **kwargs)
