@@ -128,3 +128,18 @@ def test_every_devices_fused_attention_is_counted_as_the_cpus() -> None:
         # of those five backward matmuls, one recomputes the scores: not the model's work
         assert flops.RECOMPUTED_IN_BACKWARD[backward](grad, q, k, v, out_val=None) == scores
     assert len(flops.RECOMPUTED_IN_BACKWARD) == 4
+
+
+def test_a_parallel_rows_mfu_divides_the_ranks_model_flops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpubench.config.spec import Point
+    from gpubench.harness import parallel
+
+    monkeypatch.setattr(parallel, "_datasheet_peak", lambda device, precision: 989.4)
+    point = Point("transformer", "small", "cpu", "bf16", "adamw", 64, parallel="ddp", nproc=2)
+    # each rank ran 5e12 FLOPs, of which 1e12 recomputed (checkpointing, attention's scores)
+    ranks = [dict(flops_per_step=5e12, model_flops_per_step=4e12, bytes_per_step=1e9)] * 2
+    values = parallel._compute_values(point, ranks, 2, 0.1, None)
+    assert values["tflops"] == pytest.approx(100.0)  # all the work: 1e13 FLOPs in 0.1 s
+    assert values["mfu"] == pytest.approx(80.0 / (2 * 989.4))  # the model's: 8e12 in 0.1 s
