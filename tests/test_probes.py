@@ -12,6 +12,7 @@ from gpubench import models
 from gpubench.harness.train import make_trainer
 from gpubench.models import cnn, mlp, transformer
 from gpubench.probes import breakdown, flops, memory
+from gpubench.probes.step_count import CountStep
 
 CPU = torch.device("cpu")
 
@@ -69,10 +70,10 @@ def _count(name: str, size: str, batch: int) -> tuple[flops.StepFlops, float]:
     w = models.build(name, size)
     trainer = make_trainer(w, CPU, "fp32", "sgd")
     inputs, targets = w.batch(batch, CPU)  # made outside: its labelling teacher is a matmul
-    with flops.CountFlops() as counted:
+    with CountStep() as counted:
         trainer.step(inputs, targets)
     assert counted.result is not None and w.flops_per_sample is not None
-    return counted.result, w.flops_per_sample * batch
+    return counted.result.flops, w.flops_per_sample * batch
 
 
 @pytest.mark.parametrize("size", ["tiny", "small"])
@@ -104,6 +105,9 @@ def test_transformer_flops_include_the_attention_the_counter_misses_on_the_cpu()
     extra_backward_matmul = 2 * batch * t * t * d * layers
     assert counted.total == pytest.approx(analytic + extra_backward_matmul, rel=0.001)
     assert counted.total == pytest.approx(analytic, rel=0.05)
+    # ... which is the recomputed score matrix: work the device did, not work the model needs
+    assert counted.attention_recomputed == extra_backward_matmul
+    assert counted.model == analytic
 
 
 def test_the_cpu_attention_formula_fills_what_the_bare_counter_misses() -> None:
@@ -111,11 +115,11 @@ def test_the_cpu_attention_formula_fills_what_the_bare_counter_misses() -> None:
     bare = torch.utils.flop_counter.FlopCounterMode(display=False)
     with bare:
         F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
-    with flops.CountFlops() as ours:
+    with CountStep() as ours:
         F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
     assert ours.result is not None
     assert bare.get_total_flops() == 0  # the reason the formulas exist
-    assert ours.result.total == 7 * 2 * (2 * 2) * 8 * 8 * 4
+    assert ours.result.flops.total == 7 * 2 * (2 * 2) * 8 * 8 * 4
 
 
 def test_optimizer_flops_per_parameter() -> None:

@@ -16,17 +16,17 @@ from gpubench.harness.point import SLOW_STEP_S, measure_point, profile_after
 from gpubench.harness.step import prepare
 from gpubench.harness.timing import Measurement, Stats
 from gpubench.probes import bandwidth, rapl
-from gpubench.probes.bytes import CountBytes
 from gpubench.probes.profile import CATEGORIES, category_of, profile_steps
+from gpubench.probes.step_count import CountStep
 
 F32 = 4
 
 
 def _count(fn) -> int:  # type: ignore[no-untyped-def]
-    with torch.no_grad(), CountBytes() as c:
+    with torch.no_grad(), CountStep() as c:
         fn()
     assert c.result is not None
-    return c.result.total
+    return c.result.bytes.total
 
 
 def test_bytes_of_a_matmul_are_both_operands_and_the_product() -> None:
@@ -203,11 +203,11 @@ def test_bytes_are_counted_on_a_steady_step_not_the_one_that_creates_state() -> 
     prepared = prepare(point, models.build("mlp", "tiny"))
     prepared.step()  # creates the optimizer's state
     inputs, targets = prepared.batches.next()
-    with CountBytes() as steady:
+    with CountStep() as steady:
         prepared.trainer.step(inputs, targets)
     assert steady.result is not None
-    assert not any("zeros_like" in op for op in steady.result.by_operator)
-    assert row["bytes_per_step"] == steady.result.total
+    assert not any("zeros_like" in op for op in steady.result.bytes.by_operator)
+    assert row["bytes_per_step"] == steady.result.bytes.total
 
 
 def test_busy_fraction_is_against_the_unprofiled_median_step() -> None:

@@ -3,8 +3,12 @@ under torch.utils.checkpoint (use_reentrant=False), which holds only the block's
 recomputes what its backward needs from it.
 
 The blocks are patched in place (their `forward`), so the module tree, its parameter names and
-the FSDP units built on it are unchanged. The recomputation runs under the FLOP counter's
+the FSDP units built on it are unchanged. The recomputation runs under the step counter's
 `recomputation()` context, so a counted step says how many of its FLOPs were recomputed.
+
+Under torch.compile the checkpoint takes no `context_fn`: dynamo accepts only dispatch modes
+there (selective checkpointing's), and nothing compiled is counted (harness.point counts the
+eager module), so the blocks are checkpointed with torch's default contexts.
 
 BatchNorm inside a checkpointed block (the CNN's) runs its forward twice in training mode, so
 its running statistics take two updates per step: the gradients are unchanged (the recomputed
@@ -18,11 +22,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from gpubench.models.blocks import repeated_blocks
-from gpubench.probes.flops import recomputation
+from gpubench.probes.step_count import recomputation
 
 _ORIGINAL = "_gpubench_forward"  # where a patched block keeps its own forward
 
@@ -47,4 +52,6 @@ def _contexts() -> tuple[contextlib.AbstractContextManager[Any], ...]:
 
 
 def _checkpointed(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    if torch.compiler.is_compiling():
+        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
     return checkpoint(forward, *args, use_reentrant=False, context_fn=_contexts, **kwargs)

@@ -263,6 +263,7 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
         loss_first=float(warm.first_loss.item()),
         loss_last=float(last.item()),
         flops_per_step=warm.counted.flops,
+        model_flops_per_step=warm.counted.model_flops,
         bytes_per_step=warm.counted.bytes,
         peak_rss_bytes=rss.peak_bytes,
         peak_address_space_bytes=rss.peak_address_space_bytes,
@@ -494,7 +495,10 @@ def _compute_values(
     return dict(
         flops_per_step=flop_count,
         tflops=tflops,
-        mfu=None if sheet is None else tflops / (sheet * world),
+        # MFU counts the model's FLOPs, recomputations left out (PaLM), as a single process does
+        mfu=None
+        if sheet is None
+        else sum(r["model_flops_per_step"] for r in ranks) / median_s / 1e12 / (sheet * world),
         matmul_roof_fraction=None if roof is None else tflops / roof,
         flops_method=flops.COUNTER,
         peak_tflops=roof,

@@ -18,30 +18,31 @@ from typing import Any
 from torch import Tensor
 
 from gpubench.harness.step import PreparedStep
-from gpubench.probes import bytes as step_bytes
-from gpubench.probes import flops
+from gpubench.probes.step_count import CountStep
 
 
 @dataclass(frozen=True)
 class CountedStep:
-    """One steady step run under the FLOP and byte counters: its loss (unsynchronised), and
-    this rank's FLOPs and minimum bytes moved in it."""
+    """One steady step run under the FLOP and byte counter: its loss (unsynchronised), and
+    this rank's FLOPs, the model's share of them (recomputations left out: what MFU divides)
+    and the minimum bytes moved in it."""
 
     loss: Tensor
     flops: int
     bytes: int
+    model_flops: int
 
 
 def counted_step(prepared: PreparedStep) -> CountedStep:
     """Run one training step of `prepared` under the FLOP and byte counters (as the single
     process counts its second warm-up step: a steady one). Every rank runs it, as the step's
     collectives must match; the counters see the collectives but count no FLOPs in them."""
-    counted, moved = flops.CountFlops(), step_bytes.CountBytes()
     inputs, targets = prepared.batches.next()
-    with counted, moved:
+    with CountStep() as counted:
         loss = prepared.trainer.step(inputs, targets)
-    assert counted.result is not None and moved.result is not None
-    return CountedStep(loss, counted.result.total, moved.result.total)
+    assert counted.result is not None
+    n = counted.result.flops
+    return CountedStep(loss, n.total, counted.result.bytes.total, n.model)
 
 
 def outside_load(readings: list[float | None]) -> float | None:

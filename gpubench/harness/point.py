@@ -20,10 +20,11 @@ from gpubench.config.spec import Budget, Point
 from gpubench.harness.step import cudnn_benchmark, prepare, unsupported_reason
 from gpubench.harness.timing import Measurement, measure
 from gpubench.probes import breakdown, calibration, datasheet, flops, load, memory, nvml, rapl
-from gpubench.probes import bytes as step_bytes
 from gpubench.probes import profile as step_profile
 from gpubench.probes.bandwidth import cached_bandwidth
+from gpubench.probes.bytes import StepBytes
 from gpubench.probes.sampler_process import ProcessSampler
+from gpubench.probes.step_count import CountStep
 from gpubench.store.row import make_row
 
 # Steps slower than this (seconds) are profiled once, whatever budget.profile_steps says.
@@ -87,15 +88,16 @@ def measure_workload(
     with precision.tf32_mode(prec.tf32), cudnn_benchmark(point.cudnn_benchmark):
         prepared = prepare(point, workload, lr)
         trainer, batches = prepared.trainer, prepared.batches
-        counted = flops.CountFlops()
-        # Observed through the eager module: under a dispatch mode and global module hooks,
-        # torch.compile would fall back to eager for good, and a graph replay dispatches no
-        # operators to count. The eager module shares the parameters and the optimizer.
+        # FLOPs and bytes in one dispatch mode that keeps no tensor (issue 28: FlopCounterMode's
+        # module tracker kept checkpointed blocks' recomputed activations, raising the peak).
+        counted = CountStep()
+        # Observed through the eager module: under a dispatch mode, torch.compile would fall
+        # back to eager for good, and a graph replay dispatches no operators to count. The
+        # eager module shares the parameters and the optimizer.
         eager = dataclasses.replace(
             trainer, model=getattr(trainer.model, "_orig_mod", trainer.model)
         )
         saved = breakdown.SavedActivations(eager.model)
-        moved = step_bytes.CountBytes()
         package = rapl.PackageEnergy()
         # Other processes' load over the measured windows only (what slows no timed step does
         # not count); gpubench's own processes (the sampler below, compile and DataLoader
@@ -103,11 +105,11 @@ def measure_workload(
         others = load.OtherLoad()
 
         def observed_step() -> Tensor:
-            """The second warm-up step, eager, under the FLOP and byte counters and the
+            """The second warm-up step, eager, under the FLOP and byte counter and the
             saved-tensor hooks: a steady step (the first one creates the optimizer's state,
             +26% bytes of `zeros_like` on mlp/small AdamW B=4, and compiles)."""
             inputs, targets = batches.next()
-            with counted, moved, saved:
+            with counted, saved:
                 return eager.step(inputs, targets)
 
         m = measure(
@@ -127,10 +129,12 @@ def measure_workload(
     s = m.stats
     tokens = workload.tokens(point.batch_size)
     assert counted.result is not None
-    flop_count = counted.result.total
+    step_flops = counted.result.flops
+    flop_count = step_flops.total
     tflops = flop_count / s.median_s / 1e12
-    # MFU counts the model's FLOPs, not those recomputed by activation checkpointing (PaLM)
-    model_tflops = counted.result.model / s.median_s / 1e12
+    # MFU counts the model's FLOPs, not those recomputed by activation checkpointing or by a
+    # fused attention kernel's backward (PaLM)
+    model_tflops = step_flops.model / s.median_s / 1e12
     status = "ok" if math.isfinite(last) else "diverged"
     datasheet_peak = _datasheet_peak(device, point.precision)
     values = dict(
@@ -171,8 +175,8 @@ def measure_workload(
             else workload.flops_per_sample * point.batch_size
         ),
         flops_optimizer_per_step=flops.optimizer_flops(point.optimizer, workload.parameter_count()),
-        flops_method=counted.result.method,
-        flops_recomputed_per_step=counted.result.recomputed,  # issue 25
+        flops_method=step_flops.method,
+        flops_recomputed_per_step=step_flops.recomputed,  # issue 25
         micro_batch_size=point.batch_size // point.accumulate,
         accumulation_steps=point.accumulate,
         peak_tflops=None if peak is None else peak.tflops,
@@ -184,7 +188,7 @@ def measure_workload(
         memory_inputs_bytes=prepared.batches.held_bytes,
         memory_remainder_bytes=state.remainder_bytes(torch_peaks.allocated_bytes),
         **nvml_values(sampler, m.stats.n, point.batch_size),
-        **_why_values(profiled, moved, flop_count, m, device),
+        **_why_values(profiled, counted.result.bytes, flop_count, m, device),
         **cpu_energy(package, m.stats.n, point.batch_size),
     )
     return values, m
@@ -240,14 +244,13 @@ def profile_plan(budget: Budget, median_s: float, spent_s: float) -> int | str |
 
 def _why_values(
     profiled: step_profile.StepProfile | str | None,
-    moved: step_bytes.CountBytes,
+    moved: StepBytes,
     flop_count: int,
     m: Measurement,
     device: torch.device,
 ) -> dict[str, Any]:
     """Where the step's time goes (the profile, when taken) and its place on the roofline."""
-    assert moved.result is not None
-    nbytes = moved.result.total
+    nbytes = moved.total
     # Calibrated by the sweep at its start; a point never measures it (its buffers would count
     # in the worker's peak address space, which --max-memory caps).
     bandwidth = cached_bandwidth(device)

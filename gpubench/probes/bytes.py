@@ -1,8 +1,10 @@
-"""The minimum bytes one training step must move, counted with a dispatch mode like the FLOP
-counter: every operator that runs reads each of its tensor inputs once and writes each of its
-tensor outputs once. Views (`t`, `view`, `expand`, ...) move nothing and are not counted, nor
-are operators whose schema does not flag them as views but whose outputs alias their inputs
-(`_unsafe_view`, `_reshape_alias`, `alias`, `lift_fresh`) and which write nothing.
+"""The minimum bytes one training step must move, counted by probes.step_count.CountStep in the
+same pass as its FLOPs: every operator that runs reads each of its tensor inputs once and writes
+each of its tensor outputs once. Views (`t`, `view`, `expand`, ...) move nothing and are not
+counted, nor are operators whose schema does not flag them as views but whose outputs alias their
+inputs (`_unsafe_view`, `_reshape_alias`, `alias`, `lift_fresh`) and which write nothing. An
+in-place operator (`add_`) reads and writes its first argument: both are counted, as the hardware
+moves both; one tensor passed twice (`a + a`) is read once.
 
 It is counted on a steady step (harness.point: the second warm-up step), not the first, which
 also creates the optimizer's state.
@@ -15,13 +17,10 @@ step on the roofline: arithmetic intensity = FLOPs / minimum bytes.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
@@ -43,33 +42,7 @@ class StepBytes:
     by_operator: dict[str, int]
 
 
-class CountBytes(TorchDispatchMode):
-    """Dispatch mode counting, for every non-view operator, the bytes of its tensor inputs (read
-    once) and tensor outputs (written once). `result` is set on exit. An in-place operator
-    (`add_`) reads and writes its first argument: both are counted, as the hardware moves both;
-    one tensor passed twice (`a + a`) is read once."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._by_op: Counter[str] = Counter()
-        self.result: StepBytes | None = None
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        inputs, outputs = tree_leaves((args, kwargs)), tree_leaves(out)
-        if not _moves_nothing(func, inputs, outputs):
-            moved = _distinct_bytes(inputs) + _distinct_bytes(outputs)
-            if moved:
-                self._by_op[str(func)] += moved
-        return out
-
-    def __exit__(self, *exc: Any) -> None:
-        super().__exit__(*exc)
-        if exc[0] is None:
-            self.result = StepBytes(sum(self._by_op.values()), dict(self._by_op))
-
-
-def _moves_nothing(func: Any, inputs: list[Any], outputs: list[Any]) -> bool:
+def moves_nothing(func: Any, inputs: list[Any], outputs: list[Any]) -> bool:
     """Whether `func` is a view: flagged so, or writing nothing and returning only tensors that
     share an input's storage."""
     if getattr(func, "is_view", False):
@@ -91,7 +64,7 @@ def _storage_ptr(t: torch.Tensor) -> int | None:
         return None
 
 
-def _distinct_bytes(leaves: list[Any]) -> int:
+def distinct_bytes(leaves: list[Any]) -> int:
     """Bytes of the distinct tensors among `leaves`: `a + a` reads `a` once."""
     seen: dict[tuple[int, int, tuple[int, ...]], int] = {}
     for x in leaves:

@@ -1,25 +1,28 @@
-"""FLOPs of one training step, counted with torch.utils.flop_counter.FlopCounterMode.
+"""The FLOP formulas a training step is counted with (probes.step_count.CountStep counts them),
+and what one step's count says.
 
-The counter knows matmuls, convolutions and the fused attention kernels; it counts nothing for
-elementwise work (norms, activations, the loss) and, on the CPU, nothing for
-scaled_dot_product_attention, whose CPU kernel it does not know. We add the CPU kernel with the
-counter's own formulas for the CUDA kernels, so every device counts attention the same way:
-the full T x T score matrix (a causal mask's skipped half is counted as work), and a backward of
-five matmuls (the scores are recomputed, as flash attention does).
+The formulas are torch.utils.flop_counter's registry, FlopCounterMode's own (so `flops_method`
+keeps its value "FlopCounterMode"): matmuls, convolutions and the fused attention kernels; nothing
+for elementwise work (norms, activations, the loss) and, on the CPU, nothing for
+scaled_dot_product_attention, whose CPU kernel the registry does not know. We add the CPU kernel
+with the registry's own formulas for the CUDA kernels, so every device counts attention the same
+way: the full T x T score matrix (a causal mask's skipped half is counted as work), and a
+backward of five matmuls: the fused kernels (flash, memory-efficient, cuDNN, and the CPU's flash
+kernel) keep no score matrix and recompute it in backward. That one recomputed matmul is work the
+device did, so it is in the total; it is no work the model needs, so `StepFlops.model` (what MFU
+divides, as PaLM and nanoGPT count: 3x the forward) leaves it out, like the recomputation of
+activation checkpointing.
 
-The optimizer's FLOPs are elementwise, so the counter sees none of them: they are counted
+The optimizer's FLOPs are elementwise, so the formulas see none of them: they are counted
 analytically per parameter element (`optimizer_flops`).
 
 Activation checkpointing (issue 25) recomputes forward work in backward: the counter sees it
-(it is work the device did), and the recomputation runs under `recomputation()`, which counts
-it a second time apart, so that `StepFlops.recomputed` says how much of the total it is.
+(it is work the device did) and counts it apart too (`StepFlops.recomputed`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +56,37 @@ for _name, _formula in (
         MISSED[getattr(aten, _name)] = _formula
 
 
+def _scores_recomputed(
+    grad_out: Any, query: Any, key: Any, value: Any, *args: Any, out_shape: Any = None, **kw: Any
+) -> int:
+    # the backward's first matmul, Q K^T again: [b, h, s_q, d] @ [b, h, d, s_k]
+    b, h, s_q, d = query
+    s_k = key[2]
+    return fc.bmm_flop((b * h, s_q, d), (b * h, d, s_k))
+
+
+# Every formula, keyed by operator packet (aten.mm): the registry's, then ours (shape formulas,
+# wrapped as the registry wraps its own).
+FORMULAS: dict[Any, Callable[..., int]] = {
+    **fc.flop_registry,
+    **{op: fc.shape_wrapper(f) for op, f in MISSED.items()},
+}
+
+# Fused attention backward kernels, with the FLOPs of the score matrix each recomputes (part of
+# its formula's count). The raw kernels (_flash_attention_backward, used for nested and
+# variable-length batches) are not here: their recomputation stays in `StepFlops.model`.
+RECOMPUTED_IN_BACKWARD: dict[Any, Callable[..., int]] = {
+    getattr(aten, name): fc.shape_wrapper(_scores_recomputed)
+    for name in (
+        "_scaled_dot_product_flash_attention_backward",
+        "_scaled_dot_product_efficient_attention_backward",
+        "_scaled_dot_product_cudnn_attention_backward",
+        "_scaled_dot_product_flash_attention_for_cpu_backward",
+    )
+    if hasattr(aten, name)
+}
+
+
 @dataclass(frozen=True)
 class StepFlops:
     """One step's forward + backward FLOPs, and which part came from formulas we added."""
@@ -61,68 +95,17 @@ class StepFlops:
     added: int  # counted by our formulas for kernels the counter misses (part of total)
     by_operator: dict[str, int]
     recomputed: int = 0  # recomputed in backward by activation checkpointing (part of total)
+    # the score matrices fused attention kernels recompute in their backward (part of total)
+    attention_recomputed: int = 0
 
     @property
     def model(self) -> int:
-        """The FLOPs the model needs, recomputation left out (what MFU divides, as PaLM)."""
-        return self.total - self.recomputed
+        """The FLOPs the model needs, every recomputation left out (what MFU divides, as PaLM)."""
+        return self.total - self.recomputed - self.attention_recomputed
 
     @property
     def method(self) -> str:
         return COUNTER + ("+cpu_sdpa" if self.added else "")
-
-
-class CountFlops:
-    """Context manager counting the FLOPs of what runs inside it (`result` is set on exit)."""
-
-    def __init__(self) -> None:
-        self._mode = fc.FlopCounterMode(display=False, custom_mapping=dict(MISSED))
-        self.result: StepFlops | None = None
-        self._recomputed = 0
-
-    def __enter__(self) -> CountFlops:
-        self._recomputed = 0
-        self._mode.__enter__()
-        _COUNTING.append(self)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        _COUNTING.remove(self)
-        self._mode.__exit__(*exc)
-        if exc[0] is not None:
-            return  # the step failed: its own exception is the one to report
-        # no "Global" entry at all where nothing counted ran (a step of elementwise work only)
-        counts = self._mode.get_flop_counts().get("Global", {})
-        by_op = {str(op): int(n) for op, n in counts.items()}
-        added = sum(n for op, n in counts.items() if op in MISSED)
-        total = int(self._mode.get_total_flops())
-        self.result = StepFlops(total, int(added), by_op, self._recomputed)
-
-
-# The counters open now. A list, not a thread-local: on a GPU the backward (and so the
-# recomputation) runs on autograd's own threads.
-_COUNTING: list[CountFlops] = []
-_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def recomputation() -> Iterator[None]:
-    """Around the forward work activation checkpointing recomputes in backward: counted apart
-    into each open CountFlops (nothing at all when none is open: a timed step pays nothing).
-    Counted in a `finally`: torch.utils.checkpoint ends a recomputation early, by raising
-    inside it, once it has the tensors backward needs."""
-    if not _COUNTING:
-        yield
-        return
-    mode = fc.FlopCounterMode(display=False, custom_mapping=dict(MISSED))
-    try:
-        with mode:
-            yield
-    finally:
-        n = int(mode.get_total_flops())
-        with _LOCK:
-            for counter in _COUNTING:
-                counter._recomputed += n
 
 
 # Elementwise FLOPs per parameter element of one optimizer step, as torch implements them with

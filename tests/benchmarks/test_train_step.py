@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from gpubench.models import MODEL_NAMES
+from gpubench.models import MODEL_NAMES, transformer
 from gpubench.models.workload import Workload
 
 CPU_BATCH_SIZES = (4, 16)
@@ -41,6 +41,21 @@ def _check(row: dict, model: str, batch_size: int) -> None:
     assert math.isfinite(row["loss_last"])
 
 
+def _counted_flops(model: str, size: str, workload: Workload, batch_size: int) -> int | None:
+    """The FLOPs the counter finds in one step: the model's (the analytic count: 3x the forward's
+    matmuls), plus, for the Transformer, the score matrix Q K^T that a fused attention kernel
+    (flash, memory-efficient or cuDNN on CUDA, flash on the CPU) keeps no copy of and recomputes
+    in its backward: 2*T*T*d per layer and sample, work the device did that the model does not
+    need (so MFU leaves it out). None where the model has no analytic count."""
+    if workload.flops_per_sample is None:
+        return None
+    analytic = int(workload.flops_per_sample) * batch_size
+    if model != "transformer":
+        return analytic
+    cfg = transformer.PRESETS[size]
+    return analytic + 2 * cfg.seq_len * cfg.seq_len * cfg.width * cfg.layers * batch_size
+
+
 @pytest.mark.parametrize(("model", "size", "batch_size", "precision", "optimizer"), CPU_CASES)
 def test_cpu_step(
     gpubench,
@@ -51,8 +66,9 @@ def test_cpu_step(
     precision: str,
     optimizer: str,
 ) -> None:
+    workload = reference_workload(model, size)
     row = gpubench(
-        reference_workload(model, size),
+        workload,
         batch_size,
         precision=precision,
         optimizer=optimizer,
@@ -61,6 +77,7 @@ def test_cpu_step(
     )
     _check(row, model, batch_size)
     assert row["torch_peak_allocated_bytes"] is None  # the CPU has no allocator statistics
+    assert row["flops_per_step"] == _counted_flops(model, size, workload, batch_size)
 
 
 @pytest.mark.gpu
@@ -90,5 +107,9 @@ def test_cuda_step(
     if workload.flops_per_sample is None:  # no analytic count for this model yet
         assert row["flops_per_step"] is None and row["tflops"] is None
     else:
-        assert row["flops_per_step"] == workload.flops_per_sample * batch_size
+        assert row["flops_per_step"] == _counted_flops(model, "base", workload, batch_size)
         assert row["tflops"] > 0
+        # MFU divides the model's FLOPs, the analytic count (PaLM, nanoGPT), not the counter's
+        model_tflops = workload.flops_per_sample * batch_size / row["step_time_s"] / 1e12
+        sheet = row["datasheet_peak_tflops"]  # None for a GPU the datasheet table lacks
+        assert row["mfu"] == (None if sheet is None else pytest.approx(model_tflops / sheet))
