@@ -79,5 +79,5 @@ def test_a_launch_into_another_machines_folder_or_a_locked_one_is_refused(
     (out / "env.json").write_text(saved)
     with folder.locked(out):  # another sweep in the folder
         done = _launch(tmp_path, "mlp", out)
-    assert done.returncode != 0 and "is in use by another sweep" in done.stderr
+    assert done.returncode != 0 and "is in use by another sweep" in done.stderr, done.stderr[-3000:]
     assert (out / "results.jsonl").read_bytes() == before
