@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import threads_per_worker
+from xdist_threads import threads_per_worker
 
 
 def test_xdist_workers_share_the_cores_between_them() -> None:
