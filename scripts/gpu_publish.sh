@@ -2,6 +2,8 @@
 # The published GPU reference runs, on a lent GPU machine (see README, "Published results"):
 #   OUT=/some/dir bash scripts/gpu_publish.sh suite    # gpu suite on CUDA + CPU comparison + report
 #   OUT=/some/dir bash scripts/gpu_publish.sh extras   # MFU with torch.compile, harness overhead
+#   OUT=/some/dir bash scripts/gpu_publish.sh answers  # issue 28: the default sweep, max-batch,
+#       tune, effective batch with checkpointing, DDP and FSDP at nproc 1, each with its report
 # Each stage leaves one tarball under $OUT (runs-<stage>.tar.gz) and prints its tables.
 set -euo pipefail
 export PYTHONPATH=. PYTHONUNBUFFERED=1
@@ -36,6 +38,20 @@ PY
     # Harness overhead against a hand-written loop, interleaved.
     python scripts/harness_overhead.py --rounds 9 --steps 100 | tee "$OUT/overhead.txt"
     cd_out "$stamp-$gpu-mfu"
+elif [ "$stage" = answers ]; then
+    # The default sweep as a new user runs it (cpu + cuda), its verdict per device and across.
+    python -m gpubench sweep --quiet --out "$OUT/$stamp-$gpu-quick" | tail -30
+    python -m gpubench max-batch --model transformer --size base --device cuda --precision bf16 \
+        --optimizer adamw --json | tee "$OUT/$stamp-$gpu-max-batch.json"
+    python -m gpubench tune --model cnn --device cuda --out "$OUT/$stamp-$gpu-tune" | tail -20
+    # Checkpointing must lower the peak: B=256 as 4 x 64 fits without it and must fit with it.
+    python -m gpubench sweep --models transformer --size base --devices cuda --precisions bf16 \
+        --optimizers adamw --batch-sizes 256 --accumulate 1,4 --checkpoint none,blocks \
+        --max-time 3 --quiet --out "$OUT/$stamp-$gpu-effective-batch" | tail -12
+    python -m gpubench sweep --models mlp,transformer --size small --devices cuda \
+        --precisions bf16 --optimizers adamw --batch-sizes 64 --parallel ddp,fsdp --nproc 1 \
+        --max-time 3 --quiet --out "$OUT/$stamp-$gpu-ddp" | tail -8
+    cd_out "$stamp-$gpu-quick" "$stamp-$gpu-tune" "$stamp-$gpu-effective-batch" "$stamp-$gpu-ddp"
 else
-    echo "unknown stage $stage; allowed: suite, extras" >&2; exit 2
+    echo "unknown stage $stage; allowed: suite, extras, answers" >&2; exit 2
 fi

@@ -7,9 +7,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from xdist_threads import threads_per_worker
 
 from gpubench.config.spec import Budget
+
+
+def threads_per_worker(workers: str | None, cores: int) -> int | None:
+    """The torch threads each of `workers` pytest-xdist workers (its PYTEST_XDIST_WORKER_COUNT;
+    None: not under xdist) may use on `cores` cores: their share, at least 1. None: not under
+    xdist, where a test may use every core."""
+    if not workers:
+        return None
+    return max(1, cores // int(workers))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -83,8 +83,17 @@ def _measured(workload: Workload, batch_size: int, device: str = "cpu") -> dict[
 
 def test_a_chain_of_elementwise_ops_over_a_wide_tensor_is_memory_bound() -> None:
     chain = _workload("chain", ElementwiseChain(width=1 << 16, links=4), 1 << 16)
-    verdict = _classified(chain, batch_size=4)
-    assert verdict.kind == "memory", verdict.evidence
+    row = _measured(chain, batch_size=4)
+    # With the device counted busy for the whole step, the roofs decide: an intensity of 0.
+    always_busy = row | {"profile": {**row["profile"], "busy_s": row["step_time_s"]}}
+    by_roofs = classify(always_busy)
+    assert by_roofs is not None and by_roofs.kind == "memory", by_roofs
+    # As measured: other processes taking this point's core stretch its steps while the
+    # profiler's self time stays, so "device busy 32%" read launch-bound at a load average of 7
+    # here. The row says when it was contended (busy); then only the roofs' verdict stands.
+    verdict = classify(row)
+    assert verdict is not None
+    assert verdict.kind == "memory" or row["busy"], (verdict.evidence, row["other_load_cores"])
 
 
 def test_large_square_matmuls_at_a_large_batch_are_compute_bound() -> None:

@@ -65,6 +65,7 @@ def test_cpu_row_carries_the_measurement(model: str, prec: str, quick_budget: Bu
 def test_missing_nvml_warns_once_per_sweep_and_leaves_fields_null(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    real_reason = nvml.unavailable_reason()  # this machine's, as the calibration worker sees it
     monkeypatch.setattr(nvml, "_state", {"module": None, "reason": "test: no driver"})
     spec = SweepSpec(
         name="t",
@@ -83,7 +84,9 @@ def test_missing_nvml_warns_once_per_sweep_and_leaves_fields_null(
     assert (frame["status"] == "ok").all()
     assert frame[NVML_FIELDS].isna().all().all()
     env = json.loads((tmp_path / "run" / "env.json").read_text())
-    assert env["nvml"] == {"available": False, "reason": "test: no driver"}
+    # env.json is captured in a calibration worker of its own (issue 28), a fresh interpreter
+    # that this test's patch does not reach: it records the machine's NVML as it is
+    assert env["nvml"]["available"] == (real_reason is None)
     peak = env["matmul_peaks"]["cpu"]["fp32"]
     assert peak["source"] == "measured"  # recalibrated at the sweep's start
     assert (frame["peak_tflops"] == peak["measured_tflops"]).all()

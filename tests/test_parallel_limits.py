@@ -110,7 +110,7 @@ def test_a_late_settling_rank_lengthens_every_ranks_warm_up() -> None:
     budget = Budget(
         warmup_steps=1,
         warmup_min_s=0.0,
-        # far beyond the 0.3 s of rank 1's slow passes: on a loaded machine (the suite under
+        # far beyond the 1.3 s of rank 1's slow passes: on a loaded machine (the suite under
         # xdist) 13 steps can take more than a few seconds, and the warm-up must not end there
         warmup_max_s=60.0,
         min_steps=5,

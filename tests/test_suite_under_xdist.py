@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from xdist_threads import threads_per_worker
+import importlib.util
+from pathlib import Path
+
+# tests/conftest.py by its path: `import conftest` may find tests/benchmarks/conftest.py
+_spec = importlib.util.spec_from_file_location(
+    "suite_conftest", Path(__file__).with_name("conftest.py")
+)
+assert _spec is not None and _spec.loader is not None
+_conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_conftest)
+threads_per_worker = _conftest.threads_per_worker
 
 
 def test_xdist_workers_share_the_cores_between_them() -> None:

@@ -157,6 +157,8 @@ def _stopped_by_sigterm() -> Iterator[None]:
 def _todo(spec: SweepSpec, out: Path, local_world: int) -> list[tuple[Point, str | None]]:
     """Rank 0: prepare the run folder; the points to measure, each with the reason it cannot
     run (None where it can)."""
+    import torch
+
     from gpubench.harness import parallel
     from gpubench.harness.step import unsupported_reason
 
@@ -170,6 +172,9 @@ def _todo(spec: SweepSpec, out: Path, local_world: int) -> list[tuple[Point, str
     store.write_json("suite.json", spec.to_dict())
     if not (out / "env.json").is_file():
         store.write_json("env.json", env.capture(spec.resolved_devices(), spec.precisions))
+        # the calibration's matmul and copy buffers go back to the device before rank 0's
+        # points (a no-op where this rank never initialised CUDA)
+        torch.cuda.empty_cache()
     done = {_row_key(r) for r in read_rows(out)} if store.path.is_file() else set()
     ours = [p for p in plan(spec, out) if p.parallel != "none" and p.nproc == local_world]
     # issue 23: the world (nproc * nodes) is in each point's identity
