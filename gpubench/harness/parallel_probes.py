@@ -50,8 +50,7 @@ def outside_load(readings: list[float | None]) -> float | None:
     measured, from each rank's reading (probes.load.OtherLoad over its warm-up and measured
     steps: the group's ranks are in the tree, see the module docstring): the largest, None
     where no rank could tell."""
-    known = [r for r in readings if r is not None]
-    return max(known) if known else None
+    return largest(readings)
 
 
 def oversubscribed(nproc: int, threads: int, cores: int) -> bool:
@@ -83,7 +82,8 @@ def _mean(values: list[Any]) -> Any:
     return None if any(v is None for v in values) else sum(values) / len(values)
 
 
-def _largest(values: list[Any]) -> Any:
+def largest(values: Any) -> Any:
+    """The largest of `values` that is known (not None); None where none is."""
     known = [v for v in values if v is not None]
     return max(known) if known else None
 
@@ -102,18 +102,18 @@ def _distinct(values: list[Any]) -> Any:
 # are its GPUs' together; memory, temperature and a reading's error are the worst GPU's; the
 # sampling rate the slowest sampler's; utilisation and clock the GPUs' mean.
 _COMBINE: dict[str, Callable[[list[Any]], Any]] = {
-    "nvml_peak_used_bytes": _largest,
-    "nvml_process_peak_used_bytes": _largest,
+    "nvml_peak_used_bytes": largest,
+    "nvml_process_peak_used_bytes": largest,
     "energy_j_per_step": _sum,
     "avg_power_w": _sum,
     "gpu_util_pct": _mean,
     "sm_clock_mhz": _mean,
-    "temperature_c": _largest,
+    "temperature_c": largest,
     "throttle_reasons": _distinct,
     "nvml_sample_hz": _smallest,
-    "energy_error_rel": _largest,
+    "energy_error_rel": largest,
     "energy_note": _distinct,
-    "energy_counter_resolution_s": _largest,
+    "energy_counter_resolution_s": largest,
 }
 
 

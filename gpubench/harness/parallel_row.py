@@ -1,0 +1,172 @@
+"""Rank 0's row of a parallel point, made from every rank's figures (harness.parallel measures
+them): the group is as fast as its slowest rank, memory is per rank, FLOPs and bytes are the
+group's, and its roofs are `world` times one rank's.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+import torch
+
+from gpubench.config.spec import Budget, Point
+from gpubench.harness import parallel_probes
+from gpubench.harness.parallel_probes import largest
+from gpubench.harness.point import _datasheet_peak, profile_values
+from gpubench.harness.timing import Stats
+from gpubench.probes import calibration, communication, flops, load
+from gpubench.probes.bandwidth import cached_bandwidth
+from gpubench.store.row import make_row
+
+# The process group's backend per device type (the row's `backend`).
+BACKENDS = {"cpu": "gloo", "cuda": "nccl"}
+
+
+def group_row(
+    point: Point,
+    ranks: list[dict[str, Any]],
+    world: int,
+    budget: Budget,
+    point_time_s: float,
+    peak: calibration.Peak | None,
+    device: torch.device,
+) -> dict[str, Any]:
+    """Rank 0's row of the whole group from each rank's figures: the group is as fast as its
+    slowest rank; memory is per rank (the largest); FLOPs and bytes are the group's (every
+    rank's summed) and its roofs `world` times one rank's (`peak`: one rank's measured matmul
+    roof; `device`: rank 0's, whose datasheet peak MFU divides); the profile is rank 0's."""
+    common: dict[str, Any] = dict(
+        world_size=world,
+        backend=BACKENDS[torch.device(point.device).type],
+        global_batch_size=point.per_process_batch() * world,
+        per_process_batch_size=point.per_process_batch(),
+        micro_batch_size=_micro_batch(point),  # issue 25
+        point_time_s=point_time_s,
+    )
+    reasons = {r["unsupported"] for r in ranks if "unsupported" in r}
+    if reasons:
+        return make_row(point, "unsupported", error="; ".join(sorted(reasons)), **common)
+    stats = [Stats.of(r["step_times_s"]) for r in ranks]
+    slowest = max(range(world), key=lambda i: stats[i].median_s)
+    s, r0 = stats[slowest], ranks[0]
+    medians = [x.median_s for x in stats]
+    global_batch = common["global_batch_size"]
+    tokens = None if r0["tokens_per_sample"] is None else r0["tokens_per_sample"] * global_batch
+    last = r0["loss_last"]
+    status = "ok" if math.isfinite(last) else "diverged"
+    threads = r0["threads"]
+    others = parallel_probes.outside_load([r["others_cores"] for r in ranks])
+    # this node's ranks' cores: one each on a GPU, their threads' on the CPU
+    per_rank = load.needed_cores(point.device, threads)
+    needed = point.nproc * per_rank
+    return make_row(
+        point,
+        status,
+        error=None if status == "ok" else f"loss became {last} during measurement",
+        optimizer_impl=r0["optimizer_impl"],
+        parameters=r0["parameters"],
+        samples_per_step=global_batch,
+        tokens_per_step=tokens,
+        warmup_steps=r0["warmup_steps"],
+        warmup_time_s=r0["warmup_time_s"],
+        warmup_steady=r0["warmup_steady"],
+        **s.columns(),
+        noisy=not math.isfinite(s.ci_rel) or s.ci_rel > budget.target_rel_ci,
+        **_compute_values(point, ranks, world, s.median_s, peak, device),
+        **profile_values(r0["profile"], s.median_s),
+        # the busy check of a single process, for the group's threads: processes outside it
+        other_load_cores=others,
+        busy=load.contended(others, needed, load.cores()),
+        oversubscribed=parallel_probes.oversubscribed(point.nproc, per_rank, load.cores()),
+        wall_time_s=ranks[slowest]["wall_time_s"],
+        samples_per_s=global_batch / s.median_s,
+        tokens_per_s=None if tokens is None else tokens / s.median_s,
+        loss_first=r0["loss_first"],
+        loss_last=last,
+        torch_threads=torch.get_num_threads(),
+        step_times_s=ranks[slowest]["step_times_s"],
+        step_timer=r0["timer"],
+        step_time_sum_s=float(sum(ranks[slowest]["step_times_s"])),
+        memory_parameters_bytes=r0["parameters_bytes"],
+        memory_gradients_bytes=r0["gradients_bytes"],
+        memory_optimizer_bytes=r0["optimizer_bytes"],
+        memory_inputs_bytes=largest(r.get("inputs_bytes") for r in ranks),
+        memory_remainder_bytes=largest(r.get("remainder_bytes") for r in ranks),
+        workload=r0.get("workload"),
+        host_peak_rss_bytes=largest(r["peak_rss_bytes"] for r in ranks),
+        **parallel_probes.address_space(ranks),
+        torch_peak_allocated_bytes=largest(r["peak_allocated_bytes"] for r in ranks),
+        torch_peak_reserved_bytes=largest(r.get("peak_reserved_bytes") for r in ranks),
+        **parallel_probes.group_nvml([r.get("nvml") or {} for r in ranks], global_batch),
+        **(r0.get("cpu_energy") or {}),
+        per_process_samples_per_s=global_batch / s.median_s / world,
+        slowest_rank_step_time_s=s.median_s,
+        rank_step_time_spread=(max(medians) - min(medians)) / statistics.median(medians),
+        collective_time_s=_median(r["collective_time_s"] for r in ranks),
+        collective_fraction=_median(r["collective_fraction"] for r in ranks),
+        collective_method=None if r0["collective_time_s"] is None else communication.METHOD,
+        rank_peak_rss_bytes=largest(r["peak_rss_bytes"] for r in ranks),
+        rank_peak_allocated_bytes=largest(r["peak_allocated_bytes"] for r in ranks),
+        rank_parameters_bytes=max(r["parameters_bytes"] for r in ranks),
+        rank_model_state_bytes=max(
+            r["parameters_bytes"] + r["gradients_bytes"] + r["optimizer_bytes"] for r in ranks
+        ),
+        ranks=[_rank_summary(r, x) for r, x in zip(ranks, stats, strict=True)],
+        **common,
+    )
+
+
+def _micro_batch(point: Point) -> int | None:
+    """A rank's micro-batch (issue 25); None where its batch does not split (unsupported)."""
+    batch = point.per_process_batch()
+    return batch // point.accumulate if batch % point.accumulate == 0 else None
+
+
+def _rank_summary(r: dict[str, Any], s: Stats) -> dict[str, Any]:
+    keep = ("rank", "peak_rss_bytes", "peak_allocated_bytes", "parameters_bytes")
+    return {k: r[k] for k in keep} | {
+        "step_time_s": s.median_s,
+        "collective_time_s": r["collective_time_s"],
+    }
+
+
+def _compute_values(
+    point: Point,
+    ranks: list[dict[str, Any]],
+    world: int,
+    median_s: float,
+    peak: calibration.Peak | None,
+    rank0_device: torch.device,
+) -> dict[str, Any]:
+    """The group's FLOPs, MFU (against `world` datasheet peaks), fraction of `world` measured
+    matmul roofs, and place on the roofline (bytes every rank moves, `world` bandwidth roofs)."""
+    device = torch.device(point.device)
+    flop_count = sum(r["flops_per_step"] for r in ranks)
+    nbytes = sum(r["bytes_per_step"] for r in ranks)
+    tflops = flop_count / median_s / 1e12
+    sheet = _datasheet_peak(rank0_device, point.precision)
+    roof = None if peak is None else peak.tflops * world
+    bandwidth = cached_bandwidth(device)
+    return dict(
+        flops_per_step=flop_count,
+        tflops=tflops,
+        # MFU counts the model's FLOPs, recomputations left out (PaLM), as a single process does
+        mfu=None
+        if sheet is None
+        else sum(r["model_flops_per_step"] for r in ranks) / median_s / 1e12 / (sheet * world),
+        matmul_roof_fraction=None if roof is None else tflops / roof,
+        flops_method=flops.COUNTER,
+        peak_tflops=roof,
+        datasheet_peak_tflops=None if sheet is None else sheet * world,
+        bytes_per_step=nbytes,
+        intensity_flop_per_byte=flop_count / nbytes if nbytes else None,
+        achieved_gb_per_s=nbytes / median_s / 1e9,
+        peak_bandwidth_gb_per_s=None if bandwidth is None else bandwidth.gb_per_s * world,
+    )
+
+
+def _median(values: Any) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
