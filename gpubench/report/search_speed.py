@@ -81,7 +81,7 @@ def timing(s: SpeedSearch) -> str:
         parts.append(f"{seconds(between)} between them")
     if total is not None and total >= last:
         status = (s.verdict or {}).get("confirmation_status")
-        what = f"confirmation {status}" if status else "the confirmation"
+        what = "the confirmation" + (f", {status}" if status and status != "confirmed" else "")
         parts.append(f"{seconds(total - last)} after the last trial ({what})")
     return f"{head}: " + ", ".join(parts) + "."
 

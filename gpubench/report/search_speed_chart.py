@@ -25,6 +25,8 @@ FATES: dict[str, tuple[str, dict[str, Any]]] = {
 DECIDED = "round decided"
 BUDGET = "budget"
 WIDTH_IN, HEIGHT_IN = 12.0, 4.6
+FAR = 1.5  # a budget beyond 1.5x the search's end is named at the edge, not drawn to scale
+LABEL_GAP = 0.025  # of the view's width: closer round decisions share one label
 
 
 def keys() -> dict[str, dict[str, Any]]:
@@ -74,22 +76,30 @@ def figure(s: SpeedSearch, title: str) -> MplFigure:
     xs = [t.end_s for t, b in zip(placed, best, strict=True) if b is not None]
     ys = [b for b in best if b is not None]
     ax.step(xs, ys, where="post", color="black", linewidth=1.6, label="best samples/s so far")
-    _phases(ax, s)
-    end = max(x for x in (s.elapsed_s, s.budget_s, placed[-1].end_s) if x is not None)
+    end = max(x for x in (s.elapsed_s, placed[-1].end_s) if x is not None)
+    if s.budget_s is not None and s.budget_s <= FAR * end:  # else the search would be a sliver
+        end = max(end, s.budget_s)
     ax.set_xlim(0, end * 1.02)
-    ax.set_ylim(0, top * 1.12)
+    _phases(ax, s, end)
+    failed = any(t.samples_per_s is None for t in placed)
+    ax.set_ylim(-0.03 * top if failed else 0, top * 1.12)  # a failed trial's marker sits at 0
     ax.set_xlabel("wall time since the tune started (s)")
     ax.set_ylabel("samples/s (higher is better)")
     ax.grid(True, alpha=0.3)
     return fig
 
 
-def _phases(ax: Any, s: SpeedSearch) -> None:
-    """Round decisions, the set-up and after-the-last-trial spans, and the budget."""
+def _phases(ax: Any, s: SpeedSearch, end: float) -> None:
+    """Round decisions, the set-up and after-the-last-trial spans, and the budget (named at the
+    right edge where it lies far beyond the view's `end`)."""
     placed = s.placed
+    labelled: float | None = None
     for r in s.rounds:
-        if r.decided:
+        if r.decided and r.ended_at_s is not None:
             ax.axvline(r.ended_at_s, color="grey", linestyle=":", linewidth=1, label=DECIDED)
+            if labelled is not None and r.ended_at_s - labelled < LABEL_GAP * end:
+                continue  # its label would print over the last one's
+            labelled = r.ended_at_s
             ax.text(
                 r.ended_at_s,
                 0.98,
@@ -107,5 +117,17 @@ def _phases(ax: Any, s: SpeedSearch) -> None:
     last = placed[-1].end_s
     if s.elapsed_s is not None and last is not None and s.elapsed_s > last:
         ax.axvspan(last, s.elapsed_s, color="#dbe8f7", zorder=0, label="after the last trial")
-    if s.budget_s is not None:
+    if s.budget_s is not None and s.budget_s <= end:
         ax.axvline(s.budget_s, color="red", linestyle="--", linewidth=1.2, label=BUDGET)
+    elif s.budget_s is not None:
+        ax.text(
+            0.995,
+            0.5,
+            f"budget {s.budget_s:,.0f} s, beyond this edge",
+            transform=ax.transAxes,
+            rotation=90,
+            ha="right",
+            va="center",
+            fontsize=8,
+            color="red",
+        )
