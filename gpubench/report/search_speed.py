@@ -204,8 +204,9 @@ def section(
         "(its whole cost: building, warm-up, compile, measuring), coloured by its round and "
         "marked by its fate; the black step line is the best samples/s measured so far; dotted "
         "lines are the rounds' decisions; grey shading is the set-up before the first trial "
-        "(the max-batch search), blue what came after the last (the confirmation); the dashed "
-        "red line is the budget."
+        "(start-up and the max-batch search), blue what came after the last (the "
+        "confirmation); the dashed red line is the budget (named at the edge where it lies far "
+        "beyond the search)."
     )
     c = Chart(file, f"Speed search of {name}", caption)
     items = "".join(f"<li>{H.e(w)}</li>" for w in words if w)
