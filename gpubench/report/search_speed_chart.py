@@ -53,6 +53,7 @@ def figure(s: SpeedSearch, title: str) -> MplFigure:
         name = f"round {k}" + ("" if k in reached else " (not reached)")
         ax.plot([], [], "s", color=colors[f"round {k}"], label=name)
     for t in placed:
+        assert t.end_s is not None  # placed: every one has its end
         color = colors[f"round {t.round}"]
         y = 0.0 if t.samples_per_s is None else t.samples_per_s
         if t.start_s is not None:
@@ -73,7 +74,7 @@ def figure(s: SpeedSearch, title: str) -> MplFigure:
             gid="trial",
         )
     best = best_so_far(placed)
-    xs = [t.end_s for t, b in zip(placed, best, strict=True) if b is not None]
+    xs = [t.end_s or 0.0 for t, b in zip(placed, best, strict=True) if b is not None]
     ys = [b for b in best if b is not None]
     ax.step(xs, ys, where="post", color="black", linewidth=1.6, label="best samples/s so far")
     end = max(x for x in (s.elapsed_s, placed[-1].end_s) if x is not None)

@@ -72,7 +72,7 @@ def lines(record: dict[str, Any], runs: list[Run]) -> list[str]:
         out.append(
             "Not finished, and no reason recorded: written while the search ran, or cut off."
         )
-    covered = record.get("covered") if isinstance(record.get("covered"), dict) else {}
+    covered: dict[str, Any] = record["covered"] if isinstance(record.get("covered"), dict) else {}
     fates = Counter(r.decision for r in runs)
     told = [f"{fates[d]} {FATE[d]}" for d in FATE if fates[d] and d != "stopped"]
     if fates["stopped"]:
@@ -132,7 +132,9 @@ def chart(name: str, record: dict[str, Any], runs: list[Run], plots_dir: Path, f
             ax.set_xlim(0, max(ends) * 1.02)
             ax.set_xlabel("wall time since the search started (s)")
             ax.grid(True, alpha=0.3)
-    keys = {FATE[d]: {"marker": m, "linestyle": "none"} for d, m in MARKERS.items()}
+    keys: dict[str, dict[str, Any]] = {
+        FATE[d]: {"marker": m, "linestyle": "none"} for d, m in MARKERS.items()
+    }
     keys["target"] = {"color": "red", "linewidth": 1}
     for d, m in MARKERS.items():
         metric_ax.plot([], [], marker=m, linestyle="none", label=FATE[d])
@@ -170,7 +172,7 @@ def _time_panel(
         return
     ax.step(xs, ys, where="post", color="black", linewidth=1.6, label="least time to target so far")
     for r in done:
-        if r.time_to_target_s is not None and r.decision in MARKERS:
+        if r.time_to_target_s is not None and r.end_s is not None and r.decision in MARKERS:
             ax.plot(
                 [r.end_s],
                 [r.time_to_target_s],
@@ -206,6 +208,7 @@ def _metric_panel(
         empty_panel(ax, "no run was evaluated")
         return
     for r in shown:
+        assert r.best_metric is not None and r.end_s is not None  # shown, done: both known
         color = colors[names[r.rung]]
         if r.start_s is not None:
             ax.hlines(r.best_metric, r.start_s, r.end_s, color=color, linewidth=1.5, alpha=0.45)
