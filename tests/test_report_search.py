@@ -1,127 +1,186 @@
-"""The report's search section (gpubench.report.search) from a synthetic tune.json and
-tune_target.json: drawn only where a run holds one, with its chart and its table of what was
-pruned when."""
+"""The report's search section (gpubench.report.search) from what `tune` writes: a real tune.json
+(tests/data/tune/cnn-stopped, a search stopped by its budget) and one built with the trajectory's
+own dataclasses, and a real tune_target.json. It states the file's coverage and how the search
+ended, draws each trial at its own elapsed second, names the answer as the verdict does, and is
+absent where a run has no search file."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+from html import unescape
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
+
+from gpubench.report import search_speed_chart
 from gpubench.report.build import build_report
+from gpubench.report.explain import explain_runs
+from gpubench.report.search_record import parse
+from gpubench.tune.trajectory import RoundRecord, TrialRecord, TuneRecord, coverage
 from tests.report_fixture import cpu_gpu_runs
 
 PNG = b"\x89PNG\r\n\x1a\n"
+DATA = Path(__file__).parent / "data" / "tune"
 
 
-def tune_json() -> dict[str, Any]:
-    """A speed search: 6 trials in round 0 (4 pruned), 2 in round 1, the winner confirmed."""
-    trials = []
-    t, best = 0.0, None
-    plan = [(0, 8, 900.0, "pruned"), (0, 32, 2400.0, "kept"), (0, 128, 3100.0, "kept")]
-    plan += [(0, 512, 2000.0, "pruned"), (0, 4, 300.0, "pruned"), (0, 1024, None, "error")]
-    plan += [(1, 32, 2350.0, "pruned"), (1, 128, 3050.0, "confirmed")]
-    for i, (rnd, b, sps, status) in enumerate(plan):
-        start, t = t, t + 2.0 * (rnd + 1)
-        if sps is not None:
-            best = sps if best is None else max(best, sps)
-        trials.append(
-            {
-                "id": i,
-                "config": {"batch_size": b, "precision": "bf16", "compile": "eager"},
-                "round": rnd,
-                "budget_s": 2.0 * (rnd + 1),
-                "samples_per_s": sps,
-                "status": status,
-                "t_start_s": start,
-                "t_end_s": t,
-                "best_so_far": best,
-                "a_key_this_reader_does_not_know": [1, 2],
-            }
-        )
-    return {
-        "version": 1,
-        "model": "mlp",
-        "device": "cpu",
-        "budget_s": 60.0,
-        "elapsed_s": t,
-        "space": {"batch_sizes": [4, 8, 32, 128, 512, 1024]},
-        "covered": {"measured": 6, "space_size": 24},
-        "trials": trials,
-        "answer": {"config": {"batch_size": 128, "precision": "bf16"}, "label": "B=128 bf16"},
-    }
+def _search_text(page: str) -> str:
+    """The Search section's words (tags removed, entities decoded)."""
+    part = page.split("<h2>Search</h2>")[1].split("<h2>")[0]
+    return unescape(re.sub(r"<[^>]+>", " ", part))
 
 
-def tune_target_json() -> dict[str, Any]:
-    def run(i, b, rung, seed, limit, best, ttt, decision, reason, start, end):
-        return {
-            "id": i,
-            "config": {"batch_size": b, "lr_scaling": "sqrt", "lr_base": 0.003, "lr": 0.003},
-            "label": f"B={b} lr=0.003 (sqrt)",
-            "rung": rung,
-            "seed": seed,
-            "limit_s": limit,
-            "elapsed_s": limit if ttt is None else ttt,
-            "metric": "eval_accuracy",
-            "best_metric": best,
-            "time_to_target_s": ttt,
-            "status": "ok",
-            "decision": decision,
-            "reason": reason,
-            "t_start_s": start,
-            "t_end_s": end,
-        }
+def _real_run(tmp_path: Path) -> Path:
+    run = tmp_path / "tune-cnn"
+    shutil.copytree(DATA / "cnn-stopped", run)
+    return run
 
+
+def test_a_real_tune_json_states_its_true_coverage_and_how_it_ended(tmp_path: Path) -> None:
+    run = _real_run(tmp_path)
+    record = json.loads((run / "tune.json").read_text())
+    page = build_report([run], tmp_path / "out").read_text()
+    text = " ".join(_search_text(page).split())
+    c = record["coverage"]
+    share = c["configurations_measured"] / c["space_size"]
+    assert (
+        f"{c['configurations_measured']} of {c['space_size']} configurations measured "
+        f"({share:.0%}); {c['combos_measured']} of {c['combos']} setting combinations"
+    ) in text
+    assert f"Stopped early: {record['stopped']}; {record['rounds_decided']} of 3 rounds" in text
+    assert "?" not in text.split("Time:")[0]  # nothing the file holds reads as unknown
+    assert "named no answer" not in text
+    assert (tmp_path / "out" / "plots" / "search.png").read_bytes()[:8] == PNG
+    # Every trial is in the table, each open one said to be in a round never decided.
+    table = page.split("Trials: what was measured")[1].split("</table>")[0]
+    assert table.count("<tr>") == 1 + len(record["trials"])
+    n_open = sum(t["outcome"] == "open" for t in record["trials"])
+    assert n_open > 0 and table.count("was never decided") == n_open
+
+
+def test_the_answer_is_the_verdicts_own(tmp_path: Path) -> None:
+    run = _real_run(tmp_path)
+    page = build_report([run], tmp_path / "out").read_text()
+    (verdict,), _ = explain_runs([run])
+    text = " ".join(_search_text(page).split())
+    assert f"Answer, as the verdict above names it: {verdict.headline()}." in text
+    assert verdict.headline() in unescape(page.split("<h2>Verdict</h2>")[1])
+
+
+def test_each_trial_is_drawn_at_its_own_elapsed_second(tmp_path: Path) -> None:
+    record = json.loads((DATA / "cnn-stopped" / "tune.json").read_text())
+    fig = search_speed_chart.figure(parse(record), "run")
+    xs = [x for line in fig.axes[0].lines if line.get_gid() == "trial" for x in line.get_xdata()]
+    plt.close(fig)
+    elapsed = [t["elapsed_s"] for t in record["trials"]]
+    assert sorted(xs) == sorted(elapsed)
+    assert len(set(xs)) == len(xs) == len(record["trials"])
+
+
+def _trial(number: int, rnd: int, batch: int, sps: float | None, end: float, outcome: str):
+    return TrialRecord(
+        number=number,
+        round=rnd,
+        config={"precision": "bf16", "compile": "eager", "batch_size": batch},
+        budget_s=0.5 * (rnd + 1),
+        status="ok" if sps is not None else "oom",
+        samples_per_s=sps,
+        compile_time_s=None,
+        point_time_s=1.5,
+        elapsed_s=end,
+        outcome=outcome,
+        best_so_far_samples_per_s=None,
+        best_so_far_config=None,
+    )
+
+
+def built_record() -> dict[str, Any]:
+    """A finished search written with gpubench.tune.trajectory's dataclasses: round 0 measured
+    4 batches (2 pruned when it was decided at 16 s, one failed), round 1 the 2 it kept."""
     trials = [
-        run(0, 8, 0, 0, 1.0, 0.6, None, "kept", "in the top 1/3", 0.0, 3.0),
-        run(1, 32, 0, 0, 1.0, 0.3, None, "stopped", "pruned: not in the top 1/3", 3.0, 5.0),
-        run(2, 128, 0, 0, 1.0, 0.2, None, "stopped", "pruned: not in the top 1/3", 5.0, 7.0),
-        run(0, 8, 1, 0, 3.0, 0.92, 2.1, "reached", "reached the target in 2.1 s", 7.0, 11.0),
-        run(0, 8, 2, 1, 3.0, 0.91, 2.4, "seed", "the answer re-run on seed 1", 11.0, 15.0),
+        _trial(0, 0, 32, 900.0, 10.0, "pruned"),
+        _trial(1, 0, 128, 2400.0, 12.0, "kept"),
+        _trial(2, 0, 512, 2100.0, 14.0, "kept"),
+        _trial(3, 0, 2048, None, 16.0, "failed"),
+        _trial(4, 1, 128, 2350.0, 19.0, "final"),
+        _trial(5, 1, 512, 2200.0, 22.0, "final"),
     ]
-    return {
-        "version": 1,
-        "kind": "target",
-        "model": "mlp",
-        "dataset": "digits",
-        "metric": "eval_accuracy",
-        "target": 0.9,
-        "budget_s": 60.0,
-        "elapsed_s": 15.0,
-        "rungs_s": [1.0, 3.0],
-        "covered": {"measured": 3, "space_size": 3},
-        "trials": trials,
-        "answer": {"label": "B=8", "describe": "2.25 s median over 2 seeds (2.1-2.4 s)"},
-    }
+    rounds = [
+        RoundRecord(
+            0, 0.5, measured=4, kept=2, pruned=1, failed=1, final=0, open=0, ended_at_s=16.0
+        ),
+        RoundRecord(
+            1, 1.0, measured=2, kept=0, pruned=0, failed=0, final=2, open=0, ended_at_s=22.0
+        ),
+    ]
+    record = TuneRecord(
+        request={"model": "mlp", "size": "small", "device": "cpu", "budget_s": 40.0},
+        space={"axes": {}, "batch_sizes": [32, 128, 512, 2048], "size": 8},
+        elapsed_s=30.0,
+        finished=True,
+        rounds_decided=2,
+        coverage=coverage(4, 8, 1, 2),
+        rounds=rounds,
+        trials=trials,
+    )
+    return record.to_dict()
 
 
-def test_the_search_section_draws_the_search_and_what_was_pruned_when(tmp_path: Path) -> None:
+def test_what_was_pruned_when_and_where_the_time_went(tmp_path: Path) -> None:
+    cpu, gpu = cpu_gpu_runs(tmp_path)
+    (cpu / "tune.json").write_text(json.dumps(built_record()))
+    page = build_report([cpu, gpu], tmp_path / "out").read_text()
+    text = " ".join(_search_text(page).split())
+    assert "Finished: the search ran all its rounds (2 of 2 rounds decided)" in text
+    assert "4 of 8 configurations measured (50%); 1 of 2 setting combinations" in text
+    # 30 s in all: 8.5 s before the first trial (it ended at 10 s after 1.5 s), 6 trials of
+    # 1.5 s, 4.5 s between them (22 - 8.5 - 9), 8 s after the last.
+    assert "Time: 30 s in all against a budget of 40 s (10 s to spare)" in text
+    assert "8.5 s of set-up before the first trial" in text and "6 trials took 9 s" in text
+    assert "4.5 s between them" in text and "8 s after the last trial" in text
+    # Two runs: the verdict spans both, so the answer comes from the file (none recorded).
+    assert "The search named no answer: no confirmation is recorded." in text
+    assert "pruned when round 0 was decided at 16 s" in text
+    assert "failed (oom): no figure" in text and text.count("measured in the last round") == 2
+
+
+def test_a_tune_json_with_only_trials_still_renders(tmp_path: Path) -> None:
     cpu, _ = cpu_gpu_runs(tmp_path)
-    (cpu / "tune.json").write_text(json.dumps(tune_json()))
-    (cpu / "tune_target.json").write_text(json.dumps(tune_target_json()))
+    bare = [{"config": {"batch_size": b}, "samples_per_s": 100.0 * b} for b in (8, 16)]
+    bare.append({"elapsed_s": 3.0, "samples_per_s": 900.0})  # an end, no config, no outcome
+    (cpu / "tune.json").write_text(json.dumps({"trials": bare}))
     page = build_report([cpu], tmp_path / "out").read_text()
-    plots = tmp_path / "out" / "plots"
-    assert "<h2>Search</h2>" in page
-    for png in ("search.png", "search_target.png"):
-        assert f'src="plots/{png}"' in page
-        assert (plots / png).read_bytes()[:8] == PNG
-    speed = page.split('src="plots/search.png"')[1].split('src="plots/search_target.png"')[0]
-    # the table: a row per trial, the pruned ones with the wall time they were pruned at
-    assert speed.count("<tr>") == 1 + 8
-    pruned = re.findall(r"<td>pruned</td><td class=\"n\"[^>]*>([^<]*)</td>", speed)
-    assert pruned == ["2 s", "8 s", "10 s", "16 s"]
-    assert "batch_size=128 precision=bf16 compile=eager" in speed
-    assert "6 of 24 configurations measured" in speed and "Answer: B=128 bf16" in speed
-    target = page.split('src="plots/search_target.png"')[1]
-    assert target.count("<tr>") >= 1 + 5
-    assert "stopped: pruned: not in the top 1/3" in target and "seed re-runs" in target
-    assert "2.25 s median over 2 seeds" in target
+    text = " ".join(_search_text(page).split())
+    assert "How the search ended is not recorded." in text
+    assert "Coverage: 3 of ? configurations measured (counted from the trials)." in text
+    assert (tmp_path / "out" / "plots" / "search.png").read_bytes()[:8] == PNG
+
+
+def test_the_target_search_says_its_best_so_far_answer_and_runs(tmp_path: Path) -> None:
+    cpu, _ = cpu_gpu_runs(tmp_path)
+    shutil.copy(DATA / "target" / "tune_target.json", cpu)
+    record = json.loads((cpu / "tune_target.json").read_text())
+    page = build_report([cpu], tmp_path / "out").read_text()
+    assert (tmp_path / "out" / "plots" / "search_target.png").read_bytes()[:8] == PNG
+    text = " ".join(_search_text(page).split())
+    c = record["covered"]
+    n = len(record["trials"])
+    assert f"Coverage: {c['measured']} of {c['space_size']} configurations run; {n} runs" in text
+    stopped = sum(t["decision"] == "stopped" for t in record["trials"])
+    assert f"{stopped} stopped ({stopped} hopeless)" in text
+    a = record["answer"]
+    assert f"Answer, as the search recorded it: {a['label']}: {a['describe']}." in text
+    fastest = min(t["time_to_target_s"] for t in record["trials"] if t["decision"] == "reached")
+    assert f"Fastest single run: {fastest:.3g} s of training to the target" in text
+    table = page.split('src="plots/search_target.png"')[1].split("</table>")[0]
+    assert table.count("<tr>") == 1 + n
 
 
 def test_no_search_file_no_search_section_and_no_old_chart(tmp_path: Path) -> None:
     cpu, _ = cpu_gpu_runs(tmp_path)
-    (cpu / "tune.json").write_text(json.dumps(tune_json()))
+    (cpu / "tune.json").write_text(json.dumps(built_record()))
     build_report([cpu], tmp_path / "out")
     assert (tmp_path / "out" / "plots" / "search.png").is_file()
     (cpu / "tune.json").unlink()

@@ -68,7 +68,8 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     speedups = A.speedup_table(frame, threads)
     # The page opens with what the answer stands on (suite, commit, contended and noisy points:
     # issue 21), then the answer; the long tables come after the charts (issue 15).
-    sections = [header(runs), *standing_notes(runs), verdict_section(run_verdicts(runs, frame))]
+    verdicts = run_verdicts(runs, frame)
+    sections = [header(runs), *standing_notes(runs), verdict_section(verdicts)]
     missing: list[str] = []
 
     def draw(make: Callable[[], Chart | None], why_absent: str) -> None:
@@ -108,7 +109,8 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
         memory()
     sections.append(_speedup(frame, speedups, plots_dir))
     sections.append(parallel_report.section(frame, plots_dir))  # issue 17: '' if none
-    sections.append(search_report.section(runs, plots_dir))  # issue 24: '' without tune.json
+    # issue 24: '' without tune.json; its answer is the verdict's (issue 29)
+    sections.append(search_report.section(runs, plots_dir, verdicts))
     if not batch_varies:
         against_batch()
         memory()

@@ -1,0 +1,220 @@
+"""The speed search's words and tables in the report's search section: how it ended and why,
+how much of the space it measured, where its time went, the rounds' best figure, the answer as
+the verdict names it, the rounds, and each trial with its fate (what was pruned when)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpubench.report import html as H
+from gpubench.report import search_speed_chart as chart
+from gpubench.report.figure import Chart, save
+from gpubench.report.search_record import Round, SpeedSearch, Trial, parse, seconds
+from gpubench.science.verdict import ModelVerdict
+
+
+def outcome(s: SpeedSearch) -> str:
+    """Finished, stopped early and why, or neither said."""
+    planned = len(s.rounds) or None
+    decided = s.rounds_decided
+    if decided is None:
+        decided = sum(r.decided for r in s.rounds) if s.rounds else None
+    of = "" if decided is None else f"{decided} of {planned or '?'} rounds decided"
+    if s.finished:
+        return f"Finished: the search ran all its rounds ({of or 'count not recorded'})."
+    if s.stopped:
+        return f"Stopped early: {s.stopped}" + (f"; {of}." if of else ".")
+    if s.finished is None and s.stopped is None and not s.rounds:
+        return "How the search ended is not recorded."
+    return (
+        "Not finished, and no reason recorded: the file was written while the search ran, or "
+        "the search was cut off" + (f"; {of}." if of else ".")
+    )
+
+
+def coverage(s: SpeedSearch) -> str:
+    """Configurations measured of the space's, and setting combinations of the space's, as the
+    file records them (else counted from the trials)."""
+    c = s.coverage
+    measured = c.get("configurations_measured")
+    if not isinstance(measured, int):
+        measured = len({repr(sorted(t.config.items())) for t in s.trials})
+        counted = " (counted from the trials)"
+    else:
+        counted = ""
+    size = c.get("space_size")
+    share = f" ({measured / size:.0%})" if isinstance(size, int) and size > 0 else ""
+    combos, of_combos = c.get("combos_measured"), c.get("combos")
+    text = f"Coverage: {measured} of {size if isinstance(size, int) else '?'} configurations"
+    text += f" measured{share}{counted}"
+    if isinstance(combos, int):
+        text += f"; {combos} of {of_combos if isinstance(of_combos, int) else '?'} setting "
+        text += "combinations measured at some batch size"
+    return text + "."
+
+
+def timing(s: SpeedSearch) -> str:
+    """The tune's wall time against its budget, and where it went: set-up before the first
+    trial, the trials (compile's share), the gaps between them, what came after the last."""
+    total = s.elapsed_s
+    head = f"Time: {seconds(total)} in all"
+    if s.budget_s is not None:
+        head += f" against a budget of {seconds(s.budget_s)}"
+        if total is not None:
+            over = total - s.budget_s
+            head += f" ({seconds(abs(over))} {'over' if over > 0 else 'to spare'})"
+    placed = s.placed
+    starts = [t.start_s for t in placed if t.start_s is not None]
+    if not placed or not starts:
+        return head + "."
+    took = [t.took_s for t in placed if t.took_s is not None]
+    compiled = sum(t.compile_s or 0.0 for t in placed)
+    first, last = starts[0], placed[-1].end_s or 0.0
+    parts = [f"{seconds(first)} of set-up before the first trial (start-up, max-batch search)"]
+    trials = f"{len(placed)} trials took {seconds(sum(took))}"
+    if compiled > 0:
+        trials += f" (compiling {seconds(compiled)} of it)"
+    parts.append(trials)
+    between = last - first - sum(took)
+    if between > 0:
+        parts.append(f"{seconds(between)} between them")
+    if total is not None and total >= last:
+        status = (s.verdict or {}).get("confirmation_status")
+        what = "the confirmation" + (f", {status}" if status and status != "confirmed" else "")
+        parts.append(f"{seconds(total - last)} after the last trial ({what})")
+    return f"{head}: " + ", ".join(parts) + "."
+
+
+def rounds_best(s: SpeedSearch) -> str | None:
+    """The rounds' highest single figure, which is not the answer (one measurement each)."""
+    best = s.best
+    if not best or best.get("samples_per_s") is None:
+        return None
+    at = f", round {best['round']}" if best.get("round") is not None else ""
+    return (
+        f"Rounds' best: {H.number(best.get('samples_per_s'), ',.0f')} samples/s, "
+        f"{s.label(best.get('config'))}{at}: a single measurement, not the answer (the "
+        "confirmation re-measures the leaders side by side)."
+    )
+
+
+def matching(s: SpeedSearch, found: list[ModelVerdict]) -> ModelVerdict | None:
+    """The one verdict of the report's whose partition is this search's (model, size,
+    optimizer), or None where none or several are."""
+    request = s.request
+    want = {"model": request.get("model"), "model_size": request.get("size")}
+    if request.get("optimizer"):
+        want["optimizer"] = request.get("optimizer")
+    hits = [v for v in found if all(v.identity.get(k) == w for k, w in want.items())]
+    return hits[0] if len(hits) == 1 else None
+
+
+def answer(s: SpeedSearch, verdict: ModelVerdict | None) -> str:
+    """The answer where it is recorded, never at odds with the report's verdict: the verdict's
+    own headline where the report has one for this search; else the file's `answer`; else the
+    tune's record of its confirmation's verdict; else that none was named."""
+    if verdict is not None:
+        return f"Answer, as the verdict above names it: {verdict.headline()}."
+    a = s.answer
+    if a:
+        text = a.get("describe") or a.get("label") or s.label(a.get("config"))
+        return f"Answer, as the search recorded it: {text}."
+    v = s.verdict
+    if v and (v.get("headline") or v.get("leader")):
+        how = f" ({v['confirmation_status']})" if v.get("confirmation_status") else ""
+        named = v.get("headline") or v["leader"]
+        return f"Answer, as this tune's confirmation named it{how}: {named}."
+    return "The search named no answer: no confirmation is recorded."
+
+
+def _round_state(r: Round) -> str:
+    if not r.measured:
+        return "not reached"
+    if r.decided:
+        return f"decided at {seconds(r.ended_at_s)}"
+    return "not decided: the search stopped"
+
+
+def rounds_table(s: SpeedSearch) -> str:
+    """A row per round: its measuring limit, what it measured, what became of it, and when."""
+    rows = []
+    for r in s.rounds:
+        counts = [r.measured, r.kept, r.pruned, r.failed, r.final, r.open]
+        rows.append(
+            [
+                (str(r.number), r.number),
+                (seconds(r.budget_s) if r.budget_s is not None else "fixed steps", r.budget_s),
+                *((("" if n is None else str(n)), n) for n in counts),
+                _round_state(r),
+            ]
+        )
+    heads = ["round", "measuring limit per trial", "measured", "kept", "pruned", "failed"]
+    return H.table([*heads, "final", "open", "state"], rows)
+
+
+def _fate(t: Trial, rounds: dict[int, Round]) -> str:
+    r = rounds.get(t.round)
+    if t.outcome == "pruned":
+        when = f" at {seconds(r.ended_at_s)}" if r and r.ended_at_s is not None else ""
+        return f"pruned when round {t.round} was decided{when}"
+    if t.outcome == "kept":
+        return f"kept for round {t.round + 1}"
+    if t.outcome == "final":
+        return "measured in the last round"
+    if t.outcome == "failed":
+        return f"failed ({t.status}): no figure"
+    if t.outcome == "open":
+        return f"open: round {t.round} was never decided"
+    return t.outcome or t.status
+
+
+def trials_table(s: SpeedSearch) -> str:
+    """A row per trial, by the order it ran: what it measured, its fate, when and at what cost."""
+    rounds = {r.number: r for r in s.rounds}
+    rows = [
+        [
+            (str(t.number), t.number),
+            (str(t.round), t.round),
+            s.label(t.config),
+            (H.number(t.samples_per_s, ",.1f"), t.samples_per_s),
+            _fate(t, rounds),
+            ("" if t.end_s is None else f"{t.end_s:,.1f}", t.end_s),
+            ("" if t.took_s is None else f"{t.took_s:,.1f}", t.took_s),
+            ("" if t.compile_s is None else f"{t.compile_s:,.1f}", t.compile_s),
+        ]
+        for t in sorted(s.trials, key=lambda t: t.number)
+    ]
+    heads = ["trial", "round", "configuration", "samples/s", "fate", "ended at (s)"]
+    return H.table([*heads, "took (s)", "compiling (s)"], rows, True)
+
+
+def section(
+    name: str, record: dict[str, Any], plots_dir: Path, file: str, found: list[ModelVerdict]
+) -> str:
+    """The speed search's part of the section: its words, chart, rounds and trials. `found`
+    are the report's verdicts where they belong to this run alone ([] otherwise)."""
+    s = parse(record)
+    words = [outcome(s), coverage(s), timing(s), rounds_best(s), answer(s, matching(s, found))]
+    title = f"Search: {s.model or 'model not recorded'} on {s.device or '?'}"
+    fig = chart.figure(s, f"run {name}")
+    save(fig, plots_dir, file, title, keys=chart.keys())
+    caption = (
+        "Each point is a trial at the wall second it ended, its line back to when it started "
+        "(its whole cost: building, warm-up, compile, measuring), coloured by its round and "
+        "marked by its fate; the black step line is the best samples/s measured so far; dotted "
+        "lines are the rounds' decisions; grey shading is the set-up before the first trial "
+        "(start-up and the max-batch search), blue what came after the last (the "
+        "confirmation); the dashed red line is the budget (named at the edge where it lies far "
+        "beyond the search)."
+    )
+    c = Chart(file, f"Speed search of {name}", caption)
+    items = "".join(f"<li>{H.e(w)}</li>" for w in words if w)
+    return (
+        f"<h3>{H.e(c.title)}</h3>\n<ul>{items}</ul>\n"
+        + H.figure(c)
+        + "<h4>Rounds</h4>\n"
+        + rounds_table(s)
+        + "<h4>Trials: what was measured, and what was pruned when</h4>\n"
+        + trials_table(s)
+    )

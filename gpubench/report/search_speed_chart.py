@@ -1,0 +1,134 @@
+"""The speed search's chart: samples/s against the tune's wall time. Each trial is a point at
+the second it ended (a line back to when it started: its whole cost, compile included),
+coloured by its round, marked by its fate; the black step line is the best measured so far;
+dotted lines are the rounds' decisions; shading shows the set-up before the first trial and
+what came after the last (the confirmation); the dashed red line is the budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from matplotlib.figure import Figure as MplFigure
+
+from gpubench.report.figure import empty_panel, palette, panels
+from gpubench.report.search_record import SpeedSearch, best_so_far
+
+# A trial's fate as a marker: keyed once in grey in the legend (figure.save's keys).
+FATES: dict[str, tuple[str, dict[str, Any]]] = {
+    "kept": ("kept for the next round", {"marker": "o"}),
+    "pruned": ("pruned", {"marker": "x"}),
+    "final": ("measured in the last round", {"marker": "*", "markersize": 10}),
+    "open": ("round never decided", {"marker": "o", "markerfacecolor": "none"}),
+    "failed": ("failed: no figure (drawn at 0)", {"marker": "v"}),
+    "": ("fate not recorded", {"marker": "D", "markersize": 5}),
+}
+DECIDED = "round decided"
+BUDGET = "budget"
+WIDTH_IN, HEIGHT_IN = 12.0, 4.6
+FAR = 1.5  # a budget beyond 1.5x the search's end is named at the edge, not drawn to scale
+LABEL_GAP = 0.025  # of the view's width: closer round decisions share one label
+
+
+def keys() -> dict[str, dict[str, Any]]:
+    """The legend's grey entries: one per fate marker, and the round-decision line."""
+    out = {label: {"linestyle": "none", **style} for label, style in FATES.values()}
+    out[DECIDED] = {"linestyle": ":", "linewidth": 1}
+    return out
+
+
+def figure(s: SpeedSearch, title: str) -> MplFigure:
+    """The chart of search `s` (unsaved: figure.save gives it its title and legend)."""
+    fig, axes = panels([title])
+    fig.set_size_inches(WIDTH_IN, HEIGHT_IN)
+    ax = axes[0][0]
+    placed = s.placed
+    if not any(t.samples_per_s is not None for t in placed):
+        empty_panel(ax, "no trial measured a throughput")
+        return fig
+    numbers = sorted({t.round for t in placed} | {r.number for r in s.rounds})
+    colors = palette(f"round {k}" for k in numbers)
+    top = max(t.samples_per_s or 0.0 for t in placed)
+    reached = {t.round for t in placed}
+    for k in numbers:
+        name = f"round {k}" + ("" if k in reached else " (not reached)")
+        ax.plot([], [], "s", color=colors[f"round {k}"], label=name)
+    for t in placed:
+        assert t.end_s is not None  # placed: every one has its end
+        color = colors[f"round {t.round}"]
+        y = 0.0 if t.samples_per_s is None else t.samples_per_s
+        if t.start_s is not None:
+            ax.hlines(y, t.start_s, t.end_s, color=color, linewidth=1.5, alpha=0.45)
+        label, style = FATES.get(t.outcome, FATES[""])
+        face = style.get("markerfacecolor", color)
+        size = 9 if style.get("marker") == "*" else 6
+        ax.plot(
+            [t.end_s],
+            [y],
+            linestyle="none",
+            color=color,
+            markerfacecolor=face,
+            markersize=size,
+            label=label,
+            zorder=3,
+            marker=style["marker"],
+            gid="trial",
+        )
+    best = best_so_far(placed)
+    xs = [t.end_s or 0.0 for t, b in zip(placed, best, strict=True) if b is not None]
+    ys = [b for b in best if b is not None]
+    ax.step(xs, ys, where="post", color="black", linewidth=1.6, label="best samples/s so far")
+    end = max(x for x in (s.elapsed_s, placed[-1].end_s) if x is not None)
+    if s.budget_s is not None and s.budget_s <= FAR * end:  # else the search would be a sliver
+        end = max(end, s.budget_s)
+    ax.set_xlim(0, end * 1.02)
+    _phases(ax, s, end)
+    failed = any(t.samples_per_s is None for t in placed)
+    ax.set_ylim(-0.03 * top if failed else 0, top * 1.12)  # a failed trial's marker sits at 0
+    ax.set_xlabel("wall time since the tune started (s)")
+    ax.set_ylabel("samples/s (higher is better)")
+    ax.grid(True, alpha=0.3)
+    return fig
+
+
+def _phases(ax: Any, s: SpeedSearch, end: float) -> None:
+    """Round decisions, the set-up and after-the-last-trial spans, and the budget (named at the
+    right edge where it lies far beyond the view's `end`)."""
+    placed = s.placed
+    labelled: float | None = None
+    for r in s.rounds:
+        if r.decided and r.ended_at_s is not None:
+            ax.axvline(r.ended_at_s, color="grey", linestyle=":", linewidth=1, label=DECIDED)
+            if labelled is not None and r.ended_at_s - labelled < LABEL_GAP * end:
+                continue  # its label would print over the last one's
+            labelled = r.ended_at_s
+            ax.text(
+                r.ended_at_s,
+                0.98,
+                f" round {r.number} decided",
+                transform=ax.get_xaxis_transform(),
+                rotation=90,
+                ha="right",
+                va="top",
+                fontsize=8,
+                color="dimgrey",
+            )
+    first = placed[0].start_s
+    if first is not None and first > 0:
+        ax.axvspan(0, first, color="0.88", zorder=0, label="set-up before the first trial")
+    last = placed[-1].end_s
+    if s.elapsed_s is not None and last is not None and s.elapsed_s > last:
+        ax.axvspan(last, s.elapsed_s, color="#dbe8f7", zorder=0, label="after the last trial")
+    if s.budget_s is not None and s.budget_s <= end:
+        ax.axvline(s.budget_s, color="red", linestyle="--", linewidth=1.2, label=BUDGET)
+    elif s.budget_s is not None:
+        ax.text(
+            0.995,
+            0.5,
+            f"budget {s.budget_s:,.0f} s, beyond this edge",
+            transform=ax.transAxes,
+            rotation=90,
+            ha="right",
+            va="center",
+            fontsize=8,
+            color="red",
+        )

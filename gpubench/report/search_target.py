@@ -1,0 +1,257 @@
+"""The time-to-target search (tune_target.json, gpubench.tune.target_record) in the report's
+search section: how it ended, what it ran of its space and what became of each run, where its
+time went, the answer as it recorded it; a chart of the best time to target so far and each
+run's best held-out metric against the search's wall time; the table of kept and stopped runs.
+Only `trials` is required; every other key may be absent and then reads as not recorded."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from matplotlib.axes import Axes
+
+from gpubench.report import html as H
+from gpubench.report.figure import Chart, empty_panel, palette, panels, save
+from gpubench.report.search_record import num, seconds, whole
+
+MARKERS = {"reached": "*", "kept": "o", "stopped": "x", "seed": "D"}
+FATE = {
+    "reached": "reached the target",
+    "kept": "kept",
+    "stopped": "stopped",
+    "seed": "re-run on a further seed",
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the search: a configuration at a rung on a seed, between two wall seconds."""
+
+    label: str
+    rung: int
+    seed: int | None
+    limit_s: float | None
+    best_metric: float | None
+    time_to_target_s: float | None
+    decision: str
+    reason: str
+    start_s: float | None
+    end_s: float | None
+
+
+def _run(t: dict[str, Any]) -> Run:
+    config = t.get("config")
+    label = t.get("label") or (
+        " ".join(f"{k}={v}" for k, v in config.items()) if isinstance(config, dict) else ""
+    )
+    return Run(
+        label=str(label),
+        rung=whole(t.get("rung")) or 0,
+        seed=whole(t.get("seed")),
+        limit_s=num(t.get("limit_s")),
+        best_metric=num(t.get("best_metric")),
+        time_to_target_s=num(t.get("time_to_target_s")),
+        decision=str(t.get("decision") or ""),
+        reason=str(t.get("reason") or ""),
+        start_s=num(t.get("t_start_s")),
+        end_s=num(t.get("t_end_s")),
+    )
+
+
+def lines(record: dict[str, Any], runs: list[Run]) -> list[str]:
+    """The search in words: how it ended, its coverage and runs' fates, time, best, answer."""
+    out = []
+    if record.get("finished"):
+        out.append("Finished: every rung decided and the answer re-run on its further seeds.")
+    elif record.get("stopped_by_budget"):
+        out.append("Stopped early by its budget.")
+    else:
+        out.append(
+            "Not finished, and no reason recorded: written while the search ran, or cut off."
+        )
+    covered: dict[str, Any] = record["covered"] if isinstance(record.get("covered"), dict) else {}
+    fates = Counter(r.decision for r in runs)
+    told = [f"{fates[d]} {FATE[d]}" for d in FATE if fates[d] and d != "stopped"]
+    if fates["stopped"]:
+        why = Counter(r.reason.split(":")[0] for r in runs if r.decision == "stopped")
+        told.append(
+            f"{fates['stopped']} stopped (" + ", ".join(f"{n} {w}" for w, n in why.items()) + ")"
+        )
+    told += [f"{n} {d or 'undecided'}" for d, n in fates.items() if d not in FATE]
+    out.append(
+        f"Coverage: {covered.get('measured', '?')} of {covered.get('space_size', '?')} "
+        f"configurations run; {len(runs)} runs: " + ", ".join(told) + "."
+    )
+    elapsed, budget = num(record.get("elapsed_s")), num(record.get("budget_s"))
+    time = f"Time: {seconds(elapsed)} in all against a budget of {seconds(budget)}"
+    if elapsed is not None and budget is not None:
+        time += f" ({seconds(abs(elapsed - budget))} {'over' if elapsed > budget else 'to spare'})"
+    spent = num(record.get("spent_s"))
+    out.append(time + (f"; the runs cost {seconds(spent)}." if spent is not None else "."))
+    reached = [r for r in runs if r.decision == "reached" and r.time_to_target_s is not None]
+    if reached:
+        best = min(reached, key=lambda r: r.time_to_target_s or 0.0)
+        out.append(
+            f"Fastest single run: {seconds(best.time_to_target_s)} of training to the target "
+            f"({best.label}, seed {best.seed}); one seed, not the answer."
+        )
+    answer = record.get("answer") if isinstance(record.get("answer"), dict) else None
+    if answer:
+        text = ": ".join(str(x) for x in (answer.get("label"), answer.get("describe")) if x)
+        out.append(f"Answer, as the search recorded it: {text or 'not described'}.")
+    else:
+        out.append(
+            "The search named no answer" + ("." if reached else ": no run reached the target.")
+        )
+    return out
+
+
+def chart(name: str, record: dict[str, Any], runs: list[Run], plots_dir: Path, file: str) -> Chart:
+    """Best time to target so far (left) and each run's best metric (right) against wall time."""
+    metric = str(record.get("metric", "metric"))
+    fig, axes = panels(["time to the target", f"each run's best {metric}"])
+    fig.set_size_inches(12.0, 4.4)
+    best_ax, metric_ax = axes[0][0], axes[1][0]
+    done = sorted((r for r in runs if r.end_s is not None), key=lambda r: r.end_s or 0.0)
+    n_rungs = len(record.get("rungs_s") or [])
+    names = {r.rung: "seed re-runs" if r.rung >= n_rungs > 0 else f"rung {r.rung}" for r in done}
+    colors = palette(names.values())
+    for k in sorted(names):
+        best_ax.plot([], [], "s", color=colors[names[k]], label=names[k])
+    _time_panel(best_ax, record, done, names, colors)
+    _metric_panel(metric_ax, record, done, names, colors)
+    budget = num(record.get("budget_s"))
+    ends = [x for x in (num(record.get("elapsed_s")), budget, *(r.end_s for r in done)) if x]
+    for ax in (best_ax, metric_ax):
+        if ax.get_gid() is None:
+            if budget is not None:
+                ax.axvline(budget, color="red", linestyle="--", linewidth=1.2, label="budget")
+            ax.set_xlim(0, max(ends) * 1.02)
+            ax.set_xlabel("wall time since the search started (s)")
+            ax.grid(True, alpha=0.3)
+    keys: dict[str, dict[str, Any]] = {
+        FATE[d]: {"marker": m, "linestyle": "none"} for d, m in MARKERS.items()
+    }
+    keys["target"] = {"color": "red", "linewidth": 1}
+    for d, m in MARKERS.items():
+        metric_ax.plot([], [], marker=m, linestyle="none", label=FATE[d])
+    title = (
+        f"Time-to-target search: {record.get('model', '')} on {record.get('dataset', '')}, "
+        f"{metric} {record.get('target', '')}"
+    )
+    save(fig, plots_dir, file, title, keys=keys)
+    rungs = ", ".join(f"{x:.3g}" for x in record.get("rungs_s") or [] if num(x) is not None)
+    caption = (
+        "Left: each run that reached the target, at the wall second it ended, by the training "
+        "seconds it took (seed re-runs as diamonds); the black step line is the least known so "
+        "far; the dashed line and band are the answer's median and range over its seeds. Right: "
+        f"each run's best held-out {metric} at the second it ended (a line back to its start), "
+        f"coloured by its rung (training-time limits {rungs or 'not recorded'} s), marked by "
+        "its fate; the red line is the target."
+    )
+    return Chart(file, f"Time-to-target search of {name}", caption)
+
+
+def _time_panel(
+    ax: Axes, record: dict[str, Any], done: list[Run], names: dict, colors: dict
+) -> None:
+    xs: list[float] = []
+    ys: list[float] = []
+    best: float | None = None
+    for r in done:
+        if r.decision == "reached" and r.time_to_target_s is not None:
+            best = r.time_to_target_s if best is None else min(best, r.time_to_target_s)
+        if best is not None and r.end_s is not None:
+            xs.append(r.end_s)
+            ys.append(best)
+    if not xs:
+        empty_panel(ax, "no run reached the target")
+        return
+    ax.step(xs, ys, where="post", color="black", linewidth=1.6, label="least time to target so far")
+    for r in done:
+        if r.time_to_target_s is not None and r.end_s is not None and r.decision in MARKERS:
+            ax.plot(
+                [r.end_s],
+                [r.time_to_target_s],
+                linestyle="none",
+                marker=MARKERS[r.decision],
+                color=colors[names[r.rung]],
+                label="_run",
+                zorder=3,
+            )
+    spread = (record.get("answer") or {}).get("time_to_target") or {}
+    median, low, high = (num(spread.get(k)) for k in ("median", "min", "max"))
+    if median is not None:
+        ax.axhline(
+            median,
+            color="tab:purple",
+            linestyle="--",
+            linewidth=1.2,
+            label="the answer's median over seeds",
+        )
+        if low is not None and high is not None:
+            ax.axhspan(
+                low, high, color="tab:purple", alpha=0.12, label="the answer's range over seeds"
+            )
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("training seconds to the target")
+
+
+def _metric_panel(
+    ax: Axes, record: dict[str, Any], done: list[Run], names: dict, colors: dict
+) -> None:
+    shown = [r for r in done if r.best_metric is not None]
+    if not shown:
+        empty_panel(ax, "no run was evaluated")
+        return
+    for r in shown:
+        assert r.best_metric is not None and r.end_s is not None  # shown, done: both known
+        color = colors[names[r.rung]]
+        if r.start_s is not None:
+            ax.hlines(r.best_metric, r.start_s, r.end_s, color=color, linewidth=1.5, alpha=0.45)
+        ax.plot(
+            [r.end_s],
+            [r.best_metric],
+            linestyle="none",
+            marker=MARKERS.get(r.decision, "."),
+            color=color,
+            label="_run",
+            zorder=3,
+        )
+    target = num(record.get("target"))
+    if target is not None:
+        ax.axhline(target, color="red", linewidth=1, label="target")
+    ax.set_ylabel(f"best {record.get('metric', 'metric')} reached")
+
+
+def table(record: dict[str, Any], runs: list[Run]) -> str:
+    """A row per run, in the order it ran: what it trained, how far, and why it was kept or
+    stopped."""
+    n_rungs = len(record.get("rungs_s") or [])
+    rows = [
+        [
+            r.label,
+            ("seed re-run" if r.rung >= n_rungs > 0 else f"rung {r.rung}", r.rung),
+            ("" if r.seed is None else str(r.seed), r.seed),
+            ("" if r.limit_s is None else seconds(r.limit_s), r.limit_s),
+            (H.number(r.best_metric, ".3g"), r.best_metric),
+            ("" if r.time_to_target_s is None else seconds(r.time_to_target_s), r.time_to_target_s),
+            f"{FATE.get(r.decision, r.decision)}: {r.reason}",
+            ("" if r.end_s is None else f"{r.end_s:,.1f}", r.end_s),
+        ]
+        for r in runs
+    ]
+    metric = record.get("metric", "metric")
+    heads = ["config", "rung", "seed", "trained up to", f"best {metric}", "time to target"]
+    return H.table([*heads, "kept or stopped, and why", "ended at (s)"], rows, True)
+
+
+def section(name: str, record: dict[str, Any], plots_dir: Path, file: str) -> str:
+    """The target search's part of the section: its words, chart and table."""
+    runs = [_run(t) for t in record["trials"] if isinstance(t, dict)]
+    words = "<ul>" + "".join(f"<li>{H.e(line)}</li>" for line in lines(record, runs)) + "</ul>\n"
+    c = chart(name, record, runs, plots_dir, file)
+    return f"<h3>{H.e(c.title)}</h3>\n" + words + H.figure(c) + table(record, runs)
