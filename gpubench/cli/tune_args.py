@@ -5,20 +5,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpubench.cli import values
+from gpubench.cli import flags, values
 from gpubench.config import spec as S
 from gpubench.config.checks import (
     check_accumulate,
     check_batch_size,
-    check_device,
-    check_model,
-    check_seed,
 )
 from gpubench.config.errors import ConfigError
+from gpubench.config.model_options import for_model
 from gpubench.config.spec import Budget
 from gpubench.tune.space import MICRO_RANGE, fixed_effective_batch
 
@@ -50,36 +47,12 @@ def duration(text: str) -> float:
     return seconds
 
 
-def add_parser(sub: Any, add_isolation_flags: Callable[[argparse.ArgumentParser], None]) -> None:
-    from gpubench.models import MODEL_NAMES
-
+def add_parser(sub: Any) -> None:
     t = sub.add_parser(
         "tune",
         help="search the fastest configuration of one model on one device, within a time budget",
     )
-    t.add_argument(
-        "--model",
-        type=values.arg(check_model),
-        help=f"{', '.join(MODEL_NAMES)}; {values.MODEL_PREFIXES}",
-    )
-    t.add_argument(
-        "--size",
-        type=values.choice(S.SIZES, "size"),
-        help=f"the size preset: {', '.join(S.SIZES)} (default: small; with --target the "
-        "shipped convergence suite's)",
-    )
-    t.add_argument(
-        "--device",
-        type=values.arg(check_device),
-        default="auto",
-        help="auto (CUDA where present, else the CPU), cpu, cuda, cuda:N",
-    )
-    t.add_argument(
-        "--optimizer",
-        type=values.choice(S.OPTIMIZERS, "optimizer"),
-        default="adamw",
-        help=f"{', '.join(S.OPTIMIZERS)} (default: adamw): your choice, never searched",
-    )
+    flags.add_one_model_flags(t, model_required=False, size_default=None)
     t.add_argument(
         "--budget",
         type=values.arg(duration),
@@ -134,37 +107,10 @@ def add_parser(sub: Any, add_isolation_flags: Callable[[argparse.ArgumentParser]
         help=f"torch's intra-op threads, e.g. 1,2 (default on the CPU: 1, 2, 4, ... up to "
         f"torch's own){fixes}",
     )
-    t.add_argument(
-        "--data",
-        type=values.choice(S.DATA_MODES, "data mode"),
-        default="device",
-        help=", ".join(S.DATA_MODES) + " (default: device)",
-    )
-    t.add_argument(
-        "--seed",
-        type=values.arg(lambda x: check_seed(values.int_value(x))),
-        default=0,
-        help="a whole number of 0 or more",
-    )
-    t.add_argument(
-        "--option",
-        dest="options",
-        action="append",
-        default=[],
-        type=values.arg(values.model_option),
-        metavar="KEY=VALUE",
-        help="a model option, as in a suite's [model_options] table (repeat for more)",
-    )
-    t.add_argument(
-        "--steps",
-        type=values.arg(values.positive_int),
-        help="the last round measures exactly this many steps (earlier rounds a share of them)",
-    )
-    t.add_argument(
-        "--max-time",
-        type=values.arg(values.positive_float),
-        help="seconds the last round measures a point for (earlier rounds a share of it)",
-    )
+    flags.add_measuring_flags(t, sweep=False)
+    for action in t._actions:  # the last round measures as told; earlier ones a share of it
+        if action.dest in ("steps", "max_time"):
+            action.help = f"{action.help}, in the last round (earlier rounds: a share of it)"
     t.add_argument(
         "--target",
         metavar="METRIC=VALUE",
@@ -190,7 +136,6 @@ def add_parser(sub: Any, add_isolation_flags: Callable[[argparse.ArgumentParser]
         action="store_false",
         help="skip the interleaved re-measurement of the leaders at the end",
     )
-    add_isolation_flags(t)
 
 
 def budget_s(args: argparse.Namespace) -> float:
@@ -242,11 +187,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
     if args.resume is not None:
         _nothing_but_the_budget(args)
         return TuneRequest("", "", "", "", budget_s=budget_s(args))
-    device = args.device
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = flags.resolved_device(args.device)
     named = {
         AXIS_FLAGS[flag]: getattr(args, flag)
         for flag in AXIS_FLAGS
@@ -264,7 +205,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
         args.optimizer,
         args.data,
         args.seed,
-        dict(args.options),
+        for_model(args.model, args.options, "tune"),
         named,
         None if sizes is None or sizes == S.AUTO else tuple(sizes),
         budget_s(args),

@@ -1,0 +1,118 @@
+"""The flags that sweep, max-batch and tune share, defined once: the same name, help and check
+in each command (issue 30), so a value one command refuses, every command refuses alike."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpubench.cli import values
+from gpubench.config import spec as S
+from gpubench.config.checks import check_device, check_model, check_seed
+
+
+def _seed(text: str) -> int:
+    return check_seed(values.int_value(text))
+
+
+def add_measuring_flags(parser: argparse.ArgumentParser, *, sweep: bool) -> None:
+    """--data, --seed (the sweep: --seeds, a list), --option, --steps, --max-time, --max-memory
+    and --point-timeout. The sweep's --data and --seeds default to the suite's value (None
+    here); a command of one model measures on the device's own batches and seed 0."""
+    from gpubench.run.memory_cap import parse_size
+    from gpubench.run.sweep import DEFAULT_POINT_TIMEOUT_S
+
+    parser.add_argument(
+        "--data",
+        type=values.choice(S.DATA_MODES, "data mode"),
+        default=None if sweep else "device",
+        help="device (batches made once on the device) or host (copied from pinned host "
+        "memory every step; CUDA)",
+    )
+    if sweep:
+        parser.add_argument(
+            "--seeds",
+            type=values.csv(_seed),
+            help="comma-separated whole numbers of 0 or more",
+        )
+    else:
+        parser.add_argument(
+            "--seed", type=values.arg(_seed), default=0, help="a whole number of 0 or more"
+        )
+    parser.add_argument(
+        "--option",
+        dest="options",
+        action="append",
+        default=[],
+        type=values.arg(values.model_option),
+        metavar="MODEL.KEY=VALUE",
+        help="a model option, as in a suite's [model_options] table (a sweep's: over the suite's "
+        "value for that key); repeat for more, e.g. --option transformer.layers=4 (KEY=VALUE "
+        "without the model is deprecated: read as the one model measured)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=values.arg(values.positive_int),
+        help="measure exactly this many steps per point, with no adaptive stopping",
+    )
+    parser.add_argument(
+        "--max-time",
+        type=values.arg(values.positive_float),
+        help="time budget in seconds for measuring one point",
+    )
+    parser.add_argument(
+        "--max-memory",
+        type=values.arg(parse_size),
+        metavar="SIZE",
+        help="cap each point's memory, e.g. 512M or 2G (CPU: the address space the point maps "
+        "beyond what its worker holds when it starts)",
+    )
+    parser.add_argument(
+        "--point-timeout",
+        type=values.arg(values.positive_float),
+        default=DEFAULT_POINT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"record a point as timeout after this long (default: {DEFAULT_POINT_TIMEOUT_S:g})",
+    )
+
+
+def add_one_model_flags(
+    parser: argparse.ArgumentParser, *, model_required: bool, size_default: str | None
+) -> None:
+    """--model, --size, --device and --optimizer of a command that measures one model on one
+    device (max-batch, tune)."""
+    from gpubench.models import MODEL_NAMES
+
+    parser.add_argument(
+        "--model",
+        required=model_required,
+        type=values.arg(check_model),
+        help=f"{', '.join(MODEL_NAMES)}; {values.MODEL_PREFIXES}",
+    )
+    parser.add_argument(
+        "--size",
+        type=values.choice(S.SIZES, "size"),
+        default=size_default,
+        help=f"the size preset: {', '.join(S.SIZES)}"
+        + ("" if size_default else " (default: small; with --target the convergence suite's)"),
+    )
+    parser.add_argument(
+        "--device",
+        type=values.arg(check_device),
+        default="auto",
+        help="auto (CUDA where present, else the CPU), cpu, cuda, cuda:N",
+    )
+    parser.add_argument(
+        "--optimizer",
+        type=values.choice(S.OPTIMIZERS, "optimizer"),
+        default="adamw",
+        help=f"the optimizer, never searched: {', '.join(S.OPTIMIZERS)}",
+    )
+
+
+def resolved_device(device: str) -> str:
+    """--device with auto made CUDA where torch sees it, else the CPU."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
