@@ -4,14 +4,117 @@ in each command (issue 30), so a value one command refuses, every command refuse
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from gpubench.cli import values
 from gpubench.config import spec as S
-from gpubench.config.checks import check_device, check_model, check_seed
+from gpubench.config.checks import (
+    check_accumulate,
+    check_batch_size,
+    check_device,
+    check_model,
+    check_nproc,
+    check_seed,
+)
+from gpubench.models import MODEL_NAMES
 
 
 def _seed(text: str) -> int:
     return check_seed(values.int_value(text))
+
+
+def _axis(what: str, allowed: tuple[str, ...]) -> Callable[[str], tuple[Any, ...]]:
+    return values.csv(values.choice(allowed, what))
+
+
+def _listed(allowed: tuple[str, ...]) -> str:
+    return f"comma-separated: {', '.join(allowed)}"
+
+
+def _whole(check: Callable[[object], int]) -> Callable[[str], tuple[Any, ...]]:
+    return values.csv(lambda text: check(values.int_value(text)))
+
+
+# An axis flag of the sweep (several values: each a point) and of tune (values to search):
+# how its text is read, and what it says it takes.
+AXES: dict[str, tuple[Callable[[str], Any], str]] = {
+    "--models": (
+        values.csv(check_model),
+        f"{_listed(MODEL_NAMES)}; {values.MODEL_PREFIXES}",
+    ),
+    "--size": (values.choice(S.SIZES, "size"), f"the size preset: {', '.join(S.SIZES)}"),
+    "--devices": (
+        values.csv(check_device),
+        "comma-separated: auto (the CPU, plus CUDA where present), cpu, cuda, cuda:N",
+    ),
+    "--batch-sizes": (
+        values.auto_or(_whole(check_batch_size)),
+        'comma-separated, or "auto": powers of two up to the largest that fits',
+    ),
+    "--precisions": (
+        _axis("precision", S.PRECISIONS),
+        f"comma-separated: {', '.join(S.PRECISIONS)}",
+    ),
+    "--optimizers": (
+        _axis("optimizer", S.OPTIMIZERS),
+        f"comma-separated: {', '.join(S.OPTIMIZERS)}",
+    ),
+    "--compile": (
+        _axis("compile mode", S.COMPILE_MODES),
+        "eager, compile (torch.compile), or both: eager,compile",
+    ),
+    "--channels-last": (
+        values.csv(values.flag("channels_last")),
+        "false, true, or both (convolutional models only)",
+    ),
+    "--cuda-graph": (
+        values.csv(values.flag("cuda_graph")),
+        "false, true, or both: capture the whole step in a CUDA graph",
+    ),
+    "--cudnn-benchmark": (
+        values.csv(values.flag("cudnn_benchmark")),
+        "false, true, or both: let cuDNN autotune convolutions (torch.backends.cudnn.benchmark; "
+        "CUDA and convolutional models only)",
+    ),
+    "--threads": (
+        values.csv(values.thread_count),
+        "torch's intra-op threads per point: whole numbers of 1 or more, or auto (what torch "
+        "picks); e.g. 1,2",
+    ),
+    "--parallel": (
+        _axis("parallel mode", S.PARALLEL_MODES),
+        "none, ddp, fsdp, or several: none,ddp (torch.distributed, one node)",
+    ),
+    "--nproc": (_whole(check_nproc), "processes per node of the ddp and fsdp points, e.g. 1,2"),
+    "--scaling": (
+        _axis("scaling", S.SCALING_MODES),
+        "weak (batch per process), strong (global batch split), or both",
+    ),
+    "--accumulate": (  # issue 25
+        _whole(check_accumulate),
+        "micro-batches per optimizer step, e.g. 1,2,4,8 (the batch size stays the effective "
+        "batch: each micro-batch holds batch / accumulate samples)",
+    ),
+    "--checkpoint": (
+        _axis("checkpoint mode", S.CHECKPOINT_MODES),
+        "none, blocks (recompute the activations of the model's repeated blocks in backward), "
+        "or both: none,blocks",
+    ),
+}
+
+
+def add_axis_flags(
+    parser: argparse.ArgumentParser,
+    names: tuple[str, ...],
+    notes: Mapping[str, str] | None = None,
+    suffix: str = "",
+) -> None:
+    """The axis flags `names` as AXES defines them, each help with its note from `notes`
+    (a default, say) and `suffix` after it."""
+    for name in names:
+        parse, text = AXES[name]
+        parser.add_argument(name, type=parse, help=text + (notes or {}).get(name, "") + suffix)
 
 
 def add_measuring_flags(parser: argparse.ArgumentParser, *, sweep: bool) -> None:
@@ -80,8 +183,6 @@ def add_one_model_flags(
 ) -> None:
     """--model, --size, --device and --optimizer of a command that measures one model on one
     device (max-batch, tune)."""
-    from gpubench.models import MODEL_NAMES
-
     parser.add_argument(
         "--model",
         required=model_required,

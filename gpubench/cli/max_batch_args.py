@@ -58,11 +58,13 @@ def add_parser(sub: Any) -> None:
         help="an effective batch: the fewest accumulation steps whose micro-batch fits, per "
         "--checkpoint mode, confirmed by a full measurement of N at that many steps",
     )
-    mb.add_argument(
-        "--checkpoint",
-        type=values.csv(values.choice(S.CHECKPOINT_MODES, "checkpoint mode")),
-        help="the largest micro-batch with these modes: none, blocks or none,blocks "
-        "(default: none,blocks with --target-batch, else none)",
+    flags.add_axis_flags(
+        mb,
+        ("--checkpoint",),
+        {
+            "--checkpoint": "; the largest micro-batch with each (default: none,blocks with "
+            "--target-batch, else none)"
+        },
     )
 
 

@@ -11,20 +11,33 @@ from typing import Any
 from gpubench.cli import flags, values
 from gpubench.config import model_options
 from gpubench.config import spec as S
-from gpubench.config.checks import (
-    check_accumulate,
-    check_batch_size,
-    check_device,
-    check_model,
-    check_nproc,
-)
 from gpubench.config.errors import ConfigError
 from gpubench.config.suite import load_suite, shipped_names
 from gpubench.config.validate import validate
-from gpubench.models import MODEL_NAMES
 
 DEFAULT_SUITE = "quick"
 SUITES_DEFAULT = " (default: the suite's)"
+
+
+# The sweep's axis flags (with --data and --seeds, flags.add_measuring_flags), in --help's order.
+SWEEP_AXES = (
+    "--models",
+    "--size",
+    "--devices",
+    "--batch-sizes",
+    "--precisions",
+    "--optimizers",
+    "--compile",
+    "--channels-last",
+    "--cuda-graph",
+    "--cudnn-benchmark",
+    "--threads",
+    "--parallel",
+    "--nproc",
+    "--scaling",
+    "--accumulate",
+    "--checkpoint",
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -37,88 +50,7 @@ def add_parser(sub: Any) -> None:
         f"{', '.join(shipped_names())} (default: {DEFAULT_SUITE}, or with --resume the suite "
         "the run was started with)",
     )
-    sweep.add_argument(
-        "--models",
-        type=values.csv(check_model),
-        help=f"comma-separated: {', '.join(MODEL_NAMES)}; {values.MODEL_PREFIXES}",
-    )
-    sweep.add_argument(
-        "--size", type=values.choice(S.SIZES, "size"), help=f"the size preset: {', '.join(S.SIZES)}"
-    )
-    sweep.add_argument(
-        "--devices",
-        type=values.csv(check_device),
-        help="comma-separated: auto (the CPU, plus CUDA where present), cpu, cuda, cuda:N",
-    )
-    sweep.add_argument(
-        "--batch-sizes",
-        type=values.auto_or(values.csv(lambda t: check_batch_size(values.int_value(t)))),
-        help='comma-separated, or "auto": powers of two up to the largest that fits',
-    )
-    sweep.add_argument(
-        "--precisions",
-        type=values.csv(values.choice(S.PRECISIONS, "precision")),
-        help=f"comma-separated: {', '.join(S.PRECISIONS)}",
-    )
-    sweep.add_argument(
-        "--optimizers",
-        type=values.csv(values.choice(S.OPTIMIZERS, "optimizer")),
-        help=f"comma-separated: {', '.join(S.OPTIMIZERS)}",
-    )
-    sweep.add_argument(
-        "--compile",
-        type=values.csv(values.choice(S.COMPILE_MODES, "compile mode")),
-        help="eager, compile (torch.compile), or both: eager,compile",
-    )
-    sweep.add_argument(
-        "--channels-last",
-        type=values.csv(values.flag("channels_last")),
-        help="false, true, or both (convolutional models only)",
-    )
-    sweep.add_argument(
-        "--cuda-graph",
-        type=values.csv(values.flag("cuda_graph")),
-        help="false, true, or both: capture the whole step in a CUDA graph",
-    )
-    sweep.add_argument(
-        "--cudnn-benchmark",
-        type=values.csv(values.flag("cudnn_benchmark")),
-        help="false, true, or both: let cuDNN autotune convolutions (torch.backends.cudnn."
-        "benchmark; CUDA and convolutional models only)",
-    )
-    sweep.add_argument(
-        "--threads",
-        type=values.csv(values.thread_count),
-        help="torch's intra-op threads per point: whole numbers of 1 or more, or auto "
-        "(what torch picks); e.g. 1,2",
-    )
-    sweep.add_argument(
-        "--parallel",
-        type=values.csv(values.choice(S.PARALLEL_MODES, "parallel mode")),
-        help="none, ddp, fsdp, or several: none,ddp (torch.distributed, one node)",
-    )
-    sweep.add_argument(
-        "--nproc",
-        type=values.csv(lambda t: check_nproc(values.int_value(t))),
-        help="processes per node of the ddp and fsdp points, e.g. 1,2",
-    )
-    sweep.add_argument(
-        "--scaling",
-        type=values.csv(values.choice(S.SCALING_MODES, "scaling")),
-        help="weak (batch per process), strong (global batch split), or both",
-    )
-    sweep.add_argument(  # issue 25
-        "--accumulate",
-        type=values.csv(lambda t: check_accumulate(values.int_value(t))),
-        help="micro-batches per optimizer step, e.g. 1,2,4,8 (the batch size stays the "
-        "effective batch: each micro-batch holds batch / accumulate samples)",
-    )
-    sweep.add_argument(
-        "--checkpoint",
-        type=values.csv(values.choice(S.CHECKPOINT_MODES, "checkpoint mode")),
-        help="none, blocks (recompute the activations of the model's repeated blocks in "
-        "backward), or both: none,blocks",
-    )
+    flags.add_axis_flags(sweep, SWEEP_AXES)
     sweep.add_argument("--out", type=Path, help="run folder (default: results/<timestamp>)")
     sweep.add_argument(
         "--data-dir", help="folder of a file-based data set for convergence runs (cifar10)"

@@ -10,10 +10,6 @@ from typing import Any
 
 from gpubench.cli import flags, values
 from gpubench.config import spec as S
-from gpubench.config.checks import (
-    check_accumulate,
-    check_batch_size,
-)
 from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import for_model
 from gpubench.config.spec import Budget
@@ -47,6 +43,20 @@ def duration(text: str) -> float:
     return seconds
 
 
+# tune's axis flags: the sweep's (flags.AXES), their values searched.
+TUNE_AXES = (
+    "--batch-sizes",
+    "--precisions",
+    "--compile",
+    "--channels-last",
+    "--cuda-graph",
+    "--cudnn-benchmark",
+    "--accumulate",
+    "--checkpoint",
+    "--threads",
+)
+
+
 def add_parser(sub: Any) -> None:
     t = sub.add_parser(
         "tune",
@@ -60,52 +70,23 @@ def add_parser(sub: Any) -> None:
         help=f"wall-clock time for the whole tune, e.g. 90s, 15m, 1.5h (default: {DEFAULT_BUDGET}"
         "); reaching it ends the search with the best so far",
     )
-    t.add_argument(
-        "--batch-sizes",
-        type=values.auto_or(values.csv(lambda x: check_batch_size(values.int_value(x)))),
-        help='the batch sizes to search among, or "auto" (default): powers of two up to the '
-        "largest that fits (max-batch)",
-    )
-    fixes = "; one value fixes the axis, several restrict the search to them"
-    t.add_argument(
-        "--precisions",
-        type=values.csv(values.choice(S.PRECISIONS, "precision")),
-        help=f"comma-separated: {', '.join(S.PRECISIONS)} (default: all the device runs){fixes}",
-    )
-    t.add_argument(
-        "--compile",
-        type=values.csv(values.choice(S.COMPILE_MODES, "compile mode")),
-        help=f"eager, compile, or both (default: both){fixes}",
-    )
-    for flag, what in (
-        ("--channels-last", "convolutional models"),
-        ("--cuda-graph", "CUDA"),
-        ("--cudnn-benchmark", "CUDA and convolutional models"),
-    ):
-        dest = flag[2:].replace("-", "_")
-        t.add_argument(
-            flag,
-            type=values.csv(values.flag(dest)),
-            help=f"false, true, or both (default: both on {what}, else false){fixes}",
-        )
-    t.add_argument(  # issue 25
-        "--accumulate",
-        type=values.csv(lambda t: check_accumulate(values.int_value(t))),
-        help="with one --batch-sizes value (the effective batch): the micro-batches per "
-        "optimizer step to search, e.g. 2,4,8 (default: every split whose micro-batch fits, "
-        f"down to 1/{MICRO_RANGE} of the largest){fixes}",
-    )
-    t.add_argument(
-        "--checkpoint",
-        type=values.csv(values.choice(S.CHECKPOINT_MODES, "checkpoint mode")),
-        help="none, blocks, or both (default: both where one --batch-sizes value fixes the "
-        f"effective batch and the model has repeated blocks, else none){fixes}",
-    )
-    t.add_argument(
-        "--threads",
-        type=values.csv(values.thread_count),
-        help=f"torch's intra-op threads, e.g. 1,2 (default on the CPU: 1, 2, 4, ... up to "
-        f"torch's own){fixes}",
+    flags.add_axis_flags(
+        t,
+        TUNE_AXES,
+        {
+            "--batch-sizes": " (default: auto)",
+            "--precisions": " (default: all the device runs)",
+            "--compile": " (default: both)",
+            "--channels-last": " (default: both on convolutional models, else false)",
+            "--cuda-graph": " (default: both on CUDA, else false)",
+            "--cudnn-benchmark": " (default: both on CUDA and convolutional models, else false)",
+            "--accumulate": " (with one --batch-sizes value, the effective batch; default: "
+            f"every split whose micro-batch fits, down to 1/{MICRO_RANGE} of the largest)",
+            "--checkpoint": " (default: both where one --batch-sizes value fixes the effective "
+            "batch and the model has repeated blocks, else none)",
+            "--threads": " (default on the CPU: 1, 2, 4, ... up to torch's own)",
+        },
+        "; one value fixes the axis, several restrict the search to them",
     )
     flags.add_measuring_flags(t, sweep=False)
     for action in t._actions:  # the last round measures as told; earlier ones a share of it
