@@ -192,7 +192,7 @@ def explain(dirs: list[Path], as_json: bool = False) -> int:
     except (ResultsError, ValueError) as e:
         raise ConfigError(str(e)) from e
     answer = {"runs": names, "verdicts": [v.to_dict() for v in found]}
-    sys.stdout.write(json.dumps(answer, indent=2, default=str) + "\n")
+    print_json(answer)
     return 0
 
 
@@ -273,22 +273,26 @@ def max_batch(
 
     if target_batch is not None or checkpoints is not None:  # issue 25
         modes = checkpoints or (["none", "blocks"] if target_batch is not None else ["none"])
-        found = accumulation_plan.measured(
+        plan = accumulation_plan.measured(
             point, target_batch, modes, search, cap, budget, point_timeout_s
         )
         if as_json:
-            json.dump(found.to_dict(), sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            print_json(plan.to_dict())
         else:
-            max_batch_console.accumulation_plan(found)
+            max_batch_console.accumulation_plan(plan)
         return 0
     result = search(point)
     if as_json:
-        json.dump(result.to_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(result.to_dict())
     else:
         max_batch_console.max_batch_result(result)
     return 0
+
+
+def print_json(value: Any) -> None:
+    """`value` as indented JSON on stdout, then a newline (what JSON lacks, a Path or a
+    timestamp, as its str)."""
+    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
 
 
 def list_all(suites_dir: Path) -> int:
@@ -305,6 +309,5 @@ def list_all(suites_dir: Path) -> int:
 def show_env() -> int:
     from gpubench.store import env
 
-    json.dump(env.capture(), sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
+    print_json(env.capture())
     return 0

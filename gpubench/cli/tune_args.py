@@ -18,17 +18,6 @@ from gpubench.tune.space import MICRO_RANGE, fixed_effective_batch
 DEFAULT_BUDGET = "15m"
 _DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(s|m|h)?$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-# The axis flags (as the sweep's) and the Point field each names.
-AXIS_FLAGS = {
-    "precisions": "precision",
-    "compile": "compile",
-    "threads": "threads",
-    "channels_last": "channels_last",
-    "cuda_graph": "cuda_graph",
-    "cudnn_benchmark": "cudnn_benchmark",
-    "checkpoint": "checkpoint",
-    "accumulate": "accumulate",  # with one --batch-sizes value: the micro-batches searched
-}
 
 
 def duration(text: str) -> float:
@@ -55,6 +44,12 @@ TUNE_AXES = (
     "--checkpoint",
     "--threads",
 )
+# Each axis flag's dest but the batch sizes' (with one --batch-sizes value, --accumulate's
+# are the micro-batches searched), and the Point field it names.
+AXIS_FLAGS = {
+    dest: "precision" if dest == "precisions" else dest
+    for dest in (flag[2:].replace("-", "_") for flag in TUNE_AXES if flag != "--batch-sizes")
+}
 
 
 def add_parser(sub: Any) -> None:
