@@ -36,8 +36,8 @@ def _whole(check: Callable[[object], int]) -> Callable[[str], tuple[Any, ...]]:
     return values.csv(lambda text: check(values.int_value(text)))
 
 
-# An axis flag of the sweep (several values: each a point) and of tune (values to search):
-# how its text is read, and what it says it takes.
+# The sweep's axis flags (several values: a point each; tune's: the values searched), in
+# --help's order: how each reads its text, and what it says it takes.
 AXES: dict[str, tuple[Callable[[str], Any], str]] = {
     "--models": (
         values.csv(check_model),

@@ -19,27 +19,6 @@ DEFAULT_SUITE = "quick"
 SUITES_DEFAULT = " (default: the suite's)"
 
 
-# The sweep's axis flags (with --data and --seeds, flags.add_measuring_flags), in --help's order.
-SWEEP_AXES = (
-    "--models",
-    "--size",
-    "--devices",
-    "--batch-sizes",
-    "--precisions",
-    "--optimizers",
-    "--compile",
-    "--channels-last",
-    "--cuda-graph",
-    "--cudnn-benchmark",
-    "--threads",
-    "--parallel",
-    "--nproc",
-    "--scaling",
-    "--accumulate",
-    "--checkpoint",
-)
-
-
 def add_parser(sub: Any) -> None:
     sweep = sub.add_parser("sweep", help="run a suite of training benchmarks")
     sweep.add_argument(
@@ -50,7 +29,7 @@ def add_parser(sub: Any) -> None:
         f"{', '.join(shipped_names())} (default: {DEFAULT_SUITE}, or with --resume the suite "
         "the run was started with)",
     )
-    flags.add_axis_flags(sweep, SWEEP_AXES)
+    flags.add_axis_flags(sweep, tuple(flags.AXES))  # every axis (--data, --seeds: below)
     sweep.add_argument("--out", type=Path, help="run folder (default: results/<timestamp>)")
     sweep.add_argument(
         "--data-dir", help="folder of a file-based data set for convergence runs (cifar10)"
