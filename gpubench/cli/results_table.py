@@ -27,14 +27,14 @@ def _options(row: dict[str, Any]) -> str:
         opts.append(f"threads={int(row['threads'])}")
     if pd.notna(row.get("parallel")) and row.get("parallel") != "none":  # e.g. "ddp x2 weak"
         scaling = row.get("scaling")  # None at one process: the baseline of weak and strong
-        nodes = row.get("nodes")
+        nodes: Any = row.get("nodes")
         opts.append(
             f"{row['parallel']} x{row.get('nproc')}"
             + (f" on {int(nodes)} nodes" if pd.notna(nodes) and nodes != 1 else "")
             + (f" {scaling}" if pd.notna(scaling) else "")
         )
     if pd.notna(row.get("accumulate")) and row["accumulate"] != 1:  # issue 25
-        micro = row.get("micro_batch_size")
+        micro: Any = row.get("micro_batch_size")
         of = f" x {int(micro)}" if pd.notna(micro) else ""
         opts.append(f"accumulate {int(row['accumulate'])}{of}")
     if pd.notna(row.get("checkpoint")) and row["checkpoint"] != "none":
