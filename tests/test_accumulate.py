@@ -170,7 +170,7 @@ def test_a_sweep_over_both_axes_writes_the_new_columns(tmp_path: Path) -> None:
 
 
 def test_the_summary_names_the_split_and_the_checkpointing() -> None:
-    from gpubench.cli.console import _options
+    from gpubench.cli.results_table import _options
 
     row = {"compile": "eager", "accumulate": 4, "micro_batch_size": 2, "checkpoint": "blocks"}
     assert _options(row) == "accumulate 4 x 2, checkpoint blocks"

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from gpubench.cli.parser import build_parser, spec_from_args
+from gpubench.cli.parser import build_parser
+from gpubench.cli.sweep_args import spec_from_args
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.config.suite import load_suite

@@ -245,8 +245,13 @@ def test_sweep_option_sets_model_options_over_the_suites_table(tmp_path: Path) -
         ),
         (
             "transformer=2",
-            "argument --option: invalid model option 'transformer=2'; allowed: MODEL.KEY=VALUE, "
-            "e.g. transformer.layers=4",
+            "--option transformer=2 names no model; allowed: MODEL.KEY=VALUE, MODEL one of mlp, "
+            "transformer",
+        ),
+        (
+            "transformer.layers",
+            "argument --option: invalid model option 'transformer.layers'; allowed: "
+            "MODEL.KEY=VALUE, e.g. transformer.layers=4",
         ),
     ],
 )

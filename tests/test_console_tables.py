@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from gpubench.cli import console, main
+from gpubench.cli import main, results_table
 from gpubench.cli.convergence_table import points_table
 from gpubench.config.spec import Point
 from gpubench.store.row import make_row
@@ -31,29 +31,32 @@ def _text(table: object) -> str:
 
 def test_a_blank_ci_says_too_few_steps() -> None:
     few = _ok(steps_measured=4, step_time_ci_rel=None)
-    assert console._ci_cell(few) == "n<6"
-    assert console._ci_cell(_ok()) == "1.0%"
-    assert console._ci_cell(make_row(CPU, "oom", error="x")) == ""
+    assert results_table._ci_cell(few) == "n<6"
+    assert results_table._ci_cell(_ok()) == "1.0%"
+    assert results_table._ci_cell(make_row(CPU, "oom", error="x")) == ""
 
 
 def test_user_models_are_labelled_by_their_function_and_workload_name() -> None:
     user = Point("mynets.cnn:small_cnn", "small", "cpu", "fp32", "sgd", 8)
-    assert console.model_cell(_ok(user, workload="SmallCNN")) == "mynets.cnn:small_cnn (SmallCNN)"
-    assert console.model_cell(_ok(workload="mlp")) == "mlp/small"
+    assert (
+        results_table.model_cell(_ok(user, workload="SmallCNN"))
+        == "mynets.cnn:small_cnn (SmallCNN)"
+    )
+    assert results_table.model_cell(_ok(workload="mlp")) == "mlp/small"
     assert user.label() == "mynets.cnn:small_cnn cpu fp32 sgd B=8"
 
 
 def test_busy_and_noisy_points_say_so() -> None:
-    assert console._status_cell(_ok(noisy=True, busy=True)) == "ok (noisy, busy)"
-    assert console._status_cell(_ok(busy=False)) == "ok"
+    assert results_table._status_cell(_ok(noisy=True, busy=True)) == "ok (noisy, busy)"
+    assert results_table._status_cell(_ok(busy=False)) == "ok"
 
 
 def test_columns_empty_in_every_row_are_left_out() -> None:
-    text = _text(console.summary_table(pd.DataFrame([_ok(), _ok(batch_size=16)])))
+    text = _text(results_table.summary_table(pd.DataFrame([_ok(), _ok(batch_size=16)])))
     assert "options" not in text
     assert "synthetic loss first→last" in text and "not how well the model learns" in text
     threaded = _ok(Point("mlp", "small", "cpu", "fp32", "sgd", 4, threads=1))
-    assert "threads=1" in _text(console.summary_table(pd.DataFrame([_ok(), threaded])))
+    assert "threads=1" in _text(results_table.summary_table(pd.DataFrame([_ok(), threaded])))
 
 
 def test_a_convergence_point_that_missed_its_target_says_so() -> None:
@@ -73,7 +76,7 @@ def test_sweep_help_lists_the_allowed_values(capsys: pytest.CaptureFixture[str])
         "built for your torch: see the README), hf:MODEL_TYPE (extra hf); or your own: "
         "package.module:function",
         "the size preset: tiny, small, base (default: the suite's)",
-        "--steps STEPS measure exactly this many steps per point (no adaptive stopping) "
+        "--steps STEPS measure exactly this many steps per point, with no adaptive stopping "
         "(default: the suite's)",
         "(default: 600)",
         "e.g. --option transformer.layers=4",
@@ -95,7 +98,7 @@ def test_max_batch_help_shows_each_default(capsys: pytest.CaptureFixture[str]) -
         "cuda:N (default: auto)",
         "sgd, adam, adamw (default: adamw)",
         "first batch size (default: 1)",
-        "e.g. --option layers=2",
+        "e.g. --option transformer.layers=4",
     ):
         assert shown in text
     assert "(default: None)" not in text and "(default: [])" not in text
@@ -120,7 +123,7 @@ def _quick_like_rows() -> pd.DataFrame:
 
 def _printed(frame: pd.DataFrame, width: int) -> str:
     out = io.StringIO()
-    Console(file=out, width=width).print(console.summary_table(frame, width=width))
+    Console(file=out, width=width).print(results_table.summary_table(frame, width=width))
     return out.getvalue()
 
 
@@ -139,7 +142,12 @@ def test_the_results_table_fits_the_terminal_with_names_whole(width: int) -> Non
 
 def test_a_narrow_table_gives_up_columns_in_the_stated_order() -> None:
     frame = _quick_like_rows()
-    assert console.DROPPED_FIRST == ("synthetic loss first→last", "samples/s", "efficiency", "±CI")
+    assert results_table.DROPPED_FIRST == (
+        "synthetic loss first→last",
+        "samples/s",
+        "efficiency",
+        "±CI",
+    )
     wide, medium, narrow = (_printed(frame, w) for w in (160, 120, 80))
     header = next(line for line in wide.splitlines() if "model" in line)
     for full in ("device", "precision", "optimizer", "samples/s", "synthetic loss first→last"):

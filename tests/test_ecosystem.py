@@ -337,7 +337,13 @@ def test_max_batch_takes_model_options(capsys: pytest.CaptureFixture[str]) -> No
     pytest.importorskip("transformers")
     argv = ["max-batch", "--model", "hf:gpt2", "--device", "cpu", "--max-memory", "8G"]
     options = ["n_layer=1", "n_embd=32", "n_head=2", "vocab_size=128", "seq_len=16"]
-    argv += [f"--option={o}" for o in options] + ["--ceiling", "4", "--steps", "2", "--json"]
+    argv += [f"--option=hf:gpt2.{o}" for o in options] + [
+        "--ceiling",
+        "4",
+        "--steps",
+        "2",
+        "--json",
+    ]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert json.loads(result["model_options"]) == {
@@ -350,23 +356,28 @@ def test_max_batch_takes_model_options(capsys: pytest.CaptureFixture[str]) -> No
     assert result["largest_batch"] == 4 and result["ceiling_reached"]
     # the probes estimated a sample from the tokens' activations (seq_len 16)
     assert all(p["sample_bytes"] > 0 for p in result["probes"] if p["status"] == "ok")
-    bad = ["max-batch", "--model", "hf:gpt2", "--device", "cpu", "--option", "n_layers=1"]
+    bad = ["max-batch", "--model", "hf:gpt2", "--device", "cpu", "--option", "hf:gpt2.n_layers=1"]
     assert main(bad) == 2
     (err,) = capsys.readouterr().err.strip().splitlines()
     assert "no option 'n_layers'; allowed: " in err and "n_layer" in err
     assert main([*bad[:-1], "n_layer"]) == 2
-    assert "invalid model option 'n_layer'; allowed: KEY=VALUE" in capsys.readouterr().err
+    assert "invalid model option 'n_layer'; allowed: MODEL.KEY=VALUE" in capsys.readouterr().err
 
 
 def test_a_model_option_on_the_command_line_reads_as_in_a_suite() -> None:
     from gpubench.cli.values import model_option
 
-    assert model_option("n_layer=2") == ("n_layer", 2)
-    assert model_option("resid_pdrop=0.0") == ("resid_pdrop", 0.0)
-    assert model_option("widths=[4, 8]") == ("widths", [4, 8])
-    assert model_option("scale_attn_weights=false") == ("scale_attn_weights", False)
-    assert model_option("activation_function=gelu_new") == ("activation_function", "gelu_new")
-    assert model_option('activation_function="relu"') == ("activation_function", "relu")
-    for bad in ("n_layer", "=2", "n layer=2", "n_layer="):
-        with pytest.raises(ConfigError, match="allowed: KEY=VALUE"):
+    assert model_option("hf:gpt2.n_layer=2") == ("hf:gpt2", "n_layer", 2)
+    assert model_option("hf:gpt2.resid_pdrop=0.0") == ("hf:gpt2", "resid_pdrop", 0.0)
+    assert model_option("mlp.widths=[4, 8]") == ("mlp", "widths", [4, 8])
+    assert model_option("x.scale_attn_weights=false") == ("x", "scale_attn_weights", False)
+    assert model_option("x.activation_function=gelu_new") == (
+        "x",
+        "activation_function",
+        "gelu_new",
+    )
+    assert model_option('x.activation_function="relu"') == ("x", "activation_function", "relu")
+    assert model_option("n_layer=2") == (None, "n_layer", 2)  # the old form: no model
+    for bad in ("n_layer", "=2", "n layer=2", "n_layer=", "x.n_layer", ".n_layer=2"):
+        with pytest.raises(ConfigError, match=r"allowed: MODEL\.KEY=VALUE"):
             model_option(bad)

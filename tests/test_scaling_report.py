@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpubench.cli import console
+from gpubench.cli import results_table
 from gpubench.config.spec import SweepSpec
 from gpubench.report import build_report
 from gpubench.report import scaling as R
@@ -106,5 +106,5 @@ def _printed(frame: pd.DataFrame) -> str:
     from rich.console import Console
 
     out = Console(width=200, record=True, markup=False)
-    out.print(console.summary_table(frame, width=200))
+    out.print(results_table.summary_table(frame, width=200))
     return out.export_text()

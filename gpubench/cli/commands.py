@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gpubench.cli import console
+from gpubench.cli import console, max_batch_console
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.run import accumulation_plan, maxbatch
@@ -192,7 +192,7 @@ def explain(dirs: list[Path], as_json: bool = False) -> int:
     except (ResultsError, ValueError) as e:
         raise ConfigError(str(e)) from e
     answer = {"runs": names, "verdicts": [v.to_dict() for v in found]}
-    sys.stdout.write(json.dumps(answer, indent=2, default=str) + "\n")
+    print_json(answer)
     return 0
 
 
@@ -255,7 +255,7 @@ def max_batch(
     if reason is not None:
         raise ConfigError(f"{point.label().removesuffix(f' B={point.batch_size}')}: {reason}")
     cap = max_memory if max_memory is not None else maxbatch.default_cap(point.device)
-    console.max_batch_header(point, cap, chosen=max_memory is not None)
+    max_batch_console.max_batch_header(point, cap, chosen=max_memory is not None)
 
     def search(p: Point) -> maxbatch.MaxBatch:
         return maxbatch.find(
@@ -268,27 +268,31 @@ def max_batch(
             exact=exact,
             confirm_budget=budget,
             time_budget=budget if time_them else None,
-            on_probe=None if as_json else console.probe_line,
+            on_probe=None if as_json else max_batch_console.probe_line,
         )
 
     if target_batch is not None or checkpoints is not None:  # issue 25
         modes = checkpoints or (["none", "blocks"] if target_batch is not None else ["none"])
-        found = accumulation_plan.measured(
+        plan = accumulation_plan.measured(
             point, target_batch, modes, search, cap, budget, point_timeout_s
         )
         if as_json:
-            json.dump(found.to_dict(), sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            print_json(plan.to_dict())
         else:
-            console.accumulation_plan(found)
+            max_batch_console.accumulation_plan(plan)
         return 0
     result = search(point)
     if as_json:
-        json.dump(result.to_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(result.to_dict())
     else:
-        console.max_batch_result(result)
+        max_batch_console.max_batch_result(result)
     return 0
+
+
+def print_json(value: Any) -> None:
+    """`value` as indented JSON on stdout, then a newline (what JSON lacks, a Path or a
+    timestamp, as its str)."""
+    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
 
 
 def list_all(suites_dir: Path) -> int:
@@ -305,6 +309,5 @@ def list_all(suites_dir: Path) -> int:
 def show_env() -> int:
     from gpubench.store import env
 
-    json.dump(env.capture(), sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
+    print_json(env.capture())
     return 0

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpubench.cli import commands, parser, values
+from gpubench.cli import commands, max_batch_args, parser, sweep_args, values
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget
 from gpubench.run.preflight import ModelCheckFailed
@@ -73,7 +73,7 @@ def _one_line(message: str) -> str:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "sweep":
         return commands.sweep(
-            parser.spec_from_args(args),
+            sweep_args.spec_from_args(args),
             args.resume if args.resume is not None else args.out,
             quiet=args.quiet,
             resume=args.resume is not None,
@@ -81,7 +81,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             retry_failed=args.retry_failed,
             max_memory=args.max_memory,
             point_timeout_s=args.point_timeout,
-            overridden=parser.overridden_flags(args),
+            overridden=sweep_args.overridden_flags(args),
             shard=args.shard,
             confirm=args.confirm,
             plan_file=args.plan,
@@ -100,7 +100,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return commands.compare(args.base, args.new, args.threshold, args.format)
     if args.command == "max-batch":
         return commands.max_batch(
-            parser.point_from_args(args),
+            max_batch_args.point_from_args(args),
             max_memory=args.max_memory,
             point_timeout_s=args.point_timeout,
             start=args.start,

@@ -5,37 +5,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpubench.cli import values
+from gpubench.cli import flags, values
 from gpubench.config import spec as S
-from gpubench.config.checks import (
-    check_accumulate,
-    check_batch_size,
-    check_device,
-    check_model,
-    check_seed,
-)
 from gpubench.config.errors import ConfigError
+from gpubench.config.model_options import for_model
 from gpubench.config.spec import Budget
 from gpubench.tune.space import MICRO_RANGE, fixed_effective_batch
 
 DEFAULT_BUDGET = "15m"
 _DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(s|m|h)?$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-# The axis flags (as the sweep's) and the Point field each names.
-AXIS_FLAGS = {
-    "precisions": "precision",
-    "compile": "compile",
-    "threads": "threads",
-    "channels_last": "channels_last",
-    "cuda_graph": "cuda_graph",
-    "cudnn_benchmark": "cudnn_benchmark",
-    "checkpoint": "checkpoint",
-    "accumulate": "accumulate",  # with one --batch-sizes value: the micro-batches searched
-}
 
 
 def duration(text: str) -> float:
@@ -50,36 +32,32 @@ def duration(text: str) -> float:
     return seconds
 
 
-def add_parser(sub: Any, add_isolation_flags: Callable[[argparse.ArgumentParser], None]) -> None:
-    from gpubench.models import MODEL_NAMES
+# tune's axis flags: the sweep's (flags.AXES), their values searched.
+TUNE_AXES = (
+    "--batch-sizes",
+    "--precisions",
+    "--compile",
+    "--channels-last",
+    "--cuda-graph",
+    "--cudnn-benchmark",
+    "--accumulate",
+    "--checkpoint",
+    "--threads",
+)
+# Each axis flag's dest but the batch sizes' (with one --batch-sizes value, --accumulate's
+# are the micro-batches searched), and the Point field it names.
+AXIS_FLAGS = {
+    dest: "precision" if dest == "precisions" else dest
+    for dest in (flag[2:].replace("-", "_") for flag in TUNE_AXES if flag != "--batch-sizes")
+}
 
+
+def add_parser(sub: Any) -> None:
     t = sub.add_parser(
         "tune",
         help="search the fastest configuration of one model on one device, within a time budget",
     )
-    t.add_argument(
-        "--model",
-        type=values.arg(check_model),
-        help=f"{', '.join(MODEL_NAMES)}; {values.MODEL_PREFIXES}",
-    )
-    t.add_argument(
-        "--size",
-        type=values.choice(S.SIZES, "size"),
-        help=f"the size preset: {', '.join(S.SIZES)} (default: small; with --target the "
-        "shipped convergence suite's)",
-    )
-    t.add_argument(
-        "--device",
-        type=values.arg(check_device),
-        default="auto",
-        help="auto (CUDA where present, else the CPU), cpu, cuda, cuda:N",
-    )
-    t.add_argument(
-        "--optimizer",
-        type=values.choice(S.OPTIMIZERS, "optimizer"),
-        default="adamw",
-        help=f"{', '.join(S.OPTIMIZERS)} (default: adamw): your choice, never searched",
-    )
+    flags.add_one_model_flags(t, model_required=False, size_default=None)
     t.add_argument(
         "--budget",
         type=values.arg(duration),
@@ -87,84 +65,28 @@ def add_parser(sub: Any, add_isolation_flags: Callable[[argparse.ArgumentParser]
         help=f"wall-clock time for the whole tune, e.g. 90s, 15m, 1.5h (default: {DEFAULT_BUDGET}"
         "); reaching it ends the search with the best so far",
     )
-    t.add_argument(
-        "--batch-sizes",
-        type=values.auto_or(values.csv(lambda x: check_batch_size(values.int_value(x)))),
-        help='the batch sizes to search among, or "auto" (default): powers of two up to the '
-        "largest that fits (max-batch)",
+    flags.add_axis_flags(
+        t,
+        TUNE_AXES,
+        {
+            "--batch-sizes": " (default: auto)",
+            "--precisions": " (default: all the device runs)",
+            "--compile": " (default: both)",
+            "--channels-last": " (default: both on convolutional models, else false)",
+            "--cuda-graph": " (default: both on CUDA, else false)",
+            "--cudnn-benchmark": " (default: both on CUDA and convolutional models, else false)",
+            "--accumulate": " (with one --batch-sizes value, the effective batch; default: "
+            f"every split whose micro-batch fits, down to 1/{MICRO_RANGE} of the largest)",
+            "--checkpoint": " (default: both where one --batch-sizes value fixes the effective "
+            "batch and the model has repeated blocks, else none)",
+            "--threads": " (default on the CPU: 1, 2, 4, ... up to torch's own)",
+        },
+        "; one value fixes the axis, several restrict the search to them",
     )
-    fixes = "; one value fixes the axis, several restrict the search to them"
-    t.add_argument(
-        "--precisions",
-        type=values.csv(values.choice(S.PRECISIONS, "precision")),
-        help=f"comma-separated: {', '.join(S.PRECISIONS)} (default: all the device runs){fixes}",
-    )
-    t.add_argument(
-        "--compile",
-        type=values.csv(values.choice(S.COMPILE_MODES, "compile mode")),
-        help=f"eager, compile, or both (default: both){fixes}",
-    )
-    for flag, what in (
-        ("--channels-last", "convolutional models"),
-        ("--cuda-graph", "CUDA"),
-        ("--cudnn-benchmark", "CUDA and convolutional models"),
-    ):
-        dest = flag[2:].replace("-", "_")
-        t.add_argument(
-            flag,
-            type=values.csv(values.flag(dest)),
-            help=f"false, true, or both (default: both on {what}, else false){fixes}",
-        )
-    t.add_argument(  # issue 25
-        "--accumulate",
-        type=values.csv(lambda t: check_accumulate(values.int_value(t))),
-        help="with one --batch-sizes value (the effective batch): the micro-batches per "
-        "optimizer step to search, e.g. 2,4,8 (default: every split whose micro-batch fits, "
-        f"down to 1/{MICRO_RANGE} of the largest){fixes}",
-    )
-    t.add_argument(
-        "--checkpoint",
-        type=values.csv(values.choice(S.CHECKPOINT_MODES, "checkpoint mode")),
-        help="none, blocks, or both (default: both where one --batch-sizes value fixes the "
-        f"effective batch and the model has repeated blocks, else none){fixes}",
-    )
-    t.add_argument(
-        "--threads",
-        type=values.csv(values.thread_count),
-        help=f"torch's intra-op threads, e.g. 1,2 (default on the CPU: 1, 2, 4, ... up to "
-        f"torch's own){fixes}",
-    )
-    t.add_argument(
-        "--data",
-        type=values.choice(S.DATA_MODES, "data mode"),
-        default="device",
-        help=", ".join(S.DATA_MODES) + " (default: device)",
-    )
-    t.add_argument(
-        "--seed",
-        type=values.arg(lambda x: check_seed(values.int_value(x))),
-        default=0,
-        help="a whole number of 0 or more",
-    )
-    t.add_argument(
-        "--option",
-        dest="options",
-        action="append",
-        default=[],
-        type=values.arg(values.model_option),
-        metavar="KEY=VALUE",
-        help="a model option, as in a suite's [model_options] table (repeat for more)",
-    )
-    t.add_argument(
-        "--steps",
-        type=values.arg(values.positive_int),
-        help="the last round measures exactly this many steps (earlier rounds a share of them)",
-    )
-    t.add_argument(
-        "--max-time",
-        type=values.arg(values.positive_float),
-        help="seconds the last round measures a point for (earlier rounds a share of it)",
-    )
+    flags.add_measuring_flags(t, sweep=False)
+    for action in t._actions:  # the last round measures as told; earlier ones a share of it
+        if action.dest in ("steps", "max_time"):
+            action.help = f"{action.help}, in the last round (earlier rounds: a share of it)"
     t.add_argument(
         "--target",
         metavar="METRIC=VALUE",
@@ -190,7 +112,6 @@ def add_parser(sub: Any, add_isolation_flags: Callable[[argparse.ArgumentParser]
         action="store_false",
         help="skip the interleaved re-measurement of the leaders at the end",
     )
-    add_isolation_flags(t)
 
 
 def budget_s(args: argparse.Namespace) -> float:
@@ -242,11 +163,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
     if args.resume is not None:
         _nothing_but_the_budget(args)
         return TuneRequest("", "", "", "", budget_s=budget_s(args))
-    device = args.device
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = flags.resolved_device(args.device)
     named = {
         AXIS_FLAGS[flag]: getattr(args, flag)
         for flag in AXIS_FLAGS
@@ -264,7 +181,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
         args.optimizer,
         args.data,
         args.seed,
-        dict(args.options),
+        for_model(args.model, args.options, "tune"),
         named,
         None if sizes is None or sizes == S.AUTO else tuple(sizes),
         budget_s(args),

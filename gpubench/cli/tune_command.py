@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpubench.cli import console
+from gpubench.cli import console, flags
 from gpubench.cli.tune_args import budget_s, request_from_args
 from gpubench.config.errors import ConfigError
 from gpubench.probes.process_age import process_age_s
@@ -72,11 +72,7 @@ def _run_target(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"tune --target takes one precision, not {','.join(precisions)}; e.g. --precisions fp32"
         )
-    device = args.device
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = flags.resolved_device(args.device)
     out: Path = args.out or default_run_dir()
     print(f"tune --target {args.target} -> {out}", flush=True)
 

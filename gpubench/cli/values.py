@@ -119,38 +119,26 @@ def int_value(text: str) -> object:
         return text
 
 
-def model_option(text: str) -> tuple[str, Any]:
-    """`KEY=VALUE`, the value read as in a suite's `[model_options]` table (2, 0.1, true,
-    "gelu", [64, 64]; a bare word is a string)."""
+OPTION_FORM = "MODEL.KEY=VALUE, e.g. transformer.layers=4"
+
+
+def model_option(text: str) -> tuple[str | None, str, Any]:
+    """`--option MODEL.KEY=VALUE` as (model, key, value), the value read as in a suite's
+    `[model_options]` table (2, 0.1, true, "gelu", [64, 64]; a bare word is a string). The
+    model is named as the command names it, dots included ('mypkg.nets:build.width=64'). The
+    old `KEY=VALUE` of max-batch and tune reads as (None, key, value): whether a command takes
+    it is config.model_options' to say."""
     import tomllib
 
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip().isidentifier() or not value.strip():
-        raise ConfigError(f"invalid model option {text!r}; allowed: KEY=VALUE, e.g. n_layer=2")
+    left, sep, value = text.partition("=")
+    model, _, key = left.rpartition(".")
+    if not sep or (_ and not model.strip()) or not key.strip().isidentifier() or not value.strip():
+        raise ConfigError(f"invalid model option {text!r}; allowed: {OPTION_FORM}")
     try:
         parsed = tomllib.loads(f"v = {value.strip()}")["v"]
     except tomllib.TOMLDecodeError:
         parsed = value.strip()
-    return key.strip(), parsed
-
-
-def model_key_option(text: str) -> tuple[str, str, Any]:
-    """`MODEL.KEY=VALUE` (sweep's --option): the model as the sweep names it (which may hold
-    dots: 'mypkg.nets:build.width=64'), then the option, its value read as model_option reads
-    it."""
-    left, sep, value = text.partition("=")
-    model, dot, key = left.rpartition(".")
-    if not sep or not dot or not model.strip() or not key.strip().isidentifier():
-        raise ConfigError(
-            f"invalid model option {text!r}; allowed: MODEL.KEY=VALUE, e.g. transformer.layers=4"
-        )
-    try:
-        key, parsed = model_option(f"{key}={value}")
-    except ConfigError:
-        raise ConfigError(
-            f"invalid model option {text!r}; allowed: MODEL.KEY=VALUE, e.g. transformer.layers=4"
-        ) from None
-    return model.strip(), key, parsed
+    return (model.strip() or None), key.strip(), parsed
 
 
 def auto_or(parse: Callable[[str], Any]) -> Callable[[str], Any]:

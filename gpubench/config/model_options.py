@@ -5,6 +5,7 @@ resolves and builds with its options before anything is written."""
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Any
 
 from gpubench.config.errors import ConfigError
@@ -37,25 +38,53 @@ def _check_value(where: str, v: object) -> None:
         raise ConfigError(f"{where} = {v!r}; allowed: a number, string, boolean or a list of those")
 
 
+class OldOptionForm(FutureWarning):
+    """`--option KEY=VALUE` without its model: the form max-batch and tune took before
+    issue 30; still read, with this one-line warning."""
+
+
 def with_given(
     table: dict[str, dict[str, Any]],
-    given: list[tuple[str, str, Any]],
+    given: list[tuple[str | None, str, Any]],
     models: tuple[str, ...],
+    where: str = "in the sweep",
 ) -> dict[str, dict[str, Any]]:
     """`table` (a suite's [model_options]) with the command line's `--option MODEL.KEY=VALUE`
     settings on top: a key given wins over the suite's value for it, the suite's other keys
-    stay. A model not in `models` is a ConfigError naming it and the sweep's models (whether
-    each option exists is check_buildable's to say)."""
+    stay. A model not in `models` is a ConfigError naming it and the models allowed; so is an
+    option without its model where there are several (where there is one, the old `KEY=VALUE`
+    is read as that model's, with an OldOptionForm warning). Whether each option exists is
+    check_buildable's to say."""
     out = {model: dict(options) for model, options in table.items()}
     for model, key, value in given:
+        text = f"{key}={json.dumps(value)}"  # TOML reads a JSON scalar or list alike
+        if model is None and len(models) == 1:
+            warnings.warn(
+                f"--option {text} without its model is deprecated; write --option "
+                f"{models[0]}.{text}",
+                OldOptionForm,
+                stacklevel=2,
+            )
+            model = models[0]
+        if model is None:
+            raise ConfigError(
+                f"--option {text} names no model; allowed: MODEL.KEY=VALUE, MODEL one of "
+                f"{', '.join(models)}"
+            )
         if model not in models:
             raise ConfigError(
-                f"--option {model}.{key}={value!r} names model {model!r}, not in the sweep; "
+                f"--option {model}.{text} names model {model!r}, not {where}; "
                 f"allowed: {', '.join(models)}"
             )
         _check_value(f"--option {model}.{key}", value)
         out.setdefault(model, {})[key] = value
     return out
+
+
+def for_model(model: str, given: list[tuple[str | None, str, Any]], command: str) -> dict[str, Any]:
+    """The options `--option` gives a command that measures one model (max-batch, tune):
+    `MODEL.KEY=VALUE` naming that model, or the old `KEY=VALUE` (read with a warning)."""
+    return with_given({}, given, (model,), f"the one {command} measures").get(model, {})
 
 
 def encode(options: dict[str, Any] | None) -> str | None:

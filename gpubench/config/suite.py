@@ -14,34 +14,17 @@ from typing import Any
 
 from gpubench.config import model_options
 from gpubench.config.checks import (
-    check_accumulate,
-    check_batch_size,
     check_bool,
-    check_device,
     check_model,
-    check_nproc,
-    check_one_of,
-    check_seed,
-    check_threads,
 )
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError, keyed_error
 from gpubench.config.spec import (
     AUTO,
-    CHECKPOINT_MODES,
-    COMPILE_MODES,
-    DATA_MODES,
-    GROW_DEVICE_TYPES,
-    MODES,
-    OPTIMIZERS,
-    PARALLEL_MODES,
-    PRECISIONS,
-    SCALING_MODES,
-    SIZES,
     Budget,
     SweepSpec,
 )
-from gpubench.config.validate import check_budget, validate
+from gpubench.config.validate import ELEMENT_CHECKS, SCALAR_CHECKS, check_budget, validate
 
 _LIST_KEYS = {
     "models": str,
@@ -230,37 +213,6 @@ def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
     return SweepSpec(**kwargs)
 
 
-_ELEMENT_CHECKS: dict[str, Any] = {
-    "models": check_model,
-    "devices": check_device,
-    "batch_sizes": check_batch_size,
-    "precisions": lambda v: check_one_of(v, PRECISIONS, "precision"),
-    "optimizers": lambda v: check_one_of(v, OPTIMIZERS, "optimizer"),
-    "seeds": check_seed,
-    "compile": lambda v: check_one_of(v, COMPILE_MODES, "compile mode"),
-    "channels_last": lambda v: check_bool(v, "channels_last"),
-    "cuda_graph": lambda v: check_bool(v, "cuda_graph"),
-    "cudnn_benchmark": lambda v: check_bool(v, "cudnn_benchmark"),
-    "threads": check_threads,
-    "parallel": lambda v: check_one_of(v, PARALLEL_MODES, "parallel mode"),
-    "nproc": check_nproc,
-    "scaling": lambda v: check_one_of(v, SCALING_MODES, "scaling"),
-    "accumulate": check_accumulate,
-    "checkpoint": lambda v: check_one_of(v, CHECKPOINT_MODES, "checkpoint mode"),
-    "grow_batch_sizes": lambda v: check_one_of(v, GROW_DEVICE_TYPES, "device type"),
-}
-_SCALAR_CHECKS: dict[str, Any] = {
-    "name": lambda v: v if v else _raise(f"invalid suite name {v!r}; allowed: a non-empty string"),
-    "size": lambda v: check_one_of(v, SIZES, "size"),
-    "data": lambda v: check_one_of(v, DATA_MODES, "data mode"),
-    "mode": lambda v: check_one_of(v, MODES, "mode"),
-}
-
-
-def _raise(message: str) -> Any:
-    raise ConfigError(message)
-
-
 def _list(key: str, value: object) -> tuple[Any, ...]:
     want = _LIST_KEYS[key]
     if not isinstance(value, list) or not value:
@@ -269,13 +221,13 @@ def _list(key: str, value: object) -> tuple[Any, ...]:
         raise ConfigError(
             f"{key} must be a non-empty list of {want.__name__}s{also}, got {value!r}"
         )
-    return tuple(_ELEMENT_CHECKS[key](v) for v in value)
+    return tuple(ELEMENT_CHECKS[key](v) for v in value)
 
 
 def _scalar(key: str, value: object) -> Any:
     if not isinstance(value, str):
         raise ConfigError(f"{key} must be a string, got {value!r}")
-    return _SCALAR_CHECKS[key](value)
+    return SCALAR_CHECKS[key](value)
 
 
 def _table(key: str, value: object, cls: type) -> Any:

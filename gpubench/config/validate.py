@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
+from typing import Any
 
 from gpubench.config import convergence
 from gpubench.config.checks import (
@@ -36,66 +38,66 @@ from gpubench.config.spec import (
 )
 
 
+def _name(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"invalid suite name {value!r}; allowed: a non-empty string")
+    return value
+
+
+# A SweepSpec's one-value settings, and each list axis with the check of one of its values:
+# a suite file's values (config.suite) and a finished spec's go through the same checks, each
+# returning the value as the spec holds it.
+SCALAR_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "name": _name,
+    "size": lambda v: check_one_of(v, SIZES, "size"),
+    "data": lambda v: check_one_of(v, DATA_MODES, "data mode"),
+    "mode": lambda v: check_one_of(v, MODES, "mode"),
+}
+ELEMENT_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "models": check_model,
+    "devices": check_device,
+    "batch_sizes": check_batch_size,
+    "precisions": lambda v: check_one_of(v, PRECISIONS, "precision"),
+    "optimizers": lambda v: check_one_of(v, OPTIMIZERS, "optimizer"),
+    "seeds": check_seed,
+    "compile": lambda v: check_one_of(v, COMPILE_MODES, "compile mode"),
+    "channels_last": lambda v: check_bool(v, "channels_last"),
+    "cuda_graph": lambda v: check_bool(v, "cuda_graph"),
+    "cudnn_benchmark": lambda v: check_bool(v, "cudnn_benchmark"),
+    "threads": check_threads,
+    "parallel": lambda v: check_one_of(v, PARALLEL_MODES, "parallel mode"),
+    "nproc": check_nproc,
+    "scaling": lambda v: check_one_of(v, SCALING_MODES, "scaling"),
+    "accumulate": check_accumulate,  # issue 25
+    "checkpoint": lambda v: check_one_of(v, CHECKPOINT_MODES, "checkpoint mode"),
+    "grow_batch_sizes": lambda v: check_one_of(v, GROW_DEVICE_TYPES, "device type"),  # issue 28
+}
+
+
 def validate(spec: SweepSpec) -> SweepSpec:
-    """Check every axis of `spec`; returns it unchanged or raises ConfigError."""
-    if not isinstance(spec.name, str) or not spec.name:
-        raise ConfigError(f"invalid suite name {spec.name!r}; allowed: a non-empty string")
-    for m in nonempty(spec.models, "models"):
-        check_model(m)
-    check_one_of(spec.size, SIZES, "size")
-    for d in nonempty(spec.devices, "devices"):
-        check_device(d)
-    if spec.batch_sizes != AUTO:
-        for b in nonempty(tuple(spec.batch_sizes), "batch_sizes"):
-            check_batch_size(b)
-    for p in nonempty(spec.precisions, "precisions"):
-        check_one_of(p, PRECISIONS, "precision")
-    for o in nonempty(spec.optimizers, "optimizers"):
-        check_one_of(o, OPTIMIZERS, "optimizer")
-    for s in nonempty(spec.seeds, "seeds"):
-        check_seed(s)
-    check_one_of(spec.data, DATA_MODES, "data mode")
-    for c in nonempty(spec.compile, "compile"):
-        check_one_of(c, COMPILE_MODES, "compile mode")
-    for flag in nonempty(spec.channels_last, "channels_last"):
-        check_bool(flag, "channels_last")
-    for flag in nonempty(spec.cuda_graph, "cuda_graph"):
-        check_bool(flag, "cuda_graph")
-    for flag in nonempty(spec.cudnn_benchmark, "cudnn_benchmark"):
-        check_bool(flag, "cudnn_benchmark")
-    for t in nonempty(spec.threads, "threads"):
-        check_threads(t)
-    check_one_of(spec.mode, MODES, "mode")
-    for kind in spec.grow_batch_sizes:  # issue 28; empty: no series grows
-        check_one_of(kind, GROW_DEVICE_TYPES, "device type")
-    _check_parallel(spec)
+    """Check every setting and axis of `spec`; returns it unchanged or raises ConfigError."""
+    for key, check in SCALAR_CHECKS.items():
+        check(getattr(spec, key))
+    for key, check in ELEMENT_CHECKS.items():
+        given = getattr(spec, key)
+        if key == "batch_sizes" and given == AUTO:
+            continue  # searched point by point
+        for value in given if key == "grow_batch_sizes" else nonempty(tuple(given), key):
+            check(value)  # grow_batch_sizes may be empty: no series grows
+    if spec.mode == "convergence" and any(m != "none" for m in spec.parallel):
+        raise ConfigError(
+            f"parallel {list(spec.parallel)!r} with mode 'convergence'; allowed: parallel "
+            "points measure speed only (mode = 'speed'), convergence runs use parallel = ['none']"
+        )
     _check_effective_batch(spec)
     check_budget(spec.budget)
     _check_convergence(spec)
     return spec
 
 
-def _check_parallel(spec: SweepSpec) -> None:
-    for mode in nonempty(spec.parallel, "parallel"):
-        check_one_of(mode, PARALLEL_MODES, "parallel mode")
-    for n in nonempty(spec.nproc, "nproc"):
-        check_nproc(n)
-    for s in nonempty(spec.scaling, "scaling"):
-        check_one_of(s, SCALING_MODES, "scaling")
-    if spec.mode == "convergence" and any(m != "none" for m in spec.parallel):
-        raise ConfigError(
-            f"parallel {list(spec.parallel)!r} with mode 'convergence'; allowed: parallel "
-            "points measure speed only (mode = 'speed'), convergence runs use parallel = ['none']"
-        )
-
-
 def _check_effective_batch(spec: SweepSpec) -> None:
-    """issue 25: accumulate and checkpoint values, and every batch size split into equal
-    micro-batches (batch sizes "auto" are checked point by point, harness.step)."""
-    for k in nonempty(spec.accumulate, "accumulate"):
-        check_accumulate(k)
-    for c in nonempty(spec.checkpoint, "checkpoint"):
-        check_one_of(c, CHECKPOINT_MODES, "checkpoint mode")
+    """issue 25: every batch size split into equal micro-batches (batch sizes "auto" are
+    checked point by point, harness.step), and no checkpointing in a convergence run."""
     if spec.batch_sizes != AUTO:
         try:
             for b in spec.batch_sizes:

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gpubench.models.workload import Workload, generator, teacher_classes
+from gpubench.models.workload import Workload, image_classification
 
 
 @dataclass(frozen=True)
@@ -95,17 +95,12 @@ def training_flops_per_sample(cfg: CNNConfig) -> float:
 
 
 def build(cfg: CNNConfig) -> Workload:
-    def make_batch(batch_size: int, device: torch.device, seed: int):
-        x = torch.randn(
-            batch_size, *cfg.image_shape, generator=generator(device, seed), device=device
-        )
-        # The teacher sees a 4x4-pooled image so that the labels depend on spatial structure.
-        return x, teacher_classes(F.avg_pool2d(x, 8), cfg.classes)
-
-    return Workload(
-        name="cnn",
-        model=ResNet(cfg),
-        make_batch=make_batch,
-        loss_fn=F.cross_entropy,
-        flops_per_sample=training_flops_per_sample(cfg),
+    # The teacher sees a 4x4-pooled image so that the labels depend on spatial structure.
+    return image_classification(
+        "cnn",
+        ResNet(cfg),
+        cfg.image_shape,
+        cfg.classes,
+        training_flops_per_sample(cfg),
+        lambda x: F.avg_pool2d(x, 8),
     )

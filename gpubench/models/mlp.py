@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gpubench.models.workload import Workload, generator, teacher_classes
+from gpubench.models.workload import Workload, image_classification
 
 
 @dataclass(frozen=True)
@@ -56,16 +56,6 @@ def training_flops_per_sample(cfg: MLPConfig) -> float:
 
 
 def build(cfg: MLPConfig) -> Workload:
-    def make_batch(batch_size: int, device: torch.device, seed: int):
-        x = torch.randn(
-            batch_size, *cfg.image_shape, generator=generator(device, seed), device=device
-        )
-        return x, teacher_classes(x, cfg.classes)
-
-    return Workload(
-        name="mlp",
-        model=MLP(cfg),
-        make_batch=make_batch,
-        loss_fn=F.cross_entropy,
-        flops_per_sample=training_flops_per_sample(cfg),
+    return image_classification(
+        "mlp", MLP(cfg), cfg.image_shape, cfg.classes, training_flops_per_sample(cfg)
     )

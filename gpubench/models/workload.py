@@ -64,3 +64,27 @@ def teacher_classes(inputs: Tensor, classes: int, teacher_seed: int = 1234) -> T
     g = generator(inputs.device, teacher_seed)
     weight = torch.randn(flat.shape[1], classes, generator=g, device=inputs.device)
     return (flat @ weight).argmax(dim=1)
+
+
+def image_classification(
+    name: str,
+    model: nn.Module,
+    image_shape: tuple[int, ...],
+    classes: int,
+    flops_per_sample: float,
+    teacher_view: Callable[[Tensor], Tensor] = lambda x: x,
+) -> Workload:
+    """A Workload of random images of `image_shape`, each labelled by teacher_classes from
+    `teacher_view` of it, trained with cross-entropy."""
+
+    def make_batch(batch_size: int, device: torch.device, seed: int) -> tuple[Tensor, Tensor]:
+        x = torch.randn(batch_size, *image_shape, generator=generator(device, seed), device=device)
+        return x, teacher_classes(teacher_view(x), classes)
+
+    return Workload(
+        name=name,
+        model=model,
+        make_batch=make_batch,
+        loss_fn=nn.functional.cross_entropy,
+        flops_per_sample=flops_per_sample,
+    )

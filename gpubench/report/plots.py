@@ -4,9 +4,12 @@ speedup over the CPU. Each function returns a Chart, or None when its data is ab
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure as MplFigure
 
 from gpubench.report import analysis as A
 from gpubench.report.figure import (
@@ -43,16 +46,33 @@ def _mark_oom(ax, group: pd.DataFrame, color) -> bool:  # type: ignore[no-untype
     return True
 
 
+def _star_best(ax, g: pd.DataFrame, y: pd.Series, color) -> None:  # type: ignore[no-untyped-def]
+    """A star at the series' throughput-optimal batch, at its value of `y` (what the panel
+    plots)."""
+    best = throughput_optimal_batch(g["batch_size"], g["samples_per_s"])
+    at = y[g["batch_size"] == best]
+    if best is not None and len(at):
+        ax.plot(best, at.iloc[0], "*", color=color, markersize=14, mec="black", label=STAR)
+
+
+def _series_panels(
+    frame: pd.DataFrame, models: list[str], rows_per_title: int = 1
+) -> tuple[SeriesStyles, MplFigure, list[list[Axes]], dict[str, dict[str, Any]]]:
+    """The styles of `frame`'s series, a figure with a panel (row of `rows_per_title` panels)
+    per model, and the series' keys drawn on the first panel."""
+    styles = SeriesStyles(frame)
+    fig, axes = panels(models, rows_per_title=rows_per_title)
+    return styles, fig, axes, styles.add_keys(axes[0][0])
+
+
 def throughput(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     """Samples/s (tokens/s for sequence models) against batch size, a line per series, the
     throughput-optimal batch starred and the OOM boundary dotted."""
     ok = A.ok_rows(frame)
     if ok["samples_per_s"].notna().sum() == 0:
         return None
-    styles = SeriesStyles(frame)
     models = _models(frame)
-    fig, axes = panels(models)
-    keys = styles.add_keys(axes[0][0])
+    styles, fig, axes, keys = _series_panels(frame, models)
     for model, (ax,) in zip(models, axes, strict=True):
         rows = frame[frame["panel"] == model]
         good = A.ok_rows(rows)
@@ -63,12 +83,7 @@ def throughput(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
             color = styles.colour(str(series))
             if len(g):
                 ax.plot(g["batch_size"], g[metric], label="_", **styles.line(str(series)))
-                best = throughput_optimal_batch(g["batch_size"], g["samples_per_s"])
-                at = g[g["batch_size"] == best][metric]
-                if best is not None and len(at):
-                    ax.plot(
-                        best, at.iloc[0], "*", color=color, markersize=14, mec="black", label=STAR
-                    )
+                _star_best(ax, g, g[metric], color)
             _mark_oom(ax, group, color)
         if good.empty:
             empty_panel(ax, "no point of this model ran")
@@ -93,10 +108,8 @@ def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     ok = A.ok_rows(frame)
     if ok.empty:
         return None
-    styles = SeriesStyles(frame)
     models = _models(frame)
-    fig, axes = panels(models)
-    keys = styles.add_keys(axes[0][0])
+    styles, fig, axes, keys = _series_panels(frame, models)
     for model, (ax,) in zip(models, axes, strict=True):
         rows = frame[frame["panel"] == model]
         good = A.ok_rows(rows)
@@ -123,12 +136,7 @@ def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
                     alpha=0.7,
                     label="latency floor (shortest step measured)",
                 )
-            best = throughput_optimal_batch(g["batch_size"], g["samples_per_s"])
-            at = g[g["batch_size"] == best]["step_time_s"]
-            if best is not None and len(at):
-                ax.plot(
-                    best, at.iloc[0] * 1e3, "*", color=color, markersize=14, mec="black", label=STAR
-                )
+            _star_best(ax, g, ms, color)
         batch_axis(ax, rows["batch_size"])
         log_y(ax)
         ax.set_ylabel("median step time (ms, log scale)")
@@ -154,10 +162,8 @@ def memory(
     cols = [c for c in A.MEMORY_COLUMNS if c in ok and ok[c].notna().any()]
     if not cols:
         return None
-    series_styles = SeriesStyles(frame)
     models = _models(frame)
-    fig, axes = panels(models)
-    keys = series_styles.add_keys(axes[0][0])
+    series_styles, fig, axes, keys = _series_panels(frame, models)
     for model, (ax,) in zip(models, axes, strict=True):
         rows = frame[frame["panel"] == model]
         good = A.ok_rows(rows)
@@ -245,10 +251,8 @@ def compute(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     ]
     if not metrics:
         return None
-    styles = SeriesStyles(frame)
     models = sorted(ok[ok[[c for c, _ in metrics]].notna().any(axis=1)]["panel"].unique())
-    fig, axes = panels(models, rows_per_title=len(metrics))
-    keys = styles.add_keys(axes[0][0])
+    styles, fig, axes, keys = _series_panels(frame, models, len(metrics))
     for model, col_axes in zip(models, axes, strict=True):
         rows = A.ok_rows(frame[frame["panel"] == model])
         for ax, (col, label) in zip(col_axes, metrics, strict=True):
@@ -282,10 +286,8 @@ def energy(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     ok = ok[ok["energy_j_per_step"].notna()]
     if ok.empty:
         return None
-    styles = SeriesStyles(frame)
     models = sorted(ok["panel"].unique())
-    fig, axes = panels(models)
-    keys = styles.add_keys(axes[0][0])
+    styles, fig, axes, keys = _series_panels(frame, models)
     for model, (ax,) in zip(models, axes, strict=True):
         rows = ok[ok["panel"] == model]
         for series, g in rows.groupby("series"):

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from gpubench.store.env import git_commit
-from gpubench.store.results import _replace_durably, csv_text, load_results, read_rows, upgraded
+from gpubench.store.results import csv_text, load_results, read_rows, replace_durably, upgraded
 from gpubench.store.row import COLUMNS, RENAMED
 
 RECORD = "restated.json"
@@ -88,9 +88,9 @@ def restate(
     record_path = run / RECORD
     record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else {}
     record.setdefault("restatements", []).append(entry)
-    _replace_durably(jsonl_path, jsonl)
-    _replace_durably(csv_path, csv)
-    _replace_durably(record_path, json.dumps(record, indent=2) + "\n")
+    replace_durably(jsonl_path, jsonl)
+    replace_durably(csv_path, csv)
+    replace_durably(record_path, json.dumps(record, indent=2) + "\n")
     return entry
 
 

@@ -32,7 +32,7 @@ class ResultStore:
     def write_json(self, name: str, obj: Any) -> Path:
         """Write `name` whole or not at all, and durably: suite.json and env.json are what make
         the folder resumable, so a crash must leave either the old file or the new one."""
-        return _replace_durably(self.dir / name, json.dumps(obj, indent=2, default=str) + "\n")
+        return replace_durably(self.dir / name, json.dumps(obj, indent=2, default=str) + "\n")
 
     def drop(self, statuses: tuple[str, ...]) -> int:
         """Remove the rows whose status is in `statuses` (so their points run again on a
@@ -41,15 +41,15 @@ class ResultStore:
         kept = [r for r in rows if r.get("status") not in statuses]
         if len(kept) < len(rows):
             text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in kept)
-            _replace_durably(self.path, text)
+            replace_durably(self.path, text)
         return len(rows) - len(kept)
 
     def write_csv(self) -> Path:
         """results.csv: the flat table of results.jsonl (today's columns, no raw series)."""
-        return _replace_durably(self.dir / "results.csv", csv_text(self.dir))
+        return replace_durably(self.dir / "results.csv", csv_text(self.dir))
 
 
-def _replace_durably(path: Path, text: str) -> Path:
+def replace_durably(path: Path, text: str) -> Path:
     """Replace `path` by `text` atomically: written to a temporary file and fsynced, renamed
     into place, and the rename fsynced in the folder."""
     tmp = path.with_suffix(path.suffix + ".tmp")

@@ -1,0 +1,219 @@
+"""The flags that sweep, max-batch and tune share, defined once: the same name, help and check
+in each command (issue 30), so a value one command refuses, every command refuses alike."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gpubench.cli import values
+from gpubench.config import spec as S
+from gpubench.config.checks import (
+    check_accumulate,
+    check_batch_size,
+    check_device,
+    check_model,
+    check_nproc,
+    check_seed,
+)
+from gpubench.models import MODEL_NAMES
+
+
+def _seed(text: str) -> int:
+    return check_seed(values.int_value(text))
+
+
+def _axis(what: str, allowed: tuple[str, ...]) -> Callable[[str], tuple[Any, ...]]:
+    return values.csv(values.choice(allowed, what))
+
+
+def _listed(allowed: tuple[str, ...]) -> str:
+    return f"comma-separated: {', '.join(allowed)}"
+
+
+def _whole(check: Callable[[object], int]) -> Callable[[str], tuple[Any, ...]]:
+    return values.csv(lambda text: check(values.int_value(text)))
+
+
+# The sweep's axis flags (several values: a point each; tune's: the values searched), in
+# --help's order: how each reads its text, and what it says it takes.
+AXES: dict[str, tuple[Callable[[str], Any], str]] = {
+    "--models": (
+        values.csv(check_model),
+        f"{_listed(MODEL_NAMES)}; {values.MODEL_PREFIXES}",
+    ),
+    "--size": (values.choice(S.SIZES, "size"), f"the size preset: {', '.join(S.SIZES)}"),
+    "--devices": (
+        values.csv(check_device),
+        "comma-separated: auto (the CPU, plus CUDA where present), cpu, cuda, cuda:N",
+    ),
+    "--batch-sizes": (
+        values.auto_or(_whole(check_batch_size)),
+        'comma-separated, or "auto": powers of two up to the largest that fits',
+    ),
+    "--precisions": (
+        _axis("precision", S.PRECISIONS),
+        f"comma-separated: {', '.join(S.PRECISIONS)}",
+    ),
+    "--optimizers": (
+        _axis("optimizer", S.OPTIMIZERS),
+        f"comma-separated: {', '.join(S.OPTIMIZERS)}",
+    ),
+    "--compile": (
+        _axis("compile mode", S.COMPILE_MODES),
+        "eager, compile (torch.compile), or both: eager,compile",
+    ),
+    "--channels-last": (
+        values.csv(values.flag("channels_last")),
+        "false, true, or both (convolutional models only)",
+    ),
+    "--cuda-graph": (
+        values.csv(values.flag("cuda_graph")),
+        "false, true, or both: capture the whole step in a CUDA graph",
+    ),
+    "--cudnn-benchmark": (
+        values.csv(values.flag("cudnn_benchmark")),
+        "false, true, or both: let cuDNN autotune convolutions (torch.backends.cudnn.benchmark; "
+        "CUDA and convolutional models only)",
+    ),
+    "--threads": (
+        values.csv(values.thread_count),
+        "torch's intra-op threads per point: whole numbers of 1 or more, or auto (what torch "
+        "picks); e.g. 1,2",
+    ),
+    "--parallel": (
+        _axis("parallel mode", S.PARALLEL_MODES),
+        "none, ddp, fsdp, or several: none,ddp (torch.distributed, one node)",
+    ),
+    "--nproc": (_whole(check_nproc), "processes per node of the ddp and fsdp points, e.g. 1,2"),
+    "--scaling": (
+        _axis("scaling", S.SCALING_MODES),
+        "weak (batch per process), strong (global batch split), or both",
+    ),
+    "--accumulate": (  # issue 25
+        _whole(check_accumulate),
+        "micro-batches per optimizer step, e.g. 1,2,4,8 (the batch size stays the effective "
+        "batch: each micro-batch holds batch / accumulate samples)",
+    ),
+    "--checkpoint": (
+        _axis("checkpoint mode", S.CHECKPOINT_MODES),
+        "none, blocks (recompute the activations of the model's repeated blocks in backward), "
+        "or both: none,blocks",
+    ),
+}
+
+
+def add_axis_flags(
+    parser: argparse.ArgumentParser,
+    names: tuple[str, ...],
+    notes: Mapping[str, str] | None = None,
+    suffix: str = "",
+) -> None:
+    """The axis flags `names` as AXES defines them, each help with its note from `notes`
+    (a default, say) and `suffix` after it."""
+    for name in names:
+        parse, text = AXES[name]
+        parser.add_argument(name, type=parse, help=text + (notes or {}).get(name, "") + suffix)
+
+
+def add_measuring_flags(parser: argparse.ArgumentParser, *, sweep: bool) -> None:
+    """--data, --seed (the sweep: --seeds, a list), --option, --steps, --max-time, --max-memory
+    and --point-timeout. The sweep's --data and --seeds default to the suite's value (None
+    here); a command of one model measures on the device's own batches and seed 0."""
+    from gpubench.run.memory_cap import parse_size
+    from gpubench.run.sweep import DEFAULT_POINT_TIMEOUT_S
+
+    parser.add_argument(
+        "--data",
+        type=values.choice(S.DATA_MODES, "data mode"),
+        default=None if sweep else "device",
+        help="device (batches made once on the device) or host (copied from pinned host "
+        "memory every step; CUDA)",
+    )
+    if sweep:
+        parser.add_argument(
+            "--seeds",
+            type=values.csv(_seed),
+            help="comma-separated whole numbers of 0 or more",
+        )
+    else:
+        parser.add_argument(
+            "--seed", type=values.arg(_seed), default=0, help="a whole number of 0 or more"
+        )
+    parser.add_argument(
+        "--option",
+        dest="options",
+        action="append",
+        default=[],
+        type=values.arg(values.model_option),
+        metavar="MODEL.KEY=VALUE",
+        help="a model option, as in a suite's [model_options] table (a sweep's: over the suite's "
+        "value for that key); repeat for more, e.g. --option transformer.layers=4 (KEY=VALUE "
+        "without the model is deprecated: read as the one model measured)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=values.arg(values.positive_int),
+        help="measure exactly this many steps per point, with no adaptive stopping",
+    )
+    parser.add_argument(
+        "--max-time",
+        type=values.arg(values.positive_float),
+        help="time budget in seconds for measuring one point",
+    )
+    parser.add_argument(
+        "--max-memory",
+        type=values.arg(parse_size),
+        metavar="SIZE",
+        help="cap each point's memory, e.g. 512M or 2G (CPU: the address space the point maps "
+        "beyond what its worker holds when it starts)",
+    )
+    parser.add_argument(
+        "--point-timeout",
+        type=values.arg(values.positive_float),
+        default=DEFAULT_POINT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"record a point as timeout after this long (default: {DEFAULT_POINT_TIMEOUT_S:g})",
+    )
+
+
+def add_one_model_flags(
+    parser: argparse.ArgumentParser, *, model_required: bool, size_default: str | None
+) -> None:
+    """--model, --size, --device and --optimizer of a command that measures one model on one
+    device (max-batch, tune)."""
+    parser.add_argument(
+        "--model",
+        required=model_required,
+        type=values.arg(check_model),
+        help=f"{', '.join(MODEL_NAMES)}; {values.MODEL_PREFIXES}",
+    )
+    parser.add_argument(
+        "--size",
+        type=values.choice(S.SIZES, "size"),
+        default=size_default,
+        help=f"the size preset: {', '.join(S.SIZES)}"
+        + ("" if size_default else " (default: small; with --target the convergence suite's)"),
+    )
+    parser.add_argument(
+        "--device",
+        type=values.arg(check_device),
+        default="auto",
+        help="auto (CUDA where present, else the CPU), cpu, cuda, cuda:N",
+    )
+    parser.add_argument(
+        "--optimizer",
+        type=values.choice(S.OPTIMIZERS, "optimizer"),
+        default="adamw",
+        help=f"the optimizer, never searched: {', '.join(S.OPTIMIZERS)}",
+    )
+
+
+def resolved_device(device: str) -> str:
+    """--device with auto made CUDA where torch sees it, else the CPU."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"

@@ -1,0 +1,88 @@
+"""`gpubench max-batch`'s arguments, and the Point they make (its batch size is where the
+search starts)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from gpubench.cli import flags, values
+from gpubench.config import spec as S
+from gpubench.config.errors import ConfigError
+from gpubench.config.model_options import encode, for_model
+
+
+def add_parser(sub: Any) -> None:
+    from gpubench.run.maxbatch import CEILING, PROBE_STEPS
+
+    mb = sub.add_parser("max-batch", help="find the largest batch size that fits in memory")
+    flags.add_one_model_flags(mb, model_required=True, size_default="small")
+    mb.add_argument(
+        "--precision",
+        type=values.choice(S.PRECISIONS, "precision"),
+        default=S.PRECISIONS[0],
+        help=", ".join(S.PRECISIONS),
+    )
+    flags.add_measuring_flags(mb, sweep=False)
+    mb.add_argument(
+        "--start", type=values.arg(values.positive_int), default=1, help="first batch size"
+    )
+    mb.add_argument(
+        "--ceiling",
+        type=values.arg(values.positive_int),
+        default=CEILING,
+        help="largest batch size to try",
+    )
+    mb.add_argument(
+        "--probe-steps",
+        type=values.arg(values.positive_int),
+        default=PROBE_STEPS,
+        help="training steps per probe, after one warm-up step",
+    )
+    mb.add_argument(
+        "--exact",
+        action="store_true",
+        help="search to one sample (default: to a multiple of 8 or 2%% of the answer, whichever "
+        "is coarser)",
+    )
+    mb.add_argument(
+        "--time",
+        action="store_true",
+        help="also time the powers of two up to the answer, to find the throughput-optimal one",
+    )
+    mb.add_argument("--json", action="store_true", help="print the result as JSON")
+    mb.add_argument(  # issue 25
+        "--target-batch",
+        type=values.arg(values.positive_int),
+        metavar="N",
+        help="an effective batch: the fewest accumulation steps whose micro-batch fits, per "
+        "--checkpoint mode, confirmed by a full measurement of N at that many steps",
+    )
+    flags.add_axis_flags(
+        mb,
+        ("--checkpoint",),
+        {
+            "--checkpoint": "; the largest micro-batch with each (default: none,blocks with "
+            "--target-batch, else none)"
+        },
+    )
+
+
+def point_from_args(args: argparse.Namespace) -> S.Point:
+    """max-batch's point (its batch size is where the search starts)."""
+    options = for_model(args.model, args.options, "max-batch")
+    if args.start > args.ceiling:
+        raise ConfigError(
+            f"--start {args.start} is above --ceiling {args.ceiling}; allowed: start <= ceiling"
+        )
+    return S.Point(
+        args.model,
+        args.size,
+        flags.resolved_device(args.device),
+        args.precision,
+        args.optimizer,
+        args.start,
+        args.seed,
+        args.data,
+        model_options=encode(options),
+    )

@@ -1,0 +1,156 @@
+"""The sweep's results table: one line per point, fitted to the terminal's width; each cell
+as the report and the verdict name it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from rich.cells import cell_len
+from rich.table import Table
+
+from gpubench.cli import layout
+from gpubench.cli.cells import fmt
+from gpubench.cli.layout import Column
+from gpubench.config.spec import model_label
+from gpubench.data.synthetic import DISTINCT_BATCHES
+from gpubench.harness.timing import min_samples_for_ci
+from gpubench.science import scaling
+from gpubench.science.verdict import speed_options
+
+
+def _options(row: dict[str, Any]) -> str:
+    """The settings beyond the defaults, e.g. 'compiled, CUDA graph, threads=1': the speed
+    options as the report and the verdict name them, then threads and the parallel layout."""
+    opts = speed_options(row)
+    if pd.notna(row.get("threads")):
+        opts.append(f"threads={int(row['threads'])}")
+    if pd.notna(row.get("parallel")) and row.get("parallel") != "none":  # e.g. "ddp x2 weak"
+        scaling = row.get("scaling")  # None at one process: the baseline of weak and strong
+        nodes: Any = row.get("nodes")
+        opts.append(
+            f"{row['parallel']} x{row.get('nproc')}"
+            + (f" on {int(nodes)} nodes" if pd.notna(nodes) and nodes != 1 else "")
+            + (f" {scaling}" if pd.notna(scaling) else "")
+        )
+    if pd.notna(row.get("accumulate")) and row["accumulate"] != 1:  # issue 25
+        micro: Any = row.get("micro_batch_size")
+        of = f" x {int(micro)}" if pd.notna(micro) else ""
+        opts.append(f"accumulate {int(row['accumulate'])}{of}")
+    if pd.notna(row.get("checkpoint")) and row["checkpoint"] != "none":
+        opts.append(f"checkpoint {row['checkpoint']}")
+    return ", ".join(opts)
+
+
+def model_cell(row: dict[str, Any]) -> str:
+    """'mlp/small', or a user's model as 'module:function' with its Workload's own name."""
+    label = model_label(row["model"], row.get("model_size"))
+    name = row.get("workload")
+    if ":" in row["model"] and pd.notna(name) and str(name) not in label:
+        label += f" ({name})"
+    return label
+
+
+def _ci_cell(row: dict[str, Any]) -> str:
+    """The CI's half-width in percent; where too few steps were measured to have one, says so."""
+    ci = row["step_time_ci_rel"]
+    if pd.notna(ci):
+        return f"{ci * 100:.1f}%"
+    n, least = row.get("steps_measured"), min_samples_for_ci()
+    if n is None or pd.isna(n) or row["status"] != "ok":
+        return ""
+    return f"n<{least}" if n < least else ""
+
+
+def _status_cell(row: dict[str, Any]) -> str:
+    marks = [m for m in ("noisy", "busy") if row.get(m) is True]
+    status = row["status"] + (f" ({', '.join(marks)})" if marks else "")
+    if row["status"] != "ok" and row.get("error"):
+        status += f": {row['error'][:60]}"
+    return status
+
+
+_LOSS = "synthetic loss first→last"
+_LOSS_CAPTION = (
+    f"{_LOSS}: the training loss at the first and last step, on {DISTINCT_BATCHES} random "
+    "batches cycled, which a model memorises (so it can fall to 0.000): it shows the steps "
+    "train, not how well the model learns; a convergence run measures that"
+)
+
+
+# The columns the results table gives up first where the terminal is narrow (cli.layout.fit):
+# the synthetic loss (a check that the steps train), then samples/s (batch over step time),
+# then a parallel point's scaling efficiency, then the CI; identity, status and step time
+# always stay.
+DROPPED_FIRST = (_LOSS, "samples/s", "efficiency", "±CI")
+
+
+def summary_table(frame: pd.DataFrame, width: int | None = None) -> Table:
+    """One line per point, fitted to `width` terminal cells (None: every column) by
+    cli.layout.fit: short headers, values shared by every row said in the title, then
+    DROPPED_FIRST, in order; names are never cut. A column empty in every row (the speed
+    options on a plain CPU sweep, say) is left out."""
+    records = frame.to_dict("records")
+    # A parallel row's efficiency is written as it is measured; one whose baseline came later
+    # (a resumed or merged run) gets it here, as the report does.
+    scaling.fill_efficiency(records)
+    status = tuple(_status_cell(r) for r in records)
+    options = tuple(_options(r) for r in records)
+    columns = [
+        Column("model", tuple(model_cell(r) for r in records)),
+        Column("device", tuple(str(r["device"]) for r in records), constant_to_title=True),
+        Column("precision", tuple(r["precision"] for r in records), "prec", False, True),
+        Column("optimizer", tuple(r["optimizer"] for r in records), "optim", False, True),
+        Column(
+            "options",
+            options,
+            constant_to_title=True,
+            wraps=True,
+            least=max((cell_len(o) for s in options for o in s.split(", ")), default=0),
+        ),
+        Column("batch", tuple(str(r["batch_size"]) for r in records), right=True),
+        Column(
+            "status",
+            status,
+            wraps=True,
+            least=_least(status),
+        ),
+        Column("step ms", tuple(_step_ms(r) for r in records), right=True),
+        Column("±CI", tuple(_ci_cell(r) for r in records), right=True),
+        Column("samples/s", tuple(fmt(r["samples_per_s"], ",.0f") for r in records), right=True),
+        Column("efficiency", tuple(_efficiency_cell(r) for r in records), "eff", right=True),
+        Column(_LOSS, tuple(_loss_cell(r) for r in records), "loss"),
+    ]
+    shown = [c for i, c in enumerate(columns) if i < 4 or any(c.cells)]
+    fitted = layout.fit(shown, width, DROPPED_FIRST)
+    loss = [c.label(fitted.short) for c in fitted.columns if c.header == _LOSS]
+    caption = loss[0] + _LOSS_CAPTION.removeprefix(_LOSS) if loss else None
+    return layout.table(fitted, "gpubench results", caption)
+
+
+def _efficiency_cell(row: dict[str, Any]) -> str:
+    """A parallel point's scaling efficiency in percent (science.scaling), 'noisy' where its
+    point or its baseline is; empty for a single-process point or one without a baseline."""
+    value = row.get("scaling_efficiency")
+    if value is None or pd.isna(value):
+        return ""
+    noisy = row.get("scaling_efficiency_noisy")
+    return f"{value * 100:.0f}%" + (" noisy" if noisy is not None and noisy == 1 else "")
+
+
+def _least(status: tuple[str, ...]) -> int:
+    """The status column's least width: a status with its marks ('ok (noisy, busy)') on one
+    line, and an error's words unbroken up to 20 cells (a longer one, a path say, folds)."""
+    heads = (cell_len(s.split(": ")[0]) for s in status)
+    words = (min(cell_len(w), 20) for s in status for w in s.split())
+    return max([*heads, *words, 0])
+
+
+def _step_ms(row: dict[str, Any]) -> str:
+    return fmt(row["step_time_s"] * 1e3 if row["step_time_s"] else None, ".2f")
+
+
+def _loss_cell(row: dict[str, Any]) -> str:
+    if pd.notna(row["loss_first"]) and pd.notna(row["loss_last"]):
+        return f"{row['loss_first']:.3f}→{row['loss_last']:.3f}"
+    return ""

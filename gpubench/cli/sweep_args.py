@@ -1,0 +1,136 @@
+"""`gpubench sweep`'s arguments, and the SweepSpec they make: the named suite with the flags'
+overrides applied, validated; every bad value is a ConfigError naming it and what is allowed."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from gpubench.cli import flags, values
+from gpubench.config import model_options
+from gpubench.config import spec as S
+from gpubench.config.errors import ConfigError
+from gpubench.config.suite import load_suite, shipped_names
+from gpubench.config.validate import validate
+
+DEFAULT_SUITE = "quick"
+SUITES_DEFAULT = " (default: the suite's)"
+
+
+def add_parser(sub: Any) -> None:
+    sweep = sub.add_parser("sweep", help="run a suite of training benchmarks")
+    sweep.add_argument(
+        "suite",
+        nargs="?",
+        default=None,
+        help="a suite TOML file, or the name of a shipped suite: "
+        f"{', '.join(shipped_names())} (default: {DEFAULT_SUITE}, or with --resume the suite "
+        "the run was started with)",
+    )
+    flags.add_axis_flags(sweep, tuple(flags.AXES))  # every axis (--data, --seeds: below)
+    sweep.add_argument("--out", type=Path, help="run folder (default: results/<timestamp>)")
+    sweep.add_argument(
+        "--data-dir", help="folder of a file-based data set for convergence runs (cifar10)"
+    )
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep.add_argument(
+        "--no-profile",
+        dest="profile",
+        action="store_false",
+        default=None,
+        help="skip the few profiled steps per point that attribute its time (and its bottleneck)",
+    )
+    sweep.add_argument(
+        "--no-confirm",
+        dest="confirm",
+        action="store_false",
+        help="skip re-measuring each verdict's leaders interleaved at the end (about 15%% of "
+        "the sweep's time); the verdict then goes by the rows' intervals",
+    )
+    flags.add_measuring_flags(sweep, sweep=True)
+    sweep.add_argument(
+        "--resume",
+        type=Path,
+        metavar="DIR",
+        help="run only the points of the suite that have no row yet in run folder DIR",
+    )
+    sweep.add_argument(
+        "--extend",
+        action="store_true",
+        help="with --resume: allow a suite with new axis values, and measure the new points",
+    )
+    sweep.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="with --resume: measure again the points that ended error or timeout",
+    )
+    sweep.add_argument(
+        "--shard",
+        type=values.arg(values.shard),
+        metavar="I/N",
+        help="run only the I-th of N shares of the points (balanced by their budgets), e.g. 1/2",
+    )
+    sweep.add_argument(
+        "--plan",
+        type=Path,
+        metavar="FILE",
+        help='batch_sizes = "auto": read the searches from FILE, searching and adding there '
+        "those it lacks, so every shard given FILE measures the same batch sizes",
+    )
+    for action in sweep._actions:  # the flags whose default is the suite's value
+        if action.dest in (*S.AXES, "steps", "max_time", "profile"):
+            action.help = (action.help or "") + SUITES_DEFAULT
+
+
+def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
+    """The suite file with the command line's overrides applied, validated. With --resume and
+    no suite named, the suite is the one the run folder was started with."""
+    if args.extend and args.resume is None:
+        raise ConfigError("--extend needs --resume DIR (the run folder to extend)")
+    if args.retry_failed and args.resume is None:
+        raise ConfigError("--retry-failed needs --resume DIR (the run folder to retry in)")
+    if args.resume is not None and args.out is not None and args.out != args.resume:
+        raise ConfigError(
+            f"--out {args.out} and --resume {args.resume} name different folders; "
+            "give --resume DIR alone"
+        )
+    if args.suite is None and args.resume is not None:
+        from gpubench.run import folder
+
+        spec = folder.spec_from_saved(folder.saved_suite(args.resume))
+    else:
+        spec = load_suite(args.suite or DEFAULT_SUITE)
+    overrides = {
+        key: getattr(args, key)
+        for key in S.AXES  # every axis has a flag of the same name
+        if getattr(args, key) is not None
+    }
+    if "batch_sizes" in overrides:  # issue 28: batch sizes given are the ones measured
+        spec = dataclasses.replace(spec, grow_batch_sizes=())
+    if args.profile is not None:
+        spec = dataclasses.replace(spec, profile=args.profile)
+    if args.options:
+        models = overrides.get("models", spec.models)
+        table = model_options.with_given(spec.model_options, args.options, tuple(models))
+        spec = dataclasses.replace(spec, model_options=table)
+    if args.data_dir is not None:
+        conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
+        spec = dataclasses.replace(spec, convergence=conv)
+    spec = validate(
+        dataclasses.replace(spec, **overrides, budget=values.budget_from_args(args, spec.budget))
+    )
+    searches_alone = args.shard is not None and args.plan is None and args.resume is None
+    if spec.batch_sizes == S.AUTO and searches_alone:  # issue 23: such shards' plans disagree
+        raise ConfigError(
+            '--shard with batch_sizes = "auto" needs --plan FILE; allowed: the same '
+            "--plan FILE for every shard (the first searches into it, the others read it)"
+        )
+    return spec
+
+
+def overridden_flags(args: argparse.Namespace) -> list[str]:
+    """The sweep's flags that change its suite's axes or budget, as typed (e.g. --models)."""
+    given = [key for key in (*S.AXES, "steps", "max_time") if getattr(args, key) is not None]
+    return ["--" + key.replace("_", "-") for key in given] + (["--option"] if args.options else [])
