@@ -141,13 +141,15 @@ def judge(
     else:
         agreement = DIFFERENT
     rounds = _in_rounds(grid_record, want)
+    ratio: float | None
     if rounds is not None:
         ratio, source = rounds[0], ROUNDS
         best = next(r for r in ran if config_key(r) == rounds[1])
     else:
         best = max(ran, key=lambda r: float(r["samples_per_s"]))
         mine = [float(r["samples_per_s"]) for r in ran if config_key(r) == want]
-        ratio = max(mine) / float(best["samples_per_s"]) if mine else None
+        # the last row of a configuration the grid measured again (a resumed grid's)
+        ratio = mine[-1] / float(best["samples_per_s"]) if mine else None
         source = ROWS
     return Judgement(
         heading(grid.best),
