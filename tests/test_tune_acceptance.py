@@ -146,3 +146,10 @@ def test_recorded_target_run_judged_by_the_grid_is_over_its_tolerance() -> None:
     assert best is not None and j.grid_best_s == best.median_s
     assert j.tune_s is not None and j.tune_s <= (1 + j.tolerance) * j.grid_best_s
     assert j.ratio is not None and j.ratio > 1 + j.tolerance and not j.within
+
+
+def test_a_busy_grid_row_still_judges_the_pick_and_says_it_was_busy() -> None:
+    rows = [row(64, 1000, busy=True), row(128, 500)]
+    j = A.judge(rows, None, rows[0])
+    assert j.ratio == 1.0 and "busy" in j.source and "busy" in j.line()
+    assert A.judge(rows, None, rows[1]).ratio == pytest.approx(0.5)

@@ -147,10 +147,11 @@ def judge(
         best = next(r for r in ran if config_key(r) == rounds[1])
     else:
         best = max(ran, key=lambda r: float(r["samples_per_s"]))
-        mine = [float(r["samples_per_s"]) for r in ran if config_key(r) == want]
+        mine = [r for r in ran if config_key(r) == want]
         # the last row of a configuration the grid measured again (a resumed grid's)
-        ratio = mine[-1] / float(best["samples_per_s"]) if mine else None
-        source = ROWS
+        ratio = float(mine[-1]["samples_per_s"]) / float(best["samples_per_s"]) if mine else None
+        busy = [r for r in [best, *mine[-1:]] if r.get("busy") is True]
+        source = ROWS + (" (busy: measured beside other load)" if busy else "")
     return Judgement(
         heading(grid.best),
         label(pick, among),
