@@ -40,7 +40,6 @@ from gpubench.tune import space as tune_space
 from gpubench.tune import trajectory as T
 from gpubench.tune.search import ROUNDS, Config, Outcome, round_scale, search
 from gpubench.tune.space_for import space_for
-from gpubench.tune.study import StudyLog
 
 OnTrial = Callable[[T.TrialRecord, "TuneRequest"], None]
 
@@ -216,7 +215,6 @@ def tune(
         record = T.TuneRecord(request.to_dict(), space.to_dict())
         measurements = tune_rows.read_measurements(run_dir)
         done = {(Point.of(r).key(), int(r["tune_round"])): r for r in measurements}
-        study = StudyLog(run_dir, space)
         runner = WorkerRunner(max_memory, point_timeout_s)
         trial_rows: list[dict[str, Any]] = []
 
@@ -235,7 +233,6 @@ def tune(
                 elapsed = old_elapsed.get(number, offset)
             sps = row.get("samples_per_s") if row.get("status") == "ok" else None
             trial_rows.append({**row, "_config": config, "_elapsed_s": elapsed})
-            study.record(config, rnd, sps)
             record.trials = _trials(trial_rows, request.budget, None)
             record.elapsed_s = elapsed
             store.write_json(T.FILE, record.to_dict())
@@ -247,7 +244,6 @@ def tune(
             outcome = search(space.space, measure, deadline_passed)
         finally:
             runner.close()
-        study.settle(outcome.trials)
         if measurements:
             tune_rows.write_results(run_dir, measurements)
         _fill(record, outcome, trial_rows, request, space)

@@ -1,0 +1,240 @@
+"""Whether `tune` found the grid's answer, judged by the grid's own measurements (issue 29).
+
+A tune's pick (the configuration its verdict leads with) is selected as the fastest of what it
+measured, so its own figure for it is biased high; the grid measured the same configuration as
+one of its points, so the grid's row is the figure it is judged by, and the grid's best is the
+fastest row of the grid (the same kind of measurement: every figure of a judgement comes from the
+grid's rows). The pick is *within the margin* where that ratio is at least 1 - margin.
+
+It *agrees* with the grid where it is the grid's winner, or one of the configurations the grid's
+own verdict could not tell apart (its confirmation's tie, and the candidates it had no budget to
+re-measure). A grid whose tie holds more than `max_tie` configurations answered nothing a pick
+can agree with: that is reported as "the grid could not tell", never as agreement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gpubench.science import standing
+from gpubench.science.partition import heading, label, norm, partition_key, varying
+from gpubench.store import confirmations
+from gpubench.store.results import read_rows
+from gpubench.store.row import IDENTITY
+
+MARGIN = 0.03  # the practical difference: a pick this close to the grid's best is as good
+MAX_TIE = 3  # a grid tie of more configurations than this names no answer
+
+SAME = "the grid's winner"
+TIED = "inside the grid's tie"
+UNTOLD = "the grid could not tell"
+DIFFERENT = "different"
+BOTH_TIED = "a tie, each leader inside the other's"  # two runs compared (agreement())
+AGREEING = (SAME, TIED, BOTH_TIED)
+
+
+def config_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """A configuration's identity without its seed, one spelling per value (a grid and a tune
+    measure the same configuration under whatever seed each ran)."""
+    return tuple(norm(row.get(k)) for k in IDENTITY if k != "seed")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a run names for one partition: its lead row, and the rows its verdict could not tell
+    from it (empty: `best` is a winner)."""
+
+    best: dict[str, Any]
+    tied: tuple[dict[str, Any], ...]
+
+    @property
+    def members(self) -> list[dict[str, Any]]:
+        return [self.best, *self.tied]
+
+
+def answer(rows: list[dict[str, Any]], confirmation: dict[str, Any] | None) -> Answer:
+    """The answer the verdict gives for one partition's `rows` with the run's `confirmation`
+    record of it (science.standing.lead: the confirmation's decision where it re-measured the
+    leaders, else the rows' intervals). Raises ValueError where no row ran."""
+    pool = standing.pool(rows)
+    if not pool:
+        raise ValueError("no row of the partition ran (status ok with a samples/s figure)")
+    lead = standing.lead(pool, confirmation, varying(pool))
+    by_key = {config_key(r): r for r in pool}
+    tied = tuple(by_key[config_key(t["identity"])] for t in lead.ties)
+    return Answer(lead.best, tied)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Tune's pick against the grid, for one partition. `ratio`: the grid's figure for the pick
+    over its figure for `grid_best`, both from one measurement named by `source` (None where
+    the grid never ran the pick); `grid_answer`: the labels of the grid's answer, leader first."""
+
+    heading: str
+    pick: str
+    grid_best: str
+    ratio: float | None
+    source: str
+    grid_answer: tuple[str, ...]
+    agreement: str
+    margin: float
+
+    @property
+    def within(self) -> bool:
+        """The pick is within the margin of the grid's best, by the grid's figures."""
+        return self.ratio is not None and self.ratio >= 1 - self.margin
+
+    @property
+    def agrees(self) -> bool:
+        return self.agreement in AGREEING
+
+    def line(self) -> str:
+        """One line: the pick, its ratio to the grid's best by the grid's figures, the agreement."""
+        said = (
+            "the grid never ran it"
+            if self.ratio is None
+            else f"x{self.ratio:.3f} the grid's best ({self.grid_best}) by {self.source}, "
+            f"{'within' if self.within else 'NOT within'} {self.margin:.0%}"
+        )
+        grid = " and ".join(self.grid_answer)
+        tie = f"a tie of {len(self.grid_answer)}: " if len(self.grid_answer) > 1 else ""
+        return f"{self.heading}: tune's pick {self.pick}: {said}; {self.agreement} ({tie}{grid})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "within": self.within, "agrees": self.agrees}
+
+
+ROUNDS = "the grid's confirmation rounds"
+ROWS = "the grid's rows"
+
+
+def judge(
+    grid_rows: list[dict[str, Any]],
+    grid_record: dict[str, Any] | None,
+    pick: dict[str, Any],
+    margin: float = MARGIN,
+    max_tie: int = MAX_TIE,
+) -> Judgement:
+    """Judge `pick` (a row or identity of tune's pick) by one partition's `grid_rows` and the
+    grid's confirmation record of it. Where the grid's confirmation re-measured the pick beside
+    its leader, the ratio is theirs in those rounds (paired, the grid's best measurement of
+    both); else it is the pick's grid row over the grid's fastest row (every row that ran, a
+    busy one too: a row the verdict set aside still measured the configuration)."""
+    if not 0 <= margin < 1:
+        raise ValueError(f"margin {margin!r}: must be a fraction in [0, 1)")
+    if max_tie < 1:
+        raise ValueError(f"max_tie {max_tie!r}: must be at least 1")
+    grid = answer(grid_rows, grid_record)
+    ran = [r for r in grid_rows if standing.ran(r)]
+    among = varying(ran)
+    want = config_key(pick)
+    keys = [config_key(r) for r in grid.members]
+    if want == keys[0] and not grid.tied:
+        agreement = SAME
+    elif len(keys) > max_tie:
+        agreement = UNTOLD
+    elif want in keys:
+        agreement = TIED
+    else:
+        agreement = DIFFERENT
+    rounds = _in_rounds(grid_record, want)
+    ratio: float | None
+    if rounds is not None:
+        ratio, source = rounds[0], ROUNDS
+        best = next(r for r in ran if config_key(r) == rounds[1])
+    else:
+        best = max(ran, key=lambda r: float(r["samples_per_s"]))
+        mine = [r for r in ran if config_key(r) == want]
+        # the last row of a configuration the grid measured again (a resumed grid's)
+        ratio = float(mine[-1]["samples_per_s"]) / float(best["samples_per_s"]) if mine else None
+        busy = [r for r in [best, *mine[-1:]] if r.get("busy") is True]
+        source = ROWS + (" (busy: measured beside other load)" if busy else "")
+    return Judgement(
+        heading(grid.best),
+        label(pick, among),
+        label(best, among),
+        ratio,
+        source,
+        tuple(label(r, among) for r in grid.members),
+        agreement,
+        margin,
+    )
+
+
+def _in_rounds(
+    record: dict[str, Any] | None, want: tuple[Any, ...]
+) -> tuple[float, tuple[Any, ...]] | None:
+    """The pick's median samples/s over the rounds' leader's in the grid's confirmation, and
+    the leader's key, where those rounds re-measured the pick (None where they did not)."""
+    if record is None or not record.get("decision"):
+        return None
+    keys = [config_key(c) for c in record["candidates"]]
+    if want not in keys:
+        return None
+    medians = record["decision"]["median_samples_per_s"]
+    lead = int(record["decision"]["leader"])
+    return float(medians[keys.index(want)]) / float(medians[lead]), keys[lead]
+
+
+def partitions(run_dir: Path) -> dict[tuple[Any, ...], tuple[list[dict[str, Any]], Any]]:
+    """A speed run folder's rows per partition, each with its confirmation record (or None)."""
+    found = {partition_key(c["fixed"]): c for c in confirmations.read(run_dir) or []}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in read_rows(run_dir):
+        groups.setdefault(partition_key(r), []).append(r)
+    return {k: (rows, found.get(k)) for k, rows in groups.items() if standing.pool(rows)}
+
+
+def judge_runs(
+    grid_dir: Path, tune_dir: Path, margin: float = MARGIN, max_tie: int = MAX_TIE
+) -> list[Judgement]:
+    """Tune's pick in `tune_dir` judged by the grid in `grid_dir`, per partition the tune ran;
+    raises ValueError for a partition the grid never ran."""
+    grid = partitions(grid_dir)
+    out = []
+    for key, (rows, record) in partitions(tune_dir).items():
+        if key not in grid:
+            raise ValueError(f"{grid_dir} has no rows of {heading(rows[0])}, which {tune_dir} ran")
+        grid_rows, grid_record = grid[key]
+        pick = answer(rows, record).best
+        out.append(judge(grid_rows, grid_record, pick, margin, max_tie))
+    return out
+
+
+def agreement(first: Answer, second: Answer, max_tie: int = MAX_TIE) -> str:
+    """Whether two runs' answers for a partition agree (run to run repeatability): SAME where
+    both name the same winner; UNTOLD where either is a tie of more than `max_tie`; BOTH_TIED where
+    each one's leader is among the other's answer; DIFFERENT otherwise (a shared member of two
+    ties whose leaders differ is not agreement)."""
+    a, b = ([config_key(r) for r in x.members] for x in (first, second))
+    if len(a) == len(b) == 1 and a == b:
+        return SAME
+    if max(len(a), len(b)) > max_tie:
+        return UNTOLD
+    return BOTH_TIED if a[0] in b and b[0] in a else DIFFERENT
+
+
+def compare_runs(
+    first_dir: Path, second_dir: Path, max_tie: int = MAX_TIE
+) -> list[tuple[str, str]]:
+    """Per partition of `first_dir`: its agreement with `second_dir`'s answer, and a line."""
+    second = partitions(second_dir)
+    out = []
+    for key, (rows, record) in partitions(first_dir).items():
+        mine = answer(rows, record)
+        if key not in second:
+            out.append((DIFFERENT, f"{heading(mine.best)}: {DIFFERENT}: only in {first_dir}"))
+            continue
+        theirs = answer(*second[key])
+        said = agreement(mine, theirs, max_tie)
+        names = [_named(x) for x in (mine, theirs)]
+        out.append((said, f"{heading(mine.best)}: {said}: {names[0]} | {names[1]}"))
+    return out
+
+
+def _named(a: Answer) -> str:
+    among = varying(a.members) if a.tied else []
+    return label(a.best, among) + (f" (a tie of {len(a.members)})" if a.tied else "")

@@ -1,0 +1,68 @@
+"""The hand-written search against Optuna like for like (tests/optuna_rival.py): the ordered
+axes, the pruners at the same reduction factor, the same budget; a few seeds here, the full
+table from scripts/tune_vs_optuna.py. Skipped where Optuna is not installed (it is not a
+dependency of gpubench: the comparison is why)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+pytest.importorskip("optuna")
+
+import optuna_rival as R
+
+from gpubench.tune.search import Config, round_scale
+
+SEEDS = range(3)
+
+
+def test_a_recorded_grid_is_its_rows() -> None:
+    p = R.recorded("mlp")
+    assert p.space.size == 72 and len(p.space.combos) == 8
+    assert p.found(max(p.space.combos and _configs(p), key=lambda c: p.truth(c) or 0.0))
+
+
+def _configs(p: R.Problem) -> list[Config]:
+    return [Config(c, b) for c in p.space.combos for b in p.space.batch_sizes]
+
+
+@pytest.mark.parametrize("how", R.RIVALS)
+def test_optuna_spends_no_more_than_the_budget_and_prunes(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spent: list[float] = []
+    noisy = R.noisy
+
+    def counted(problem: R.Problem, seed: int) -> Callable[[Config, int], float | None]:
+        measure = noisy(problem, seed)
+
+        def m(config: Config, rnd: int) -> float | None:
+            spent.append(round_scale(rnd))
+            return measure(config, rnd)
+
+        return m
+
+    monkeypatch.setattr(R, "noisy", counted)
+    problem = R.synthetic()[0]
+    assert R.rival(problem, 0, 5.0, how) is not None
+    assert 0 < sum(spent) <= 5.0 + 1e-9
+    # pruned: fewer full-length measurements than round-0 ones
+    assert spent.count(round_scale(2)) < spent.count(round_scale(0))
+
+
+def test_the_hand_written_search_finds_the_answer_at_least_as_often_as_each_rival() -> None:
+    """Summed over the simulated and the recorded surfaces (the decision that Optuna is not a
+    dependency rests on it; the full table, 50 seeds, in the README)."""
+    problems = [*R.synthetic(), *(R.recorded(name) for name in R.GRIDS)]
+    tallies = [R.compare(p, SEEDS) for p in problems]
+    total = {k: sum(t.found[k] for t in tallies) for k in tallies[0].found}
+    hand = total.pop("hand-written")
+    assert hand >= 0.8 * len(problems) * len(SEEDS), tallies
+    assert all(hand >= v for v in total.values()), total
+
+
+def test_a_rival_is_deterministic_for_its_seed() -> None:
+    problem = R.recorded("cnn")
+    assert R.rival(problem, 1, 4.0, "tpe+hyperband") == R.rival(problem, 1, 4.0, "tpe+hyperband")
