@@ -11,6 +11,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 _FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 _ENV = re.compile(r"[A-Z_][A-Z0-9_]*=.*")
+# the page and heading of the documented benchmark gate (test_ci_gate runs it as written)
+GATE_PAGE, GATE_HEADING = (
+    "docs/ci-gate.md",
+    "# CI: gate on training throughput with pytest-benchmark",
+)
 
 
 @dataclass(frozen=True)

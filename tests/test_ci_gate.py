@@ -31,13 +31,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from doc_pages import block_after, split
+from doc_pages import GATE_HEADING, GATE_PAGE, block_after, split
 
 from gpubench.models import MODEL_NAMES
 from gpubench.store.benchjson import rows_from_benchmark_json
 
 ROOT = Path(__file__).resolve().parent.parent
-GATE_HEADING = "# CI: gate on training throughput with pytest-benchmark"
 SLOWDOWN_ENV = "GPUBENCH_TEST_EXTRA_FORWARDS"
 SLOWDOWN = 100
 SELECT = "tiny-4-fp32-sgd"  # one benchmark per reference model, the fastest of each
@@ -49,7 +48,7 @@ pytestmark = pytest.mark.slow  # four runs of the benchmark suite: about a minut
 def readme_commands() -> list[tuple[dict[str, str], list[str]]]:
     """docs/ci-gate.md's first bash block: (environment assignments, argv) per command,
     continuation lines joined, comments dropped."""
-    block = block_after("docs/ci-gate.md", GATE_HEADING, "bash")
+    block = block_after(GATE_PAGE, GATE_HEADING, "bash")
     commands = []
     for line in block.replace("\\\n", " ").splitlines():
         env, words = split(line)

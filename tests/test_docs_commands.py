@@ -16,7 +16,17 @@ import sys
 
 import pytest
 import torch
-from doc_pages import ROOT, blocks, commands, pages, shell_lines, split
+from doc_pages import (
+    GATE_HEADING,
+    GATE_PAGE,
+    ROOT,
+    block_after,
+    blocks,
+    commands,
+    pages,
+    shell_lines,
+    split,
+)
 
 from gpubench.cli import parser
 from gpubench.cli.tune_args import request_from_args
@@ -87,6 +97,15 @@ def test_every_link_of_the_pages_leads_somewhere() -> None:
             if anchor and where.suffix == ".md":
                 slugs = {_slug(h) for h in re.findall(r"^#+ (.+)$", where.read_text(), re.M)}
                 assert anchor in slugs, f"{page.name}: no heading #{anchor} in {where.name}"
+
+
+def test_the_readmes_ci_gate_is_the_one_test_ci_gate_runs() -> None:
+    """The README's pytest-benchmark lines are docs/ci-gate.md's, which test_ci_gate runs."""
+    gate = block_after(GATE_PAGE, GATE_HEADING, "bash").replace("\\\n", " ")
+    gate_lines = {" ".join(line.split()) for line in gate.splitlines()}
+    readme = [b for b in blocks() if b.page == "README.md" and "tests/benchmarks" in b.text]
+    shown = [" ".join(line.split()) for b in readme for line in shell_lines(b)]
+    assert shown and set(shown) <= gate_lines, shown
 
 
 def test_every_result_column_is_documented() -> None:
