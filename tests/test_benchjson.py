@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from doc_pages import pages
 
 from gpubench.store.benchjson import rows_from_benchmark_json
 from gpubench.store.results import ResultsError
@@ -90,7 +91,8 @@ def test_compare_reads_benchmark_json_and_flags_a_slowdown(pytester: pytest.Pyte
 
 
 def test_the_readme_names_the_reader_where_it_is() -> None:
-    """The README's "Benchmarks in CI" names the reader by its import path: that path works."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    """The docs name the reader by its import path (docs/ci-gate.md, docs/api.md): that path
+    works."""
+    readme = "".join(p.read_text(encoding="utf-8") for p in pages())
     (dotted,) = set(re.findall(r"`(gpubench[\w.]*)\.rows_from_benchmark_json\(", readme))
     assert importlib.import_module(dotted).rows_from_benchmark_json is rows_from_benchmark_json

@@ -1,6 +1,6 @@
-"""The README's benchmark gate ("Benchmarks in CI"), run as written, must catch a slowdown.
+"""The documented benchmark gate (docs/ci-gate.md), run as written, must catch a slowdown.
 
-The commands are read from the README's bash block, so the README and this test cannot drift
+The commands are read from that page's first bash block, so the page and this test cannot drift
 apart. Each runs in a subprocess from the repository root, as a user runs it, with three
 additions that leave what it does whole: `-k` picks a handful of benchmarks (the tiny CPU ones
 at batch 4, fp32, SGD: one per reference model), `--benchmark-storage` points the saved runs
@@ -9,7 +9,7 @@ keeps pytest's cache out of the checkout. `python -m pytest_benchmark compare` r
 from that folder's parent, where its default storage (`./.benchmarks`) is; `--benchmark-json`'s
 file name is moved to the temporary folder.
 
-Margins (this test asserts the gate's verdict, never a timing of this machine): the README's
+Margins (this test asserts the gate's verdict, never a timing of this machine): the page's
 gate is `min:200%`, a benchmark fails when its fastest step is more than 3x the baseline's.
 The slowdown is the test-only hook GPUBENCH_TEST_EXTRA_FORWARDS=100 (tests/benchmarks/
 conftest.py): 100 extra forward passes in every step. In one run on the project's 2-core
@@ -26,12 +26,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from doc_pages import GATE_HEADING, GATE_PAGE, block_after, split
 
 from gpubench.models import MODEL_NAMES
 from gpubench.store.benchjson import rows_from_benchmark_json
@@ -46,27 +46,19 @@ pytestmark = pytest.mark.slow  # four runs of the benchmark suite: about a minut
 
 
 def readme_commands() -> list[tuple[dict[str, str], list[str]]]:
-    """The README's "Benchmarks in CI" bash block: (environment assignments, argv) per command,
+    """docs/ci-gate.md's first bash block: (environment assignments, argv) per command,
     continuation lines joined, comments dropped."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Benchmarks in CI") :]
-    section = section[: section.index("\n## ", 1)]
-    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
-    assert block, "README's 'Benchmarks in CI' has no bash block"
+    block = block_after(GATE_PAGE, GATE_HEADING, "bash")
     commands = []
-    for line in block.group(1).replace("\\\n", " ").splitlines():
-        words = shlex.split(line, comments=True)
-        env: dict[str, str] = {}
-        while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
-            key, _, value = words.pop(0).partition("=")
-            env[key] = value
+    for line in block.replace("\\\n", " ").splitlines():
+        env, words = split(line)
         if words:
             commands.append((env, words))
     return commands
 
 
 def readme_command(word: str) -> tuple[dict[str, str], list[str]]:
-    """The one README command with an argument that starts with `word`."""
+    """The one documented command with an argument that starts with `word`."""
     (found,) = [c for c in readme_commands() if any(w.startswith(word) for w in c[1])]
     return found
 

@@ -124,7 +124,7 @@ def test_missing_nvml_is_a_reason_and_one_warning_not_a_crash(no_nvml: str) -> N
     assert nvml.unavailable_reason() == no_nvml
     assert nvml.system_info() == {"available": False, "reason": no_nvml}
     with pytest.warns(nvml.NvmlWarning, match="Library Not Found") as caught:
-        assert nvml.warn_if_unavailable() == no_nvml
+        assert nvml.warn_if_unavailable(["cpu", "cuda"]) == no_nvml
     assert len(caught) == 1
     with pytest.raises(RuntimeError, match="NVML unavailable"):
         nvml.Device(0)
@@ -138,7 +138,18 @@ def test_nvml_here_answers_or_says_why() -> None:
         assert info["driver_version"]
     else:
         with warnings.catch_warnings(record=True):
-            assert nvml.warn_if_unavailable() == reason
+            assert nvml.warn_if_unavailable(["cuda"]) == reason
+
+
+def test_missing_nvml_is_silent_where_no_cuda_device_is_asked_for(no_nvml: str) -> None:
+    """A CPU-only sweep on a machine without an NVIDIA driver: no row has NVML fields, so no
+    warning (issue 30: every sweep there started with one); the reason is still returned."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        assert nvml.warn_if_unavailable(["cpu"]) == no_nvml
+        assert nvml.warn_if_unavailable([]) == no_nvml
+    with pytest.warns(nvml.NvmlWarning):
+        nvml.warn_if_unavailable(["cpu", "cuda:1"])
 
 
 @pytest.mark.gpu

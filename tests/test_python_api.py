@@ -4,12 +4,12 @@ is found by its name or by the README's relative path wherever Python runs."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from doc_pages import block_after
 
 from gpubench.config.errors import ConfigError
 from gpubench.config.suite import SHIPPED, load_suite
@@ -27,11 +27,10 @@ SHRINK = (
 
 
 def readme_snippet() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Python API") :]
-    m = re.search(r"```python\n(.*?)```", section, re.S)
-    assert m is not None, "README's Python API section has no python block"
-    return m.group(1)
+    snippet = block_after("README.md", "## Your own model", "python")
+    # the reference page shows the same example, so it runs too
+    assert snippet in block_after("docs/api.md", "# Python API", "python")
+    return snippet
 
 
 def test_the_readmes_python_api_runs_from_another_folder(tmp_path: Path) -> None:

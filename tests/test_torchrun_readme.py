@@ -1,7 +1,8 @@
-"""Every torchrun command in the README runs, as written, with torchrun on the CPU.
+"""Every torchrun command in README.md and docs/*.md runs, as written, with torchrun on the CPU.
 
-The commands are read from README.md (each line of a code block that starts with `torchrun`,
-continuation lines joined), so the README and this test cannot drift apart. Each runs in a
+The commands are read from the pages (each line of a code block that starts with `torchrun`,
+continuation lines joined, each distinct command once: tests/doc_pages.py), so the pages and
+this test cannot drift apart. Each runs in a
 temporary folder (its `--out results/...` lands there) with two changes that leave its form
 whole: the suite is shrunk by gpubench's own documented flags, appended after the command's
 (`--models mlp --batch-sizes 16 --parallel ddp --scaling weak --steps 2`: one DDP point per
@@ -13,13 +14,12 @@ one thread each."""
 from __future__ import annotations
 
 import os
-import re
-import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from doc_pages import torchrun_lines
 
 from gpubench.run.ranks import free_port
 from gpubench.store.results import read_rows
@@ -32,16 +32,6 @@ pytestmark = [
     pytest.mark.slow,  # up to eight torch processes at once
     pytest.mark.skipif(shutil.which("torchrun") is None, reason="needs torchrun on PATH"),
 ]
-
-
-def torchrun_commands(readme: str) -> list[list[str]]:
-    """The argv of every torchrun command in `readme`'s code blocks."""
-    commands = []
-    for block in re.findall(r"```[a-z]*\n(.*?)```", readme, re.DOTALL):
-        for line in block.replace("\\\n", " ").splitlines():
-            if line.startswith("torchrun "):
-                commands.append(shlex.split(line, comments=True))
-    return commands
 
 
 def _option(argv: list[str], name: str) -> str | None:
@@ -80,13 +70,13 @@ def run_as_written(argv: list[str], cwd: Path) -> list[subprocess.CompletedProce
 
 
 def test_the_readme_has_torchrun_commands() -> None:
-    commands = torchrun_commands((ROOT / "README.md").read_text(encoding="utf-8"))
+    commands = torchrun_lines()
     assert len(commands) >= 2 and any(_option(c, "--nnodes") for c in commands)
 
 
 @pytest.mark.parametrize(
     "argv",
-    torchrun_commands((ROOT / "README.md").read_text(encoding="utf-8")),
+    torchrun_lines(),
     ids=lambda argv: " ".join(argv[1:5]),
 )
 def test_a_readme_torchrun_command_runs_as_written(argv: list[str], tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from gpubench.probes.nvml_readings import Reading
@@ -54,10 +54,12 @@ def unavailable_reason() -> str | None:
     return _state["reason"]
 
 
-def warn_if_unavailable() -> str | None:
-    """Warn once (call once per sweep) that NVML is missing and why; returns the reason."""
+def warn_if_unavailable(devices: Iterable[str]) -> str | None:
+    """Warn (call once per sweep) that NVML is missing and why, only where `devices` name a
+    CUDA device: NVML fields exist only on CUDA rows, so a CPU-only sweep on a machine without
+    an NVIDIA driver says nothing about NVML. Returns the reason (None where NVML works)."""
     reason = unavailable_reason()
-    if reason is not None:
+    if reason is not None and any(d.startswith("cuda") for d in devices):
         warnings.warn(
             f"NVML unavailable ({reason}): GPU memory, power, energy, utilisation, clock and "
             "temperature fields are null",

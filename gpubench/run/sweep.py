@@ -128,7 +128,7 @@ def run_sweep(
                 timeout_s=point_timeout_s,
             )
             store.write_json("env.json", captured)
-        nvml.warn_if_unavailable()  # once per sweep: the rows' NVML fields will be null
+        nvml.warn_if_unavailable(spec.resolved_devices())  # once: CUDA rows' NVML fields null
         done = read_rows(run_dir) if store.path.is_file() else []
         try:
             points = plan(spec, run_dir, max_memory, point_timeout_s, plan_file)

@@ -211,7 +211,7 @@ def tune(
                 [request.device], space.values["precision"], True, timeout_s=point_timeout_s
             )
             store.write_json("env.json", captured)
-        nvml.warn_if_unavailable()
+        nvml.warn_if_unavailable(spec.resolved_devices())
         record = T.TuneRecord(request.to_dict(), space.to_dict())
         measurements = tune_rows.read_measurements(run_dir)
         done = {(Point.of(r).key(), int(r["tune_round"])): r for r in measurements}
