@@ -28,7 +28,7 @@ from doc_pages import (
     split,
 )
 
-from gpubench.cli import parser
+from gpubench.cli import max_batch_args, parser, sweep_args
 from gpubench.cli.tune_args import request_from_args
 from gpubench.store.row import COLUMNS, SERIES
 
@@ -69,9 +69,9 @@ def test_a_documented_command_parses_and_names_what_exists(
     except SystemExit as e:  # argparse's usage error (its message is on stderr above)
         pytest.fail(f"{page}: `{line}` does not parse (exit {e.code})")
     if ns.command == "sweep" and ns.resume is None:
-        parser.spec_from_args(ns)  # the suite exists and the flags validate against it
+        sweep_args.spec_from_args(ns)  # the suite exists and the flags validate against it
     elif ns.command == "max-batch":
-        parser.point_from_args(ns)
+        max_batch_args.point_from_args(ns)
     elif ns.command == "tune" and ns.target is None and ns.resume is None:
         request_from_args(ns)
     for word in args:
