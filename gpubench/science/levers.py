@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpubench.science.partition import is_on, same_key
+from gpubench.science.partition import is_on, norm, same_key
 
 # (field, value that turns the lever on, its name, the flag that measures it)
 LEVERS: dict[str, list[tuple[str, Any, str, str]]] = {
@@ -84,7 +84,7 @@ def _larger_batch(
     size, issue 25: the batch is the user's; the micro-batch is the lever, weighed under
     "effective batch")."""
     batches = {int(r["batch_size"]) for r in records}
-    ways = {int(r.get("accumulate") or 1) for r in records}
+    ways = {int(norm(r.get("accumulate")) or 1) for r in records}
     if len(batches) == 1 and len(ways) > 1:
         return (
             f"a larger batch: not searched, every row trains the effective batch "

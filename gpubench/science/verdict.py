@@ -12,11 +12,12 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.science import standing, target_time
+from gpubench.science import leaders, standing, target_time
 from gpubench.science.bottleneck import Bottleneck, classify
 from gpubench.science.devices import Across, DeviceLead, across, device_leads
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
 from gpubench.science.energy_lines import energy_lines
+from gpubench.science.headline import headline
 from gpubench.science.levers import levers
 from gpubench.science.partition import (
     FIXED,
@@ -38,11 +39,6 @@ _WHAT = {
     "mixed": "mixed: near the ridge, the matmul and bandwidth roofs bind alike",
     "input": "input-bound: the step waits on batches copied from the host",
 }
-
-
-# A tie whose figures are further apart than this is no "within X%": its rows were too noisy
-# for the difference to count (a tie of x1.68 read "within 67.7%").
-WIDE_TIE = 0.25
 
 
 @dataclass
@@ -76,20 +72,17 @@ class ModelVerdict:
     # against each other one
     devices: list[DeviceLead] = field(default_factory=list)
     across: list[Across] = field(default_factory=list)
+    # the leader's samples/s in the interleaved rounds where they tied it (the tie's figures are
+    # then the rounds'), and the practical difference under which a lead is a tie
+    rounds_samples_per_s: float | None = None
+    margin: float = leaders.MARGIN
 
     def headline(self) -> str:
-        """'fastest X, N samples/s', 'tie: X and Y within 1.6% (N and M samples/s)', or, where
-        the tied figures are more than WIDE_TIE apart (rows too noisy to be told apart, not
-        close), 'tie: X and Y, too noisy to tell apart (N and M samples/s)'."""
-        if not self.ties:
-            return f"fastest {self.fastest}, {self.samples_per_s:,.0f} samples/s"
-        names = " and ".join([self.fastest, *(t["label"] for t in self.ties)])
-        within = max(abs(float(t["ratio"]) - 1) for t in self.ties)
-        figures = [self.samples_per_s, *(float(t["samples_per_s"]) for t in self.ties)]
-        rates = " and ".join(f"{x:,.0f}" for x in figures)
-        if within > WIDE_TIE:
-            return f"tie: {names}, too noisy to tell apart ({rates} samples/s)"
-        return f"tie: {names} within {within:.1%} ({rates} samples/s)"
+        """The first line (science.headline): the fastest, or the tie, its figures from one
+        measurement."""
+        return headline(
+            self.fastest, self.samples_per_s, self.ties, self.rounds_samples_per_s, self.margin
+        )
 
     def lines(self) -> list[str]:
         """The verdict as lines of text (the terminal's and the report's words)."""
@@ -182,10 +175,15 @@ def verdicts(
     frame: pd.DataFrame,
     cpu_energy_reason: str | None = None,
     confirmations: list[dict[str, Any]] | None = None,
+    margin: float = leaders.MARGIN,
+    command: str = "sweep",
 ) -> list[ModelVerdict]:
     """One verdict per partition (model, size, model options, optimizer, lr rule: see
     science.partition) with a point that ran, in order. `confirmations`: the interleaved
-    re-measurements of the leaders (run.confirm's records), where they were taken."""
+    re-measurements of the leaders (run.confirm's records), where they were taken; `margin`:
+    the practical difference (a share) under which a lead is a tie; `command`: what made the
+    rows ("sweep" or "tune"), so that the next experiment is one that command can run."""
+    leaders.check_margin(margin)
     if frame.empty:
         return []
     records = frame.to_dict("records")
@@ -197,17 +195,21 @@ def verdicts(
     for key in sorted(groups, key=lambda k: tuple(str(x) for x in k)):
         rows = groups[key]
         if any(standing.ran(r) for r in rows):
-            out.append(_verdict(rows, found.get(key), cpu_energy_reason))
+            out.append(_verdict(rows, found.get(key), cpu_energy_reason, margin, command))
     return out
 
 
 def _verdict(
-    all_rows: list[dict[str, Any]], confirmation: dict[str, Any] | None, cpu_reason: str | None
+    all_rows: list[dict[str, Any]],
+    confirmation: dict[str, Any] | None,
+    cpu_reason: str | None,
+    margin: float,
+    command: str,
 ) -> ModelVerdict:
     ok = [r for r in all_rows if standing.ran(r)]
     pool = standing.pool(all_rows)  # per device: a filter on rows never decides between them
     among = varying(pool)
-    lead = standing.lead(pool, confirmation, among)
+    lead = standing.lead(pool, confirmation, among, margin)
     best = lead.best
     v = ModelVerdict(
         heading(best),
@@ -218,9 +220,11 @@ def _verdict(
         ties=lead.ties,
         confidence=lead.confidence,
         confirmation=lead.record,
+        rounds_samples_per_s=lead.rounds_samples_per_s,
+        margin=margin,
     )
     v.stands_on, v.stands_on_counts = standing.stands_on(ok, best, among)
-    v.devices = device_leads(ok, confirmation, among, first=v.device)
+    v.devices = device_leads(ok, confirmation, among, first=v.device, margin=margin)
     v.across = across(v.devices, ok)
     # every row of the partition, failed ones too: a seed that diverged did not reach the target
     v.time_to_target = _time_to_target(all_rows)
