@@ -22,11 +22,12 @@ def headline(
     rounds_samples_per_s: float | None,
     margin: float,
 ) -> str:
-    """'fastest X, N samples/s'; 'tie: X and Y within 1.6% (N and M samples/s)'; where every
-    tied candidate of the rounds is ahead by less than the margin's worth of certainty, 'tie at
-    the 3% margin: X ahead of Y by 1.0-10% (...)'; where the bound is over WIDE_TIE, 'tie: X and
-    Y, too noisy to tell apart (...)'; then '; also Z, not re-measured (K samples/s in its row)'
-    for the rows the rounds could not afford."""
+    """'fastest X, N samples/s'; 'tie: X and Y within 1.6% (N and M samples/s)'; where the
+    rounds put X ahead of every tied candidate (intervals above 1) but not surely by more than
+    the margin, and by more than it at their upper bound, 'tie at the 3% margin: X and Y; the
+    first ahead by 1.0%-10.0%, not shown to be more than 3% (...)'; where the bound is over
+    WIDE_TIE, 'tie: X and Y, too noisy to tell apart (...)'; then '; also Z, not re-measured
+    (K samples/s in the sweep's rows)' for the rows the rounds could not afford."""
     if not ties:
         return f"fastest {fastest}, {samples_per_s:,.0f} samples/s"
     measured = [t for t in ties if t.get("source") == "rounds"]
@@ -48,7 +49,7 @@ def _tie(
     figures = [leader_sps, *(float(t["samples_per_s"]) for t in ties)]
     rates = f"({' and '.join(f'{x:,.0f}' for x in figures)} samples/s{where})"
     within = max(float(t.get("bound", abs(float(t["ratio"]) - 1))) for t in ties)
-    if where and all(float(t.get("low", 0.0)) > 1.0 for t in ties):
+    if where and all(float(t.get("low", 0.0)) > 1.0 and within > margin for t in ties):
         low = min(float(t["low"]) for t in ties) - 1
         return (
             f"tie at the {percent(margin)} margin: {names}; the first ahead by "

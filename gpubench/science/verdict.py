@@ -18,7 +18,7 @@ from gpubench.science.devices import Across, DeviceLead, across, device_leads
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
 from gpubench.science.energy_lines import energy_lines
 from gpubench.science.headline import headline
-from gpubench.science.levers import levers
+from gpubench.science.levers import levers, no_help
 from gpubench.science.partition import (
     FIXED,
     heading,
@@ -63,6 +63,8 @@ class ModelVerdict:
     bottleneck: str | None = None
     evidence: list[str] = field(default_factory=list)
     levers: list[str] = field(default_factory=list)
+    # settings of the levers measured here that do not help: slower, or within the margin
+    not_levers: list[str] = field(default_factory=list)
     next_experiment: str | None = None
     energy: list[str] = field(default_factory=list)
     unclassified: str | None = None  # why the bottleneck is not classified
@@ -100,6 +102,7 @@ class ModelVerdict:
                 + (f"; {'; '.join(self.evidence)}" if self.evidence else "")
             )
         out += [f"  lever: {lever}" for lever in self.levers]
+        out += [f"  not a lever: {line}" for line in self.not_levers]
         if self.next_experiment:
             out.append(f"  next: {self.next_experiment}")
         out += [f"  energy: {e}" for e in self.energy]
@@ -146,6 +149,7 @@ class ModelVerdict:
             else {"kind": self.bottleneck, "evidence": self.evidence},
             "unclassified": self.unclassified,
             "levers": self.levers,
+            "not_levers": self.not_levers,
             "next_experiment": self.next_experiment,
             "cpu_speedup": self.cpu_speedup,
             "time_to_target": self.time_to_target,
@@ -234,18 +238,20 @@ def _verdict(
     if judged is not None:
         kind = v.bottleneck = judged.kind
         v.evidence = [judged.evidence, *([scaling] if scaling else [])]
-        v.levers, v.next_experiment = levers(kind, best, ok, all_rows, among)
+        v.levers, v.next_experiment = levers(kind, best, ok, all_rows, among, margin, command)
+        v.not_levers = no_help(kind, best, ok, among, margin)
     else:
         v.evidence = [scaling] if scaling else []
-        v.unclassified, v.next_experiment = _unclassified(best)
+        v.unclassified, v.next_experiment = _unclassified(best, command)
     v.energy = energy_lines(best, v.devices, ok, cpu_reason, among)
     v.effective_batch = effective_batches(all_rows)
     return v
 
 
-def _unclassified(best: dict[str, Any]) -> tuple[str, str | None]:
-    """Why the fastest row has no bottleneck, and what would give it one (None: nothing the
-    user can do by re-running)."""
+def _unclassified(best: dict[str, Any], command: str = "sweep") -> tuple[str, str | None]:
+    """Why the fastest row has no bottleneck, and what would give it one, as a flag of the
+    `command` that made the rows ("sweep" or "tune"; None: nothing the user can do by
+    re-running)."""
     prof = best.get("profile")
     if isinstance(prof, dict) and prof.get("skipped"):
         return (
@@ -255,6 +261,13 @@ def _unclassified(best: dict[str, Any]) -> tuple[str, str | None]:
         )
     if _norm(best.get("parallel")) not in (None, "none"):
         return "parallel points carry no profile, FLOPs or roof yet", None
+    if not isinstance(prof, dict) and command == "tune":
+        # tune profiles only its last round: this row was measured in an earlier one
+        return (
+            "tune profiles only its last round's configurations, and this one was measured "
+            "before it",
+            f"profile it with a sweep of it alone: {_sweep_of(best)}",
+        )
     if not isinstance(prof, dict):
         return (
             "the run was measured without profiling",
@@ -272,6 +285,18 @@ def _unclassified(best: dict[str, Any]) -> tuple[str, str | None]:
     if missing:
         return f"the row has no {' or '.join(missing)}", None
     return "its profile, intensity and roof fit no rule", None
+
+
+def _sweep_of(row: dict[str, Any]) -> str:
+    """The sweep command that measures `row`'s configuration (its main axes; further settings
+    as the row names them)."""
+    command = (
+        f"gpubench sweep --models {row['model']} --size {row.get('model_size') or 'small'} "
+        f"--devices {row['device']} --precisions {row['precision']} --optimizers "
+        f"{row['optimizer']} --batch-sizes {int(row['batch_size'])}"
+    )
+    compiled = _norm(row.get("compile"))
+    return command + (f" --compile {compiled}" if compiled else "")
 
 
 def _bottleneck(row: dict[str, Any]) -> Bottleneck | None:
