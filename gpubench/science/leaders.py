@@ -45,7 +45,10 @@ MARGIN = 0.03
 def check_margin(margin: float) -> float:
     """`margin` itself where it is a share in [0, 1); a ValueError naming it otherwise."""
     if not (isinstance(margin, int | float) and 0 <= float(margin) < 1):
-        raise ValueError(f"margin {margin!r}: a share in [0, 1), e.g. 0.03 for 3%")
+        raise ValueError(
+            f"invalid margin {margin!r}; allowed: a share from 0 up to (not including) 1, "
+            "e.g. 0.03 for 3% (explain --margin takes percent: 0 up to 100)"
+        )
     return float(margin)
 
 

@@ -57,6 +57,20 @@ def pool(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if id(r) in kept]
 
 
+def alone(rows: list[dict[str, Any]]) -> str:
+    """Why `rows` (one partition's, failed ones too) leave one configuration to compare, where
+    pool() keeps a single row: only one ran, or the others that ran were contended (busy) and
+    left out, said with the counts."""
+    ran_ = [r for r in rows if ran(r)]
+    if len(ran_) <= 1:
+        return "a single configuration ran"
+    left_out = len(ran_) - len(pool(rows))
+    return (
+        f"one configuration to compare: {left_out} of the {len(ran_)} that ran were contended "
+        "(busy) and left out"
+    )
+
+
 def _clean_or_all(ok: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in ok if r.get("busy") is not True] or ok
 
