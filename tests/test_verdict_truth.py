@@ -109,3 +109,17 @@ def test_no_larger_batch_for_a_fixed_effective_batch_of_which_one_way_ran() -> N
         "(4 ways of reaching it, weighed below)"
     )
     assert "--batch-sizes" not in str(v.next_experiment)
+
+
+def test_the_published_confirmed_run_reads_true() -> None:
+    # it could not be explained at all (an empty `accumulate` read back as NaN), and its CPU
+    # energy line read "CPU not measured (nan)"
+    found = {
+        v.model: v for v in explain_runs([ROOT / "results" / "20261123-cpu-quick-confirmed"])[0]
+    }
+    assert not any("(nan)" in line for v in found.values() for line in v.energy)
+    # the rounds' own figures and bound, not the rows' (6,691 and 5,644, "within 9.0%")
+    assert found["mlp/small, adamw"].headline() == (
+        "tie: cpu bf16 B=64 and cpu fp32 B=64 within 20.0% "
+        "(6,843 and 6,460 samples/s, interleaved rounds)"
+    )
