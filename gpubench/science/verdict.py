@@ -141,6 +141,8 @@ class ModelVerdict:
                 "identity": self.identity,
             },
             "ties": self.ties,
+            "margin": self.margin,
+            "rounds_samples_per_s": self.rounds_samples_per_s,
             "confidence": self.confidence,
             "confirmation": self.confirmation,
             "stands_on": {"text": self.stands_on, **self.stands_on_counts},
