@@ -5,6 +5,7 @@ that are never tied with everything. Synthetic samples and the committed runs; n
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 from pathlib import Path
@@ -13,12 +14,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from report_fixture import speed_row
+from report_fixture import env, speed_row, write_run
 
+from gpubench.cli.main import main
 from gpubench.config.spec import Point
 from gpubench.report.explain import explain_runs
 from gpubench.science import leaders
 from gpubench.science.verdict import verdicts
+from gpubench.store import confirmations
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = Point("mlp", "small", "cpu", "fp32", "sgd", 64)
@@ -141,3 +144,21 @@ def test_the_published_h100_runs_no_longer_tie_a_gpu_with_slow_cpu_rows() -> Non
     for v in found.values():
         for t in v.ties:
             assert v.samples_per_s / float(t["samples_per_s"]) < 1 + float(t["bound"]) + 1e-9
+
+
+def test_explain_takes_the_margin_in_percent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [
+        _row(BASE, 64 / 1000, 0.01),
+        _row(dataclasses.replace(BASE, batch_size=16), 0.016, 0.01),
+    ]
+    run = write_run(tmp_path / "run", rows, env())
+    record = _record(rows, _paired(1.004, 0.003))
+    (run / confirmations.FILE).write_text(json.dumps({"partitions": [record]}))
+    assert main(["explain", str(run)]) == 0
+    assert "mlp/small, sgd: tie: cpu fp32 B=64 and cpu fp32 B=16 within" in capsys.readouterr().out
+    assert main(["explain", str(run), "--margin", "0"]) == 0
+    assert "mlp/small, sgd: fastest cpu fp32 B=64" in capsys.readouterr().out
+    assert main(["explain", str(run), "--margin", "100"]) == 2
+    assert "invalid margin 1.0" in capsys.readouterr().err
