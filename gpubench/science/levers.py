@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench.science.leaders import MARGIN
+from gpubench.science.leaders import MARGIN, Comparison
 from gpubench.science.partition import is_on, label, norm, same_key
+from gpubench.store.row import IDENTITY
 
 # (field, value that turns the lever on, its name, the flag that measures it)
 LEVERS: dict[str, list[tuple[str, Any, str, str]]] = {
@@ -50,13 +51,16 @@ def levers(
     among: list[str],
     margin: float = MARGIN,
     command: str = "sweep",
+    paired: dict[tuple[Any, ...], Comparison] | None = None,
 ) -> tuple[list[str], str | None]:
     """The levers for `kind`: each measured one that helps by more than `margin` (its
     samples/s with it over without, naming the row it is measured against) and each one not
     measured; and the first unmeasured one as the next experiment (a larger batch when the
     fastest is the largest batch measured), as a flag of `command` ("sweep" or "tune").
+    `paired`: the interleaved rounds' comparisons of `best` with the rows they measured (by
+    identity): where a lever's two rows are among them, its effect is the rounds' ratio.
     A setting measured slower, or within the margin, is no lever: see no_help()."""
-    found = [e for e in _effects(kind, best, records, among, margin) if e.helps]
+    found = [e for e in _effects(kind, best, records, among, margin, paired) if e.helps]
     lines, todo = [e.line for e in found], [e.todo for e in found if e.todo]
     if kind in ("launch", "memory", "mixed"):
         line, todo_first = _larger_batch(best, records, all_rows, command)
@@ -71,14 +75,20 @@ def no_help(
     records: list[dict[str, Any]],
     among: list[str],
     margin: float = MARGIN,
+    paired: dict[tuple[Any, ...], Comparison] | None = None,
 ) -> list[str]:
     """The settings of `kind`'s levers that were measured and do not help here: slower, or
     within `margin` of the fastest point (a lever that slows the step down is not one)."""
-    return [e.line for e in _effects(kind, best, records, among, margin) if not e.helps]
+    return [e.line for e in _effects(kind, best, records, among, margin, paired) if not e.helps]
 
 
 def _effects(
-    kind: str, best: dict[str, Any], records: list[dict[str, Any]], among: list[str], margin: float
+    kind: str,
+    best: dict[str, Any],
+    records: list[dict[str, Any]],
+    among: list[str],
+    margin: float,
+    paired: dict[tuple[Any, ...], Comparison] | None,
 ) -> list[Effect]:
     out = []
     for fld, on, name, flag in LEVERS[kind]:
@@ -102,6 +112,15 @@ def _effects(
                 out.append(Effect(f"{name}: in use; not measured without it", True))
                 continue
             other = max(off, key=lambda r: float(r["samples_per_s"]))
+            rounds = (paired or {}).get(_identity(other))
+            if rounds is not None:  # measured in the same minutes: the rounds' ratio
+                text = (
+                    f"{name}: in use, {rounds.ratio:.2f}x the samples/s of "
+                    f"{label(other, among)} without it in the interleaved rounds (95% CI "
+                    f"{rounds.low:.2f}-{rounds.high:.2f}x)"
+                )
+                out.append(Effect(text, True) if rounds.holds(margin) else _unshown(text, margin))
+                continue
             ratio = float(best["samples_per_s"]) / float(other["samples_per_s"])
             text = (
                 f"{name}: in use, {ratio:.2f}x the samples/s of {label(other, among)} "
@@ -123,6 +142,14 @@ def _effects(
             )
             out.append(_judged(text, ratio, margin))
     return out
+
+
+def _identity(row: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(norm(row.get(k)) for k in IDENTITY)
+
+
+def _unshown(text: str, margin: float) -> Effect:
+    return Effect(f"{text}: not shown to be more than the {margin * 100:.3g}% margin", False)
 
 
 def _judged(text: str, ratio: float, margin: float) -> Effect:

@@ -4,7 +4,7 @@ which rows behind it were measured contended or noisy."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.science import leaders
@@ -20,7 +20,9 @@ class Lead:
     interval's upper bound, less 1), and `source`: "rounds" where the interleaved rounds
     measured the ratio and the figure, "rows" where both are the sweep's rows'), the sentence
     saying how that was decided, the confirmation's record (None: none ran), the leader's
-    samples/s in the rounds (None where no rounds tie it with anything), and the margin."""
+    samples/s in the rounds (None where no rounds tie it with anything), the margin, and
+    `paired`: the rounds' comparison of the leader with each candidate they measured, by the
+    candidate's identity (what a lever measured in the same minutes says)."""
 
     best: dict[str, Any]
     ties: list[dict[str, Any]]
@@ -28,6 +30,7 @@ class Lead:
     record: dict[str, Any] | None
     rounds_samples_per_s: float | None = None
     margin: float = leaders.MARGIN
+    paired: dict[tuple[Any, ...], leaders.Comparison] = field(default_factory=dict)
 
 
 def contended(row: dict[str, Any]) -> bool:
@@ -168,6 +171,7 @@ def _confirmed(
     d = leaders.Decision.from_dict(record["decision"]).at(margin)
     best = rows[d.leader]
     comps = {c.candidate: c for c in d.comparisons}
+    paired = {identity(rows[i]): c for i, c in comps.items()}
     rounds = f"{d.rounds} interleaved rounds ({float(record.get('seconds') or 0):.1f} s)"
     busy = record.get("other_load_cores")
     shared = (
@@ -194,7 +198,7 @@ def _confirmed(
             f"its lead held, by more than the {percent(margin)} margin, over "
             f"{rounds}{shared}: {against}{also}"
         )
-        return Lead(best, untested, held, record, None, margin)
+        return Lead(best, untested, held, record, None, margin, paired)
     medians = d.median_samples_per_s or [float(r["samples_per_s"]) for r in rows]
     ties = [
         {
@@ -218,6 +222,7 @@ def _confirmed(
         record,
         float(medians[d.leader]),
         margin,
+        paired,
     )
 
 

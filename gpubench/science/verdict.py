@@ -240,8 +240,10 @@ def _verdict(
     if judged is not None:
         kind = v.bottleneck = judged.kind
         v.evidence = [judged.evidence, *([scaling] if scaling else [])]
-        v.levers, v.next_experiment = levers(kind, best, ok, all_rows, among, margin, command)
-        v.not_levers = no_help(kind, best, ok, among, margin)
+        v.levers, v.next_experiment = levers(
+            kind, best, ok, all_rows, among, margin, command, lead.paired
+        )
+        v.not_levers = no_help(kind, best, ok, among, margin, lead.paired)
     else:
         v.evidence = [scaling] if scaling else []
         v.unclassified, v.next_experiment = _unclassified(best, command)
