@@ -31,7 +31,8 @@ def test_a_row_without_an_interval_reads_one_from_its_raw_step_times() -> None:
     times = list(np.random.default_rng(0).lognormal(np.log(0.01), 0.02, 40))
     low, high = leaders.interval({"samples_per_s": 100.0, "step_times_s": times})
     assert 90 < low < 100 < high < 110
-    assert leaders.interval({"samples_per_s": 100.0}) == (0.0, float("inf"))
+    # no step times at all: its figure alone, never an interval that reaches everything
+    assert leaders.interval({"samples_per_s": 100.0}) == (100.0, 100.0)
 
 
 def _rounds(

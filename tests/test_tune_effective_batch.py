@@ -186,5 +186,5 @@ def test_the_verdict_does_not_ask_for_larger_batches_of_a_fixed_effective_batch(
     assert todo is None  # not "measure larger batches: --batch-sizes auto"
     assert line == (
         "a larger batch: not searched, every row trains the effective batch B=1024 "
-        "(3 ways of accumulating it, weighed below)"
+        "(3 ways of reaching it, weighed below)"
     )

@@ -99,10 +99,10 @@ def test_the_confirmation_decides_a_winner_or_a_tie() -> None:
     ahead = [[900.0 + i for i in range(8)], [945.0 + i for i in range(8)]]
     (v,) = verdicts(_frame(rows), confirmations=[_record(rows, ahead)])
     assert v.fastest == "cpu fp32 B=16" and not v.ties
-    assert "its lead held over 8 interleaved rounds" in v.confidence
+    assert "its lead held, by more than the 3% margin, over 8 interleaved rounds" in v.confidence
     level = [[900.0, 905, 899, 903, 898, 902, 901], [901.0, 899, 904, 897, 903, 900, 902]]
     (t,) = verdicts(_frame(rows), confirmations=[_record(rows, level)])
-    assert t.ties and "no lead held over 7 interleaved rounds" in t.confidence
+    assert t.ties and "no lead of more than the 3% margin held over 7 interleaved" in t.confidence
     assert t.to_dict()["winner"] is None and t.to_dict()["ties"][0]["low"] <= 1.0
 
 

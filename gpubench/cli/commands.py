@@ -172,23 +172,24 @@ def merge(
     return 0
 
 
-def _print_verdict(dirs: list[Path]) -> None:
+def _print_verdict(dirs: list[Path], margin: float | None = None) -> None:
     """Every sweep ends with its answer: the verdict per model (printed after the tables)."""
     from gpubench.report.explain import explain_runs
 
-    console.verdict(*explain_runs(dirs))
+    console.verdict(*explain_runs(dirs, *([] if margin is None else [margin])))
 
 
-def explain(dirs: list[Path], as_json: bool = False) -> int:
+def explain(dirs: list[Path], as_json: bool = False, margin_pct: float | None = None) -> int:
     """`gpubench explain DIR...`: the verdict of run folders, in the terminal (as JSON with
-    `as_json`)."""
+    `as_json`), a lead under `margin_pct` percent being a tie (None: the default margin)."""
     from gpubench.report.explain import explain_runs
 
+    margin = None if margin_pct is None else margin_pct / 100
     try:
         if not as_json:
-            _print_verdict(dirs)
+            _print_verdict(dirs, margin)
             return 0
-        found, names = explain_runs(dirs)
+        found, names = explain_runs(dirs, *([] if margin is None else [margin]))
     except (ResultsError, ValueError) as e:
         raise ConfigError(str(e)) from e
     answer = {"runs": names, "verdicts": [v.to_dict() for v in found]}

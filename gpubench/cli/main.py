@@ -95,7 +95,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "report":
         return commands.report(args.dirs, args.out)
     if args.command == "explain":
-        return commands.explain(args.dirs, as_json=args.json)
+        return commands.explain(args.dirs, as_json=args.json, margin_pct=args.margin)
     if args.command == "compare":
         return commands.compare(args.base, args.new, args.threshold, args.format)
     if args.command == "max-batch":

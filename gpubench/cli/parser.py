@@ -101,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the verdicts as JSON: per model and optimizer the winner's identity, the "
         "ties, how sure, the bottleneck and its evidence, the levers",
     )
+    explain.add_argument(
+        "--margin",
+        type=values.arg(values.percent),
+        metavar="PCT",
+        help="the practical difference, in percent (default: 3): a smaller lead is a tie",
+    )
 
     sub.add_parser("list", help="show the models, sizes, precisions, optimizers and suites")
     sub.add_parser("env", help="print the machine and software as JSON")

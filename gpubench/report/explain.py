@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpubench.report.runs import Run, combine, load_runs
+from gpubench.science.leaders import MARGIN
 from gpubench.science.verdict import ModelVerdict, verdicts
 from gpubench.store import confirmations
 
@@ -23,15 +24,32 @@ def cpu_energy_reason(runs: Sequence[Run]) -> str | None:
     return None
 
 
-def run_verdicts(runs: Sequence[Run], frame: pd.DataFrame | None = None) -> list[ModelVerdict]:
+def command(runs: Sequence[Run]) -> str:
+    """What made the runs' rows: "tune" where every folder holds a tune.json, else "sweep"
+    (the next experiment must be one that command can run)."""
+    return "tune" if all((Path(r.path) / TUNE_FILE).is_file() for r in runs) else "sweep"
+
+
+# written by tune beside its rows (tune/ owns it; only its presence is read here)
+TUNE_FILE = "tune.json"
+
+
+def run_verdicts(
+    runs: Sequence[Run], frame: pd.DataFrame | None = None, margin: float = MARGIN
+) -> list[ModelVerdict]:
     """One verdict per partition over all of `runs` together (`frame`: their combined rows),
     with each run's confirmation of its leaders (for a single run: several runs' rows compete
-    together, and their leaders were never re-measured side by side)."""
+    together, and their leaders were never re-measured side by side); a lead of no more than
+    `margin` (a share) is a tie."""
     found = confirmations.read(runs[0].path) if len(runs) == 1 else None
-    return verdicts(combine(runs) if frame is None else frame, cpu_energy_reason(runs), found)
+    rows = combine(runs) if frame is None else frame
+    return verdicts(rows, cpu_energy_reason(runs), found, margin, command(runs))
 
 
-def explain_runs(dirs: Sequence[str | Path]) -> tuple[list[ModelVerdict], list[str]]:
-    """The verdicts of the run folders `dirs`, and the folders' names."""
+def explain_runs(
+    dirs: Sequence[str | Path], margin: float = MARGIN
+) -> tuple[list[ModelVerdict], list[str]]:
+    """The verdicts of the run folders `dirs` at the practical difference `margin`, and the
+    folders' names."""
     runs = load_runs(dirs)
-    return run_verdicts(runs), [r.name for r in runs]
+    return run_verdicts(runs, margin=margin), [r.name for r in runs]

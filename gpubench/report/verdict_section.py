@@ -56,6 +56,7 @@ def _card(v: ModelVerdict) -> str:
         why = f"not classified: {v.unclassified or 'no evidence'}"
         items.append(("bottleneck", "; ".join([why, *v.evidence])))
     items += [("lever", lever) for lever in v.levers]
+    items += [("not a lever", line) for line in v.not_levers]
     if v.next_experiment:
         items.append(("next experiment", v.next_experiment))
     items += [("energy", e) for e in v.energy]

@@ -118,7 +118,7 @@ def _confirm_partition(
         "decision": None,
     }
     if len(chosen) < 2:
-        return record | {"status": "not needed", "reason": "a single configuration ran"}
+        return record | {"status": "not needed", "reason": standing.alone(rows)}
     parallel = [r for r in chosen if str(r.get("parallel") or "none") != "none"]
     if parallel:
         return record | {

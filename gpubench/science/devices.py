@@ -10,7 +10,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpubench.science import standing
+from gpubench.science import leaders, standing
 from gpubench.science.partition import label, norm, same_key
 from gpubench.store.row import IDENTITY
 from gpubench.store.wording import plural
@@ -64,13 +64,14 @@ def device_leads(
     confirmation: dict[str, Any] | None,
     among: list[str],
     first: str | None = None,
+    margin: float = leaders.MARGIN,
 ) -> list[DeviceLead]:
     """Per device of `ok` (one partition's rows that ran), its lead: the device `first` (the
     verdict's answer's) first, then the others fastest first. A device whose rows were all
     contended keeps them (standing.pool)."""
     out = []
     for device, rows in standing.by_device(ok).items():
-        lead = standing.lead(standing.pool(rows), confirmation, among)
+        lead = standing.lead(standing.pool(rows), confirmation, among, margin)
         best = lead.best
         out.append(
             DeviceLead(

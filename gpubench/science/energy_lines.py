@@ -9,7 +9,7 @@ from typing import Any
 
 from gpubench.science import standing
 from gpubench.science.devices import DeviceLead
-from gpubench.science.partition import label
+from gpubench.science.partition import label, norm
 
 # How a row's device energy was measured (the row's `energy_method`), in words.
 _METHODS = {"counter": "NVML energy counter", "power_integral": "NVML sampled power, integrated"}
@@ -52,7 +52,7 @@ def of(row: dict[str, Any], cpu_reason: str | None = None) -> str:
     if row["device"] == "cpu":
         if _finite(row.get("cpu_samples_per_j")):
             return f"{float(row['cpu_samples_per_j']):,.1f} samples/J (RAPL package)"
-        why = row.get("cpu_energy_note") or cpu_reason or "no RAPL reading in these rows"
+        why = norm(row.get("cpu_energy_note")) or cpu_reason or "no RAPL reading in these rows"
         return f"CPU not measured ({why})"
     if _finite(row.get("samples_per_j")):
         return f"{float(row['samples_per_j']):,.1f} samples/J ({_method(row)})"

@@ -8,9 +8,14 @@ leader's, and the runner-up: any of them could be the fastest. They are re-measu
 one short window each per round, in rotating order, so that whatever else the machine does in
 those minutes falls on all of them alike. For the leader of the rounds and each other candidate
 the per-round ratio of their samples/s is a paired sample; the leader's lead over a candidate
-*holds* when the distribution-free 95% interval of the median ratio lies above 1. A winner is
-named only where its lead holds over every candidate; otherwise the candidates whose interval
-reaches 1 are tied with it.
+*holds* when the distribution-free 95% interval of the median ratio (a sign test's: scipy's
+`quantile_test`) lies above 1 + MARGIN, the practical difference. A winner is named only where
+its lead holds over every candidate; the others are tied with it, and the interval says how:
+
+- the interval lies within the margin on both sides: equivalent (no practical difference);
+- its lower bound is above 1 but not above 1 + MARGIN: ahead, but perhaps by less than the
+  margin (a 1-10% lead at a 3% margin is neither a clear win nor shown to be equivalent);
+- its lower bound is at or below 1: the rounds cannot tell which is faster.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
-from gpubench.harness.timing import Stats, median_ci_indices, min_samples_for_ci
+from gpubench.harness.timing import Stats, min_samples_for_ci
 
 CONFIDENCE = 0.95
 MAX_CANDIDATES = 4  # the leader and up to 3 contenders are re-measured
@@ -30,32 +36,61 @@ MIN_ROUNDS = min_samples_for_ci(CONFIDENCE)  # 6: the fewest with an interval of
 # than one point's interval says (two quiet default sweeps here: the same point 10-30% apart):
 # a row within this share of the leader's interval is a candidate too.
 DRIFT = 0.1
+# The practical difference: a lead smaller than this share is no lead worth naming, whatever a
+# test says (a 0.05% lead held over the rounds is real and useless). `explain --margin` and the
+# `margin` arguments below change it.
+MARGIN = 0.03
+
+
+def check_margin(margin: float) -> float:
+    """`margin` itself where it is a share in [0, 1); a ValueError naming it otherwise."""
+    if not (isinstance(margin, int | float) and 0 <= float(margin) < 1):
+        raise ValueError(
+            f"invalid margin {margin!r}; allowed: a share from 0 up to (not including) 1, "
+            "e.g. 0.03 for 3% (explain --margin takes percent: 0 up to 100)"
+        )
+    return float(margin)
 
 
 def interval(row: dict[str, Any]) -> tuple[float, float]:
-    """The 95% interval of a row's samples/s, from its step time's (0, inf where it has none;
-    from the raw step times where the row predates `step_time_ci_rel`)."""
+    """The 95% interval of a row's samples/s, from its step time's (from the raw step times
+    where the row predates `step_time_ci_rel`), never wider than the range of the raw step
+    times it kept (the median's interval lies between two of them). A row with too few steps
+    for an interval is placed by that range, and one that kept none by its median alone: a row
+    clearly slower by its figures never reads as possibly the fastest for lack of an interval."""
     sps = float(row["samples_per_s"])
     ci = row.get("step_time_ci_rel")
     times = row.get("step_times_s")
-    if (ci is None or (isinstance(ci, float) and math.isnan(ci))) and isinstance(times, list):
-        ci = Stats.of([float(t) for t in times]).ci_rel if times else None
-    if ci is None or not math.isfinite(float(ci)) or float(ci) >= 1:
-        return 0.0, math.inf
-    return sps / (1 + float(ci)), sps / (1 - float(ci))
+    kept = [float(t) for t in times if t and t > 0] if isinstance(times, list) else []
+    if (ci is None or (isinstance(ci, float) and math.isnan(ci))) and len(kept) >= MIN_ROUNDS:
+        ci = Stats.of(kept).ci_rel
+    low, high = 0.0, math.inf
+    if ci is not None and math.isfinite(float(ci)) and float(ci) < 1:
+        low, high = sps / (1 + float(ci)), sps / (1 - float(ci))
+    if kept:
+        # samples/s over the range of the step times, scaled to the row's own median figure
+        step = float(row.get("step_time_s") or float(np.median(kept)))
+        low, high = max(low, sps * step / max(kept)), min(high, sps * step / min(kept))
+    elif math.isinf(high):
+        low, high = sps, sps
+    return min(low, sps), max(high, sps)
 
 
-def candidates(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _within(row: dict[str, Any], top: dict[str, Any], margin: float) -> bool:
+    """`row` could be the fastest beside `top` (the fastest by its figure): its interval
+    reaches top's widened by DRIFT, or its figure is within `margin` of top's."""
+    reach = interval(row)[1] >= interval(top)[0] * (1 - DRIFT)
+    return reach or float(row["samples_per_s"]) * (1 + margin) >= float(top["samples_per_s"])
+
+
+def candidates(rows: list[dict[str, Any]], margin: float = MARGIN) -> list[dict[str, Any]]:
     """The rows that could be the fastest, fastest first: the leader, every row whose interval
-    reaches the leader's widened by DRIFT, and the runner-up (affordable() picks the ones a
-    budget re-measures)."""
+    reaches the leader's widened by DRIFT or whose figure is within `margin` of it, and the
+    runner-up (affordable() picks the ones a budget re-measures)."""
     ranked = sorted(rows, key=lambda r: -float(r["samples_per_s"]))
     if len(ranked) < 2:
         return ranked
-    low = interval(ranked[0])[0] * (1 - DRIFT)
-    chosen = [ranked[0], ranked[1]]
-    chosen += [r for r in ranked[2:] if interval(r)[1] >= low]
-    return chosen
+    return ranked[:2] + [r for r in ranked[2:] if _within(r, ranked[0], margin)]
 
 
 # What re-measuring one candidate costs beyond its rounds, in its own steps: building it and
@@ -91,17 +126,29 @@ class Comparison:
     low: float
     high: float
 
-    @property
-    def holds(self) -> bool:
-        """The leader is ahead of this candidate at 95% confidence."""
-        return self.low > 1.0
+    def holds(self, margin: float = MARGIN) -> bool:
+        """The leader is ahead of this candidate by more than `margin` at 95% confidence."""
+        return self.low > 1.0 + margin
+
+    def reading(self, margin: float = MARGIN) -> str:
+        """What the interval says at `margin`: "ahead" (by more than the margin), "equivalent"
+        (within the margin either way), "ahead, perhaps by less than the margin", or "cannot
+        tell" (it reaches 1)."""
+        if self.holds(margin):
+            return "ahead"
+        if self.high <= 1.0 + margin and self.low >= 1.0 / (1.0 + margin):
+            return "equivalent"
+        if self.low > 1.0:
+            return "ahead, perhaps by less than the margin"
+        return "cannot tell"
 
 
 @dataclass(frozen=True)
 class Decision:
     """The outcome of the rounds. `leader` is the candidate with the highest median samples/s;
-    `winner` is it where its lead holds over every other candidate, else None; `tied` are the
-    candidates it could not be told from (itself first; empty when there is a winner)."""
+    `winner` is it where its lead holds (by more than `margin`) over every other candidate,
+    else None; `tied` are the candidates it could not be told from by that much (itself first;
+    empty when there is a winner)."""
 
     rounds: int
     leader: int
@@ -109,12 +156,14 @@ class Decision:
     tied: list[int]
     comparisons: list[Comparison] = field(default_factory=list)
     median_samples_per_s: list[float] = field(default_factory=list)
+    margin: float = MARGIN
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Decision:
+        """The decision as recorded (a record from before the margin decided at margin 0)."""
         comps = [Comparison(**c) for c in d.get("comparisons", [])]
         return Decision(
             int(d["rounds"]),
@@ -123,12 +172,21 @@ class Decision:
             [int(i) for i in d.get("tied", [])],
             comps,
             [float(x) for x in d.get("median_samples_per_s", [])],
+            float(d.get("margin") or 0.0),
+        )
+
+    def at(self, margin: float) -> Decision:
+        """The same rounds decided at `margin`: the winner and the tie from the comparisons."""
+        return _settle(
+            self.rounds, self.leader, self.comparisons, self.median_samples_per_s, margin
         )
 
 
-def decide(samples: list[list[float]]) -> Decision:
+def decide(samples: list[list[float]], margin: float = MARGIN) -> Decision:
     """Decide from `samples[c][r]`, candidate c's samples/s in round r (every candidate measured
-    in every round). Needs at least MIN_ROUNDS rounds and two candidates."""
+    in every round), at the practical difference `margin`. Needs at least MIN_ROUNDS rounds and
+    two candidates."""
+    check_margin(margin)
     x = np.asarray(samples, dtype=float)
     if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < MIN_ROUNDS:
         raise ValueError(f"need at least 2 candidates and {MIN_ROUNDS} rounds, got shape {x.shape}")
@@ -137,21 +195,38 @@ def decide(samples: list[list[float]]) -> Decision:
     medians = np.median(x, axis=1)
     leader = int(np.argmax(medians))
     comps = [_compare(x[leader], x[c], c) for c in range(x.shape[0]) if c != leader]
-    if all(c.holds for c in comps):
-        return Decision(x.shape[1], leader, leader, [], comps, medians.tolist())
-    tied = [leader] + [c.candidate for c in comps if not c.holds]
-    return Decision(x.shape[1], leader, None, tied, comps, medians.tolist())
+    return _settle(x.shape[1], leader, comps, medians.tolist(), margin)
+
+
+def _settle(
+    rounds: int, leader: int, comps: list[Comparison], medians: list[float], margin: float
+) -> Decision:
+    check_margin(margin)
+    if all(c.holds(margin) for c in comps):
+        return Decision(rounds, leader, leader, [], comps, medians, margin)
+    tied = [leader] + [c.candidate for c in comps if not c.holds(margin)]
+    return Decision(rounds, leader, None, tied, comps, medians, margin)
 
 
 def _compare(lead: np.ndarray, other: np.ndarray, index: int) -> Comparison:
-    ratios = np.sort(lead / other)
-    lo, hi = median_ci_indices(len(ratios), CONFIDENCE) or (0, len(ratios) - 1)
-    return Comparison(index, float(np.median(ratios)), float(ratios[lo]), float(ratios[hi]))
+    """The median per-round ratio and its distribution-free 95% interval: the sign test's
+    (the order statistics a Binomial(n, 1/2) allows; every candidate of a round shares that
+    round's machine, so the ratio pairs them)."""
+    ratios = lead / other
+    ci = stats.quantile_test(ratios, q=1.0, p=0.5).confidence_interval(CONFIDENCE)
+    return Comparison(index, float(np.median(ratios)), float(ci.low), float(ci.high))
 
 
-def by_intervals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def by_intervals(rows: list[dict[str, Any]], margin: float = MARGIN) -> list[dict[str, Any]]:
     """Without a re-measurement: the rows whose samples/s interval reaches the leader's widened
-    by DRIFT (the leader first), as candidates() chooses them. One row: a clear leader."""
+    by DRIFT, or whose figure is within `margin` of the leader's (the leader first), as
+    candidates() chooses them. One row: a clear leader."""
     ranked = sorted(rows, key=lambda r: -float(r["samples_per_s"]))
-    low = interval(ranked[0])[0] * (1 - DRIFT)
-    return [ranked[0]] + [r for r in ranked[1:] if interval(r)[1] >= low]
+    return [ranked[0]] + [r for r in ranked[1:] if _within(r, ranked[0], margin)]
+
+
+def bound(top: dict[str, Any], row: dict[str, Any]) -> float:
+    """The most `top` could be ahead of `row` by their intervals: top's upper bound over row's
+    lower, less 1 (inf where row's lower bound is 0)."""
+    low = interval(row)[0]
+    return math.inf if low <= 0 else interval(top)[1] / low - 1

@@ -4,9 +4,12 @@ experiment worth running: never one the run already did."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from gpubench.science.partition import is_on, norm, same_key
+from gpubench.science.leaders import MARGIN, Comparison
+from gpubench.science.partition import is_on, label, norm, same_key
+from gpubench.store.row import IDENTITY
 
 # (field, value that turns the lever on, its name, the flag that measures it)
 LEVERS: dict[str, list[tuple[str, Any, str, str]]] = {
@@ -30,17 +33,64 @@ LEVERS: dict[str, list[tuple[str, Any, str, str]]] = {
 }
 
 
+@dataclass(frozen=True)
+class Effect:
+    """One lever's standing at the fastest point: its line, whether it helps by more than the
+    margin (or was not measured: then `todo` says how to measure it)."""
+
+    line: str
+    helps: bool
+    todo: str | None = None
+
+
 def levers(
     kind: str,
     best: dict[str, Any],
     records: list[dict[str, Any]],
     all_rows: list[dict[str, Any]],
     among: list[str],
+    margin: float = MARGIN,
+    command: str = "sweep",
+    paired: dict[tuple[Any, ...], Comparison] | None = None,
 ) -> tuple[list[str], str | None]:
-    """The levers for `kind`, each with its measured effect (samples/s with it over without, at
-    the fastest point's other settings) or 'not measured'; and the first unmeasured one as the
-    next experiment (a larger batch when the fastest is the largest batch measured)."""
-    lines, todo = [], []
+    """The levers for `kind`: each measured one that helps by more than `margin` (its
+    samples/s with it over without, naming the row it is measured against) and each one not
+    measured; and the first unmeasured one as the next experiment (a larger batch when the
+    fastest is the largest batch measured), as a flag of `command` ("sweep" or "tune").
+    `paired`: the interleaved rounds' comparisons of `best` with the rows they measured (by
+    identity): where a lever's two rows are among them, its effect is the rounds' ratio.
+    A setting measured slower, or within the margin, is no lever: see no_help()."""
+    found = [e for e in _effects(kind, best, records, among, margin, paired) if e.helps]
+    lines, todo = [e.line for e in found], [e.todo for e in found if e.todo]
+    if kind in ("launch", "memory", "mixed"):
+        line, todo_first = _larger_batch(best, records, all_rows, command)
+        lines.append(line)
+        todo[:0] = [todo_first] if todo_first else []
+    return lines, (todo[0] if todo else None)
+
+
+def no_help(
+    kind: str,
+    best: dict[str, Any],
+    records: list[dict[str, Any]],
+    among: list[str],
+    margin: float = MARGIN,
+    paired: dict[tuple[Any, ...], Comparison] | None = None,
+) -> list[str]:
+    """The settings of `kind`'s levers that were measured and do not help here: slower, or
+    within `margin` of the fastest point (a lever that slows the step down is not one)."""
+    return [e.line for e in _effects(kind, best, records, among, margin, paired) if not e.helps]
+
+
+def _effects(
+    kind: str,
+    best: dict[str, Any],
+    records: list[dict[str, Any]],
+    among: list[str],
+    margin: float,
+    paired: dict[tuple[Any, ...], Comparison] | None,
+) -> list[Effect]:
+    out = []
     for fld, on, name, flag in LEVERS[kind]:
         if not _applies(fld, best):
             continue
@@ -54,41 +104,84 @@ def levers(
         where = "at the same batch" if same else "best of each over the batch sizes"
         if is_on(best.get(fld), on):
             off = [r for r in same or anyb if not is_on(r.get(fld), on)]
-            if off:
-                ratio = float(best["samples_per_s"]) / max(float(r["samples_per_s"]) for r in off)
-                lines.append(f"{name}: in use, {ratio:.2f}x the samples/s without it ({where})")
-            else:
-                lines.append(f"{name}: in use; not measured without it")
+            # a lower precision is one against fp32 where fp32 was measured (bf16 over fp16 is
+            # no lower precision); else against the best without it, named
+            full = [r for r in off if fld == "precision" and r.get("precision") == "fp32"]
+            off = full or off
+            if not off:
+                out.append(Effect(f"{name}: in use; not measured without it", True))
+                continue
+            other = max(off, key=lambda r: float(r["samples_per_s"]))
+            rounds = (paired or {}).get(_identity(other))
+            if rounds is not None:  # measured in the same minutes: the rounds' ratio
+                text = (
+                    f"{name}: in use, {rounds.ratio:.2f}x the samples/s of "
+                    f"{label(other, among)} without it in the interleaved rounds (95% CI "
+                    f"{rounds.low:.2f}-{rounds.high:.2f}x)"
+                )
+                out.append(Effect(text, True) if rounds.holds(margin) else _unshown(text, margin))
+                continue
+            ratio = float(best["samples_per_s"]) / float(other["samples_per_s"])
+            text = (
+                f"{name}: in use, {ratio:.2f}x the samples/s of {label(other, among)} "
+                f"without it ({where})"
+            )
+            out.append(_judged(text, ratio, margin))
         else:
             with_it = [r for r in same or anyb if is_on(r.get(fld), on)]
-            if with_it:
-                top = max(float(r["samples_per_s"]) for r in with_it)
-                ratio = top / float(best["samples_per_s"])
-                lines.append(f"{name}: {ratio:.2f}x the samples/s ({where}, measured)")
-            else:
-                lines.append(f"{name}: not measured")
-                todo.append(f"measure {name}: {flag}")
-    if kind in ("launch", "memory", "mixed"):
-        line, todo_first = _larger_batch(best, records, all_rows)
-        lines.append(line)
-        todo[:0] = [todo_first] if todo_first else []
-    return lines, (todo[0] if todo else None)
+            if not with_it:
+                if fld == "precision":  # beside the fastest's own precision
+                    flag = f"--precisions {best.get('precision')},{on}"
+                out.append(Effect(f"{name}: not measured", True, f"measure {name}: {flag}"))
+                continue
+            top = max(float(r["samples_per_s"]) for r in with_it)
+            ratio = top / float(best["samples_per_s"])
+            text = (
+                f"{name}: {ratio:.2f}x the samples/s of {label(best, among)}, the fastest "
+                f"({where}, measured)"
+            )
+            out.append(_judged(text, ratio, margin))
+    return out
+
+
+def _identity(row: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(norm(row.get(k)) for k in IDENTITY)
+
+
+def _unshown(text: str, margin: float) -> Effect:
+    return Effect(f"{text}: not shown to be more than the {margin * 100:.3g}% margin", False)
+
+
+def _judged(text: str, ratio: float, margin: float) -> Effect:
+    """A measured lever's effect at `margin`: a help, no practical difference, or slower."""
+    if ratio > 1 + margin:
+        return Effect(text, True)
+    if ratio * (1 + margin) < 1:
+        return Effect(f"{text}: slower here", False)
+    return Effect(f"{text}: no practical difference at the {margin * 100:.3g}% margin", False)
 
 
 def _larger_batch(
-    best: dict[str, Any], records: list[dict[str, Any]], all_rows: list[dict[str, Any]]
+    best: dict[str, Any],
+    records: list[dict[str, Any]],
+    all_rows: list[dict[str, Any]],
+    command: str = "sweep",
 ) -> tuple[str, str | None]:
     """Whether a larger batch is worth measuring: not where one of the fastest point's series
     already ran out of memory above it (all_rows holds the failed points too), nor where every
-    row trains one effective batch in several ways of accumulating it (tune with one batch
-    size, issue 25: the batch is the user's; the micro-batch is the lever, weighed under
-    "effective batch")."""
-    batches = {int(r["batch_size"]) for r in records}
-    ways = {int(norm(r.get("accumulate")) or 1) for r in records}  # NaN: a row before the column
+    row, failed ones too, trains one effective batch in several ways of accumulating it (tune
+    with one batch size, issue 25: the batch is the user's; the micro-batch is the lever,
+    weighed under "effective batch"), nor after a tune, which searches up to the largest batch
+    that fits unless told otherwise."""
+    batches = {int(r["batch_size"]) for r in all_rows or records}
+    ways = {
+        (int(norm(r.get("accumulate")) or 1), norm(r.get("checkpoint")))
+        for r in all_rows or records
+    }
     if len(batches) == 1 and len(ways) > 1:
         return (
             f"a larger batch: not searched, every row trains the effective batch "
-            f"B={best['batch_size']} ({len(ways)} ways of accumulating it, weighed below)",
+            f"B={best['batch_size']} ({len(ways)} ways of reaching it, weighed below)",
             None,
         )
     series = [
@@ -110,6 +203,12 @@ def _larger_batch(
         return (
             f"a larger batch: B={largest} is the largest that fitted and the fastest; "
             f"B={min(oom)} ran out of memory",
+            None,
+        )
+    if command == "tune":
+        return (
+            f"a larger batch: B={largest} is the largest searched and the fastest (tune searches "
+            "up to the largest that fits unless --batch-sizes restricts it)",
             None,
         )
     if len({str(r["device"]) for r in records}) > 1:

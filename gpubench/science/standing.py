@@ -4,7 +4,7 @@ which rows behind it were measured contended or noisy."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.science import leaders
@@ -16,13 +16,21 @@ from gpubench.store.wording import plural, times
 @dataclass(frozen=True)
 class Lead:
     """The fastest row (the leader of a tie), the rows tied with it (as dicts: label, samples/s,
-    identity, and its ratio to the leader with the 95% interval where rounds measured it), the
-    sentence saying how that was decided, and the confirmation's record (None: none ran)."""
+    identity, `ratio` leader over it, `bound` the most the leader could be ahead of it (the
+    interval's upper bound, less 1), and `source`: "rounds" where the interleaved rounds
+    measured the ratio and the figure, "rows" where both are the sweep's rows'), the sentence
+    saying how that was decided, the confirmation's record (None: none ran), the leader's
+    samples/s in the rounds (None where no rounds tie it with anything), the margin, and
+    `paired`: the rounds' comparison of the leader with each candidate they measured, by the
+    candidate's identity (what a lever measured in the same minutes says)."""
 
     best: dict[str, Any]
     ties: list[dict[str, Any]]
     confidence: str
     record: dict[str, Any] | None
+    rounds_samples_per_s: float | None = None
+    margin: float = leaders.MARGIN
+    paired: dict[tuple[Any, ...], leaders.Comparison] = field(default_factory=dict)
 
 
 def contended(row: dict[str, Any]) -> bool:
@@ -52,6 +60,20 @@ def pool(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if id(r) in kept]
 
 
+def alone(rows: list[dict[str, Any]]) -> str:
+    """Why `rows` (one partition's, failed ones too) leave one configuration to compare, where
+    pool() keeps a single row: only one ran, or the others that ran were contended (busy) and
+    left out, said with the counts."""
+    ran_ = [r for r in rows if ran(r)]
+    if len(ran_) <= 1:
+        return "a single configuration ran"
+    left_out = len(ran_) - len(pool(rows))
+    return (
+        f"one configuration to compare: {left_out} of the {len(ran_)} that ran were contended "
+        "(busy) and left out"
+    )
+
+
 def _clean_or_all(ok: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in ok if r.get("busy") is not True] or ok
 
@@ -70,11 +92,17 @@ def identity(row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(norm(row.get(k)) for k in IDENTITY)
 
 
-def lead(pool: list[dict[str, Any]], confirmation: dict[str, Any] | None, among: list[str]) -> Lead:
+def lead(
+    pool: list[dict[str, Any]],
+    confirmation: dict[str, Any] | None,
+    among: list[str],
+    margin: float = leaders.MARGIN,
+) -> Lead:
     """The lead among `pool` (ok rows of one partition, or of one device of it): from
     `confirmation`'s rounds where they re-measured rows of the pool, its fastest row among them
     (rounds that never measured the pool's fastest cannot say what leads it: a confirmation
-    of one device's rows decides nothing across devices), else from the rows' intervals."""
+    of one device's rows decides nothing across devices), else from the rows' intervals; a lead
+    of no more than `margin` is a tie either way."""
     by_id = {identity(r): r for r in pool}
     top = max(pool, key=lambda r: float(r["samples_per_s"]))
     if confirmation is not None and confirmation.get("decision"):
@@ -82,8 +110,9 @@ def lead(pool: list[dict[str, Any]], confirmation: dict[str, Any] | None, among:
         if all(r is not None for r in rows) and any(r is top for r in rows):
             others = [by_id.get(identity(c)) for c in confirmation.get("unmeasured", [])]
             unmeasured = [r for r in others if r is not None]
-            return _confirmed([r for r in rows if r is not None], unmeasured, confirmation, among)
-    ranked = leaders.by_intervals(pool)
+            measured = [r for r in rows if r is not None]
+            return _confirmed(measured, unmeasured, confirmation, among, margin)
+    ranked = leaders.by_intervals(pool, margin)
     best, tied = ranked[0], ranked[1:]
     why = _not_confirmed(confirmation, among)
     if not tied:
@@ -92,27 +121,40 @@ def lead(pool: list[dict[str, Any]], confirmation: dict[str, Any] | None, among:
             "the only row"
             if not others
             else (
-                f"its 95% interval clears every other row's by over {leaders.DRIFT:.0%} "
+                f"its 95% interval clears every other row's by over {leaders.DRIFT:.0%}, and "
+                f"its figure theirs by over the {percent(margin)} margin "
                 f"(x{_ratio(best, others[0]):.3g} the runner-up, {label(others[0], among)})"
             )
         )
-        return Lead(best, [], f"{text}; {why}", confirmation)
-    ties = [
-        {
-            "label": label(r, among),
-            "samples_per_s": float(r["samples_per_s"]),
-            "identity": _identity_dict(r),
-            "ratio": _ratio(best, r),
-        }
-        for r in tied
-    ]
+        return Lead(best, [], f"{text}; {why}", confirmation, None, margin)
+    ties = [_row_tie(best, r, among) for r in tied]
     return Lead(
         best,
         ties,
         f"the rows' 95% intervals overlap, or come within {leaders.DRIFT:.0%} (the drift "
-        f"between points measured minutes apart); {why}",
+        f"between points measured minutes apart), or their figures within the "
+        f"{percent(margin)} margin; {why}",
         confirmation,
+        None,
+        margin,
     )
+
+
+def percent(share: float) -> str:
+    """0.03 -> '3%', 0.025 -> '2.5%'."""
+    return f"{share * 100:.3g}%"
+
+
+def _row_tie(best: dict[str, Any], row: dict[str, Any], among: list[str]) -> dict[str, Any]:
+    """A row tied with `best` by the rows' own figures and intervals."""
+    return {
+        "label": label(row, among),
+        "samples_per_s": float(row["samples_per_s"]),
+        "identity": _identity_dict(row),
+        "ratio": _ratio(best, row),
+        "bound": leaders.bound(best, row),
+        "source": "rows",
+    }
 
 
 def _confirmed(
@@ -120,12 +162,16 @@ def _confirmed(
     unmeasured: list[dict[str, Any]],
     record: dict[str, Any],
     among: list[str],
+    margin: float,
 ) -> Lead:
-    """The lead the rounds decided among `rows`; `unmeasured` could be the fastest too (their
-    intervals reach the leader's) but did not fit the budget: they tie with the leader."""
-    d = leaders.Decision.from_dict(record["decision"])
+    """The lead the rounds decided among `rows`, at `margin` (whatever margin the record was
+    decided at: the comparisons are the rounds', the margin the reader's); `unmeasured` could
+    be the fastest too (their intervals reach the leader's) but did not fit the budget: they
+    tie with the leader, by the rows' figures."""
+    d = leaders.Decision.from_dict(record["decision"]).at(margin)
     best = rows[d.leader]
     comps = {c.candidate: c for c in d.comparisons}
+    paired = {identity(rows[i]): c for i, c in comps.items()}
     rounds = f"{d.rounds} interleaved rounds ({float(record.get('seconds') or 0):.1f} s)"
     busy = record.get("other_load_cores")
     shared = (
@@ -135,19 +181,12 @@ def _confirmed(
     )
     against = "; ".join(
         f"{times(c.ratio, 3)} over {label(rows[i], among)} "
-        f"(95% CI {times(c.low, 3)}-{times(c.high, 3)})"
+        f"(95% CI {times(c.low, 3)}-{times(c.high, 3)}"
+        + ("" if c.holds(margin) else f": {_reading(c, margin)}")
+        + ")"
         for i, c in sorted(comps.items())
     )
-    untested = [
-        {
-            "label": label(r, among),
-            "samples_per_s": float(r["samples_per_s"]),
-            "identity": _identity_dict(r),
-            "ratio": _ratio(best, r),
-            "re_measured": False,
-        }
-        for r in unmeasured
-    ]
+    untested = [_row_tie(best, r, among) | {"re_measured": False} for r in unmeasured]
     also = (
         f"; not re-measured (over the budget), so tied with it: "
         f"{', '.join(t['label'] for t in untested)}"
@@ -155,22 +194,45 @@ def _confirmed(
         else ""
     )
     if d.winner is not None:
-        held = f"its lead held over {rounds}{shared}: {against}{also}"
-        return Lead(best, untested, held, record)
+        held = (
+            f"its lead held, by more than the {percent(margin)} margin, over "
+            f"{rounds}{shared}: {against}{also}"
+        )
+        return Lead(best, untested, held, record, None, margin, paired)
+    medians = d.median_samples_per_s or [float(r["samples_per_s"]) for r in rows]
     ties = [
         {
             "label": label(rows[i], among),
-            "samples_per_s": float(rows[i]["samples_per_s"]),
+            "samples_per_s": float(medians[i]),
             "identity": _identity_dict(rows[i]),
             "ratio": comps[i].ratio,
             "low": comps[i].low,
             "high": comps[i].high,
+            "bound": comps[i].high - 1,
+            "reading": comps[i].reading(margin),
+            "source": "rounds",
         }
         for i in d.tied[1:]
     ]
     return Lead(
-        best, ties + untested, f"no lead held over {rounds}{shared}: {against}{also}", record
+        best,
+        ties + untested,
+        f"no lead of more than the {percent(margin)} margin held over {rounds}{shared}: "
+        f"{against}{also}",
+        record,
+        float(medians[d.leader]),
+        margin,
+        paired,
     )
+
+
+def _reading(c: leaders.Comparison, margin: float) -> str:
+    reading = c.reading(margin)
+    if reading == "equivalent":
+        return f"within the {percent(margin)} margin either way, no practical difference"
+    if reading == "cannot tell":
+        return "the rounds cannot tell which is faster"
+    return f"ahead, but perhaps by less than the {percent(margin)} margin"
 
 
 def _not_confirmed(record: dict[str, Any] | None, among: list[str]) -> str:

@@ -12,12 +12,13 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.science import standing, target_time
+from gpubench.science import leaders, standing, target_time
 from gpubench.science.bottleneck import Bottleneck, classify
 from gpubench.science.devices import Across, DeviceLead, across, device_leads
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
 from gpubench.science.energy_lines import energy_lines
-from gpubench.science.levers import levers
+from gpubench.science.headline import headline
+from gpubench.science.levers import levers, no_help
 from gpubench.science.partition import (
     FIXED,
     heading,
@@ -38,11 +39,6 @@ _WHAT = {
     "mixed": "mixed: near the ridge, the matmul and bandwidth roofs bind alike",
     "input": "input-bound: the step waits on batches copied from the host",
 }
-
-
-# A tie whose figures are further apart than this is no "within X%": its rows were too noisy
-# for the difference to count (a tie of x1.68 read "within 67.7%").
-WIDE_TIE = 0.25
 
 
 @dataclass
@@ -67,6 +63,8 @@ class ModelVerdict:
     bottleneck: str | None = None
     evidence: list[str] = field(default_factory=list)
     levers: list[str] = field(default_factory=list)
+    # settings of the levers measured here that do not help: slower, or within the margin
+    not_levers: list[str] = field(default_factory=list)
     next_experiment: str | None = None
     energy: list[str] = field(default_factory=list)
     unclassified: str | None = None  # why the bottleneck is not classified
@@ -76,20 +74,17 @@ class ModelVerdict:
     # against each other one
     devices: list[DeviceLead] = field(default_factory=list)
     across: list[Across] = field(default_factory=list)
+    # the leader's samples/s in the interleaved rounds where they tied it (the tie's figures are
+    # then the rounds'), and the practical difference under which a lead is a tie
+    rounds_samples_per_s: float | None = None
+    margin: float = leaders.MARGIN
 
     def headline(self) -> str:
-        """'fastest X, N samples/s', 'tie: X and Y within 1.6% (N and M samples/s)', or, where
-        the tied figures are more than WIDE_TIE apart (rows too noisy to be told apart, not
-        close), 'tie: X and Y, too noisy to tell apart (N and M samples/s)'."""
-        if not self.ties:
-            return f"fastest {self.fastest}, {self.samples_per_s:,.0f} samples/s"
-        names = " and ".join([self.fastest, *(t["label"] for t in self.ties)])
-        within = max(abs(float(t["ratio"]) - 1) for t in self.ties)
-        figures = [self.samples_per_s, *(float(t["samples_per_s"]) for t in self.ties)]
-        rates = " and ".join(f"{x:,.0f}" for x in figures)
-        if within > WIDE_TIE:
-            return f"tie: {names}, too noisy to tell apart ({rates} samples/s)"
-        return f"tie: {names} within {within:.1%} ({rates} samples/s)"
+        """The first line (science.headline): the fastest, or the tie, its figures from one
+        measurement."""
+        return headline(
+            self.fastest, self.samples_per_s, self.ties, self.rounds_samples_per_s, self.margin
+        )
 
     def lines(self) -> list[str]:
         """The verdict as lines of text (the terminal's and the report's words)."""
@@ -107,6 +102,7 @@ class ModelVerdict:
                 + (f"; {'; '.join(self.evidence)}" if self.evidence else "")
             )
         out += [f"  lever: {lever}" for lever in self.levers]
+        out += [f"  not a lever: {line}" for line in self.not_levers]
         if self.next_experiment:
             out.append(f"  next: {self.next_experiment}")
         out += [f"  energy: {e}" for e in self.energy]
@@ -145,6 +141,8 @@ class ModelVerdict:
                 "identity": self.identity,
             },
             "ties": self.ties,
+            "margin": self.margin,
+            "rounds_samples_per_s": self.rounds_samples_per_s,
             "confidence": self.confidence,
             "confirmation": self.confirmation,
             "stands_on": {"text": self.stands_on, **self.stands_on_counts},
@@ -153,6 +151,7 @@ class ModelVerdict:
             else {"kind": self.bottleneck, "evidence": self.evidence},
             "unclassified": self.unclassified,
             "levers": self.levers,
+            "not_levers": self.not_levers,
             "next_experiment": self.next_experiment,
             "cpu_speedup": self.cpu_speedup,
             "time_to_target": self.time_to_target,
@@ -182,10 +181,15 @@ def verdicts(
     frame: pd.DataFrame,
     cpu_energy_reason: str | None = None,
     confirmations: list[dict[str, Any]] | None = None,
+    margin: float = leaders.MARGIN,
+    command: str = "sweep",
 ) -> list[ModelVerdict]:
     """One verdict per partition (model, size, model options, optimizer, lr rule: see
     science.partition) with a point that ran, in order. `confirmations`: the interleaved
-    re-measurements of the leaders (run.confirm's records), where they were taken."""
+    re-measurements of the leaders (run.confirm's records), where they were taken; `margin`:
+    the practical difference (a share) under which a lead is a tie; `command`: what made the
+    rows ("sweep" or "tune"), so that the next experiment is one that command can run."""
+    leaders.check_margin(margin)
     if frame.empty:
         return []
     records = frame.to_dict("records")
@@ -197,17 +201,21 @@ def verdicts(
     for key in sorted(groups, key=lambda k: tuple(str(x) for x in k)):
         rows = groups[key]
         if any(standing.ran(r) for r in rows):
-            out.append(_verdict(rows, found.get(key), cpu_energy_reason))
+            out.append(_verdict(rows, found.get(key), cpu_energy_reason, margin, command))
     return out
 
 
 def _verdict(
-    all_rows: list[dict[str, Any]], confirmation: dict[str, Any] | None, cpu_reason: str | None
+    all_rows: list[dict[str, Any]],
+    confirmation: dict[str, Any] | None,
+    cpu_reason: str | None,
+    margin: float,
+    command: str,
 ) -> ModelVerdict:
     ok = [r for r in all_rows if standing.ran(r)]
     pool = standing.pool(all_rows)  # per device: a filter on rows never decides between them
     among = varying(pool)
-    lead = standing.lead(pool, confirmation, among)
+    lead = standing.lead(pool, confirmation, among, margin)
     best = lead.best
     v = ModelVerdict(
         heading(best),
@@ -218,9 +226,11 @@ def _verdict(
         ties=lead.ties,
         confidence=lead.confidence,
         confirmation=lead.record,
+        rounds_samples_per_s=lead.rounds_samples_per_s,
+        margin=margin,
     )
     v.stands_on, v.stands_on_counts = standing.stands_on(ok, best, among)
-    v.devices = device_leads(ok, confirmation, among, first=v.device)
+    v.devices = device_leads(ok, confirmation, among, first=v.device, margin=margin)
     v.across = across(v.devices, ok)
     # every row of the partition, failed ones too: a seed that diverged did not reach the target
     v.time_to_target = _time_to_target(all_rows)
@@ -230,18 +240,22 @@ def _verdict(
     if judged is not None:
         kind = v.bottleneck = judged.kind
         v.evidence = [judged.evidence, *([scaling] if scaling else [])]
-        v.levers, v.next_experiment = levers(kind, best, ok, all_rows, among)
+        v.levers, v.next_experiment = levers(
+            kind, best, ok, all_rows, among, margin, command, lead.paired
+        )
+        v.not_levers = no_help(kind, best, ok, among, margin, lead.paired)
     else:
         v.evidence = [scaling] if scaling else []
-        v.unclassified, v.next_experiment = _unclassified(best)
+        v.unclassified, v.next_experiment = _unclassified(best, command)
     v.energy = energy_lines(best, v.devices, ok, cpu_reason, among)
     v.effective_batch = effective_batches(all_rows)
     return v
 
 
-def _unclassified(best: dict[str, Any]) -> tuple[str, str | None]:
-    """Why the fastest row has no bottleneck, and what would give it one (None: nothing the
-    user can do by re-running)."""
+def _unclassified(best: dict[str, Any], command: str = "sweep") -> tuple[str, str | None]:
+    """Why the fastest row has no bottleneck, and what would give it one, as a flag of the
+    `command` that made the rows ("sweep" or "tune"; None: nothing the user can do by
+    re-running)."""
     prof = best.get("profile")
     if isinstance(prof, dict) and prof.get("skipped"):
         return (
@@ -251,6 +265,13 @@ def _unclassified(best: dict[str, Any]) -> tuple[str, str | None]:
         )
     if _norm(best.get("parallel")) not in (None, "none"):
         return "parallel points carry no profile, FLOPs or roof yet", None
+    if not isinstance(prof, dict) and command == "tune":
+        # tune profiles only its last round: this row was measured in an earlier one
+        return (
+            "tune profiles only its last round's configurations, and this one was measured "
+            "before it",
+            f"profile it with a sweep of it alone: {_sweep_of(best)}",
+        )
     if not isinstance(prof, dict):
         return (
             "the run was measured without profiling",
@@ -268,6 +289,18 @@ def _unclassified(best: dict[str, Any]) -> tuple[str, str | None]:
     if missing:
         return f"the row has no {' or '.join(missing)}", None
     return "its profile, intensity and roof fit no rule", None
+
+
+def _sweep_of(row: dict[str, Any]) -> str:
+    """The sweep command that measures `row`'s configuration (its main axes; further settings
+    as the row names them)."""
+    command = (
+        f"gpubench sweep --models {row['model']} --size {row.get('model_size') or 'small'} "
+        f"--devices {row['device']} --precisions {row['precision']} --optimizers "
+        f"{row['optimizer']} --batch-sizes {int(row['batch_size'])}"
+    )
+    compiled = _norm(row.get("compile"))
+    return command + (f" --compile {compiled}" if compiled else "")
 
 
 def _bottleneck(row: dict[str, Any]) -> Bottleneck | None:
