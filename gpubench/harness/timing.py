@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy.stats import binom
 
 from gpubench.config.spec import Budget
 from gpubench.probes.current_device import stream_of
@@ -126,16 +127,11 @@ def median_ci_indices(n: int, confidence: float = 0.95) -> tuple[int, int] | Non
     with probability >= `confidence` for any continuous distribution, as narrow as the exact
     Binomial(n, 1/2) allows; None when n is too small for any such pair."""
     tail = (1 - confidence) / 2
-    log_norm = math.lgamma(n + 1) + n * math.log(0.5)
-    below = 0.0  # P(B <= j - 1), B ~ Binomial(n, 1/2): the samples below the true median
-    j = 0
-    while j <= n // 2:
-        p = math.exp(log_norm - math.lgamma(j + 1) - math.lgamma(n - j + 1))
-        if below + p > tail:
-            break
-        below += p
+    # j: the fewest samples below the true median whose probability exceeds the tail, B ~
+    # Binomial(n, 1/2); coverage of [x_(j), x_(n-j+1)] (1-based) is 1 - 2 P(B <= j - 1).
+    j = int(binom.ppf(tail, n, 0.5))
+    if binom.cdf(j, n, 0.5) <= tail:  # ppf's k has cdf >= tail; the walk wants cdf > tail
         j += 1
-    # Coverage of [x_(j), x_(n-j+1)] (1-based) is 1 - 2 P(B <= j - 1) >= confidence.
     return None if j == 0 else (j - 1, n - j)
 
 
