@@ -311,10 +311,6 @@ def still_warming(
     return not steady(times, budget.warmup_steady_rel) and settling_s < budget.warmup_max_s
 
 
-def _alone(flag: bool) -> bool:
-    return flag
-
-
 @dataclass(frozen=True)
 class WarmUp:
     """A warm-up: the first step's output and its own seconds (it compiles, allocates, creates
@@ -336,7 +332,7 @@ def warm_up(
     device: torch.device,
     budget: Budget,
     observed_step: Callable[[], object] | None = None,
-    agree: Callable[[bool], bool] = _alone,
+    agree: Callable[[bool], bool] = bool,  # alone: this process's own answer
 ) -> WarmUp:
     """The one warm-up (single points, parallel ranks, the confirmation's candidates).
 
