@@ -18,7 +18,7 @@ import torch
 
 from gpubench import models
 from gpubench.config.spec import Point
-from gpubench.harness import interleave
+from gpubench.harness import interleave, timing
 from gpubench.harness.interleave import FREE_SHARE, fits_together
 from gpubench.science import leaders
 
@@ -102,6 +102,7 @@ def test_building_and_compiling_are_outside_the_rounds_budget(
     at a time too, though the set-up alone takes far longer than the budget and its deadline."""
     clock = [0.0]
     monkeypatch.setattr(interleave, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(timing, "_clock", lambda: clock[0])  # the warm-up's and windows'
     build, prepare = models.build, interleave.prepare
 
     def slow_build(*args: Any, **kwargs: Any) -> Any:

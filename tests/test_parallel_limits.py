@@ -98,7 +98,7 @@ def test_warm_up_goes_on_until_every_rank_is_steady() -> None:
     ranks = [fast, [0.05, 0.04, 0.03, 0.02, 0.015, 0.0125] + [0.010] * 6]
 
     def warming(times: list[float]) -> bool:
-        return still_warming(times, len(times) + 2, 1.0, budget, 2)
+        return still_warming(times, len(times) + 2, 1.0, 1.0, budget, 2)
 
     alone = [next(n for n in range(13) if not warming(t[:n])) for t in ranks]
     agreed = next(n for n in range(13) if not any(warming(t[:n]) for t in ranks))

@@ -237,7 +237,31 @@ def test_warm_up_that_never_steadies_ends_at_its_time_limit(clock: FakeClock) ->
     budget = Budget(warmup_steps=1, warmup_min_s=0.0, warmup_max_s=0.5, min_steps=10)
     m = measure(clock.step, CPU, budget)
     assert not m.warmup_steady
-    assert 0.5 <= m.warmup_time_s <= 0.5 + 0.02
+    assert m.first_step_s == pytest.approx(0.01)
+    # the limit counts from the end of the first step
+    assert 0.5 <= m.warmup_time_s - m.first_step_s <= 0.5 + 0.02
+
+
+def test_a_first_step_longer_than_the_limit_still_warms_until_steady(clock: FakeClock) -> None:
+    # A 5 s first step (compiling) past warmup_max_s, then steps that settle over 0.3 s: the
+    # limit counts after the first step, so the warm-up ends steady on the settled steps.
+    settling = [5.0, 0.1, 0.1, 0.05, 0.02, 0.001, 0.001, 0.001]
+    clock.durations = itertools.chain(settling, itertools.repeat(0.001))
+    budget = Budget(warmup_steps=2, warmup_min_s=0.0, warmup_max_s=1.0, min_steps=10)
+    m = measure(clock.step, CPU, budget)
+    assert m.first_step_s == pytest.approx(5.0)
+    assert m.warmup_steps == len(settling) and m.warmup_steady
+    assert max(m.step_times_s) == pytest.approx(0.001)
+
+
+def test_every_rank_warms_up_while_any_would(clock: FakeClock) -> None:
+    # this process steadies after 4 steps; `agree` stands for a group whose other rank goes on
+    # for 6 more, so every rank stops on the same step
+    others = iter([True] * 6)
+    budget = Budget(warmup_steps=1, warmup_min_s=0.0, warmup_max_s=10.0)
+    warm = timing.warm_up(clock.step, CPU, budget, agree=lambda flag: next(others, flag))
+    assert warm.steps == 7 and warm.first_output == 1
+    assert warm.estimate_s == pytest.approx(0.001)
 
 
 def test_steady_is_the_last_steps_within_the_tolerance() -> None:

@@ -23,7 +23,7 @@ import contextlib
 import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -33,15 +33,14 @@ from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.step import PreparedStep, cudnn_benchmark, prepare
 from gpubench.harness.threads import intra_op_threads
-from gpubench.harness.timing import steady, synchronize
+from gpubench.harness.timing import time_window, warm_up
 from gpubench.probes import load
 from gpubench.probes.current_device import made_current
 
-# Warm-up of each configuration before the rounds: until its step times are steady by the
-# sweep's own rule (harness.timing.steady), for at most this share of the budget between them
-# all (and two steps at the least: the first compiles and creates the optimizer's state).
+# Warm-up of each configuration before the rounds: the sweep's (harness.timing.warm_up), until
+# its step times are steady, for at most this share of the budget between them all after each
+# one's first step (which compiles and creates the optimizer's state, however long that takes).
 _WARMUP_SHARE = 0.5
-_WARMUP_REL = Budget().warmup_steady_rel
 # Candidates are held together on a GPU where the sum of their rows' peak reserved memory is
 # within this share of the device's free memory: the rest is headroom for the allocator's
 # fragmentation, which one process holding several models adds to.
@@ -54,7 +53,8 @@ class Rounds:
     steps in its first window (each next window is sized from the last one's pace);
     `setup_s`: building, compiling and warming them all (every rebuild included); `seconds`:
     the whole re-measurement (setup included); `together`: whether they were held together,
-    else one at a time per window."""
+    else one at a time per window; `first_step_s[c]`: configuration c's first step in its first
+    build (compiling, where it compiles: the part of the set-up no budget bounds)."""
 
     samples_per_s: list[list[float]]
     window_steps: list[int]
@@ -63,6 +63,7 @@ class Rounds:
     other_load_cores: float | None  # other processes' load over the rounds
     busy: bool | None  # whether that load contended the rounds
     together: bool = True
+    first_step_s: list[float] = field(default_factory=list)
 
 
 def fits_together(
@@ -81,24 +82,27 @@ def fits_together(
 
 class _Candidate:
     """One configuration: its step while it is built (None while it is not), and the seconds
-    of one step from its first warm-up."""
+    of one step and of its first step from its first warm-up."""
 
     def __init__(self, point: Point) -> None:
         self.point = point
         self.prepared: PreparedStep | None = None
         self.estimate = 0.0
+        self.first_step_s = 0.0
 
     def build(self, warm_s: float) -> None:
-        """Build and warm the configuration (until steady, or `warm_s` seconds after two
-        steps)."""
+        """Build and warm the configuration by the sweep's warm-up: until steady, or `warm_s`
+        seconds after its first step (two steps at the least)."""
         p = self.point
         with _settings(p):
             torch.manual_seed(p.seed)
             workload = models.build(p.model, p.model_size, **decode(p.model_options))
             self.prepared = prepare(p, workload)
-            last = _warm(self.prepared.step, torch.device(p.device), warm_s)
-        if not self.estimate:
-            self.estimate = max(last, 1e-6)
+            budget = Budget(warmup_steps=2, warmup_min_s=0.0, warmup_max_s=warm_s)
+            warm = warm_up(self.prepared.step, torch.device(p.device), budget)
+        if not self.estimate:  # the later steps' median: never the compiling first step's
+            self.estimate = max(warm.estimate_s, 1e-6)
+            self.first_step_s = warm.first_s
 
     def free(self) -> None:
         """Drop the model, its optimizer state and batches, and give the device's cached
@@ -189,36 +193,16 @@ def interleave(
         others.cores,
         busy,
         together,
+        [c.first_step_s for c in candidates],
     )
 
 
 def _window(point: Point, step: Callable[[], object], n: int) -> float:
-    """Seconds `n` steps of `point` take, between synchronisations, under its settings, after
-    one untimed step: the first step after another configuration's re-warms the caches and
-    the thread pool for this one, and where windows hold few steps (a budget spent on setup)
-    and different counts, that cost would fall unevenly and favour the longer windows."""
+    """Seconds `n` steps of `point` take (harness.timing.time_window), under its settings,
+    after one untimed step: the first step after another configuration's re-warms the caches
+    and the thread pool for this one, and where windows hold few steps (a budget spent on
+    setup) and different counts, that cost would fall unevenly and favour the longer windows."""
     device = torch.device(point.device)
     with _settings(point):
         step()  # switch in: not timed
-        synchronize(device)
-        t0 = time.perf_counter()
-        for _ in range(n):
-            step()
-        synchronize(device)
-        return time.perf_counter() - t0
-
-
-def _warm(step: Callable[[], object], device: torch.device, max_s: float) -> float:
-    """Run `step` until its times are steady, or `max_s` seconds passed after two steps; the
-    last step's seconds."""
-    times: list[float] = []
-    started = time.perf_counter()
-    while len(times) < 2 or (
-        not steady(times, _WARMUP_REL) and time.perf_counter() - started < max_s
-    ):
-        synchronize(device)
-        t0 = time.perf_counter()
-        step()
-        synchronize(device)
-        times.append(time.perf_counter() - t0)
-    return times[-1]
+        return time_window(step, device, n).wall_s

@@ -17,12 +17,11 @@ import os
 import statistics
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch import Tensor, nn
+from torch import nn
 
 from gpubench import models
 from gpubench.config import precision
@@ -37,7 +36,7 @@ from gpubench.harness.point import (
     nvml_values,
     profile_plan,
 )
-from gpubench.harness.timing import StepMarks, steady, still_warming, synchronize
+from gpubench.harness.timing import synchronize, time_window, warm_up
 from gpubench.probes import breakdown, calibration, load, memory, rapl
 from gpubench.probes import profile as step_profile
 from gpubench.probes.profile import StepProfile
@@ -224,8 +223,21 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
         # Other processes' load over the warm-up and the measured steps (the measured steps
         # alone can be shorter than the load's clock can read)
         with load.OtherLoad() as others:
-            warm = _warm_up(prepared, device, budget)
-            steps = steps_to_measure(budget, warm.estimate_s)
+            # timing's warm-up, agreed: every rank runs another step while any rank would, so
+            # all end steady (or at budget.warmup_max_s) on the same step; the second step runs
+            # under the FLOP and byte counters (every rank: its collectives must match)
+            warm = warm_up(
+                prepared.step,
+                device,
+                budget,
+                lambda: parallel_probes.counted_step(prepared),
+                lambda flag: _any_rank(flag, device),
+            )
+            counted: parallel_probes.CountedStep = warm.observed  # type: ignore[assignment]
+            # the slowest rank's estimate of a step sizes every rank's measured steps
+            slowest = torch.tensor([warm.estimate_s], dtype=torch.float64, device=device)
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+            steps = steps_to_measure(budget, float(slowest.item()))
             # The probes of a single process's measured windows: each rank samples its own
             # GPU; the CPU package's energy is the node's, read by rank 0 alone.
             sampler = nvml_sampler(device)
@@ -236,17 +248,9 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
                 sampler if sampler is not None else contextlib.nullcontext(),
                 package if package is not None else contextlib.nullcontext(),
             ):
-                marks = StepMarks(device, steps + 1)
-                synchronize(device)
-                t0 = time.perf_counter()
-                marks.mark()
-                for _ in range(steps):
-                    last = prepared.step()
-                    marks.mark()
-                synchronize(device)
-                wall = time.perf_counter() - t0
+                window = time_window(prepared.step, device, steps)
         state = breakdown.breakdown(prepared.trainer.model, prepared.trainer.optimizer)
-        times = marks.step_times()
+        times, wall = window.times_s, window.wall_s
         profiled = _profile(prepared.step, device, budget, times, warm.time_s + wall)
     whole = profiled if isinstance(profiled, StepProfile) else None
     collective_s = None if whole is None else whole.category_s["collective"]
@@ -257,11 +261,11 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
         warmup_steps=warm.steps,
         warmup_time_s=warm.time_s,
         warmup_steady=warm.steady,
-        loss_first=float(warm.first_loss.item()),
-        loss_last=float(last.item()),
-        flops_per_step=warm.counted.flops,
-        model_flops_per_step=warm.counted.model_flops,
-        bytes_per_step=warm.counted.bytes,
+        loss_first=float(warm.first_output.item()),  # type: ignore[attr-defined]
+        loss_last=float(window.last_output.item()),  # type: ignore[attr-defined]
+        flops_per_step=counted.flops,
+        model_flops_per_step=counted.model_flops,
+        bytes_per_step=counted.bytes,
         peak_rss_bytes=rss.peak_bytes,
         peak_address_space_bytes=rss.peak_address_space_bytes,
         start_address_space_bytes=start_address_space,
@@ -287,50 +291,8 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
         tokens_per_sample=workload.tokens_per_sample,
         workload=workload.name,
         optimizer_impl=prepared.trainer.optimizer_impl,
-        timer="cuda_event" if marks.cuda else "perf_counter",
+        timer="cuda_event" if device.type == "cuda" else "perf_counter",
     )
-
-
-@dataclass(frozen=True)
-class WarmUp:
-    """A rank's warm-up: the first step's loss, the counted (second) step, the steps run and
-    their seconds, the slowest rank's estimate of a step (seconds), and whether every rank
-    ended it steady."""
-
-    first_loss: Tensor
-    counted: parallel_probes.CountedStep
-    steps: int
-    time_s: float
-    estimate_s: float
-    steady: bool
-
-
-def _warm_up(prepared: step_mod.PreparedStep, device: torch.device, budget: Budget) -> WarmUp:
-    """The single process's warm-up rule (timing.still_warming) on each rank's own step times,
-    agreed: every rank runs another step while any rank would, so all end steady (or at
-    budget.warmup_max_s) on the same step. The second step runs under the FLOP and byte
-    counters, and is not timed."""
-    synchronize(device)
-    t0 = time.perf_counter()
-    first = prepared.step()
-    synchronize(device)
-    first_s = time.perf_counter() - t0
-    counted = parallel_probes.counted_step(prepared)
-    n = 2
-    times: list[float] = []  # the plain steps after the counted one
-    min_steps = max(budget.warmup_steps, 2)
-    while _any_rank(still_warming(times, n, time.perf_counter() - t0, budget, min_steps), device):
-        t_step = time.perf_counter()
-        prepared.step()
-        synchronize(device)
-        times.append(time.perf_counter() - t_step)
-        n += 1
-    warm_s = time.perf_counter() - t0
-    estimate = float(statistics.median(times[len(times) // 2 :])) if times else first_s
-    slowest = torch.tensor([estimate], dtype=torch.float64, device=device)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    is_steady = not _any_rank(not steady(times, budget.warmup_steady_rel), device)
-    return WarmUp(first, counted, n, warm_s, float(slowest.item()), is_steady)
 
 
 def _any_rank(flag: bool, device: torch.device) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy.stats import binom
 
 from gpubench.config.spec import Budget
 from gpubench.probes.current_device import stream_of
@@ -126,16 +127,11 @@ def median_ci_indices(n: int, confidence: float = 0.95) -> tuple[int, int] | Non
     with probability >= `confidence` for any continuous distribution, as narrow as the exact
     Binomial(n, 1/2) allows; None when n is too small for any such pair."""
     tail = (1 - confidence) / 2
-    log_norm = math.lgamma(n + 1) + n * math.log(0.5)
-    below = 0.0  # P(B <= j - 1), B ~ Binomial(n, 1/2): the samples below the true median
-    j = 0
-    while j <= n // 2:
-        p = math.exp(log_norm - math.lgamma(j + 1) - math.lgamma(n - j + 1))
-        if below + p > tail:
-            break
-        below += p
+    # j: the fewest samples below the true median whose probability exceeds the tail, B ~
+    # Binomial(n, 1/2); coverage of [x_(j), x_(n-j+1)] (1-based) is 1 - 2 P(B <= j - 1).
+    j = int(binom.ppf(tail, n, 0.5))
+    if binom.cdf(j, n, 0.5) <= tail:  # ppf's k has cdf >= tail; the walk wants cdf > tail
         j += 1
-    # Coverage of [x_(j), x_(n-j+1)] (1-based) is 1 - 2 P(B <= j - 1) >= confidence.
     return None if j == 0 else (j - 1, n - j)
 
 
@@ -189,42 +185,24 @@ def measure(
     compiles and creates the optimizer's state; observing it costs no extra step, and its time
     enters neither the warm-up's steadiness nor the first estimate of a step.
     """
-    first_output, first_s, warmup_steps, warmup_time, estimate, is_steady = _warm_up(
-        step, device, budget, observed_step
-    )
+    warm = warm_up(step, device, budget, observed_step)
     with probe if probe is not None else contextlib.nullcontext():
-        m = _measure_windows(
-            step, device, budget, warmup_steps, warmup_time, estimate, first_output
-        )
-    m.warmup_steady = is_steady
-    m.first_step_s = first_s
+        m = _measure_windows(step, device, budget, warm)
+    m.warmup_steady = warm.steady
+    m.first_step_s = warm.first_s
     return m
 
 
 def _measure_windows(
-    step: Callable[[], object],
-    device: torch.device,
-    budget: Budget,
-    warmup_steps: int,
-    warmup_time: float,
-    estimate: float,
-    first_output: object,
+    step: Callable[[], object], device: torch.device, budget: Budget, warm: WarmUp
 ) -> Measurement:
     times: list[float] = []
     wall = 0.0
-    last_output: object = None
+    warmup_steps, warmup_time, estimate = warm.steps, warm.time_s, warm.estimate_s
     while True:
-        n_window = _window_size(len(times), wall, estimate, budget)
-        marks = StepMarks(device, n_window + 1)
-        synchronize(device)
-        t0 = _clock()
-        marks.mark()
-        for _ in range(n_window):
-            last_output = step()
-            marks.mark()
-        synchronize(device)
-        wall += _clock() - t0
-        times.extend(marks.step_times())
+        window = time_window(step, device, _window_size(len(times), wall, estimate, budget))
+        wall += window.wall_s
+        times.extend(window.times_s)
         slow = _plateau(times, budget.warmup_steady_rel)
         if slow:  # still warming up: those steps join the warm-up, and measuring goes on
             share = sum(times[:slow]) / sum(times)
@@ -240,9 +218,34 @@ def _measure_windows(
     # steps) is noisy too.
     noisy = not math.isfinite(stats.ci_rel) or stats.ci_rel > budget.target_rel_ci
     timer = "cuda_event" if device.type == "cuda" else "perf_counter"
-    return Measurement(
-        warmup_steps, warmup_time, times, wall, stats, noisy, [first_output, last_output], timer
-    )
+    outputs = [warm.first_output, window.last_output]
+    return Measurement(warmup_steps, warmup_time, times, wall, stats, noisy, outputs, timer)
+
+
+@dataclass(frozen=True)
+class Window:
+    """`n` steps timed back to back: each step's seconds (by StepMarks), the synchronised host
+    clock over them all, and the last step's return value (unsynchronised)."""
+
+    times_s: list[float]
+    wall_s: float
+    last_output: object
+
+
+def time_window(step: Callable[[], object], device: torch.device, n: int) -> Window:
+    """Run `n` steps between two synchronisations, marking each step's boundary (CUDA events on
+    a GPU, so the window holds no host synchronisation). The one measured loop: single points,
+    parallel ranks and the confirmation's rounds all time their steps here."""
+    marks = StepMarks(device, n + 1)
+    last: object = None
+    synchronize(device)
+    t0 = _clock()
+    marks.mark()
+    for _ in range(n):
+        last = step()
+        marks.mark()
+    synchronize(device)
+    return Window(marks.step_times(), _clock() - t0, last)
 
 
 # Warm-up is steady once this many consecutive step times (the first step excluded: it
@@ -288,58 +291,81 @@ def _plateau(times: list[float], rel: float) -> int:
 
 
 def still_warming(
-    times: list[float], steps: int, elapsed_s: float, budget: Budget, min_steps: int
+    times: list[float],
+    steps: int,
+    elapsed_s: float,
+    settling_s: float,
+    budget: Budget,
+    min_steps: int,
 ) -> bool:
-    """The warm-up's rule: whether to run another warm-up step after `steps` steps and
-    `elapsed_s` seconds, `times` (seconds) being the plain steps' times after the first. It goes
-    on until at least `min_steps` steps and `budget.warmup_min_s` seconds have run and the step
-    time is steady (see steady()), or `budget.warmup_max_s` has passed. A pure function: the
-    ranks of a parallel point apply it each to its own times and go on while any one would."""
+    """The warm-up's rule: whether to run another warm-up step after `steps` steps, `elapsed_s`
+    seconds since the first began and `settling_s` since it ended, `times` (seconds) being the
+    plain steps' times after the first. It goes on until at least `min_steps` steps and
+    `budget.warmup_min_s` seconds have run and the step time is steady (see steady()), or
+    `budget.warmup_max_s` has passed after the first step: the first step compiles (seconds to
+    minutes), and a limit that counted it would end a compiled warm-up before its steps settle.
+    A pure function: the ranks of a parallel point apply it each to its own times and go on
+    while any one would."""
     if steps < min_steps or elapsed_s < budget.warmup_min_s:
         return True
-    return not steady(times, budget.warmup_steady_rel) and elapsed_s < budget.warmup_max_s
+    return not steady(times, budget.warmup_steady_rel) and settling_s < budget.warmup_max_s
 
 
-def _warm_up(
+@dataclass(frozen=True)
+class WarmUp:
+    """A warm-up: the first step's output and its own seconds (it compiles, allocates, creates
+    the optimizer's state), the observed step's output (None without one), the steps run and
+    their seconds (the first included), the first estimate of a step (seconds) and whether it
+    ended steady."""
+
+    first_output: object
+    first_s: float
+    observed: object
+    steps: int
+    time_s: float
+    estimate_s: float
+    steady: bool
+
+
+def warm_up(
     step: Callable[[], object],
     device: torch.device,
     budget: Budget,
     observed_step: Callable[[], object] | None = None,
-) -> tuple[object, float, int, float, float, bool]:
-    """Run the warm-up; returns the first step's output, the first step's own time, the number
-    of steps, their total time, the first estimate of a step (seconds) and whether it ended
-    steady.
+    agree: Callable[[bool], bool] = bool,  # alone: this process's own answer
+) -> WarmUp:
+    """The one warm-up (single points, parallel ranks, the confirmation's candidates).
 
-    The rule: at least `warmup_steps` steps and `warmup_min_s` seconds, then on until the step
-    time is steady (see steady()), or until `warmup_max_s` has passed (it ends unsteady then).
-    An `observed_step` runs second; the estimate comes from the plain steps after it, or where
-    there are none (a fixed warm-up of 2 steps), from the faster of the first two (an
-    overestimate: the first window is only shorter)."""
+    The rule is still_warming()'s. An `observed_step` runs second; the estimate comes from the
+    later half of the plain steps after it (the steadiness rule ends on agreeing fast steps,
+    which would cut the first window past the budget), or where there are none (a fixed
+    warm-up of 2 steps), from the faster of the first two (an overestimate: the first window
+    is only shorter). `agree` turns this process's "go on" into the group's (a parallel point:
+    true where any rank's is), so every rank stops on the same step."""
     synchronize(device)
     t0 = _clock()
     first = step()
-    n = 1
     synchronize(device)
-    first_s = last = _clock() - t0
+    t_first = _clock()
+    first_s = last = t_first - t0
+    n, observed = 1, None
     if observed_step is not None:
-        t_observed = _clock()
-        observed_step()
+        observed = observed_step()
         n += 1
         synchronize(device)
-        last = min(last, _clock() - t_observed)  # an estimate only if no plain step follows
+        last = min(last, _clock() - t_first)  # an estimate only if no plain step follows
     times: list[float] = []  # the plain steps after the first
     min_steps = max(budget.warmup_steps, 2 if observed_step is not None else 1)
-    while still_warming(times, n, _clock() - t0, budget, min_steps):
+    while agree(still_warming(times, n, (now := _clock()) - t0, now - t_first, budget, min_steps)):
         t_step = _clock()
         step()
         n += 1
         synchronize(device)
         last = _clock() - t_step
         times.append(last)
-    # The first estimate of a step: the later half's median, not the last step (the steadiness
-    # rule ends on agreeing fast steps, which would cut the first window past the budget).
     estimate = float(np.median(times[len(times) // 2 :])) if times else last
-    return first, first_s, n, _clock() - t0, estimate, steady(times, budget.warmup_steady_rel)
+    is_steady = not agree(not steady(times, budget.warmup_steady_rel))
+    return WarmUp(first, first_s, observed, n, _clock() - t0, estimate, is_steady)
 
 
 def _window_size(n_done: int, wall_s: float, step_estimate_s: float, budget: Budget) -> int:

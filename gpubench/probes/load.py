@@ -19,10 +19,10 @@ import os
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from gpubench.probes import process_tree
+from gpubench.probes.probe import Probe
 
 # Other processes keeping this many cores busy beyond what the point's threads leave free make
 # it contended: a point running torch's threads on every core slows down as soon as one of them
@@ -68,7 +68,7 @@ def _own_cpu_s() -> float:
     return process_tree.tree_cpu_s()
 
 
-class OtherLoad:
+class OtherLoad(Probe):
     """Context manager: `cores` is how many cores processes outside gpubench's own process
     tree kept busy, on average, while the block ran; `own_cores`, how many the tree kept busy
     (this process included); `wall_s`, the block's seconds. The cores are None where unknown
@@ -80,9 +80,8 @@ class OtherLoad:
         self.wall_s: float | None = None
         self._start: tuple[float, float | None, float] | None = None
 
-    def __enter__(self) -> OtherLoad:
+    def start(self) -> None:
         self._start = (time.perf_counter(), _machine_busy_s(), _own_cpu_s())
-        return self
 
     def lengthen(self) -> None:
         """Wait inside the window until it is long enough to tell its load (a window shorter
@@ -94,12 +93,7 @@ class OtherLoad:
         if left > 0:
             time.sleep(left)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def stop(self, failed: bool = False) -> None:
         assert self._start is not None
         wall0, busy0, own0 = self._start
         wall, busy, own = time.perf_counter() - wall0, _machine_busy_s(), _own_cpu_s() - own0

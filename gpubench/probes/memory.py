@@ -8,9 +8,10 @@ import functools
 import resource
 import sys
 from pathlib import Path
-from types import TracebackType
 
 import torch
+
+from gpubench.probes.probe import Probe
 
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -71,7 +72,7 @@ def peak_rss_bytes() -> int | None:
     return int(maxrss if sys.platform == "darwin" else maxrss * 1024)
 
 
-class HostPeakRSS:
+class HostPeakRSS(Probe):
     """Context manager: the peak RSS of this process inside the block, in bytes (`peak_bytes`);
     it includes what the process holds on entry (the interpreter and torch, a few hundred MB).
     `scope` is "block" where the peak could be reset on entry, else "process" (the process's
@@ -84,20 +85,11 @@ class HostPeakRSS:
         # what --max-memory caps on the CPU, and the point's own in a fresh worker (issue 16).
         self.peak_address_space_bytes: int | None = None
 
-    def __enter__(self) -> HostPeakRSS:
+    def start(self) -> None:
         release_free_memory()  # what earlier points freed does not count against this one
         self.scope = "block" if reset_peak_rss() else "process"
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def stop(self) -> None:
+    def stop(self, failed: bool = False) -> None:
         """Read the peaks now, once: what runs after it in the block (profiling, issue 15) does
         not count."""
         if self.peak_bytes is None:
@@ -105,7 +97,7 @@ class HostPeakRSS:
             self.peak_address_space_bytes = _status_kib("VmPeak")
 
 
-class TorchPeaks:
+class TorchPeaks(Probe):
     """Context manager: torch's CUDA allocator peaks (allocated, reserved; bytes) inside the
     block, reset on entry. Both stay None on a device without an allocator to ask (the CPU)."""
 
@@ -114,17 +106,11 @@ class TorchPeaks:
         self.allocated_bytes: int | None = None
         self.reserved_bytes: int | None = None
 
-    def __enter__(self) -> TorchPeaks:
+    def start(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def stop(self, failed: bool = False) -> None:
         if self.device.type == "cuda":
             self.allocated_bytes = torch.cuda.max_memory_allocated(self.device)
             self.reserved_bytes = torch.cuda.max_memory_reserved(self.device)

@@ -20,16 +20,16 @@ import json
 import os
 import subprocess
 import sys
-from types import TracebackType
 from typing import Any
 
 from gpubench.probes.nvml_readings import Reading, Summary, summarise
+from gpubench.probes.probe import Probe
 from gpubench.probes.sampler import DEFAULT_INTERVAL_S, Sampler
 
 START_TIMEOUT_S = 60.0
 
 
-class ProcessSampler:
+class ProcessSampler(Probe):
     """Context manager: on entry starts the sampling process and waits for its first reading;
     on exit stops it and sets `readings` and `summary` (as nvml.Sampler does). `reader` is
     "package.module:function"; function(*args) returns the reading function. A failure of the
@@ -44,7 +44,7 @@ class ProcessSampler:
         self.pid: int | None = None  # the sampling process's
         self._proc: subprocess.Popen[str] | None = None
 
-    def __enter__(self) -> ProcessSampler:
+    def start(self) -> None:
         # The child finds what this process can import (a user's or a test's reader too).
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         proc = subprocess.Popen(
@@ -61,18 +61,12 @@ class ProcessSampler:
             _, err = proc.communicate(timeout=START_TIMEOUT_S)
             self._proc = None
             raise RuntimeError(f"the NVML sampling process failed to start: {_last_line(err)}")
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def stop(self, failed: bool = False) -> None:
         proc, self._proc = self._proc, None
         assert proc is not None
         out, err = proc.communicate("stop\n", timeout=START_TIMEOUT_S)
-        if exc_type is not None:
+        if failed:  # the block's own error goes on; the readings are not wanted
             return
         if proc.returncode != 0:
             raise RuntimeError(f"NVML sampling failed: {_last_line(err)}")

@@ -6,11 +6,13 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any
 
+from gpubench.probes.probe import Probe
 
-class GracefulStop:
+
+class GracefulStop(Probe):
     """Within the block, the first SIGINT sets `requested` and calls `on_first`; the second
     raises KeyboardInterrupt. Outside the main thread (where Python cannot install signal
     handlers) it does nothing, and Ctrl-C keeps its usual meaning."""
@@ -21,18 +23,12 @@ class GracefulStop:
         self._previous: Any = None
         self._installed = False
 
-    def __enter__(self) -> GracefulStop:
+    def start(self) -> None:
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handle)
             self._installed = True
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def stop(self, failed: bool = False) -> None:
         if self._installed:
             signal.signal(signal.SIGINT, self._previous)
             self._installed = False
