@@ -151,7 +151,8 @@ class Budget:
     """How long to warm up and measure one point. Times in seconds.
 
     Warm-up runs at least `warmup_steps` steps and `warmup_min_s` seconds, then on until the
-    step time is steady (harness.timing.steady) or `warmup_max_s` has passed. Measurement
+    step time is steady (harness.timing.steady) or `warmup_max_s` has passed since the end of
+    the first step (which compiles: its time is not bounded). Measurement
     stops once at least `min_steps` steps and `min_time_s` seconds have passed and the 95%
     confidence interval of the median step time is within `target_rel_ci` of it, or when
     `max_time_s` or `max_steps` is reached. Whatever stopped it, a point whose interval is wider
