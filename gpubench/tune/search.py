@@ -22,7 +22,17 @@ one before:
 
 A figure of None is a configuration that could not run (out of memory: the cliff at the memory
 limit; an error): it ranks below every figure. `should_stop` is asked before each measurement;
-once it says stop, the search ends where it is and says so (`Outcome.stopped`).
+once it says stop, the search ends where it is and says so (`Outcome.stopped`). A measurement
+cut short by the deadline (`measure` raises Cut) is recorded with the outcome `cut`, never
+ranked, and ends the search.
+
+A `pacer` (gpubench.tune.plan) sizes the rounds to a wall-clock budget: the combos are screened
+in the space's order (the settings that matter most first), each round measures only while the
+pacer says its share has room, and where measuring every configuration once costs no more than
+the halving itself, round 1 measures all of them (`Outcome.measure_all`) and round 0 is skipped.
+Where the space knows the largest batch each checkpoint mode fits (`Space.largest`), the base is
+bracketed only up to its own, and a checkpoint mode that fits a larger batch is screened at the
+largest that fits only with it: checkpointing can only win there.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 ETA = 3  # each round measures ETA times longer than the one before and keeps 1/ETA
 ROUNDS = 3
@@ -68,6 +78,8 @@ class Space:
     combos: tuple[Combo, ...]
     batch_sizes: tuple[int, ...]
     effective_batch: int | None = None  # set: batch_sizes are micro-batches that divide it
+    # (checkpoint mode, the largest batch it fits) where max-batch searched it; () where not
+    largest: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         assert self.combos and self.batch_sizes, "an empty space"
@@ -83,19 +95,56 @@ class Space:
         """Configurations in the space (what the full grid would measure)."""
         return len(self.combos) * len(self.batch_sizes)
 
+    def fit_index(self, combo: Combo) -> int:
+        """The index of the largest batch `combo`'s checkpoint mode fits (the last where the
+        space does not know)."""
+        limit = dict(self.largest).get(dict(combo).get("checkpoint", "none"))
+        if limit is None:
+            return len(self.batch_sizes) - 1
+        inside = [i for i, b in enumerate(self.batch_sizes) if b <= limit]
+        return inside[-1] if inside else 0
+
+
+class Cut(Exception):
+    """Raised by a `measure` whose measurement the deadline cut short: its figure (None: none),
+    recorded as a cut trial, never ranked."""
+
+    def __init__(self, samples_per_s: float | None) -> None:
+        super().__init__("cut by the deadline")
+        self.samples_per_s = samples_per_s
+
+
+class Pacer(Protocol):
+    """What sizes the rounds to a budget (gpubench.tune.plan.Planner)."""
+
+    def measure_all(self, space: Space, halving: list[int]) -> bool:
+        """Whether measuring every configuration once (round 1) then the finalists costs no
+        more than the halving's planned trials per round (`halving`)."""
+        ...
+
+    def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
+        """Round `rnd` starts, planning `trials` (their combos, in order) and `later` trials
+        in each round after it."""
+        ...
+
+    def room(self, rnd: int, combo: Combo) -> bool:
+        """Whether round `rnd`'s share has room for one more trial of `combo`."""
+        ...
+
 
 # (configuration, round) -> samples/s, or None where it could not run.
 Measure = Callable[[Config, int], float | None]
 
-OUTCOMES = ("kept", "pruned", "final", "failed", "open")
+OUTCOMES = ("kept", "pruned", "final", "failed", "open", "cut")
+CLIMB_TRIALS = 4  # trials a surviving combo is planned to take in round 1 (it, 2 neighbours, 1)
 
 
 @dataclass
 class Trial:
     """One measurement: `config` in `round`, its samples/s (None: it could not run), and its
     outcome: `kept` (measured again in a later round), `pruned` (its round was decided without
-    it), `final` (measured in the last round), `failed` (no figure), or `open` (the search
-    stopped before deciding its round)."""
+    it), `final` (measured in the last round), `failed` (no figure), `open` (the search
+    stopped before deciding its round) or `cut` (the deadline cut it short: never ranked)."""
 
     number: int
     config: Config
@@ -114,39 +163,65 @@ class Outcome:
     best_samples_per_s: float | None = None
     rounds_decided: int = 0  # rounds whose survivors were chosen (ROUNDS: it ran to its end)
     stopped_in_round: int | None = None
+    measure_all: bool = False  # round 1 measured every configuration (round 0 skipped)
 
 
-class _Stop(Exception):
-    """Raised inside the search when `should_stop` says stop before a measurement."""
+class Stop(Exception):
+    """Ends the search where it is: raised when `should_stop` says stop before a measurement,
+    or by a `measure` that will not start one (no time left for it)."""
+
+
+class _Unpaced:
+    """No budget to pace: every round as planned, the halving always."""
+
+    def measure_all(self, space: Space, halving: list[int]) -> bool:
+        return False
+
+    def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
+        return None
+
+    def room(self, rnd: int, combo: Combo) -> bool:
+        return True
 
 
 def search(
-    space: Space, measure: Measure, should_stop: Callable[[], bool] | None = None
+    space: Space,
+    measure: Measure,
+    should_stop: Callable[[], bool] | None = None,
+    pacer: Pacer | None = None,
 ) -> Outcome:
     """Run the search over `space`, measuring through `measure` (see the module docstring)."""
-    s = _Searcher(space, measure, should_stop or (lambda: False))
+    s = _Searcher(space, measure, should_stop or (lambda: False), pacer or _Unpaced())
     round_now = 0
     try:
-        survivors = s.first_round()
-        s.out.rounds_decided = 1
-        round_now = 1
-        finalists = s.second_round(survivors)
+        if s.pacer.measure_all(space, s.planned_counts()):
+            s.out.measure_all = True
+            s.out.rounds_decided = 1
+            round_now = 1
+            finalists = s.every_config()
+        else:
+            survivors = s.first_round()
+            s.out.rounds_decided = 1
+            round_now = 1
+            finalists = s.second_round(survivors)
         s.out.rounds_decided = 2
         round_now = 2
-        for config in finalists:
-            s.measure(config, 2)
+        s.final_round(finalists)
         s.out.rounds_decided = ROUNDS
-    except _Stop:
+    except Stop:
         s.out.stopped_in_round = round_now
     s.settle()
     return s.out
 
 
 class _Searcher:
-    def __init__(self, space: Space, measure: Measure, should_stop: Callable[[], bool]) -> None:
+    def __init__(
+        self, space: Space, measure: Measure, should_stop: Callable[[], bool], pacer: Pacer
+    ) -> None:
         self.space = space
         self._measure = measure
         self._should_stop = should_stop
+        self.pacer = pacer
         self.out = Outcome()
         self.figures: dict[tuple[Config, int], float | None] = {}
 
@@ -154,31 +229,77 @@ class _Searcher:
         if (config, rnd) in self.figures:
             return self.figures[(config, rnd)]
         if self._should_stop():
-            raise _Stop
-        value = self._measure(config, rnd)
+            raise Stop
+        number = len(self.out.trials)
+        try:
+            value = self._measure(config, rnd)
+        except Cut as cut:
+            self.out.trials.append(Trial(number, config, rnd, cut.samples_per_s, "cut"))
+            raise Stop from None
         self.figures[(config, rnd)] = value
-        self.out.trials.append(Trial(len(self.out.trials), config, rnd, value))
+        self.out.trials.append(Trial(number, config, rnd, value))
         return value
+
+    def room(self, rnd: int, config: Config) -> bool:
+        """Whether the pacer lets round `rnd` measure `config` (free where it was measured)."""
+        return (config, rnd) in self.figures or self.pacer.room(rnd, config.combo)
 
     def value(self, config: Config, rnd: int) -> float:
         """The figure for ranking: -inf where it did not run or was not measured."""
         v = self.figures.get((config, rnd))
         return -math.inf if v is None else v
 
+    def _bracket_order(self, combo: Combo) -> list[int]:
+        """The batch indices round 0 brackets `combo` at first: every other one from the
+        largest it fits down (ascending)."""
+        return sorted(range(self.space.fit_index(combo), -1, -2))
+
+    def planned_counts(self) -> list[int]:
+        """The trials the halving plans per round: the bracket and the screens, the climbs of
+        the survivors, the finalists."""
+        n0 = len(self._bracket_order(self.space.combos[0])) + 2 + len(self.space.combos) - 1
+        n1 = CLIMB_TRIALS * max(1, math.ceil(len(self.space.combos) / ETA))
+        return [n0, n1, max(FINALISTS, math.ceil(n1 / ETA))]
+
+    def every_config(self) -> list[Config]:
+        """Round 1 over the whole space (combos in order, each from its largest batch down);
+        the best 1/ETA (FINALISTS at the least) go on, best first."""
+        configs = [
+            self.space.config(c, b)
+            for c in self.space.combos
+            for b in reversed(self.space.batch_sizes)
+        ]
+        self.pacer.begin(1, [c.combo for c in configs], self.planned_counts()[2:])
+        for config in configs:
+            if self.room(1, config):
+                self.measure(config, 1)
+        return self._leaders(configs)
+
     def first_round(self) -> list[tuple[Combo, int]]:
         """Round 0: bracket the batch on the base (the next combo where the base runs at no
-        batch), screen every other combo there; the surviving combos and their batch index."""
+        batch), screen every other combo there (a checkpoint mode that fits a larger batch at
+        the largest that fits only with it), while the round has room; the surviving combos
+        and their batch index."""
         batches = self.space.batch_sizes
+        combos = self.space.combos
+        plan = [combos[0]] * (len(self._bracket_order(combos[0])) + 2) + list(combos[1:])
+        self.pacer.begin(0, plan, self.planned_counts()[1:])
         at: dict[Combo, int] = {}
         anchor: int | None = None
-        for combo in self.space.combos:
+        anchor_fit = 0
+        for combo in combos:
             if anchor is None:
                 anchor = self._bracket(combo)
                 if anchor is not None:
                     at[combo] = anchor
+                    anchor_fit = self.space.fit_index(combo)
                 continue
-            for i in (anchor, anchor - 1):  # one step down where it does not fit
-                if i >= 0 and self.measure(self.space.config(combo, batches[i]), 0) is not None:
+            fit = self.space.fit_index(combo)
+            first = fit if fit > anchor_fit else anchor  # fits only with it: screened there
+            for i in (first, first - 1):  # one step down where it does not fit
+                if i < 0 or not self.room(0, self.space.config(combo, batches[i])):
+                    break
+                if self.measure(self.space.config(combo, batches[i]), 0) is not None:
                     at[combo] = i
                     break
         ranked = sorted(at, key=lambda c: -self.value(self.space.config(c, batches[at[c]]), 0))
@@ -187,40 +308,61 @@ class _Searcher:
 
     def _bracket(self, combo: Combo) -> int | None:
         """The index of `combo`'s best batch in round 0: every other batch from the largest
-        down, then both neighbours of the best (None: it ran at none)."""
+        it fits down, then both neighbours of the best (None: it ran at none)."""
         batches = self.space.batch_sizes
-        n = len(batches)
-        for i in sorted(range(n - 1, -1, -2)):
-            self.measure(self.space.config(combo, batches[i]), 0)
+        n = self.space.fit_index(combo) + 1
+        for k, i in enumerate(self._bracket_order(combo)):
+            config = self.space.config(combo, batches[i])
+            if k == 0 or self.room(0, config):  # the first trial of a round always runs
+                self.measure(config, 0)
         best = max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
         if self.figures.get((self.space.config(combo, batches[best]), 0)) is None:
             return None
         for i in (best - 1, best + 1):
-            if 0 <= i < n:
+            if 0 <= i < n and self.room(0, self.space.config(combo, batches[i])):
                 self.measure(self.space.config(combo, batches[i]), 0)
         return max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
 
     def second_round(self, survivors: list[tuple[Combo, int]]) -> list[Config]:
-        """Round 1: each surviving combo climbs in batch from its round-0 batch; the best
-        1/ETA of what was measured (FINALISTS at the least) go on, best first."""
+        """Round 1: each surviving combo climbs in batch from its round-0 batch (its start
+        always measured, the climb while the round has room); the best 1/ETA of what was
+        measured (FINALISTS at the least) go on, best first."""
+        later = [max(FINALISTS, math.ceil(CLIMB_TRIALS * len(survivors) / ETA))]
+        self.pacer.begin(1, [c for c, _ in survivors for _ in range(CLIMB_TRIALS)], later)
+        for combo, start in survivors:
+            self.measure(self.space.config(combo, self.space.batch_sizes[start]), 1)
         measured: list[Config] = []
         for combo, start in survivors:
             measured += self._climb(combo, start)
+        return self._leaders(measured)
+
+    def _leaders(self, measured: list[Config]) -> list[Config]:
+        """The best 1/ETA of round 1's figures for `measured` (FINALISTS at the least)."""
         ran = [c for c in measured if self.figures.get((c, 1)) is not None]
         ranked = sorted(dict.fromkeys(ran), key=lambda c: -self.value(c, 1))
         return ranked[: max(FINALISTS, math.ceil(len(ranked) / ETA))]
 
+    def final_round(self, finalists: list[Config]) -> None:
+        """Round 2: the finalists, best first, the first FINALISTS always, more while the
+        round has room."""
+        self.pacer.begin(2, [c.combo for c in finalists], [])
+        for n, config in enumerate(finalists):
+            if n < FINALISTS or self.room(2, config):
+                self.measure(config, 2)
+
     def _climb(self, combo: Combo, start: int) -> list[Config]:
         """Measure `combo` in round 1 at batch index `start` and its neighbours, then on in the
-        direction that gained while it gains; the configurations measured."""
+        direction that gained while it gains and the round has room; the configurations
+        measured."""
         batches = self.space.batch_sizes
         done: list[int] = []
 
         def at(i: int) -> float:
-            if i not in done:
-                self.measure(self.space.config(combo, batches[i]), 1)
+            config = self.space.config(combo, batches[i])
+            if i not in done and self.room(1, config):
+                self.measure(config, 1)
                 done.append(i)
-            return self.value(self.space.config(combo, batches[i]), 1)
+            return self.value(config, 1)
 
         inside = [i for i in (start, start - 1, start + 1) if 0 <= i < len(batches)]
         best = max(inside, key=at)
@@ -237,6 +379,8 @@ class _Searcher:
         """Each trial's outcome, and the best configuration at the deepest round reached."""
         later = {(t.config, r) for t in self.out.trials for r in range(t.round)}
         for t in self.out.trials:
+            if t.outcome == "cut":
+                continue
             if t.samples_per_s is None:
                 t.outcome = "failed"
             elif t.round == ROUNDS - 1:
@@ -247,7 +391,7 @@ class _Searcher:
                 t.outcome = "pruned"
             else:
                 t.outcome = "open"
-        ran = [t for t in self.out.trials if t.samples_per_s is not None]
+        ran = [t for t in self.out.trials if t.samples_per_s is not None and t.outcome != "cut"]
         if not ran:
             return
         deepest = max(t.round for t in ran)

@@ -1,0 +1,216 @@
+"""tune's plan: what a trial really costs, learnt as the search goes, and how long each round
+may take, so that every round the search plans fits what is left of the budget with the
+confirmation's share kept.
+
+A trial's wall-clock cost splits in two: *fixed*, what does not scale with the round's
+measuring time (handing the point to a worker, building the model, the first step and its
+torch.compile, the profile), and *measuring* (the warm-up after the first step and the measured
+windows), which scales with the round. Compile is charged once per combo: a combo's later
+trials are planned at its first trial's fixed cost less its compile seconds until a later trial
+of it shows what it really costs. Before a combo has run, its fixed cost is the median of the
+first trials of combos with the same compile mode (any combo where none; `prior_fixed_s`, the
+max-batch probes' cost, before anything ran).
+
+At the start of each round the planner picks one `scale` (MIN_SCALE to 1) of the rounds'
+default measuring times, the largest under which the planned trials of this round and of the
+rounds after it fit the search's time left, and gives the round its share of that time in
+proportion to its planned cost; the search measures in the round while its share has room
+(`room`). Everything here is a pure function of the costs it was told (`observe`) and the
+clock it was given, so it is tested on synthetic costs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpubench.tune.search import ETA, FINALISTS, Combo, Space
+
+# A round's measuring time is never cut below this share of its default: shorter, its figures
+# are too noisy to rank by (round 0's default is already 1/ETA^2 of a sweep's).
+MIN_SCALE = 1 / ETA
+
+
+@dataclass(frozen=True)
+class TrialCost:
+    """What one trial cost, in wall-clock seconds: `fixed_s` (all but the measuring, the
+    compile included), `measuring_s` (warm-up after the first step, measured windows) under
+    the measuring `scale` it ran at in `round`, and `compile_s`, torch.compile's one-off
+    seconds inside fixed_s (0: eager)."""
+
+    combo: Combo
+    round: int
+    fixed_s: float
+    measuring_s: float
+    compile_s: float = 0.0
+    scale: float = 1.0
+
+
+@dataclass
+class RoundPlan:
+    """One round as planned when it began: the trials planned, the measuring `scale`, its
+    share of the time left (seconds; None: no budget) and when it began (the search's clock)."""
+
+    round: int
+    planned_trials: int
+    scale: float
+    share_s: float | None
+    began_s: float
+
+
+@dataclass
+class Planner:
+    """Paces tune's search (search.Pacer) to `budget_s` seconds on the clock `now` (seconds
+    since the tune began). `measuring_s[r]`: round r's default measuring seconds per trial (an
+    upper bound: warm-up and measuring limits), until trials show what it takes.
+    The confirmation's reserve after a search of S seconds is `confirm_share` x S plus the fixed
+    cost of building its FINALISTS candidates (run.confirm counts that set-up outside its share).
+    `own_fixed_s`: tune's own fixed costs (start-up, max-batch, environment capture) when the
+    search began, the yard stick of measuring everything."""
+
+    budget_s: float | None
+    now: Callable[[], float]
+    measuring_s: Sequence[float]
+    confirm_share: float = 0.0
+    own_fixed_s: float = 0.0
+    prior_fixed_s: float = 0.0
+    costs: list[TrialCost] = field(default_factory=list)
+    rounds: list[RoundPlan] = field(default_factory=list)
+    measure_all_why: str | None = None
+
+    # --- what trials cost -------------------------------------------------------------------
+    def observe(self, cost: TrialCost) -> None:
+        """A trial's cost, once it ended."""
+        self.costs.append(cost)
+
+    def fixed_s(self, combo: Combo, first: bool | None = None) -> float:
+        """The fixed seconds of a trial of `combo`: its first (compile included) where it has not
+        run (`first` None: judged from the costs seen), a later one's (compile charged once)."""
+        mine = [c for c in self.costs if c.combo == combo]
+        if first is None:
+            first = not mine
+        if not first and mine:
+            again = mine[1:]
+            if again:
+                return statistics.median(c.fixed_s for c in again)
+            return max(mine[0].fixed_s - mine[0].compile_s, 0.0)
+        firsts = self._firsts()
+        mode = dict(combo).get("compile")
+        alike = [c.fixed_s for c in firsts if dict(c.combo).get("compile") == mode]
+        if alike:
+            return statistics.median(alike)
+        if firsts:
+            return statistics.median(c.fixed_s for c in firsts)
+        return self.prior_fixed_s
+
+    def _firsts(self) -> list[TrialCost]:
+        seen: set[Combo] = set()
+        out = []
+        for c in self.costs:
+            if c.combo not in seen:
+                seen.add(c.combo)
+                out.append(c)
+        return out
+
+    def trial_measuring_s(self, rnd: int) -> float:
+        """Round `rnd`'s measuring seconds per trial at scale 1: the median of what trials took
+        (each brought to this round by the rounds' ratio of default times), else the default."""
+        seen = [
+            c.measuring_s / c.scale * self.measuring_s[rnd] / self.measuring_s[c.round]
+            for c in self.costs
+            if c.scale > 0 and self.measuring_s[c.round] > 0
+        ]
+        return statistics.median(seen) if seen else self.measuring_s[rnd]
+
+    def cost_s(self, rnd: int, combos: Sequence[Combo], scale: float) -> float:
+        """What measuring `combos` (in order) in round `rnd` at `scale` is planned to cost."""
+        seen = {c.combo for c in self.costs}
+        total = 0.0
+        for combo in combos:
+            total += self.fixed_s(combo, first=combo not in seen) + scale * self.trial_measuring_s(
+                rnd
+            )
+            seen.add(combo)
+        return total
+
+    def _later_s(
+        self, rnd: int, later: Sequence[int], combos: Sequence[Combo], scale: float
+    ) -> float:
+        """The planned cost of `later[k]` trials in round rnd + 1 + k, at a repeated trial's fixed
+        cost of the typical combo of `combos`."""
+        fixed = statistics.median(self.fixed_s(c, first=False) for c in combos) if combos else 0.0
+        return sum(
+            n * (fixed + scale * self.trial_measuring_s(rnd + 1 + k)) for k, n in enumerate(later)
+        )
+
+    # --- the search's deadline --------------------------------------------------------------
+    def reserve_s(self, search_s: float) -> float:
+        """Seconds the confirmation is planned to take after a search of `search_s` seconds."""
+        firsts = [c.fixed_s for c in self._firsts()] or [self.prior_fixed_s]
+        return self.confirm_share * search_s + FINALISTS * max(firsts)
+
+    def left_s(self) -> float | None:
+        """Seconds the search has left before the confirmation's reserve (None: no budget)."""
+        if self.budget_s is None:
+            return None
+        now = self.now()
+        return self.budget_s - now - self.reserve_s(max(now - self.own_fixed_s, 0.0))
+
+    # --- search.Pacer -------------------------------------------------------------------------
+    def measure_all(self, space: Space, halving: list[int]) -> bool:
+        """Measure every configuration once (at round 1's measuring) where that costs no more
+        than the halving's planned rounds, or than tune's own fixed costs, and it fits."""
+        every = [c for c in space.combos for _ in space.batch_sizes]
+        all_s = self.cost_s(1, every, 1.0) + self._later_s(1, [FINALISTS], space.combos[:1], 1.0)
+        others = list(space.combos[1:])
+        first = [space.combos[0]] * (halving[0] - len(others)) + others  # bracket, screens
+        halving_s = self.cost_s(0, first, 1.0) + self._later_s(0, halving[1:], first, 1.0)
+        left = self.left_s()
+        if all_s > max(halving_s, self.own_fixed_s) or (left is not None and all_s > left):
+            return False
+        self.measure_all_why = (
+            f"measuring all {space.size} configurations (planned {all_s:.0f} s) costs no more "
+            f"than the halving ({halving_s:.0f} s) or tune's own fixed costs "
+            f"({self.own_fixed_s:.0f} s)"
+        )
+        return True
+
+    def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
+        """Round `rnd` begins: choose the measuring scale and the round's share."""
+        left = self.left_s()
+        began = self.now()
+        if left is None:
+            self.rounds.append(RoundPlan(rnd, len(trials), 1.0, None, began))
+            return
+        scale = 1.0
+        for s in (1.0, *(MIN_SCALE + (1 - MIN_SCALE) * k / 8 for k in range(7, -1, -1))):
+            scale = s
+            if self.cost_s(rnd, trials, s) + self._later_s(rnd, later, trials, s) <= left:
+                break
+        mine = self.cost_s(rnd, trials, scale)
+        total = mine + self._later_s(rnd, later, trials, scale)
+        share = max(left, 0.0) * (mine / total if total > 0 else 1.0)
+        self.rounds.append(RoundPlan(rnd, len(trials), scale, share, began))
+
+    def room(self, rnd: int, combo: Combo) -> bool:
+        """Whether the next trial of `combo` fits what is left of the round's share."""
+        plan = self.rounds[-1]
+        if plan.share_s is None:
+            return True
+        spent = self.now() - plan.began_s
+        return spent + self.cost_s(rnd, [combo], plan.scale) <= plan.share_s
+
+    def scale(self) -> float:
+        """The measuring scale of the round under way (1 before the first)."""
+        return self.rounds[-1].scale if self.rounds else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as tune.json's `plan` (see gpubench.tune.trajectory)."""
+        return {
+            "measure_all": self.measure_all_why is not None,
+            "measure_all_why": self.measure_all_why,
+            "own_fixed_s": self.own_fixed_s,
+            "rounds": [asdict(r) for r in self.rounds],
+        }
