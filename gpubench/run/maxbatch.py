@@ -31,6 +31,8 @@ from gpubench.run.worker import WorkerRunner
 # A probe: one warm-up step, then this many measured steps (optimizer state exists after step 1).
 PROBE_STEPS = 3
 CEILING = 2**16
+# A search given `seconds` plans on this many probes after the first: each may take its share.
+PLANNED_PROBES = 4
 
 
 @dataclass
@@ -54,6 +56,8 @@ class MaxBatch:
     # Bytes a rank of the searched layout holds less than the single-process probes (its
     # training state, see run.batch_plan; negative: more); limit_bytes has it added.
     rank_saved_bytes: int = 0
+    # The largest batch a probe could reach in the search's `seconds` (None: not limited by time)
+    time_ceiling: int | None = None
 
     @property
     def search_probes(self) -> list[Probe]:
@@ -74,6 +78,7 @@ class MaxBatch:
             "resolution": self.resolution,
             "limit_bytes": self.limit_bytes,
             "rank_saved_bytes": self.rank_saved_bytes,
+            "time_ceiling": self.time_ceiling,
             "search_probe_count": len(self.search_probes),
             "search_seconds": self.search_seconds,
             "probes": [dataclasses.asdict(p) for p in self.probes],
@@ -92,6 +97,7 @@ def find(
     time_budget: Budget | None = None,
     on_probe: Callable[[Probe], None] | None = None,
     rank_saving: Callable[[dict[str, Any]], int] | None = None,
+    seconds: float | None = None,
 ) -> MaxBatch:
     """Search the largest batch size of `point` that fits, between `start` and `ceiling`.
 
@@ -109,6 +115,12 @@ def find(
     within the moved limit, else it is probed again under it). On a device without a cap (CUDA
     without `max_memory`) a probe cannot use more than the device: only a negative saving
     applies there.
+
+    `seconds` (None: no limit) bounds the search in time where memory would let it climb far
+    (a tune's budget): the first probe's step time at `start` says how long a probe of a larger
+    batch takes at the most (a step grows no faster than the batch), and the search's ceiling
+    is lowered to the largest batch whose probe fits 1/PLANNED_PROBES of `seconds`
+    (`result.time_ceiling`; the answer is then at least that, or what memory allows).
     """
     if not 1 <= start <= ceiling:
         raise ConfigError(f"invalid start batch size {start}; allowed: 1 to the ceiling {ceiling}")
@@ -155,6 +167,11 @@ def find(
             if result.rank_saved_bytes < 0 and over:
                 first = None  # it peaked over what a rank may hold: probed again under that
 
+        if seconds is not None and rank_saving is None:
+            first = probe(start, "fit", short)
+            ceiling = min(ceiling, _affordable(first, seconds, probe_steps, start))
+            result.time_ceiling = ceiling
+
         def search_probe(batch: int, phase: str) -> Probe:
             nonlocal first
             if first is not None and batch == start:  # the first probe, made above
@@ -190,6 +207,16 @@ def find(
     finally:
         fresh.close()
     return result
+
+
+def _affordable(first: Probe, seconds: float, probe_steps: int, start: int) -> int:
+    """The largest batch whose probe (a warm-up step and `probe_steps` steps) takes no more than
+    `seconds` / PLANNED_PROBES, by the `first` probe's step time at `start` (a step's time grows
+    at most in proportion to the batch); `start` at the least, the ceiling where unknown."""
+    if not first.fits or not first.step_time_s:
+        return CEILING
+    per_probe = seconds / PLANNED_PROBES
+    return max(start, int(start * per_probe / ((probe_steps + 1) * first.step_time_s)))
 
 
 def _sample_bytes(row: dict[str, Any], batch: int) -> float | None:

@@ -21,12 +21,13 @@ clock it was given, so it is tested on synthetic costs.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpubench.tune.search import ETA, FINALISTS, Combo, Space
+from gpubench.tune.search import CLIMB_TRIALS, ETA, FINALISTS, Combo, Space
 
 # A round's measuring time is never cut below this share of its default: shorter, its figures
 # are too noisy to rank by (round 0's default is already 1/ETA^2 of a sweep's).
@@ -66,7 +67,9 @@ class Planner:
     since the tune began). `measuring_s[r]`: round r's default measuring seconds per trial (an
     upper bound: warm-up and measuring limits), until trials show what it takes.
     The confirmation's reserve after a search of S seconds is `confirm_share` x S plus the fixed
-    cost of building its FINALISTS candidates (run.confirm counts that set-up outside its share).
+    cost of building its FINALISTS candidates (run.confirm counts that set-up outside its share):
+    each at the median first trial's fixed cost less its compile, and the longest compile seen
+    once (a worker reuses what it compiled).
     `own_fixed_s`: tune's own fixed costs (start-up, max-batch, environment capture) when the
     search began, the yard stick of measuring everything."""
 
@@ -79,15 +82,25 @@ class Planner:
     costs: list[TrialCost] = field(default_factory=list)
     rounds: list[RoundPlan] = field(default_factory=list)
     measure_all_why: str | None = None
+    # the round under way: (round, its planned trials' combos, later rounds' trial counts)
+    _round: tuple[int, list[Combo], list[int]] = (0, [], [])
+    _done: int = 0  # trials of it ended
+    _blind: bool = False  # it began with no cost known
 
     # --- what trials cost -------------------------------------------------------------------
     def observe(self, cost: TrialCost) -> None:
-        """A trial's cost, once it ended."""
+        """A trial's cost, once it ended (a round begun with nothing known is planned again)."""
         self.costs.append(cost)
+        if self.rounds and cost.round == self.rounds[-1].round:
+            self._done += 1
+            if self._blind:
+                self._blind = False
+                self._plan()
 
     def fixed_s(self, combo: Combo, first: bool | None = None) -> float:
-        """The fixed seconds of a trial of `combo`: its first (compile included) where it has not
-        run (`first` None: judged from the costs seen), a later one's (compile charged once)."""
+        """The fixed seconds of a trial of `combo`: its first (compile included), or a later
+        one's (compile charged once: the first's less its compile until a later one ran);
+        `first` None: its first where it has not run."""
         mine = [c for c in self.costs if c.combo == combo]
         if first is None:
             first = not mine
@@ -98,12 +111,11 @@ class Planner:
             return max(mine[0].fixed_s - mine[0].compile_s, 0.0)
         firsts = self._firsts()
         mode = dict(combo).get("compile")
-        alike = [c.fixed_s for c in firsts if dict(c.combo).get("compile") == mode]
-        if alike:
-            return statistics.median(alike)
-        if firsts:
-            return statistics.median(c.fixed_s for c in firsts)
-        return self.prior_fixed_s
+        alike = [c for c in firsts if dict(c.combo).get("compile") == mode] or firsts
+        if not alike:
+            return self.prior_fixed_s
+        compile_s = 0.0 if first else statistics.median(c.compile_s for c in alike)
+        return max(statistics.median(c.fixed_s for c in alike) - compile_s, 0.0)
 
     def _firsts(self) -> list[TrialCost]:
         seen: set[Combo] = set()
@@ -148,8 +160,10 @@ class Planner:
     # --- the search's deadline --------------------------------------------------------------
     def reserve_s(self, search_s: float) -> float:
         """Seconds the confirmation is planned to take after a search of `search_s` seconds."""
-        firsts = [c.fixed_s for c in self._firsts()] or [self.prior_fixed_s]
-        return self.confirm_share * search_s + FINALISTS * max(firsts)
+        firsts = self._firsts()
+        build = [c.fixed_s - c.compile_s for c in firsts] or [self.prior_fixed_s]
+        compile_s = max((c.compile_s for c in firsts), default=0.0)
+        return self.confirm_share * search_s + FINALISTS * statistics.median(build) + compile_s
 
     def left_s(self) -> float | None:
         """Seconds the search has left before the confirmation's reserve (None: no budget)."""
@@ -158,49 +172,77 @@ class Planner:
         now = self.now()
         return self.budget_s - now - self.reserve_s(max(now - self.own_fixed_s, 0.0))
 
+    def _spendable_s(self) -> float | None:
+        """Seconds of trials the search can still run: each second spent adds confirm_share
+        of a second to the confirmation's reserve."""
+        left = self.left_s()
+        return None if left is None else left / (1 + self.confirm_share)
+
     # --- search.Pacer -------------------------------------------------------------------------
     def measure_all(self, space: Space, halving: list[int]) -> bool:
-        """Measure every configuration once (at round 1's measuring) where that costs no more
-        than the halving's planned rounds, or than tune's own fixed costs, and it fits."""
+        """Measure every configuration in round 0 where that costs no more than the halving's
+        rounds 0 and 1, or than tune's own fixed costs (start-up, max-batch, the
+        confirmation's reserve), and fits the time left."""
         every = [c for c in space.combos for _ in space.batch_sizes]
-        all_s = self.cost_s(1, every, 1.0) + self._later_s(1, [FINALISTS], space.combos[:1], 1.0)
+        all_s = self.cost_s(0, every, 1.0)
         others = list(space.combos[1:])
         first = [space.combos[0]] * (halving[0] - len(others)) + others  # bracket, screens
-        halving_s = self.cost_s(0, first, 1.0) + self._later_s(0, halving[1:], first, 1.0)
-        left = self.left_s()
-        if all_s > max(halving_s, self.own_fixed_s) or (left is not None and all_s > left):
+        halving_s = self.cost_s(0, first, 1.0) + self._later_s(0, halving[1:2], first, 1.0)
+        own_s = self.own_fixed_s + self.reserve_s(all_s)
+        left = self._spendable_s()
+        if all_s > max(halving_s, own_s) or (left is not None and all_s > left):
             return False
         self.measure_all_why = (
-            f"measuring all {space.size} configurations (planned {all_s:.0f} s) costs no more "
-            f"than the halving ({halving_s:.0f} s) or tune's own fixed costs "
-            f"({self.own_fixed_s:.0f} s)"
+            f"measuring all {space.size} configurations ({all_s:.0f} s planned) costs no more "
+            f"than the halving's first rounds ({halving_s:.0f} s) or tune's own fixed costs "
+            f"({own_s:.0f} s)"
         )
         return True
 
     def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
         """Round `rnd` begins: choose the measuring scale and the round's share."""
-        left = self.left_s()
-        began = self.now()
+        self._round = (rnd, list(trials), list(later))
+        self._done = 0
+        self._blind = not self.costs  # nothing known yet: planned again after its first trial
+        self.rounds.append(RoundPlan(rnd, len(trials), 1.0, None, self.now()))
+        self._plan()
+
+    def _plan(self) -> None:
+        """The round under way's scale (the largest, down to MIN_SCALE, under which what is
+        left of it and the later rounds fit the time left) and its share of that time."""
+        rnd, trials, later = self._round
+        plan = self.rounds[-1]
+        left = self._spendable_s()
         if left is None:
-            self.rounds.append(RoundPlan(rnd, len(trials), 1.0, None, began))
             return
-        scale = 1.0
         for s in (1.0, *(MIN_SCALE + (1 - MIN_SCALE) * k / 8 for k in range(7, -1, -1))):
-            scale = s
+            plan.scale = s
             if self.cost_s(rnd, trials, s) + self._later_s(rnd, later, trials, s) <= left:
                 break
-        mine = self.cost_s(rnd, trials, scale)
-        total = mine + self._later_s(rnd, later, trials, scale)
-        share = max(left, 0.0) * (mine / total if total > 0 else 1.0)
-        self.rounds.append(RoundPlan(rnd, len(trials), scale, share, began))
+        plan.share_s = self.now() - plan.began_s + self._share_left(left)
+
+    def _share_left(self, left: float) -> float:
+        """Seconds of `left` the rest of the round under way may spend: all it plans where the
+        later rounds fit beside it, else its part in proportion to the planned costs."""
+        rnd, trials, later = self._round
+        scale = self.rounds[-1].scale
+        rest = self.cost_s(rnd, trials[self._done :], scale)
+        total = rest + self._later_s(rnd, later, trials, scale)
+        return max(left, 0.0) * (rest / total if total > 0 else 1.0)
 
     def room(self, rnd: int, combo: Combo) -> bool:
-        """Whether the next trial of `combo` fits what is left of the round's share."""
-        plan = self.rounds[-1]
-        if plan.share_s is None:
+        """Whether the next trial of `combo` fits the round's share of the time left (its
+        part of it in proportion to the planned costs of this round's rest and later rounds')."""
+        left = self._spendable_s()
+        if left is None:
             return True
-        spent = self.now() - plan.began_s
-        return spent + self.cost_s(rnd, [combo], plan.scale) <= plan.share_s
+        rnd_now, trials, later = self._round
+        scale = self.rounds[-1].scale
+        # the later rounds' fewest trials (each survivor's start, the finalists) are kept
+        fewest = [math.ceil(n / CLIMB_TRIALS) for n in later[:-1]] + [FINALISTS] * bool(later)
+        need = self.cost_s(rnd, [combo], scale)
+        keep = self._later_s(rnd_now, fewest, trials, scale)
+        return need <= self._share_left(left) and need + keep <= left
 
     def scale(self) -> float:
         """The measuring scale of the round under way (1 before the first)."""

@@ -29,7 +29,8 @@ ranked, and ends the search.
 A `pacer` (gpubench.tune.plan) sizes the rounds to a wall-clock budget: the combos are screened
 in the space's order (the settings that matter most first), each round measures only while the
 pacer says its share has room, and where measuring every configuration once costs no more than
-the halving itself, round 1 measures all of them (`Outcome.measure_all`) and round 0 is skipped.
+the halving's first rounds or tune's own fixed costs, round 0 measures all of them
+(`Outcome.measure_all`) instead of bracketing and screening.
 Where the space knows the largest batch each checkpoint mode fits (`Space.largest`), the base is
 bracketed only up to its own, and a checkpoint mode that fits a larger batch is screened at the
 largest that fits only with it: checkpointing can only win there.
@@ -118,8 +119,8 @@ class Pacer(Protocol):
     """What sizes the rounds to a budget (gpubench.tune.plan.Planner)."""
 
     def measure_all(self, space: Space, halving: list[int]) -> bool:
-        """Whether measuring every configuration once (round 1) then the finalists costs no
-        more than the halving's planned trials per round (`halving`)."""
+        """Whether round 0 is to measure every configuration (see the module docstring);
+        `halving`: the trials the halving plans per round."""
         ...
 
     def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
@@ -163,7 +164,7 @@ class Outcome:
     best_samples_per_s: float | None = None
     rounds_decided: int = 0  # rounds whose survivors were chosen (ROUNDS: it ran to its end)
     stopped_in_round: int | None = None
-    measure_all: bool = False  # round 1 measured every configuration (round 0 skipped)
+    measure_all: bool = False  # round 0 measured every configuration (no bracket, no screen)
 
 
 class Stop(Exception):
@@ -194,16 +195,11 @@ def search(
     s = _Searcher(space, measure, should_stop or (lambda: False), pacer or _Unpaced())
     round_now = 0
     try:
-        if s.pacer.measure_all(space, s.planned_counts()):
-            s.out.measure_all = True
-            s.out.rounds_decided = 1
-            round_now = 1
-            finalists = s.every_config()
-        else:
-            survivors = s.first_round()
-            s.out.rounds_decided = 1
-            round_now = 1
-            finalists = s.second_round(survivors)
+        s.out.measure_all = s.pacer.measure_all(space, s.planned_counts())
+        survivors = s.first_round()
+        s.out.rounds_decided = 1
+        round_now = 1
+        finalists = s.second_round(survivors)
         s.out.rounds_decided = 2
         round_now = 2
         s.final_round(finalists)
@@ -261,20 +257,6 @@ class _Searcher:
         n1 = CLIMB_TRIALS * max(1, math.ceil(len(self.space.combos) / ETA))
         return [n0, n1, max(FINALISTS, math.ceil(n1 / ETA))]
 
-    def every_config(self) -> list[Config]:
-        """Round 1 over the whole space (combos in order, each from its largest batch down);
-        the best 1/ETA (FINALISTS at the least) go on, best first."""
-        configs = [
-            self.space.config(c, b)
-            for c in self.space.combos
-            for b in reversed(self.space.batch_sizes)
-        ]
-        self.pacer.begin(1, [c.combo for c in configs], self.planned_counts()[2:])
-        for config in configs:
-            if self.room(1, config):
-                self.measure(config, 1)
-        return self._leaders(configs)
-
     def first_round(self) -> list[tuple[Combo, int]]:
         """Round 0: bracket the batch on the base (the next combo where the base runs at no
         batch), screen every other combo there (a checkpoint mode that fits a larger batch at
@@ -283,7 +265,11 @@ class _Searcher:
         batches = self.space.batch_sizes
         combos = self.space.combos
         plan = [combos[0]] * (len(self._bracket_order(combos[0])) + 2) + list(combos[1:])
+        if self.out.measure_all:
+            plan = [c for c in combos for _ in batches]
         self.pacer.begin(0, plan, self.planned_counts()[1:])
+        if self.out.measure_all:
+            return self._survivors(self._every_batch())
         at: dict[Combo, int] = {}
         anchor: int | None = None
         anchor_fit = 0
@@ -302,9 +288,29 @@ class _Searcher:
                 if self.measure(self.space.config(combo, batches[i]), 0) is not None:
                     at[combo] = i
                     break
+        return self._survivors(at)
+
+    def _survivors(self, at: dict[Combo, int]) -> list[tuple[Combo, int]]:
+        """The best 1/ETA of the combos by their round-0 figure at batch index `at[combo]`."""
+        batches = self.space.batch_sizes
         ranked = sorted(at, key=lambda c: -self.value(self.space.config(c, batches[at[c]]), 0))
         keep = max(1, math.ceil(len(self.space.combos) / ETA))
         return [(c, at[c]) for c in ranked[:keep]]
+
+    def _every_batch(self) -> dict[Combo, int]:
+        """Round 0 over the whole space (each combo from the largest batch it fits down, while
+        the round has room): each combo that ran, at its best batch index."""
+        batches = self.space.batch_sizes
+        at: dict[Combo, int] = {}
+        for combo in self.space.combos:
+            inside = range(self.space.fit_index(combo), -1, -1)
+            for i in inside:
+                if self.room(0, self.space.config(combo, batches[i])) or not self.out.trials:
+                    self.measure(self.space.config(combo, batches[i]), 0)
+            best = max(inside, key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
+            if self.figures.get((self.space.config(combo, batches[best]), 0)) is not None:
+                at[combo] = best
+        return at
 
     def _bracket(self, combo: Combo) -> int | None:
         """The index of `combo`'s best batch in round 0: every other batch from the largest

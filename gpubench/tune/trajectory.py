@@ -19,7 +19,8 @@ that was not measured is null.
                  confirmation's reserve, as the plan last saw it), or null without a budget,
   "overrun_s":   seconds the tune ran past its budget (elapsed_s - budget_s; negative: under),
                  or null without a budget,
-  "plan":        {measure_all: whether round 1 measured the whole space (round 0 skipped),
+  "plan":        {measure_all: whether round 0 measured the whole space (no bracket, no
+                  screening: it costs no more than the halving or tune's own fixed costs),
                   measure_all_why: why (the planned costs compared), or null,
                   own_fixed_s: tune's own seconds before the search (start-up, max-batch,
                   environment capture),
