@@ -214,10 +214,18 @@ def test_checkpointing_is_screened_at_a_micro_batch_that_only_fits_with_it() -> 
 
 def test_a_max_batch_search_given_seconds_caps_its_probes_batch_to_what_they_afford() -> None:
     from gpubench.run.batch_search import Probe
-    from gpubench.run.maxbatch import CEILING, PLANNED_PROBES, _affordable
+    from gpubench.run.maxbatch import GROWTH, PLANNED_PROBES, _affordable
 
-    first = Probe(1, "ok", None, 2.0, "fit", step_time_s=0.001)
-    # 4 steps of at most 0.001 s x B within 8 s / PLANNED_PROBES
-    assert _affordable(first, 8.0, 3, 1) == int(8.0 / PLANNED_PROBES / 0.004)
-    assert _affordable(first, 0.0, 3, 1) == 1  # never under the start
-    assert _affordable(Probe(1, "oom", None, 2.0, "fit"), 8.0, 3, 1) == CEILING
+    one = [Probe(1, "ok", None, 2.0, "fit", step_time_s=0.001)]
+    # with one probe a step is taken to grow in proportion to the batch: 4 steps of 0.001 x B
+    assert _affordable(one, 0.008 * PLANNED_PROBES * 4, 3, 1) == min(8, GROWTH)
+    assert _affordable(one, 0.0, 3, 1) == 1  # never under where it is
+    assert _affordable(one, 1e9, 3, 1) == GROWTH  # never more than GROWTH-fold in a stage
+    # two probes: the line through them (0.01 s + 0.0001 s per sample)
+    two = [
+        Probe(8, "ok", None, 1.0, "fit", step_time_s=0.0108),
+        Probe(16, "ok", None, 2.0, "search", step_time_s=0.0116),
+    ]
+    allowed = 0.03 * PLANNED_PROBES * 4  # 0.03 s a step: 0.01 + 0.0001 x 200
+    assert _affordable(two, allowed, 3, 16) == 200
+    assert _affordable([Probe(1, "oom", None, 2.0, "fit")], 8.0, 3, 1) == 1

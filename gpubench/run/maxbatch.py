@@ -31,8 +31,10 @@ from gpubench.run.worker import WorkerRunner
 # A probe: one warm-up step, then this many measured steps (optimizer state exists after step 1).
 PROBE_STEPS = 3
 CEILING = 2**16
-# A search given `seconds` plans on this many probes after the first: each may take its share.
+# A search given `seconds` plans on this many probes after the first: each may take its share;
+# and its ceiling grows at most GROWTH-fold per stage (a step's time is known only below it).
 PLANNED_PROBES = 4
+GROWTH = 16
 
 
 @dataclass
@@ -117,10 +119,9 @@ def find(
     applies there.
 
     `seconds` (None: no limit) bounds the search in time where memory would let it climb far
-    (a tune's budget): the first probe's step time at `start` says how long a probe of a larger
-    batch takes at the most (a step grows no faster than the batch), and the search's ceiling
-    is lowered to the largest batch whose probe fits 1/PLANNED_PROBES of `seconds`
-    (`result.time_ceiling`; the answer is then at least that, or what memory allows).
+    (a tune's budget): it climbs in stages, each up to the largest batch whose probe the step
+    times measured so far say fits 1/PLANNED_PROBES of the seconds left (_timed_search); where
+    time stops it first, `result.time_ceiling` is the largest batch it reached.
     """
     if not 1 <= start <= ceiling:
         raise ConfigError(f"invalid start batch size {start}; allowed: 1 to the ceiling {ceiling}")
@@ -167,25 +168,25 @@ def find(
             if result.rank_saved_bytes < 0 and over:
                 first = None  # it peaked over what a rank may hold: probed again under that
 
-        if seconds is not None and rank_saving is None:
-            first = probe(start, "fit", short)
-            ceiling = min(ceiling, _affordable(first, seconds, probe_steps, start))
-            result.time_ceiling = ceiling
+        known: dict[int, Probe] = {}
 
         def search_probe(batch: int, phase: str) -> Probe:
             nonlocal first
             if first is not None and batch == start:  # the first probe, made above
                 done, first = first, None
+                known[batch] = done
                 return done
-            return probe(batch, phase, short)
+            if seconds is not None and batch in known:  # a timed search goes on from its top
+                return known[batch]
+            known[batch] = probe(batch, phase, short)
+            return known[batch]
 
-        probes = batch_search.search(
-            search_probe,
-            start,
-            ceiling,
-            result.limit_bytes,
-            exact,
-        )
+        if seconds is None:
+            probes = batch_search.search(search_probe, start, ceiling, result.limit_bytes, exact)
+        else:
+            probes = _timed_search(
+                search_probe, start, ceiling, result, exact, seconds, probe_steps
+            )
         full: list[Probe] = []
         if confirm_budget is not None and result.stopped is None:
             full = batch_search.confirm(
@@ -209,14 +210,47 @@ def find(
     return result
 
 
-def _affordable(first: Probe, seconds: float, probe_steps: int, start: int) -> int:
-    """The largest batch whose probe (a warm-up step and `probe_steps` steps) takes no more than
-    `seconds` / PLANNED_PROBES, by the `first` probe's step time at `start` (a step's time grows
-    at most in proportion to the batch); `start` at the least, the ceiling where unknown."""
-    if not first.fits or not first.step_time_s:
-        return CEILING
-    per_probe = seconds / PLANNED_PROBES
-    return max(start, int(start * per_probe / ((probe_steps + 1) * first.step_time_s)))
+def _timed_search(
+    probe: Callable[[int, str], Probe],
+    start: int,
+    ceiling: int,
+    result: MaxBatch,
+    exact: bool,
+    seconds: float,
+    probe_steps: int,
+) -> list[Probe]:
+    """batch_search.search under a time limit: in stages, each up to the largest batch whose
+    probe the seconds left afford (`_affordable`), the next from where the last reached, until
+    memory decides (a stage fails below its top) or time does (`result.time_ceiling`)."""
+    began = time.perf_counter()
+    probes = [probe(start, "fit")]
+    low = start
+    while True:
+        left = seconds - (time.perf_counter() - began)
+        top = min(ceiling, _affordable(probes, left, probe_steps, low))
+        if top <= low:
+            result.time_ceiling = low if low < ceiling else None
+            return probes
+        stage = batch_search.search(probe, low, top, result.limit_bytes, exact)
+        probes += [p for p in stage if p not in probes]
+        if batch_search.largest_fitted(stage) < top or not stage[-1].fits:
+            return probes
+        low = top
+
+
+def _affordable(probes: list[Probe], seconds: float, probe_steps: int, low: int) -> int:
+    """The largest batch (`low` at the least, GROWTH x `low` at the most) whose probe, a warm-up
+    step and `probe_steps` steps, takes no more than `seconds` / PLANNED_PROBES: by the line
+    through the step times of the two largest probes that fitted, or with one, a step time in
+    proportion to the batch (the most it can grow)."""
+    points = sorted((p.batch_size, p.step_time_s) for p in probes if p.fits and p.step_time_s)
+    if not points:
+        return low
+    per_step = seconds / PLANNED_PROBES / (probe_steps + 1)
+    (b1, s1), (b2, s2) = points[-2:] if len(points) > 1 else ((0, 0.0), points[-1])
+    slope = max((s2 - s1) / (b2 - b1), s2 / b2 / GROWTH)  # never flatter than this
+    most = int(b2 + (per_step - s2) / slope)
+    return max(low, min(most, low * GROWTH))
 
 
 def _sample_bytes(row: dict[str, Any], batch: int) -> float | None:

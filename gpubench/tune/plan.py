@@ -161,9 +161,11 @@ class Planner:
     def reserve_s(self, search_s: float) -> float:
         """Seconds the confirmation is planned to take after a search of `search_s` seconds."""
         firsts = self._firsts()
-        build = [c.fixed_s - c.compile_s for c in firsts] or [self.prior_fixed_s]
-        compile_s = max((c.compile_s for c in firsts), default=0.0)
-        return self.confirm_share * search_s + FINALISTS * statistics.median(build) + compile_s
+        if not firsts:  # one worker's start-up, as max-batch's probes took it
+            return self.confirm_share * search_s + self.prior_fixed_s
+        build = statistics.median(c.fixed_s - c.compile_s for c in firsts)
+        compile_s = max(c.compile_s for c in firsts)
+        return self.confirm_share * search_s + FINALISTS * build + compile_s
 
     def left_s(self) -> float | None:
         """Seconds the search has left before the confirmation's reserve (None: no budget)."""
