@@ -77,6 +77,8 @@ def fill(
         record.stopped = (
             f"budget: {budget_s:g} s reached in round {outcome.stopped_in_round} "
             f"(the rest kept for the confirmation)"
+            if budget_s is not None
+            else f"stopped in round {outcome.stopped_in_round}"
         )
     configs = {json.dumps(t.config, sort_keys=True) for t in record.trials}
     combos = {json.dumps(combo_of(t.config), sort_keys=True) for t in record.trials}
