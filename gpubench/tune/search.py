@@ -20,20 +20,18 @@ one before:
   of all the configurations of round 1 (FINALISTS at the least) go on;
 - round 2 (the sweep's own measurement): the finalists, measured as a sweep measures a point.
 
-A figure of None is a configuration that could not run (out of memory: the cliff at the memory
-limit; an error): it ranks below every figure. `should_stop` is asked before each measurement;
-once it says stop, the search ends where it is and says so (`Outcome.stopped`). A measurement
-cut short by the deadline (`measure` raises Cut) is recorded with the outcome `cut`, never
-ranked, and ends the search.
+A figure of None is a configuration that could not run (out of memory, an error): it ranks
+below every figure. `should_stop` is asked before each measurement; once it says stop, the
+search ends where it is (`Outcome.stopped`). A measurement the deadline cut short (`measure`
+raises Cut) is recorded as `cut`, never ranked, and ends the search.
 
-A `pacer` (gpubench.tune.plan) sizes the rounds to a wall-clock budget: the combos are screened
-in the space's order (the settings that matter most first), each round measures only while the
-pacer says its share has room, and where measuring every configuration once costs no more than
-the halving's first rounds or tune's own fixed costs, round 0 measures all of them
-(`Outcome.measure_all`) instead of bracketing and screening.
-Where the space knows the largest batch each checkpoint mode fits (`Space.largest`), the base is
-bracketed only up to its own, and a checkpoint mode that fits a larger batch is screened at the
-largest that fits only with it: checkpointing can only win there.
+A `pacer` (gpubench.tune.plan) sizes the rounds to a wall-clock budget: combos are screened in
+the space's order (what matters most first), each round measures while the pacer says its share
+has room, and where measuring every configuration costs no more than the halving's first rounds
+or tune's own fixed costs, round 0 measures all of them (`Outcome.measure_all`). Where the space
+knows the largest batch each checkpoint mode fits (`Space.largest`), the base is bracketed only
+up to its own, and a mode that fits a larger batch is screened at the largest that fits only
+with it: checkpointing can only win there.
 """
 
 from __future__ import annotations
@@ -107,8 +105,7 @@ class Space:
 
 
 class Cut(Exception):
-    """Raised by a `measure` whose measurement the deadline cut short: its figure (None: none),
-    recorded as a cut trial, never ranked."""
+    """Raised by a `measure` the deadline cut short, with its figure (recorded, never ranked)."""
 
     def __init__(self, samples_per_s: float | None) -> None:
         super().__init__("cut by the deadline")
@@ -119,13 +116,11 @@ class Pacer(Protocol):
     """What sizes the rounds to a budget (gpubench.tune.plan.Planner)."""
 
     def measure_all(self, space: Space, halving: list[int]) -> bool:
-        """Whether round 0 is to measure every configuration (see the module docstring);
-        `halving`: the trials the halving plans per round."""
+        """Whether round 0 measures every configuration (`halving`: trials planned per round)."""
         ...
 
     def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
-        """Round `rnd` starts, planning `trials` (their combos, in order) and `later` trials
-        in each round after it."""
+        """Round `rnd` starts: `trials` (their combos) planned, `later` in each round after."""
         ...
 
     def room(self, rnd: int, combo: Combo) -> bool:
@@ -172,19 +167,6 @@ class Stop(Exception):
     or by a `measure` that will not start one (no time left for it)."""
 
 
-class _Unpaced:
-    """No budget to pace: every round as planned, the halving always."""
-
-    def measure_all(self, space: Space, halving: list[int]) -> bool:
-        return False
-
-    def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
-        return None
-
-    def room(self, rnd: int, combo: Combo) -> bool:
-        return True
-
-
 def search(
     space: Space,
     measure: Measure,
@@ -192,10 +174,10 @@ def search(
     pacer: Pacer | None = None,
 ) -> Outcome:
     """Run the search over `space`, measuring through `measure` (see the module docstring)."""
-    s = _Searcher(space, measure, should_stop or (lambda: False), pacer or _Unpaced())
+    s = _Searcher(space, measure, should_stop or (lambda: False), pacer)
     round_now = 0
     try:
-        s.out.measure_all = s.pacer.measure_all(space, s.planned_counts())
+        s.out.measure_all = pacer is not None and pacer.measure_all(space, s.planned_counts())
         survivors = s.first_round()
         s.out.rounds_decided = 1
         round_now = 1
@@ -212,7 +194,7 @@ def search(
 
 class _Searcher:
     def __init__(
-        self, space: Space, measure: Measure, should_stop: Callable[[], bool], pacer: Pacer
+        self, space: Space, measure: Measure, should_stop: Callable[[], bool], pacer: Pacer | None
     ) -> None:
         self.space = space
         self._measure = measure
@@ -238,7 +220,13 @@ class _Searcher:
 
     def room(self, rnd: int, config: Config) -> bool:
         """Whether the pacer lets round `rnd` measure `config` (free where it was measured)."""
-        return (config, rnd) in self.figures or self.pacer.room(rnd, config.combo)
+        if self.pacer is None or (config, rnd) in self.figures:
+            return True
+        return self.pacer.room(rnd, config.combo)
+
+    def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
+        if self.pacer is not None:
+            self.pacer.begin(rnd, trials, later)
 
     def value(self, config: Config, rnd: int) -> float:
         """The figure for ranking: -inf where it did not run or was not measured."""
@@ -267,7 +255,7 @@ class _Searcher:
         plan = [combos[0]] * (len(self._bracket_order(combos[0])) + 2) + list(combos[1:])
         if self.out.measure_all:
             plan = [c for c in combos for _ in batches]
-        self.pacer.begin(0, plan, self.planned_counts()[1:])
+        self.begin(0, plan, self.planned_counts()[1:])
         if self.out.measure_all:
             return self._survivors(self._every_batch())
         at: dict[Combo, int] = {}
@@ -334,7 +322,7 @@ class _Searcher:
         always measured, the climb while the round has room); the best 1/ETA of what was
         measured (FINALISTS at the least) go on, best first."""
         later = [max(FINALISTS, math.ceil(CLIMB_TRIALS * len(survivors) / ETA))]
-        self.pacer.begin(1, [c for c, _ in survivors for _ in range(CLIMB_TRIALS)], later)
+        self.begin(1, [c for c, _ in survivors for _ in range(CLIMB_TRIALS)], later)
         for combo, start in survivors:
             self.measure(self.space.config(combo, self.space.batch_sizes[start]), 1)
         measured: list[Config] = []
@@ -351,7 +339,7 @@ class _Searcher:
     def final_round(self, finalists: list[Config]) -> None:
         """Round 2: the finalists, best first, the first FINALISTS always, more while the
         round has room."""
-        self.pacer.begin(2, [c.combo for c in finalists], [])
+        self.begin(2, [c.combo for c in finalists], [])
         for n, config in enumerate(finalists):
             if n < FINALISTS or self.room(2, config):
                 self.measure(config, 2)

@@ -9,7 +9,9 @@ that was not measured is null.
   "request": {model, model_size, device, optimizer, data, seed, model_options,
               budget_s (null: none), named (the axes the user named: {axis: [values]})},
   "space": {axes: {axis: [values]}, batch_sizes: [...] (micro-batches where effective_batch is
-            set), effective_batch, combos: [{axis: value}], size},
+            set), effective_batch, combos: [{axis: value}] (in the order the search screens
+            them: precision first), size, largest_batch_by_checkpoint: {checkpoint mode: the
+            largest micro-batch it fits by max-batch} ({} unless the effective batch is fixed)},
   "elapsed_s":   wall-clock seconds since the tune started (the search, max-batch and the
                  confirmation included; a resumed tune adds on),
   "finished":    whether the search ran all its rounds,
