@@ -229,3 +229,21 @@ def test_a_max_batch_search_given_seconds_caps_its_probes_batch_to_what_they_aff
     allowed = 0.03 * PLANNED_PROBES * 4  # 0.03 s a step: 0.01 + 0.0001 x 200
     assert _affordable(two, allowed, 3, 16) == 200
     assert _affordable([Probe(1, "oom", None, 2.0, "fit")], 8.0, 3, 1) == 1
+
+
+def test_a_trial_with_the_deadline_in_its_middle_stops_at_a_step_near_it() -> None:
+    # a real tiny model measured in this process: unbounded, this budget warms up for 10 s and
+    # measures for 30 s at the least (no interval ever tight enough); bounded to 1 s of room,
+    # the harness ends it at a step boundary, with the fewest steps that give an interval
+    from gpubench.config.spec import Point
+    from gpubench.run.worker import run_point
+
+    long = Budget(warmup_min_s=10.0, warmup_max_s=10.0, min_time_s=30.0, max_time_s=30.0,
+                  target_rel_ci=0.0, profile_steps=0)  # fmt: skip
+    bounded, cut = trial.bounded(long, 1.0)
+    assert cut and trial.measuring_limit_s(bounded) == 1.0
+    assert trial.bounded(long, 60.0) == (long, False)  # room enough: not cut
+    row = run_point(Point("mlp", "tiny", "cpu", "fp32", "sgd", 4, threads=1), bounded)
+    assert row["status"] == "ok" and row["steps_measured"] >= 6
+    spent = row["warmup_time_s"] + row["wall_time_s"]
+    assert spent < (long.warmup_min_s + long.min_time_s) / 4  # nowhere near the unbounded 40 s

@@ -222,8 +222,8 @@ def _timed_search(
     """batch_search.search under a time limit: in stages, each up to the largest batch whose
     probe the seconds left afford (`_affordable`), the next from where the last reached, until
     memory decides (a stage fails below its top) or time does (`result.time_ceiling`)."""
-    began = time.perf_counter()
     probes = [probe(start, "fit")]
+    began = time.perf_counter()  # the first probe's worker start-up is paid whatever the limit
     low = start
     while True:
         left = seconds - (time.perf_counter() - began)
