@@ -247,3 +247,13 @@ def test_a_trial_with_the_deadline_in_its_middle_stops_at_a_step_near_it() -> No
     assert row["status"] == "ok" and row["steps_measured"] >= 6
     spent = row["warmup_time_s"] + row["wall_time_s"]
     assert spent < (long.warmup_min_s + long.min_time_s) / 4  # nowhere near the unbounded 40 s
+
+
+def test_a_cut_measurement_never_becomes_a_configurations_row() -> None:
+    from gpubench.tune.rows import deepest
+
+    row = {"model": "mlp", "model_size": "tiny", "device": "cpu", "precision": "fp32",
+           "optimizer": "sgd", "batch_size": 4, "seed": 0}  # fmt: skip
+    kept = [{**row, "tune_round": 0, "samples_per_s": 10.0}]
+    cut = [{**row, "tune_round": 1, "samples_per_s": 99.0, "tune_cut": True}]
+    assert deepest(kept + cut) == kept
