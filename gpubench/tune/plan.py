@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpubench.tune.search import CLIMB_TRIALS, ETA, FINALISTS, Combo, Space
+from gpubench.tune.search import ETA, FINALISTS, Combo, Space
 
 # A round's measuring time is never cut below this share of its default: shorter, its figures
 # are too noisy to rank by (round 0's default is already 1/ETA^2 of a sweep's).
@@ -240,8 +240,11 @@ class Planner:
             return True
         rnd_now, trials, later = self._round
         scale = self.rounds[-1].scale
-        # the later rounds' fewest trials (each survivor's start, the finalists) are kept
-        fewest = [math.ceil(n / CLIMB_TRIALS) for n in later[:-1]] + [FINALISTS] * bool(later)
+        # the later rounds' fewest trials are kept for them: the start of each combo that
+        # would survive what this round has screened (with this one), and the finalists
+        screened = {c.combo for c in self.costs if c.round == rnd_now} | {combo}
+        survivors = min(len(screened), math.ceil(len(set(trials)) / ETA))
+        fewest = [survivors] * (len(later) - 1) + [FINALISTS] * bool(later)
         need = self.cost_s(rnd, [combo], scale)
         keep = self._later_s(rnd_now, fewest, trials, scale)
         return need <= self._share_left(left) and need + keep <= left
