@@ -9,6 +9,8 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import pytest
+
 from gpubench.config.spec import Budget
 from gpubench.tune import trial
 from gpubench.tune.plan import Planner, TrialCost
@@ -257,3 +259,27 @@ def test_a_cut_measurement_never_becomes_a_configurations_row() -> None:
     kept = [{**row, "tune_round": 0, "samples_per_s": 10.0}]
     cut = [{**row, "tune_round": 1, "samples_per_s": 99.0, "tune_cut": True}]
     assert deepest(kept + cut) == kept
+
+
+def test_on_cuda_bf16_is_the_first_setting_screened(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from gpubench.config.spec import Point
+    from gpubench.tune.space import combos
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))  # H100
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    base = Point("cnn", "tiny", "cuda", "fp32", "sgd", 1)
+    values = {
+        "precision": ("fp32", "tf32", "fp16", "bf16"),
+        "compile": ("eager", "compile"),
+        "threads": (None,),
+        "channels_last": (False, True),
+        "cuda_graph": (False, True),
+        "cudnn_benchmark": (False, True),
+        "checkpoint": ("none",),
+    }
+    order = combos(base, values, has_conv=True)
+    first = [{a: v for a, v in c if dict(order[0])[a] != v} for c in order[1:5]]
+    assert first == [{"precision": "bf16"}, {"precision": "fp16"}, {"precision": "tf32"},
+                     {"compile": "compile"}]  # fmt: skip
