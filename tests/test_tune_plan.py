@@ -85,7 +85,7 @@ class Machine:
             if left is not None:  # past the search's deadline: only by a compile not planned
                 self.overrun_s.append(self.clock - (self.clock - measuring - self.fixed_s) - left)
             p.observe(TrialCost(config.combo, rnd, self.fixed_s + compile_s, measuring,
-                                compile_s, p.scale()))  # fmt: skip
+                                compile_s, p.scale(), measuring))  # fmt: skip
             if cut:
                 raise Cut(surface(config))
             return surface(config)
@@ -139,12 +139,12 @@ def test_compile_is_charged_once_per_combo() -> None:
     eager = (("precision", "fp32"), ("compile", "eager"))
     compiled = (("precision", "fp32"), ("compile", "compile"))
     other = (("precision", "bf16"), ("compile", "compile"))
-    p.observe(TrialCost(eager, 0, 1.0, 1.0))
-    p.observe(TrialCost(compiled, 0, 12.0, 1.0, compile_s=10.0))
+    p.observe(TrialCost(eager, 0, 1.0, 1.0, limit_s=1.0))  # used all of round 0's limit
+    p.observe(TrialCost(compiled, 0, 12.0, 1.0, compile_s=10.0, limit_s=1.0))
     assert p.fixed_s(compiled) == 2.0  # its compile is paid: later trials are planned without
     assert p.fixed_s(other) == 12.0  # another compiled combo has its compile ahead of it
     assert p.cost_s(1, [other] * 3, 1.0) == 12.0 + 2.0 + 2.0 + 3 * 3.0
-    p.observe(TrialCost(compiled, 1, 5.0, 3.0, compile_s=0.0))  # it did cost more again
+    p.observe(TrialCost(compiled, 1, 5.0, 3.0, limit_s=3.0))  # it did cost more again
     assert p.fixed_s(compiled) == 5.0
 
 
@@ -283,3 +283,14 @@ def test_on_cuda_bf16_is_the_first_setting_screened(monkeypatch: pytest.MonkeyPa
     first = [{a: v for a, v in c if dict(order[0])[a] != v} for c in order[1:5]]
     assert first == [{"precision": "bf16"}, {"precision": "fp16"}, {"precision": "tf32"},
                      {"compile": "compile"}]  # fmt: skip
+
+
+def test_slow_steps_cost_the_fewest_steps_in_every_round_not_a_multiple_of_the_first() -> None:
+    # a trial past its 0.5 s limit ran on the fewest steps an interval needs: a longer round
+    # costs no more until its own limit is longer still; one that used half its limit scales
+    p = Planner(100.0, lambda: 0.0, [0.5, 1.5, 4.5], 0.15)
+    p.observe(TrialCost(COMBOS[0], 0, 0.3, 6.0, limit_s=0.5))
+    assert p.measuring_est_s(2, 1.0) == 6.0 and p.measuring_est_s(0, 1.0) == 6.0
+    q = Planner(100.0, lambda: 0.0, [0.5, 1.5, 4.5], 0.15)
+    q.observe(TrialCost(COMBOS[0], 0, 0.3, 0.25, limit_s=0.5))
+    assert q.measuring_est_s(2, 1.0) == 2.25 and q.measuring_est_s(2, 0.5) == 1.125

@@ -38,8 +38,9 @@ MIN_SCALE = 1 / ETA
 class TrialCost:
     """What one trial cost, in wall-clock seconds: `fixed_s` (all but the measuring, the
     compile included), `measuring_s` (warm-up after the first step, measured windows) under
-    the measuring `scale` it ran at in `round`, and `compile_s`, torch.compile's one-off
-    seconds inside fixed_s (0: eager)."""
+    the measuring `scale` it ran at in `round` and the limit `limit_s` that gave it (warm-up
+    and measuring; inf: a step count), and `compile_s`, torch.compile's one-off seconds
+    inside fixed_s (0: eager)."""
 
     combo: Combo
     round: int
@@ -47,6 +48,7 @@ class TrialCost:
     measuring_s: float
     compile_s: float = 0.0
     scale: float = 1.0
+    limit_s: float = float("inf")
 
 
 @dataclass
@@ -126,24 +128,28 @@ class Planner:
                 out.append(c)
         return out
 
-    def trial_measuring_s(self, rnd: int) -> float:
-        """Round `rnd`'s measuring seconds per trial at scale 1: the median of what trials took
-        (each brought to this round by the rounds' ratio of default times), else the default."""
-        seen = [
-            c.measuring_s / c.scale * self.measuring_s[rnd] / self.measuring_s[c.round]
-            for c in self.costs
-            if c.scale > 0 and self.measuring_s[c.round] > 0
-        ]
-        return statistics.median(seen) if seen else self.measuring_s[rnd]
+    def measuring_est_s(self, rnd: int, scale: float) -> float:
+        """Round `rnd`'s measuring seconds per trial at `scale`, from the trials seen: each used
+        a share of its limit (warm-up ending steady, an interval tight early), which scales
+        with the limit, or ran past it on the fewest steps an interval needs (slow steps),
+        which does not; the median of what each says, else the default limit."""
+        limit = self.measuring_s[rnd] * scale
+        seen = []
+        for c in self.costs:
+            if not c.limit_s > 0 or c.limit_s == float("inf"):
+                seen.append(c.measuring_s)
+            elif c.measuring_s > c.limit_s:
+                seen.append(max(c.measuring_s, limit))
+            else:
+                seen.append(c.measuring_s / c.limit_s * limit)
+        return statistics.median(seen) if seen else limit
 
     def cost_s(self, rnd: int, combos: Sequence[Combo], scale: float) -> float:
         """What measuring `combos` (in order) in round `rnd` at `scale` is planned to cost."""
         seen = {c.combo for c in self.costs}
         total = 0.0
         for combo in combos:
-            total += self.fixed_s(combo, first=combo not in seen) + scale * self.trial_measuring_s(
-                rnd
-            )
+            total += self.fixed_s(combo, first=combo not in seen) + self.measuring_est_s(rnd, scale)
             seen.add(combo)
         return total
 
@@ -154,7 +160,7 @@ class Planner:
         cost of the typical combo of `combos`."""
         fixed = statistics.median(self.fixed_s(c, first=False) for c in combos) if combos else 0.0
         return sum(
-            n * (fixed + scale * self.trial_measuring_s(rnd + 1 + k)) for k, n in enumerate(later)
+            n * (fixed + self.measuring_est_s(rnd + 1 + k, scale)) for k, n in enumerate(later)
         )
 
     # --- the search's deadline --------------------------------------------------------------

@@ -76,10 +76,14 @@ def kill_after_s(room_s: float, fixed_s: float, point_timeout_s: float | None) -
     return backstop if point_timeout_s is None else min(point_timeout_s, backstop)
 
 
-def cost(combo: Combo, rnd: int, row: dict[str, Any], wall_s: float, scale: float) -> TrialCost:
-    """What a trial of `combo` in round `rnd` cost: `wall_s` seconds in all, of which measuring
-    is its warm-up after the compile and its measured windows (row fields), the rest fixed."""
+def cost(
+    combo: Combo, rnd: int, row: dict[str, Any], wall_s: float, scale: float, budget: Budget
+) -> TrialCost:
+    """What a trial of `combo` in round `rnd` under `budget` cost: `wall_s` seconds in all, of
+    which measuring is its warm-up after the compile and its measured windows (row fields), the
+    rest fixed."""
     compile_s = float(row.get("compile_time_s") or 0.0)
     warm = max(float(row.get("warmup_time_s") or 0.0) - compile_s, 0.0)
     measuring = min(warm + float(row.get("wall_time_s") or 0.0), wall_s)
-    return TrialCost(combo, rnd, wall_s - measuring, measuring, compile_s, scale)
+    limit = measuring_limit_s(budget)
+    return TrialCost(combo, rnd, wall_s - measuring, measuring, compile_s, scale, limit)
