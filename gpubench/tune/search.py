@@ -10,11 +10,11 @@ effective / micro accumulated micro-batches, and "batch" below reads "micro-batc
 The search is successive halving over three rounds, each measuring ETA times longer than the
 one before:
 
-- round 0 (shortest): the batch size is bracketed on the first combo (the base): every other
-  power of two from the largest down, then the two neighbours of the best, since on a curve that
-  rises then flattens or falls the peak lies within one step of the best of every other step.
-  Every other combo is measured at the base's best batch (one step smaller where that fails:
-  a combo may need more memory). The best 1/ETA of the combos go on;
+- round 0 (shortest): the batch size is bracketed on the first combo (the base) at every other
+  power of two from the largest down; every other combo is measured at the base's best (one
+  step smaller where that fails); then the base's best is refined by its two neighbours (on a
+  curve that rises then flattens or falls the peak lies within one step of the best of every
+  other step). The best 1/ETA of the combos go on;
 - round 1: each surviving combo climbs in batch from there (its neighbours, then on in the
   direction that gained, until PATIENCE steps past its best), measured longer. The best 1/ETA
   of all the configurations of round 1 (FINALISTS at the least) go on;
@@ -39,15 +39,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
+
+from gpubench.tune.pacing import Combo, Cut, Pacer, Stop
 
 ETA = 3  # each round measures ETA times longer than the one before and keeps 1/ETA
 ROUNDS = 3
 PATIENCE = 2  # steps a climb in batch goes on past its best (a plateau loses by noise)
 FINALISTS = 2  # the fewest configurations the last round measures (a leader and a rival)
 
-# The competing settings other than batch size, as (axis, value) pairs in axis order.
-Combo = tuple[tuple[str, Any], ...]
+__all__ = ["Combo", "Cut", "Pacer", "Stop"]  # its parts that live in pacing.py, with it
 
 
 @dataclass(frozen=True)
@@ -104,30 +105,6 @@ class Space:
         return inside[-1] if inside else 0
 
 
-class Cut(Exception):
-    """Raised by a `measure` the deadline cut short, with its figure (recorded, never ranked)."""
-
-    def __init__(self, samples_per_s: float | None) -> None:
-        super().__init__("cut by the deadline")
-        self.samples_per_s = samples_per_s
-
-
-class Pacer(Protocol):
-    """What sizes the rounds to a budget (gpubench.tune.plan.Planner)."""
-
-    def measure_all(self, space: Space, halving: list[int]) -> bool:
-        """Whether round 0 measures every configuration (`halving`: trials planned per round)."""
-        ...
-
-    def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
-        """Round `rnd` starts: `trials` (their combos) planned, `later` in each round after."""
-        ...
-
-    def room(self, rnd: int, combo: Combo) -> bool:
-        """Whether round `rnd`'s share has room for one more trial of `combo`."""
-        ...
-
-
 # (configuration, round) -> samples/s, or None where it could not run.
 Measure = Callable[[Config, int], float | None]
 
@@ -160,11 +137,6 @@ class Outcome:
     rounds_decided: int = 0  # rounds whose survivors were chosen (ROUNDS: it ran to its end)
     stopped_in_round: int | None = None
     measure_all: bool = False  # round 0 measured every configuration (no bracket, no screen)
-
-
-class Stop(Exception):
-    """Ends the search where it is: raised when `should_stop` says stop before a measurement,
-    or by a `measure` that will not start one (no time left for it)."""
 
 
 def search(
@@ -230,12 +202,10 @@ class _Searcher:
 
     def value(self, config: Config, rnd: int) -> float:
         """The figure for ranking: -inf where it did not run or was not measured."""
-        v = self.figures.get((config, rnd))
-        return -math.inf if v is None else v
+        return self.figures.get((config, rnd)) or -math.inf
 
     def _bracket_order(self, combo: Combo) -> list[int]:
-        """The batch indices round 0 brackets `combo` at first: every other one from the
-        largest it fits down (ascending)."""
+        """Round 0's batch indices for `combo`: every other one from the largest it fits down."""
         return sorted(range(self.space.fit_index(combo), -1, -2))
 
     def planned_counts(self) -> list[int]:
@@ -247,9 +217,10 @@ class _Searcher:
 
     def first_round(self) -> list[tuple[Combo, int]]:
         """Round 0: bracket the batch on the base (the next combo where the base runs at no
-        batch), screen every other combo there (a checkpoint mode that fits a larger batch at
-        the largest that fits only with it), while the round has room; the surviving combos
-        and their batch index."""
+        batch) at every other size, screen every other combo at its best (a checkpoint mode
+        that fits a larger batch at the largest that fits only with it), then refine the
+        base's best by its neighbours: screens before refinement where the round is short of
+        room. The surviving combos and their batch index."""
         batches = self.space.batch_sizes
         combos = self.space.combos
         plan = [combos[0]] * (len(self._bracket_order(combos[0])) + 2) + list(combos[1:])
@@ -261,11 +232,12 @@ class _Searcher:
         at: dict[Combo, int] = {}
         anchor: int | None = None
         anchor_fit = 0
+        base: Combo | None = None
         for combo in combos:
             if anchor is None:
                 anchor = self._bracket(combo)
                 if anchor is not None:
-                    at[combo] = anchor
+                    base, at[combo] = combo, anchor
                     anchor_fit = self.space.fit_index(combo)
                 continue
             fit = self.space.fit_index(combo)
@@ -276,6 +248,8 @@ class _Searcher:
                 if self.measure(self.space.config(combo, batches[i]), 0) is not None:
                     at[combo] = i
                     break
+        if base is not None:
+            at[base] = self._neighbours(base, at[base])
         return self._survivors(at)
 
     def _survivors(self, at: dict[Combo, int]) -> list[tuple[Combo, int]]:
@@ -301,8 +275,8 @@ class _Searcher:
         return at
 
     def _bracket(self, combo: Combo) -> int | None:
-        """The index of `combo`'s best batch in round 0: every other batch from the largest
-        it fits down, then both neighbours of the best (None: it ran at none)."""
+        """The index of `combo`'s best batch in round 0 at every other batch from the largest
+        it fits down (None: it ran at none)."""
         batches = self.space.batch_sizes
         n = self.space.fit_index(combo) + 1
         for k, i in enumerate(self._bracket_order(combo)):
@@ -312,6 +286,13 @@ class _Searcher:
         best = max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
         if self.figures.get((self.space.config(combo, batches[best]), 0)) is None:
             return None
+        return best
+
+    def _neighbours(self, combo: Combo, best: int) -> int:
+        """`combo`'s best batch index in round 0 once both neighbours of `best` are measured
+        (while the round has room)."""
+        batches = self.space.batch_sizes
+        n = self.space.fit_index(combo) + 1
         for i in (best - 1, best + 1):
             if 0 <= i < n and self.room(0, self.space.config(combo, batches[i])):
                 self.measure(self.space.config(combo, batches[i]), 0)
@@ -353,6 +334,8 @@ class _Searcher:
 
         def at(i: int) -> float:
             config = self.space.config(combo, batches[i])
+            if (config, 0) in self.figures and self.figures[(config, 0)] is None:
+                return -math.inf  # it could not run in round 0: not tried again
             if i not in done and self.room(1, config):
                 self.measure(config, 1)
                 done.append(i)
