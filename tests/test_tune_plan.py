@@ -294,3 +294,16 @@ def test_slow_steps_cost_the_fewest_steps_in_every_round_not_a_multiple_of_the_f
     q = Planner(100.0, lambda: 0.0, [0.5, 1.5, 4.5], 0.15)
     q.observe(TrialCost(COMBOS[0], 0, 0.3, 0.25, limit_s=0.5))
     assert q.measuring_est_s(2, 1.0) == 2.25 and q.measuring_est_s(2, 0.5) == 1.125
+
+
+def test_a_configuration_whose_steps_took_long_is_not_started_without_room_for_them() -> None:
+    clock = [0.0]
+    p = Planner(100.0, lambda: clock[0], [0.5, 1.5, 4.5], 0.15)
+    slow, fast = COMBOS[1], COMBOS[0]
+    for b in (8, 16, 32, 64):
+        p.observe(TrialCost(fast, 0, 0.3, 0.5, limit_s=0.5, batch_size=b))
+    p.observe(TrialCost(slow, 0, 0.3, 60.0, limit_s=0.5, batch_size=64))  # past its limit
+    p.begin(1, [fast, slow], [2])
+    clock[0] = 40.0  # about 50 s of trials left: not the 60 s its steps take
+    assert p.room(1, fast, 64) and not p.room(1, slow, 64)
+    assert p.room(1, slow, 8)  # another batch of it has shown nothing of the kind

@@ -23,13 +23,14 @@ class Cut(Exception):
 class Pacer(Protocol):
     """What sizes the rounds to a budget (gpubench.tune.plan.Planner): whether round 0 measures
     every configuration (`halving`: the trials planned per round); a round begins with `trials`
-    (their combos) planned, `later` in each round after; whether it has room for one more."""
+    (their combos) planned, `later` in each round after; whether it has room for one more (of
+    `combo` at `batch_size`)."""
 
     def measure_all(self, space: Space, halving: list[int]) -> bool: ...
 
     def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None: ...
 
-    def room(self, rnd: int, combo: Combo) -> bool: ...
+    def room(self, rnd: int, combo: Combo, batch_size: int) -> bool: ...
 
 
 class Stop(Exception):

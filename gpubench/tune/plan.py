@@ -49,6 +49,7 @@ class TrialCost:
     compile_s: float = 0.0
     scale: float = 1.0
     limit_s: float = float("inf")
+    batch_size: int = 0  # the configuration's batch (0: not told)
 
 
 @dataclass
@@ -238,9 +239,10 @@ class Planner:
         total = rest + self._later_s(rnd, later, trials, scale)
         return max(left, 0.0) * (rest / total if total > 0 else 1.0)
 
-    def room(self, rnd: int, combo: Combo) -> bool:
-        """Whether the next trial of `combo` fits the round's share of the time left (its
-        part of it in proportion to the planned costs of this round's rest and later rounds')."""
+    def room(self, rnd: int, combo: Combo, batch_size: int = 0) -> bool:
+        """Whether the next trial of `combo` at `batch_size` fits the round's share of the time
+        left (its part in proportion to the planned costs of this round's rest and later
+        rounds'), and what an earlier round showed it takes at the least (its steps' floor)."""
         left = self._spendable_s()
         if left is None:
             return True
@@ -251,7 +253,15 @@ class Planner:
         screened = {c.combo for c in self.costs if c.round == rnd_now} | {combo}
         survivors = min(len(screened), math.ceil(len(set(trials)) / ETA))
         fewest = [survivors] * (len(later) - 1) + [FINALISTS] * bool(later)
-        need = self.cost_s(rnd, [combo], scale)
+        floor = max(
+            (
+                c.measuring_s
+                for c in self.costs
+                if (c.combo, c.batch_size) == (combo, batch_size) and c.measuring_s > c.limit_s
+            ),
+            default=0.0,
+        )
+        need = max(self.cost_s(rnd, [combo], scale), self.fixed_s(combo) + floor)
         keep = self._later_s(rnd_now, fewest, trials, scale)
         return need <= self._share_left(left) and need + keep <= left
 

@@ -194,7 +194,7 @@ class _Searcher:
         """Whether the pacer lets round `rnd` measure `config` (free where it was measured)."""
         if self.pacer is None or (config, rnd) in self.figures:
             return True
-        return self.pacer.room(rnd, config.combo)
+        return self.pacer.room(rnd, config.combo, config.batch_size)
 
     def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
         if self.pacer is not None:
@@ -256,7 +256,8 @@ class _Searcher:
         """The best 1/ETA of the combos by their round-0 figure at batch index `at[combo]`."""
         batches = self.space.batch_sizes
         ranked = sorted(at, key=lambda c: -self.value(self.space.config(c, batches[at[c]]), 0))
-        keep = max(1, math.ceil(len(self.space.combos) / ETA))
+        # of the combos that ran (all but a short round's unscreened and the failed)
+        keep = max(1, math.ceil(min(len(at), len(self.space.combos)) / ETA))
         return [(c, at[c]) for c in ranked[:keep]]
 
     def _every_batch(self) -> dict[Combo, int]:

@@ -13,7 +13,7 @@ from gpubench.config.spec import Budget
 from gpubench.harness.timing import min_samples_for_ci
 from gpubench.science.leaders import CONFIDENCE
 from gpubench.tune.plan import TrialCost
-from gpubench.tune.search import ROUNDS, Combo, round_scale
+from gpubench.tune.search import ROUNDS, Config, round_scale
 
 # Seconds a worker is given past the deadline before it is killed, beyond twice the trial's
 # planned fixed cost: the backstop for a first step (a compile) far slower than planned.
@@ -77,13 +77,16 @@ def kill_after_s(room_s: float, fixed_s: float, point_timeout_s: float | None) -
 
 
 def cost(
-    combo: Combo, rnd: int, row: dict[str, Any], wall_s: float, scale: float, budget: Budget
+    config: Config, rnd: int, row: dict[str, Any], wall_s: float, scale: float, budget: Budget
 ) -> TrialCost:
-    """What a trial of `combo` in round `rnd` under `budget` cost: `wall_s` seconds in all, of
+    """What a trial of `config` in round `rnd` under `budget` cost: `wall_s` seconds in all, of
     which measuring is its warm-up after the compile and its measured windows (row fields), the
     rest fixed."""
     compile_s = float(row.get("compile_time_s") or 0.0)
     warm = max(float(row.get("warmup_time_s") or 0.0) - compile_s, 0.0)
     measuring = min(warm + float(row.get("wall_time_s") or 0.0), wall_s)
     limit = measuring_limit_s(budget)
-    return TrialCost(combo, rnd, wall_s - measuring, measuring, compile_s, scale, limit)
+    fixed = wall_s - measuring
+    return TrialCost(
+        config.combo, rnd, fixed, measuring, compile_s, scale, limit, config.batch_size
+    )

@@ -265,7 +265,7 @@ def tune(
                 tune_rows.append(run_dir, row)
                 measurements.append(row)
                 tune_rows.write_results(run_dir, measurements)
-                c = trial.cost(config.combo, rnd, row, wall, planner.scale(), budget)
+                c = trial.cost(config, rnd, row, wall, planner.scale(), budget)
                 planner.observe(c)
                 extra = {
                     "_budget_s": budget.max_time_s,
