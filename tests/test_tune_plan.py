@@ -305,5 +305,6 @@ def test_a_configuration_whose_steps_took_long_is_not_started_without_room_for_t
     p.observe(TrialCost(slow, 0, 0.3, 60.0, limit_s=0.5, batch_size=64))  # past its limit
     p.begin(1, [fast, slow], [2])
     clock[0] = 40.0  # about 50 s of trials left: not the 60 s its steps take
-    assert p.room(1, fast, 64) and not p.room(1, slow, 64)
+    assert p.room(1, fast, 8) and not p.room(1, slow, 64)
     assert p.room(1, slow, 8)  # another batch of it has shown nothing of the kind
+    assert not p.room(1, COMBOS[2], 64)  # another combo at that batch: its steps as slow

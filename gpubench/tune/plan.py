@@ -253,14 +253,11 @@ class Planner:
         screened = {c.combo for c in self.costs if c.round == rnd_now} | {combo}
         survivors = min(len(screened), math.ceil(len(set(trials)) / ETA))
         fewest = [survivors] * (len(later) - 1) + [FINALISTS] * bool(later)
-        floor = max(
-            (
-                c.measuring_s
-                for c in self.costs
-                if (c.combo, c.batch_size) == (combo, batch_size) and c.measuring_s > c.limit_s
-            ),
-            default=0.0,
-        )
+        # steps too slow for the limit: this configuration's floor, else another combo's at
+        # the same batch (a step's time is the batch's more than the setting's)
+        over = [c for c in self.costs if c.batch_size == batch_size and c.measuring_s > c.limit_s]
+        mine = [c.measuring_s for c in over if c.combo == combo]
+        floor = max(mine) if mine else statistics.median([c.measuring_s for c in over] or [0.0])
         need = max(self.cost_s(rnd, [combo], scale), self.fixed_s(combo) + floor)
         keep = self._later_s(rnd_now, fewest, trials, scale)
         return need <= self._share_left(left) and need + keep <= left
