@@ -241,13 +241,17 @@ def _timed_search(
 def _affordable(probes: list[Probe], seconds: float, probe_steps: int, low: int) -> int:
     """The largest batch (`low` at the least, GROWTH x `low` at the most) whose probe, a warm-up
     step and `probe_steps` steps, takes no more than `seconds` / PLANNED_PROBES: by the line
-    through the step times of the two largest probes that fitted, or with one, a step time in
-    proportion to the batch (the most it can grow)."""
+    through the step times of the two largest probes that fitted; with one, the second probe
+    may take all of `seconds` with a step time in proportion to the batch (the most it can
+    grow), so that it tells the line."""
     points = sorted((p.batch_size, p.step_time_s) for p in probes if p.fits and p.step_time_s)
     if not points:
         return low
+    if len(points) == 1:  # the second probe may take all the time: it tells the slope
+        b, step_s = points[0]
+        return max(low, min(int(b * seconds / ((probe_steps + 1) * step_s)), low * GROWTH))
     per_step = seconds / PLANNED_PROBES / (probe_steps + 1)
-    (b1, s1), (b2, s2) = points[-2:] if len(points) > 1 else ((0, 0.0), points[-1])
+    (b1, s1), (b2, s2) = points[-2:]
     slope = max((s2 - s1) / (b2 - b1), s2 / b2 / GROWTH)  # never flatter than this
     most = int(b2 + (per_step - s2) / slope)
     return max(low, min(most, low * GROWTH))

@@ -21,7 +21,7 @@ from gpubench.tune import space as tune_space
 
 # The share of a tune's budget its max-batch searches may take (split among them): a probe's
 # batch is capped to what that time affords (maxbatch.find's `seconds`).
-MAXBATCH_SHARE = 0.1
+MAXBATCH_SHARE = 0.15
 
 if TYPE_CHECKING:
     from gpubench.tune.tuner import TuneRequest
