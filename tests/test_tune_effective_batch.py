@@ -166,10 +166,13 @@ def test_the_micro_batches_come_from_the_memory_search_up_to_the_effective_batch
     tmp_path: Path,
 ) -> None:
     # no --accumulate: max-batch's memory model says which micro-batches fit, searched no
-    # further than the effective batch; the MLP has no blocks, so only `none` is searched
+    # further than the effective batch; the MLP has no blocks, so only `none` is searched.
+    # No budget (a budget caps max-batch's probes by time): stopped before the first trial.
+    from gpubench.tune.tuner import TuneRequest, tune
+
     out = tmp_path / "run"
-    argv = ["tune", "--model", "mlp", "--size", "tiny", "--device", "cpu", "--batch-sizes", "16"]
-    assert main([*argv, "--budget", "1s", "--quiet", "--out", str(out)]) == 0
+    request = TuneRequest("mlp", "tiny", "cpu", "sgd", batch_sizes=(16,))
+    tune(request, out, should_stop=lambda: True)
     record = json.loads((out / T.FILE).read_text())
     assert record["space"]["effective_batch"] == 16
     assert record["space"]["batch_sizes"] == [1, 2, 4, 8, 16]  # 16 fits; down to a 16th of it

@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
                 max_memory=args.max_memory,
                 point_timeout_s=args.point_timeout,
                 on_trial=None if args.quiet else trial_line,
+                on_progress=None if args.quiet else progress_line,
                 confirm=args.confirm,
                 should_stop=lambda: stop.requested,
                 started=started,
@@ -100,6 +101,11 @@ def _run_target(args: argparse.Namespace) -> int:
     return 0
 
 
+def progress_line(text: str) -> None:
+    """A line of progress (a max-batch probe, a trial starting), elapsed and budget first."""
+    print(f"  {text}", flush=True)
+
+
 def trial_line(trial: T.TrialRecord, request: TuneRequest) -> None:
     """One measurement, as it ends: round, time, configuration, samples/s, best so far."""
     c = trial.config
@@ -118,6 +124,8 @@ def trial_line(trial: T.TrialRecord, request: TuneRequest) -> None:
         + (f" (checkpoint {c['checkpoint']})" if c.get("checkpoint", "none") != "none" else "")
     )
     figure = f"{trial.samples_per_s:,.0f} samples/s" if trial.samples_per_s else trial.status
+    if trial.cut:
+        figure += " (cut by the deadline: not ranked)"
     best = trial.best_so_far_samples_per_s
     print(
         f"  round {trial.round} [{trial.elapsed_s:6.1f} s] {what}: {figure}"
@@ -129,6 +137,9 @@ def trial_line(trial: T.TrialRecord, request: TuneRequest) -> None:
 def summary(record: T.TuneRecord, run_dir: Path) -> None:
     """What the search covered, why it ended, its best, and the one-off compile costs."""
     cov = record.coverage
+    plan = record.plan or {}
+    if plan.get("measure_all"):
+        print(f"search: measured the whole space: {plan['measure_all_why']}")
     ended = "ran all its rounds" if record.finished else f"stopped early ({record.stopped})"
     print(
         f"search: {ended}; measured {cov.get('configurations_measured', 0)} of "
@@ -141,6 +152,9 @@ def summary(record: T.TuneRecord, run_dir: Path) -> None:
         print(f"best of the search: {b['config']} at {b['samples_per_s']:,.0f} samples/s")
     for one in record.one_off:
         print(f"one-off: torch.compile took {one['compile_time_s']:.1f} s for {one['combo']}")
+    if record.overrun_s is not None:
+        over = record.overrun_s
+        print(f"budget: {'over' if over > 0 else 'under'} by {abs(over):.1f} s before the report")
     print(f"trajectory: {run_dir / T.FILE}")
 
 

@@ -31,6 +31,10 @@ from gpubench.run.worker import WorkerRunner
 # A probe: one warm-up step, then this many measured steps (optimizer state exists after step 1).
 PROBE_STEPS = 3
 CEILING = 2**16
+# A search given `seconds` plans on this many probes after the first: each may take its share;
+# and its ceiling grows at most GROWTH-fold per stage (a step's time is known only below it).
+PLANNED_PROBES = 4
+GROWTH = 16
 
 
 @dataclass
@@ -54,6 +58,8 @@ class MaxBatch:
     # Bytes a rank of the searched layout holds less than the single-process probes (its
     # training state, see run.batch_plan; negative: more); limit_bytes has it added.
     rank_saved_bytes: int = 0
+    # The largest batch a probe could reach in the search's `seconds` (None: not limited by time)
+    time_ceiling: int | None = None
 
     @property
     def search_probes(self) -> list[Probe]:
@@ -74,6 +80,7 @@ class MaxBatch:
             "resolution": self.resolution,
             "limit_bytes": self.limit_bytes,
             "rank_saved_bytes": self.rank_saved_bytes,
+            "time_ceiling": self.time_ceiling,
             "search_probe_count": len(self.search_probes),
             "search_seconds": self.search_seconds,
             "probes": [dataclasses.asdict(p) for p in self.probes],
@@ -92,6 +99,7 @@ def find(
     time_budget: Budget | None = None,
     on_probe: Callable[[Probe], None] | None = None,
     rank_saving: Callable[[dict[str, Any]], int] | None = None,
+    seconds: float | None = None,
 ) -> MaxBatch:
     """Search the largest batch size of `point` that fits, between `start` and `ceiling`.
 
@@ -109,6 +117,11 @@ def find(
     within the moved limit, else it is probed again under it). On a device without a cap (CUDA
     without `max_memory`) a probe cannot use more than the device: only a negative saving
     applies there.
+
+    `seconds` (None: no limit) bounds the search in time where memory would let it climb far
+    (a tune's budget): it climbs in stages, each up to the largest batch whose probe the step
+    times measured so far say fits 1/PLANNED_PROBES of the seconds left (_timed_search); where
+    time stops it first, `result.time_ceiling` is the largest batch it reached.
     """
     if not 1 <= start <= ceiling:
         raise ConfigError(f"invalid start batch size {start}; allowed: 1 to the ceiling {ceiling}")
@@ -155,20 +168,25 @@ def find(
             if result.rank_saved_bytes < 0 and over:
                 first = None  # it peaked over what a rank may hold: probed again under that
 
+        known: dict[int, Probe] = {}
+
         def search_probe(batch: int, phase: str) -> Probe:
             nonlocal first
             if first is not None and batch == start:  # the first probe, made above
                 done, first = first, None
+                known[batch] = done
                 return done
-            return probe(batch, phase, short)
+            if seconds is not None and batch in known:  # a timed search goes on from its top
+                return known[batch]
+            known[batch] = probe(batch, phase, short)
+            return known[batch]
 
-        probes = batch_search.search(
-            search_probe,
-            start,
-            ceiling,
-            result.limit_bytes,
-            exact,
-        )
+        if seconds is None:
+            probes = batch_search.search(search_probe, start, ceiling, result.limit_bytes, exact)
+        else:
+            probes = _timed_search(
+                search_probe, start, ceiling, result, exact, seconds, probe_steps
+            )
         full: list[Probe] = []
         if confirm_budget is not None and result.stopped is None:
             full = batch_search.confirm(
@@ -190,6 +208,53 @@ def find(
     finally:
         fresh.close()
     return result
+
+
+def _timed_search(
+    probe: Callable[[int, str], Probe],
+    start: int,
+    ceiling: int,
+    result: MaxBatch,
+    exact: bool,
+    seconds: float,
+    probe_steps: int,
+) -> list[Probe]:
+    """batch_search.search under a time limit: in stages, each up to the largest batch whose
+    probe the seconds left afford (`_affordable`), the next from where the last reached, until
+    memory decides (a stage fails below its top) or time does (`result.time_ceiling`)."""
+    probes = [probe(start, "fit")]
+    began = time.perf_counter()  # the first probe's worker start-up is paid whatever the limit
+    low = start
+    while True:
+        left = seconds - (time.perf_counter() - began)
+        top = min(ceiling, _affordable(probes, left, probe_steps, low))
+        if top <= low:
+            result.time_ceiling = low if low < ceiling else None
+            return probes
+        stage = batch_search.search(probe, low, top, result.limit_bytes, exact)
+        probes += [p for p in stage if p not in probes]
+        if batch_search.largest_fitted(stage) < top or not stage[-1].fits:
+            return probes
+        low = top
+
+
+def _affordable(probes: list[Probe], seconds: float, probe_steps: int, low: int) -> int:
+    """The largest batch (`low` at the least, GROWTH x `low` at the most) whose probe, a warm-up
+    step and `probe_steps` steps, takes no more than `seconds` / PLANNED_PROBES: by the line
+    through the step times of the two largest probes that fitted; with one, the second probe
+    may take all of `seconds` with a step time in proportion to the batch (the most it can
+    grow), so that it tells the line."""
+    points = sorted((p.batch_size, p.step_time_s) for p in probes if p.fits and p.step_time_s)
+    if not points:
+        return low
+    if len(points) == 1:  # the second probe may take all the time: it tells the slope
+        b, step_s = points[0]
+        return max(low, min(int(b * seconds / ((probe_steps + 1) * step_s)), low * GROWTH))
+    per_step = seconds / PLANNED_PROBES / (probe_steps + 1)
+    (b1, s1), (b2, s2) = points[-2:]
+    slope = max((s2 - s1) / (b2 - b1), s2 / b2 / GROWTH)  # never flatter than this
+    most = int(b2 + (per_step - s2) / slope)
+    return max(low, min(most, low * GROWTH))
 
 
 def _sample_bytes(row: dict[str, Any], batch: int) -> float | None:

@@ -1,5 +1,6 @@
 """A tune folder's rows. tune_rows.jsonl is the append-only record of every measurement (each
-row marked with its `tune_round`, fsynced before the next starts); results.jsonl, which the
+row marked with its `tune_round`, and `tune_cut` where the deadline cut it short, fsynced
+before the next starts); results.jsonl, which the
 verdict, `explain`, the report and the confirmation read, holds one row per configuration, its
 deepest round's (the longest measurement of it), and is rewritten whole and atomically from
 tune_rows.jsonl after each measurement, so a crash leaves the old file or the new one."""
@@ -35,9 +36,11 @@ def append(run_dir: Path, row: dict[str, Any]) -> None:
 
 def deepest(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per configuration: its deepest round's, in the order configurations were first
-    measured."""
+    measured; a measurement the deadline cut short (`tune_cut`) is never one of them."""
     by_point: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in measurements:
+        if row.get("tune_cut"):
+            continue
         key = Point.of(row).key()
         if key not in by_point or int(row["tune_round"]) >= int(by_point[key]["tune_round"]):
             by_point[key] = row

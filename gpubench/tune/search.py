@@ -10,19 +10,28 @@ effective / micro accumulated micro-batches, and "batch" below reads "micro-batc
 The search is successive halving over three rounds, each measuring ETA times longer than the
 one before:
 
-- round 0 (shortest): the batch size is bracketed on the first combo (the base): every other
-  power of two from the largest down, then the two neighbours of the best, since on a curve that
-  rises then flattens or falls the peak lies within one step of the best of every other step.
-  Every other combo is measured at the base's best batch (one step smaller where that fails:
-  a combo may need more memory). The best 1/ETA of the combos go on;
+- round 0 (shortest): the batch size is bracketed on the first combo (the base) at every other
+  power of two from the largest down; every other combo is measured at the base's best (one
+  step smaller where that fails); then the base's best is refined by its two neighbours (on a
+  curve that rises then flattens or falls the peak lies within one step of the best of every
+  other step). The best 1/ETA of the combos go on;
 - round 1: each surviving combo climbs in batch from there (its neighbours, then on in the
   direction that gained, until PATIENCE steps past its best), measured longer. The best 1/ETA
   of all the configurations of round 1 (FINALISTS at the least) go on;
 - round 2 (the sweep's own measurement): the finalists, measured as a sweep measures a point.
 
-A figure of None is a configuration that could not run (out of memory: the cliff at the memory
-limit; an error): it ranks below every figure. `should_stop` is asked before each measurement;
-once it says stop, the search ends where it is and says so (`Outcome.stopped`).
+A figure of None is a configuration that could not run (out of memory, an error): it ranks
+below every figure. `should_stop` is asked before each measurement; once it says stop, the
+search ends where it is (`Outcome.stopped`). A measurement the deadline cut short (`measure`
+raises Cut) is recorded as `cut`, never ranked, and ends the search.
+
+A `pacer` (gpubench.tune.plan) sizes the rounds to a wall-clock budget: combos are screened in
+the space's order (what matters most first), each round measures while the pacer says its share
+has room, and where measuring every configuration costs no more than the halving's first rounds
+or tune's own fixed costs, round 0 measures all of them (`Outcome.measure_all`). Where the space
+knows the largest batch each checkpoint mode fits (`Space.largest`), the base is bracketed only
+up to its own, and a mode that fits a larger batch is screened at the largest that fits only
+with it: checkpointing can only win there.
 """
 
 from __future__ import annotations
@@ -32,13 +41,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpubench.tune.pacing import Combo, Cut, Pacer, Stop
+
 ETA = 3  # each round measures ETA times longer than the one before and keeps 1/ETA
 ROUNDS = 3
 PATIENCE = 2  # steps a climb in batch goes on past its best (a plateau loses by noise)
 FINALISTS = 2  # the fewest configurations the last round measures (a leader and a rival)
 
-# The competing settings other than batch size, as (axis, value) pairs in axis order.
-Combo = tuple[tuple[str, Any], ...]
+__all__ = ["Combo", "Cut", "Pacer", "Stop"]  # its parts that live in pacing.py, with it
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,8 @@ class Space:
     combos: tuple[Combo, ...]
     batch_sizes: tuple[int, ...]
     effective_batch: int | None = None  # set: batch_sizes are micro-batches that divide it
+    # (checkpoint mode, the largest batch it fits) where max-batch searched it; () where not
+    largest: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         assert self.combos and self.batch_sizes, "an empty space"
@@ -83,19 +95,29 @@ class Space:
         """Configurations in the space (what the full grid would measure)."""
         return len(self.combos) * len(self.batch_sizes)
 
+    def fit_index(self, combo: Combo) -> int:
+        """The index of the largest batch `combo`'s checkpoint mode fits (the last where the
+        space does not know)."""
+        limit = dict(self.largest).get(dict(combo).get("checkpoint", "none"))
+        if limit is None:
+            return len(self.batch_sizes) - 1
+        inside = [i for i, b in enumerate(self.batch_sizes) if b <= limit]
+        return inside[-1] if inside else 0
+
 
 # (configuration, round) -> samples/s, or None where it could not run.
 Measure = Callable[[Config, int], float | None]
 
-OUTCOMES = ("kept", "pruned", "final", "failed", "open")
+OUTCOMES = ("kept", "pruned", "final", "failed", "open", "cut")
+CLIMB_TRIALS = 4  # trials a surviving combo is planned to take in round 1 (it, 2 neighbours, 1)
 
 
 @dataclass
 class Trial:
     """One measurement: `config` in `round`, its samples/s (None: it could not run), and its
     outcome: `kept` (measured again in a later round), `pruned` (its round was decided without
-    it), `final` (measured in the last round), `failed` (no figure), or `open` (the search
-    stopped before deciding its round)."""
+    it), `final` (measured in the last round), `failed` (no figure), `open` (the search
+    stopped before deciding its round) or `cut` (the deadline cut it short: never ranked)."""
 
     number: int
     config: Config
@@ -114,39 +136,42 @@ class Outcome:
     best_samples_per_s: float | None = None
     rounds_decided: int = 0  # rounds whose survivors were chosen (ROUNDS: it ran to its end)
     stopped_in_round: int | None = None
-
-
-class _Stop(Exception):
-    """Raised inside the search when `should_stop` says stop before a measurement."""
+    measure_all: bool = False  # round 0 measured every configuration (no bracket, no screen)
 
 
 def search(
-    space: Space, measure: Measure, should_stop: Callable[[], bool] | None = None
+    space: Space,
+    measure: Measure,
+    should_stop: Callable[[], bool] | None = None,
+    pacer: Pacer | None = None,
 ) -> Outcome:
     """Run the search over `space`, measuring through `measure` (see the module docstring)."""
-    s = _Searcher(space, measure, should_stop or (lambda: False))
+    s = _Searcher(space, measure, should_stop or (lambda: False), pacer)
     round_now = 0
     try:
+        s.out.measure_all = pacer is not None and pacer.measure_all(space, s.planned_counts())
         survivors = s.first_round()
         s.out.rounds_decided = 1
         round_now = 1
         finalists = s.second_round(survivors)
         s.out.rounds_decided = 2
         round_now = 2
-        for config in finalists:
-            s.measure(config, 2)
+        s.final_round(finalists)
         s.out.rounds_decided = ROUNDS
-    except _Stop:
+    except Stop:
         s.out.stopped_in_round = round_now
     s.settle()
     return s.out
 
 
 class _Searcher:
-    def __init__(self, space: Space, measure: Measure, should_stop: Callable[[], bool]) -> None:
+    def __init__(
+        self, space: Space, measure: Measure, should_stop: Callable[[], bool], pacer: Pacer | None
+    ) -> None:
         self.space = space
         self._measure = measure
         self._should_stop = should_stop
+        self.pacer = pacer
         self.out = Outcome()
         self.figures: dict[tuple[Config, int], float | None] = {}
 
@@ -154,73 +179,168 @@ class _Searcher:
         if (config, rnd) in self.figures:
             return self.figures[(config, rnd)]
         if self._should_stop():
-            raise _Stop
-        value = self._measure(config, rnd)
+            raise Stop
+        number = len(self.out.trials)
+        try:
+            value = self._measure(config, rnd)
+        except Cut as cut:
+            self.out.trials.append(Trial(number, config, rnd, cut.samples_per_s, "cut"))
+            raise Stop from None
         self.figures[(config, rnd)] = value
-        self.out.trials.append(Trial(len(self.out.trials), config, rnd, value))
+        self.out.trials.append(Trial(number, config, rnd, value))
         return value
+
+    def room(self, rnd: int, config: Config) -> bool:
+        """Whether the pacer lets round `rnd` measure `config` (free where it was measured)."""
+        if self.pacer is None or (config, rnd) in self.figures:
+            return True
+        return self.pacer.room(rnd, config.combo, config.batch_size)
+
+    def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
+        if self.pacer is not None:
+            self.pacer.begin(rnd, trials, later)
 
     def value(self, config: Config, rnd: int) -> float:
         """The figure for ranking: -inf where it did not run or was not measured."""
-        v = self.figures.get((config, rnd))
-        return -math.inf if v is None else v
+        return self.figures.get((config, rnd)) or -math.inf
+
+    def _bracket_order(self, combo: Combo) -> list[int]:
+        """Round 0's batch indices for `combo`: every other one from the largest it fits down."""
+        return sorted(range(self.space.fit_index(combo), -1, -2))
+
+    def planned_counts(self) -> list[int]:
+        """The trials the halving plans per round: the bracket and the screens, the climbs of
+        the survivors, the finalists."""
+        n0 = len(self._bracket_order(self.space.combos[0])) + 2 + len(self.space.combos) - 1
+        n1 = CLIMB_TRIALS * max(1, math.ceil(len(self.space.combos) / ETA))
+        return [n0, n1, max(FINALISTS, math.ceil(n1 / ETA))]
 
     def first_round(self) -> list[tuple[Combo, int]]:
         """Round 0: bracket the batch on the base (the next combo where the base runs at no
-        batch), screen every other combo there; the surviving combos and their batch index."""
+        batch) at every other size, screen every other combo at its best (a checkpoint mode
+        that fits a larger batch at the largest that fits only with it), then refine the
+        base's best by its neighbours: screens before refinement where the round is short of
+        room. The surviving combos and their batch index."""
         batches = self.space.batch_sizes
+        combos = self.space.combos
+        plan = [combos[0]] * (len(self._bracket_order(combos[0])) + 2) + list(combos[1:])
+        if self.out.measure_all:
+            plan = [c for c in combos for _ in batches]
+        self.begin(0, plan, self.planned_counts()[1:])
+        if self.out.measure_all:
+            return self._survivors(self._every_batch())
         at: dict[Combo, int] = {}
         anchor: int | None = None
-        for combo in self.space.combos:
+        anchor_fit = 0
+        base: Combo | None = None
+        for combo in combos:
             if anchor is None:
                 anchor = self._bracket(combo)
                 if anchor is not None:
-                    at[combo] = anchor
+                    base, at[combo] = combo, anchor
+                    anchor_fit = self.space.fit_index(combo)
                 continue
-            for i in (anchor, anchor - 1):  # one step down where it does not fit
-                if i >= 0 and self.measure(self.space.config(combo, batches[i]), 0) is not None:
+            fit = self.space.fit_index(combo)
+            first = fit if fit > anchor_fit else anchor  # fits only with it: screened there
+            for i in (first, first - 1):  # one step down where it does not fit
+                if i < 0 or not self.room(0, self.space.config(combo, batches[i])):
+                    break
+                if self.measure(self.space.config(combo, batches[i]), 0) is not None:
                     at[combo] = i
                     break
+        if base is not None:
+            at[base] = self._neighbours(base, at[base])
+        return self._survivors(at)
+
+    def _survivors(self, at: dict[Combo, int]) -> list[tuple[Combo, int]]:
+        """The best 1/ETA of the combos by their round-0 figure at batch index `at[combo]`."""
+        batches = self.space.batch_sizes
         ranked = sorted(at, key=lambda c: -self.value(self.space.config(c, batches[at[c]]), 0))
-        keep = max(1, math.ceil(len(self.space.combos) / ETA))
+        # of the combos that ran (all but a short round's unscreened and the failed)
+        keep = max(1, math.ceil(min(len(at), len(self.space.combos)) / ETA))
         return [(c, at[c]) for c in ranked[:keep]]
 
-    def _bracket(self, combo: Combo) -> int | None:
-        """The index of `combo`'s best batch in round 0: every other batch from the largest
-        down, then both neighbours of the best (None: it ran at none)."""
+    def _every_batch(self) -> dict[Combo, int]:
+        """Round 0 over the whole space (each combo from the largest batch it fits down, while
+        the round has room): each combo that ran, at its best batch index."""
         batches = self.space.batch_sizes
-        n = len(batches)
-        for i in sorted(range(n - 1, -1, -2)):
-            self.measure(self.space.config(combo, batches[i]), 0)
+        at: dict[Combo, int] = {}
+        for combo in self.space.combos:
+            inside = range(self.space.fit_index(combo), -1, -1)
+            for i in inside:
+                if self.room(0, self.space.config(combo, batches[i])) or not self.out.trials:
+                    self.measure(self.space.config(combo, batches[i]), 0)
+            best = max(inside, key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
+            if self.figures.get((self.space.config(combo, batches[best]), 0)) is not None:
+                at[combo] = best
+        return at
+
+    def _bracket(self, combo: Combo) -> int | None:
+        """The index of `combo`'s best batch in round 0 at every other batch from the largest
+        it fits down (None: it ran at none)."""
+        batches = self.space.batch_sizes
+        n = self.space.fit_index(combo) + 1
+        for k, i in enumerate(self._bracket_order(combo)):
+            config = self.space.config(combo, batches[i])
+            if k == 0 or self.room(0, config):  # the first trial of a round always runs
+                self.measure(config, 0)
         best = max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
         if self.figures.get((self.space.config(combo, batches[best]), 0)) is None:
             return None
+        return best
+
+    def _neighbours(self, combo: Combo, best: int) -> int:
+        """`combo`'s best batch index in round 0 once both neighbours of `best` are measured
+        (while the round has room)."""
+        batches = self.space.batch_sizes
+        n = self.space.fit_index(combo) + 1
         for i in (best - 1, best + 1):
-            if 0 <= i < n:
+            if 0 <= i < n and self.room(0, self.space.config(combo, batches[i])):
                 self.measure(self.space.config(combo, batches[i]), 0)
         return max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
 
     def second_round(self, survivors: list[tuple[Combo, int]]) -> list[Config]:
-        """Round 1: each surviving combo climbs in batch from its round-0 batch; the best
-        1/ETA of what was measured (FINALISTS at the least) go on, best first."""
+        """Round 1: each surviving combo climbs in batch from its round-0 batch (its start
+        always measured, the climb while the round has room); the best 1/ETA of what was
+        measured (FINALISTS at the least) go on, best first."""
+        later = [max(FINALISTS, math.ceil(CLIMB_TRIALS * len(survivors) / ETA))]
+        self.begin(1, [c for c, _ in survivors for _ in range(CLIMB_TRIALS)], later)
+        for combo, start in survivors:
+            self.measure(self.space.config(combo, self.space.batch_sizes[start]), 1)
         measured: list[Config] = []
         for combo, start in survivors:
             measured += self._climb(combo, start)
+        return self._leaders(measured)
+
+    def _leaders(self, measured: list[Config]) -> list[Config]:
+        """The best 1/ETA of round 1's figures for `measured` (FINALISTS at the least)."""
         ran = [c for c in measured if self.figures.get((c, 1)) is not None]
         ranked = sorted(dict.fromkeys(ran), key=lambda c: -self.value(c, 1))
         return ranked[: max(FINALISTS, math.ceil(len(ranked) / ETA))]
 
+    def final_round(self, finalists: list[Config]) -> None:
+        """Round 2: the finalists, best first, the first FINALISTS always, more while the
+        round has room."""
+        self.begin(2, [c.combo for c in finalists], [])
+        for n, config in enumerate(finalists):
+            if n < FINALISTS or self.room(2, config):
+                self.measure(config, 2)
+
     def _climb(self, combo: Combo, start: int) -> list[Config]:
         """Measure `combo` in round 1 at batch index `start` and its neighbours, then on in the
-        direction that gained while it gains; the configurations measured."""
+        direction that gained while it gains and the round has room; the configurations
+        measured."""
         batches = self.space.batch_sizes
         done: list[int] = []
 
         def at(i: int) -> float:
-            if i not in done:
-                self.measure(self.space.config(combo, batches[i]), 1)
+            config = self.space.config(combo, batches[i])
+            if (config, 0) in self.figures and self.figures[(config, 0)] is None:
+                return -math.inf  # it could not run in round 0: not tried again
+            if i not in done and self.room(1, config):
+                self.measure(config, 1)
                 done.append(i)
-            return self.value(self.space.config(combo, batches[i]), 1)
+            return self.value(config, 1)
 
         inside = [i for i in (start, start - 1, start + 1) if 0 <= i < len(batches)]
         best = max(inside, key=at)
@@ -237,6 +357,8 @@ class _Searcher:
         """Each trial's outcome, and the best configuration at the deepest round reached."""
         later = {(t.config, r) for t in self.out.trials for r in range(t.round)}
         for t in self.out.trials:
+            if t.outcome == "cut":
+                continue
             if t.samples_per_s is None:
                 t.outcome = "failed"
             elif t.round == ROUNDS - 1:
@@ -247,7 +369,7 @@ class _Searcher:
                 t.outcome = "pruned"
             else:
                 t.outcome = "open"
-        ran = [t for t in self.out.trials if t.samples_per_s is not None]
+        ran = [t for t in self.out.trials if t.samples_per_s is not None and t.outcome != "cut"]
         if not ran:
             return
         deepest = max(t.round for t in ran)

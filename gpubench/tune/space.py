@@ -43,6 +43,21 @@ AXES = (
 # this fraction of it (a smaller micro-batch repeats every per-pass cost more often for the same
 # samples; the user's --accumulate reaches further).
 MICRO_RANGE = 16
+# The order in which the search screens the axes' changes from the base: what matters most on a
+# device first (precision; checkpointing, which decides the micro-batch; compile), the secondary
+# toggles after. A combo that changes fewer axes is screened before one that changes more.
+SCREEN_ORDER = (
+    "precision",
+    "checkpoint",
+    "compile",
+    "threads",
+    "channels_last",
+    "cudnn_benchmark",
+    "cuda_graph",
+)
+# Precisions in the order they are screened: bf16 first-class (the mixed precision of current
+# hardware, without fp16's loss scaling), tf32 (fp32's matmuls only) last.
+PRECISION_ORDER = ("fp32", "bf16", "fp16", "tf32")
 # The SweepSpec field (and CLI flag) of each axis.
 SPEC_FIELD = {
     "precision": "precisions",
@@ -66,10 +81,12 @@ class TuneSpace:
     batch_sizes: tuple[int, ...]
     combos: tuple[Combo, ...] = field(default=())
     effective_batch: int | None = None  # set: batch_sizes are its micro-batches
+    # (checkpoint mode, the largest micro-batch it fits) where max-batch searched them
+    largest: tuple[tuple[str, int], ...] = ()
 
     @property
     def space(self) -> Space:
-        return Space(self.combos, self.batch_sizes, self.effective_batch)
+        return Space(self.combos, self.batch_sizes, self.effective_batch, self.largest)
 
     def point(self, config: Config) -> Point:
         """The Point `config` is measured at."""
@@ -87,6 +104,7 @@ class TuneSpace:
             "effective_batch": self.effective_batch,
             "combos": [dict(c) for c in self.combos],
             "size": self.space.size,
+            "largest_batch_by_checkpoint": dict(self.largest),
         }
 
 
@@ -187,7 +205,10 @@ def combos(
 ) -> tuple[Combo, ...]:
     """Every combination of `values` that harness.step can run for `base`'s model, the base
     first: the first value of each axis, except that the default of an on/off option (off,
-    eager) and the most threads come first where they are among the values."""
+    eager) and the most threads come first where they are among the values. The rest are in
+    the order the search screens them: fewer axes changed from the base first, and among
+    those, the axes earlier in SCREEN_ORDER (so every precision comes before a secondary
+    toggle)."""
     from gpubench.harness.step import unsupported_reason
 
     ordered = {k: _base_first(k, v) for k, v in values.items()}
@@ -202,6 +223,14 @@ def combos(
             reason = "no repeated blocks"
         if reason is None:
             out.append(combo)
+    if out:
+        base_combo = dict(out[0])
+
+        def screen_key(combo: Combo) -> tuple[int, list[int]]:
+            changed = [a for a, v in combo if base_combo[a] != v]
+            return len(changed), sorted(SCREEN_ORDER.index(a) for a in changed)
+
+        out = sorted(out, key=screen_key)  # stable: the product's order among equals
     if not out:
         named = ", ".join(f"{k}={list(v)}" for k, v in values.items() if len(v) > 0)
         raise ConfigError(
@@ -213,8 +242,12 @@ def combos(
 
 def _base_first(axis: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
     """`values` with the base's value first: fp32 (else the first given), eager, off, no
-    checkpointing, and the most threads (what a user runs without tuning)."""
+    checkpointing, and the most threads (what a user runs without tuning); the precisions
+    after it in PRECISION_ORDER."""
     if axis == "threads":
         return tuple(sorted(values, key=lambda t: -(t or 0)))
+    if axis == "precision":
+        known = {p: n for n, p in enumerate(PRECISION_ORDER)}
+        return tuple(sorted(values, key=lambda p: known.get(p, len(known))))
     first = {"precision": "fp32", "compile": "eager", "checkpoint": "none"}.get(axis, False)
     return tuple(sorted(values, key=lambda v: v != first))

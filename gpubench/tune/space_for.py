@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Point
 from gpubench.run import maxbatch
+from gpubench.run.batch_search import Probe
 from gpubench.store.results import ResultStore
 from gpubench.tune import space as tune_space
+
+# The share of a tune's budget its max-batch searches may take (split among them): a probe's
+# batch is capped to what that time affords (maxbatch.find's `seconds`).
+MAXBATCH_SHARE = 0.15
 
 if TYPE_CHECKING:
     from gpubench.tune.tuner import TuneRequest
@@ -27,12 +33,17 @@ def space_for(
     run_dir: Path,
     max_memory: int | None,
     point_timeout_s: float | None,
+    on_probe: Callable[[Probe], None] | None = None,
 ) -> tune_space.TuneSpace:
     """The space: the axes' values, the combos the device runs, and the batch sizes: the
     user's, else the powers of two up to the largest the base combo fits (max-batch's memory
-    model, kept in maxbatch.json so a resumed tune does not probe again). One batch size fixes
+    model, kept in maxbatch.json so a resumed tune does not probe again; with a budget, its
+    probes' batch capped to what MAXBATCH_SHARE of it affords). One batch size fixes
     the effective batch: the micro-batches that fit it (or the user's --accumulate) are then
-    the size axis, and checkpointing competes where the model has repeated blocks."""
+    the size axis, and checkpointing competes where the model has repeated blocks; the largest
+    micro-batch each checkpoint mode fits is kept in the space (`largest`), so that the search
+    screens checkpointing where only it fits. `on_probe` is told of each max-batch probe as
+    it ends."""
     import torch
 
     from gpubench import models
@@ -46,6 +57,7 @@ def space_for(
     accumulate = request.named.get("accumulate")
     effective = tune_space.fixed_effective_batch(sizes, accumulate)
     fixed = effective is not None
+    seconds = None if request.budget_s is None else MAXBATCH_SHARE * request.budget_s
     values = tune_space.axis_values(
         base, has_conv, torch.get_num_threads(), request.named, has_blocks, fixed
     )
@@ -53,20 +65,27 @@ def space_for(
     first = dataclasses.replace(base, **dict(combos[0]))
     if not fixed:
         batches = sizes or maxbatch.powers_of_two(
-            _largest(first, run_dir, "maxbatch.json", max_memory, point_timeout_s)
+            _largest(
+                first, run_dir, "maxbatch.json", max_memory, point_timeout_s, on_probe, seconds
+            )
         )
         return tune_space.TuneSpace(first, values, tuple(sorted(set(batches))), combos)
     assert effective is not None
-    largest = 0
-    if accumulate is None:  # the largest micro-batch any checkpoint mode fits
+    by_mode: dict[str, int] = {}
+    if accumulate is None:  # the largest micro-batch each checkpoint mode fits
         for mode in values["checkpoint"]:
             micro = dataclasses.replace(first, checkpoint=mode)
             # no micro-batch is larger than the effective batch: the search stops there
             name = f"maxbatch-{mode}.json"
-            found = _largest(micro, run_dir, name, max_memory, point_timeout_s, effective)
-            largest = max(largest, found)
+            each = None if seconds is None else seconds / len(values["checkpoint"])
+            by_mode[mode] = _largest(
+                micro, run_dir, name, max_memory, point_timeout_s, on_probe, each, effective
+            )
+    largest = max(by_mode.values(), default=0)
     micro_sizes = tune_space.micro_batches(effective, largest, accumulate)
-    return tune_space.TuneSpace(first, values, micro_sizes, combos, effective)
+    return tune_space.TuneSpace(
+        first, values, micro_sizes, combos, effective, tuple(sorted(by_mode.items()))
+    )
 
 
 def _largest(
@@ -75,16 +94,21 @@ def _largest(
     name: str,
     max_memory: int | None,
     point_timeout_s: float | None,
+    on_probe: Callable[[Probe], None] | None = None,
+    seconds: float | None = None,
     ceiling: int = maxbatch.CEILING,
 ) -> int:
-    """The largest batch `base` fits in memory, up to `ceiling`: a max-batch search of the
-    memory model, kept in `run_dir`/`name` for a resumed tune."""
+    """The largest batch `base` fits in memory, up to `ceiling` and to what `seconds` of
+    probing affords (None: no time limit): a max-batch search of the memory model, kept in
+    `run_dir`/`name` for a resumed tune."""
     path = run_dir / name
     if path.is_file():
         largest = int(json.loads(path.read_text(encoding="utf-8"))["largest_batch"])
     else:
         cap = max_memory if max_memory is not None else maxbatch.default_cap(base.device)
-        found = maxbatch.find(base, cap, point_timeout_s, ceiling=ceiling)
+        found = maxbatch.find(
+            base, cap, point_timeout_s, ceiling=ceiling, on_probe=on_probe, seconds=seconds
+        )
         if found.largest < 1:
             raise ConfigError(
                 f"{base.label()}: not even one sample fits in memory ({found.stopped or 'oom'})"

@@ -9,12 +9,26 @@ that was not measured is null.
   "request": {model, model_size, device, optimizer, data, seed, model_options,
               budget_s (null: none), named (the axes the user named: {axis: [values]})},
   "space": {axes: {axis: [values]}, batch_sizes: [...] (micro-batches where effective_batch is
-            set), effective_batch, combos: [{axis: value}], size},
+            set), effective_batch, combos: [{axis: value}] (in the order the search screens
+            them: precision first), size, largest_batch_by_checkpoint: {checkpoint mode: the
+            largest micro-batch it fits by max-batch} ({} unless the effective batch is fixed)},
   "elapsed_s":   wall-clock seconds since the tune started (the search, max-batch and the
                  confirmation included; a resumed tune adds on),
   "finished":    whether the search ran all its rounds,
   "stopped":     why it ended early ("budget: ..."), or null,
   "rounds_decided": rounds whose survivors were chosen (3: all),
+  "search_deadline_s": elapsed seconds by which the search was to end (the budget less the
+                 confirmation's reserve, as the plan last saw it), or null without a budget,
+  "overrun_s":   seconds the tune ran past its budget (elapsed_s - budget_s; negative: under),
+                 or null without a budget,
+  "plan":        {measure_all: whether round 0 measured the whole space (no bracket, no
+                  screening: it costs no more than the halving or tune's own fixed costs),
+                  measure_all_why: why (the planned costs compared), or null,
+                  own_fixed_s: tune's own seconds before the search (start-up, max-batch,
+                  environment capture),
+                  rounds: [{round, planned_trials, scale: the share of the round's default
+                  measuring time its trials got, share_s: the seconds the round was given,
+                  began_s: elapsed when it began}]} (gpubench.tune.plan),
   "coverage":    {configurations_measured, space_size, fraction, combos_measured, combos},
   "best":        {config, samples_per_s, round} at the deepest round reached, or null,
   "one_off":     [{combo, compile_time_s}]: torch.compile's one-off seconds per compiled combo,
@@ -52,9 +66,14 @@ class TrialRecord:
     - elapsed_s: wall-clock seconds since the tune started, when it ended
     - outcome: kept (measured again in a later round), pruned (its round was decided without
       it), final (measured in the last round), failed (no figure), open (the search stopped
-      before deciding its round)
+      before deciding its round), cut (the deadline cut it short)
     - best_so_far_samples_per_s, best_so_far_config: the highest samples/s measured up to and
       including this trial, in any round, and its config
+    - started_s: elapsed seconds when it started; wall_s: its wall-clock seconds, seen from the
+      tune (the worker's hand-over included), split into fixed_s (building, first step and
+      compile, profile) and measuring_s (warm-up after the first step, measured windows);
+      null for a trial replayed from a resumed folder
+    - cut: the deadline cut its measurement short (outcome `cut`: not ranked)
     """
 
     number: int
@@ -69,6 +88,11 @@ class TrialRecord:
     outcome: str
     best_so_far_samples_per_s: float | None
     best_so_far_config: dict[str, Any] | None
+    started_s: float | None = None
+    wall_s: float | None = None
+    fixed_s: float | None = None
+    measuring_s: float | None = None
+    cut: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +122,9 @@ class TuneRecord:
     finished: bool = False
     stopped: str | None = None
     rounds_decided: int = 0
+    search_deadline_s: float | None = None
+    overrun_s: float | None = None
+    plan: dict[str, Any] | None = None
     coverage: dict[str, Any] = field(default_factory=dict)
     best: dict[str, Any] | None = None
     one_off: list[dict[str, Any]] = field(default_factory=list)

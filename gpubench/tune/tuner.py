@@ -4,9 +4,12 @@ rows), then the interleaved confirmation of the leaders (run.confirm) that the v
 
 Rounds 0 and 1 measure for 1/9 and 1/3 of the point's measuring time (its warm-up likewise, and
 unprofiled); round 2 is the sweep's own measurement, so a finalist's row is a sweep's row. A
-wall-clock budget covers the whole tune: the search stops starting measurements once it has
-spent 1/(1 + confirm.SHARE) of it (max-batch and the environment capture included), leaving the
-rest to the confirmation, whose cost is that share of the measuring time.
+wall-clock budget covers the whole tune (start-up, max-batch and the environment capture
+included): the plan (gpubench.tune.plan) learns what a trial costs as the search goes, sizes
+each round so that all fit, and keeps the confirmation's reserve; each trial's measurement is
+bounded to end by the search's deadline (gpubench.tune.trial: cut at a step boundary, recorded
+as cut and never ranked), so the tune overruns its budget by no more than a trial's first step
+(its compile) beyond what was planned.
 
 A resumed tune replays the search on the figures of tune_rows.jsonl (the search is a pure
 function of them), measuring only what is new, under a budget of its own.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,19 +31,22 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import check_buildable, encode
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.config.validate import validate
-from gpubench.harness.timing import min_samples_for_ci
 from gpubench.probes import nvml
 from gpubench.run import calibration_process, folder, preflight
 from gpubench.run import confirm as leads
+from gpubench.run.batch_search import Probe
 from gpubench.run.worker import WorkerRunner
 from gpubench.science import bottleneck
-from gpubench.science.leaders import CONFIDENCE
 from gpubench.store.results import ResultStore, read_rows
+from gpubench.tune import record as tune_record
 from gpubench.tune import rows as tune_rows
 from gpubench.tune import space as tune_space
 from gpubench.tune import trajectory as T
-from gpubench.tune.search import ROUNDS, Config, Outcome, round_scale, search
+from gpubench.tune import trial
+from gpubench.tune.plan import Planner
+from gpubench.tune.search import ROUNDS, Config, Cut, Stop, search
 from gpubench.tune.space_for import space_for
+from gpubench.tune.trial import round_budget
 
 OnTrial = Callable[[T.TrialRecord, "TuneRequest"], None]
 
@@ -104,28 +111,6 @@ class TuneRequest:
         )
 
 
-def round_budget(budget: Budget, rnd: int) -> Budget:
-    """How round `rnd` measures a point: the sweep's `budget` in the last round; before it,
-    its times (warm-up and measuring) scaled by search.round_scale and no profile; a budget of
-    a fixed step count has its steps scaled instead (never under the fewest steps with an
-    interval of the median)."""
-    if rnd == ROUNDS - 1:
-        return budget
-    scale = round_scale(rnd)
-    out = dataclasses.replace(
-        budget,
-        warmup_min_s=budget.warmup_min_s * scale,
-        warmup_max_s=budget.warmup_max_s * scale,
-        min_time_s=budget.min_time_s * scale,
-        max_time_s=budget.max_time_s * scale,
-        profile_steps=0,
-    )
-    if budget.min_steps == budget.max_steps:  # Budget.fixed: a step count, not a time
-        steps = max(min_samples_for_ci(CONFIDENCE), math.ceil(budget.max_steps * scale))
-        out = dataclasses.replace(out, min_steps=steps, max_steps=steps)
-    return out
-
-
 def sweep_spec(request: TuneRequest, space: tune_space.TuneSpace) -> SweepSpec:
     """The space as a sweep's suite (suite.json: what the folder's report names; the grid a
     sweep would measure over it; a fixed effective batch is its one batch size, accumulated in
@@ -161,13 +146,15 @@ def tune(
     confirm: bool = True,
     should_stop: Callable[[], bool] | None = None,
     started: float | None = None,
+    on_progress: Callable[[str], None] | None = None,
 ) -> T.TuneRecord:
     """Tune `request` into `run_dir` (see the module docstring) and return tune.json's record.
     With `resume`, `run_dir` holds a tune to go on with: its own request is used, with this
     `request`'s budget_s. `should_stop` (Ctrl-C, say) is asked before each measurement: once it
     says stop, the search ends there and nothing is confirmed. `started`: the
     time.perf_counter() reading from which the budget counts (None: now; the command line's
-    tune counts from its process's start)."""
+    tune counts from its process's start). `on_progress` is given a line, elapsed and budget
+    first, as each max-batch probe ends and each trial starts."""
     started = time.perf_counter() if started is None else started
     if resume:
         saved = _saved_record(run_dir)
@@ -182,12 +169,19 @@ def tune(
     check_buildable((request.model,), request.size, options)
     base = request.base_point()
 
-    def deadline_passed() -> bool:
-        if should_stop is not None and should_stop():
-            return True
-        if request.budget_s is None:
-            return False
-        return time.perf_counter() - started >= request.budget_s / (1 + leads.SHARE)
+    def now() -> float:  # seconds since this run of the tune began (the budget's clock)
+        return time.perf_counter() - started
+
+    def say(text: str) -> None:
+        if on_progress is not None:
+            of = "" if request.budget_s is None else f" / {request.budget_s:g} s"
+            on_progress(f"[{now():6.1f} s{of}] {text}")
+
+    probe_s: list[float] = []
+
+    def probe_line(p: Probe) -> None:
+        probe_s.append(p.seconds)
+        say(f"max-batch: B={p.batch_size} {'fits' if p.fits else p.status} ({p.seconds:.1f} s)")
 
     with folder.locked(run_dir):
         if resume:
@@ -200,12 +194,14 @@ def tune(
                     f"run folder {str(run_dir)!r} already holds a tune; continue it with "
                     f"--resume {run_dir}, or choose another --out"
                 )
-        space = space_for(request, base, run_dir, max_memory, point_timeout_s)
+        say("the space: the model's axes, max-batch's memory model where no batch sizes given")
+        space = space_for(request, base, run_dir, max_memory, point_timeout_s, probe_line)
         spec = sweep_spec(request, space)
         preflight.check_models(spec, max_memory, point_timeout_s)
         store = ResultStore(run_dir)
         store.write_json("suite.json", spec.to_dict())
         if not (run_dir / "env.json").is_file():
+            say("capturing the environment")
             # as a sweep does: in a worker, which gives back the GPU memory it used (issue 28)
             captured = calibration_process.captured(
                 [request.device], space.values["precision"], True, timeout_s=point_timeout_s
@@ -214,47 +210,103 @@ def tune(
         nvml.warn_if_unavailable(spec.resolved_devices())
         record = T.TuneRecord(request.to_dict(), space.to_dict())
         measurements = tune_rows.read_measurements(run_dir)
-        done = {(Point.of(r).key(), int(r["tune_round"])): r for r in measurements}
+        # a cut measurement is measured again (it never counted)
+        done = {
+            (Point.of(r).key(), int(r["tune_round"])): r
+            for r in measurements
+            if not r.get("tune_cut")
+        }
         runner = WorkerRunner(max_memory, point_timeout_s)
         trial_rows: list[dict[str, Any]] = []
+        limits = [trial.measuring_limit_s(round_budget(request.budget, r)) for r in range(ROUNDS)]
+        planner = Planner(
+            request.budget_s,
+            now,
+            [x if math.isfinite(x) else 0.0 for x in limits],
+            leads.SHARE,
+            own_fixed_s=now(),
+            prior_fixed_s=statistics.median(probe_s) if probe_s else 0.0,
+        )
+
+        def deadline_passed() -> bool:
+            if should_stop is not None and should_stop():
+                return True
+            left = planner.left_s()
+            return left is not None and left <= 0
 
         def measure(config: Config, rnd: int) -> float | None:
             point = space.point(config)
             row = done.get((point.key(), rnd))
             number = len(trial_rows)
+            budget = round_budget(request.budget, rnd, planner.scale())
+            extra: dict[str, Any] = {"_budget_s": budget.max_time_s}
             if row is None:
-                row = bottleneck.classified(runner.run(point, round_budget(request.budget, rnd)))
+                left, fixed, cut = planner.left_s(), planner.fixed_s(config.combo), False
+                if left is not None:
+                    if left - fixed <= 0:
+                        raise Stop  # not even its fixed cost fits: the search ends here
+                    budget, cut = trial.bounded(budget, left - fixed)
+                    runner.point_timeout_s = trial.kill_after_s(
+                        left - fixed, fixed, point_timeout_s
+                    )
+                say(
+                    f"round {rnd} trial {number}: {point.label()}"
+                    + (" (cut to the deadline)" if cut else "")
+                )
+                began, t0 = now(), time.perf_counter()
+                row = bottleneck.classified(runner.run(point, budget))
+                wall = time.perf_counter() - t0
+                cut = cut or (left is not None and row["status"] == "timeout")
                 row["tune_round"] = rnd
+                if cut:
+                    row["tune_cut"] = True
                 tune_rows.append(run_dir, row)
                 measurements.append(row)
                 tune_rows.write_results(run_dir, measurements)
-                elapsed = offset + time.perf_counter() - started
+                c = trial.cost(config, rnd, row, wall, planner.scale(), budget)
+                planner.observe(c)
+                extra = {
+                    "_budget_s": budget.max_time_s,
+                    "_started_s": offset + began,
+                    "_wall_s": wall,
+                    "_fixed_s": c.fixed_s,
+                    "_measuring_s": c.measuring_s,
+                    "_cut": cut,
+                }
+                elapsed = offset + now()
             else:
                 elapsed = old_elapsed.get(number, offset)
             sps = row.get("samples_per_s") if row.get("status") == "ok" else None
-            trial_rows.append({**row, "_config": config, "_elapsed_s": elapsed})
-            record.trials = _trials(trial_rows, request.budget, None)
+            trial_rows.append({**row, **extra, "_config": config, "_elapsed_s": elapsed})
+            record.trials = tune_record.trials(trial_rows, None)
             record.elapsed_s = elapsed
             store.write_json(T.FILE, record.to_dict())
             if on_trial is not None:
                 on_trial(record.trials[-1], request)
+            if extra.get("_cut"):
+                raise Cut(None if sps is None else float(sps))
             return None if sps is None else float(sps)
 
         try:
-            outcome = search(space.space, measure, deadline_passed)
+            outcome = search(space.space, measure, deadline_passed, planner)
         finally:
             runner.close()
         if measurements:
             tune_rows.write_results(run_dir, measurements)
-        _fill(record, outcome, trial_rows, request, space)
+        tune_record.fill(record, outcome, trial_rows, request.budget_s, space, planner)
+        left = planner.left_s()
+        record.search_deadline_s = None if left is None else offset + now() + left
         store.write_json(T.FILE, record.to_dict())
         interrupted = should_stop is not None and should_stop()
         if interrupted:
             record.stopped = "stopped on request (Ctrl-C): nothing confirmed"
         if confirm and measurements and not interrupted:
+            say("confirming the leaders (interleaved)")
             leads.confirm(run_dir, read_rows(run_dir), max_memory, point_timeout_s)
         record.verdict = _verdict(run_dir) if measurements else None
-        record.elapsed_s = offset + time.perf_counter() - started
+        record.elapsed_s = offset + now()
+        if request.budget_s is not None:
+            record.overrun_s = now() - request.budget_s
         store.write_json(T.FILE, record.to_dict())
     return record
 
@@ -272,103 +324,6 @@ def _saved_record(run_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"cannot read {path}: {e}") from None
     return saved
-
-
-def _trials(
-    trial_rows: list[dict[str, Any]], budget: Budget, outcome: Outcome | None
-) -> list[T.TrialRecord]:
-    """The trajectory: each trial's figures, its outcome (open until the search settles it),
-    and the best so far."""
-    outcomes = [t.outcome for t in outcome.trials] if outcome is not None else []
-    plain = [
-        {
-            "config": r["_config"].settings(),
-            "samples_per_s": r.get("samples_per_s") if r.get("status") == "ok" else None,
-        }
-        for r in trial_rows
-    ]
-    best = T.with_best_so_far(plain)
-    out = []
-    for n, r in enumerate(trial_rows):
-        limit = round_budget(budget, int(r["tune_round"])).max_time_s
-        out.append(
-            T.TrialRecord(
-                number=n,
-                round=int(r["tune_round"]),
-                config=plain[n]["config"],
-                budget_s=limit if math.isfinite(limit) else None,
-                status=str(r["status"]),
-                samples_per_s=plain[n]["samples_per_s"],
-                compile_time_s=r.get("compile_time_s"),
-                point_time_s=r.get("point_time_s"),
-                elapsed_s=float(r["_elapsed_s"]),
-                outcome=outcomes[n] if outcomes else "open",
-                best_so_far_samples_per_s=best[n][0],
-                best_so_far_config=best[n][1],
-            )
-        )
-    return out
-
-
-def _fill(
-    record: T.TuneRecord,
-    outcome: Outcome,
-    trial_rows: list[dict[str, Any]],
-    request: TuneRequest,
-    space: tune_space.TuneSpace,
-) -> None:
-    """The search's outcome into `record`: trials settled, rounds, coverage, best, one-offs."""
-    record.trials = _trials(trial_rows, request.budget, outcome)
-    record.rounds_decided = outcome.rounds_decided
-    record.finished = outcome.rounds_decided == ROUNDS
-    if outcome.stopped_in_round is not None:
-        record.stopped = (
-            f"budget: {request.budget_s:g} s reached in round {outcome.stopped_in_round} "
-            f"(the rest kept for the confirmation)"
-        )
-    configs = {json.dumps(t.config, sort_keys=True) for t in record.trials}
-    combos = {json.dumps(_combo(t.config), sort_keys=True) for t in record.trials}
-    record.coverage = T.coverage(len(configs), space.space.size, len(combos), len(space.combos))
-    if outcome.best is not None:
-        deepest = max(t.round for t in outcome.trials if t.config == outcome.best)
-        record.best = {
-            "config": outcome.best.settings(),
-            "samples_per_s": outcome.best_samples_per_s,
-            "round": deepest,
-        }
-    seen: set[str] = set()
-    for t in record.trials:
-        combo = _combo(t.config)
-        key = json.dumps(combo, sort_keys=True)
-        if t.compile_time_s is not None and key not in seen:
-            seen.add(key)
-            record.one_off.append({"combo": combo, "compile_time_s": t.compile_time_s})
-    record.rounds = _rounds(record.trials, request.budget)
-
-
-def _combo(config: dict[str, Any]) -> dict[str, Any]:
-    """A trial's settings less its size axis (the batch, or a fixed batch's accumulation)."""
-    return {k: v for k, v in config.items() if k not in ("batch_size", "accumulate")}
-
-
-def _rounds(trials: list[T.TrialRecord], budget: Budget) -> list[T.RoundRecord]:
-    out = []
-    for rnd in range(ROUNDS):
-        mine = [t for t in trials if t.round == rnd]
-        limit = round_budget(budget, rnd).max_time_s
-        count = {o: sum(t.outcome == o for t in mine) for o in ("kept", "pruned", "failed")}
-        out.append(
-            T.RoundRecord(
-                round=rnd,
-                budget_s=limit if math.isfinite(limit) else None,
-                measured=len(mine),
-                final=sum(t.outcome == "final" for t in mine),
-                open=sum(t.outcome == "open" for t in mine),
-                ended_at_s=max((t.elapsed_s for t in mine), default=None),
-                **count,
-            )
-        )
-    return out
 
 
 def _verdict(run_dir: Path) -> dict[str, Any] | None:

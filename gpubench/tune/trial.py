@@ -1,0 +1,92 @@
+"""One trial of tune's search against the wall clock: its measurement bounded so that it ends by
+the search's deadline (the harness checks a Budget's warm-up and measuring limits at each step
+boundary, so a trial that would pass the deadline is cut at a step, not killed), and what it
+cost, split into fixed and measuring seconds for the plan (gpubench.tune.plan)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from gpubench.config.spec import Budget
+from gpubench.harness.timing import min_samples_for_ci
+from gpubench.science.leaders import CONFIDENCE
+from gpubench.tune.plan import TrialCost
+from gpubench.tune.search import ROUNDS, Config, round_scale
+
+# Seconds a worker is given past the deadline before it is killed, beyond twice the trial's
+# planned fixed cost: the backstop for a first step (a compile) far slower than planned.
+KILL_GRACE_S = 10.0
+
+
+def round_budget(budget: Budget, rnd: int, scale: float = 1.0) -> Budget:
+    """How round `rnd` measures a point: the sweep's `budget` in the last round; before it,
+    its times (warm-up and measuring) scaled by search.round_scale and no profile; a budget of
+    a fixed step count has its steps scaled instead (never under the fewest steps with an
+    interval of the median). `scale` (the plan's, at most 1) shortens any round's times
+    further where the budget is short."""
+    if rnd == ROUNDS - 1 and scale == 1.0:
+        return budget
+    factor = scale * (round_scale(rnd) if rnd < ROUNDS - 1 else 1.0)
+    out = dataclasses.replace(
+        budget,
+        warmup_min_s=budget.warmup_min_s * factor,
+        warmup_max_s=budget.warmup_max_s * factor,
+        min_time_s=budget.min_time_s * factor,
+        max_time_s=budget.max_time_s * factor,
+        profile_steps=budget.profile_steps if rnd == ROUNDS - 1 else 0,
+    )
+    if budget.min_steps == budget.max_steps:  # Budget.fixed: a step count, not a time
+        steps = max(min_samples_for_ci(CONFIDENCE), math.ceil(budget.max_steps * factor))
+        out = dataclasses.replace(out, min_steps=steps, max_steps=steps)
+    return out
+
+
+def measuring_limit_s(budget: Budget) -> float:
+    """The most seconds `budget` lets a trial warm up and measure (inf: a step count)."""
+    return budget.warmup_max_s + budget.max_time_s
+
+
+def bounded(budget: Budget, room_s: float) -> tuple[Budget, bool]:
+    """`budget` with its warm-up and measuring limits shrunk, in proportion, to end within
+    `room_s` seconds of measuring, and whether it had to be (the trial is then cut: not a
+    full measurement). A step-count budget gets a time limit of `room_s`."""
+    limit = measuring_limit_s(budget)
+    if limit <= room_s:
+        return budget, False
+    room_s = max(room_s, 0.0)
+    if not math.isfinite(limit):
+        return dataclasses.replace(budget, max_time_s=room_s, min_time_s=0.0), True
+    f = room_s / limit
+    out = dataclasses.replace(
+        budget,
+        warmup_min_s=min(budget.warmup_min_s, budget.warmup_max_s * f),
+        warmup_max_s=budget.warmup_max_s * f,
+        min_time_s=min(budget.min_time_s, budget.max_time_s * f),
+        max_time_s=budget.max_time_s * f,
+    )
+    return out, True
+
+
+def kill_after_s(room_s: float, fixed_s: float, point_timeout_s: float | None) -> float | None:
+    """The seconds after which the worker of a trial with `room_s` seconds to its deadline and
+    a planned fixed cost of `fixed_s` is killed: the user's --point-timeout where sooner."""
+    backstop = max(room_s, 0.0) + 2 * fixed_s + KILL_GRACE_S
+    return backstop if point_timeout_s is None else min(point_timeout_s, backstop)
+
+
+def cost(
+    config: Config, rnd: int, row: dict[str, Any], wall_s: float, scale: float, budget: Budget
+) -> TrialCost:
+    """What a trial of `config` in round `rnd` under `budget` cost: `wall_s` seconds in all, of
+    which measuring is its warm-up after the compile and its measured windows (row fields), the
+    rest fixed."""
+    compile_s = float(row.get("compile_time_s") or 0.0)
+    warm = max(float(row.get("warmup_time_s") or 0.0) - compile_s, 0.0)
+    measuring = min(warm + float(row.get("wall_time_s") or 0.0), wall_s)
+    limit = measuring_limit_s(budget)
+    fixed = wall_s - measuring
+    return TrialCost(
+        config.combo, rnd, fixed, measuring, compile_s, scale, limit, config.batch_size
+    )
