@@ -52,8 +52,8 @@ def test_a_sweep_records_its_phases_in_order(swept: Path) -> None:
     ]
     for p in data["points"]:
         assert p["start"] <= p["end"] <= p["written"]
-    first_worker = data["points"][0]["worker_s"]
-    assert first_worker > 0 and data["points"][1]["worker_s"] == 0  # one worker serves both
+    # the worker that took the model check steps measures the points: none starts meanwhile
+    assert [p["worker_s"] for p in data["points"]] == [0, 0]
 
 
 def test_the_breakdown_accounts_for_the_points_phase(swept: Path) -> None:

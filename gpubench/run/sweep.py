@@ -93,8 +93,47 @@ def run_sweep(
     there). `plan_file`: batch_sizes = "auto" read from (or searched into) that file, one
     plan for every shard given it (see `plan`). Before anything is written, each model takes
     one training step (run.preflight): a model that fails it raises preflight.ModelCheckFailed,
-    a ConfigError.
+    a ConfigError. The worker that took those steps measures the points.
     """
+    runner = WorkerRunner(max_memory, point_timeout_s)
+    try:
+        return _run_sweep(
+            spec,
+            runner,
+            out,
+            on_row,
+            resume=resume,
+            extend=extend,
+            max_memory=max_memory,
+            point_timeout_s=point_timeout_s,
+            should_stop=should_stop,
+            on_start=on_start,
+            retry_failed=retry_failed,
+            shard=shard,
+            confirm=confirm,
+            plan_file=plan_file,
+        )
+    finally:
+        runner.close(grace_s=0)  # a no-op where the points closed it (see _measure)
+
+
+def _run_sweep(
+    spec: SweepSpec,
+    runner: WorkerRunner,
+    out: str | Path | None,
+    on_row: OnRow | None,
+    *,
+    resume: bool,
+    extend: bool,
+    max_memory: int | None,
+    point_timeout_s: float | None,
+    should_stop: Callable[[], bool] | None,
+    on_start: OnStart | None,
+    retry_failed: bool,
+    shard: tuple[int, int] | None,
+    confirm: bool,
+    plan_file: Path | None,
+) -> pd.DataFrame:
     log = phases.PhaseLog()  # where the time goes (phases.json; scripts/sweep_phases.py)
     validate(spec)
     with log.phase("model checks"):
@@ -112,7 +151,7 @@ def run_sweep(
         # One training step per model, in a worker: a model that cannot train is exit 2, not
         # a folder of `error` rows (issue 22). A resumed sweep checks too: the code may have
         # changed.
-        preflight.check_models(spec, max_memory, point_timeout_s)
+        preflight.check_models(spec, max_memory, point_timeout_s, runner)
     with folder.locked(run_dir):
         store = ResultStore(run_dir)
         if resume:
@@ -159,6 +198,7 @@ def run_sweep(
                     on_start,
                     sharded=shard is not None,
                     log=log,
+                    runner=runner,
                 )
         finally:
             if store.path.is_file():
@@ -186,11 +226,13 @@ def _measure(
     on_start: OnStart | None,
     sharded: bool = False,
     log: phases.PhaseLog | None = None,
+    runner: WorkerRunner | None = None,
 ) -> None:
-    """Measure the points of `points` that `done_rows` lacks, in order, appending each row to
-    `store` (and each point's timings to `log`). A series that grows (run.batch_growth) gets
-    its next batch size right after its last one, the sweep's count of points growing with
-    it."""
+    """Measure the points of `points` that `done_rows` lacks, in order, in `runner`'s worker
+    (else a new one; closed when they end, so the memory it holds is free for what follows),
+    appending each row to `store` (and each point's timings to `log`). A series that grows
+    (run.batch_growth) gets its next batch size right after its last one, the sweep's count
+    of points growing with it."""
     done = {_row_key(r): r for r in done_rows}
     oom_at: dict[tuple[Any, ...], int] = {}
     for r in done_rows:
@@ -215,7 +257,8 @@ def _measure(
     finished = sum(1 for p in points if p.key() in done) + len(grown_before)
     if on_start is not None:
         on_start(total, finished)
-    runner = WorkerRunner(max_memory, point_timeout_s)
+    if runner is None:
+        runner = WorkerRunner(max_memory, point_timeout_s)
     task = spec.convergence if spec.mode == "convergence" else spec.budget
     if not spec.profile and isinstance(task, Budget):
         task = dataclasses.replace(task, profile_steps=0)
