@@ -15,7 +15,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from gpubench.report import analysis as A
-from gpubench.report import build_report, figure, plots
+from gpubench.report import build, build_report, figure, plots
 from gpubench.report import effective_batch as EB
 from gpubench.report.explain import run_verdicts
 from gpubench.report.runs import combine, load_runs
@@ -40,6 +40,7 @@ def _figures(monkeypatch: pytest.MonkeyPatch, module: Any) -> dict[str, Figure]:
         figure.save(fig, plots_dir, file, *args, **kwargs)
 
     monkeypatch.setattr(module, "save", keep)
+    monkeypatch.setattr(build, "CHART_PROCESSES", 1)  # drawn here, where they are kept
     return kept
 
 

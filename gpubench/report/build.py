@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing as mp
+import os
+import sys
 from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TypeVar
 
 import matplotlib
 import pandas as pd
@@ -33,6 +39,11 @@ CHART_FILES = (
     "breakdown.png",
     "roofline.png",
 )
+# Processes that draw the charts: each chart is an independent matplotlib rendering (a third
+# to half a second of one core on a 2-core CPU), and drawing is most of a report's time.
+CHART_PROCESSES = 2
+
+T = TypeVar("T")
 
 
 def report_path(dirs: Sequence[str | Path], out: str | Path | None) -> Path:
@@ -70,19 +81,21 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     # issue 21), then the answer; the long tables come after the charts (issue 15).
     verdicts = run_verdicts(runs, frame)
     sections = [header(runs), *standing_notes(runs), verdict_section(verdicts)]
-    missing: list[str] = []
+    # What the page shows between the verdict and the tables, in order: a chart (None where
+    # its data is absent, with the reason to list) or a section of HTML. Each is made by a job
+    # that draws its PNGs; the jobs run in parallel (made_in_parallel), their output in order.
+    jobs: list[tuple[Callable[[], Chart | str | None], str]] = []
 
     def draw(make: Callable[[], Chart | None], why_absent: str) -> None:
-        c = make()
-        if c is None:
-            missing.append(why_absent)
-        else:
-            sections.append(H.chart(c))
+        jobs.append((make, why_absent))
+
+    def section(make: Callable[[], str]) -> None:
+        jobs.append((make, ""))
 
     # The charts lead with what the runs varied (issue 28): a run that swept the ways of one
     # effective batch opens with them, and charts against a batch size that no series varied
     # (a column of dots each) come after the others.
-    sections.append(effective_batch.section(frame, plots_dir))  # issue 25: '' if none
+    section(lambda: effective_batch.section(frame, plots_dir))  # issue 25: '' if none
 
     def against_batch() -> None:
         draw(lambda: plots.throughput(frame, plots_dir), "Throughput: no point ran successfully.")
@@ -107,10 +120,10 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     )
     if batch_varies:
         memory()
-    sections.append(_speedup(frame, speedups, plots_dir))
-    sections.append(parallel_report.section(frame, plots_dir))  # issue 17: '' if none
+    section(lambda: _speedup(frame, speedups, plots_dir))
+    section(lambda: parallel_report.section(frame, plots_dir))  # issue 17: '' if none
     # issue 24: '' without tune.json; its answer is the verdict's (issue 29)
-    sections.append(search_report.section(runs, plots_dir, verdicts))
+    section(lambda: search_report.section(runs, plots_dir, verdicts))
     if not batch_varies:
         against_batch()
         memory()
@@ -124,6 +137,13 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
         lambda: learning.time_to_target(frame, runs, plots_dir),
         "Time to target: no row reached a target (only convergence runs set one).",
     )
+    missing: list[str] = []
+    made = made_in_parallel([make for make, _ in jobs], CHART_PROCESSES)
+    for value, (_, why_absent) in zip(made, jobs, strict=True):
+        if value is None:
+            missing.append(why_absent)
+        else:
+            sections.append(value if isinstance(value, str) else H.chart(value))
     if missing:
         sections.append(
             "<h2>Charts not drawn</h2>\n<ul>"
@@ -138,6 +158,60 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     title = "gpubench report: " + ", ".join(r.name for r in runs)
     path.write_text(H.page(title, sections), encoding="utf-8")
     return path
+
+
+def made_in_parallel(makes: Sequence[Callable[[], T]], processes: int) -> list[T]:
+    """Each of `makes` called once, in up to `processes` processes (this one and forked
+    children, each taking the next job not yet taken), and their values in the order of
+    `makes`. Where this process cannot fork safely (not Linux, a daemonic process, which may not
+    have children) or has a single core, they are called here in turn. A job that raises in a
+    child is called again here, so its error is raised as ever; the values must pickle."""
+    children = min(processes, len(makes), _cores()) - 1
+    if children < 1 or sys.platform != "linux" or mp.current_process().daemon:
+        return [make() for make in makes]
+    ctx = mp.get_context("fork")
+    taken = ctx.Value("i", 0)
+
+    def take() -> int:
+        with taken.get_lock():
+            taken.value += 1
+            return int(taken.value) - 1
+
+    def child(send: Connection) -> None:  # in a forked child
+        done: dict[int, T] = {}
+        while (i := take()) < len(makes):
+            try:
+                done[i] = makes[i]()
+            except Exception:  # not swallowed: the parent calls it again and raises
+                break
+        send.send(done)
+
+    pipes = [ctx.Pipe(duplex=False) for _ in range(children)]
+    procs = [ctx.Process(target=child, args=(send,), daemon=True) for _, send in pipes]
+    for proc in procs:
+        proc.start()
+    for _, send in pipes:
+        send.close()
+    values: dict[int, T] = {}
+    try:
+        while (i := take()) < len(makes):
+            values[i] = makes[i]()
+        for receive, _ in pipes:
+            # a child that died sent nothing: the jobs it took are called below
+            with contextlib.suppress(EOFError):
+                values.update(receive.recv())
+    except BaseException:  # this process's own job failed (or Ctrl-C): the children end too
+        for proc in procs:
+            proc.kill()
+        raise
+    finally:
+        for proc in procs:
+            proc.join()
+    return [values[i] if i in values else makes[i]() for i in range(len(makes))]
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
 
 
 def _batch_varies(frame: pd.DataFrame) -> bool:

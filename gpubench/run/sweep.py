@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
@@ -23,12 +24,13 @@ from gpubench.run import (
     calibration_process,
     folder,
     maxbatch,
+    phases,
     preflight,
     ranks,
 )
 from gpubench.run import confirm as leads
 from gpubench.run import shard as shards
-from gpubench.run.worker import WorkerRunner
+from gpubench.run.worker import WorkerRunner, start_fork_server
 from gpubench.science import batch_analysis, bottleneck, convergence, scaling
 from gpubench.store.results import ResultStore, load_results, read_rows
 from gpubench.store.row import make_row
@@ -91,20 +93,65 @@ def run_sweep(
     there). `plan_file`: batch_sizes = "auto" read from (or searched into) that file, one
     plan for every shard given it (see `plan`). Before anything is written, each model takes
     one training step (run.preflight): a model that fails it raises preflight.ModelCheckFailed,
-    a ConfigError.
+    a ConfigError. The worker that took those steps measures the points.
     """
+    runner = WorkerRunner(max_memory, point_timeout_s)
+    try:
+        return _run_sweep(
+            spec,
+            runner,
+            out,
+            on_row,
+            resume=resume,
+            extend=extend,
+            max_memory=max_memory,
+            point_timeout_s=point_timeout_s,
+            should_stop=should_stop,
+            on_start=on_start,
+            retry_failed=retry_failed,
+            shard=shard,
+            confirm=confirm,
+            plan_file=plan_file,
+        )
+    finally:
+        runner.close(grace_s=0)  # a no-op where the points closed it (see _measure)
+
+
+def _run_sweep(
+    spec: SweepSpec,
+    runner: WorkerRunner,
+    out: str | Path | None,
+    on_row: OnRow | None,
+    *,
+    resume: bool,
+    extend: bool,
+    max_memory: int | None,
+    point_timeout_s: float | None,
+    should_stop: Callable[[], bool] | None,
+    on_start: OnStart | None,
+    retry_failed: bool,
+    shard: tuple[int, int] | None,
+    confirm: bool,
+    plan_file: Path | None,
+) -> pd.DataFrame:
+    log = phases.PhaseLog()  # where the time goes (phases.json; scripts/sweep_phases.py)
     validate(spec)
-    check_buildable(spec.models, spec.size, spec.model_options)  # a typo is exit 2, not a row
-    if spec.mode == "convergence":
-        convergence.prepare(spec)  # load the data sets: a data problem is found before writing
-        _check_time_limit(spec.convergence, point_timeout_s)
-    run_dir = Path(out) if out is not None else default_run_dir()
-    shards.check_before_writing(shard, spec)  # issue 23: a bad count writes nothing
-    if resume:
-        folder.saved_suite(run_dir)  # a clear error before anything is created
-    # One training step per model, in a worker: a model that cannot train is exit 2, not a
-    # folder of `error` rows (issue 22). A resumed sweep checks too: the code may have changed.
-    preflight.check_models(spec, max_memory, point_timeout_s)
+    with log.phase("model checks"):
+        # The fork server imports torch and the harness (seconds of one core) while this
+        # process checks the models below, instead of after, when the first worker is needed.
+        start_fork_server()
+        check_buildable(spec.models, spec.size, spec.model_options)  # a typo is exit 2
+        if spec.mode == "convergence":
+            convergence.prepare(spec)  # load the data sets: a data problem is found first
+            _check_time_limit(spec.convergence, point_timeout_s)
+        run_dir = Path(out) if out is not None else default_run_dir()
+        shards.check_before_writing(shard, spec)  # issue 23: a bad count writes nothing
+        if resume:
+            folder.saved_suite(run_dir)  # a clear error before anything is created
+        # One training step per model, in a worker: a model that cannot train is exit 2, not
+        # a folder of `error` rows (issue 22). A resumed sweep checks too: the code may have
+        # changed.
+        preflight.check_models(spec, max_memory, point_timeout_s, runner)
     with folder.locked(run_dir):
         store = ResultStore(run_dir)
         if resume:
@@ -116,45 +163,54 @@ def run_sweep(
         else:
             folder.check_fresh(run_dir)
         store.write_json("suite.json", spec.to_dict())
+        log.attach(run_dir)
         if not (run_dir / "env.json").is_file():
             # Calibrates the matmul peaks at the start of the sweep, under its conditions, and
             # notes how busy the machine was meanwhile (issue 14), in a worker of its own: the
             # GPU memory calibration uses is given back before the first point (issue 28).
-            captured = calibration_process.captured(
-                spec.resolved_devices(),
-                spec.precisions,
-                recalibrate=True,
-                threads=[t for t in spec.threads if t is not None],
-                timeout_s=point_timeout_s,
-            )
-            store.write_json("env.json", captured)
+            with log.phase("calibration"):
+                captured = calibration_process.captured(
+                    spec.resolved_devices(),
+                    spec.precisions,
+                    recalibrate=True,
+                    threads=[t for t in spec.threads if t is not None],
+                    timeout_s=point_timeout_s,
+                )
+                store.write_json("env.json", captured)
         nvml.warn_if_unavailable(spec.resolved_devices())  # once: CUDA rows' NVML fields null
         done = read_rows(run_dir) if store.path.is_file() else []
         try:
-            points = plan(spec, run_dir, max_memory, point_timeout_s, plan_file)
+            with log.phase("plan"):
+                points = plan(spec, run_dir, max_memory, point_timeout_s, plan_file)
             shard = shards.saved(store, shard)  # issue 17
             if shard is not None:
                 points = shards.select(points, *shard, spec)
-            _measure(
-                spec,
-                points,
-                done,
-                store,
-                max_memory,
-                point_timeout_s,
-                on_row,
-                should_stop,
-                on_start,
-                sharded=shard is not None,
-            )
+            with log.phase("points"):
+                _measure(
+                    spec,
+                    points,
+                    done,
+                    store,
+                    max_memory,
+                    point_timeout_s,
+                    on_row,
+                    should_stop,
+                    on_start,
+                    sharded=shard is not None,
+                    log=log,
+                    runner=runner,
+                )
         finally:
             if store.path.is_file():
-                store.write_csv()
+                with log.phase("results.csv"):
+                    store.write_csv()
         stopped = should_stop is not None and should_stop()
         if confirm and spec.mode == "speed" and shard is None and not stopped:
-            leads.confirm(run_dir, read_rows(run_dir), max_memory, point_timeout_s)
+            with log.phase("confirmation"):
+                leads.confirm(run_dir, read_rows(run_dir), max_memory, point_timeout_s)
         if spec.mode == "convergence":
-            batch_analysis.write_analysis(run_dir)
+            with log.phase("analysis"):
+                batch_analysis.write_analysis(run_dir)
     return load_results(run_dir)
 
 
@@ -169,10 +225,14 @@ def _measure(
     should_stop: Callable[[], bool] | None,
     on_start: OnStart | None,
     sharded: bool = False,
+    log: phases.PhaseLog | None = None,
+    runner: WorkerRunner | None = None,
 ) -> None:
-    """Measure the points of `points` that `done_rows` lacks, in order, appending each row to
-    `store`. A series that grows (run.batch_growth) gets its next batch size right after its
-    last one, the sweep's count of points growing with it."""
+    """Measure the points of `points` that `done_rows` lacks, in order, in `runner`'s worker
+    (else a new one; closed when they end, so the memory it holds is free for what follows),
+    appending each row to `store` (and each point's timings to `log`). A series that grows
+    (run.batch_growth) gets its next batch size right after its last one, the sweep's count
+    of points growing with it."""
     done = {_row_key(r): r for r in done_rows}
     oom_at: dict[tuple[Any, ...], int] = {}
     for r in done_rows:
@@ -197,7 +257,8 @@ def _measure(
     finished = sum(1 for p in points if p.key() in done) + len(grown_before)
     if on_start is not None:
         on_start(total, finished)
-    runner = WorkerRunner(max_memory, point_timeout_s)
+    if runner is None:
+        runner = WorkerRunner(max_memory, point_timeout_s)
     task = spec.convergence if spec.mode == "convergence" else spec.budget
     if not spec.profile and isinstance(task, Budget):
         task = dataclasses.replace(task, profile_steps=0)
@@ -209,13 +270,18 @@ def _measure(
             if row is None:
                 if should_stop is not None and should_stop():
                     break
+                started, workers = time.time(), len(runner.startup_s)
                 row = _row(point, task, runner, oom_at, done_rows, max_memory, point_timeout_s)
+                ended = time.time()
                 if row["status"] == "oom":
                     _note_oom(oom_at, point)
                 store.append(row)
                 finished += 1
                 if on_row is not None:
                     on_row(row, finished, total)
+                if log is not None:
+                    worker_s = sum(runner.startup_s[workers:])
+                    log.point(phases.point_name(point), started, ended, time.time(), worker_s)
                 series_rows.setdefault(batch_growth.series_key(point), []).append(row)
             key = batch_growth.series_key(point)
             to_come[key] -= 1

@@ -317,6 +317,16 @@ class WorkerRunner:
             lifeline.close()
 
 
+def start_fork_server() -> None:
+    """Start the fork server workers come from (see context()) now, without waiting for it: its
+    imports (torch, torch._dynamo, gpubench's harness: seconds of one core) then run beside
+    whatever the caller does before its first worker, rather than before that worker. A no-op
+    where it runs already or where workers are spawned (no fork server)."""
+    ctx = context()
+    with _main_module_hidden():
+        _ensure_fork_server(ctx)
+
+
 def _ensure_fork_server(ctx: Any) -> None:
     """Start the fork server (if that is where workers come from) with SIGINT ignored, which it
     inherits: a Ctrl-C meant for the sweep must not kill it halfway through its imports."""

@@ -1,0 +1,162 @@
+"""Where a sweep's wall time goes: the phases run_sweep passes through (model checks,
+calibration, points, confirmation) and each point's share of the parent's time, kept in the
+run folder as phases.json so that a benchmark (scripts/sweep_phases.py) reads a real run's
+timings rather than timing a copy of it.
+
+Timestamps are the host's epoch clock (time.time(), seconds), so a caller outside the sweep
+(the command that launched it, the report file's modification time) can be set against them.
+phases.json describes the latest invocation only: a resumed sweep writes its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from gpubench.config.spec import Point
+
+FILE = "phases.json"
+
+
+class PhaseLog:
+    """The phases and points of one run_sweep call, written to `run_dir`/phases.json whenever
+    one ends (from the moment the folder exists: phases before it are held until then)."""
+
+    def __init__(self) -> None:
+        self.started = time.time()
+        self.phases: list[dict[str, Any]] = []
+        self.points: list[dict[str, Any]] = []
+        self._path: Path | None = None
+
+    def attach(self, run_dir: Path) -> None:
+        """Write to `run_dir` from now on (the folder exists and is locked by this sweep)."""
+        self._path = run_dir / FILE
+        self.write()
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Record the block as phase `name` (its start and end, also when it raises)."""
+        start = time.time()
+        try:
+            yield
+        finally:
+            self.phases.append({"phase": name, "start": start, "end": time.time()})
+            self.write()
+
+    def point(self, key: str, start: float, ended: float, written: float, worker_s: float) -> None:
+        """A point measured from `start` to `ended` (its row back in the parent), its row
+        written (and shown) by `written`, `worker_s` of that spent starting a worker."""
+        self.points.append(
+            {"point": key, "start": start, "end": ended, "written": written, "worker_s": worker_s}
+        )
+
+    def write(self) -> None:
+        if self._path is None:
+            return
+        data = {"started": self.started, "phases": self.phases, "points": self.points}
+        tmp = self._path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, self._path)
+
+
+def point_name(point: Point) -> str:
+    """A point as phases.json names it: model, device, precision, optimizer and batch size."""
+    return f"{point.model} {point.device} {point.precision} {point.optimizer} B={point.batch_size}"
+
+
+def read(run_dir: Path) -> dict[str, Any]:
+    """phases.json of `run_dir`; FileNotFoundError where the sweep that made it wrote none."""
+    data: dict[str, Any] = json.loads((run_dir / FILE).read_text(encoding="utf-8"))
+    return data
+
+
+# The parts of the points phase, in the order the table shows them.
+POINT_PARTS = (
+    "worker start (fork, imports)",
+    "build, counting step, probes, profile analysis, row",
+    "warm-up (counting step included)",
+    "measuring windows",
+    "profiled steps",
+    "hand-off (load check, gc, transfer)",
+    "row write and progress line",
+    "between points",
+)
+
+
+def breakdown(
+    run_dir: Path, launched: float | None = None, ended: float | None = None
+) -> list[tuple[str, float]]:
+    """Seconds per phase of the sweep in `run_dir`, in order, from its phases.json and rows:
+    start-up (from `launched`, the epoch time its command started, to run_sweep's start),
+    each recorded phase, the points phase split into POINT_PARTS (indented by two spaces),
+    the summary and report (to report.html's modification time) and the exit (to `ended`).
+    Parts whose bounds are unknown (no `launched`, no report) are left out."""
+    from gpubench.store.results import read_rows
+
+    data = read(run_dir)
+    out: list[tuple[str, float]] = []
+    if launched is not None:
+        out.append(("start-up (interpreter, imports, parse)", data["started"] - launched))
+    rows = {point_name(Point.of(r)): r for r in read_rows(run_dir)}
+    for p in data["phases"]:
+        out.append((str(p["phase"]), p["end"] - p["start"]))
+        if p["phase"] == "points":
+            out.extend((f"  {name}", s) for name, s in _point_parts(data, rows, p))
+    last = max(p["end"] for p in data["phases"])
+    report = run_dir / "report.html"
+    done = last
+    if report.is_file() and report.stat().st_mtime >= last:
+        done = report.stat().st_mtime
+        out.append(("summary and report (HTML, PNG charts)", done - last))
+    if ended is not None:
+        out.append(("verdict and exit", ended - done))
+    return out
+
+
+def _point_parts(
+    data: dict[str, Any], rows: dict[str, dict[str, Any]], points_phase: dict[str, Any]
+) -> list[tuple[str, float]]:
+    """The points phase's seconds split into POINT_PARTS: the parent's timestamps around each
+    point, and the row's own timing columns for what happened inside the worker."""
+    parts = dict.fromkeys(POINT_PARTS, 0.0)
+    accounted = 0.0
+    for p in data["points"]:
+        row = rows.get(p["point"], {})
+        inside = float(row.get("point_time_s") or 0.0)
+        warm = float(row.get("warmup_time_s") or 0.0)
+        windows = float(row.get("wall_time_s") or 0.0)
+        profile = row.get("profile") if isinstance(row.get("profile"), dict) else {}
+        profiled = float(row.get("profile_step_time_s") or 0.0) * int(profile.get("steps") or 0)
+        parts["worker start (fork, imports)"] += p["worker_s"]
+        parts["warm-up (counting step included)"] += warm
+        parts["measuring windows"] += windows
+        parts["profiled steps"] += profiled
+        parts["build, counting step, probes, profile analysis, row"] += max(
+            0.0, inside - warm - windows - profiled
+        )
+        parts["hand-off (load check, gc, transfer)"] += max(
+            0.0, p["end"] - p["start"] - p["worker_s"] - inside
+        )
+        parts["row write and progress line"] += p["written"] - p["end"]
+        accounted += p["written"] - p["start"]
+    span = points_phase["end"] - points_phase["start"]
+    parts["between points"] = max(0.0, span - accounted)
+    return list(parts.items())
+
+
+def table(parts: list[tuple[str, float]]) -> str:
+    """`parts` (breakdown's) as a text table of seconds and share of the total (the top-level
+    phases' sum; an indented part's share is of that total too)."""
+    total = sum(s for name, s in parts if not name.startswith(" "))
+    width = max(len(name) for name, _ in parts) + 2
+    lines = [f"{'phase':<{width}}{'seconds':>9}{'share':>8}"]
+    for name, s in parts:
+        share = s / total if total > 0 else 0.0
+        lines.append(f"{name:<{width}}{s:>9.2f}{share:>8.1%}")
+    lines.append(f"{'total':<{width}}{total:>9.2f}{1:>8.0%}")
+    return "\n".join(lines)
