@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from report_fixture import env, speed_row, write_run
+from test_order_statistics import _reference as _lgamma_walk  # the sign test's old order statistics
 
 from gpubench.cli.main import main
 from gpubench.config.spec import Point
@@ -27,28 +27,13 @@ ROOT = Path(__file__).resolve().parents[1]
 BASE = Point("mlp", "small", "cpu", "fp32", "sgd", 64)
 
 
-def _lgamma_indices(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
-    """The hand-written order statistics the sign test used before scipy (harness.timing's
-    median_ci_indices as it stood), kept here as the reference."""
-    tail = (1 - confidence) / 2
-    log_norm = math.lgamma(n + 1) + n * math.log(0.5)
-    below, j = 0.0, 0
-    while j <= n // 2:
-        p = math.exp(log_norm - math.lgamma(j + 1) - math.lgamma(n - j + 1))
-        if below + p > tail:
-            break
-        below += p
-        j += 1
-    return None if j == 0 else (j - 1, n - j)
-
-
 @pytest.mark.parametrize("n", [6, 7, 8, 9, 12, 15, 20, 33])
 def test_scipys_sign_test_gives_the_intervals_of_the_hand_written_one(n: int) -> None:
     rng = np.random.default_rng(n)
     lead, other = rng.lognormal(0, 0.2, n) * 1.05, rng.lognormal(0, 0.2, n)
     c = leaders._compare(lead, other, 1)
     ratios = np.sort(lead / other)
-    lo, hi = _lgamma_indices(n) or (0, n - 1)
+    lo, hi = _lgamma_walk(n, 0.95) or (0, n - 1)
     assert (c.low, c.high) == (ratios[lo], ratios[hi])
     assert c.ratio == pytest.approx(float(np.median(ratios)))
 

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.science import standing
+from gpubench.science.leaders import MARGIN  # the verdict's practical difference, one figure
 from gpubench.science.partition import heading, label, norm, partition_key, varying
 from gpubench.store import confirmations
 from gpubench.store.results import read_rows
 from gpubench.store.row import IDENTITY
 
-MARGIN = 0.03  # the practical difference: a pick this close to the grid's best is as good
 MAX_TIE = 3  # a grid tie of more configurations than this names no answer
 
 SAME = "the grid's winner"
