@@ -46,7 +46,7 @@ with it: checkpointing can only win there.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -245,7 +245,7 @@ class _Searcher:
         base: Combo | None = None
         for combo in combos:
             if anchor is None:
-                anchor = self._bracket(combo)
+                anchor = self._screen(combo, self._bracket_order(combo), first=True)
                 if anchor is not None:
                     base, at[combo] = combo, anchor
                     anchor_fit = self.space.fit_index(combo)
@@ -258,8 +258,9 @@ class _Searcher:
                 if self.measure(self.space.config(combo, batches[i]), 0) is not None:
                     at[combo] = i
                     break
-        if base is not None:
-            at[base] = self._neighbours(base, at[base])
+        if base is not None:  # refined by its neighbours (it ran: never None)
+            refined = self._screen(base, (at[base] - 1, at[base] + 1))
+            at[base] = at[base] if refined is None else refined
         return self._survivors(at)
 
     def _survivors(self, at: dict[Combo, int]) -> list[tuple[Combo, int]]:
@@ -274,41 +275,26 @@ class _Searcher:
     def _every_batch(self) -> dict[Combo, int]:
         """Round 0 over the whole space (each combo from the largest batch it fits down, while
         the round has room): each combo that ran, at its best batch index."""
-        batches = self.space.batch_sizes
         at: dict[Combo, int] = {}
         for combo in self.space.combos:
-            inside = range(self.space.fit_index(combo), -1, -1)
-            for i in inside:
-                if self.room(0, self.space.config(combo, batches[i])) or not self.out.trials:
-                    self.measure(self.space.config(combo, batches[i]), 0)
-            best = max(inside, key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
-            if self.figures.get((self.space.config(combo, batches[best]), 0)) is not None:
+            best = self._screen(combo, range(self.space.fit_index(combo), -1, -1), not self.figures)
+            if best is not None:
                 at[combo] = best
         return at
 
-    def _bracket(self, combo: Combo) -> int | None:
-        """The index of `combo`'s best batch in round 0 at every other batch from the largest
-        it fits down (None: it ran at none)."""
+    def _screen(self, combo: Combo, indices: Iterable[int], first: bool = False) -> int | None:
+        """Measure `combo` in round 0 at the batch `indices` inside what it fits while the round
+        has room (the first always where `first`: a round's first trial always runs); its best
+        batch index of all it was measured at (None: it ran at none)."""
         batches = self.space.batch_sizes
         n = self.space.fit_index(combo) + 1
-        for k, i in enumerate(self._bracket_order(combo)):
+        for k, i in enumerate(j for j in indices if 0 <= j < n):
             config = self.space.config(combo, batches[i])
-            if k == 0 or self.room(0, config):  # the first trial of a round always runs
+            if (first and k == 0) or self.room(0, config):
                 self.measure(config, 0)
         best = max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
-        if self.figures.get((self.space.config(combo, batches[best]), 0)) is None:
-            return None
-        return best
-
-    def _neighbours(self, combo: Combo, best: int) -> int:
-        """`combo`'s best batch index in round 0 once both neighbours of `best` are measured
-        (while the round has room)."""
-        batches = self.space.batch_sizes
-        n = self.space.fit_index(combo) + 1
-        for i in (best - 1, best + 1):
-            if 0 <= i < n and self.room(0, self.space.config(combo, batches[i])):
-                self.measure(self.space.config(combo, batches[i]), 0)
-        return max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
+        ran = self.figures.get((self.space.config(combo, batches[best]), 0)) is not None
+        return best if ran else None
 
     def second_round(self, survivors: list[tuple[Combo, int]]) -> list[Config]:
         """Round 1: each surviving combo climbs in batch from its round-0 batch (its start
