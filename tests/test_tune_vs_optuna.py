@@ -59,9 +59,9 @@ def test_the_hand_written_search_finds_the_answer_at_least_as_often_as_each_riva
     tallies = [R.compare(p, SEEDS) for p in problems]
     total = {k: sum(t.found[k] for t in tallies) for k in tallies[0].found}
     hand = total.pop("hand-written")
-    # a floor against a broken search: over 50 seeds it finds the answer 84% of the time
-    # (docs/tune.md); on these 18 draws two standard deviations below that is about 2/3
-    assert hand >= 2 / 3 * len(problems) * len(SEEDS), tallies
+    # a floor against a broken search: over 50 seeds it finds the answer 272 of 300 times
+    # (91%, docs/tune.md); on these 18 draws two standard deviations below that is 13.9
+    assert hand >= 13, tallies
     assert all(hand >= v for v in total.values()), total
 
 
