@@ -237,8 +237,10 @@ class _Searcher:
         if self.out.measure_all:
             plan = [c for c in combos for _ in batches]
         self.begin(0, plan, self.planned_counts()[1:])
-        if self.out.measure_all:
-            return self._survivors(self._every_batch())
+        if self.out.measure_all:  # each combo from the largest batch it fits down
+            every = [(c, range(self.space.fit_index(c), -1, -1)) for c in combos]
+            ran = {c: self._screen(c, down, not self.figures) for c, down in every}
+            return self._survivors({c: i for c, i in ran.items() if i is not None})
         at: dict[Combo, int] = {}
         anchor: int | None = None
         anchor_fit = 0
@@ -272,16 +274,6 @@ class _Searcher:
         fewest = max(1, math.ceil(min(len(at), len(self.space.combos)) / ETA))
         return [(c, at[c]) for c in _kept(figure, 0, fewest, len(at))]
 
-    def _every_batch(self) -> dict[Combo, int]:
-        """Round 0 over the whole space (each combo from the largest batch it fits down, while
-        the round has room): each combo that ran, at its best batch index."""
-        at: dict[Combo, int] = {}
-        for combo in self.space.combos:
-            best = self._screen(combo, range(self.space.fit_index(combo), -1, -1), not self.figures)
-            if best is not None:
-                at[combo] = best
-        return at
-
     def _screen(self, combo: Combo, indices: Iterable[int], first: bool = False) -> int | None:
         """Measure `combo` in round 0 at the batch `indices` inside what it fits while the round
         has room (the first always where `first`: a round's first trial always runs); its best
@@ -297,13 +289,16 @@ class _Searcher:
         return best if ran else None
 
     def second_round(self, survivors: list[tuple[Combo, int]]) -> list[Config]:
-        """Round 1: each surviving combo climbs in batch from its round-0 batch (its start
-        always measured, the climb while the round has room); the best 1/ETA of what was
-        measured (FINALISTS at the least) go on, best first."""
+        """Round 1: each surviving combo climbs in batch from its round-0 batch (the starts of
+        the best 1/ETA of the combos always measured, the rest and the climbs while the round
+        has room); what round 1 cannot tell from its leader goes on (`_leaders`), best first."""
         later = [max(FINALISTS, math.ceil(CLIMB_TRIALS * len(survivors) / ETA))]
         self.begin(1, [c for c, _ in survivors for _ in range(CLIMB_TRIALS)], later)
-        for combo, start in survivors:
-            self.measure(self.space.config(combo, self.space.batch_sizes[start]), 1)
+        always = math.ceil(len(self.space.combos) / ETA)  # what the pacer keeps room for
+        for n, (combo, start) in enumerate(survivors):
+            config = self.space.config(combo, self.space.batch_sizes[start])
+            if n < always or self.room(1, config):
+                self.measure(config, 1)
         measured: list[Config] = []
         for combo, start in survivors:
             measured += self._climb(combo, start)
