@@ -10,6 +10,11 @@ as the truth (tests/data/acceptance: a configuration's samples/s is its row's; o
 cannot run), each measured with the rounds' noise. A search *finds* the answer where the
 configuration it names is within MARGIN of the true best. Seeded and synthetic: nothing is
 measured on this machine. Used by tests/test_tune_vs_optuna.py and scripts/tune_vs_optuna.py.
+
+`replay` runs the hand-written search alone on a grid of the published tune-against-grid
+comparison (V3) at a share of the grid's cost in full measurements, each row's own noise (its
+interval) as the measurement's, to ask what the acceptance asks: is the pick within MARGIN of
+the grid's best by the grid's own figures.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import optuna
 import test_tune_search as TS
 
@@ -30,6 +37,8 @@ MARGIN = 0.03  # acceptance's practical difference (gpubench.tune.acceptance.MAR
 AXES = ("precision", "threads", "compile")  # the recorded grids' competing settings
 DATA = Path(__file__).parent / "data" / "acceptance"
 GRIDS = {"cnn": "cnn2/grid-cnn", "mlp": "tvg2/grid-mlp", "transformer": "tvg2/grid-transformer"}
+# results/20261124-cpu-tune-vs-grid-v3's grids (trimmed copies in tests/data/acceptance/v3)
+V3 = {m: f"v3/grid-{m}" for m in ("mlp", "cnn", "transformer")}
 # Optuna's resource of a round: the measurement's length in round-0 units (1, 3, 9), so that
 # a pruner's rungs (min_resource x reduction_factor^k) fall where the hand-written rounds end.
 RESOURCE = tuple(ETA**r for r in range(ROUNDS))
@@ -62,20 +71,58 @@ def synthetic() -> list[Problem]:
     return [Problem(s.__name__, TS.SPACE, s) for s in (TS.rise_and_fall, TS.plateau, TS.cliff)]
 
 
-def recorded(name: str) -> Problem:
-    """The grid `name` of GRIDS: its rows' samples/s as the truth (the last row of a
-    configuration measured twice)."""
-    rows = [json.loads(line) for line in (DATA / GRIDS[name] / "results.jsonl").open()]
+def recorded(name: str, folder: str | None = None) -> Problem:
+    """The grid `name` of GRIDS (or the grid in `folder` under DATA): its rows' samples/s as
+    the truth (the last row of a configuration measured twice)."""
+    rows = _rows(folder or GRIDS[name])
+    table = {_config(r): _figure(r) for r in rows}
+    return Problem(f"grid {name}", _space(rows), lambda c: table.get(c))
+
+
+def _rows(folder: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (DATA / folder / "results.jsonl").open()]
+
+
+def _config(row: dict[str, Any]) -> Config:
+    return Config(tuple((a, row[a]) for a in AXES), int(row["batch_size"]))
+
+
+def _figure(row: dict[str, Any]) -> float | None:
+    ok = row["status"] == "ok" and row.get("samples_per_s")
+    return float(row["samples_per_s"]) if ok else None
+
+
+def _space(rows: list[dict[str, Any]]) -> Space:
     values = {v: sorted({r[v] for r in rows}, key=str) for v in AXES}
     combos = tuple(tuple(zip(AXES, c, strict=True)) for c in itertools.product(*values.values()))
-    batches = tuple(sorted({int(r["batch_size"]) for r in rows}))
-    table: dict[Config, float | None] = {}
-    for r in rows:
-        ok = r["status"] == "ok" and r.get("samples_per_s")
-        table[Config(tuple((a, r[a]) for a in AXES), int(r["batch_size"]))] = (
-            float(r["samples_per_s"]) if ok else None
-        )
-    return Problem(f"grid {name}", Space(combos, batches), lambda c: table.get(c))
+    return Space(combos, tuple(sorted({int(r["batch_size"]) for r in rows})))
+
+
+def replay(name: str, seed: int, share: float = 0.25) -> tuple[float | None, float]:
+    """The hand-written search on V3's grid `name` with `share` of the grid's cost (one full
+    measurement per row) to spend: each round's figure is the row's samples/s with the row's
+    own spread (its 95% interval's half-width / 1.96 at the sweep's length, 1/sqrt(round_scale)
+    times that at a round's). The grid's figure for the pick over the grid's best (None: no
+    pick), and the full measurements spent."""
+    rows = _rows(V3[name])
+    table = {_config(r): (_figure(r), float(r.get("step_time_ci_rel") or 0.0) / 1.96) for r in rows}
+    best = max(v for v, _ in table.values() if v is not None)
+    rng = np.random.default_rng(seed)
+    budget = share * len(rows)
+    spent = [0.0]
+
+    def measure(config: Config, rnd: int) -> float | None:
+        spent[0] += round_scale(rnd)
+        value, spread = table.get(config, (None, 0.0))
+        sd = spread / math.sqrt(round_scale(rnd))
+        return None if value is None else value * float(np.exp(rng.normal(0, sd)))
+
+    def over() -> bool:
+        return spent[0] + round_scale(ROUNDS - 1) > budget + 1e-9
+
+    out = search(_space(rows), measure, over)
+    pick = None if out.best is None else table[out.best][0]
+    return (None if pick is None else pick / best), spent[0]
 
 
 def noisy(problem: Problem, seed: int) -> Callable[[Config, int], float | None]:

@@ -59,10 +59,23 @@ def test_the_hand_written_search_finds_the_answer_at_least_as_often_as_each_riva
     tallies = [R.compare(p, SEEDS) for p in problems]
     total = {k: sum(t.found[k] for t in tallies) for k in tallies[0].found}
     hand = total.pop("hand-written")
-    # a floor against a broken search: over 50 seeds it finds the answer 84% of the time
-    # (docs/tune.md); on these 18 draws two standard deviations below that is about 2/3
-    assert hand >= 2 / 3 * len(problems) * len(SEEDS), tallies
+    # a floor against a broken search: over 50 seeds it finds the answer 272 of 300 times
+    # (91%, docs/tune.md); on these 18 draws two standard deviations below that is 13.9
+    assert hand >= 13, tallies
     assert all(hand >= v for v in total.values()), total
+
+
+@pytest.mark.parametrize("name", list(R.V3))
+def test_at_a_quarter_of_the_grid_the_pick_is_within_3pct_by_the_grids_own_figures(
+    name: str,
+) -> None:
+    """The published grids (results/20261124-cpu-tune-vs-grid-v3) replayed with each row's own
+    noise at 25% of the grid's cost: over 50 seeds (scripts/tune_vs_optuna.py) the pick was
+    within 3% of the grid's best 50 of 50 times on each grid, so every one of these draws is."""
+    for seed in SEEDS:
+        ratio, spent = R.replay(name, seed)
+        assert ratio is not None and ratio >= 1 - R.MARGIN, (name, seed, ratio)
+        assert spent <= 0.25 * 72
 
 
 def test_a_rival_is_deterministic_for_its_seed() -> None:

@@ -14,11 +14,20 @@ one before:
   power of two from the largest down; every other combo is measured at the base's best (one
   step smaller where that fails); then the base's best is refined by its two neighbours (on a
   curve that rises then flattens or falls the peak lies within one step of the best of every
-  other step). The best 1/ETA of the combos go on;
-- round 1: each surviving combo climbs in batch from there (its neighbours, then on in the
-  direction that gained, until PATIENCE steps past its best), measured longer. The best 1/ETA
-  of all the configurations of round 1 (FINALISTS at the least) go on;
-- round 2 (the sweep's own measurement): the finalists, measured as a sweep measures a point.
+  other step). The combos go on that are within the round's margin of its leader (the best
+  1/ETA at the least);
+- round 1: each surviving combo climbs in batch from there, both ways (on each side until
+  PATIENCE steps past its best: a recorded curve has bumps a one-way climb stops at),
+  measured longer. The configurations within the round's margin of its leader go on, best
+  first (FINALISTS at the least, 1/ETA of what the round measured at the most);
+- round 2 (the sweep's own measurement): the finalists, measured as a sweep measures a point;
+  the pick is the best of them (the confirmation then re-measures the top few interleaved).
+
+A round's margin is the verdict's practical difference (science.leaders.MARGIN) widened by the
+round's shorter measurement: a figure measured over a share s of a sweep's time spreads
+1/sqrt(s) times as wide, so round 0 (s = 1/9) keeps what is within 3 x MARGIN of its leader,
+round 1 within sqrt(3) x MARGIN. On a flat optimum that keeps every configuration a round
+cannot tell from its leader instead of a fixed share that a noisy figure decides.
 
 A figure of None is a configuration that could not run (out of memory, an error): it ranks
 below every figure. `should_stop` is asked before each measurement; once it says stop, the
@@ -37,10 +46,11 @@ with it: checkpointing can only win there.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpubench.science.leaders import MARGIN
 from gpubench.tune.pacing import Combo, Cut, Pacer, Stop
 
 ETA = 3  # each round measures ETA times longer than the one before and keeps 1/ETA
@@ -109,7 +119,7 @@ class Space:
 Measure = Callable[[Config, int], float | None]
 
 OUTCOMES = ("kept", "pruned", "final", "failed", "open", "cut")
-CLIMB_TRIALS = 4  # trials a surviving combo is planned to take in round 1 (it, 2 neighbours, 1)
+CLIMB_TRIALS = 5  # trials a surviving combo is planned to take in round 1 (it, 2 each way)
 
 
 @dataclass
@@ -227,15 +237,17 @@ class _Searcher:
         if self.out.measure_all:
             plan = [c for c in combos for _ in batches]
         self.begin(0, plan, self.planned_counts()[1:])
-        if self.out.measure_all:
-            return self._survivors(self._every_batch())
+        if self.out.measure_all:  # each combo from the largest batch it fits down
+            every = [(c, range(self.space.fit_index(c), -1, -1)) for c in combos]
+            ran = {c: self._screen(c, down, not self.figures) for c, down in every}
+            return self._survivors({c: i for c, i in ran.items() if i is not None})
         at: dict[Combo, int] = {}
         anchor: int | None = None
         anchor_fit = 0
         base: Combo | None = None
         for combo in combos:
             if anchor is None:
-                anchor = self._bracket(combo)
+                anchor = self._screen(combo, self._bracket_order(combo), first=True)
                 if anchor is not None:
                     base, at[combo] = combo, anchor
                     anchor_fit = self.space.fit_index(combo)
@@ -248,75 +260,56 @@ class _Searcher:
                 if self.measure(self.space.config(combo, batches[i]), 0) is not None:
                     at[combo] = i
                     break
-        if base is not None:
-            at[base] = self._neighbours(base, at[base])
+        if base is not None:  # refined by its neighbours (it ran: never None)
+            refined = self._screen(base, (at[base] - 1, at[base] + 1))
+            at[base] = at[base] if refined is None else refined
         return self._survivors(at)
 
     def _survivors(self, at: dict[Combo, int]) -> list[tuple[Combo, int]]:
-        """The best 1/ETA of the combos by their round-0 figure at batch index `at[combo]`."""
+        """The combos within round 0's margin of its leader by their figure at batch index
+        `at[combo]` (1/ETA of the combos that ran at the least), best first."""
         batches = self.space.batch_sizes
-        ranked = sorted(at, key=lambda c: -self.value(self.space.config(c, batches[at[c]]), 0))
+        figure = {c: self.value(self.space.config(c, batches[at[c]]), 0) for c in at}
         # of the combos that ran (all but a short round's unscreened and the failed)
-        keep = max(1, math.ceil(min(len(at), len(self.space.combos)) / ETA))
-        return [(c, at[c]) for c in ranked[:keep]]
+        fewest = max(1, math.ceil(min(len(at), len(self.space.combos)) / ETA))
+        return [(c, at[c]) for c in _kept(figure, 0, fewest, len(at))]
 
-    def _every_batch(self) -> dict[Combo, int]:
-        """Round 0 over the whole space (each combo from the largest batch it fits down, while
-        the round has room): each combo that ran, at its best batch index."""
-        batches = self.space.batch_sizes
-        at: dict[Combo, int] = {}
-        for combo in self.space.combos:
-            inside = range(self.space.fit_index(combo), -1, -1)
-            for i in inside:
-                if self.room(0, self.space.config(combo, batches[i])) or not self.out.trials:
-                    self.measure(self.space.config(combo, batches[i]), 0)
-            best = max(inside, key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
-            if self.figures.get((self.space.config(combo, batches[best]), 0)) is not None:
-                at[combo] = best
-        return at
-
-    def _bracket(self, combo: Combo) -> int | None:
-        """The index of `combo`'s best batch in round 0 at every other batch from the largest
-        it fits down (None: it ran at none)."""
+    def _screen(self, combo: Combo, indices: Iterable[int], first: bool = False) -> int | None:
+        """Measure `combo` in round 0 at the batch `indices` inside what it fits while the round
+        has room (the first always where `first`: a round's first trial always runs); its best
+        batch index of all it was measured at (None: it ran at none)."""
         batches = self.space.batch_sizes
         n = self.space.fit_index(combo) + 1
-        for k, i in enumerate(self._bracket_order(combo)):
+        for k, i in enumerate(j for j in indices if 0 <= j < n):
             config = self.space.config(combo, batches[i])
-            if k == 0 or self.room(0, config):  # the first trial of a round always runs
+            if (first and k == 0) or self.room(0, config):
                 self.measure(config, 0)
         best = max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
-        if self.figures.get((self.space.config(combo, batches[best]), 0)) is None:
-            return None
-        return best
-
-    def _neighbours(self, combo: Combo, best: int) -> int:
-        """`combo`'s best batch index in round 0 once both neighbours of `best` are measured
-        (while the round has room)."""
-        batches = self.space.batch_sizes
-        n = self.space.fit_index(combo) + 1
-        for i in (best - 1, best + 1):
-            if 0 <= i < n and self.room(0, self.space.config(combo, batches[i])):
-                self.measure(self.space.config(combo, batches[i]), 0)
-        return max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
+        ran = self.figures.get((self.space.config(combo, batches[best]), 0)) is not None
+        return best if ran else None
 
     def second_round(self, survivors: list[tuple[Combo, int]]) -> list[Config]:
-        """Round 1: each surviving combo climbs in batch from its round-0 batch (its start
-        always measured, the climb while the round has room); the best 1/ETA of what was
-        measured (FINALISTS at the least) go on, best first."""
+        """Round 1: each surviving combo climbs in batch from its round-0 batch (the starts of
+        the best 1/ETA of the combos always measured, the rest and the climbs while the round
+        has room); what round 1 cannot tell from its leader goes on (`_leaders`), best first."""
         later = [max(FINALISTS, math.ceil(CLIMB_TRIALS * len(survivors) / ETA))]
         self.begin(1, [c for c, _ in survivors for _ in range(CLIMB_TRIALS)], later)
-        for combo, start in survivors:
-            self.measure(self.space.config(combo, self.space.batch_sizes[start]), 1)
+        always = math.ceil(len(self.space.combos) / ETA)  # what the pacer keeps room for
+        for n, (combo, start) in enumerate(survivors):
+            config = self.space.config(combo, self.space.batch_sizes[start])
+            if n < always or self.room(1, config):
+                self.measure(config, 1)
         measured: list[Config] = []
         for combo, start in survivors:
             measured += self._climb(combo, start)
         return self._leaders(measured)
 
     def _leaders(self, measured: list[Config]) -> list[Config]:
-        """The best 1/ETA of round 1's figures for `measured` (FINALISTS at the least)."""
-        ran = [c for c in measured if self.figures.get((c, 1)) is not None]
-        ranked = sorted(dict.fromkeys(ran), key=lambda c: -self.value(c, 1))
-        return ranked[: max(FINALISTS, math.ceil(len(ranked) / ETA))]
+        """Round 1's configurations within its margin of its leader, best first (FINALISTS at
+        the least, 1/ETA of what ran at the most)."""
+        ran = {c: self.value(c, 1) for c in measured if self.figures.get((c, 1)) is not None}
+        most = max(FINALISTS, math.ceil(len(ran) / ETA))
+        return _kept(ran, 1, FINALISTS, most)
 
     def final_round(self, finalists: list[Config]) -> None:
         """Round 2: the finalists, best first, the first FINALISTS always, more while the
@@ -327,9 +320,9 @@ class _Searcher:
                 self.measure(config, 2)
 
     def _climb(self, combo: Combo, start: int) -> list[Config]:
-        """Measure `combo` in round 1 at batch index `start` and its neighbours, then on in the
-        direction that gained while it gains and the round has room; the configurations
-        measured."""
+        """Measure `combo` in round 1 at batch index `start`, then on each side, nearest
+        first, while the round has room and the step is within PATIENCE of the best seen on
+        that side; the configurations measured."""
         batches = self.space.batch_sizes
         done: list[int] = []
 
@@ -342,15 +335,17 @@ class _Searcher:
                 done.append(i)
             return self.value(config, 1)
 
-        inside = [i for i in (start, start - 1, start + 1) if 0 <= i < len(batches)]
-        best = max(inside, key=at)
-        step = best - start
-        here = best
-        # on a plateau a step can lose by noise alone: go PATIENCE steps past the last gain
-        while step and 0 <= here + step < len(batches) and abs(here + step - best) <= PATIENCE:
-            here += step
-            if at(here) > at(best):
-                best = here
+        at(start)
+        for step in (-1, 1):
+            best, here = start, start + step
+            # on a plateau or a bump a step can lose by noise alone: go PATIENCE steps past
+            while 0 <= here < len(batches) and abs(here - best) <= PATIENCE:
+                figure = at(here)
+                if figure == -math.inf:
+                    break  # it cannot run here (or the round has no room): nor further out
+                if figure > at(best):
+                    best = here
+                here += step
         return [self.space.config(combo, batches[i]) for i in done]
 
     def settle(self) -> None:
@@ -381,3 +376,14 @@ def round_scale(rnd: int) -> float:
     """The share of the sweep's measurement time a round's measurement takes: 1/ETA^2, 1/ETA,
     1 for rounds 0, 1, 2."""
     return float(ETA ** (rnd - (ROUNDS - 1)))
+
+
+def _kept(figures: dict[Any, float], rnd: int, fewest: int, most: int) -> list[Any]:
+    """The keys of `figures` (round `rnd`'s) within the round's margin of the best, best first:
+    `fewest` at the least, `most` at the most."""
+    ranked = sorted(figures, key=lambda k: -figures[k])
+    if not ranked:
+        return []
+    floor = figures[ranked[0]] * (1 - MARGIN / math.sqrt(round_scale(rnd)))
+    within = sum(figures[k] >= floor for k in ranked)
+    return ranked[: max(fewest, min(within, most))]
