@@ -3,7 +3,8 @@ rung, training seconds, best metric, kept or stopped and why) and its answer.
 
 Schema (version 1; times in seconds; a reader tolerates extra keys):
 {"version": 1, "kind": "target", "model", "size", "device", "precision", "optimizer",
- "dataset", "metric", "target", "budget_s", "elapsed_s" (wall seconds so far), "spent_s" (the
+ "dataset", "metric", "target", "budget_s", "seed" (the first seed), "data", "max_steps" (the
+ top rung's step cap, or null), "model_options", "elapsed_s" (wall seconds so far), "spent_s" (the
  runs' cost), "eta", "rungs_s": [training-time limit of each rung], "seeds",
  "space": {"batch_sizes", "configs": [{batch_size, lr_scaling, lr_base, lr}]},
  "covered": {"measured", "space_size"}, "stopped_by_budget", "finished",
@@ -13,8 +14,8 @@ Schema (version 1; times in seconds; a reader tolerates extra keys):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.science.target_time import TargetTime
@@ -23,6 +24,9 @@ from gpubench.tune.target_search import Rungs, SearchResult, TargetConfig
 
 FILE = "tune_target.json"
 VERSION = 1
+# Record's fields written as they are
+_AS_IS = ("model", "size", "device", "precision", "optimizer", "dataset", "metric", "target")
+_AS_IS += ("budget_s", "seed", "data", "max_steps")
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,11 @@ class Record:
     seeds: int
     configs: Sequence[TargetConfig]
     batch_sizes: Sequence[int]
+    # the flags tune shares with sweep, as the runs took them
+    seed: int = 0
+    data: str = "device"
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+    max_steps: int | None = None
 
     def write(
         self,
@@ -73,15 +82,8 @@ class Record:
         return {
             "version": VERSION,
             "kind": "target",
-            "model": self.model,
-            "size": self.size,
-            "device": self.device,
-            "precision": self.precision,
-            "optimizer": self.optimizer,
-            "dataset": self.dataset,
-            "metric": self.metric,
-            "target": self.target,
-            "budget_s": self.budget_s,
+            **{name: getattr(self, name) for name in _AS_IS},
+            "model_options": dict(self.model_options),
             "elapsed_s": elapsed_s,
             "spent_s": result.spent_s,
             "eta": self.rungs.eta,

@@ -30,6 +30,7 @@ run in flight ends first, so the budget is exceeded by at most one run.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -58,12 +59,8 @@ class TargetConfig:
         return f"B={self.batch_size} lr={self.lr:.3g} ({self.lr_scaling})"
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "batch_size": self.batch_size,
-            "lr_scaling": self.lr_scaling,
-            "lr_base": self.lr_base,
-            "lr": self.lr,
-        }
+        """batch_size, lr_scaling, lr_base and lr."""
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
