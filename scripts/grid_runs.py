@@ -44,6 +44,13 @@ def tune_dir(out: Path, model: str, share: float, target: bool = False) -> Path:
     return out / f"tune-{'target-' if target else ''}{model}-at-{share * 100:g}pct"
 
 
+def judged_dirs(out: Path, model: str, shares: list[float], target: bool = False) -> list[Path]:
+    """The tune folders `--judge-only` judges: each share's that exists, else the one
+    DIR/tune-[target-]MODEL of a comparison run before shares were a list (published ones)."""
+    found = [d for d in (tune_dir(out, model, s, target) for s in shares) if d.is_dir()]
+    return found or [out / f"tune-{'target-' if target else ''}{model}"]
+
+
 def check_finished_grid(grid: Path, model: str, mode: str) -> None:
     """ValueError (one line) unless `grid` is a finished `mode` sweep of `model` alone: its
     rows all of `model`, and the file such a sweep writes last (FINISHED) present."""

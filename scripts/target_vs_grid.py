@@ -89,7 +89,8 @@ def main() -> int:
     grid_dir = a.grid or a.out / f"grid-target-{a.model}"
     tunes = {share: grid_runs.tune_dir(a.out, a.model, share, target=True) for share in shares}
     if a.judge_only:
-        judged = [judge_target_runs(grid_dir, d, a.tolerance) for d in tunes.values()]
+        dirs = grid_runs.judged_dirs(a.out, a.model, shares, target=True)
+        judged = [judge_target_runs(grid_dir, d, a.tolerance) for d in dirs]
         print("\n".join(j.line() for j in judged))
         return 0 if all(j.within for j in judged) else 1
     if a.grid is None:

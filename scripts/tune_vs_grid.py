@@ -88,7 +88,8 @@ def main() -> int:
     grid_dir = a.grid or a.out / f"grid-{a.model}"
     tunes = {share: grid_runs.tune_dir(a.out, a.model, share) for share in shares}
     if a.judge_only:
-        found = [j for d in tunes.values() for j in judge_runs(grid_dir, d, a.margin)]
+        dirs = grid_runs.judged_dirs(a.out, a.model, shares)
+        found = [j for d in dirs for j in judge_runs(grid_dir, d, a.margin)]
         print("\n".join(j.line() for j in found))
         return 0 if all(j.within for j in found) else 1
     if a.grid is None:

@@ -151,3 +151,15 @@ def test_target_vs_grid_reuses_the_grid_with_its_own_space(
     with pytest.raises(SystemExit) as stop:
         importlib.import_module("target_vs_grid").main()
     assert stop.value.code == 2 and "was run to" in capsys.readouterr().err
+
+
+def test_judge_only_reads_a_published_folder_of_one_tune(
+    scripts: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    calls = _script("tune_vs_grid", monkeypatch, TUNE)
+    monkeypatch.setattr(sys, "argv", ["tune_vs_grid.py", "cnn", "--out", str(DATA / "cnn2")])
+    monkeypatch.setattr(sys, "argv", [*sys.argv, "--judge-only"])
+    said = importlib.import_module("tune_vs_grid").main()
+    judged = judge_runs(GRID, TUNE)[0]
+    assert not calls and capsys.readouterr().out == judged.line() + "\n"
+    assert said == (0 if judged.within else 1)
