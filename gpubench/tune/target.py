@@ -32,7 +32,7 @@ from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point
 from gpubench.config.suite import load_suite
 from gpubench.data import catalog
 from gpubench.harness.optimizers import DEFAULT_LR
-from gpubench.run import calibration_process, folder
+from gpubench.run import calibration_process, folder, maxbatch
 from gpubench.run.worker import WorkerRunner
 from gpubench.science import lr_scaling
 from gpubench.science.curve import HIGHER_IS_BETTER
@@ -132,11 +132,6 @@ def space(
     return list(out.values())
 
 
-def powers_of_two(up_to: int) -> list[int]:
-    """1, 2, 4, ... up to `up_to`."""
-    return [2**k for k in range(up_to.bit_length()) if 2**k <= up_to]
-
-
 def run_target(
     model: str,
     target: str,
@@ -213,7 +208,7 @@ def run_target(
         ladder = Rungs.geometric(top_s, rungs, eta)
     except ValueError as e:
         raise ConfigError(str(e)) from e
-    sizes = list(batch_sizes) if batch_sizes is not None else powers_of_two(ds.train_size)
+    sizes = list(batch_sizes) if batch_sizes is not None else maxbatch.powers_of_two(ds.train_size)
     for b in sizes:
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= ds.train_size:
             raise ConfigError(
