@@ -216,13 +216,13 @@ def run_target(
                 f"samples of {ds.name}"
             )
     configs = space(optimizer, conv, sizes, rules)
-    base = Point(model, size, device, precision, optimizer, 1, data=data)
+    base = Point(model, size, device, precision, optimizer, 1, seed, data)
     base = dataclasses.replace(base, model_options=encode(options))
 
     def point_of(r: Request) -> Point:
         c = r.config
         return dataclasses.replace(
-            base, batch_size=c.batch_size, seed=seed + r.seed, lr_scaling=c.lr_scaling
+            base, batch_size=c.batch_size, seed=base.seed + r.seed, lr_scaling=c.lr_scaling
         )
 
     def steps_of(limit_s: float) -> int | None:
@@ -237,23 +237,7 @@ def run_target(
         # in a worker: the GPU memory calibration uses is given back (issue 28)
         store.write_json("env.json", calibration_process.captured([device], [precision]))
         record = target_record.Record(
-            model=model,
-            size=size,
-            device=device,
-            precision=precision,
-            optimizer=optimizer,
-            dataset=ds.name,
-            metric=metric,
-            target=value,
-            budget_s=budget_s,
-            rungs=ladder,
-            seeds=seeds,
-            configs=configs,
-            batch_sizes=sizes,
-            seed=seed,
-            data=data,
-            model_options=options,
-            max_steps=max_steps,
+            base, ds.name, metric, value, budget_s, ladder, seeds, configs, sizes, max_steps
         )
         runner = WorkerRunner(max_memory, point_timeout_s)
         result = SearchResult()
@@ -290,17 +274,8 @@ def run_target(
                 store.write_csv()
         elapsed = time.perf_counter() - started
         best = configs[result.best] if result.best is not None else None
-        answer = TargetResult(
-            out=run_dir,
-            metric=metric,
-            target=value,
-            best=best,
-            time_to_target=spread,
-            elapsed_s=elapsed,
-            measured=result.trials_measured(),
-            space_size=len(configs),
-            stopped_by_budget=result.stopped_by_budget,
-        )
+        covered = (result.trials_measured(), len(configs), result.stopped_by_budget)
+        answer = TargetResult(run_dir, metric, value, best, spread, elapsed, *covered)
         record.write(store, result, elapsed, spread, finished=True)
     return answer
 

@@ -14,30 +14,28 @@ Schema (version 1; times in seconds; a reader tolerates extra keys):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from gpubench.config.model_options import decode
+from gpubench.config.spec import Point
 from gpubench.science.target_time import TargetTime
 from gpubench.store.results import ResultStore
 from gpubench.tune.target_search import Rungs, SearchResult, TargetConfig
 
 FILE = "tune_target.json"
 VERSION = 1
-# Record's fields written as they are
-_AS_IS = ("model", "size", "device", "precision", "optimizer", "dataset", "metric", "target")
-_AS_IS += ("budget_s", "seed", "data", "max_steps")
+# what tune_target.json takes as it is from the runs' Point, and from the Record
+_OF_POINT = ("model", "device", "precision", "optimizer", "seed", "data")
+_AS_IS = ("dataset", "metric", "target", "budget_s", "max_steps")
 
 
 @dataclass(frozen=True)
 class Record:
     """What a target search writes beside its trajectory."""
 
-    model: str
-    size: str
-    device: str
-    precision: str
-    optimizer: str
+    point: Point  # the runs' settings but batch size and lr scaling: seed is the first seed
     dataset: str
     metric: str
     target: float
@@ -46,10 +44,6 @@ class Record:
     seeds: int
     configs: Sequence[TargetConfig]
     batch_sizes: Sequence[int]
-    # the flags tune shares with sweep, as the runs took them
-    seed: int = 0
-    data: str = "device"
-    model_options: Mapping[str, Any] = field(default_factory=dict)
     max_steps: int | None = None
 
     def write(
@@ -82,8 +76,10 @@ class Record:
         return {
             "version": VERSION,
             "kind": "target",
+            **{name: getattr(self.point, name) for name in _OF_POINT},
+            "size": self.point.model_size,
+            "model_options": decode(self.point.model_options),
             **{name: getattr(self, name) for name in _AS_IS},
-            "model_options": dict(self.model_options),
             "elapsed_s": elapsed_s,
             "spent_s": result.spent_s,
             "eta": self.rungs.eta,
