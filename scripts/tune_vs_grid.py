@@ -1,22 +1,27 @@
 """Does `tune` find the full grid's answer at a fraction of its cost? (issue 24's check)
 
-Runs, one after the other on this machine, the full grid as a sweep and then `tune` over the same
-space with a wall-clock budget of BUDGET_SHARE x the grid's wall time, and prints both wall times
-(each command's whole run: start, search or sweep, report), both answers (`explain --json`) and
-tune's pick judged by the grid's own figures (gpubench.tune.acceptance: its ratio to the grid's
-best, within 3%; the grid's winner, inside the grid's tie, or "the grid could not tell" where that
-tie holds more than 3), with the load average before and after each. `--judge-only` judges the
-folders a previous run left in DIR without running anything. Tune's --budget counts from its
-process's start to the end of its confirmation, not the report after it (a few seconds), so the
-budget is set under the share it is held to (SHARE).
+Runs, one after the other on this machine, the full grid as a sweep (or reuses a finished one:
+`--grid DIR`, with its wall time from the grid_wall.json this script wrote there, or
+`--grid-seconds S`) and then one `tune` over the same space per budget share (`--budget-share
+0.15,0.25,0.40`: a wall-clock budget of that share of the grid's wall time each), and prints,
+per share, tune's wall time and tune's pick judged by the grid's own figures
+(gpubench.tune.acceptance: its ratio to the grid's best, within the margin; the grid's winner,
+inside the grid's tie, or "the grid could not tell" where that tie holds more than 3), with the
+load average before each command. `--judge-only` judges the folders a previous run left in DIR
+without running anything. Tune's --budget counts from its process's start to the end of its
+confirmation, not the report after it (a few seconds).
 
-Usage: python scripts/tune_vs_grid.py MODEL --out DIR [--share 0.3] [--budget-share 0.25]
-           [--device cpu]
+Folders: DIR/grid-MODEL (unless --grid), DIR/tune-MODEL-at-25pct (one per share),
+DIR/tune-vs-grid-MODEL.json (the summary).
+
+Usage: python scripts/tune_vs_grid.py MODEL --out DIR [--grid GRID_DIR [--grid-seconds S]]
+           [--budget-share 0.15,0.25,0.40] [--overrun 0.05] [--device cpu]
            [--batch-sizes 4,8,...,1024] [--precisions fp32,bf16] [--threads 1,2]
            [--compile eager,compile] [--channels-last false] [--optimizer adamw]
            [--size small]
-Exit status 0 when tune's pick is within the margin of the grid's best by the grid's figures, and
-tune took no more than SHARE of the grid's time.
+Exit status 0 when, at every share, tune's pick is within the margin of the grid's best by the
+grid's figures and tune took no more than its share plus OVERRUN of the grid's time; 2 for bad
+input (a --grid that is not a finished sweep of MODEL, say).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import grid_runs  # scripts/ is sys.path[0] when run as a script
 
 from gpubench.tune.acceptance import MARGIN, judge_runs
 
@@ -52,8 +59,10 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("model")
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--share", type=float, default=0.3)
-    p.add_argument("--budget-share", type=float, default=0.25)
+    p.add_argument("--grid", type=Path, help="a finished sweep of MODEL to judge by (not rerun)")
+    p.add_argument("--grid-seconds", type=float, help="--grid's wall time, where not noted")
+    p.add_argument("--budget-share", default="0.25", help="comma-separated, e.g. 0.15,0.25,0.40")
+    p.add_argument("--overrun", type=float, default=0.05)
     p.add_argument("--device", default="cpu")
     p.add_argument("--size", default="small")
     p.add_argument("--optimizer", default="adamw")
@@ -65,40 +74,63 @@ def main() -> int:
     p.add_argument("--margin", type=float, default=MARGIN)
     p.add_argument("--judge-only", action="store_true")
     a = p.parse_args()
+    try:
+        shares = grid_runs.budget_shares(a.budget_share)
+        if a.grid is not None:
+            grid_runs.check_finished_grid(a.grid, a.model, "speed")
+    except ValueError as e:
+        p.exit(2, f"{e}\n")
     axes = ["--batch-sizes", a.batch_sizes, "--precisions", a.precisions]
     axes += ["--threads", a.threads, "--compile", a.compile]
     # the grid's channels-last axis is the sweep's default (false): tune's must be the same
     # space, or tune may answer a configuration the grid never measured
     axes += ["--channels-last", a.channels_last]
-    grid_dir, tune_dir = a.out / f"grid-{a.model}", a.out / f"tune-{a.model}"
+    grid_dir = a.grid or a.out / f"grid-{a.model}"
+    tunes = {share: grid_runs.tune_dir(a.out, a.model, share) for share in shares}
     if a.judge_only:
-        found = judge_runs(grid_dir, tune_dir, a.margin)
+        dirs = grid_runs.judged_dirs(a.out, a.model, shares)
+        found = [j for d in dirs for j in judge_runs(grid_dir, d, a.margin)]
         print("\n".join(j.line() for j in found))
         return 0 if all(j.within for j in found) else 1
-    grid_s = run_gpubench(
-        ["sweep", "--models", a.model, "--size", a.size, "--devices", a.device, "--optimizers",
-         a.optimizer, *axes, "--out", str(grid_dir), "--quiet"]
-    )  # fmt: skip
-    budget_s = a.budget_share * grid_s
-    tune_s = run_gpubench(
-        ["tune", "--model", a.model, "--size", a.size, "--device", a.device, "--optimizer",
-         a.optimizer, *axes, "--budget", f"{budget_s:.0f}s", "--out", str(tune_dir), "--quiet"]
-    )  # fmt: skip
-    found = judge_runs(grid_dir, tune_dir, a.margin)
-    print("\n".join(j.line() for j in found))
-    summary = {
-        "model": a.model,
-        "grid_s": round(grid_s, 1),
-        "tune_s": round(tune_s, 1),
-        "tune_share": round(tune_s / grid_s, 3),
-        "tune_budget_s": round(budget_s, 1),
-        "judged": [j.to_dict() for j in found],
-        "within": all(j.within for j in found),
-        "load_after": round(os.getloadavg()[0], 2),
-    }
+    if a.grid is None:
+        load = os.getloadavg()[0]
+        grid_s = run_gpubench(
+            ["sweep", "--models", a.model, "--size", a.size, "--devices", a.device, "--optimizers",
+             a.optimizer, *axes, "--out", str(grid_dir), "--quiet"]
+        )  # fmt: skip
+        grid_runs.write_grid_seconds(grid_dir, grid_s, load)
+    else:
+        try:
+            grid_s = grid_runs.grid_seconds(a.grid, a.grid_seconds)
+        except ValueError as e:
+            p.exit(2, f"{e}\n")
+    summary = {"model": a.model, "grid": str(grid_dir), "grid_s": round(grid_s, 1), "shares": []}
+    ok = True
+    for share, tune_dir in tunes.items():
+        budget_s = share * grid_s
+        tune_s = run_gpubench(
+            ["tune", "--model", a.model, "--size", a.size, "--device", a.device, "--optimizer",
+             a.optimizer, *axes, "--budget", f"{budget_s:.0f}s", "--out", str(tune_dir), "--quiet"]
+        )  # fmt: skip
+        found = judge_runs(grid_dir, tune_dir, a.margin)
+        took = f"tune took {tune_s:.0f} s ({tune_s / grid_s:.0%} of the grid's {grid_s:.0f} s)"
+        print(f"at {share:.0%}: {took}: " + "; ".join(j.line() for j in found), flush=True)
+        within = all(j.within for j in found) and tune_s <= (share + a.overrun) * grid_s
+        ok = ok and within
+        summary["shares"].append(
+            {
+                "share": share,
+                "tune": str(tune_dir),
+                "tune_budget_s": round(budget_s, 1),
+                "tune_s": round(tune_s, 1),
+                "judged": [j.to_dict() for j in found],
+                "pass": within,
+                "load_after": round(os.getloadavg()[0], 2),
+            }
+        )
     print(json.dumps(summary))
     (a.out / f"tune-vs-grid-{a.model}.json").write_text(json.dumps(summary, indent=1) + "\n")
-    return 0 if summary["within"] and tune_s <= a.share * grid_s else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

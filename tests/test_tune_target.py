@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from gpubench import models
+from gpubench.cli import main
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError
 from gpubench.store.results import read_rows
@@ -27,9 +29,10 @@ def test_a_tiny_search_on_digits_writes_its_trajectory_and_an_answer_over_seeds(
         seeds=2,
         batch_sizes=[32, 128],
         rules=["sqrt"],
-        max_time_s=2.0,
+        max_time_s=8.0,  # room for the target on a loaded machine: runs stop there
         rungs=2,
         eta=2,
+        seed=3,  # --seed: the first seed; a contender's re-runs take the next ones
         on_step=heard.append,
     )
     assert result.best is not None and result.best.batch_size in (32, 128)
@@ -40,7 +43,7 @@ def test_a_tiny_search_on_digits_writes_its_trajectory_and_an_answer_over_seeds(
 
     record = json.loads((out / "tune_target.json").read_text())
     assert record["finished"] and record["metric"] == "eval_accuracy" and record["target"] == 0.4
-    assert record["rungs_s"] == [1.0, 2.0] and record["covered"] == {"measured": 2, "space_size": 2}
+    assert record["rungs_s"] == [4.0, 8.0] and record["covered"] == {"measured": 2, "space_size": 2}
     trials = record["trials"]
     assert {t["decision"] for t in trials} <= {"reached", "kept", "stopped", "seed"}
     # every configuration that reached the target on seed 0 (at most the 3 contenders) re-runs
@@ -48,6 +51,7 @@ def test_a_tiny_search_on_digits_writes_its_trajectory_and_an_answer_over_seeds(
     reached = {json.dumps(t["config"]) for t in trials if t["decision"] == "reached"}
     reruns = [t for t in trials if t["decision"] == "seed"]
     assert [t["seed"] for t in reruns] == [1] * len(reached) and reached
+    assert record["seed"] == 3 and record["max_steps"] is None
     assert {json.dumps(t["config"]) for t in reruns} == reached
     for t in trials:
         assert {"config", "rung", "elapsed_s", "best_metric", "decision", "reason"} <= set(t)
@@ -57,7 +61,8 @@ def test_a_tiny_search_on_digits_writes_its_trajectory_and_an_answer_over_seeds(
     rows = read_rows(out)
     assert len(rows) == len(trials)
     assert [r["tune_run"] for r in rows] == list(range(len(trials)))
-    for row in rows:  # convergence rows, as a sweep's
+    for row, t in zip(rows, trials, strict=True):  # convergence rows, as a sweep's
+        assert row["seed"] == 3 + t["seed"]
         assert row["lr_scaling"] == "sqrt" and row["dataset"] == "digits"
         assert row["target_metric"] == "eval_accuracy" and "curve" in row
     answered = [
@@ -108,3 +113,47 @@ def test_the_space_is_batch_sizes_by_the_rates_the_scaling_rules_give() -> None:
         (8, "linear", pytest.approx(0.001)),
         (128, "linear", pytest.approx(0.016)),
     ]
+
+
+def test_the_flags_tune_shares_with_sweep_reach_every_run(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    argv = ["tune", "--model", "mlp", "--device", "cpu", "--target", "eval_accuracy=0.99"]
+    argv += ["--batch-sizes", "32,128", "--seeds", "2", "--budget", "5m", "--quiet"]
+    # the shared flags: a wider hidden layer, seed 5, 7 steps at the top rung (its 10 s of
+    # training never bind: the steps do)
+    argv += ["--option", "mlp.hidden=[48]", "--seed", "5", "--steps", "7", "--max-time", "10"]
+    assert main([*argv, "--out", str(out)]) == 0
+    rows = read_rows(out)
+    record = json.loads((out / "tune_target.json").read_text())
+    assert record["rungs_s"][-1] == 10 and len(record["rungs_s"]) == 3
+    assert record["seed"] == 5 and record["max_steps"] == 7
+    assert record["model_options"] == {"hidden": [48]}
+    wide = models.build("mlp", "tiny", hidden=(48,)).parameter_count()
+    assert wide != models.build("mlp", "tiny").parameter_count()
+    rungs = {}
+    for row in rows:
+        assert row["seed"] == 5 and json.loads(row["model_options"]) == {"hidden": [48]}
+        assert row["parameters"] == wide and row["status"] == "ok"
+        # each rung's step cap is its share of the top rung's time: ceil(7 x 1/9), ceil(7 x 1/3)
+        cap = {0: 1, 1: 3, 2: 7}[row["tune_rung"]]
+        rungs[row["tune_rung"]] = row["curve"][-1]["step"]
+        assert rungs[row["tune_rung"]] == cap
+    assert sorted(rungs) == [0, 1, 2]  # eta 3 keeps one of the two at each rung
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--data", "host"], "invalid --data 'host' with --target"),
+        (["--compile", "eager"], "so --compile does not apply"),
+        (["--option", "mlp.depth=3"], "depth"),
+    ],
+)
+def test_a_shared_flag_tune_target_cannot_take_is_refused(
+    tmp_path: Path, extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    argv = ["tune", "--model", "mlp", "--device", "cpu", "--target", "eval_accuracy=0.9"]
+    assert main([*argv, *extra, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not (out / "results.jsonl").exists()

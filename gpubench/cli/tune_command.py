@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpubench.cli import console, flags
+from gpubench.cli import console
 from gpubench.cli.tune_args import budget_s, request_from_args
 from gpubench.config.errors import ConfigError
 from gpubench.probes.process_age import process_age_s
@@ -58,40 +58,50 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_target(args: argparse.Namespace) -> int:
-    """`tune --target`: batch size x learning rate by time to the target (gpubench.tune.target);
-    the speed search's axis flags other than one precision do not apply there."""
+    """`tune --target`: batch size x learning rate by time to the target (gpubench.tune.target).
+    The flags tune shares with sweep are read as the plain tune reads them (request_from_args)
+    and reach every run; the speed search's axis flags other than one precision are refused."""
     from gpubench.tune.target import parse_target, run_target
     from gpubench.tune.target_search import Step
 
     if args.resume is not None:
         raise ConfigError("tune --target has no --resume; start a new search with --out DIR")
-    if args.model is None:
-        raise ConfigError("tune needs --model M")
     parse_target(args.target)  # a malformed target is refused before anything is written
-    precisions = args.precisions or ["fp32"]
+    request = request_from_args(args)
+    named = dict(request.named)
+    precisions = named.pop("precision", ("fp32",))
     if len(precisions) != 1:
         raise ConfigError(
             f"tune --target takes one precision, not {','.join(precisions)}; e.g. --precisions fp32"
         )
-    device = flags.resolved_device(args.device)
+    if named:
+        flag = "--" + next(iter(named)).replace("_", "-")
+        raise ConfigError(
+            f"tune --target searches batch size x learning rate, so {flag} "
+            "does not apply; allowed: --batch-sizes and one --precisions value"
+        )
     out: Path = args.out or default_run_dir()
     print(f"tune --target {args.target} -> {out}", flush=True)
 
     def step_line(s: Step) -> None:
         print(f"  {s.config.label()} rung {s.rung}: {s.decision} ({s.reason})", flush=True)
 
-    sizes = args.batch_sizes
     result = run_target(
-        args.model,
+        request.model,
         args.target,
         budget_s(args),
         out,
-        device=device,
-        optimizer=args.optimizer,
+        device=request.device,
+        optimizer=request.optimizer,
         seeds=args.seeds,
         precision=precisions[0],
-        size=args.size,
-        batch_sizes=None if sizes is None or sizes == "auto" else tuple(sizes),
+        size=args.size,  # None: the convergence suite's size, not the plain tune's
+        batch_sizes=request.batch_sizes,
+        max_time_s=args.max_time,
+        max_steps=args.steps,
+        seed=request.seed,
+        data=request.data,
+        model_options=request.model_options,
         max_memory=args.max_memory,
         point_timeout_s=args.point_timeout,
         on_step=None if args.quiet else step_line,

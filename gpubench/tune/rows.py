@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.config.spec import Point
-from gpubench.store.results import ResultStore
+from gpubench.store.results import ResultStore, replace_durably
 
 FILE = "tune_rows.jsonl"
 
@@ -51,11 +51,5 @@ def write_results(run_dir: Path, measurements: list[dict[str, Any]]) -> None:
     """Replace results.jsonl by the deepest row of each configuration, atomically and durably,
     and results.csv with it."""
     text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in deepest(measurements))
-    path = run_dir / "results.jsonl"
-    tmp = path.with_suffix(".jsonl.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    replace_durably(run_dir / "results.jsonl", text)
     ResultStore(run_dir).write_csv()

@@ -17,8 +17,9 @@ tune_target.json (target_record), rewritten after every run.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,12 @@ from typing import Any
 from gpubench.config.checks import check_one_of
 from gpubench.config.convergence import TARGET_METRICS, Convergence, check, check_models
 from gpubench.config.errors import ConfigError
+from gpubench.config.model_options import check_buildable, encode
 from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point
 from gpubench.config.suite import load_suite
 from gpubench.data import catalog
 from gpubench.harness.optimizers import DEFAULT_LR
-from gpubench.run import calibration_process, folder
+from gpubench.run import calibration_process, folder, maxbatch
 from gpubench.run.worker import WorkerRunner
 from gpubench.science import lr_scaling
 from gpubench.science.curve import HIGHER_IS_BETTER
@@ -130,11 +132,6 @@ def space(
     return list(out.values())
 
 
-def powers_of_two(up_to: int) -> list[int]:
-    """1, 2, 4, ... up to `up_to`."""
-    return [2**k for k in range(up_to.bit_length()) if 2**k <= up_to]
-
-
 def run_target(
     model: str,
     target: str,
@@ -150,6 +147,10 @@ def run_target(
     batch_sizes: Sequence[int] | None = None,
     rules: Sequence[str] | None = None,
     max_time_s: float | None = None,
+    max_steps: int | None = None,
+    seed: int = 0,
+    data: str = "device",
+    model_options: Mapping[str, Any] | None = None,
     rungs: int = RUNG_COUNT,
     eta: int = ETA,
     max_memory: int | None = None,
@@ -163,9 +164,12 @@ def run_target(
     `settings` default to the shipped convergence suite's (with `size`, its model size);
     `batch_sizes` to the powers of two up to the training set's size; `rules` to every
     lr-scaling rule. The top rung is `max_time_s` training seconds (default the settings'
-    time limit), with `rungs` rungs `eta` apart. Every run is a worker process's convergence
-    point under `max_memory` bytes and `point_timeout_s` seconds. Bad input raises
-    ConfigError before anything is written."""
+    time limit), with `rungs` rungs `eta` apart; `max_steps` caps the top rung's training
+    steps too, each lower rung's at its share of the top rung's time. The flags tune shares
+    with sweep reach every run as in the plain tune: the runs' Points carry `data`,
+    `model_options` and seed `seed` (a contender's re-runs: seed + 1, seed + 2, ...). Every run
+    is a worker process's convergence point under `max_memory` bytes and `point_timeout_s`
+    seconds. Bad input raises ConfigError before anything is written."""
     metric, value = parse_target(target)
     default_size, default_conv = default_settings(optimizer)
     size = size or default_size
@@ -176,11 +180,20 @@ def run_target(
         raise ConfigError(f"invalid --budget {budget_s!r} s; allowed: above 0")
     if isinstance(seeds, bool) or seeds < 1:
         raise ConfigError(f"invalid --seeds {seeds!r}; allowed: 1 or more")
+    if max_steps is not None and (isinstance(max_steps, bool) or max_steps < 1):
+        raise ConfigError(f"invalid --steps {max_steps!r}; allowed: 1 or more")
     conv = dataclasses.replace(conv, target_metric=metric, target=value, stop_at_target=True)
     check(conv)
     check_models((model,), conv)
+    if data != "device":  # science.convergence would make every run `unsupported`
+        raise ConfigError(
+            f"invalid --data {data!r} with --target; allowed: device (a convergence run keeps "
+            "its data set on the device)"
+        )
+    options = dict(model_options or {})
+    check_buildable((model,), size, {model: options})
     try:
-        data, _ = catalog.load(model, size, conv.dataset, conv.data_dir, conv.image_size)
+        ds, _ = catalog.load(model, size, conv.dataset, conv.data_dir, conv.image_size)
     except ValueError as e:
         raise ConfigError(str(e)) from e
     top_s = max_time_s if max_time_s is not None else conv.time_limit_s()
@@ -195,21 +208,26 @@ def run_target(
         ladder = Rungs.geometric(top_s, rungs, eta)
     except ValueError as e:
         raise ConfigError(str(e)) from e
-    sizes = list(batch_sizes) if batch_sizes is not None else powers_of_two(data.train_size)
+    sizes = list(batch_sizes) if batch_sizes is not None else maxbatch.powers_of_two(ds.train_size)
     for b in sizes:
-        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= data.train_size:
+        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= ds.train_size:
             raise ConfigError(
-                f"invalid batch size {b!r}; allowed: 1 to the {data.train_size} training "
-                f"samples of {data.name}"
+                f"invalid batch size {b!r}; allowed: 1 to the {ds.train_size} training "
+                f"samples of {ds.name}"
             )
     configs = space(optimizer, conv, sizes, rules)
-    base = Point(model, size, device, precision, optimizer, 1)
+    base = Point(model, size, device, precision, optimizer, 1, seed, data)
+    base = dataclasses.replace(base, model_options=encode(options))
 
     def point_of(r: Request) -> Point:
         c = r.config
         return dataclasses.replace(
-            base, batch_size=c.batch_size, seed=r.seed, lr_scaling=c.lr_scaling
+            base, batch_size=c.batch_size, seed=base.seed + r.seed, lr_scaling=c.lr_scaling
         )
+
+    def steps_of(limit_s: float) -> int | None:
+        """A run's step cap: `max_steps` at the top rung, its share of them below."""
+        return None if max_steps is None else max(1, math.ceil(max_steps * limit_s / top_s))
 
     started = time.perf_counter()
     run_dir = Path(out)
@@ -219,28 +237,21 @@ def run_target(
         # in a worker: the GPU memory calibration uses is given back (issue 28)
         store.write_json("env.json", calibration_process.captured([device], [precision]))
         record = target_record.Record(
-            model=model,
-            size=size,
-            device=device,
-            precision=precision,
-            optimizer=optimizer,
-            dataset=data.name,
-            metric=metric,
-            target=value,
-            budget_s=budget_s,
-            rungs=ladder,
-            seeds=seeds,
-            configs=configs,
-            batch_sizes=sizes,
+            base, ds.name, metric, value, budget_s, ladder, seeds, configs, sizes, max_steps
         )
         runner = WorkerRunner(max_memory, point_timeout_s)
         result = SearchResult()
 
         def train(r: Request) -> TrialRun:
             c = r.config
-            task = dataclasses.replace(conv, lr=c.lr_base, lr_scaling=(c.lr_scaling,))
-            task = dataclasses.replace(task, max_time_s=r.limit_s, max_steps=None)
-            task = dataclasses.replace(task, max_samples=None)
+            task = dataclasses.replace(
+                conv,
+                lr=c.lr_base,
+                lr_scaling=(c.lr_scaling,),
+                max_time_s=r.limit_s,
+                max_steps=steps_of(r.limit_s),
+                max_samples=None,
+            )
             t0 = time.perf_counter()
             row = runner.run(point_of(r), task)
             cost = time.perf_counter() - t0
@@ -263,17 +274,8 @@ def run_target(
                 store.write_csv()
         elapsed = time.perf_counter() - started
         best = configs[result.best] if result.best is not None else None
-        answer = TargetResult(
-            out=run_dir,
-            metric=metric,
-            target=value,
-            best=best,
-            time_to_target=spread,
-            elapsed_s=elapsed,
-            measured=result.trials_measured(),
-            space_size=len(configs),
-            stopped_by_budget=result.stopped_by_budget,
-        )
+        covered = (result.trials_measured(), len(configs), result.stopped_by_budget)
+        answer = TargetResult(run_dir, metric, value, best, spread, elapsed, *covered)
         record.write(store, result, elapsed, spread, finished=True)
     return answer
 

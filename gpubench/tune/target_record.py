@@ -3,7 +3,8 @@ rung, training seconds, best metric, kept or stopped and why) and its answer.
 
 Schema (version 1; times in seconds; a reader tolerates extra keys):
 {"version": 1, "kind": "target", "model", "size", "device", "precision", "optimizer",
- "dataset", "metric", "target", "budget_s", "elapsed_s" (wall seconds so far), "spent_s" (the
+ "dataset", "metric", "target", "budget_s", "seed" (the first seed), "data", "max_steps" (the
+ top rung's step cap, or null), "model_options", "elapsed_s" (wall seconds so far), "spent_s" (the
  runs' cost), "eta", "rungs_s": [training-time limit of each rung], "seeds",
  "space": {"batch_sizes", "configs": [{batch_size, lr_scaling, lr_base, lr}]},
  "covered": {"measured", "space_size"}, "stopped_by_budget", "finished",
@@ -17,23 +18,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpubench.config.model_options import decode
+from gpubench.config.spec import Point
 from gpubench.science.target_time import TargetTime
 from gpubench.store.results import ResultStore
 from gpubench.tune.target_search import Rungs, SearchResult, TargetConfig
 
 FILE = "tune_target.json"
 VERSION = 1
+# what tune_target.json takes as it is from the runs' Point, and from the Record
+_OF_POINT = ("model", "device", "precision", "optimizer", "seed", "data")
+_AS_IS = ("dataset", "metric", "target", "budget_s", "max_steps")
 
 
 @dataclass(frozen=True)
 class Record:
     """What a target search writes beside its trajectory."""
 
-    model: str
-    size: str
-    device: str
-    precision: str
-    optimizer: str
+    point: Point  # the runs' settings but batch size and lr scaling: seed is the first seed
     dataset: str
     metric: str
     target: float
@@ -42,6 +44,7 @@ class Record:
     seeds: int
     configs: Sequence[TargetConfig]
     batch_sizes: Sequence[int]
+    max_steps: int | None = None
 
     def write(
         self,
@@ -73,15 +76,10 @@ class Record:
         return {
             "version": VERSION,
             "kind": "target",
-            "model": self.model,
-            "size": self.size,
-            "device": self.device,
-            "precision": self.precision,
-            "optimizer": self.optimizer,
-            "dataset": self.dataset,
-            "metric": self.metric,
-            "target": self.target,
-            "budget_s": self.budget_s,
+            **{name: getattr(self.point, name) for name in _OF_POINT},
+            "size": self.point.model_size,
+            "model_options": decode(self.point.model_options),
+            **{name: getattr(self, name) for name in _AS_IS},
             "elapsed_s": elapsed_s,
             "spent_s": result.spent_s,
             "eta": self.rungs.eta,

@@ -30,6 +30,7 @@ run in flight ends first, so the budget is exceeded by at most one run.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -58,12 +59,8 @@ class TargetConfig:
         return f"B={self.batch_size} lr={self.lr:.3g} ({self.lr_scaling})"
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "batch_size": self.batch_size,
-            "lr_scaling": self.lr_scaling,
-            "lr_base": self.lr_base,
-            "lr": self.lr,
-        }
+        """batch_size, lr_scaling, lr_base and lr."""
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -145,7 +142,8 @@ class Step:
     best_so_far_s: float | None = None
 
     def as_dict(self, metric: str) -> dict[str, Any]:
-        r = self.run
+        """The step as tune_target.json's trial: its configuration, rung, seed and limit, the
+        run's fields (TrialRun), the decision and its reason, and when it ran."""
         return {
             "id": self.trial,
             "config": self.config.as_dict(),
@@ -153,15 +151,10 @@ class Step:
             "rung": self.rung,
             "seed": self.seed,
             "limit_s": self.limit_s,
-            "elapsed_s": r.elapsed_s,
             "metric": metric,
-            "best_metric": r.best_metric,
-            "time_to_target_s": r.time_to_target_s,
-            "status": r.status,
-            "error": r.error,
+            **dataclasses.asdict(self.run),
             "decision": self.decision,
             "reason": self.reason,
-            "cost_s": r.cost_s,
             "t_start_s": self.t_start_s,
             "t_end_s": self.t_end_s,
             "best_so_far_s": self.best_so_far_s,
