@@ -16,7 +16,8 @@ from gpubench.science import leaders
 @dataclass(frozen=True)
 class Candidate:
     """One configuration the confirmation is expected to re-measure: its median step time, its
-    warm-up (seconds after the first step, as its trial measured it) and its set-up (the fixed
+    warm-up (seconds after the first step, as its trial measured it; inf where its trial's
+    limit ended it unsteady: the confirmation's own limit ends it) and its set-up (the fixed
     cost of measuring it again)."""
 
     step_s: float

@@ -108,6 +108,7 @@ def cost(
         config.batch_size,
         step_time_s=float(row.get("step_time_s") or 0.0) if ok else 0.0,
         samples_per_s=float(row["samples_per_s"]) if ok and row.get("samples_per_s") else None,
-        warmup_s=warm,
+        # a warm-up its limit ended may run to the confirmation's longer limit there
+        warmup_s=warm if row.get("warmup_steady", True) else math.inf,
         point_s=float(row.get("point_time_s") or 0.0),
     )
