@@ -58,7 +58,7 @@ class Machine:
     compile_s: float = 10.0
     start_s: float = 5.0  # start-up and max-batch, before the search
     clock: float = 0.0
-    compiled: set[Combo] = field(default_factory=set)
+    compiled: set[tuple[Combo, int]] = field(default_factory=set)
     planner: Planner = field(init=False)
     overrun_s: list[float] = field(default_factory=list)
 
@@ -71,21 +71,22 @@ class Machine:
         def run(config: Config, rnd: int) -> float | None:
             p = self.planner
             budget = trial.round_budget(SWEEP, rnd, p.scale())
-            left, fixed = p.left_s(), p.fixed_s(config.combo)
+            left, fixed = p.left_s(), p.fixed_s(config.combo, config.batch_size)
             cut = False
             if left is not None:
                 if left - fixed <= 0:
                     raise Stop
                 budget, cut = trial.bounded(budget, left - fixed)
             compiling = dict(config.combo)["compile"] == "compile"
-            compile_s = self.compile_s if compiling and config.combo not in self.compiled else 0.0
-            self.compiled.add(config.combo)
+            key = (config.combo, config.batch_size)  # a static graph per batch, as torch's
+            compile_s = self.compile_s if compiling and key not in self.compiled else 0.0
+            self.compiled.add(key)
             measuring = trial.measuring_limit_s(budget)
             self.clock += self.fixed_s + compile_s + measuring
             if left is not None:  # past the search's deadline: only by a compile not planned
                 self.overrun_s.append(self.clock - (self.clock - measuring - self.fixed_s) - left)
             p.observe(TrialCost(config.combo, rnd, self.fixed_s + compile_s, measuring,
-                                compile_s, p.scale(), measuring))  # fmt: skip
+                                compile_s, p.scale(), measuring, config.batch_size))  # fmt: skip
             if cut:
                 raise Cut(surface(config))
             return surface(config)
@@ -102,7 +103,7 @@ def test_unpaced_the_search_overruns_a_budget_that_the_plan_fits_all_rounds_into
     out = search(space, paced.measure(speed), pacer=paced.planner)
     assert out.rounds_decided == ROUNDS and out.stopped_in_round is None
     assert {t.round for t in out.trials} == {0, 1, 2}
-    assert paced.clock <= budget - paced.planner.reserve_s(paced.clock - paced.start_s) + 1e-6
+    assert paced.clock <= budget - paced.planner.reserve_s() + 1e-6
     assert any(r.scale < 1 for r in paced.planner.rounds)  # it measured shorter to fit
     # half the time: the biggest lever (bf16) found, not every toggle's combination
     assert out.best is not None and dict(out.best.combo)["precision"] == "bf16"
@@ -134,18 +135,25 @@ def test_a_cut_trial_is_recorded_but_never_ranked() -> None:
     assert out.best == Config(COMBOS[0], 4) and out.best_samples_per_s == 4.0
 
 
-def test_compile_is_charged_once_per_combo() -> None:
-    p = Planner(100.0, lambda: 0.0, [1.0, 3.0, 9.0], 0.15)
+def test_compile_is_charged_once_per_configuration_and_foreseen_for_unmeasured_ones() -> None:
+    p = Planner(100.0, lambda: 0.0, [1.0, 3.0, 9.0], 0.15, prior_fixed_s=0.5)
     eager = (("precision", "fp32"), ("compile", "eager"))
     compiled = (("precision", "fp32"), ("compile", "compile"))
     other = (("precision", "bf16"), ("compile", "compile"))
-    p.observe(TrialCost(eager, 0, 1.0, 1.0, limit_s=1.0))  # used all of round 0's limit
-    p.observe(TrialCost(compiled, 0, 12.0, 1.0, compile_s=10.0, limit_s=1.0))
-    assert p.fixed_s(compiled) == 2.0  # its compile is paid: later trials are planned without
-    assert p.fixed_s(other) == 12.0  # another compiled combo has its compile ahead of it
-    assert p.cost_s(1, [other] * 3, 1.0) == 12.0 + 2.0 + 2.0 + 3 * 3.0
-    p.observe(TrialCost(compiled, 1, 5.0, 3.0, limit_s=3.0))  # it did cost more again
-    assert p.fixed_s(compiled) == 5.0
+    assert p.fixed_s(compiled, 64) == 0.5  # nothing ran: max-batch's probes say
+    p.observe(TrialCost(eager, 0, 1.0, 1.0, limit_s=1.0, batch_size=64))
+    assert p.fixed_s(compiled, 64) == 1.0  # no compile seen yet: the largest first trial
+    p.observe(TrialCost(compiled, 0, 12.0, 1.0, compile_s=10.0, limit_s=1.0, batch_size=64))
+    assert p.fixed_s(compiled, 64) == 2.0  # measured again: its graph is cached
+    assert p.fixed_s(compiled, 128) == 12.0  # a new batch compiles afresh (a graph per shape)
+    assert p.fixed_s(other, 64) == 12.0  # an unmeasured setting: the compiled one's cost
+    p.observe(TrialCost(other, 0, 20.0, 1.0, compile_s=18.0, limit_s=1.0, batch_size=64))
+    assert p.fixed_s(compiled, 256) == 12.0  # its own compile, not another setting's
+    assert p.fixed_s((("precision", "fp16"), ("compile", "compile")), 64) == 20.0  # the largest
+    assert p.cost_s(1, [other] * 3, 1.0) == 2.0 + 20.0 + 20.0 + 3 * 3.0  # a start, two climbs
+    p.observe(TrialCost(compiled, 1, 5.0, 3.0, compile_s=0.5, limit_s=3.0, batch_size=64))
+    assert p.fixed_s(compiled, 64) == 5.0  # it did cost more again
+    assert p.fixed_s(other, 64) == 20.0 - 18.0 + 0.5  # the cache's compile, as measured
 
 
 def test_precision_is_screened_before_secondary_toggles_and_bf16_in_round_0() -> None:

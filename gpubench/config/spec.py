@@ -174,6 +174,9 @@ class Budget:
     warmup_steady_rel: float = 0.1
     # Steps profiled after the measured windows to attribute the step's time (0: no profile).
     profile_steps: int = 1
+    # A time.monotonic() value after which warm-up and measurement stop at the next step
+    # boundary (harness.timing: the point comes back `cut`); None: none (a sweep's points).
+    deadline: float | None = None
 
     @staticmethod
     def fixed(steps: int, warmup_steps: int = 3, target_rel_ci: float = 0.02) -> Budget:

@@ -125,6 +125,8 @@ def _check_convergence(spec: SweepSpec) -> None:
 def check_budget(b: Budget) -> None:
     for f in fields(b):
         v = getattr(b, f.name)
+        if f.name == "deadline" and v is None:  # none: a sweep's point (tune sets one)
+            continue
         if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or v != v:
             raise ConfigError(f"invalid budget.{f.name} {v!r}; allowed: a number of 0 or more")
         if f.name.endswith("steps") and not isinstance(v, int):

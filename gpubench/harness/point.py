@@ -148,6 +148,7 @@ def measure_workload(
         warmup_steps=m.warmup_steps,
         warmup_time_s=m.warmup_time_s,
         warmup_steady=m.warmup_steady,
+        deadline_cut=m.cut,
         **s.columns(),
         noisy=m.noisy,
         wall_time_s=m.wall_time_s,
@@ -221,6 +222,8 @@ def profile_after(
 ) -> step_profile.StepProfile | str | None:
     """The profile of a few more steps; None when profiling is off; the reason (a string)
     when it is skipped because its steps would cost more than PROFILE_SHARE of the point."""
+    if m.cut:  # past the deadline: no profile
+        return None
     plan = profile_plan(budget, m.stats.median_s, m.warmup_time_s + m.wall_time_s)
     if plan is None or isinstance(plan, str):
         return plan

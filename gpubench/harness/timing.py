@@ -10,7 +10,6 @@ window add up to the window's device time.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import math
 import time
@@ -21,10 +20,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.stats import binom
 
 from gpubench.config.spec import Budget
+
+# the statistics of raw step times live beside the timing; imported from here as before
+from gpubench.harness.step_stats import Stats, median_ci_indices, min_samples_for_ci
 from gpubench.probes.current_device import stream_of
+
+__all__ = ["Stats", "median_ci_indices", "min_samples_for_ci"]  # with the functions below
 
 # Aim for windows of about this many seconds between the checks of the stopping rule.
 _WINDOW_S = 0.25
@@ -32,6 +35,14 @@ _WINDOW_S = 0.25
 # The host clock (seconds); a module attribute so that tests can drive the stopping rule with a
 # clock of their own instead of real time.
 _clock: Callable[[], float] = time.perf_counter
+# The clock a Budget's `deadline` is read on: time.monotonic, one clock for every process of
+# the machine (a tune sets the deadline in its parent; the worker measuring the point reads it).
+_deadline_clock: Callable[[], float] = time.monotonic
+
+
+def past(deadline: float | None) -> bool:
+    """Whether `deadline` (a time.monotonic value; None: none) has passed."""
+    return deadline is not None and _deadline_clock() >= deadline
 
 
 class StepMarks:
@@ -73,76 +84,6 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-@dataclass(frozen=True)
-class Stats:
-    """Summary of raw step times (seconds). `ci_rel` is the half-width of the 95% confidence
-    interval of the median (distribution-free, from order statistics) over the median."""
-
-    n: int
-    median_s: float
-    mean_s: float
-    iqr_s: float
-    p90_s: float
-    cv: float
-    ci_rel: float
-
-    def columns(self) -> dict[str, float]:
-        """The row's step-time columns: the count and the statistics (seconds)."""
-        return dict(
-            steps_measured=self.n,
-            step_time_s=self.median_s,
-            step_time_mean_s=self.mean_s,
-            step_time_iqr_s=self.iqr_s,
-            step_time_p90_s=self.p90_s,
-            step_time_cv=self.cv,
-            step_time_ci_rel=self.ci_rel,
-        )
-
-    @staticmethod
-    def of(times: list[float]) -> Stats:
-        if not times:
-            raise ValueError("no step times to summarise")
-        x = np.sort(np.asarray(times, dtype=float))
-        n = len(x)
-        median = float(np.median(x))
-        q1, q3, p90 = (float(v) for v in np.percentile(x, [25, 75, 90]))
-        mean = float(x.mean())
-        cv = float(x.std(ddof=1) / mean) if n > 1 and mean > 0 else math.inf
-        return Stats(n, median, mean, q3 - q1, p90, cv, _median_ci_rel(x, median))
-
-
-def _median_ci_rel(sorted_x: np.ndarray, median: float) -> float:
-    """Relative half-width of the 95% CI of the median, from the order statistics the exact
-    binomial gives (distribution-free); infinite below 6 samples, where none exists."""
-    ranks = median_ci_indices(len(sorted_x))
-    if ranks is None or median <= 0:
-        return math.inf
-    lo, hi = ranks
-    return float((sorted_x[hi] - sorted_x[lo]) / 2 / median)
-
-
-@functools.lru_cache(maxsize=4096)
-def median_ci_indices(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
-    """0-based indices (lo, hi) into n sorted samples such that [x_lo, x_hi] covers the median
-    with probability >= `confidence` for any continuous distribution, as narrow as the exact
-    Binomial(n, 1/2) allows; None when n is too small for any such pair."""
-    tail = (1 - confidence) / 2
-    # j: the fewest samples below the true median whose probability exceeds the tail, B ~
-    # Binomial(n, 1/2); coverage of [x_(j), x_(n-j+1)] (1-based) is 1 - 2 P(B <= j - 1).
-    j = int(binom.ppf(tail, n, 0.5))
-    if binom.cdf(j, n, 0.5) <= tail:  # ppf's k has cdf >= tail; the walk wants cdf > tail
-        j += 1
-    return None if j == 0 else (j - 1, n - j)
-
-
-def min_samples_for_ci(confidence: float = 0.95) -> int:
-    """The fewest step times for which the median has a confidence interval (6 at 95%)."""
-    n = 1
-    while median_ci_indices(n, confidence) is None:
-        n += 1
-    return n
-
-
 @dataclass
 class Measurement:
     """The outcome of warming up and measuring a step function."""
@@ -159,6 +100,9 @@ class Measurement:
     # seconds the first warm-up step took on its own (it compiles, allocates, creates the
     # optimizer's state); None where not timed
     first_step_s: float | None = None
+    # the budget's deadline stopped it at a step boundary before its own rule was met (a
+    # partial measurement: recorded, never ranked as a full one)
+    cut: bool = False
 
     @property
     def step_time_sum_s(self) -> float:
@@ -184,6 +128,10 @@ def measure(
     warm-up step (the same step under a FLOP counter, say): a steady step, as the first one
     compiles and creates the optimizer's state; observing it costs no extra step, and its time
     enters neither the warm-up's steadiness nor the first estimate of a step.
+    Where `budget.deadline` (a time.monotonic value) passes, the warm-up stops at the next step
+    boundary (its first step always runs), windows are sized to end by it, and measuring stops
+    after the window it falls in (one measured step at the least): the Measurement is `cut`.
+    Without a deadline nothing here changes.
     """
     warm = warm_up(step, device, budget, observed_step)
     with probe if probe is not None else contextlib.nullcontext():
@@ -199,8 +147,12 @@ def _measure_windows(
     times: list[float] = []
     wall = 0.0
     warmup_steps, warmup_time, estimate = warm.steps, warm.time_s, warm.estimate_s
+    cut = False
     while True:
-        window = time_window(step, device, _window_size(len(times), wall, estimate, budget))
+        n = _window_size(len(times), wall, estimate, budget)
+        if budget.deadline is not None and estimate > 0:  # end the window by the deadline
+            n = max(1, min(n, int((budget.deadline - _deadline_clock()) / estimate)))
+        window = time_window(step, device, n)
         wall += window.wall_s
         times.extend(window.times_s)
         slow = _plateau(times, budget.warmup_steady_rel)
@@ -214,12 +166,17 @@ def _measure_windows(
         estimate = stats.median_s
         if _done(stats, wall, budget):
             break
+        if past(budget.deadline) or warm.cut:  # at a step boundary, its own rule not met
+            cut = True
+            break
     # From the interval itself, whatever stopped the measurement: no interval at all (too few
     # steps) is noisy too.
     noisy = not math.isfinite(stats.ci_rel) or stats.ci_rel > budget.target_rel_ci
     timer = "cuda_event" if device.type == "cuda" else "perf_counter"
     outputs = [warm.first_output, window.last_output]
-    return Measurement(warmup_steps, warmup_time, times, wall, stats, noisy, outputs, timer)
+    return Measurement(
+        warmup_steps, warmup_time, times, wall, stats, noisy, outputs, timer, cut=cut
+    )
 
 
 @dataclass(frozen=True)
@@ -325,6 +282,7 @@ class WarmUp:
     time_s: float
     estimate_s: float
     steady: bool
+    cut: bool = False  # the budget's deadline ended it before its rule did
 
 
 def warm_up(
@@ -356,7 +314,12 @@ def warm_up(
         last = min(last, _clock() - t_first)  # an estimate only if no plain step follows
     times: list[float] = []  # the plain steps after the first
     min_steps = max(budget.warmup_steps, 2 if observed_step is not None else 1)
+    cut = False
     while agree(still_warming(times, n, (now := _clock()) - t0, now - t_first, budget, min_steps)):
+        # a step boundary: the rest goes to one measured step (no collective without a deadline)
+        if budget.deadline is not None and agree(past(budget.deadline)):
+            cut = True
+            break
         t_step = _clock()
         step()
         n += 1
@@ -365,7 +328,7 @@ def warm_up(
         times.append(last)
     estimate = float(np.median(times[len(times) // 2 :])) if times else last
     is_steady = not agree(not steady(times, budget.warmup_steady_rel))
-    return WarmUp(first, first_s, observed, n, _clock() - t0, estimate, is_steady)
+    return WarmUp(first, first_s, observed, n, _clock() - t0, estimate, is_steady, cut)
 
 
 def _window_size(n_done: int, wall_s: float, step_estimate_s: float, budget: Budget) -> int:

@@ -116,6 +116,8 @@ COLUMNS = [
     # and whether warm-up ended on steady step times (not on budget.warmup_max_s)
     "matmul_roof_fraction",
     "warmup_steady",
+    # issue 29: the budget's deadline (tune's) stopped warm-up or measurement before its rule
+    "deadline_cut",
     # issue 13: the energy figure's error bound (counter or power integral, issue 28), why energy
     # is null, the counter's update period
     "energy_error_rel",

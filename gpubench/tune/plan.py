@@ -5,18 +5,22 @@ confirmation's share kept.
 A trial's wall-clock cost splits in two: *fixed*, what does not scale with the round's
 measuring time (handing the point to a worker, building the model, the first step and its
 torch.compile, the profile), and *measuring* (the warm-up after the first step and the measured
-windows), which scales with the round. Compile is charged once per combo: a combo's later
-trials are planned at its first trial's fixed cost less its compile seconds until a later trial
-of it shows what it really costs. Before a combo has run, its fixed cost is the median of the
-first trials of combos with the same compile mode (any combo where none; `prior_fixed_s`, the
-max-batch probes' cost, before anything ran).
+windows), which scales with the round. A configuration measured again pays no compile (the
+worker's cache holds its graph); a new batch of a compiled combo compiles afresh (a static
+graph per shape), so it is planned at the largest first trial of its combo, and a combo not yet
+measured at the largest first trial of a setting with its compile mode (any setting's where none
+ran; `prior_fixed_s`, the max-batch probes' cost, before anything ran).
 
-At the start of each round the planner picks one `scale` (MIN_SCALE to 1) of the rounds'
+At the start of each round, and again after each of its trials on the time actually left, the
+planner picks one `scale` (MIN_SCALE to 1) of the rounds'
 default measuring times, the largest under which the planned trials of this round and of the
 rounds after it fit the search's time left, and gives the round its share of that time in
 proportion to its planned cost; the search measures in the round while its share has room
-(`room`). Everything here is a pure function of the costs it was told (`observe`) and the
-clock it was given, so it is tested on synthetic costs.
+(`room`), so a round short of time measures shorter and fewer trials rather than being
+abandoned, and the later rounds' fewest trials (the climbs' starts, the finalists) and the
+confirmation's reserve, both from measured costs, are always kept. Everything here is a pure
+function of the costs it was told (`observe`) and the clock it was given, so it is tested on
+synthetic costs.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpubench.tune.search import ETA, FINALISTS, Combo, Space
+from gpubench.science import leaders
+from gpubench.tune.reserve import Candidate, confirmation_s
+from gpubench.tune.search import CLIMB_TRIALS, ETA, FINALISTS, ROUNDS, Combo, Space
 
 # A round's measuring time is never cut below this share of its default: shorter, its figures
 # are too noisy to rank by (round 0's default is already 1/ETA^2 of a sweep's).
@@ -50,6 +56,12 @@ class TrialCost:
     scale: float = 1.0
     limit_s: float = float("inf")
     batch_size: int = 0  # the configuration's batch (0: not told)
+    # what the confirmation will weigh (gpubench.tune.reserve): the row's median step time,
+    # samples/s (None: no figure), warm-up after the compile, and the point's own seconds
+    step_time_s: float = 0.0
+    samples_per_s: float | None = None
+    warmup_s: float = 0.0
+    point_s: float = 0.0
 
 
 @dataclass
@@ -69,10 +81,9 @@ class Planner:
     """Paces tune's search (search.Pacer) to `budget_s` seconds on the clock `now` (seconds
     since the tune began). `measuring_s[r]`: round r's default measuring seconds per trial (an
     upper bound: warm-up and measuring limits), until trials show what it takes.
-    The confirmation's reserve after a search of S seconds is `confirm_share` x S plus the fixed
-    cost of building its FINALISTS candidates (run.confirm counts that set-up outside its share):
-    each at the median first trial's fixed cost less its compile, and the longest compile seen
-    once (a worker reuses what it compiled).
+    The confirmation's reserve is what it is planned to take (`reserve_s`, from its likely
+    candidates' measured costs, gpubench.tune.reserve); `confirm_share` is its budget's share of
+    the points' seconds (run.confirm.SHARE).
     `own_fixed_s`: tune's own fixed costs (start-up, max-batch, environment capture) when the
     search began, the yard stick of measuring everything."""
 
@@ -88,44 +99,60 @@ class Planner:
     # the round under way: (round, its planned trials' combos, later rounds' trial counts)
     _round: tuple[int, list[Combo], list[int]] = (0, [], [])
     _done: int = 0  # trials of it ended
-    _blind: bool = False  # it began with no cost known
 
     # --- what trials cost -------------------------------------------------------------------
     def observe(self, cost: TrialCost) -> None:
-        """A trial's cost, once it ended (a round begun with nothing known is planned again)."""
+        """A trial's cost, once it ended: the round under way is planned again."""
         self.costs.append(cost)
         if self.rounds and cost.round == self.rounds[-1].round:
             self._done += 1
-            if self._blind:
-                self._blind = False
-                self._plan()
+            self._plan()  # on the time actually left and what this trial showed
 
-    def fixed_s(self, combo: Combo, first: bool | None = None) -> float:
-        """The fixed seconds of a trial of `combo`: its first (compile included), or a later
-        one's (compile charged once: the first's less its compile until a later one ran);
-        `first` None: its first where it has not run."""
-        mine = [c for c in self.costs if c.combo == combo]
+    def fixed_s(self, combo: Combo, batch_size: int = 0, first: bool | None = None) -> float:
+        """The fixed seconds of a trial of `combo` at `batch_size` (0: any batch). Measured
+        again, a configuration costs what its repeats cost, else its first trial less its
+        compile plus the cached compile its repeats show (a worker finds its graph cached);
+        `first` (None: where it has not run), it costs a first trial: torch.compile compiles
+        each batch afresh (a static graph per shape), so a new batch of a compiled combo pays
+        the combo's largest first trial again; a combo not yet measured, the largest first
+        trial of a setting with its compile mode; before anything of that mode ran, the
+        largest first trial seen, or `prior_fixed_s` (max-batch's probes)."""
+        mine = [c for c in self.costs if c.combo == combo and c.batch_size == batch_size]
+        if not batch_size:
+            mine = [c for c in self.costs if c.combo == combo]
         if first is None:
             first = not mine
         if not first and mine:
             again = mine[1:]
             if again:
                 return statistics.median(c.fixed_s for c in again)
-            return max(mine[0].fixed_s - mine[0].compile_s, 0.0)
+            return max(mine[0].fixed_s - mine[0].compile_s, 0.0) + self._cached_compile_s()
         firsts = self._firsts()
+        own = [c.fixed_s for c in firsts if c.combo == combo]
         mode = dict(combo).get("compile")
-        alike = [c for c in firsts if dict(c.combo).get("compile") == mode] or firsts
-        if not alike:
-            return self.prior_fixed_s
-        compile_s = 0.0 if first else statistics.median(c.compile_s for c in alike)
-        return max(statistics.median(c.fixed_s for c in alike) - compile_s, 0.0)
+        alike = [c.fixed_s for c in firsts if dict(c.combo).get("compile") == mode]
+        seen = own or alike or [c.fixed_s for c in firsts]
+        return max(seen) if seen else self.prior_fixed_s
+
+    def _cached_compile_s(self) -> float:
+        """The compile seconds of a configuration measured again (its graph cached): the
+        median its repeats showed, 0 before any."""
+        seen: set[tuple[Combo, int]] = set()
+        again = []
+        for c in self.costs:
+            key = (c.combo, c.batch_size)
+            if key in seen and c.compile_s > 0:
+                again.append(c.compile_s)
+            seen.add(key)
+        return statistics.median(again) if again else 0.0
 
     def _firsts(self) -> list[TrialCost]:
-        seen: set[Combo] = set()
+        """The first trial of each configuration (combo and batch)."""
+        seen: set[tuple[Combo, int]] = set()
         out = []
         for c in self.costs:
-            if c.combo not in seen:
-                seen.add(c.combo)
+            if (c.combo, c.batch_size) not in seen:
+                seen.add((c.combo, c.batch_size))
                 out.append(c)
         return out
 
@@ -145,45 +172,90 @@ class Planner:
                 seen.append(c.measuring_s / c.limit_s * limit)
         return statistics.median(seen) if seen else limit
 
+    def _trial_fixed_s(self, rnd: int, combo: Combo, again: bool) -> float:
+        """A planned trial's fixed cost in round `rnd`: round 0's are new configurations, the
+        last round's are measured again, round 1's start again where round 0 left a combo
+        (`again`) and climb to new batches after."""
+        repeat = rnd == ROUNDS - 1 or (rnd > 0 and again)
+        return self.fixed_s(combo, first=not repeat)
+
     def cost_s(self, rnd: int, combos: Sequence[Combo], scale: float) -> float:
         """What measuring `combos` (in order) in round `rnd` at `scale` is planned to cost."""
-        seen = {c.combo for c in self.costs}
+        seen: set[Combo] = set()
         total = 0.0
         for combo in combos:
-            total += self.fixed_s(combo, first=combo not in seen) + self.measuring_est_s(rnd, scale)
+            fixed = self._trial_fixed_s(rnd, combo, combo not in seen)
+            total += fixed + self.measuring_est_s(rnd, scale)
             seen.add(combo)
         return total
 
     def _later_s(
         self, rnd: int, later: Sequence[int], combos: Sequence[Combo], scale: float
     ) -> float:
-        """The planned cost of `later[k]` trials in round rnd + 1 + k, at a repeated trial's fixed
-        cost of the typical combo of `combos`."""
-        fixed = statistics.median(self.fixed_s(c, first=False) for c in combos) if combos else 0.0
-        return sum(
-            n * (fixed + self.measuring_est_s(rnd + 1 + k, scale)) for k, n in enumerate(later)
-        )
+        """The planned cost of `later[k]` trials in round rnd + 1 + k, at the fixed cost of the
+        typical combo of `combos`: the last round's measured again, round 1's one in
+        CLIMB_TRIALS a combo's start (measured again), the others new batches."""
+        total = 0.0
+        for k, n in enumerate(later):
+            r = rnd + 1 + k
+            each = [
+                self.fixed_s(c, first=False)
+                if r == ROUNDS - 1
+                else (self.fixed_s(c, first=False) + (CLIMB_TRIALS - 1) * self.fixed_s(c))
+                / CLIMB_TRIALS
+                for c in combos
+            ]
+            fixed = statistics.median(each) if each else 0.0
+            total += n * (fixed + self.measuring_est_s(r, scale))
+        return total
 
     # --- the search's deadline --------------------------------------------------------------
-    def reserve_s(self, search_s: float) -> float:
-        """Seconds the confirmation is planned to take after a search of `search_s` seconds."""
-        firsts = self._firsts()
-        if not firsts:  # one worker's start-up, as max-batch's probes took it
-            return self.confirm_share * search_s + self.prior_fixed_s
-        build = statistics.median(c.fixed_s - c.compile_s for c in firsts)
-        compile_s = max(c.compile_s for c in firsts)
-        return self.confirm_share * search_s + FINALISTS * build + compile_s
+    def candidates(self) -> list[Candidate]:
+        """The configurations the confirmation is expected to re-measure, from the deepest
+        round measured: the leader, the runner-up and any other within the verdict's margin
+        of the leader (leaders.MAX_CANDIDATES at most), each as its trials measured it."""
+        ran = [c for c in self.costs if c.samples_per_s is not None and c.step_time_s > 0]
+        if not ran:
+            return []
+        deepest = max(c.round for c in ran)
+        best: dict[tuple[Combo, int], TrialCost] = {}
+        for c in ran:
+            if c.round == deepest:
+                best[(c.combo, c.batch_size)] = c
+        ranked = sorted(best.values(), key=lambda c: -(c.samples_per_s or 0.0))
+        top = ranked[0].samples_per_s or 0.0
+        close = [c for c in ranked[2:] if (c.samples_per_s or 0.0) >= (1 - leaders.MARGIN) * top]
+        chosen = (ranked[:2] + close)[: leaders.MAX_CANDIDATES]
+        return [
+            Candidate(c.step_time_s, c.warmup_s, self.fixed_s(c.combo, c.batch_size, first=False))
+            for c in chosen
+        ]
+
+    def reserve_s(self, more_point_s: float = 0.0) -> float:
+        """Seconds the confirmation is planned to take after the points measured so far and
+        `more_point_s` seconds of points still to come (gpubench.tune.reserve), from the
+        measured costs of its likely candidates, and a worker's start (`prior_fixed_s`,
+        max-batch's probes); before two configurations ran, FINALISTS candidates each set up
+        at `prior_fixed_s`."""
+        deepest: dict[tuple[Combo, int], float] = {}
+        for c in self.costs:
+            deepest[(c.combo, c.batch_size)] = c.point_s or c.fixed_s + c.measuring_s
+        point_s = sum(deepest.values()) + more_point_s
+        chosen = self.candidates()
+        if len(chosen) < FINALISTS:
+            chosen = [Candidate(0.0, 0.0, self.prior_fixed_s)] * FINALISTS
+        # its own worker's start, as max-batch's probes measured one
+        return self.prior_fixed_s + confirmation_s(chosen, point_s)
 
     def left_s(self) -> float | None:
         """Seconds the search has left before the confirmation's reserve (None: no budget)."""
         if self.budget_s is None:
             return None
-        now = self.now()
-        return self.budget_s - now - self.reserve_s(max(now - self.own_fixed_s, 0.0))
+        return self.budget_s - self.now() - self.reserve_s()
 
     def _spendable_s(self) -> float | None:
-        """Seconds of trials the search can still run: each second spent adds confirm_share
-        of a second to the confirmation's reserve."""
+        """Seconds of trials the search can still run: each second of points adds up to
+        confirm_share of a second to the confirmation's budget."""
         left = self.left_s()
         return None if left is None else left / (1 + self.confirm_share)
 
@@ -212,7 +284,6 @@ class Planner:
         """Round `rnd` begins: choose the measuring scale and the round's share."""
         self._round = (rnd, list(trials), list(later))
         self._done = 0
-        self._blind = not self.costs  # nothing known yet: planned again after its first trial
         self.rounds.append(RoundPlan(rnd, len(trials), 1.0, None, self.now()))
         self._plan()
 
@@ -248,8 +319,9 @@ class Planner:
             return True
         rnd_now, trials, later = self._round
         scale = self.rounds[-1].scale
-        # the later rounds' fewest trials are kept for them: the start of each combo that
-        # would survive what this round has screened (with this one), and the finalists
+        # the later rounds' fewest trials are kept for them, at their shortest: the start of
+        # each combo that would survive what this round has screened (with this one), and the
+        # finalists, all measured again
         screened = {c.combo for c in self.costs if c.round == rnd_now} | {combo}
         survivors = min(len(screened), math.ceil(len(set(trials)) / ETA))
         fewest = [survivors] * (len(later) - 1) + [FINALISTS] * bool(later)
@@ -258,9 +330,18 @@ class Planner:
         over = [c for c in self.costs if c.batch_size == batch_size and c.measuring_s > c.limit_s]
         mine = [c.measuring_s for c in over if c.combo == combo]
         floor = max(mine) if mine else statistics.median([c.measuring_s for c in over] or [0.0])
-        need = max(self.cost_s(rnd, [combo], scale), self.fixed_s(combo) + floor)
-        keep = self._later_s(rnd_now, fewest, trials, scale)
+        fixed = self.fixed_s(combo, batch_size) if batch_size else self.fixed_s(combo)
+        need = fixed + max(self.measuring_est_s(rnd, scale), floor)
+        keep = self._kept_s(rnd_now, fewest, trials)
         return need <= self._share_left(left) and need + keep <= left
+
+    def _kept_s(self, rnd: int, fewest: Sequence[int], combos: Sequence[Combo]) -> float:
+        """What the later rounds' fewest trials (`fewest[k]` in round rnd + 1 + k) cost at the
+        least: each a configuration measured again, at MIN_SCALE."""
+        fixed = statistics.median(self.fixed_s(c, first=False) for c in combos) if combos else 0.0
+        return sum(
+            n * (fixed + self.measuring_est_s(rnd + 1 + k, MIN_SCALE)) for k, n in enumerate(fewest)
+        )
 
     def scale(self) -> float:
         """The measuring scale of the round under way (1 before the first)."""

@@ -1,12 +1,14 @@
 """One trial of tune's search against the wall clock: its measurement bounded so that it ends by
-the search's deadline (the harness checks a Budget's warm-up and measuring limits at each step
-boundary, so a trial that would pass the deadline is cut at a step, not killed), and what it
-cost, split into fixed and measuring seconds for the plan (gpubench.tune.plan)."""
+the search's deadline (its warm-up and measuring limits shrunk to the time left, and the
+deadline itself handed to the harness, which stops at the step boundary where it passes: a
+trial is cut at a step, and killed only as the last resort), and what it cost, split into
+fixed and measuring seconds for the plan (gpubench.tune.plan)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from typing import Any
 
 from gpubench.config.spec import Budget
@@ -48,6 +50,13 @@ def measuring_limit_s(budget: Budget) -> float:
     return budget.warmup_max_s + budget.max_time_s
 
 
+def with_deadline(budget: Budget, left_s: float) -> Budget:
+    """`budget` with the search's deadline, `left_s` seconds from now, as a time.monotonic()
+    value the worker's harness reads (harness.timing stops warm-up and measuring at the step
+    boundary where it passes: the row comes back `deadline_cut`)."""
+    return dataclasses.replace(budget, deadline=time.monotonic() + max(left_s, 0.0))
+
+
 def bounded(budget: Budget, room_s: float) -> tuple[Budget, bool]:
     """`budget` with its warm-up and measuring limits shrunk, in proportion, to end within
     `room_s` seconds of measuring, and whether it had to be (the trial is then cut: not a
@@ -87,6 +96,19 @@ def cost(
     measuring = min(warm + float(row.get("wall_time_s") or 0.0), wall_s)
     limit = measuring_limit_s(budget)
     fixed = wall_s - measuring
+    ok = row.get("status") == "ok" and not row.get("deadline_cut")
     return TrialCost(
-        config.combo, rnd, fixed, measuring, compile_s, scale, limit, config.batch_size
+        config.combo,
+        rnd,
+        fixed,
+        measuring,
+        compile_s,
+        scale,
+        limit,
+        config.batch_size,
+        step_time_s=float(row.get("step_time_s") or 0.0) if ok else 0.0,
+        samples_per_s=float(row["samples_per_s"]) if ok and row.get("samples_per_s") else None,
+        # a warm-up its limit ended may run to the confirmation's longer limit there
+        warmup_s=warm if row.get("warmup_steady", True) else math.inf,
+        point_s=float(row.get("point_time_s") or 0.0),
     )

@@ -7,9 +7,10 @@ unprofiled); round 2 is the sweep's own measurement, so a finalist's row is a sw
 wall-clock budget covers the whole tune (start-up, max-batch and the environment capture
 included): the plan (gpubench.tune.plan) learns what a trial costs as the search goes, sizes
 each round so that all fit, and keeps the confirmation's reserve; each trial's measurement is
-bounded to end by the search's deadline (gpubench.tune.trial: cut at a step boundary, recorded
-as cut and never ranked), so the tune overruns its budget by no more than a trial's first step
-(its compile) beyond what was planned.
+bounded to end by the search's deadline, which the worker's harness also checks at every step
+boundary (gpubench.tune.trial: cut at a step, recorded as cut and never ranked; the worker is
+killed only as the last resort), so the tune overruns its budget by no more than a trial's
+first step (its compile) beyond what was planned.
 
 A resumed tune replays the search on the figures of tune_rows.jsonl (the search is a pure
 function of them), measuring only what is new, under a budget of its own.
@@ -81,7 +82,9 @@ class TuneRequest:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> TuneRequest:
-        budget = Budget(**{k: math.inf if v is None else v for k, v in d["budget"].items()})
+        budget = Budget(  # a time limit of null is infinite; a deadline of null is none
+            **{k: math.inf if v is None and k != "deadline" else v for k, v in d["budget"].items()}
+        )
         sizes = d.get("batch_sizes")
         return TuneRequest(
             d["model"],
@@ -241,11 +244,13 @@ def tune(
             budget = round_budget(request.budget, rnd, planner.scale())
             extra: dict[str, Any] = {"_budget_s": budget.max_time_s}
             if row is None:
-                left, fixed, cut = planner.left_s(), planner.fixed_s(config.combo), False
+                left, cut = planner.left_s(), False
+                fixed = planner.fixed_s(config.combo, config.batch_size)
                 if left is not None:
                     if left - fixed <= 0:
                         raise Stop  # not even its fixed cost fits: the search ends here
                     budget, cut = trial.bounded(budget, left - fixed)
+                    budget = trial.with_deadline(budget, left)
                     runner.point_timeout_s = trial.kill_after_s(
                         left - fixed, fixed, point_timeout_s
                     )
@@ -256,6 +261,7 @@ def tune(
                 began, t0 = now(), time.perf_counter()
                 row = bottleneck.classified(runner.run(point, budget))
                 wall = time.perf_counter() - t0
+                cut = cut or bool(row.get("deadline_cut"))
                 cut = cut or (left is not None and row["status"] == "timeout")
                 row["tune_round"] = rnd
                 if cut:

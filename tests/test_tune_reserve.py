@@ -1,0 +1,62 @@
+"""The confirmation's reserve follows what the search measured: its likely candidates (the
+deepest round's leaders), their step times, warm-ups and set-up, and the points' seconds."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpubench.run import confirm
+from gpubench.tune.plan import Planner, TrialCost
+from gpubench.tune.reserve import Candidate, confirmation_s
+
+A = (("precision", "bf16"), ("compile", "eager"))
+B = (("precision", "fp32"), ("compile", "eager"))
+C = (("precision", "fp32"), ("compile", "compile"))
+
+
+def planner(step_s: float) -> Planner:
+    p = Planner(100.0, lambda: 0.0, [1.0, 3.0, 9.0], confirm.SHARE, prior_fixed_s=0.5)
+    p.observe(TrialCost(B, 0, 0.2, 1.0, batch_size=64, step_time_s=step_s, samples_per_s=64.0,
+                        warmup_s=0.3, point_s=1.5))  # fmt: skip
+    p.observe(TrialCost(A, 1, 0.1, 2.0, batch_size=64, step_time_s=step_s / 2,
+                        samples_per_s=128.0, warmup_s=0.2, point_s=2.5))  # fmt: skip
+    p.observe(TrialCost(C, 1, 9.0, 2.0, compile_s=8.5, batch_size=64, step_time_s=step_s / 2,
+                        samples_per_s=126.0, warmup_s=0.4, point_s=11.0))  # fmt: skip
+    p.observe(TrialCost(B, 1, 0.3, 2.0, batch_size=32, step_time_s=step_s, samples_per_s=32.0,
+                        warmup_s=0.1, point_s=2.0))  # fmt: skip
+    return p
+
+
+def test_the_reserve_is_its_leaders_confirmation_as_measured() -> None:
+    p = planner(0.05)
+    # the deepest round's leader and runner-up (within the margin: the compiled one), not the
+    # slow one; the compiled one set up again without its compile (cached)
+    assert p.candidates() == [Candidate(0.025, 0.2, 0.1), Candidate(0.025, 0.4, 0.5)]
+    points = 1.5 + 2.5 + 11.0 + 2.0
+    assert p.reserve_s() == pytest.approx(0.5 + confirmation_s(p.candidates(), points))
+    assert p.reserve_s(10.0) > p.reserve_s()  # more points: a longer confirmation budget
+
+
+def test_the_reserve_grows_with_the_candidates_step_times_not_a_constant() -> None:
+    fast, slow = planner(0.05).reserve_s(), planner(2.0).reserve_s()
+    assert slow > fast
+    # two 1 s steps: the rounds of one-step windows (and their switch steps) run until the
+    # confirmation's deadline, DEADLINE x its budget, and one round past it
+    budget = confirm.SHARE * (1.5 + 2.5 + 11.0 + 2.0)
+    rounds = confirm.DEADLINE * budget + 2 * (1.0 + 1.0)
+    assert slow == pytest.approx(0.5 + (0.1 + 0.5) + (0.2 + 0.4) + rounds)
+
+
+def test_a_warm_up_its_trial_ended_unsteady_is_planned_to_the_confirmations_limit() -> None:
+    steady = [Candidate(0.05, 0.1, 0.2), Candidate(0.05, 0.1, 0.2)]
+    unsteady = [Candidate(0.05, math.inf, 0.2), Candidate(0.05, math.inf, 0.2)]
+    budget = confirm.SHARE * 40.0
+    assert confirmation_s(unsteady, 40.0) - confirmation_s(steady, 40.0) == pytest.approx(
+        2 * (0.5 * budget / 2 - 0.1)
+    )
+
+
+def test_one_candidate_needs_no_confirmation() -> None:
+    assert confirmation_s([Candidate(0.1, 0.1, 1.0)], 100.0) == 0.0
