@@ -1,6 +1,5 @@
 """What the commands print: the sweep's progress, summary and notices, the verdict, and `list`
-(the results table: results_table.py; max-batch: max_batch_console.py). Printing only: which
-points run is decided elsewhere (commands.py, run/)."""
+(the results table: results_table.py; max-batch: max_batch_console.py). Printing only."""
 
 from __future__ import annotations
 
@@ -15,10 +14,10 @@ import pandas as pd
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from gpubench.cli import results_table
 from gpubench.cli.convergence_table import batch_table, comparisons, points_table
+from gpubench.cli.layout import plain_table
 from gpubench.config.precision import PRECISION_NOTE
 from gpubench.config.spec import OPTIMIZERS, PRECISIONS, SweepSpec, model_label
 from gpubench.probes import load
@@ -82,10 +81,7 @@ class SweepProgress:
 def read_env(run_dir: Path) -> dict[str, Any]:
     """The run folder's env.json, or {} where it has none yet."""
     path = Path(run_dir) / "env.json"
-    if not path.is_file():
-        return {}
-    env: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return env
+    return dict(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else {}
 
 
 def launched_row(row: dict[str, Any]) -> None:
@@ -138,10 +134,9 @@ def report_failed(run_dir: Path, error: Exception) -> None:
 
 
 def sweep_errors(errors: list[dict[str, Any]], failed: list[str], run_dir: Path) -> None:
-    """After a sweep whose `errors` rows (in the order measured) ended `error`: each model of
-    `failed` every point of which did, the first error, the last frames of the first traceback
-    (a worker that died has none), and where every traceback is kept (results.jsonl's
-    `traceback` field), on stderr."""
+    """On stderr, after a sweep whose `errors` rows ended `error`: each model of `failed` (every
+    point of which did), the first error, the last frames of the first traceback, and where
+    every traceback is kept (results.jsonl's `traceback` field)."""
     from gpubench.harness.tracebacks import last_frames
 
     def say(line: str) -> None:
@@ -190,10 +185,7 @@ def _print_convergence(frame: pd.DataFrame, run_dir: Path) -> None:
 def _short(row: dict[str, Any]) -> str:
     ms = f"{row['step_time_s'] * 1e3:.2f} ms" if row.get("step_time_s") else row["status"]
     threads = f" threads={row['threads']}" if pd.notna(row.get("threads")) else ""
-    return (
-        f"{model_label(row['model'], row.get('model_size'))} {row['device']} "
-        f"{row['precision']} {row['optimizer']} B={row['batch_size']}{threads}: {ms}"
-    )
+    return f"{_point_text(row)}{threads}: {ms}"
 
 
 def busy(line: str | None) -> None:
@@ -204,13 +196,16 @@ def busy(line: str | None) -> None:
 
 def listing(models: list[dict[str, Any]], devices: list[str], suites: list[str]) -> None:
     """`gpubench list`: the models with their presets, and the values each axis allows."""
-    table = Table(title="models")
-    for col in ("model", "size", "parameters", "config"):
-        table.add_column(col)
-    for m in models:
-        cfg = ", ".join(f"{k}={v}" for k, v in m["config"].items())
-        table.add_row(m["model"], m["size"], f"{m['parameters']:,}", cfg)
-    stdout.print(table)
+    rows = (
+        (
+            m["model"],
+            m["size"],
+            f"{m['parameters']:,}",
+            ", ".join(f"{k}={v}" for k, v in m["config"].items()),
+        )
+        for m in models
+    )
+    stdout.print(plain_table("models", ("model", "size", "parameters", "config"), rows))
     stdout.print(f"precisions: {', '.join(PRECISIONS)}")
     stdout.print(f"  note: {PRECISION_NOTE}")
     stdout.print(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from gpubench.cli.cells import fmt
 from gpubench.cli.console import stderr, stdout
+from gpubench.cli.layout import fmt, plain_table
 from gpubench.config.spec import Point
 from gpubench.run import maxbatch
 from gpubench.run.accumulation_plan import AccumulationPlan
@@ -81,18 +81,17 @@ def accumulation_plan(found: AccumulationPlan) -> None:
 
 
 def probe_table(result: maxbatch.MaxBatch) -> Table:
-    table = Table(title="max-batch probes")
-    for col in ("phase", "batch", "outcome", "step ms", "samples/s", "seconds"):
-        table.add_column(col, justify="left" if col in ("phase", "outcome") else "right")
-    for p in result.probes:
-        failed = not p.fits and p.status != "oom"  # an oom's reason is the allocator's words
-        outcome = f"{p.status}: {(p.error or '')[:60]}" if failed else p.status
-        table.add_row(
+    rows = (
+        (
             p.phase,
             str(p.batch_size),
-            outcome,
+            # an oom's reason is the allocator's words
+            f"{p.status}: {(p.error or '')[:60]}" if not p.fits and p.status != "oom" else p.status,
             fmt(p.step_time_s * 1e3 if p.step_time_s else None, ".2f"),
             fmt(p.samples_per_s, ",.0f"),
             f"{p.seconds:.1f}",
         )
-    return table
+        for p in result.probes
+    )
+    headers = ("phase", "batch", "outcome", "step ms", "samples/s", "seconds")
+    return plain_table("max-batch probes", headers, rows, headers[3:] + headers[1:2])

@@ -10,8 +10,7 @@ from rich.cells import cell_len
 from rich.table import Table
 
 from gpubench.cli import layout
-from gpubench.cli.cells import fmt
-from gpubench.cli.layout import Column
+from gpubench.cli.layout import Column, fmt
 from gpubench.config.spec import model_label
 from gpubench.data.synthetic import DISTINCT_BATCHES
 from gpubench.harness.timing import min_samples_for_ci

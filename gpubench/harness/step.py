@@ -1,5 +1,6 @@
 """The step a point measures: its trainer and batches, with the point's speed options applied
-(torch.compile, channels-last layout, whole-step CUDA graph capture)."""
+(torch.compile, channels-last layout, whole-step CUDA graph capture: one replay launches the
+forward, backward and optimizer step)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from torch import Tensor, nn
 from gpubench.config import precision
 from gpubench.config.spec import Point
 from gpubench.data import synthetic
-from gpubench.harness import cuda_graph as graphs
 from gpubench.harness.checkpointing import checkpoint_blocks
 from gpubench.harness.timing import synchronize
 from gpubench.harness.train import Trainer, make_trainer
@@ -29,7 +29,7 @@ def unsupported_reason(point: Point, workload: Workload | None = None) -> str | 
     reason = precision.unsupported_reason(point.precision, device)
     reason = reason or synthetic.unsupported_reason(point.data, device)
     if reason is None and point.cuda_graph:
-        reason = graphs.unsupported_reason(
+        reason = _graph_reason(
             precision.get(point.precision).scaler, point.compile == "compile", device
         )
     has_conv = workload is None or any(isinstance(m, nn.Conv2d) for m in workload.model.modules())
@@ -82,6 +82,50 @@ def cudnn_benchmark(enabled: bool) -> Iterator[None]:
         torch.backends.cudnn.benchmark = old
 
 
+# Steps run on a side stream before capture, as CUDA graphs require (lazy state such as
+# optimizer moments and cuBLAS workspaces must exist before the capture records their addresses).
+_GRAPH_WARMUP_STEPS = 3
+
+
+def _graph_reason(
+    trainer_precision_scaled: bool, compiled: bool, device: torch.device
+) -> str | None:
+    if device.type != "cuda":
+        return "CUDA graphs need a CUDA device"
+    if trainer_precision_scaled:
+        return "fp16 loss scaling checks for inf on the host every step, which a graph cannot hold"
+    if compiled:
+        return (
+            "torch.compile manages its own CUDA graphs (mode='reduce-overhead'); whole-step "
+            "capture applies to eager steps"
+        )
+    return None
+
+
+class GraphedStep:
+    """Captures `trainer.step` on static input buffers; each call copies the batch into them
+    and replays the graph. Returns the step's loss (a fresh tensor, so earlier losses survive)."""
+
+    def __init__(self, trainer: Trainer, inputs: Tensor, targets: Tensor) -> None:
+        self.inputs = inputs.clone()
+        self.targets = targets.clone()
+        side = torch.cuda.Stream(trainer.device)
+        side.wait_stream(torch.cuda.current_stream(trainer.device))
+        with torch.cuda.stream(side):
+            for _ in range(_GRAPH_WARMUP_STEPS):
+                trainer.step(self.inputs, self.targets)
+        torch.cuda.current_stream(trainer.device).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.loss = trainer.step(self.inputs, self.targets)
+
+    def __call__(self, inputs: Tensor, targets: Tensor) -> Tensor:
+        self.inputs.copy_(inputs, non_blocking=True)
+        self.targets.copy_(targets, non_blocking=True)
+        self.graph.replay()
+        return self.loss.clone()
+
+
 @dataclass
 class PreparedStep:
     """`step()` runs one training step on the next batch and returns its (unsynchronised) loss.
@@ -122,7 +166,7 @@ def prepare(point: Point, workload: Workload, lr: float | None = None) -> Prepar
         return PreparedStep(trainer, batches, lambda: trainer.step(*batches.next()), None)
     synchronize(device)
     t0 = time.perf_counter()
-    graphed = graphs.GraphedStep(trainer, *batches.next())
+    graphed = GraphedStep(trainer, *batches.next())
     synchronize(device)
     return PreparedStep(
         trainer, batches, lambda: graphed(*batches.next()), time.perf_counter() - t0

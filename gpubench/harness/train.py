@@ -1,9 +1,10 @@
 """The training step: zero_grad; per micro-batch forward under autocast, loss scaled by 1/k,
-backward; one optimizer step."""
+backward (ranks synchronise gradients in the last one only); one optimizer step."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -11,8 +12,26 @@ from torch import Tensor, nn
 
 from gpubench.config import precision
 from gpubench.harness import optimizers
-from gpubench.harness.gradient_sync import gradient_sync
 from gpubench.models.workload import Workload
+
+
+@contextlib.contextmanager
+def gradient_sync(model: nn.Module, sync: bool) -> Iterator[None]:
+    """A backward in this block reduces gradients across ranks only if `sync` (DDP's
+    no_sync, FSDP2's set_requires_gradient_sync): under accumulation the last micro-batch
+    reduces the sum once per update, not k times. The forward runs in it too (DDP prepares its
+    reduction there); a single process has nothing to synchronise."""
+    if not sync and isinstance(model, nn.parallel.DistributedDataParallel):
+        with model.no_sync():
+            yield
+    elif not sync and hasattr(model, "set_requires_gradient_sync"):  # an FSDP2 module
+        model.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            model.set_requires_gradient_sync(True)
+    else:
+        yield
 
 
 @dataclass
