@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gpubench.cli import console, max_batch_console
+from gpubench.cli import console
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.run import accumulation_plan, maxbatch
@@ -248,7 +248,7 @@ def max_batch(
     if reason is not None:
         raise ConfigError(f"{point.label().removesuffix(f' B={point.batch_size}')}: {reason}")
     cap = max_memory if max_memory is not None else maxbatch.default_cap(point.device)
-    max_batch_console.max_batch_header(point, cap, chosen=max_memory is not None)
+    console.max_batch_header(point, cap, chosen=max_memory is not None)
 
     def search(p: Point) -> maxbatch.MaxBatch:
         return maxbatch.find(
@@ -261,7 +261,7 @@ def max_batch(
             exact=exact,
             confirm_budget=budget,
             time_budget=budget if time_them else None,
-            on_probe=None if as_json else max_batch_console.probe_line,
+            on_probe=None if as_json else console.probe_line,
         )
 
     if target_batch is not None or checkpoints is not None:  # issue 25
@@ -272,13 +272,13 @@ def max_batch(
         if as_json:
             print_json(plan.to_dict())
         else:
-            max_batch_console.accumulation_plan(plan)
+            console.accumulation_plan(plan)
         return 0
     result = search(point)
     if as_json:
         print_json(result.to_dict())
     else:
-        max_batch_console.max_batch_result(result)
+        console.max_batch_result(result)
     return 0
 
 

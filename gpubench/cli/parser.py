@@ -1,5 +1,6 @@
-"""The command line's parser: each command's flags (sweep_args, max_batch_args, tune_args; the
-flags they share in flags.py) under one `gpubench` with the help below."""
+"""The command line's parser: each command's flags (sweep_args, max_batch_args, tune_args,
+sharing flags.py) under one `gpubench`; a usage error is one line naming the bad value and
+what is allowed (a ConfigError, exit status 2)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,8 @@ SUITES_DIR = SHIPPED
 
 
 class Help(argparse.HelpFormatter):
-    """Each option's help ends with its default: '(default: small)'. An option that takes no
-    value, one whose help says its default already, and one with no default (None, or an
-    empty list) are left as they are; the sweep's suite-set flags say '(default: the
-    suite's)' in their own help."""
+    """Each option's help ends with its default, '(default: small)', unless it takes no value,
+    has none (None, or an empty list), or its help says it already."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""

@@ -226,8 +226,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: absent without it
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
-    """Add what makes a training benchmark reproducible to pytest-benchmark's machine info;
-    `pytest-benchmark compare` warns when it differs from the baseline's."""
+    """What makes a training benchmark reproducible, in pytest-benchmark's machine info."""
     machine_info["gpubench"] = machine_summary()
 
 
@@ -248,14 +247,14 @@ def machine_summary() -> dict[str, Any]:
 
 
 def nvidia_driver_version(path: Path = Path("/proc/driver/nvidia/version")) -> str | None:
-    """The NVIDIA kernel driver's version (e.g. '550.54.15') on Linux, or None where no NVIDIA
-    driver is loaded. Read from procfs so this works without NVML."""
+    """The NVIDIA kernel driver's version (e.g. '550.54.15'), from procfs (no NVML needed);
+    None where none is loaded."""
     try:
         first_line = path.read_text(encoding="utf-8", errors="replace").partition("\n")[0]
     except OSError:
         return None
-    # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 ..." (the open
-    # module says "... Open Kernel Module for x86_64  570.86.15 ..."): the first dotted number.
+    # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar ...": the first
+    # dotted number (the open module words it differently).
     match = re.search(r"\s(\d+\.\d+(?:\.\d+)?)\s", first_line)
     return match.group(1) if match else None
 

@@ -1,7 +1,4 @@
-"""Rank 0's row of a parallel point, made from every rank's figures (harness.parallel measures
-them): the group is as fast as its slowest rank, memory is per rank, FLOPs and bytes are the
-group's, and its roofs are `world` times one rank's.
-"""
+"""Rank 0's row of a parallel point, made from every rank's figures (harness.parallel)."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ import torch
 
 from gpubench.config.spec import Budget, Point
 from gpubench.harness import parallel_probes
-from gpubench.harness.parallel_probes import largest
+from gpubench.harness.parallel_probes import largest, median
 from gpubench.harness.point import _datasheet_peak, profile_values
 from gpubench.harness.timing import Stats
 from gpubench.probes import calibration, communication, flops, load
@@ -104,8 +101,8 @@ def group_row(
         per_process_samples_per_s=global_batch / s.median_s / world,
         slowest_rank_step_time_s=s.median_s,
         rank_step_time_spread=(max(medians) - min(medians)) / statistics.median(medians),
-        collective_time_s=_median(r["collective_time_s"] for r in ranks),
-        collective_fraction=_median(r["collective_fraction"] for r in ranks),
+        collective_time_s=median(r["collective_time_s"] for r in ranks),
+        collective_fraction=median(r["collective_fraction"] for r in ranks),
         collective_method=None if r0["collective_time_s"] is None else communication.METHOD,
         rank_peak_rss_bytes=largest(r["peak_rss_bytes"] for r in ranks),
         rank_peak_allocated_bytes=largest(r["peak_allocated_bytes"] for r in ranks),
@@ -119,7 +116,7 @@ def group_row(
 
 
 def _micro_batch(point: Point) -> int | None:
-    """A rank's micro-batch (issue 25); None where its batch does not split (unsupported)."""
+    """A rank's micro-batch; None where its batch does not split (unsupported)."""
     batch = point.per_process_batch()
     return batch // point.accumulate if batch % point.accumulate == 0 else None
 
@@ -140,8 +137,8 @@ def _compute_values(
     peak: calibration.Peak | None,
     rank0_device: torch.device,
 ) -> dict[str, Any]:
-    """The group's FLOPs, MFU (against `world` datasheet peaks), fraction of `world` measured
-    matmul roofs, and place on the roofline (bytes every rank moves, `world` bandwidth roofs)."""
+    """The group's FLOPs, MFU, fraction of the matmul roof and place on the roofline, against
+    `world` times one rank's roofs."""
     device = torch.device(point.device)
     flop_count = sum(r["flops_per_step"] for r in ranks)
     nbytes = sum(r["bytes_per_step"] for r in ranks)
@@ -165,8 +162,3 @@ def _compute_values(
         achieved_gb_per_s=nbytes / median_s / 1e9,
         peak_bandwidth_gb_per_s=None if bandwidth is None else bandwidth.gb_per_s * world,
     )
-
-
-def _median(values: Any) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.median(known) if known else None

@@ -23,8 +23,7 @@ from gpubench.models.workload import Workload
 
 
 def unsupported_reason(point: Point, workload: Workload | None = None) -> str | None:
-    """Why `point` cannot run on its device, or None. Checks that need the model run only when
-    `workload` is given."""
+    """Why `point` cannot run on its device, or None (the model's checks only with `workload`)."""
     device = torch.device(point.device)
     reason = precision.unsupported_reason(point.precision, device)
     reason = reason or synthetic.unsupported_reason(point.data, device)
@@ -40,9 +39,8 @@ def unsupported_reason(point: Point, workload: Workload | None = None) -> str | 
 
 
 def _effective_batch_reason(point: Point, workload: Workload | None) -> str | None:
-    """issue 25: a batch that does not split into `accumulate` equal micro-batches (a suite's
-    explicit batch sizes are refused up front; "auto" ones and a strong-scaling rank's share
-    meet this here), and checkpointing of a model without repeated blocks."""
+    """A batch that does not split into `accumulate` equal micro-batches ("auto" batch sizes
+    and a strong-scaling rank's share meet this here), or checkpointing without blocks."""
     batch = point.per_process_batch()
     if batch % point.accumulate:
         return (
@@ -72,8 +70,8 @@ def _cudnn_benchmark_reason(
 
 @contextlib.contextmanager
 def cudnn_benchmark(enabled: bool) -> Iterator[None]:
-    """torch.backends.cudnn.benchmark set for the block (PyTorch's default: off), then restored.
-    The autotuning happens in the first steps of a shape: the warm-up's."""
+    """torch.backends.cudnn.benchmark set for the block (PyTorch's default: off), then restored
+    (it autotunes in a shape's first steps: the warm-up's)."""
     old = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = enabled
     try:
@@ -128,8 +126,8 @@ class GraphedStep:
 
 @dataclass
 class PreparedStep:
-    """`step()` runs one training step on the next batch and returns its (unsynchronised) loss.
-    `capture_time_s` is the one-off cost of CUDA graph capture (None without a graph)."""
+    """`step()` runs one training step on the next batch and returns its (unsynchronised) loss;
+    `capture_time_s`: the one-off cost of CUDA graph capture (None without a graph)."""
 
     trainer: Trainer
     batches: synthetic.Batches
