@@ -205,8 +205,6 @@ def add_one_model_flags(
 
 def resolved_device(device: str) -> str:
     """--device with auto made CUDA where torch sees it, else the CPU."""
-    if device != "auto":
-        return device
-    import torch
+    from gpubench.harness.stepbench import resolve_device
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return device if device != "auto" else str(resolve_device(device))

@@ -209,13 +209,11 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
                 device,
                 budget,
                 lambda: parallel_probes.counted_step(prepared),
-                lambda flag: _any_rank(flag, device),
+                lambda flag: bool(_max_over_ranks([float(flag)], device)[0]),
             )
             counted: parallel_probes.CountedStep = warm.observed  # type: ignore[assignment]
             # the slowest rank's estimate of a step sizes every rank's measured steps
-            slowest = torch.tensor([warm.estimate_s], dtype=torch.float64, device=device)
-            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-            steps = steps_to_measure(budget, float(slowest.item()))
+            steps = steps_to_measure(budget, _max_over_ranks([warm.estimate_s], device)[0])
             # Each rank samples its own GPU; the CPU package's energy is the node's: rank 0's.
             sampler = nvml_sampler(device)
             package = rapl.PackageEnergy() if rank == 0 else None
@@ -272,11 +270,11 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
     )
 
 
-def _any_rank(flag: bool, device: torch.device) -> bool:
-    """Whether `flag` holds on any rank (a collective: every rank must call it)."""
-    t = torch.tensor([int(flag)], device=device)
+def _max_over_ranks(values: list[float], device: torch.device) -> list[float]:
+    """Each of `values`' largest over every rank (a collective: every rank must call it)."""
+    t = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return [float(v) for v in t.tolist()]
 
 
 def _profile(
@@ -285,9 +283,7 @@ def _profile(
     """This rank's profile, by the single process's plan (point.profile_plan) on the slowest
     rank's median step and longest warm-up and measurement, so every rank profiles the same
     steps."""
-    agreed = torch.tensor([statistics.median(times), spent_s], dtype=torch.float64, device=device)
-    dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
-    plan = profile_plan(budget, float(agreed[0]), float(agreed[1]))
+    plan = profile_plan(budget, *_max_over_ranks([statistics.median(times), spent_s], device))
     if plan is None or isinstance(plan, str):
         return plan
     return step_profile.profile_steps(step, device, plan)

@@ -19,6 +19,15 @@ from gpubench.store.row import make_row
 
 # The process group's backend per device type (the row's `backend`).
 BACKENDS = {"cpu": "gloo", "cuda": "nccl"}
+# The columns the group's row takes from rank 0's figures, under the same names.
+_AS_RANK0: tuple[str, ...] = (
+    "optimizer_impl",
+    "parameters",
+    "warmup_steps",
+    "warmup_time_s",
+    "warmup_steady",
+)
+_AS_RANK0 += ("loss_first", "workload")
 
 
 def group_row(
@@ -62,13 +71,9 @@ def group_row(
         point,
         status,
         error=None if status == "ok" else f"loss became {last} during measurement",
-        optimizer_impl=r0["optimizer_impl"],
-        parameters=r0["parameters"],
+        **{k: r0[k] for k in _AS_RANK0},
         samples_per_step=global_batch,
         tokens_per_step=tokens,
-        warmup_steps=r0["warmup_steps"],
-        warmup_time_s=r0["warmup_time_s"],
-        warmup_steady=r0["warmup_steady"],
         **s.columns(),
         noisy=not math.isfinite(s.ci_rel) or s.ci_rel > budget.target_rel_ci,
         **_compute_values(point, ranks, world, s.median_s, peak, device),
@@ -80,7 +85,6 @@ def group_row(
         wall_time_s=ranks[slowest]["wall_time_s"],
         samples_per_s=global_batch / s.median_s,
         tokens_per_s=None if tokens is None else tokens / s.median_s,
-        loss_first=r0["loss_first"],
         loss_last=last,
         torch_threads=torch.get_num_threads(),
         step_times_s=ranks[slowest]["step_times_s"],
@@ -91,7 +95,6 @@ def group_row(
         memory_optimizer_bytes=r0["optimizer_bytes"],
         memory_inputs_bytes=largest(r.get("inputs_bytes") for r in ranks),
         memory_remainder_bytes=largest(r.get("remainder_bytes") for r in ranks),
-        workload=r0.get("workload"),
         host_peak_rss_bytes=largest(r["peak_rss_bytes"] for r in ranks),
         **parallel_probes.address_space(ranks),
         torch_peak_allocated_bytes=largest(r["peak_allocated_bytes"] for r in ranks),
