@@ -41,7 +41,7 @@ def test_summary_progress_and_failures_print_brackets_verbatim(
 def test_counts_and_ratios_read_as_english(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gpubench.cli.cells import fmt
+    from gpubench.cli.layout import fmt
     from gpubench.science.verdict import _batch_scaling
     from gpubench.store.wording import number, plural, times
 

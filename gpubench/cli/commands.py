@@ -1,5 +1,5 @@
-"""What each command runs: the sweep (with Ctrl-C handling and its report), report, compare,
-max-batch, list and env. What they print is console.py's job."""
+"""What each command runs (the sweep with its Ctrl-C handling and report, report, compare,
+max-batch, list, env); what they print is console.py's job."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gpubench.cli import console, max_batch_console
+from gpubench.cli import console
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.run import accumulation_plan, maxbatch
@@ -40,11 +40,10 @@ def sweep(
     confirm: bool = True,
     plan_file: Path | None = None,
 ) -> int:
-    """Run `spec` into `out` (default results/<timestamp>), then print its tables and render its
-    report. Exit status 0; 1 when every point of some model ended `error` (FAILED_MODEL); 130
-    when Ctrl-C stopped it (the rows measured are kept either way). Where any point ended
-    `error`, the first one's last frames are printed, and where every traceback is kept.
-    `overridden` names the flags that changed the suite, for the opening line."""
+    """Run `spec` into `out` (default results/<timestamp>), then print its tables, errors and
+    verdict and render its report. Exit status 0; FAILED_MODEL where every point of some model
+    ended `error`; 130 when Ctrl-C stopped it (the rows measured are kept either way).
+    `overridden`: the flags that changed the suite, for the opening line."""
     from gpubench.run import launched
 
     if launched.under_torchrun():  # issue 17: this process is one rank of a torchrun launch
@@ -99,9 +98,8 @@ def failed_models(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _launched_sweep(spec: SweepSpec, out: Path | None, point_timeout_s: float | None) -> NoReturn:
-    """One rank's part of a sweep under torchrun; rank 0 prints each row and renders the
-    report. --out is required: every rank must name the same folder. The rank's process ends
-    here, with the exit status of its part."""
+    """One rank's part of a sweep under torchrun (--out required: every rank names the same
+    folder); rank 0 prints each row and renders the report. The process ends here."""
     import os
 
     from gpubench.run import launched
@@ -121,18 +119,17 @@ def _launched_sweep(spec: SweepSpec, out: Path | None, point_timeout_s: float | 
     )
     if rank0 and status == 0:
         _render_report(out)
-    # Leave without the interpreter's teardown: the group is destroyed and every row is on disk,
-    # but objects gloo still holds (a joinable worker thread) can abort a rank as they are
-    # destructed at exit ("terminate called without an active exception", SIGABRT), and
-    # torchrun then fails the whole launch after it succeeded (seen once in CI, 8 ranks on 2 cores).
+    # Leave without the interpreter's teardown: every row is on disk, but objects gloo still
+    # holds can abort a rank as they are destructed (SIGABRT), and torchrun then fails the
+    # whole launch after it succeeded (seen in CI, 8 ranks on 2 cores).
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
 
 
 def _render_report(run_dir: Path) -> None:
-    """The sweep's report. Its rows are already on disk, so a failure here costs only the
-    report: it is printed with the command that retries it, and the sweep still succeeds."""
+    """The sweep's report; a failure costs only the report (its rows are on disk): it is
+    printed with the command that retries it, and the sweep still succeeds."""
     from gpubench.report import build_report
 
     try:
@@ -144,20 +141,16 @@ def _render_report(run_dir: Path) -> None:
 def merge(
     dirs: list[Path], out: Path, allow_duplicates: bool, across_machines: bool = False
 ) -> int:
-    """Join run folders into `out`, say which machines it joined, and render its report. With
-    `allow_duplicates` a point in several folders keeps its first `ok` row (its first row where
-    none is `ok`); without, such a point is refused. `across_machines`: scaling efficiency may
-    set a row against a baseline measured on another machine."""
+    """Join run folders into `out` (run.merge), say which machines it joined, and render its
+    report."""
     from gpubench.run.merge import merge as merge_runs
 
     merged = merge_runs(dirs, out, allow_duplicates, across_machines)
-    gave_way = f": {plural(merged.replaced, 'failed row')} gave way to a later ok row"
-    dropped = (
-        f" ({plural(merged.dropped, 'duplicate row')} left out"
-        f"{gave_way if merged.replaced else ''})"
-        if merged.dropped
-        else ""
-    )
+    dropped = ""
+    if merged.dropped:
+        gave_way = f": {plural(merged.replaced, 'failed row')} gave way to a later ok row"
+        dropped = f" ({plural(merged.dropped, 'duplicate row')} left out"
+        dropped += f"{gave_way if merged.replaced else ''})"
     print(
         f"merged {plural(len(dirs), 'run folder')}: {plural(merged.rows, 'row')} -> {out}{dropped}"
     )
@@ -172,28 +165,27 @@ def merge(
     return 0
 
 
-def _print_verdict(dirs: list[Path], margin: float | None = None) -> None:
-    """Every sweep ends with its answer: the verdict per model (printed after the tables)."""
+def _print_verdict(dirs: list[Path]) -> None:
+    """The verdict per model (the last thing a sweep prints)."""
     from gpubench.report.explain import explain_runs
 
-    console.verdict(*explain_runs(dirs, *([] if margin is None else [margin])))
+    console.verdict(*explain_runs(dirs))
 
 
 def explain(dirs: list[Path], as_json: bool = False, margin_pct: float | None = None) -> int:
-    """`gpubench explain DIR...`: the verdict of run folders, in the terminal (as JSON with
-    `as_json`), a lead under `margin_pct` percent being a tie (None: the default margin)."""
+    """`gpubench explain DIR...`: the verdict of run folders (as JSON with `as_json`), a lead
+    under `margin_pct` percent being a tie (None: the default margin)."""
     from gpubench.report.explain import explain_runs
 
-    margin = None if margin_pct is None else margin_pct / 100
+    margin = [] if margin_pct is None else [margin_pct / 100]
     try:
         if not as_json:
-            _print_verdict(dirs, margin)
+            console.verdict(*explain_runs(dirs, *margin))
             return 0
-        found, names = explain_runs(dirs, *([] if margin is None else [margin]))
+        found, names = explain_runs(dirs, *margin)
     except (ResultsError, ValueError) as e:
         raise ConfigError(str(e)) from e
-    answer = {"runs": names, "verdicts": [v.to_dict() for v in found]}
-    print_json(answer)
+    print_json({"runs": names, "verdicts": [v.to_dict() for v in found]})
     return 0
 
 
@@ -245,9 +237,9 @@ def max_batch(
     target_batch: int | None = None,
     checkpoints: list[str] | None = None,
 ) -> int:
-    """Search the largest batch of `point` that fits under the memory cap and print it. With
-    `target_batch` or `checkpoints` (issue 25): the largest micro-batch per checkpoint mode
-    and the fewest accumulation steps for the target (run.accumulation_plan)."""
+    """Search the largest batch of `point` that fits under the memory cap and print it; with
+    `target_batch` or `checkpoints`, the largest micro-batch per checkpoint mode and the fewest
+    accumulation steps for the target (run.accumulation_plan)."""
     from gpubench.config.model_options import check_buildable, decode
     from gpubench.harness.step import unsupported_reason
 
@@ -256,7 +248,7 @@ def max_batch(
     if reason is not None:
         raise ConfigError(f"{point.label().removesuffix(f' B={point.batch_size}')}: {reason}")
     cap = max_memory if max_memory is not None else maxbatch.default_cap(point.device)
-    max_batch_console.max_batch_header(point, cap, chosen=max_memory is not None)
+    console.max_batch_header(point, cap, chosen=max_memory is not None)
 
     def search(p: Point) -> maxbatch.MaxBatch:
         return maxbatch.find(
@@ -269,7 +261,7 @@ def max_batch(
             exact=exact,
             confirm_budget=budget,
             time_budget=budget if time_them else None,
-            on_probe=None if as_json else max_batch_console.probe_line,
+            on_probe=None if as_json else console.probe_line,
         )
 
     if target_batch is not None or checkpoints is not None:  # issue 25
@@ -280,13 +272,13 @@ def max_batch(
         if as_json:
             print_json(plan.to_dict())
         else:
-            max_batch_console.accumulation_plan(plan)
+            console.accumulation_plan(plan)
         return 0
     result = search(point)
     if as_json:
         print_json(result.to_dict())
     else:
-        max_batch_console.max_batch_result(result)
+        console.max_batch_result(result)
     return 0
 
 

@@ -1,6 +1,5 @@
-"""What the commands print: the sweep's progress, summary and notices, the verdict, and `list`
-(the results table: results_table.py; max-batch: max_batch_console.py). Printing only: which
-points run is decided elsewhere (commands.py, run/)."""
+"""What the commands print: the sweep's progress, summary and notices, the verdict, `list`, and
+max-batch's probes, answer and accumulation plan (the results table: results_table.py)."""
 
 from __future__ import annotations
 
@@ -19,9 +18,13 @@ from rich.table import Table
 
 from gpubench.cli import results_table
 from gpubench.cli.convergence_table import batch_table, comparisons, points_table
+from gpubench.cli.layout import fmt, plain_table
 from gpubench.config.precision import PRECISION_NOTE
-from gpubench.config.spec import OPTIMIZERS, PRECISIONS, SweepSpec, model_label
+from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point, SweepSpec, model_label
 from gpubench.probes import load
+from gpubench.run import maxbatch
+from gpubench.run.accumulation_plan import AccumulationPlan
+from gpubench.run.memory_cap import format_size
 from gpubench.science.verdict import ModelVerdict
 from gpubench.store.wording import plural
 
@@ -29,6 +32,11 @@ from gpubench.store.wording import plural
 # is text (an allocator's message, a suite named "a[/]b"), never a style to parse.
 stderr = Console(stderr=True, markup=False)
 stdout = Console(width=None if sys.stdout.isatty() else 160, markup=False)
+
+
+def say(line: str) -> None:
+    """One line on stderr, never wrapped nor coloured."""
+    stderr.print(line, soft_wrap=True, highlight=False)
 
 
 class SweepProgress:
@@ -53,19 +61,15 @@ class SweepProgress:
         """The run folder passed its checks: say what runs where, and start the bar."""
         already = f" ({done} measured before)" if done else ""
         changed = f" with {', '.join(self.overridden)}" if self.overridden else ""
-        stderr.print(
+        say(
             f"gpubench: suite {self.spec.name!r}{changed}, {plural(total, 'point')}{already} on "
-            f"{', '.join(self.spec.resolved_devices())} -> {self.run_dir}",
-            soft_wrap=True,
-            highlight=False,
+            f"{', '.join(self.spec.resolved_devices())} -> {self.run_dir}"
         )
         reasons = load.busy_reasons(read_env(self.run_dir))
         if reasons:
-            stderr.print(
+            say(
                 f"gpubench: warning: busy machine as the sweep starts: {'; '.join(reasons)}; "
-                "its figures will be marked where other processes shared the CPU",
-                soft_wrap=True,
-                highlight=False,
+                "its figures will be marked where other processes shared the CPU"
             )
         self.bar.update(self.task, total=total, completed=done)
         self.bar.start()
@@ -82,28 +86,23 @@ class SweepProgress:
 def read_env(run_dir: Path) -> dict[str, Any]:
     """The run folder's env.json, or {} where it has none yet."""
     path = Path(run_dir) / "env.json"
-    if not path.is_file():
-        return {}
-    env: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return env
+    return dict(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else {}
 
 
 def launched_row(row: dict[str, Any]) -> None:
     """A row written by rank 0 of a torchrun launch (issue 17)."""
-    stderr.print(f"gpubench: {_short(row)}", soft_wrap=True)
+    say(f"gpubench: {_short(row)}")
 
 
 def stopping_after_point() -> None:
-    stderr.print(
+    say(
         "gpubench: stopping after the point in flight is recorded "
-        "(Ctrl-C again stops at once, losing that point)",
-        soft_wrap=True,
+        "(Ctrl-C again stops at once, losing that point)"
     )
 
 
 def stopped(resume_hint: str, early: bool) -> None:
-    how = "stopped early" if early else "stopped"
-    stderr.print(f"gpubench: {how}; resume with: {resume_hint}", soft_wrap=True)
+    say(f"gpubench: {'stopped early' if early else 'stopped'}; resume with: {resume_hint}")
 
 
 def sweep_summary(frame: pd.DataFrame, run_dir: Path, convergence: bool) -> None:
@@ -138,14 +137,10 @@ def report_failed(run_dir: Path, error: Exception) -> None:
 
 
 def sweep_errors(errors: list[dict[str, Any]], failed: list[str], run_dir: Path) -> None:
-    """After a sweep whose `errors` rows (in the order measured) ended `error`: each model of
-    `failed` every point of which did, the first error, the last frames of the first traceback
-    (a worker that died has none), and where every traceback is kept (results.jsonl's
-    `traceback` field), on stderr."""
+    """On stderr, after a sweep whose `errors` rows ended `error`: each model of `failed` (every
+    point of which did), the first error, the last frames of the first traceback, and where
+    every traceback is kept (results.jsonl's `traceback` field)."""
     from gpubench.harness.tracebacks import last_frames
-
-    def say(line: str) -> None:
-        stderr.print(line, soft_wrap=True, highlight=False)
 
     for model in failed:
         n = sum(r["model"] == model for r in errors)
@@ -153,7 +148,7 @@ def sweep_errors(errors: list[dict[str, Any]], failed: list[str], run_dir: Path)
         say(f"gpubench: error: {which} of {model} ended in error: it measured nothing")
     first = errors[0]
     kind = "error" if failed else "warning"
-    points = f"{len(errors)} point{'s' if len(errors) != 1 else ''} ended in error"
+    points = f"{plural(len(errors), 'point')} ended in error"
     say(f"gpubench: {kind}: {points}; the first, {_point_text(first)}: {first.get('error')}")
     # A worker that died left no traceback: show the first error that has one.
     traced = next((r for r in errors if isinstance(r.get("traceback"), str)), None)
@@ -190,27 +185,27 @@ def _print_convergence(frame: pd.DataFrame, run_dir: Path) -> None:
 def _short(row: dict[str, Any]) -> str:
     ms = f"{row['step_time_s'] * 1e3:.2f} ms" if row.get("step_time_s") else row["status"]
     threads = f" threads={row['threads']}" if pd.notna(row.get("threads")) else ""
-    return (
-        f"{model_label(row['model'], row.get('model_size'))} {row['device']} "
-        f"{row['precision']} {row['optimizer']} B={row['batch_size']}{threads}: {ms}"
-    )
+    return f"{_point_text(row)}{threads}: {ms}"
 
 
 def busy(line: str | None) -> None:
     """The busy-machine line (probes.load.busy_line), where there is one."""
     if line is not None:
-        stderr.print(f"gpubench: warning: {line}", soft_wrap=True, highlight=False)
+        say(f"gpubench: warning: {line}")
 
 
 def listing(models: list[dict[str, Any]], devices: list[str], suites: list[str]) -> None:
     """`gpubench list`: the models with their presets, and the values each axis allows."""
-    table = Table(title="models")
-    for col in ("model", "size", "parameters", "config"):
-        table.add_column(col)
-    for m in models:
-        cfg = ", ".join(f"{k}={v}" for k, v in m["config"].items())
-        table.add_row(m["model"], m["size"], f"{m['parameters']:,}", cfg)
-    stdout.print(table)
+    rows = (
+        (
+            m["model"],
+            m["size"],
+            f"{m['parameters']:,}",
+            ", ".join(f"{k}={v}" for k, v in m["config"].items()),
+        )
+        for m in models
+    )
+    stdout.print(plain_table("models", ("model", "size", "parameters", "config"), rows))
     stdout.print(f"precisions: {', '.join(PRECISIONS)}")
     stdout.print(f"  note: {PRECISION_NOTE}")
     stdout.print(
@@ -220,3 +215,87 @@ def listing(models: list[dict[str, Any]], devices: list[str], suites: list[str])
     stdout.print(f"optimizers: {', '.join(OPTIMIZERS)}")
     stdout.print(f"devices here: {', '.join(devices)} (auto = all of them)")
     stdout.print(f"suites: {', '.join(suites)}")
+
+
+def max_batch_header(point: Point, cap: int | None, chosen: bool) -> None:
+    where = point.label().removesuffix(f" B={point.batch_size}")
+    capped = f"capped at {format_size(cap)}" if cap is not None else "no cap but the device's own"
+    if not chosen and cap is not None:
+        capped += " (the memory available now; set --max-memory to choose)"
+    stderr.print(f"gpubench: largest batch of {where}, memory {capped}")
+
+
+def probe_line(p: maxbatch.Probe) -> None:
+    stderr.print(f"  {p.phase:>7} B={p.batch_size}: {p.status} ({p.seconds:.1f} s)")
+
+
+def max_batch_result(result: maxbatch.MaxBatch) -> None:
+    stdout.print(probe_table(result))
+    if result.stopped:
+        stdout.print(f"search stopped early: {result.stopped}")
+    if result.largest == 0:
+        stdout.print("not even a batch of one fits")
+    else:
+        more = " (the --ceiling; more may fit)" if result.ceiling_reached else ""
+        within = "" if result.resolution <= 1 else f", within {result.resolution} samples"
+        if result.smallest_failed is not None:
+            within += f" ({result.smallest_failed} did not fit)"
+        stdout.print(f"largest batch that fits: {result.largest}{more}{within}")
+    searched = len(result.search_probes)
+    stdout.print(
+        f"probes: {searched} to search ({result.search_seconds:.1f} s), "
+        f"{len(result.probes) - searched} to confirm/time"
+    )
+    if result.best_batch is not None:
+        stdout.print(f"throughput-optimal batch: {result.best_batch}")
+
+
+def accumulation_plan(found: AccumulationPlan) -> None:
+    """Per checkpoint mode the largest micro-batch, and for a target effective batch the fewest
+    accumulation steps a full measurement fitted (issue 25)."""
+    for way in found.ways:
+        r = way.search.resolution
+        within = "" if r <= 1 else f", within {r} samples"
+        stdout.print(
+            f"checkpoint {way.checkpoint}: largest micro-batch that fits: "
+            f"{way.largest_micro_batch}{within}",
+            highlight=False,
+        )
+        for a in way.attempts:
+            how = (
+                f"{a.status}: {(a.error or '')[:60]}" if a.status not in ("ok", "oom") else a.status
+            )
+            speed = f", {a.samples_per_s:,.0f} samples/s" if a.samples_per_s else ""
+            peak = f", peak {format_size(a.memory_bytes)}" if a.memory_bytes else ""
+            stdout.print(
+                f"  B={found.target_batch} as {a.accumulate} x {a.micro_batch}: {how}{speed}{peak}",
+                highlight=False,
+            )
+    best = found.fewest
+    if found.target_batch is not None:
+        if best is None or best.answer is None:
+            stdout.print(f"no way of B={found.target_batch} fitted", highlight=False)
+        else:
+            k, micro = best.answer.accumulate, best.answer.micro_batch
+            stdout.print(
+                f"fewest accumulation steps for B={found.target_batch}: {k} x {micro} "
+                f"(checkpoint {best.checkpoint})",
+                highlight=False,
+            )
+
+
+def probe_table(result: maxbatch.MaxBatch) -> Table:
+    rows = (
+        (
+            p.phase,
+            str(p.batch_size),
+            # an oom's reason is the allocator's words
+            f"{p.status}: {(p.error or '')[:60]}" if not p.fits and p.status != "oom" else p.status,
+            fmt(p.step_time_s * 1e3 if p.step_time_s else None, ".2f"),
+            fmt(p.samples_per_s, ",.0f"),
+            f"{p.seconds:.1f}",
+        )
+        for p in result.probes
+    )
+    headers = ("phase", "batch", "outcome", "step ms", "samples/s", "seconds")
+    return plain_table("max-batch probes", headers, rows, headers[3:] + headers[1:2])

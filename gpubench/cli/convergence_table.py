@@ -7,22 +7,24 @@ from typing import Any
 import pandas as pd
 from rich.table import Table
 
-from gpubench.cli.cells import fmt
+from gpubench.cli.layout import fmt, plain_table
 from gpubench.config.spec import model_label
 from gpubench.science.target_time import format_seconds
 from gpubench.store.wording import number
 
+_POINT_HEADERS: tuple[str, ...] = ("model", "device", "precision", "optimizer", "lr rule")
+_POINT_HEADERS += ("batch", "seed", "lr", "status", "steps→target", "time→target")
+_POINT_HEADERS += ("eval acc", "eval loss", "B_simple")
+_BATCH_HEADERS: tuple[str, ...] = ("model", "device", "precision", "optimizer", "lr rule")
+_BATCH_HEADERS += ("S_min", "B_crit", "B_simple", "recommended", "its time→target")
+_BATCH_HEADERS += ("seeds, spread", "throughput-opt", "largest fits")
+
 
 def points_table(frame: pd.DataFrame) -> Table:
     """Each convergence point: where it got to and when it met its target."""
-    table = Table(title="gpubench convergence")
     right = ("batch", "seed", "lr", "steps→target", "time→target", "eval acc", "eval loss")
-    cols = ["model", "device", "precision", "optimizer", "lr rule", "batch", "seed", "lr"]
-    cols += ["status", "steps→target", "time→target", "eval acc", "eval loss", "B_simple"]
-    for col in cols:
-        table.add_column(col, justify="right" if col in right else "left")
-    for row in frame.to_dict("records"):
-        table.add_row(
+    rows = (
+        (
             model_label(row["model"], row["model_size"]),
             row["device"],
             row["precision"],
@@ -38,7 +40,9 @@ def points_table(frame: pd.DataFrame) -> Table:
             fmt(row["eval_loss"], ".3f"),
             fmt(row["noise_scale_b_simple"], ".3g"),
         )
-    return table
+        for row in frame.to_dict("records")
+    )
+    return plain_table("gpubench convergence", _POINT_HEADERS, rows, right)
 
 
 def _status(row: dict[str, Any]) -> str:
@@ -55,34 +59,29 @@ def _status(row: dict[str, Any]) -> str:
 def batch_table(groups: list[dict[str, Any]]) -> Table:
     """Per model, optimizer and precision: the fit, the noise scale, and the batch sizes, the
     recommended one with its median time to target over seeds and their spread (max/min)."""
-    table = Table(title="batch size analysis (batch_analysis.json)")
-    for col in ("model", "device", "precision", "optimizer", "lr rule", "S_min", "B_crit"):
-        table.add_column(col)
-    for col in ("B_simple", "recommended", "its time→target", "seeds, spread"):
-        table.add_column(col)
-    for col in ("throughput-opt", "largest fits"):
-        table.add_column(col)
+    rows = []
     for g in groups:
-        # The recommended batch's time to target: its median over seeds, and their spread.
         rec = g.get("recommended_time_to_target_s") or {}
-        spread = rec.get("spread")
-        flag = " (disagree)" if rec.get("seeds_disagree") else ""
-        table.add_row(
-            model_label(g["model"], g["model_size"]),
-            g["device"],
-            g["precision"],
-            g["optimizer"],
-            g["lr_scaling"],
-            fmt(g["s_min"], ".3g"),
-            fmt(g["b_crit"], ".3g"),
-            fmt(g["noise_scale_b_simple"], ".3g"),
-            fmt(g["recommended_batch_size"], "d"),
-            format_seconds(rec.get("median")),
-            f"{rec.get('runs', '')}" + ("" if spread is None else f", {number(spread, 2)}x{flag}"),
-            fmt(g["throughput_optimal_batch_size"], "d"),
-            fmt(g["largest_batch_fits"], "d"),
+        spread, flag = rec.get("spread"), " (disagree)" if rec.get("seeds_disagree") else ""
+        seeds = "" if spread is None else f", {number(spread, 2)}x{flag}"
+        rows.append(
+            (
+                model_label(g["model"], g["model_size"]),
+                g["device"],
+                g["precision"],
+                g["optimizer"],
+                g["lr_scaling"],
+                fmt(g["s_min"], ".3g"),
+                fmt(g["b_crit"], ".3g"),
+                fmt(g["noise_scale_b_simple"], ".3g"),
+                fmt(g["recommended_batch_size"], "d"),
+                format_seconds(rec.get("median")),
+                f"{rec.get('runs', '')}{seeds}",
+                fmt(g["throughput_optimal_batch_size"], "d"),
+                fmt(g["largest_batch_fits"], "d"),
+            )
         )
-    return table
+    return plain_table("batch size analysis (batch_analysis.json)", _BATCH_HEADERS, rows)
 
 
 def comparisons(groups: list[dict[str, Any]]) -> list[str]:
@@ -92,6 +91,5 @@ def comparisons(groups: list[dict[str, Any]]) -> list[str]:
     for g in groups:
         fit = "" if g["fit"]["valid"] else f" (no S_min/B_crit fit: {g['fit']['reason']})"
         name = f"{model_label(g['model'], g['model_size'])} {g['device']} {g['precision']}"
-        name += f" {g['optimizer']}"
-        lines.append(f"{name} lr:{g['lr_scaling']}: {g['comparison']}{fit}")
+        lines.append(f"{name} {g['optimizer']} lr:{g['lr_scaling']}: {g['comparison']}{fit}")
     return lines

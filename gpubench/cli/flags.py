@@ -1,5 +1,5 @@
 """The flags that sweep, max-batch and tune share, defined once: the same name, help and check
-in each command (issue 30), so a value one command refuses, every command refuses alike."""
+in each command, so a value one command refuses, every command refuses alike."""
 
 from __future__ import annotations
 
@@ -24,12 +24,17 @@ def _seed(text: str) -> int:
     return check_seed(values.int_value(text))
 
 
-def _axis(what: str, allowed: tuple[str, ...]) -> Callable[[str], tuple[Any, ...]]:
-    return values.csv(values.choice(allowed, what))
+Axis = tuple[Callable[[str], Any], str]  # how a flag reads its text, and what it says it takes
 
 
-def _listed(allowed: tuple[str, ...]) -> str:
-    return f"comma-separated: {', '.join(allowed)}"
+def _choices(what: str, allowed: tuple[str, ...], text: str = "") -> Axis:
+    return values.csv(
+        values.choice(allowed, what)
+    ), text or f"comma-separated: {', '.join(allowed)}"
+
+
+def _switch(name: str, text: str) -> Axis:
+    return values.csv(values.flag(name)), f"false, true, or both{text}"
 
 
 def _whole(check: Callable[[object], int]) -> Callable[[str], tuple[Any, ...]]:
@@ -37,11 +42,11 @@ def _whole(check: Callable[[object], int]) -> Callable[[str], tuple[Any, ...]]:
 
 
 # The sweep's axis flags (several values: a point each; tune's: the values searched), in
-# --help's order: how each reads its text, and what it says it takes.
-AXES: dict[str, tuple[Callable[[str], Any], str]] = {
+# --help's order.
+AXES: dict[str, Axis] = {
     "--models": (
         values.csv(check_model),
-        f"{_listed(MODEL_NAMES)}; {values.MODEL_PREFIXES}",
+        f"comma-separated: {', '.join(MODEL_NAMES)}; {values.MODEL_PREFIXES}",
     ),
     "--size": (values.choice(S.SIZES, "size"), f"the size preset: {', '.join(S.SIZES)}"),
     "--devices": (
@@ -52,52 +57,40 @@ AXES: dict[str, tuple[Callable[[str], Any], str]] = {
         values.auto_or(_whole(check_batch_size)),
         'comma-separated, or "auto": powers of two up to the largest that fits',
     ),
-    "--precisions": (
-        _axis("precision", S.PRECISIONS),
-        f"comma-separated: {', '.join(S.PRECISIONS)}",
+    "--precisions": _choices("precision", S.PRECISIONS),
+    "--optimizers": _choices("optimizer", S.OPTIMIZERS),
+    "--compile": _choices(
+        "compile mode", S.COMPILE_MODES, "eager, compile (torch.compile), or both: eager,compile"
     ),
-    "--optimizers": (
-        _axis("optimizer", S.OPTIMIZERS),
-        f"comma-separated: {', '.join(S.OPTIMIZERS)}",
-    ),
-    "--compile": (
-        _axis("compile mode", S.COMPILE_MODES),
-        "eager, compile (torch.compile), or both: eager,compile",
-    ),
-    "--channels-last": (
-        values.csv(values.flag("channels_last")),
-        "false, true, or both (convolutional models only)",
-    ),
-    "--cuda-graph": (
-        values.csv(values.flag("cuda_graph")),
-        "false, true, or both: capture the whole step in a CUDA graph",
-    ),
-    "--cudnn-benchmark": (
-        values.csv(values.flag("cudnn_benchmark")),
-        "false, true, or both: let cuDNN autotune convolutions (torch.backends.cudnn.benchmark; "
-        "CUDA and convolutional models only)",
+    "--channels-last": _switch("channels_last", " (convolutional models only)"),
+    "--cuda-graph": _switch("cuda_graph", ": capture the whole step in a CUDA graph"),
+    "--cudnn-benchmark": _switch(
+        "cudnn_benchmark",
+        ": let cuDNN autotune convolutions (torch.backends.cudnn.benchmark; CUDA and "
+        "convolutional models only)",
     ),
     "--threads": (
         values.csv(values.thread_count),
         "torch's intra-op threads per point: whole numbers of 1 or more, or auto (what torch "
         "picks); e.g. 1,2",
     ),
-    "--parallel": (
-        _axis("parallel mode", S.PARALLEL_MODES),
+    "--parallel": _choices(
+        "parallel mode",
+        S.PARALLEL_MODES,
         "none, ddp, fsdp, or several: none,ddp (torch.distributed, one node)",
     ),
     "--nproc": (_whole(check_nproc), "processes per node of the ddp and fsdp points, e.g. 1,2"),
-    "--scaling": (
-        _axis("scaling", S.SCALING_MODES),
-        "weak (batch per process), strong (global batch split), or both",
+    "--scaling": _choices(
+        "scaling", S.SCALING_MODES, "weak (batch per process), strong (global batch split), or both"
     ),
     "--accumulate": (  # issue 25
         _whole(check_accumulate),
         "micro-batches per optimizer step, e.g. 1,2,4,8 (the batch size stays the effective "
         "batch: each micro-batch holds batch / accumulate samples)",
     ),
-    "--checkpoint": (
-        _axis("checkpoint mode", S.CHECKPOINT_MODES),
+    "--checkpoint": _choices(
+        "checkpoint mode",
+        S.CHECKPOINT_MODES,
         "none, blocks (recompute the activations of the model's repeated blocks in backward), "
         "or both: none,blocks",
     ),
@@ -212,8 +205,6 @@ def add_one_model_flags(
 
 def resolved_device(device: str) -> str:
     """--device with auto made CUDA where torch sees it, else the CPU."""
-    if device != "auto":
-        return device
-    import torch
+    from gpubench.harness.stepbench import resolve_device
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return device if device != "auto" else str(resolve_device(device))

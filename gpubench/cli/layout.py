@@ -1,21 +1,32 @@
-"""How a printed table fits a terminal's width without cutting a name: rich, given too little
-width, shortens every cell to "mlp/…", "devi…". Here a table that does not fit gives up, in
-this order, until it does: its long headers (for their short forms), its columns that hold
-one value in every row (said once, in the title), then its least important columns, in the
-order the caller names. A cell that is kept is kept whole; only a column marked `wraps` (an
-error's text) wraps onto more lines, at its spaces.
-"""
+"""How a printed table's cells read, and how it fits a terminal's width without cutting a name
+(rich, given too little width, shortens every cell to "mlp/…"): see fit."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import pandas as pd
 from rich.cells import cell_len
 from rich.table import Table
 
+from gpubench.store.wording import number
+
 # A cell's padding (one space each side) and the line at its left; the table's right edge.
 _PER_COLUMN, _EDGE = 3, 1
+
+_SIGNIFICANT = re.compile(r"\.(\d+)g")
+
+
+def fmt(value: Any, spec: str) -> str:
+    """`value` formatted by `spec`, or an empty cell where it is missing (None or NaN). A
+    significant-figures spec (".3g") writes the number out (12,345, not 1.23e+04)."""
+    if value is None or pd.isna(value):
+        return ""
+    m = _SIGNIFICANT.fullmatch(spec)
+    return number(float(value), int(m.group(1))) if m else format(value, spec)
 
 
 @dataclass(frozen=True)
@@ -47,8 +58,8 @@ class Column:
 
 @dataclass(frozen=True)
 class Fitted:
-    """The columns kept, whether under their short headers, those said in the title (header,
-    value), and whether it fits."""
+    """The columns kept, whether under short headers, those said in the title (header, value),
+    and whether it fits."""
 
     columns: tuple[Column, ...]
     short: bool
@@ -65,11 +76,11 @@ def needed(columns: Sequence[Column], short: bool = False) -> int:
 
 
 def fit(columns: Sequence[Column], width: int | None, drop: Sequence[str]) -> Fitted:
-    """The columns as they fit in `width` terminal cells (all of them where `width` is None):
-    each step below is taken only while the table is still too wide. 1: short headers;
-    2: columns with one value in every row move to the title; 3: the columns named in `drop`
-    (by header) leave, one at a time, in that order. `fits` is False where even that is too
-    wide (the caller then lets every cell wrap rather than cut it)."""
+    """The columns as they fit in `width` terminal cells (all where `width` is None), each step
+    taken only while the table is still too wide: 1, short headers; 2, columns with one value
+    in every row move to the title; 3, the columns named in `drop` leave, in that order. A
+    kept cell stays whole (only a `wraps` column wraps, at its spaces); `fits` is False where
+    even that is too wide (every cell may then wrap rather than be cut)."""
     kept = tuple(columns)
     if width is None or needed(kept) <= width:
         return Fitted(kept, False, (), True)
@@ -101,4 +112,14 @@ def table(fitted: Fitted, title: str, caption: str | None = None) -> Table:
         )
     for i in range(len(fitted.columns[0].cells) if fitted.columns else 0):
         out.add_row(*(c.cells[i] for c in fitted.columns))
+    return out
+
+
+def plain_table(title: str, headers: Sequence[str], rows: Any, right: Sequence[str] = ()) -> Table:
+    """A rich table of `rows` (tuples of cells) under `headers`; those in `right` align right."""
+    out = Table(title=title)
+    for h in headers:
+        out.add_column(h, justify="right" if h in right else "left")
+    for row in rows:
+        out.add_row(*row)
     return out

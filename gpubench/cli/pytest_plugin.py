@@ -1,16 +1,11 @@
-"""pytest plugin: a `gpubench` fixture that benchmarks one training step through pytest-benchmark.
+"""pytest plugin (entry point `gpubench`; `-p no:gpubench` turns it off): a `gpubench` fixture
+that benchmarks one training step through pytest-benchmark.
 
-Installed gpubench registers this module under the `pytest11` entry point `gpubench`, so a test
-suite only has to ask for the fixture (`-p no:gpubench` turns it off). Without installing, load
-it with `-p gpubench.pytest_plugin`.
-
-How the two timers meet: gpubench times the steps (timing.measure, the sweep's warm-up, CUDA
-events and stopping rule); pytest-benchmark's own timer does not synchronise CUDA, so it must not
-time them. Instead the fixture hands pytest-benchmark a virtual clock (`step_clock`, set as the
-test's `benchmark(timer=...)` marker) that advances only by the step times gpubench measured, and
-replays them through `benchmark.pedantic`: one round per measured step. pytest-benchmark's
-statistics, JSON files, `--benchmark-compare` and `--benchmark-compare-fail` then work on exactly
-the sweep's raw step times.
+gpubench times the steps (the sweep's warm-up, CUDA events and stopping rule): pytest-benchmark's
+timer does not synchronise CUDA. The fixture hands pytest-benchmark a virtual clock
+(`step_clock`, the test's `benchmark(timer=...)`) that advances only by the measured step times,
+replayed through `benchmark.pedantic`, one round per step: its statistics, JSON files and
+`--benchmark-compare(-fail)` then work on exactly the sweep's raw step times.
 """
 
 from __future__ import annotations
@@ -91,9 +86,8 @@ class GpuBench:
         seed: int = 0,
         lr: float | None = None,
     ) -> dict[str, Any]:
-        """Benchmark one training step of `model` and record it with pytest-benchmark.
-
-        `model` is a gpubench Workload, or an nn.Module together with `make_batch(batch_size,
+        """Benchmark one training step of `model` and record it with pytest-benchmark: `model`
+        is a gpubench Workload, or an nn.Module together with `make_batch(batch_size,
         device, seed) -> (inputs, targets)` (made on `device`) and `loss_fn(outputs, targets)`.
         The model is moved to `device` (`auto`: CUDA where present) and trained in place.
         `budget` defaults to the sweep's default; with --benchmark-disable one warm-up step and
@@ -171,8 +165,7 @@ def _as_workload(
     )
 
 
-# The two names this module is loaded under: its pytest11 entry point, and its module name
-# (`-p gpubench.pytest_plugin`, or `pytest_plugins`, from a checkout).
+# The two names this module is loaded under: its pytest11 entry point, and its module name.
 _NAMES = ("gpubench", "gpubench.cli.pytest_plugin")
 
 
@@ -185,15 +178,13 @@ def pytest_plugin_registered(plugin: object, plugin_name: str, manager: Any) -> 
                 manager.set_blocked(other)
 
 
-# pytest-benchmark's plugin name: without it (not installed, or `-p no:benchmark`) this plugin
-# still loads, and the fixture skips its tests with the reason.
-_BENCHMARK_PLUGIN = "benchmark"
-# pytest-benchmark's fixture, whose name in a test's fixture closure makes the test a benchmark.
-_BENCHMARK_FIXTURE = "benchmark"
+# pytest-benchmark's plugin and fixture name: without the plugin (not installed, or
+# `-p no:benchmark`) this one still loads, and the fixture skips its tests with the reason.
+_BENCHMARK = "benchmark"
 
 
 def _benchmark_active(config: pytest.Config) -> bool:
-    return config.pluginmanager.has_plugin(_BENCHMARK_PLUGIN)
+    return config.pluginmanager.has_plugin(_BENCHMARK)
 
 
 @pytest.fixture
@@ -204,36 +195,30 @@ def gpubench(request: pytest.FixtureRequest) -> GpuBench:
             "the gpubench fixture records through pytest-benchmark, which is not loaded "
             "(install pytest-benchmark, or drop -p no:benchmark)"
         )
-    return GpuBench(request.getfixturevalue(_BENCHMARK_FIXTURE))
+    return GpuBench(request.getfixturevalue(_BENCHMARK))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Make every test that uses the `gpubench` fixture a benchmark in pytest-benchmark's eyes.
-
-    pytest-benchmark tells a benchmark from other tests by `benchmark` in the item's fixture
-    names, read in its own pytest_collection_modifyitems (--benchmark-only skips the others,
-    --benchmark-skip the benchmarks). The fixture cannot name `benchmark` as an argument (it
-    would then fail to load without pytest-benchmark), so, when pytest-benchmark is loaded, this
-    hook (run first) adds the name to the item's fixture closure: pytest then also sets the
-    fixture up for the test, as for one that asked for it, and the fixture's
-    `getfixturevalue("benchmark")` gets that same instance."""
+    """Make every test that uses the `gpubench` fixture a benchmark in pytest-benchmark's eyes
+    (--benchmark-only, --benchmark-skip): it tells one by `benchmark` among the item's fixture
+    names. The fixture cannot take `benchmark` as an argument (it would fail to load without
+    pytest-benchmark), so this hook, run first, adds the name to the fixture closure; pytest
+    then sets it up, and the fixture's `getfixturevalue` gets that same instance."""
     if not _benchmark_active(config):
         return
     for item in items:
         names = getattr(item, "fixturenames", None)
-        if isinstance(names, list) and "gpubench" in names and _BENCHMARK_FIXTURE not in names:
-            names.append(_BENCHMARK_FIXTURE)
+        if isinstance(names, list) and "gpubench" in names and _BENCHMARK not in names:
+            names.append(_BENCHMARK)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Make pytest-benchmark time gpubench tests with the step clock: a `benchmark` marker,
     put first (the closest marker wins) and keeping any settings of the test's own marker."""
-    if "gpubench" not in getattr(item, "fixturenames", ()):
-        return
-    if not _benchmark_active(item.config):
-        return  # the fixture skips the test
+    if "gpubench" not in getattr(item, "fixturenames", ()) or not _benchmark_active(item.config):
+        return  # not a gpubench test, or one the fixture skips
     own = item.get_closest_marker("benchmark")
     kwargs = {**(own.kwargs if own else {}), "timer": step_clock}
     item.add_marker(pytest.mark.benchmark(**kwargs), append=False)
@@ -241,8 +226,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: absent without it
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
-    """Add what makes a training benchmark reproducible to pytest-benchmark's machine info;
-    `pytest-benchmark compare` warns when it differs from the baseline's."""
+    """What makes a training benchmark reproducible, in pytest-benchmark's machine info."""
     machine_info["gpubench"] = machine_summary()
 
 
@@ -263,14 +247,14 @@ def machine_summary() -> dict[str, Any]:
 
 
 def nvidia_driver_version(path: Path = Path("/proc/driver/nvidia/version")) -> str | None:
-    """The NVIDIA kernel driver's version (e.g. '550.54.15') on Linux, or None where no NVIDIA
-    driver is loaded. Read from procfs so this works without NVML."""
+    """The NVIDIA kernel driver's version (e.g. '550.54.15'), from procfs (no NVML needed);
+    None where none is loaded."""
     try:
         first_line = path.read_text(encoding="utf-8", errors="replace").partition("\n")[0]
     except OSError:
         return None
-    # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 ..." (the open
-    # module says "... Open Kernel Module for x86_64  570.86.15 ..."): the first dotted number.
+    # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar ...": the first
+    # dotted number (the open module words it differently).
     match = re.search(r"\s(\d+\.\d+(?:\.\d+)?)\s", first_line)
     return match.group(1) if match else None
 

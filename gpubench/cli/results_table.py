@@ -1,5 +1,5 @@
-"""The sweep's results table: one line per point, fitted to the terminal's width; each cell
-as the report and the verdict name it."""
+"""The sweep's results table: one line per point, each cell as the report and the verdict
+name it."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from rich.cells import cell_len
 from rich.table import Table
 
 from gpubench.cli import layout
-from gpubench.cli.cells import fmt
-from gpubench.cli.layout import Column
+from gpubench.cli.layout import Column, fmt
 from gpubench.config.spec import model_label
 from gpubench.data.synthetic import DISTINCT_BATCHES
 from gpubench.harness.timing import min_samples_for_ci
@@ -20,8 +19,7 @@ from gpubench.science.verdict import speed_options
 
 
 def _options(row: dict[str, Any]) -> str:
-    """The settings beyond the defaults, e.g. 'compiled, CUDA graph, threads=1': the speed
-    options as the report and the verdict name them, then threads and the parallel layout."""
+    """The settings beyond the defaults, e.g. 'compiled, CUDA graph, threads=1'."""
     opts = speed_options(row)
     if pd.notna(row.get("threads")):
         opts.append(f"threads={int(row['threads'])}")
@@ -78,21 +76,16 @@ _LOSS_CAPTION = (
 )
 
 
-# The columns the results table gives up first where the terminal is narrow (cli.layout.fit):
-# the synthetic loss (a check that the steps train), then samples/s (batch over step time),
-# then a parallel point's scaling efficiency, then the CI; identity, status and step time
-# always stay.
+# The columns given up first where the terminal is narrow (layout.fit), in order; identity,
+# status and step time always stay.
 DROPPED_FIRST = (_LOSS, "samples/s", "efficiency", "±CI")
 
 
 def summary_table(frame: pd.DataFrame, width: int | None = None) -> Table:
-    """One line per point, fitted to `width` terminal cells (None: every column) by
-    cli.layout.fit: short headers, values shared by every row said in the title, then
-    DROPPED_FIRST, in order; names are never cut. A column empty in every row (the speed
-    options on a plain CPU sweep, say) is left out."""
+    """One line per point, fitted to `width` terminal cells (None: every column) by layout.fit,
+    dropping DROPPED_FIRST; a column empty in every row is left out."""
     records = frame.to_dict("records")
-    # A parallel row's efficiency is written as it is measured; one whose baseline came later
-    # (a resumed or merged run) gets it here, as the report does.
+    # a row whose baseline came later (a resumed or merged run) gets its efficiency here
     scaling.fill_efficiency(records)
     status = tuple(_status_cell(r) for r in records)
     options = tuple(_options(r) for r in records)
@@ -129,8 +122,8 @@ def summary_table(frame: pd.DataFrame, width: int | None = None) -> Table:
 
 
 def _efficiency_cell(row: dict[str, Any]) -> str:
-    """A parallel point's scaling efficiency in percent (science.scaling), 'noisy' where its
-    point or its baseline is; empty for a single-process point or one without a baseline."""
+    """A parallel point's scaling efficiency in percent, 'noisy' where its point or baseline
+    is; empty without one."""
     value = row.get("scaling_efficiency")
     if value is None or pd.isna(value):
         return ""

@@ -1,5 +1,5 @@
-"""`gpubench sweep`'s arguments, and the SweepSpec they make: the named suite with the flags'
-overrides applied, validated; every bad value is a ConfigError naming it and what is allowed."""
+"""`gpubench sweep`'s arguments, and the SweepSpec they make (the named suite with the flags'
+overrides applied, validated)."""
 
 from __future__ import annotations
 
@@ -85,8 +85,8 @@ def add_parser(sub: Any) -> None:
 
 
 def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
-    """The suite file with the command line's overrides applied, validated. With --resume and
-    no suite named, the suite is the one the run folder was started with."""
+    """The suite with the command line's overrides applied, validated (with --resume and no
+    suite named: the one the run folder was started with)."""
     if args.extend and args.resume is None:
         raise ConfigError("--extend needs --resume DIR (the run folder to extend)")
     if args.retry_failed and args.resume is None:
@@ -102,11 +102,8 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
         spec = folder.spec_from_saved(folder.saved_suite(args.resume))
     else:
         spec = load_suite(args.suite or DEFAULT_SUITE)
-    overrides = {
-        key: getattr(args, key)
-        for key in S.AXES  # every axis has a flag of the same name
-        if getattr(args, key) is not None
-    }
+    # every axis has a flag of the same name
+    overrides = {key: getattr(args, key) for key in S.AXES if getattr(args, key) is not None}
     if "batch_sizes" in overrides:  # issue 28: batch sizes given are the ones measured
         spec = dataclasses.replace(spec, grow_batch_sizes=())
     if args.profile is not None:

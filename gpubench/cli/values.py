@@ -88,21 +88,23 @@ def shard(text: str) -> tuple[int, int]:
     return parse_shard(text)
 
 
-def positive_float(text: str) -> float:
+def _float(text: str) -> float:
+    """`text` as a float; NaN (which every range check refuses) where it is not a number."""
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
+        return float("nan")
+
+
+def positive_float(text: str) -> float:
+    value = _float(text)
+    if not 0 < value < float("inf"):
         raise ConfigError(f"invalid number of seconds {text!r}; allowed: a number above 0")
     return value
 
 
 def percent(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
+    value = _float(text)
     if not 0 <= value < float("inf"):
         raise ConfigError(f"invalid percentage {text!r}; allowed: a number of 0 or more")
     return value
@@ -124,10 +126,9 @@ OPTION_FORM = "MODEL.KEY=VALUE, e.g. transformer.layers=4"
 
 def model_option(text: str) -> tuple[str | None, str, Any]:
     """`--option MODEL.KEY=VALUE` as (model, key, value), the value read as in a suite's
-    `[model_options]` table (2, 0.1, true, "gelu", [64, 64]; a bare word is a string). The
-    model is named as the command names it, dots included ('mypkg.nets:build.width=64'). The
-    old `KEY=VALUE` of max-batch and tune reads as (None, key, value): whether a command takes
-    it is config.model_options' to say."""
+    `[model_options]` table (a bare word is a string); the model as the command names it, dots
+    included ('mypkg.nets:build.width=64'). The old `KEY=VALUE` reads as (None, key, value):
+    whether a command takes it is config.model_options' to say."""
     import tomllib
 
     left, sep, value = text.partition("=")
@@ -157,8 +158,8 @@ MODEL_PREFIXES = (
 
 
 def budget_from_args(args: argparse.Namespace, budget: S.Budget) -> S.Budget:
-    """`budget` with --steps and --max-time applied (the suite's noise target and profiled
-    steps kept: --steps changes how long a point is measured, not what counts as noisy)."""
+    """`budget` with --steps and --max-time applied (its noise target and profiled steps kept:
+    --steps changes how long a point is measured, not what counts as noisy)."""
     if args.steps is not None:
         fixed = S.Budget.fixed(args.steps, budget.warmup_steps, budget.target_rel_ci)
         budget = dataclasses.replace(fixed, profile_steps=budget.profile_steps)

@@ -1,3 +1,2 @@
-"""One point's measurement: the optimizer factory, the training step, the speed options
-(torch.compile, channels-last, CUDA graphs), timing, failure classification, and measure_point,
-which the sweep's workers and the pytest fixture both use."""
+"""One point's measurement: the training step, its speed options, timing, failure
+classification, and measure_point (the sweep's workers' and the pytest fixture's)."""

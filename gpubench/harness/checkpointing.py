@@ -1,18 +1,12 @@
-"""Activation checkpointing of a model's repeated blocks (issue 25): each block's forward runs
-under torch.utils.checkpoint (use_reentrant=False), which holds only the block's input and
-recomputes what its backward needs from it.
+"""Activation checkpointing of a model's repeated blocks: each block's forward runs under
+torch.utils.checkpoint (use_reentrant=False), which holds only the block's input and recomputes
+the rest in backward, under the step counter's `recomputation()` context (so a counted step
+says how many FLOPs were recomputed). Blocks are patched in place (their `forward`): the module
+tree, parameter names and FSDP units are unchanged.
 
-The blocks are patched in place (their `forward`), so the module tree, its parameter names and
-the FSDP units built on it are unchanged. The recomputation runs under the step counter's
-`recomputation()` context, so a counted step says how many of its FLOPs were recomputed.
-
-Under torch.compile the checkpoint takes no `context_fn`: dynamo accepts only dispatch modes
-there (selective checkpointing's), and nothing compiled is counted (harness.point counts the
-eager module), so the blocks are checkpointed with torch's default contexts.
-
-BatchNorm inside a checkpointed block (the CNN's) runs its forward twice in training mode, so
-its running statistics take two updates per step: the gradients are unchanged (the recomputed
-forward normalises with the same batch statistics), as torch.utils.checkpoint documents.
+Under torch.compile no `context_fn` is given: dynamo accepts only dispatch modes there, and
+nothing compiled is counted. BatchNorm in a checkpointed block (the CNN's) updates its running
+statistics twice per step; the gradients are unchanged, as torch.utils.checkpoint documents.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """Interleaved re-measurement of a few configurations (the verdict's confirmation): each is
-built and warmed, then timed in short windows, one window each per round in rotating order, so
-whatever else the machine does in those minutes falls on all of them alike.
+built and warmed, then timed in short windows (harness.timing.time_window of the sweep's own
+step), one window each per round in rotating order, so whatever else the machine does in those
+minutes falls on all of them alike.
 
-Windows are bracketed by synchronisations and the host clock (a window holds several steps, so
-one synchronisation per window costs little), each after one untimed step that switches the
-machine over to its configuration; the same training step as the sweep's runs inside
-(harness.step.prepare), under each configuration's precision, threads and options.
-
-On a GPU the candidates are the batches near the memory limit, and two of them may not fit
-together (issue 28): they are held together only where their measured peaks (the sweep's
-rows) fit the device's free memory, else one at a time, each built, warmed, timed for its
-window and freed in turn. A compiled candidate runs the static graph the sweep measured
-(harness.train compiles with dynamic=False: the second batch size is a graph of its own, not
-a recompilation with a dynamic batch dimension), and a rebuilt one finds its graph in the
-worker's compile cache. Building, compiling and warming are the set-up, outside the budget
-the rounds are held to.
+On a GPU two candidates near the memory limit may not fit together (issue 28): they are held
+together only where their rows' peaks fit the device's free memory, else built, warmed, timed
+and freed one window at a time (a rebuilt compiled one finds its static graph in the worker's
+compile cache). Building, compiling and warming are the set-up, outside the rounds' budget.
 """
 
 from __future__ import annotations
@@ -37,24 +29,20 @@ from gpubench.harness.timing import time_window, warm_up
 from gpubench.probes import load
 from gpubench.probes.current_device import made_current
 
-# Warm-up of each configuration before the rounds: the sweep's (harness.timing.warm_up), until
-# its step times are steady, for at most this share of the budget between them all after each
-# one's first step (which compiles and creates the optimizer's state, however long that takes).
+# The share of the budget the configurations' warm-ups (the sweep's, until steady) may take
+# between them after each one's first step (which compiles, however long that takes).
 _WARMUP_SHARE = 0.5
-# Candidates are held together on a GPU where the sum of their rows' peak reserved memory is
-# within this share of the device's free memory: the rest is headroom for the allocator's
-# fragmentation, which one process holding several models adds to.
+# Candidates are held together on a GPU where their rows' peaks sum to within this share of
+# its free memory: the rest is headroom for the allocator's fragmentation.
 FREE_SHARE = 0.9
 
 
 @dataclass(frozen=True)
 class Rounds:
     """`samples_per_s[c][r]`: configuration c's samples/s in round r; `window_steps[c]`: the
-    steps in its first window (each next window is sized from the last one's pace);
-    `setup_s`: building, compiling and warming them all (every rebuild included); `seconds`:
-    the whole re-measurement (setup included); `together`: whether they were held together,
-    else one at a time per window; `first_step_s[c]`: configuration c's first step in its first
-    build (compiling, where it compiles: the part of the set-up no budget bounds)."""
+    steps in its first window; `setup_s`: building, compiling and warming (every rebuild
+    included); `seconds`: the whole re-measurement; `together`: whether they were held
+    together; `first_step_s[c]`: c's first step in its first build (compiling, where it does)."""
 
     samples_per_s: list[list[float]]
     window_steps: list[int]
@@ -69,10 +57,9 @@ class Rounds:
 def fits_together(
     device: str, resident_bytes: Sequence[int | None] | None, free_bytes: int | None
 ) -> bool:
-    """Whether candidates whose measured peaks are `resident_bytes` (bytes each; None where a
-    row has none) can be held at once on `device`, whose free memory is `free_bytes`: on the
-    CPU always (host memory, as the sweep's points share it); on a GPU where every peak is
-    known and their sum is within FREE_SHARE of the free memory."""
+    """Whether candidates whose measured peaks are `resident_bytes` (None where a row has none)
+    can be held at once on `device` with `free_bytes` free: on the CPU always; on a GPU where
+    every peak is known and their sum is within FREE_SHARE of the free memory."""
     if not device.startswith("cuda"):
         return True
     if not resident_bytes or free_bytes is None or any(b is None for b in resident_bytes):
@@ -81,8 +68,8 @@ def fits_together(
 
 
 class _Candidate:
-    """One configuration: its step while it is built (None while it is not), and the seconds
-    of one step and of its first step from its first warm-up."""
+    """One configuration: its step while it is built, and the seconds of one step and of its
+    first step from its first warm-up."""
 
     def __init__(self, point: Point) -> None:
         self.point = point
@@ -91,8 +78,8 @@ class _Candidate:
         self.first_step_s = 0.0
 
     def build(self, warm_s: float) -> None:
-        """Build and warm the configuration by the sweep's warm-up: until steady, or `warm_s`
-        seconds after its first step (two steps at the least)."""
+        """Build and warm it: until steady, or `warm_s` seconds after its first step (two steps
+        at the least)."""
         p = self.point
         with _settings(p):
             torch.manual_seed(p.seed)
@@ -105,8 +92,7 @@ class _Candidate:
             self.first_step_s = warm.first_s
 
     def free(self) -> None:
-        """Drop the model, its optimizer state and batches, and give the device's cached
-        blocks back, so that the next configuration has the memory."""
+        """Drop the model, optimizer state and batches, and the device's cached blocks."""
         self.prepared = None
         if self.point.device.startswith("cuda"):
             gc.collect()  # whatever a reference cycle still holds on the device
@@ -115,8 +101,7 @@ class _Candidate:
 
 @contextlib.contextmanager
 def _settings(point: Point) -> Iterator[None]:
-    """The process-wide settings a point's step runs under: threads, TF32, cudnn.benchmark,
-    its device current."""
+    """A point's process-wide settings: threads, TF32, cudnn.benchmark, its device current."""
     with (
         intra_op_threads(point.threads),
         precision.tf32_mode(precision.get(point.precision).tf32),
@@ -136,12 +121,10 @@ def interleave(
     resident_bytes: Sequence[int | None] | None = None,
 ) -> Rounds:
     """Build and warm each of `points`, then time them in rounds: as many as fit in `budget_s`
-    seconds of rounds (the set-up is not counted) with windows of about `window_s` seconds, at
-    most `max_rounds`; where fewer than `min_rounds` fit, `min_rounds` with windows as short as
-    the budget needs (one step at the least). No round starts after `deadline_s` seconds of
-    rounds: a machine that slowed may leave fewer than `min_rounds`. `resident_bytes`: each
-    point's measured peak memory (its row's), which decides whether they are held together
-    (fits_together) or built and freed one window at a time."""
+    seconds (set-up not counted) with windows of about `window_s` seconds, at most
+    `max_rounds`; where fewer than `min_rounds` fit, `min_rounds` of shorter windows (one step
+    at the least). No round starts after `deadline_s` seconds of rounds. `resident_bytes`: each
+    point's row's peak memory (fits_together)."""
     started = time.perf_counter()
     device = points[0].device
     free = torch.cuda.mem_get_info(torch.device(device))[0] if device.startswith("cuda") else None
@@ -152,8 +135,6 @@ def interleave(
         if not together:
             c.free()
     setup_s = time.perf_counter() - started
-    # As many rounds of `window_s` windows as the budget holds, up to max_rounds; where it
-    # holds fewer than min_rounds, min_rounds of shorter windows (one step at the least).
     switch_s = sum(c.estimate for c in candidates)  # each window's untimed first step, per round
     fit = int(budget_s / (window_s * len(points) + switch_s))
     n_rounds = min(max(fit, min_rounds), max_rounds)
@@ -198,10 +179,9 @@ def interleave(
 
 
 def _window(point: Point, step: Callable[[], object], n: int) -> float:
-    """Seconds `n` steps of `point` take (harness.timing.time_window), under its settings,
-    after one untimed step: the first step after another configuration's re-warms the caches
-    and the thread pool for this one, and where windows hold few steps (a budget spent on
-    setup) and different counts, that cost would fall unevenly and favour the longer windows."""
+    """Seconds `n` steps of `point` take under its settings, after one untimed step: the first
+    step after another configuration's re-warms caches and threads, a cost that would fall
+    unevenly on windows of different step counts."""
     device = torch.device(point.device)
     with _settings(point):
         step()  # switch in: not timed

@@ -1,11 +1,8 @@
-"""One parallel point on one rank: the process group, the model wrapped in DistributedDataParallel
-or sharded with FSDP2's fully_shard, and the measured steps (every rank runs the same number);
-rank 0 builds the group's row from every rank's figures (harness.parallel_row).
-
-All ranks must issue the same collectives in the same order, so nothing here decides alone:
-the warm-up's length is rank 0's decision, broadcast, and the number of measured steps comes
-from the slowest rank's warm-up step, agreed by an all-reduce.
-"""
+"""One parallel point on one rank: the process group, the model in DistributedDataParallel or
+sharded by FSDP2's fully_shard, and the measured steps; rank 0 builds the group's row
+(harness.parallel_row). Every rank must issue the same collectives in the same order, so
+nothing here decides alone: the warm-up's length and the measured steps are agreed by
+all-reduces."""
 
 from __future__ import annotations
 
@@ -16,7 +13,6 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -51,10 +47,9 @@ def per_process_batch(point: Point) -> int:
 
 def unsupported_reason(point: Point) -> str | None:
     """Why this parallel point cannot run here, or None (checked before any rank starts)."""
-    device = torch.device(point.device)
     if not dist.is_available():
         return "this torch build has no torch.distributed"
-    if device.type == "cuda":
+    if point.device.startswith("cuda"):
         if not dist.is_nccl_available():
             return "this torch build has no NCCL backend for CUDA ranks"
         if point.nproc > torch.cuda.device_count():
@@ -85,11 +80,11 @@ def init_group(point: Point, rank: int, world: int, init_method: str, timeout_s:
     """Join the process group of `world` ranks (gloo on the CPU, NCCL on CUDA) at
     `init_method` (tcp://host:port, or env:// under torchrun). A collective that waits longer
     than `timeout_s` seconds raises, so one rank failing or hanging ends the point everywhere."""
-    device = torch.device(point.device)
-    if device.type == "cuda":
+    kind = torch.device(point.device).type
+    if kind == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank % point.nproc)))
     dist.init_process_group(
-        BACKENDS[device.type],
+        BACKENDS[kind],
         init_method=init_method,
         rank=rank,
         world_size=world,
@@ -104,42 +99,32 @@ def rank_device(point: Point) -> torch.device:
 
 def wrap(model: nn.Module, mode: str, device: torch.device) -> nn.Module:
     """`model` on `device`, in DistributedDataParallel ("ddp") or sharded by FSDP2 ("fsdp")
-    over a mesh of `device`'s type (its parameters stay on `device`): each element of its
-    top-level ModuleLists and Sequentials is a unit of its own (gathered only while it
-    computes, as torchtitan shards each transformer block), the rest with the root. Call
-    inside an initialised process group."""
+    over a mesh of `device`'s type: each element of its top-level ModuleLists and Sequentials
+    is a unit of its own (as torchtitan shards each transformer block), the rest the root's.
+    Call inside an initialised process group."""
     model = model.to(device)
     if mode == "ddp":
         ids = [device.index] if device.type == "cuda" else None
         return nn.parallel.DistributedDataParallel(model, device_ids=ids)
     assert mode == "fsdp", mode
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    mesh = device_mesh(device)
+    # A mesh named explicitly: without one, fully_shard takes the machine's accelerator, so a
+    # CPU point on a GPU host would shard onto the GPU.
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     for unit in _units(model):
         fully_shard(unit, mesh=mesh)
     fully_shard(model, mesh=mesh)
     return model
 
 
-def device_mesh(device: torch.device) -> Any:
-    """A one-dimensional mesh of every rank of the process group, of `device`'s type. Named
-    explicitly: without a mesh, fully_shard takes the machine's accelerator (a CUDA mesh
-    wherever CUDA is present), so a CPU point on a GPU host would shard onto the GPU."""
-    from torch.distributed.device_mesh import init_device_mesh
-
-    return init_device_mesh(device.type, (dist.get_world_size(),))
-
-
 def start_threads(mode: str, device: torch.device, profiled: bool) -> None:
     """Run one training step of a one-weight model wrapped as `mode` says, so that the threads
     a parallel step starts exist before a memory cap is set: a thread started later under an
-    address-space cap cannot get its thread-local storage, and glibc aborts the process
-    ("cannot allocate memory for thread-local data", exit status 127) where an allocation
-    would have raised (a DDP rank under a 600M cap, torch 2.13: in DistributedDataParallel's
-    construction; the profiler's start). The worker starts the intra-op threads before its cap
-    for the same reason. `profiled`: the step runs under the profiler too, as the point's last
-    steps will (every rank: the step's collectives must match)."""
+    address-space cap cannot get its thread-local storage, and glibc aborts the process (exit
+    status 127; a DDP rank under a 600M cap, torch 2.13). `profiled`: under the profiler too,
+    as the point's last steps will be (every rank: the collectives must match)."""
     model = wrap(nn.Linear(1, 1), mode, device)
 
     def step() -> None:
@@ -171,15 +156,16 @@ def rank_threads(point: Point) -> int:
 def measure_rank(
     point: Point, budget: Budget, peak: calibration.Peak | None = None
 ) -> dict[str, Any] | None:
-    """Measure this rank's share of `point` in the initialised process group; return the row on
-    rank 0 (None on the others). An exception on any rank propagates (the launcher makes the
-    row); the others then fail in their next collective or are stopped. `peak` is one rank's
-    measured matmul roof (rank 0 calibrates it where it is not given)."""
+    """Measure this rank's share of `point` in the initialised process group; the row on rank 0
+    (None on the others). An exception propagates (the launcher makes the row); the other ranks
+    then fail in their next collective. `peak`: one rank's matmul roof (rank 0 calibrates it
+    where not given)."""
     started = time.perf_counter()
     rank, world = dist.get_rank(), dist.get_world_size()
     if rank == 0 and peak is None:
-        with _rank_threads(point):
-            peak = calibration.matmul_peak(point.device, point.precision)
+        if torch.device(point.device).type == "cpu":
+            torch.set_num_threads(rank_threads(point))
+        peak = calibration.matmul_peak(point.device, point.precision)
     with load.OtherLoad() as whole:
         values = _rank_values(point, budget, rank)
         if "unsupported" not in values and values["others_cores"] is None:
@@ -192,13 +178,6 @@ def measure_rank(
         return None
     elapsed = time.perf_counter() - started
     return group_row(point, gathered, world, budget, elapsed, peak, rank_device(point))
-
-
-@contextlib.contextmanager
-def _rank_threads(point: Point) -> Iterator[None]:
-    if torch.device(point.device).type == "cpu":
-        torch.set_num_threads(rank_threads(point))
-    yield
 
 
 def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
@@ -223,23 +202,19 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
         # Other processes' load over the warm-up and the measured steps (the measured steps
         # alone can be shorter than the load's clock can read)
         with load.OtherLoad() as others:
-            # timing's warm-up, agreed: every rank runs another step while any rank would, so
-            # all end steady (or at budget.warmup_max_s) on the same step; the second step runs
-            # under the FLOP and byte counters (every rank: its collectives must match)
+            # timing's warm-up, agreed: every rank runs another step while any rank would; the
+            # second step runs under the FLOP and byte counters on every rank
             warm = warm_up(
                 prepared.step,
                 device,
                 budget,
                 lambda: parallel_probes.counted_step(prepared),
-                lambda flag: _any_rank(flag, device),
+                lambda flag: bool(_max_over_ranks([float(flag)], device)[0]),
             )
             counted: parallel_probes.CountedStep = warm.observed  # type: ignore[assignment]
             # the slowest rank's estimate of a step sizes every rank's measured steps
-            slowest = torch.tensor([warm.estimate_s], dtype=torch.float64, device=device)
-            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-            steps = steps_to_measure(budget, float(slowest.item()))
-            # The probes of a single process's measured windows: each rank samples its own
-            # GPU; the CPU package's energy is the node's, read by rank 0 alone.
+            steps = steps_to_measure(budget, _max_over_ranks([warm.estimate_s], device)[0])
+            # Each rank samples its own GPU; the CPU package's energy is the node's: rank 0's.
             sampler = nvml_sampler(device)
             package = rapl.PackageEnergy() if rank == 0 else None
             with (
@@ -295,22 +270,20 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
     )
 
 
-def _any_rank(flag: bool, device: torch.device) -> bool:
-    """Whether `flag` holds on any rank (a collective: every rank must call it)."""
-    t = torch.tensor([int(flag)], device=device)
+def _max_over_ranks(values: list[float], device: torch.device) -> list[float]:
+    """Each of `values`' largest over every rank (a collective: every rank must call it)."""
+    t = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return [float(v) for v in t.tolist()]
 
 
 def _profile(
     step: Any, device: torch.device, budget: Budget, times: list[float], spent_s: float
 ) -> StepProfile | str | None:
-    """The single process's profile plan (point.profile_plan) on the slowest rank's median step
-    and the longest warm-up and measurement, so every rank profiles the same steps (their
-    collectives must match); the profile of this rank's steps, collectives included."""
-    agreed = torch.tensor([statistics.median(times), spent_s], dtype=torch.float64, device=device)
-    dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
-    plan = profile_plan(budget, float(agreed[0]), float(agreed[1]))
+    """This rank's profile, by the single process's plan (point.profile_plan) on the slowest
+    rank's median step and longest warm-up and measurement, so every rank profiles the same
+    steps."""
+    plan = profile_plan(budget, *_max_over_ranks([statistics.median(times), spent_s], device))
     if plan is None or isinstance(plan, str):
         return plan
     return step_profile.profile_steps(step, device, plan)
@@ -318,8 +291,8 @@ def _profile(
 
 def steps_to_measure(budget: Budget, step_s: float) -> int:
     """Steps that fill `budget.min_time_s` at `step_s` seconds a step, within min_steps and
-    max_steps, and no more than `budget.max_time_s` allows (but min_steps at the least): a
-    parallel point measures a count fixed in advance, the same on every rank."""
+    max_steps and what `budget.max_time_s` allows (min_steps at the least): a parallel point
+    measures a count fixed in advance, the same on every rank."""
     step_s = max(step_s, 1e-9)
     wanted = max(budget.min_steps, math.ceil(budget.min_time_s / step_s))
     affordable = budget.max_steps

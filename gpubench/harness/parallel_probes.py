@@ -1,17 +1,14 @@
-"""What a rank of a parallel point observes besides its step times: the FLOPs and bytes of a
-steady step, and the CPU that processes outside its group took while it measured; and what the
-group's row makes of them (the load outside the group, oversubscribed cores, the group's
-address space, and its GPUs' NVML readings and energy).
-
-A rank's reading of other processes' load leaves out gpubench's whole process tree
-(probes.process_tree), and the group's ranks are in it: on one node they are forked by the
-sweep's fork server; under torchrun the tree's root is the agent that started them. So no
-rank counts another as "other", and each node's ranks read their own node's load.
-"""
+"""What a rank of a parallel point observes besides its step times (a steady step's FLOPs and
+bytes, the load outside the group), and what the group's row makes of them (oversubscribed
+cores, address space, its GPUs' NVML readings and energy). A rank's reading of other
+processes' load leaves out gpubench's process tree (probes.process_tree), which holds every
+rank (forked by the fork server, or under torchrun's agent): no rank counts another."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import statistics
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,9 +20,8 @@ from gpubench.probes.step_count import CountStep
 
 @dataclass(frozen=True)
 class CountedStep:
-    """One steady step run under the FLOP and byte counter: its loss (unsynchronised), and
-    this rank's FLOPs, the model's share of them (recomputations left out: what MFU divides)
-    and the minimum bytes moved in it."""
+    """One steady step's loss (unsynchronised), this rank's FLOPs, the model's share of them
+    (recomputations left out: what MFU divides) and the minimum bytes moved."""
 
     loss: Tensor
     flops: int
@@ -34,9 +30,8 @@ class CountedStep:
 
 
 def counted_step(prepared: PreparedStep) -> CountedStep:
-    """Run one training step of `prepared` under the FLOP and byte counters (as the single
-    process counts its second warm-up step: a steady one). Every rank runs it, as the step's
-    collectives must match; the counters see the collectives but count no FLOPs in them."""
+    """Run one training step of `prepared` under the FLOP and byte counters (every rank, as the
+    collectives must match; they count no FLOPs)."""
     inputs, targets = prepared.batches.next()
     with CountStep() as counted:
         loss = prepared.trainer.step(inputs, targets)
@@ -46,16 +41,14 @@ def counted_step(prepared: PreparedStep) -> CountedStep:
 
 
 def outside_load(readings: list[float | None]) -> float | None:
-    """The cores that processes outside gpubench's process tree kept busy while the group
-    measured, from each rank's reading (probes.load.OtherLoad over its warm-up and measured
-    steps: the group's ranks are in the tree, see the module docstring): the largest, None
-    where no rank could tell."""
+    """The cores processes outside gpubench's tree kept busy while the group measured: the
+    largest of the ranks' readings, None where no rank could tell."""
     return largest(readings)
 
 
 def oversubscribed(nproc: int, threads: int, cores: int) -> bool:
     """Whether `nproc` processes of `threads` threads each want more than this node's `cores`
-    (their ranks then take turns on cores, and their step times say so, not the hardware)."""
+    (their step times then say so, not the hardware's)."""
     return nproc * threads > cores
 
 
@@ -82,15 +75,15 @@ def _mean(values: list[Any]) -> Any:
     return None if any(v is None for v in values) else sum(values) / len(values)
 
 
-def largest(values: Any) -> Any:
-    """The largest of `values` that is known (not None); None where none is."""
+def _of_known(values: Iterable[Any], combine: Callable[[list[Any]], Any]) -> Any:
+    """`combine` of the `values` that are known (not None); None where none is."""
     known = [v for v in values if v is not None]
-    return max(known) if known else None
+    return combine(known) if known else None
 
 
-def _smallest(values: list[Any]) -> Any:
-    known = [v for v in values if v is not None]
-    return min(known) if known else None
+largest = functools.partial(_of_known, combine=max)
+_smallest = functools.partial(_of_known, combine=min)
+median = functools.partial(_of_known, combine=statistics.median)
 
 
 def _distinct(values: list[Any]) -> Any:
@@ -98,9 +91,8 @@ def _distinct(values: list[Any]) -> Any:
     return "; ".join(seen) if seen else None
 
 
-# How the group's row combines one NVML column of its ranks' GPUs: the group's energy and power
-# are its GPUs' together; memory, temperature and a reading's error are the worst GPU's; the
-# sampling rate the slowest sampler's; utilisation and clock the GPUs' mean.
+# How the group's row combines one NVML column of its ranks' GPUs: energy and power summed; the
+# worst GPU's memory, temperature and error; the slowest sampler's rate; the mean utilisation.
 _COMBINE: dict[str, Callable[[list[Any]], Any]] = {
     "nvml_peak_used_bytes": largest,
     "nvml_process_peak_used_bytes": largest,
@@ -118,9 +110,8 @@ _COMBINE: dict[str, Callable[[list[Any]], Any]] = {
 
 
 def group_nvml(ranks: list[dict[str, Any]], global_batch: int) -> dict[str, Any]:
-    """The group's NVML columns from each rank's (harness.point.nvml_values of its own GPU; {}
-    where it had none): a column as _COMBINE says, any other as rank 0's; samples per joule
-    are the global batch's over the group's energy. {} where no rank read NVML."""
+    """The group's NVML columns from each rank's ({} where it had none): each as _COMBINE says,
+    any other rank 0's; samples per joule the global batch's. {} where no rank read NVML."""
     if not any(ranks):
         return {}
     if len(ranks) == 1:

@@ -1,7 +1,4 @@
-"""Rank 0's row of a parallel point, made from every rank's figures (harness.parallel measures
-them): the group is as fast as its slowest rank, memory is per rank, FLOPs and bytes are the
-group's, and its roofs are `world` times one rank's.
-"""
+"""Rank 0's row of a parallel point, made from every rank's figures (harness.parallel)."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ import torch
 
 from gpubench.config.spec import Budget, Point
 from gpubench.harness import parallel_probes
-from gpubench.harness.parallel_probes import largest
+from gpubench.harness.parallel_probes import largest, median
 from gpubench.harness.point import _datasheet_peak, profile_values
 from gpubench.harness.timing import Stats
 from gpubench.probes import calibration, communication, flops, load
@@ -22,6 +19,15 @@ from gpubench.store.row import make_row
 
 # The process group's backend per device type (the row's `backend`).
 BACKENDS = {"cpu": "gloo", "cuda": "nccl"}
+# The columns the group's row takes from rank 0's figures, under the same names.
+_AS_RANK0: tuple[str, ...] = (
+    "optimizer_impl",
+    "parameters",
+    "warmup_steps",
+    "warmup_time_s",
+    "warmup_steady",
+)
+_AS_RANK0 += ("loss_first", "workload")
 
 
 def group_row(
@@ -65,13 +71,9 @@ def group_row(
         point,
         status,
         error=None if status == "ok" else f"loss became {last} during measurement",
-        optimizer_impl=r0["optimizer_impl"],
-        parameters=r0["parameters"],
+        **{k: r0[k] for k in _AS_RANK0},
         samples_per_step=global_batch,
         tokens_per_step=tokens,
-        warmup_steps=r0["warmup_steps"],
-        warmup_time_s=r0["warmup_time_s"],
-        warmup_steady=r0["warmup_steady"],
         **s.columns(),
         noisy=not math.isfinite(s.ci_rel) or s.ci_rel > budget.target_rel_ci,
         **_compute_values(point, ranks, world, s.median_s, peak, device),
@@ -83,7 +85,6 @@ def group_row(
         wall_time_s=ranks[slowest]["wall_time_s"],
         samples_per_s=global_batch / s.median_s,
         tokens_per_s=None if tokens is None else tokens / s.median_s,
-        loss_first=r0["loss_first"],
         loss_last=last,
         torch_threads=torch.get_num_threads(),
         step_times_s=ranks[slowest]["step_times_s"],
@@ -94,7 +95,6 @@ def group_row(
         memory_optimizer_bytes=r0["optimizer_bytes"],
         memory_inputs_bytes=largest(r.get("inputs_bytes") for r in ranks),
         memory_remainder_bytes=largest(r.get("remainder_bytes") for r in ranks),
-        workload=r0.get("workload"),
         host_peak_rss_bytes=largest(r["peak_rss_bytes"] for r in ranks),
         **parallel_probes.address_space(ranks),
         torch_peak_allocated_bytes=largest(r["peak_allocated_bytes"] for r in ranks),
@@ -104,8 +104,8 @@ def group_row(
         per_process_samples_per_s=global_batch / s.median_s / world,
         slowest_rank_step_time_s=s.median_s,
         rank_step_time_spread=(max(medians) - min(medians)) / statistics.median(medians),
-        collective_time_s=_median(r["collective_time_s"] for r in ranks),
-        collective_fraction=_median(r["collective_fraction"] for r in ranks),
+        collective_time_s=median(r["collective_time_s"] for r in ranks),
+        collective_fraction=median(r["collective_fraction"] for r in ranks),
         collective_method=None if r0["collective_time_s"] is None else communication.METHOD,
         rank_peak_rss_bytes=largest(r["peak_rss_bytes"] for r in ranks),
         rank_peak_allocated_bytes=largest(r["peak_allocated_bytes"] for r in ranks),
@@ -119,7 +119,7 @@ def group_row(
 
 
 def _micro_batch(point: Point) -> int | None:
-    """A rank's micro-batch (issue 25); None where its batch does not split (unsupported)."""
+    """A rank's micro-batch; None where its batch does not split (unsupported)."""
     batch = point.per_process_batch()
     return batch // point.accumulate if batch % point.accumulate == 0 else None
 
@@ -140,8 +140,8 @@ def _compute_values(
     peak: calibration.Peak | None,
     rank0_device: torch.device,
 ) -> dict[str, Any]:
-    """The group's FLOPs, MFU (against `world` datasheet peaks), fraction of `world` measured
-    matmul roofs, and place on the roofline (bytes every rank moves, `world` bandwidth roofs)."""
+    """The group's FLOPs, MFU, fraction of the matmul roof and place on the roofline, against
+    `world` times one rank's roofs."""
     device = torch.device(point.device)
     flop_count = sum(r["flops_per_step"] for r in ranks)
     nbytes = sum(r["bytes_per_step"] for r in ranks)
@@ -165,8 +165,3 @@ def _compute_values(
         achieved_gb_per_s=nbytes / median_s / 1e9,
         peak_bandwidth_gb_per_s=None if bandwidth is None else bandwidth.gb_per_s * world,
     )
-
-
-def _median(values: Any) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.median(known) if known else None

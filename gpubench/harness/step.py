@@ -1,5 +1,6 @@
 """The step a point measures: its trainer and batches, with the point's speed options applied
-(torch.compile, channels-last layout, whole-step CUDA graph capture)."""
+(torch.compile, channels-last layout, whole-step CUDA graph capture: one replay launches the
+forward, backward and optimizer step)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from torch import Tensor, nn
 from gpubench.config import precision
 from gpubench.config.spec import Point
 from gpubench.data import synthetic
-from gpubench.harness import cuda_graph as graphs
 from gpubench.harness.checkpointing import checkpoint_blocks
 from gpubench.harness.timing import synchronize
 from gpubench.harness.train import Trainer, make_trainer
@@ -23,13 +23,12 @@ from gpubench.models.workload import Workload
 
 
 def unsupported_reason(point: Point, workload: Workload | None = None) -> str | None:
-    """Why `point` cannot run on its device, or None. Checks that need the model run only when
-    `workload` is given."""
+    """Why `point` cannot run on its device, or None (the model's checks only with `workload`)."""
     device = torch.device(point.device)
     reason = precision.unsupported_reason(point.precision, device)
     reason = reason or synthetic.unsupported_reason(point.data, device)
     if reason is None and point.cuda_graph:
-        reason = graphs.unsupported_reason(
+        reason = _graph_reason(
             precision.get(point.precision).scaler, point.compile == "compile", device
         )
     has_conv = workload is None or any(isinstance(m, nn.Conv2d) for m in workload.model.modules())
@@ -40,9 +39,8 @@ def unsupported_reason(point: Point, workload: Workload | None = None) -> str | 
 
 
 def _effective_batch_reason(point: Point, workload: Workload | None) -> str | None:
-    """issue 25: a batch that does not split into `accumulate` equal micro-batches (a suite's
-    explicit batch sizes are refused up front; "auto" ones and a strong-scaling rank's share
-    meet this here), and checkpointing of a model without repeated blocks."""
+    """A batch that does not split into `accumulate` equal micro-batches ("auto" batch sizes
+    and a strong-scaling rank's share meet this here), or checkpointing without blocks."""
     batch = point.per_process_batch()
     if batch % point.accumulate:
         return (
@@ -72,8 +70,8 @@ def _cudnn_benchmark_reason(
 
 @contextlib.contextmanager
 def cudnn_benchmark(enabled: bool) -> Iterator[None]:
-    """torch.backends.cudnn.benchmark set for the block (PyTorch's default: off), then restored.
-    The autotuning happens in the first steps of a shape: the warm-up's."""
+    """torch.backends.cudnn.benchmark set for the block (PyTorch's default: off), then restored
+    (it autotunes in a shape's first steps: the warm-up's)."""
     old = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = enabled
     try:
@@ -82,10 +80,54 @@ def cudnn_benchmark(enabled: bool) -> Iterator[None]:
         torch.backends.cudnn.benchmark = old
 
 
+# Steps run on a side stream before capture, as CUDA graphs require (lazy state such as
+# optimizer moments and cuBLAS workspaces must exist before the capture records their addresses).
+_GRAPH_WARMUP_STEPS = 3
+
+
+def _graph_reason(
+    trainer_precision_scaled: bool, compiled: bool, device: torch.device
+) -> str | None:
+    if device.type != "cuda":
+        return "CUDA graphs need a CUDA device"
+    if trainer_precision_scaled:
+        return "fp16 loss scaling checks for inf on the host every step, which a graph cannot hold"
+    if compiled:
+        return (
+            "torch.compile manages its own CUDA graphs (mode='reduce-overhead'); whole-step "
+            "capture applies to eager steps"
+        )
+    return None
+
+
+class GraphedStep:
+    """Captures `trainer.step` on static input buffers; each call copies the batch into them
+    and replays the graph. Returns the step's loss (a fresh tensor, so earlier losses survive)."""
+
+    def __init__(self, trainer: Trainer, inputs: Tensor, targets: Tensor) -> None:
+        self.inputs = inputs.clone()
+        self.targets = targets.clone()
+        side = torch.cuda.Stream(trainer.device)
+        side.wait_stream(torch.cuda.current_stream(trainer.device))
+        with torch.cuda.stream(side):
+            for _ in range(_GRAPH_WARMUP_STEPS):
+                trainer.step(self.inputs, self.targets)
+        torch.cuda.current_stream(trainer.device).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.loss = trainer.step(self.inputs, self.targets)
+
+    def __call__(self, inputs: Tensor, targets: Tensor) -> Tensor:
+        self.inputs.copy_(inputs, non_blocking=True)
+        self.targets.copy_(targets, non_blocking=True)
+        self.graph.replay()
+        return self.loss.clone()
+
+
 @dataclass
 class PreparedStep:
-    """`step()` runs one training step on the next batch and returns its (unsynchronised) loss.
-    `capture_time_s` is the one-off cost of CUDA graph capture (None without a graph)."""
+    """`step()` runs one training step on the next batch and returns its (unsynchronised) loss;
+    `capture_time_s`: the one-off cost of CUDA graph capture (None without a graph)."""
 
     trainer: Trainer
     batches: synthetic.Batches
@@ -122,7 +164,7 @@ def prepare(point: Point, workload: Workload, lr: float | None = None) -> Prepar
         return PreparedStep(trainer, batches, lambda: trainer.step(*batches.next()), None)
     synchronize(device)
     t0 = time.perf_counter()
-    graphed = graphs.GraphedStep(trainer, *batches.next())
+    graphed = GraphedStep(trainer, *batches.next())
     synchronize(device)
     return PreparedStep(
         trainer, batches, lambda: graphed(*batches.next()), time.perf_counter() - t0

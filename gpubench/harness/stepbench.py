@@ -1,10 +1,6 @@
-"""One training step of any Workload benchmarked outside a sweep, with the sweep's harness.
-
-The pytest plugin (gpubench.pytest_plugin) and the project's own benchmark tests use this. It
-measures through the sweep's own function (harness.point.measure_workload): the same trainer
-and batches, precision switches, warm-up rule, timing, FLOP counter and probes (the memory
-peaks reset after warm-up), so a step time or MFU recorded in CI means what a sweep's does.
-"""
+"""One training step of any Workload benchmarked outside a sweep (the pytest plugin), through
+the sweep's own function (harness.point.measure_workload), so a step time or MFU recorded in
+CI means what a sweep's does."""
 
 from __future__ import annotations
 
@@ -106,7 +102,6 @@ def benchmark_step(
         raise Unsupported(reason)
     budget = Budget() if budget is None else budget
     torch.manual_seed(seed)
-    # The sweep's own path: the same probes, FLOP counting, warm-up rule and memory window.
     peak = calibration.matmul_peak(dev, precision_name)
     with made_current(dev):
         values, m = measure_workload(point, workload, budget, peak, lr)
@@ -114,9 +109,8 @@ def benchmark_step(
         raise Unsupported(values["error"])
     if values["status"] == "diverged":
         raise FloatingPointError(f"{workload.name}: {values['error']}")
-    values.pop("status")
-    values.pop("error")
-    values.pop("step_times_s")
-    values.pop("profile", None)  # a JSONL series (issue 15); its summary columns stay
-    info = {**point.to_dict(), "model_size": model_size, **values}
+    # the profile is a JSONL series (issue 15); its summary columns stay
+    dropped = ("status", "error", "step_times_s", "profile")
+    info = {**point.to_dict(), "model_size": model_size}
+    info |= {k: v for k, v in values.items() if k not in dropped}
     return StepBenchmark(m, {k: finite_or_none(v) for k, v in info.items()})

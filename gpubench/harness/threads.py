@@ -10,11 +10,9 @@ import torch
 
 @contextlib.contextmanager
 def intra_op_threads(threads: int | None) -> Iterator[None]:
-    """Run the block with `threads` intra-op threads (None: leave what torch picked), and
-    restore the previous count after it, so a worker serving several points gives each its own.
-
-    The pool is started here, before any memory cap: threads created later under an
-    address-space cap could fail to start, which the OpenMP runtime turns into an abort."""
+    """Run the block with `threads` intra-op threads (None: leave what torch picked), then
+    restore the previous count. The pool is started here, before any memory cap: threads
+    created later under an address-space cap could fail to start (an OpenMP abort)."""
     previous = torch.get_num_threads()
     if threads is None or threads == previous:
         yield

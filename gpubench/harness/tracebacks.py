@@ -1,9 +1,10 @@
 """The few lines of a traceback worth showing in a terminal: its last frames, the user's own
-preferred over those of gpubench, torch and the Python installation. A worker sends its
-traceback as text (it cannot send the exception), so this reads that text."""
+preferred over gpubench's, torch's and Python's. It reads text: a worker cannot send the
+exception."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import sysconfig
 from dataclasses import dataclass
@@ -32,21 +33,12 @@ def frames(text: str) -> list[Frame]:
     """Every frame of a traceback's text, outermost first; for chained exceptions, the frames
     of each exception in the order printed."""
     found: list[Frame] = []
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        match = _FRAME.match(line)
-        if match is None:
-            continue
-        nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        indented = nxt.startswith("    ") and not _FRAME.match(nxt) and not _MARKERS.match(nxt)
-        found.append(
-            Frame(
-                match["file"],
-                int(match["line"]),
-                match["func"],
-                nxt.strip() if indented else "",
-            )
-        )
+    lines = [*text.splitlines(), ""]
+    for line, nxt in itertools.pairwise(lines):
+        if match := _FRAME.match(line):
+            indented = nxt.startswith("    ") and not _FRAME.match(nxt) and not _MARKERS.match(nxt)
+            source = nxt.strip() if indented else ""
+            found.append(Frame(match["file"], int(match["line"]), match["func"], source))
     return found
 
 
@@ -55,12 +47,9 @@ def is_library(file: str) -> bool:
     standard library's: not the user's own code."""
     if file.startswith("<"):  # <frozen runpy>, <string>: Python's machinery
         return True
-    path = Path(file).resolve()
-    roots = [_GPUBENCH, *(Path(sysconfig.get_paths()[k]).resolve() for k in _INSTALLED)]
-    return any(path.is_relative_to(root) for root in roots)
-
-
-_INSTALLED = ("stdlib", "platstdlib", "purelib", "platlib")
+    installed = ("stdlib", "platstdlib", "purelib", "platlib")
+    roots = [_GPUBENCH, *(Path(sysconfig.get_paths()[k]).resolve() for k in installed)]
+    return any(Path(file).resolve().is_relative_to(root) for root in roots)
 
 
 def last_frames(text: str, count: int = 2) -> list[str]:

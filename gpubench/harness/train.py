@@ -1,9 +1,10 @@
 """The training step: zero_grad; per micro-batch forward under autocast, loss scaled by 1/k,
-backward; one optimizer step."""
+backward (ranks synchronise gradients in the last one only); one optimizer step."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -11,8 +12,26 @@ from torch import Tensor, nn
 
 from gpubench.config import precision
 from gpubench.harness import optimizers
-from gpubench.harness.gradient_sync import gradient_sync
 from gpubench.models.workload import Workload
+
+
+@contextlib.contextmanager
+def gradient_sync(model: nn.Module, sync: bool) -> Iterator[None]:
+    """A backward in this block reduces gradients across ranks only if `sync` (DDP's
+    no_sync, FSDP2's set_requires_gradient_sync): under accumulation the last micro-batch
+    reduces the sum once per update, not k times. The forward runs in it too (DDP prepares its
+    reduction there); a single process has nothing to synchronise."""
+    if not sync and isinstance(model, nn.parallel.DistributedDataParallel):
+        with model.no_sync():
+            yield
+    elif not sync and hasattr(model, "set_requires_gradient_sync"):  # an FSDP2 module
+        model.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            model.set_requires_gradient_sync(True)
+    else:
+        yield
 
 
 @dataclass
@@ -30,11 +49,9 @@ class Trainer:
     accumulate: int = 1  # micro-batches per optimizer step (issue 25)
 
     def step(self, inputs: Tensor, targets: Tensor) -> Tensor:
-        """One optimizer update on the whole batch, in `accumulate` equal micro-batches (split
-        along dim 0; the caller makes the batch divide): each micro-batch's mean loss is scaled
-        by 1/accumulate, so the gradients are those of the whole batch's mean loss, and ranks
-        synchronise them in the last backward only. Returns the batch's mean loss, detached
-        and unsynchronised."""
+        """One optimizer update on the whole batch, in `accumulate` equal micro-batches along
+        dim 0, each mean loss scaled by 1/accumulate (the gradients are the whole batch's mean
+        loss's). Returns the batch's mean loss, detached and unsynchronised."""
         self.optimizer.zero_grad(set_to_none=True)
         k = self.accumulate
         assert inputs.shape[0] % k == 0, (inputs.shape, k)
@@ -77,10 +94,8 @@ def make_trainer(
     cuda_graph: bool = False,
     accumulate: int = 1,
 ) -> Trainer:
-    """Move the workload's model to `device` (in channels-last layout if asked, compiled with
-    torch.compile if asked) and build its optimizer and loss scaler. `cuda_graph` prepares the
-    trainer for whole-step capture (see gpubench.graphs); `accumulate` micro-batches make one
-    optimizer step."""
+    """Move the workload's model to `device` (channels-last and compiled if asked) and build its
+    optimizer and loss scaler; `cuda_graph` prepares the trainer for whole-step capture."""
     prec = precision.get(precision_name)
     model = workload.model.to(device).train()
     if channels_last:
@@ -89,9 +104,8 @@ def make_trainer(
         optimizer_name, model.parameters(), device, lr, capturable=cuda_graph
     )
     if compile:
-        # Static shapes (issue 28): a process that compiles the model at a second batch size (the
-        # confirmation's candidates, a convergence run's eval batches) gets a graph of its own
-        # for it, as the sweep measured, never one recompiled with a dynamic batch dimension.
+        # Static shapes: a second batch size in one process (the confirmation's candidates, an
+        # eval batch) gets a graph of its own, as the sweep measured, never a dynamic one.
         model = torch.compile(model, dynamic=False)  # type: ignore[assignment]
     scaler = torch.amp.GradScaler(device.type) if prec.scaler else None
     return Trainer(
