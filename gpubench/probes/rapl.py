@@ -9,7 +9,8 @@ energy is null and `unavailable_reason()` says why.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+from gpubench.probes.probe import Probe
 
 POWERCAP = Path("/sys/class/powercap")
 
@@ -40,8 +41,8 @@ def unavailable_reason(root: Path = POWERCAP) -> str | None:
     return None
 
 
-class PackageEnergy:
-    """Context manager reading every package's counter on entry and exit; `joules` is the
+class PackageEnergy(Probe):
+    """Reads every package's counter on entry and exit; `joules` is the
     energy spent between them (a wrap is undone with the domain's `max_energy_range_uj`), None
     where RAPL is unavailable or a counter wrapped and its range cannot be read (the energy is
     then unknown, never negative), with `note` saying why in the latter case."""
@@ -52,12 +53,11 @@ class PackageEnergy:
         self.joules: float | None = None
         self.note: str | None = None
 
-    def __enter__(self) -> PackageEnergy:
+    def start(self) -> None:
         self._start = [_read_uj(p) for p in self._domains]
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        if not self._domains or exc[0] is not None:
+    def stop(self, failed: bool = False) -> None:
+        if not self._domains or failed:
             return
         total = 0
         for p, start in zip(self._domains, self._start, strict=True):

@@ -24,9 +24,9 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from types import TracebackType
 
 from gpubench.probes.nvml_readings import Reading, Summary, summarise
+from gpubench.probes.probe import Probe
 
 # 100 Hz; an H100 reading takes 4-8 ms, which fits in the slot (and the sampler process absorbs)
 DEFAULT_INTERVAL_S = 0.01
@@ -61,8 +61,8 @@ def sample_on_grid(
         k += 1
 
 
-class Sampler:
-    """Context manager: reads once on entry, then once per `interval_s` slot on a daemon
+class Sampler(Probe):
+    """Reads once on entry, then once per `interval_s` slot on a daemon
     thread (sample_on_grid), and once more on exit; `summary` is set on exit. An exception in
     the reading function is re-raised on exit, never swallowed. `seed` fixes the readings'
     places in their slots (None: a fresh seed)."""
@@ -84,7 +84,7 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
-    def __enter__(self) -> Sampler:
+    def start(self) -> None:
         start = time.perf_counter()
         self.readings = [self._read()]
         self._stop.clear()
@@ -92,7 +92,6 @@ class Sampler:
             target=self._run, args=(start,), name="gpubench-nvml", daemon=True
         )
         self._thread.start()
-        return self
 
     def _run(self, start: float) -> None:
         try:
@@ -105,19 +104,14 @@ class Sampler:
                 self.readings,
                 self._rng,
             )
-        except BaseException as e:  # handed to the measuring thread in __exit__
+        except BaseException as e:  # handed to the measuring thread in stop()
             self._error = e
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def stop(self, failed: bool = False) -> None:
         self._stop.set()
         assert self._thread is not None
         self._thread.join()
-        if exc_type is not None:
+        if failed:
             return
         if self._error is not None:
             raise RuntimeError(f"NVML sampling failed: {self._error}") from self._error

@@ -29,6 +29,7 @@ from torch.utils._pytree import tree_leaves
 
 from gpubench.probes import bytes as step_bytes
 from gpubench.probes import flops
+from gpubench.probes.probe import Probe
 
 # Metadata queries a tensor subclass (a nested tensor) may send here: FlopCounterMode declines
 # them, so that the subclass answers; they move nothing and count nothing.
@@ -64,8 +65,8 @@ class StepCount:
     bytes: step_bytes.StepBytes
 
 
-class CountStep:
-    """Context manager counting the FLOPs and the minimum bytes moved of what runs inside it;
+class CountStep(Probe):
+    """Counts the FLOPs and the minimum bytes moved of what runs inside it;
     `result` is set on a clean exit. It keeps counts only: every tensor an operator takes or
     returns is released when the operator returns, so the block's peak memory is its own.
     Not reentrant (one block at a time per instance); several instances may be open."""
@@ -80,7 +81,7 @@ class CountStep:
         self._recomputing = 0  # > 0 inside a checkpointed block's recomputation
         self._mode: _CountingMode | None = None
 
-    def __enter__(self) -> CountStep:
+    def start(self) -> None:
         self.result = None
         self._flops.clear()
         self._bytes.clear()
@@ -89,15 +90,14 @@ class CountStep:
         self._mode.__enter__()
         with _LOCK:
             _COUNTING.append(self)
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def stop(self, failed: bool = False) -> None:
         with _LOCK:
             _COUNTING.remove(self)
         assert self._mode is not None
-        self._mode.__exit__(*exc)
+        self._mode.__exit__(None, None, None)
         self._mode = None
-        if exc[0] is not None:
+        if failed:
             return  # the step failed: its own exception is the one to report
         counted = flops.StepFlops(
             total=sum(self._flops.values()),
