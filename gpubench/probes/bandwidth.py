@@ -1,10 +1,6 @@
-"""The measured memory bandwidth of a device, the roof a memory-bound step is held under.
-
-A calibration times large copies on the device (device to device: one read and one write of the
-buffer per copy) and keeps the best rate. Like the matmul peak (probes.calibration) it runs once
-per device, torch version and thread count, and is cached in the process and on disk beside it
-(`bandwidth.json`). With the matmul peak it gives the roofline's ridge point: the arithmetic
-intensity (FLOP per byte) above which a step can be compute-bound.
+"""The measured memory bandwidth of a device, the roof a memory-bound step is held under: the best
+rate of large device-to-device copies (one read and one write per copy), cached as the matmul peak
+is (probes.calibration) in `bandwidth.json`. With the matmul peak it gives the roofline's ridge.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The measured matmul peak of a device for a precision, the roof that MFU is computed against.
-
-A calibration times square matrix products of growing size on the device and dtype (fp32 at
-IEEE precision, tf32 as fp32 with TF32 tensor cores, fp16, bf16) and keeps the best throughput.
-It runs once per device, precision, torch version and torch thread count, and is cached in the
-process and on disk (`$GPUBENCH_CACHE_DIR`, else `$XDG_CACHE_HOME/gpubench`, else
-`~/.cache/gpubench`), so worker processes and later sweeps reuse it.
+"""The measured matmul peak of a device for a precision, the roof that MFU is computed against:
+the best throughput of square products of growing size (fp32 at IEEE precision, tf32, fp16,
+bf16). Cached per device, precision, torch version and thread count, in the process and on disk
+(`$GPUBENCH_CACHE_DIR`, else `$XDG_CACHE_HOME/gpubench`, else `~/.cache/gpubench`).
 """
 
 from __future__ import annotations
@@ -56,15 +53,13 @@ class Peak:
     dtype: str
     measured_at: str
     source: str  # "measured" in this process, or "cache" (an earlier measurement on disk)
-    # issue 14: the timed rounds at the best size and layout, slowest over fastest less 1 (a
-    # busy machine shows here); None in caches written before it was recorded
+    # the best size's timed rounds, slowest / fastest - 1 (a busy machine shows here)
     round_spread: float | None = None
 
 
 def _cached_peak(entry: object) -> Peak | None:
-    """The peak a cache entry holds, or None (measured again) where the entry does not have
-    exactly Peak's fields: a cache is shared by every gpubench version on the machine, and one
-    written by another version must cost a re-measurement, never every point."""
+    """The peak a cache entry holds, or None (measured again) where its fields are not Peak's:
+    every gpubench version on the machine shares the cache."""
     names = {f.name for f in fields(Peak)}
     if not isinstance(entry, dict) or not set(entry) <= names:
         return None

@@ -1,9 +1,12 @@
-"""What NVML sampling yields: one reading (Reading) and a window's summary of readings
-(Summary: peaks, means, energy, throttle reasons). Plain data and arithmetic, no pynvml."""
+"""What NVML sampling yields: a Reading and a window's Summary (peaks, means, energy, throttle
+reasons). Plain data and arithmetic, no pynvml.
+"""
 
 from __future__ import annotations
 
+import functools
 import itertools
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,14 +43,10 @@ class Reading:
 
 @dataclass(frozen=True)
 class Summary:
-    """What a window's readings add up to. Energy comes from whichever of two methods states
-    the smaller bound on its relative error (`energy_error_rel`, probes.energy): the
-    total-energy counter (`energy_method` = "counter") or the trapezoidal integral of the
-    sampled power ("power_integral"). On an H100 over a 1 s window the counter's bound is 3-5%
-    (it moves every 100 ms); the power integral's depends on how much the power varies within
-    the sampling slots. None where neither gives a figure within 10%
-    (energy.MAX_STATED_ERROR_REL), with the reasons in `energy_note`.
-    `sample_hz` is the rate achieved (the readings' gaps over the window)."""
+    """What a window's readings add up to. Energy is from the method (probes.energy: the
+    "counter" or the "power_integral") stating the smaller error bound (`energy_error_rel`);
+    None where neither is within energy.MAX_STATED_ERROR_REL, with the reasons in
+    `energy_note`. `sample_hz` is the rate achieved."""
 
     samples: int
     duration_s: float
@@ -106,7 +105,7 @@ def summarise(readings: list[Reading]) -> Summary:
         util_pct=_mean([r.util_pct for r in readings]),
         sm_clock_mhz=_mean([r.sm_clock_mhz for r in readings]),
         temperature_c=_max([r.temperature_c for r in readings]),
-        throttle_reasons=throttle_names(_or(masks)) if masks else None,
+        throttle_reasons=throttle_names(functools.reduce(operator.or_, masks)) if masks else None,
         energy_error_rel=error,
         energy_note="; ".join(notes) if joules is None and notes else None,
         energy_counter_resolution_s=None if counter is None else counter.resolution_s,
@@ -154,10 +153,3 @@ def _max(values: list[Any]) -> Any:
 def _mean(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return sum(present) / len(present) if present else None
-
-
-def _or(masks: list[int]) -> int:
-    out = 0
-    for m in masks:
-        out |= m
-    return out

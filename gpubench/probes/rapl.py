@@ -1,9 +1,6 @@
-"""CPU package energy from RAPL (Linux powercap: /sys/class/powercap/intel-rapl:N/energy_uj).
-
-The counters are cumulative microjoules per CPU package that wrap at `max_energy_range_uj`.
-Where the machine exposes none (no powercap, a virtual machine, an AMD or ARM host without
-the driver) or they cannot be read (recent kernels make energy_uj readable by root only),
-energy is null and `unavailable_reason()` says why.
+"""CPU package energy from RAPL (/sys/class/powercap/intel-rapl:N/energy_uj: cumulative microjoules
+per package, wrapping at `max_energy_range_uj`). Where there is none, or it is unreadable (recent
+kernels: root only), energy is null and `unavailable_reason()` says why.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Launches the ranks of a parallel point on this node and turns how they ended into one row.
 
-Each rank is a process of its own (from the sweep's worker context: the fork server that has
-imported torch), joined by a c10d TCP rendezvous on 127.0.0.1 and a free port, as torchrun's
-c10d rendezvous does. Every rank sends its outcome on a pipe; the launcher watches the pipes and
-the processes together, and at the first failure ends every rank:
-
-- a rank raising out of memory (on any rank) -> `oom`; another exception -> `error`, naming the
-  rank (and any other rank that failed before it was stopped);
-- a rank dying (a signal, an exit) -> `error`, naming the rank and the signal;
-- no outcome from every rank within the point timeout -> `timeout`.
-A rank that hangs inside a collective also meets the process group's timeout, which makes the
-ranks waiting on it raise rather than wait for ever.
+Each rank is a process from the sweep's fork server, joined by a c10d TCP rendezvous on 127.0.0.1
+as torchrun's is, and sends its outcome on a pipe; at the first failure every rank is ended:
+out of memory on any rank -> `oom`, another exception or a death -> `error` naming the rank, no
+outcome within the point timeout -> `timeout`. A rank hung in a collective meets the process
+group's timeout.
 """
 
 from __future__ import annotations
@@ -44,8 +38,8 @@ RankTarget = Callable[..., Any]  # (rank, world, init_method, timeout_s, *args) 
 
 
 class RankFailure(Exception):
-    """A launch that did not end well: `status` (oom, error or timeout), its reason, and the
-    traceback of the rank that failed first where it raised (None: it died, or hung)."""
+    """`status` (oom, error or timeout), the reason, and the first failed rank's traceback
+    (None: it died, or hung)."""
 
     def __init__(self, status: str, reason: str, traceback_text: str | None = None) -> None:
         super().__init__(reason)
@@ -72,10 +66,9 @@ def launch(
     timeout_s: float | None,
     group_timeout_s: float = GROUP_TIMEOUT_S,
 ) -> list[Any]:
-    """Run `target(rank, nproc, init_method, group_timeout_s, *args)` in `nproc` processes and
-    return each rank's result in rank order (a target that joins a process group leaves it to
-    the launch, which does so after the result is sent), or raise RankFailure (every rank is stopped
-    before it is raised). `timeout_s` bounds the whole launch (None: no limit)."""
+    """`target(rank, nproc, init_method, group_timeout_s, *args)` in `nproc` processes: each
+    rank's result in rank order, or RankFailure once every rank is stopped. The launch leaves
+    a joined process group after the result is sent. `timeout_s` (None: none) bounds it all."""
     ctx = context()
     init_method = f"tcp://127.0.0.1:{free_port()}"
     if timeout_s is not None:
@@ -250,10 +243,8 @@ def point_rank(
     budget: Budget,
     max_memory: int | None = None,
 ) -> dict[str, Any] | None:
-    """One rank of a parallel point: join the group and measure under the memory cap
-    (`max_memory` bytes for this rank, as for a single process; None: none); rank 0 returns
-    the row. Rank 0 calibrates its matmul roof first (cached), outside the cap, as the
-    sweep does for a single process."""
+    """One rank of a parallel point, measured under `max_memory` bytes (None: no cap); rank 0
+    calibrates its matmul roof first, outside the cap, and returns the row."""
     import torch
 
     from gpubench.harness import parallel
@@ -280,9 +271,8 @@ def run_parallel_point(
     group_timeout_s: float = GROUP_TIMEOUT_S,
     max_memory: int | None = None,
 ) -> dict[str, Any]:
-    """`point`'s row, measured by `point.nproc` ranks on this node, each under `max_memory`
-    bytes (None: no cap) and the whole within `timeout_s` seconds; every outcome is a row, a
-    timed one with its bottleneck."""
+    """`point`'s row from `point.nproc` ranks on this node, each under `max_memory` bytes, all
+    within `timeout_s` seconds; every outcome is a row."""
     from gpubench.harness import parallel, parallel_probes
     from gpubench.harness.step import unsupported_reason
     from gpubench.probes import load
