@@ -32,6 +32,12 @@ POWER_SIGMAS = 3.0
 MIN_POWER_READINGS = 10
 
 
+def trapezoid(times_s: list[float], values: list[float]) -> float:
+    """The trapezoid integral of `values` taken at `times_s` (0 for fewer than two)."""
+    pairs = zip(itertools.pairwise(times_s), itertools.pairwise(values), strict=True)
+    return sum((t1 - t0) * (v0 + v1) / 2 for (t0, t1), (v0, v1) in pairs)
+
+
 @dataclass(frozen=True)
 class CounterEnergy:
     """Energy in joules over a window, the bound on its relative error, the counter's update
@@ -110,8 +116,7 @@ def from_power(
     gaps = [t1 - t0 for t0, t1 in itertools.pairwise(times_s)]
     if any(g < 0 for g in gaps):
         raise ValueError("power readings must be in time order")
-    pairs = zip(gaps, itertools.pairwise(power_w), strict=True)
-    joules = sum(g * (p0 + p1) / 2 for g, (p0, p1) in pairs)
+    joules = trapezoid(times_s, power_w)
     if joules <= 0:
         return PowerEnergy(None, None, f"the power integral is {joules:.3g} J, not positive")
     weights = [gaps[0] / 2, *((a + b) / 2 for a, b in itertools.pairwise(gaps)), gaps[-1] / 2]

@@ -17,11 +17,6 @@ _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 
 
-def current_rss_bytes() -> int | None:
-    """This process's resident set size now (bytes), where /proc tells it (Linux)."""
-    return _status_kib("VmRSS")
-
-
 def address_space_bytes() -> int | None:
     """This process's virtual address space now (bytes, Linux VmSize), or None where unknown."""
     return _status_kib("VmSize")

@@ -5,7 +5,6 @@ reasons). Plain data and arithmetic, no pynvml.
 from __future__ import annotations
 
 import functools
-import itertools
 import operator
 from dataclasses import dataclass
 from typing import Any
@@ -74,11 +73,6 @@ def summarise(readings: list[Reading]) -> Summary:
     duration = t[-1] - t[0]
     gaps = len(readings) - 1
     power = [(r.t_s, r.power_w) for r in readings if r.power_w is not None]
-    power_integral = (
-        sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in itertools.pairwise(power))
-        if len(power) >= 2
-        else None
-    )
     power_span = power[-1][0] - power[0][0] if len(power) >= 2 else 0.0
     counted = [(r.t_s, r.energy_j) for r in readings if r.energy_j is not None]
     counter = None
@@ -99,8 +93,8 @@ def summarise(readings: list[Reading]) -> Summary:
         peak_process_used_bytes=_max([r.process_used_bytes for r in readings]),
         energy_j=joules,
         energy_method=method,
-        avg_power_w=power_integral / power_span
-        if power_integral is not None and power_span > 0
+        avg_power_w=energy.trapezoid([t for t, _ in power], [w for _, w in power]) / power_span
+        if power_span > 0
         else None,
         util_pct=_mean([r.util_pct for r in readings]),
         sm_clock_mhz=_mean([r.sm_clock_mhz for r in readings]),

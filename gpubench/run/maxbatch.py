@@ -58,17 +58,12 @@ class MaxBatch:
         return sum(p.seconds for p in self.search_probes)
 
     def to_dict(self) -> dict[str, Any]:
+        plain = ("best_batch", "ceiling_reached", "stopped", "smallest_failed", "resolution")
+        plain += ("limit_bytes", "rank_saved_bytes", "time_ceiling")
         return {
             **self.point.to_dict(),
             "largest_batch": self.largest,
-            "best_batch": self.best_batch,
-            "ceiling_reached": self.ceiling_reached,
-            "stopped": self.stopped,
-            "smallest_failed": self.smallest_failed,
-            "resolution": self.resolution,
-            "limit_bytes": self.limit_bytes,
-            "rank_saved_bytes": self.rank_saved_bytes,
-            "time_ceiling": self.time_ceiling,
+            **{k: getattr(self, k) for k in plain},
             "search_probe_count": len(self.search_probes),
             "search_seconds": self.search_seconds,
             "probes": [dataclasses.asdict(p) for p in self.probes],
