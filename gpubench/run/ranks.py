@@ -110,14 +110,24 @@ def _start(ctx: Any, proc: BaseProcess) -> None:
 def _collect(
     procs: list[BaseProcess], conns: list[Connection], timeout_s: float | None
 ) -> list[Any]:
+    """Each rank's result in rank order; after the first failure, the reasons that arrive
+    within _FAILURE_GRACE_S (a rank that failed may have made others fail), as a RankFailure."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     results: dict[int, Any] = {}
     # (rank, out of memory, reason, traceback or None) in arrival order
     failures: list[tuple[int, bool, str, str | None]] = []
-    while len(results) < len(procs):
-        waiting = [r for r in range(len(procs)) if r not in results]
+    grace_end = None
+    while True:
+        failed = {f[0] for f in failures}
+        waiting = [r for r in range(len(procs)) if r not in results and r not in failed]
+        if grace_end is not None and (not waiting or time.monotonic() >= grace_end):
+            raise _failure(failures, len(procs), waiting)
+        if not waiting:
+            return [results[r] for r in range(len(procs))]
         left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
+        if grace_end is not None:
+            left = max(0.0, grace_end - time.monotonic())  # a negative wait would block
+        elif left is not None and left <= 0:
             raise RankFailure(
                 "timeout",
                 f"no result from rank(s) {', '.join(map(str, waiting))} of {len(procs)} "
@@ -132,12 +142,8 @@ def _collect(
                 results[r] = outcome[1]
             else:
                 failures.append((r, *outcome[1:]))
-        if failures:
-            _more_failures(procs, conns, results, failures)
-            failed = {f[0] for f in failures}
-            silent = [r for r in range(len(procs)) if r not in results and r not in failed]
-            raise _failure(failures, len(procs), silent)
-    return [results[r] for r in range(len(procs))]
+        if failures and grace_end is None:
+            grace_end = time.monotonic() + _FAILURE_GRACE_S
 
 
 def _read(conn: Connection, proc: BaseProcess) -> tuple[Any, ...]:
@@ -148,29 +154,6 @@ def _read(conn: Connection, proc: BaseProcess) -> tuple[Any, ...]:
             return message
     proc.join(timeout=10)
     return ("failed", False, f"the process died ({describe_exit(proc.exitcode)})", None)
-
-
-def _more_failures(
-    procs: list[BaseProcess],
-    conns: list[Connection],
-    results: dict[int, Any],
-    failures: list[tuple[int, bool, str, str | None]],
-) -> None:
-    """Other ranks' reasons that arrive within a short grace (a rank that failed may have
-    made others fail too); the first failure stays first."""
-    seen = {f[0] for f in failures}
-    end = time.monotonic() + _FAILURE_GRACE_S
-    while (left := end - time.monotonic()) > 0:
-        pending = [r for r in range(len(procs)) if r not in results and r not in seen]
-        ready = wait([conns[r] for r in pending], left) if pending else []
-        if not ready:
-            return
-        for r in pending:
-            if conns[r] in ready:
-                outcome = _read(conns[r], procs[r])
-                seen.add(r)
-                if outcome[0] == "failed":
-                    failures.append((r, *outcome[1:]))
 
 
 # A rank whose error reads as a lost peer failed because another rank did: the cause comes first.
