@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The published GPU reference runs, on a lent GPU machine (see README, "Published results"):
 #   OUT=/some/dir bash scripts/gpu_publish.sh suite    # gpu suite on CUDA + CPU comparison + report
-#   OUT=/some/dir bash scripts/gpu_publish.sh extras   # MFU with torch.compile, harness overhead
+#   OUT=/some/dir bash scripts/gpu_publish.sh extras   # MFU with torch.compile
 #   OUT=/some/dir bash scripts/gpu_publish.sh answers  # issue 28: the default sweep, max-batch,
 #       tune, effective batch with checkpointing, DDP and FSDP at nproc 1, each with its report
 # Each stage leaves one tarball under $OUT (runs-<stage>.tar.gz) and prints its tables.
@@ -35,8 +35,6 @@ f = gpubench.load_results(sys.argv[1])
 print(f[["compile", "batch_size", "status", "step_time_s", "tflops", "peak_tflops", "mfu",
          "compile_time_s", "avg_power_w", "throttle_reasons"]].to_string(index=False))
 PY
-    # Harness overhead against a hand-written loop, interleaved.
-    python scripts/harness_overhead.py --rounds 9 --steps 100 | tee "$OUT/overhead.txt"
     cd_out "$stamp-$gpu-mfu"
 elif [ "$stage" = answers ]; then
     # The default sweep as a new user runs it (cpu + cuda), its verdict per device and across.

@@ -1,25 +1,23 @@
-"""The measured memory bandwidth of a device, the roof a memory-bound step is held under.
-
-A calibration times large copies on the device (device to device: one read and one write of the
-buffer per copy) and keeps the best rate. Like the matmul peak (probes.calibration) it runs once
-per device, torch version and thread count, and is cached in the process and on disk beside it
-(`bandwidth.json`). With the matmul peak it gives the roofline's ridge point: the arithmetic
-intensity (FLOP per byte) above which a step can be compute-bound.
+"""The measured memory bandwidth of a device, the roof a memory-bound step is held under: the best
+rate of large device-to-device copies (one read and one write per copy), cached as the matmul peak
+is (probes.calibration) in `bandwidth.json`. With the matmul peak it gives the roofline's ridge.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from gpubench.probes.calibration import cache_file, device_key
+from gpubench.probes.calibration import (
+    cache_file,
+    device_key,
+    device_seconds,
+    read_cache,
+    write_cache,
+)
 
 # Bytes of the copied buffer: far beyond any cache, small enough to allocate anywhere.
 _BUFFER_BYTES = {"cpu": 64 * 2**20, "cuda": 2 * 2**30}
@@ -47,19 +45,17 @@ def memory_bandwidth(device: torch.device | str, refresh: bool = False) -> Bandw
     """The device's measured copy bandwidth. Measured on first use (under a second), then served
     from the caches unless `refresh`."""
     device = torch.device(device)
-    key = device_key(device)
-    if not refresh:
-        if key in _memo:
-            return _memo[key]
-        cached = _read().get(key)
-        if cached is not None:
-            _memo[key] = Bandwidth(**cached)
-            return _memo[key]
+    cached = None if refresh else cached_bandwidth(device)
+    if cached is not None:
+        return cached
     nbytes = _buffer_bytes(device)
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     bw = Bandwidth(measure_copy_gb_per_s(device, nbytes), nbytes, stamp, "measured")
+    key = device_key(device)
     _memo[key] = bw
-    _write(key, bw)
+    data = read_cache(bandwidth_file())
+    data[key] = asdict(bw) | {"source": "cache"}
+    write_cache(bandwidth_file(), data)
     return bw
 
 
@@ -68,7 +64,7 @@ def cached_bandwidth(device: torch.device | str) -> Bandwidth | None:
     else None; never measures."""
     key = device_key(torch.device(device))
     if key not in _memo:
-        cached = _read().get(key)
+        cached = read_cache(bandwidth_file()).get(key)
         if cached is None:
             return None
         _memo[key] = Bandwidth(**cached)
@@ -83,23 +79,9 @@ def measure_copy_gb_per_s(device: torch.device, nbytes: int) -> float:
     dst.copy_(src)  # first touch of the pages, kernel warm-up
     best = 0.0
     for _ in range(_ROUNDS[device.type]):
-        seconds = _time_copy(src, dst)
+        seconds = device_seconds(device, lambda: dst.copy_(src))
         best = max(best, 2 * nbytes / seconds / 1e9)
     return best
-
-
-def _time_copy(src: torch.Tensor, dst: torch.Tensor) -> float:
-    if src.device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize(src.device)
-        start.record()
-        dst.copy_(src)
-        end.record()
-        torch.cuda.synchronize(src.device)
-        return start.elapsed_time(end) / 1e3
-    t0 = time.perf_counter()
-    dst.copy_(src)
-    return time.perf_counter() - t0
 
 
 def _buffer_bytes(device: torch.device) -> int:
@@ -108,24 +90,6 @@ def _buffer_bytes(device: torch.device) -> int:
         free, _ = torch.cuda.mem_get_info(device)
         nbytes = min(nbytes, free // 4)
     return nbytes
-
-
-def _read() -> dict[str, Any]:
-    try:
-        data = json.loads(bandwidth_file().read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):  # absent or corrupt: measured again
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write(key: str, bw: Bandwidth) -> None:
-    path = bandwidth_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = _read()
-    data[key] = asdict(bw) | {"source": "cache"}
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def clear_memo() -> None:

@@ -1,18 +1,10 @@
-"""The minimum bytes one training step must move, counted by probes.step_count.CountStep in the
-same pass as its FLOPs: every operator that runs reads each of its tensor inputs once and writes
-each of its tensor outputs once. Views (`t`, `view`, `expand`, ...) move nothing and are not
-counted, nor are operators whose schema does not flag them as views but whose outputs alias their
-inputs (`_unsafe_view`, `_reshape_alias`, `alias`, `lift_fresh`) and which write nothing. An
-in-place operator (`add_`) reads and writes its first argument: both are counted, as the hardware
-moves both; one tensor passed twice (`a + a`) is read once.
+"""The minimum bytes one training step must move (counted by probes.step_count.CountStep with its
+FLOPs): each operator reads each tensor input once and writes each tensor output once. Views, and
+operators that write nothing and return aliases of their inputs, move nothing; an in-place
+operator reads and writes its first argument; one tensor passed twice is read once.
 
-It is counted on a steady step (harness.point: the second warm-up step), not the first, which
-also creates the optimizer's state.
-
-It is a lower bound: a kernel that re-reads a tile from memory, or spills, moves more; a fused
-kernel (torch.compile, a CUDA graph does not fuse) moves less than the eager operators it
-replaces, which is why the count is taken on the eager step. With the FLOP count it places a
-step on the roofline: arithmetic intensity = FLOPs / minimum bytes.
+A lower bound, counted on a steady eager step: a kernel that re-reads or spills moves more, a
+fused one (torch.compile) less. FLOPs / minimum bytes places the step on the roofline.
 """
 
 from __future__ import annotations

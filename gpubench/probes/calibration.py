@@ -1,10 +1,7 @@
-"""The measured matmul peak of a device for a precision, the roof that MFU is computed against.
-
-A calibration times square matrix products of growing size on the device and dtype (fp32 at
-IEEE precision, tf32 as fp32 with TF32 tensor cores, fp16, bf16) and keeps the best throughput.
-It runs once per device, precision, torch version and torch thread count, and is cached in the
-process and on disk (`$GPUBENCH_CACHE_DIR`, else `$XDG_CACHE_HOME/gpubench`, else
-`~/.cache/gpubench`), so worker processes and later sweeps reuse it.
+"""The measured matmul peak of a device for a precision, the roof that MFU is computed against:
+the best throughput of square products of growing size (fp32 at IEEE precision, tf32, fp16,
+bf16). Cached per device, precision, torch version and thread count, in the process and on disk
+(`$GPUBENCH_CACHE_DIR`, else `$XDG_CACHE_HOME/gpubench`, else `~/.cache/gpubench`).
 """
 
 from __future__ import annotations
@@ -15,6 +12,7 @@ import math
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -55,15 +53,13 @@ class Peak:
     dtype: str
     measured_at: str
     source: str  # "measured" in this process, or "cache" (an earlier measurement on disk)
-    # issue 14: the timed rounds at the best size and layout, slowest over fastest less 1 (a
-    # busy machine shows here); None in caches written before it was recorded
+    # the best size's timed rounds, slowest / fastest - 1 (a busy machine shows here)
     round_spread: float | None = None
 
 
 def _cached_peak(entry: object) -> Peak | None:
-    """The peak a cache entry holds, or None (measured again) where the entry does not have
-    exactly Peak's fields: a cache is shared by every gpubench version on the machine, and one
-    written by another version must cost a re-measurement, never every point."""
+    """The peak a cache entry holds, or None (measured again) where its fields are not Peak's:
+    every gpubench version on the machine shares the cache."""
     names = {f.name for f in fields(Peak)}
     if not isinstance(entry, dict) or not set(entry) <= names:
         return None
@@ -103,22 +99,18 @@ def cache_file() -> Path:
     return base / "matmul_peaks.json"
 
 
-def _read_cache() -> dict[str, Any]:
-    path = cache_file()
+def read_cache(path: Path) -> dict[str, Any]:
+    """The JSON object cached at `path`; {} where it is absent or corrupt (measured again)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except ValueError:  # a corrupt cache is re-measured, not trusted
+    except (FileNotFoundError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def _write_cache(key: str, precision: str, peak: Peak) -> None:
-    path = cache_file()
+def write_cache(path: Path, data: dict[str, Any]) -> None:
+    """Replace `path` atomically with `data`, so a concurrent reader sees the old or the new."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = _read_cache()
-    data.setdefault(key, {})[precision] = asdict(peak) | {"source": "cache"}
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, path)
@@ -134,7 +126,7 @@ def matmul_peak(device: torch.device | str, precision: str, refresh: bool = Fals
     if not refresh:
         if (key, precision) in _memo:
             return _memo[(key, precision)]
-        cached = _cached_peak(_read_cache().get(key, {}).get(precision))
+        cached = _cached_peak(read_cache(cache_file()).get(key, {}).get(precision))
         if cached is not None:
             _memo[(key, precision)] = cached
             return cached
@@ -144,7 +136,9 @@ def matmul_peak(device: torch.device | str, precision: str, refresh: bool = Fals
     dtype = str(_MATMUL[precision][0]).removeprefix("torch.")
     peak = Peak(tflops, n, dtype, stamp, "measured", spread)
     _memo[(key, precision)] = peak
-    _write_cache(key, precision, peak)
+    data = read_cache(cache_file())
+    data.setdefault(key, {})[precision] = asdict(peak) | {"source": "cache"}
+    write_cache(cache_file(), data)
     return peak
 
 
@@ -195,20 +189,26 @@ def _fits(device: torch.device, n: int, dtype: torch.dtype) -> bool:
 
 
 def _time_products(a: torch.Tensor, b: torch.Tensor, reps: int) -> float:
-    """Seconds for `reps` back-to-back products a @ b (CUDA events on the GPU)."""
-    if a.device.type == "cuda":
+    """Seconds for `reps` back-to-back products a @ b."""
+    return device_seconds(a.device, lambda: torch.mm(a, b), reps)
+
+
+def device_seconds(device: torch.device, work: Callable[[], object], reps: int = 1) -> float:
+    """Seconds for `reps` back-to-back calls of `work` on `device` (CUDA events on the
+    device's own stream, whatever device is current; the wall clock on the CPU)."""
+    if device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        stream = stream_of(a.device)  # the products' stream, whatever device is current
-        torch.cuda.synchronize(a.device)
+        stream = stream_of(device)
+        torch.cuda.synchronize(device)
         start.record(stream)
         for _ in range(reps):
-            torch.mm(a, b)
+            work()
         end.record(stream)
-        torch.cuda.synchronize(a.device)
+        torch.cuda.synchronize(device)
         return start.elapsed_time(end) / 1e3
     t0 = time.perf_counter()
     for _ in range(reps):
-        torch.mm(a, b)
+        work()
     return time.perf_counter() - t0
 
 

@@ -1,10 +1,6 @@
-"""Making a point's device the current CUDA device.
-
-CUDA events record on a stream, and `torch.cuda.Event.record()` with no stream takes the current
-stream of the *current* device, which nothing sets: without this, a point on `cuda:1` would be
-timed by events on `cuda:0` (as would the matmul roof). Every CUDA timing here also names its
-stream explicitly (stream_of); running each point with its device current covers the rest
-(`torch.cuda.current_device()`, and a user's model that allocates on "cuda").
+"""Making a point's device the current CUDA device: `torch.cuda.Event.record()` without a stream
+takes the *current* device's stream, so a point on `cuda:1` would be timed on `cuda:0`. Timings
+also name their stream (stream_of); the current device covers the rest (a user's model on "cuda").
 """
 
 from __future__ import annotations

@@ -5,52 +5,25 @@ cards is half the fp16-accumulate rate. A precision a GPU lacks is absent."""
 
 from __future__ import annotations
 
-# (label, the CUDA device names of that product, {precision: dense TFLOPS}). A name must match
-# one of these exactly (case and surrounding spaces aside): a loose pattern would give
-# "NVIDIA RTX A1000" the A100's peak, or "RTX 4090 D" the 4090's. Unknown means null.
-_TABLE: list[tuple[str, tuple[str, ...], dict[str, float]]] = [
-    (
-        "H200 NVL",
-        ("NVIDIA H200 NVL",),
-        {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5},
-    ),
-    ("H200 SXM", ("NVIDIA H200",), {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
-    (
-        "H100 PCIe",
-        ("NVIDIA H100 PCIe",),
-        {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0},
-    ),
-    (
-        "H100 SXM",
-        ("NVIDIA H100 80GB HBM3",),
-        {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
-    ),
-    (
-        "A100",
-        (
-            "NVIDIA A100-SXM4-40GB",
-            "NVIDIA A100-SXM4-80GB",
-            "NVIDIA A100-PCIE-40GB",
-            "NVIDIA A100 80GB PCIe",
-        ),
-        {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
-    ),
-    ("L40S", ("NVIDIA L40S",), {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05}),
-    ("L4", ("NVIDIA L4",), {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0}),
-    ("A10", ("NVIDIA A10",), {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0}),
-    ("V100 SXM2", ("Tesla V100-SXM2-16GB", "Tesla V100-SXM2-32GB"), {"fp32": 15.7, "fp16": 125.0}),
-    ("V100 PCIe", ("Tesla V100-PCIE-16GB", "Tesla V100-PCIE-32GB"), {"fp32": 14.0, "fp16": 112.0}),
-    ("T4", ("Tesla T4",), {"fp32": 8.1, "fp16": 65.0}),
-    (
-        "GeForce RTX 4090",
-        ("NVIDIA GeForce RTX 4090",),
-        {"fp32": 82.6, "tf32": 82.6, "bf16": 165.2, "fp16": 165.2},
-    ),
-    (
-        "GeForce RTX 3090",
-        ("NVIDIA GeForce RTX 3090",),
-        {"fp32": 35.6, "tf32": 35.6, "bf16": 71.0, "fp16": 71.0},
-    ),
+# (label, the CUDA device names of that product, dense TFLOPS per _PRECISIONS; None: the GPU
+# lacks it). A name must match one of these exactly (case and surrounding spaces aside): a loose
+# pattern would give "NVIDIA RTX A1000" the A100's peak, or "RTX 4090 D" the 4090's.
+_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+_A100 = ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA A100-PCIE-40GB")
+_TABLE: list[tuple[str, tuple[str, ...], tuple[float | None, ...]]] = [
+    ("H200 NVL", ("NVIDIA H200 NVL",), (60.0, 417.5, 835.5, 835.5)),
+    ("H200 SXM", ("NVIDIA H200",), (67.0, 494.7, 989.4, 989.4)),
+    ("H100 PCIe", ("NVIDIA H100 PCIe",), (51.2, 378.0, 756.0, 756.0)),
+    ("H100 SXM", ("NVIDIA H100 80GB HBM3",), (67.0, 494.7, 989.4, 989.4)),
+    ("A100", (*_A100, "NVIDIA A100 80GB PCIe"), (19.5, 156.0, 312.0, 312.0)),
+    ("L40S", ("NVIDIA L40S",), (91.6, 183.0, 362.05, 362.05)),
+    ("L4", ("NVIDIA L4",), (30.3, 60.0, 121.0, 121.0)),
+    ("A10", ("NVIDIA A10",), (31.2, 62.5, 125.0, 125.0)),
+    ("V100 SXM2", ("Tesla V100-SXM2-16GB", "Tesla V100-SXM2-32GB"), (15.7, None, None, 125.0)),
+    ("V100 PCIe", ("Tesla V100-PCIE-16GB", "Tesla V100-PCIE-32GB"), (14.0, None, None, 112.0)),
+    ("T4", ("Tesla T4",), (8.1, None, None, 65.0)),
+    ("GeForce RTX 4090", ("NVIDIA GeForce RTX 4090",), (82.6, 82.6, 165.2, 165.2)),
+    ("GeForce RTX 3090", ("NVIDIA GeForce RTX 3090",), (35.6, 35.6, 71.0, 71.0)),
 ]
 
 
@@ -60,7 +33,7 @@ def lookup(device_name: str) -> tuple[str, dict[str, float]] | None:
     name = " ".join(device_name.split()).casefold()
     for label, names, peaks in _TABLE:
         if name in (n.casefold() for n in names):
-            return label, dict(peaks)
+            return label, {p: v for p, v in zip(_PRECISIONS, peaks, strict=True) if v is not None}
     return None
 
 

@@ -1,39 +1,20 @@
 """Energy over a window, with a stated error: from a total-energy counter that moves in steps
 (`from_counter`), or from the sampled power (`from_power`) where the counter is too coarse.
 
-NVML's total-energy counter does not count continuously: on an H100 it moves about every
-100 ms. The plain difference of two readings is then quantised by up to a whole update period,
-5-33% of a 0.3-2 s window. The rule here instead times the counter's own updates:
+Counter: NVML's moves about every 100 ms on an H100, so a plain difference of two readings is off
+by up to an update period (5-33% of a 0.3-2 s window). The energy between the first and the last
+update seen is exact; over a steady loop, that span's mean power times the window is the window's
+energy. The error bound is the uncertainty of the two update times (the reading gaps around them)
+over the span; `from_counter` refuses one above `max_error_rel`.
 
-- the window's readings (every `interval` seconds) show when the counter changed; each update
-  happened between the reading before the change and the reading that saw it;
-- the energy between the first and the last update seen is exact, so the mean power over that
-  span is their difference over the time between them, and the window's energy is that power
-  times the window (the measured loop is steady: its power over the whole window is its power
-  over the span, which covers all of it but for up to one update period at each end);
-- the error bound is the uncertainty of the two update times (the reading gaps around them)
-  over the span between them. `from_counter` refuses a figure above `max_error_rel` (default
-  MAX_ERROR_REL, 2%), with the reason: at 100 Hz sampling that is every window under about
-  1.5 s, the default points'. nvml_readings.summarise weighs it against the power integral
-  instead, and takes the smaller bound, up to MAX_STATED_ERROR_REL (10%).
-
-The power integral (`from_power`) answers windows too short for the counter. The readings are a
-stratified random sample of the window (probes.sampler: one reading at a random point of each
-slot of length h), and the energy is their trapezoid integral. Its error is what the readings
-miss of the power's variation inside their slots. Write the power as a part that changes slowly
-(resolved by the readings: the trapezoid integrates it to within its curvature over a slot) plus
-a fast part (the step's own rhythm: kernels, launches, the optimizer) with variance s^2 within a
-slot. Reading i carries weight w_i (its share of the trapezoid: half of each gap beside it); the
-random point of each slot makes its miss independent of the others, with mean 0 and variance
-w_i^2 s^2, so the integral's error has standard deviation s * sqrt(sum w_i^2). s is estimated
-from the readings themselves: s^2 is half the mean squared difference of consecutive ones (the von
-Neumann estimator: a slow drift adds little to it, and the slot-to-slot change of the slow part
-only adds, so it errs high). The stated bound is POWER_SIGMAS (3) of those deviations: a
-relative error above it has a chance under 0.3% for a normal error, and the sum of ~100
-independent misses is close to normal. It needs MIN_POWER_READINGS (10) readings: the estimate
-of s from n - 1 differences is uncertain by about 1/sqrt(2(n - 1)), 24% at 10. The power must be
-the instantaneous reading (nvml.Device.power_reading == "instant"): a one-second moving average
-lags the window, an error no sample of it shows.
+Power integral: the readings are a stratified random sample (probes.sampler: one at a random point
+of each slot), integrated by trapezoids. Reading i has weight w_i (half of each gap beside it);
+its miss of the fast power variation (variance s^2 within a slot) is independent, mean 0, so the
+integral's error has standard deviation s * sqrt(sum w_i^2). s^2 is estimated as half the mean
+squared difference of consecutive readings (von Neumann: a slow drift only makes it err high).
+The bound is POWER_SIGMAS (3) deviations; MIN_POWER_READINGS (10) readings at least, since the
+estimate of s from n - 1 differences is uncertain by about 1/sqrt(2(n - 1)). The power must be
+instantaneous (nvml.Device.power_reading): a one-second average lags the window unseen.
 """
 
 from __future__ import annotations
@@ -44,12 +25,17 @@ import statistics
 from dataclasses import dataclass
 
 MAX_ERROR_REL = 0.02
-# No figure where the smaller of the two bounds is above this: NVML's power reading is specified
-# to +-5% where NVIDIA states an accuracy at all (Fermi, Kepler), and a method error twice the
-# sensor's would make the figure the method's, not the device's.
+# No figure above this bound: twice NVML's stated +-5% power accuracy (Fermi, Kepler) would make
+# the figure the method's, not the device's.
 MAX_STATED_ERROR_REL = 0.10
 POWER_SIGMAS = 3.0
 MIN_POWER_READINGS = 10
+
+
+def trapezoid(times_s: list[float], values: list[float]) -> float:
+    """The trapezoid integral of `values` taken at `times_s` (0 for fewer than two)."""
+    pairs = zip(itertools.pairwise(times_s), itertools.pairwise(values), strict=True)
+    return sum((t1 - t0) * (v0 + v1) / 2 for (t0, t1), (v0, v1) in pairs)
 
 
 @dataclass(frozen=True)
@@ -113,10 +99,10 @@ class PowerEnergy:
 def from_power(
     times_s: list[float], power_w: list[float], max_error_rel: float = MAX_STATED_ERROR_REL
 ) -> PowerEnergy:
-    """The window's energy from power readings `power_w` taken at `times_s` (seconds, in order,
-    the first at the window's start and the last at its end): their trapezoid integral, with
-    the module's error bound. None, with the reason, under MIN_POWER_READINGS readings, where
-    the integral is not positive, or where the bound is above `max_error_rel`."""
+    """The window's energy from power readings `power_w` at `times_s` (in order, spanning the
+    window): their trapezoid integral and the module's error bound; None, with the reason,
+    under MIN_POWER_READINGS readings, for an integral not positive, or a bound over
+    `max_error_rel`."""
     if len(times_s) != len(power_w):
         raise ValueError("need one time per power reading")
     n = len(power_w)
@@ -130,8 +116,7 @@ def from_power(
     gaps = [t1 - t0 for t0, t1 in itertools.pairwise(times_s)]
     if any(g < 0 for g in gaps):
         raise ValueError("power readings must be in time order")
-    pairs = zip(gaps, itertools.pairwise(power_w), strict=True)
-    joules = sum(g * (p0 + p1) / 2 for g, (p0, p1) in pairs)
+    joules = trapezoid(times_s, power_w)
     if joules <= 0:
         return PowerEnergy(None, None, f"the power integral is {joules:.3g} J, not positive")
     weights = [gaps[0] / 2, *((a + b) / 2 for a, b in itertools.pairwise(gaps)), gaps[-1] / 2]

@@ -1,23 +1,14 @@
-"""The FLOP formulas a training step is counted with (probes.step_count.CountStep counts them),
-and what one step's count says.
+"""The FLOP formulas a training step is counted with (probes.step_count.CountStep), and what one
+step's count says.
 
-The formulas are torch.utils.flop_counter's registry, FlopCounterMode's own (so `flops_method`
-keeps its value "FlopCounterMode"): matmuls, convolutions and the fused attention kernels; nothing
-for elementwise work (norms, activations, the loss) and, on the CPU, nothing for
-scaled_dot_product_attention, whose CPU kernel the registry does not know. We add the CPU kernel
-with the registry's own formulas for the CUDA kernels, so every device counts attention the same
-way: the full T x T score matrix (a causal mask's skipped half is counted as work), and a
-backward of five matmuls: the fused kernels (flash, memory-efficient, cuDNN, and the CPU's flash
-kernel) keep no score matrix and recompute it in backward. That one recomputed matmul is work the
-device did, so it is in the total; it is no work the model needs, so `StepFlops.model` (what MFU
-divides, as PaLM and nanoGPT count: 3x the forward) leaves it out, like the recomputation of
-activation checkpointing.
-
-The optimizer's FLOPs are elementwise, so the formulas see none of them: they are counted
-analytically per parameter element (`optimizer_flops`).
-
-Activation checkpointing (issue 25) recomputes forward work in backward: the counter sees it
-(it is work the device did) and counts it apart too (`StepFlops.recomputed`).
+The formulas are torch.utils.flop_counter's registry (so `flops_method` is "FlopCounterMode"):
+matmuls, convolutions and fused attention; nothing elementwise. We add the CPU attention kernel
+with the registry's CUDA formulas, so every device counts attention alike: the full T x T scores
+(a causal mask's skipped half included) and a five-matmul backward, since the fused kernels
+recompute the scores. That recomputed matmul is in the total (the device did it) but not in
+`StepFlops.model` (what MFU divides, 3x the forward as PaLM and nanoGPT count), nor is the
+recomputation of activation checkpointing (`StepFlops.recomputed`). The optimizer's elementwise
+FLOPs are counted analytically per parameter element (`optimizer_flops`).
 """
 
 from __future__ import annotations
@@ -47,13 +38,14 @@ def _cpu_sdpa_backward(
 
 
 # Kernels the counter does not know, with the formula that counts them (on tensor shapes).
-MISSED: dict[Any, Callable[..., int]] = {}
-for _name, _formula in (
-    ("_scaled_dot_product_flash_attention_for_cpu", _cpu_sdpa),
-    ("_scaled_dot_product_flash_attention_for_cpu_backward", _cpu_sdpa_backward),
-):
-    if hasattr(aten, _name):
-        MISSED[getattr(aten, _name)] = _formula
+MISSED: dict[Any, Callable[..., int]] = {
+    getattr(aten, name): formula
+    for name, formula in (
+        ("_scaled_dot_product_flash_attention_for_cpu", _cpu_sdpa),
+        ("_scaled_dot_product_flash_attention_for_cpu_backward", _cpu_sdpa_backward),
+    )
+    if hasattr(aten, name)
+}
 
 
 def _scores_recomputed(

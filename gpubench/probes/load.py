@@ -1,16 +1,8 @@
-"""Is the machine busy? CPU time used by other processes while gpubench measures, the load
-average against the cores, and the spread of the matmul calibration: a contended figure must
-not be read as the machine's speed.
-
-Other processes' load over a window is the machine's busy CPU time (Linux `/proc/stat`) less
-the CPU time of gpubench's own process tree (probes.process_tree: the sweep's parent, the fork
-server, the workers, the ranks of a parallel point, the NVML sampler, compile and DataLoader
-workers, those that ended inside the window included), over the window's wall time: the
-number of cores others kept busy. Where `/proc/stat` is missing it is None (unknown), never 0.
-
-A point is contended when that load does not fit in the cores its own threads leave free
-(`contended`): a CPU point needs its torch threads' cores, a CUDA point the one core of the
-thread that drives the GPU (`needed_cores`).
+"""Is the machine busy? The cores other processes kept busy while gpubench measured (the machine's
+busy CPU time from `/proc/stat` less gpubench's own process tree, probes.process_tree, over the
+window's wall time; None where unknown, never 0), the load average, and the spread of the matmul
+calibration: a contended figure must not be read as the machine's speed. A point is contended
+when that load does not fit in the cores its own threads leave free (`contended`).
 """
 
 from __future__ import annotations
@@ -24,10 +16,8 @@ from typing import Any
 from gpubench.probes import process_tree
 from gpubench.probes.probe import Probe
 
-# Other processes keeping this many cores busy beyond what the point's threads leave free make
-# it contended: a point running torch's threads on every core slows down as soon as one of them
-# waits for a core (the clock tick of /proc/stat also makes shorter windows read up to about
-# 0.1 core off).
+# Others' load beyond the cores a point leaves free, by more than this, makes it contended (a
+# point on every core slows as soon as one thread waits; clock ticks read up to ~0.1 core off).
 SPARE_CORES = 0.25
 # The load average before a sweep, per core, from which the machine counts as busy.
 BUSY_LOAD_PER_CORE = 0.5
@@ -64,15 +54,13 @@ def _machine_busy_s() -> float | None:
 
 
 def _own_cpu_s() -> float:
-    """CPU seconds gpubench's process tree has used (process_tree.tree_cpu_s)."""
     return process_tree.tree_cpu_s()
 
 
 class OtherLoad(Probe):
-    """Context manager: `cores` is how many cores processes outside gpubench's own process
-    tree kept busy, on average, while the block ran; `own_cores`, how many the tree kept busy
-    (this process included); `wall_s`, the block's seconds. The cores are None where unknown
-    here, or the window was too short to tell."""
+    """`cores`: the mean cores processes outside gpubench's tree kept busy in the block;
+    `own_cores`: the tree's (this process included); `wall_s`: the block's seconds. Cores are
+    None where unknown, or the window was too short to tell."""
 
     def __init__(self) -> None:
         self.cores: float | None = None
@@ -84,10 +72,8 @@ class OtherLoad(Probe):
         self._start = (time.perf_counter(), _machine_busy_s(), _own_cpu_s())
 
     def lengthen(self) -> None:
-        """Wait inside the window until it is long enough to tell its load (a window shorter
-        than _MIN_WINDOW_S reads None): where a point's steps were too short for the clock's
-        ticks, how busy the machine was around them still says whether others contended them
-        (every row that timed steps carries the check)."""
+        """Wait until the window is long enough (_MIN_WINDOW_S) to tell its load, so that a
+        point whose steps were too short for the clock's ticks still gets the check."""
         assert self._start is not None
         left = _MIN_WINDOW_S - (time.perf_counter() - self._start[0])
         if left > 0:
@@ -107,25 +93,22 @@ class OtherLoad(Probe):
 
 
 def needed_cores(device: str, threads: int) -> int:
-    """The cores a point of `device` ("cpu", "cuda:0", ...) running `threads` torch threads
-    keeps busy: its threads' on the CPU, one on a GPU (one host thread launches the kernels;
-    torch's intra-op threads idle while the GPU computes)."""
+    """The cores a point keeps busy: its `threads` on the CPU, one on a GPU (the host thread
+    that launches kernels; intra-op threads idle meanwhile)."""
     return 1 if device.split(":")[0] == "cuda" else threads
 
 
 def contended(other_cores: float | None, threads: int | None, n_cores: int) -> bool | None:
-    """Whether a point needing `threads` cores (needed_cores) had to share them with others'
-    load (`other_cores`, outside gpubench's process tree) on a machine of `n_cores`: true when
-    that load exceeds the cores the point leaves free, plus SPARE_CORES for the clock's ticks.
-    None where either is unknown."""
+    """Whether others' load (`other_cores`) exceeds the cores a point needing `threads` leaves
+    free of `n_cores`, plus SPARE_CORES; None where either is unknown."""
     if other_cores is None or threads is None:
         return None
     return other_cores > max(n_cores - threads, 0) + SPARE_CORES
 
 
 def before_sweep(other_cores: float | None) -> dict[str, Any]:
-    """What env.json records of the load as a sweep starts: the load average, the cores, and
-    the cores other processes used while the sweep calibrated (`other_cores`)."""
+    """env.json's load as a sweep starts: load average, cores, and the cores other processes
+    used while it calibrated."""
     return {
         "load_average_1m": load_average_1m(),
         "cores": cores(),
@@ -134,8 +117,8 @@ def before_sweep(other_cores: float | None) -> dict[str, Any]:
 
 
 def busy_reasons(env: Mapping[str, Any]) -> list[str]:
-    """Why the machine was busy as the sweep started (env.json's `load` and the CPU's matmul
-    calibration), as short phrases; empty when it was not, or nothing says."""
+    """Why the machine was busy as the sweep started (env.json's `load` and CPU calibration
+    spread), as short phrases; empty where it was not or nothing says."""
     load = env.get("load") or {}
     n = load.get("cores") or cores()
     reasons = []
@@ -154,8 +137,8 @@ def busy_reasons(env: Mapping[str, Any]) -> list[str]:
 
 
 def busy_line(env: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> str | None:
-    """One line for the terminal and the report when the machine was busy before or during the
-    sweep, None when it was not: how busy, how many rows are marked, what it means."""
+    """One line for the terminal and report where the machine was busy before or during the
+    sweep (how busy, rows marked, what it means); None where it was not."""
     reasons = busy_reasons(env)
     rows = list(rows)
     busy = [r for r in rows if r.get("busy") is True]

@@ -17,11 +17,6 @@ _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 
 
-def current_rss_bytes() -> int | None:
-    """This process's resident set size now (bytes), where /proc tells it (Linux)."""
-    return _status_kib("VmRSS")
-
-
 def address_space_bytes() -> int | None:
     """This process's virtual address space now (bytes, Linux VmSize), or None where unknown."""
     return _status_kib("VmSize")
@@ -73,16 +68,14 @@ def peak_rss_bytes() -> int | None:
 
 
 class HostPeakRSS(Probe):
-    """Context manager: the peak RSS of this process inside the block, in bytes (`peak_bytes`);
-    it includes what the process holds on entry (the interpreter and torch, a few hundred MB).
-    `scope` is "block" where the peak could be reset on entry, else "process" (the process's
-    lifetime peak, which equals the block's only in a fresh worker process)."""
+    """The peak RSS of this process inside the block (`peak_bytes`, what it held on entry
+    included). `scope`: "block" where the peak could be reset on entry, else "process" (the
+    lifetime peak: the block's only in a fresh worker)."""
 
     def __init__(self) -> None:
         self.peak_bytes: int | None = None
         self.scope: str | None = None
-        # The process's lifetime peak virtual address space (Linux VmPeak; it cannot be reset):
-        # what --max-memory caps on the CPU, and the point's own in a fresh worker (issue 16).
+        # lifetime peak address space (VmPeak, not resettable): what --max-memory caps on the CPU
         self.peak_address_space_bytes: int | None = None
 
     def start(self) -> None:
@@ -90,15 +83,14 @@ class HostPeakRSS(Probe):
         self.scope = "block" if reset_peak_rss() else "process"
 
     def stop(self, failed: bool = False) -> None:
-        """Read the peaks now, once: what runs after it in the block (profiling, issue 15) does
-        not count."""
+        """Read the peaks once: what runs later in the block (profiling) does not count."""
         if self.peak_bytes is None:
             self.peak_bytes = peak_rss_bytes()
             self.peak_address_space_bytes = _status_kib("VmPeak")
 
 
 class TorchPeaks(Probe):
-    """Context manager: torch's CUDA allocator peaks (allocated, reserved; bytes) inside the
+    """Torch's CUDA allocator peaks (allocated, reserved; bytes) inside the
     block, reset on entry. Both stay None on a device without an allocator to ask (the CPU)."""
 
     def __init__(self, device: torch.device) -> None:

@@ -1,13 +1,7 @@
-"""NVML: device and process memory, power, energy, utilisation, clocks, temperature and throttle
-reasons, sampled by a background thread over a measured window (probes.sampler: on a fixed grid
-of slots; the thread runs in a process of its own, probes.sampler_process, so that it cannot
-slow the measured step). What a reading holds and how a window's readings are summarised
-lives in nvml_readings.py.
-
-This is the only module that imports pynvml (nvidia-ml-py). Where NVML is missing (the package,
-the driver, or the permission), `unavailable_reason()` says why and every NVML field stays None;
-nothing here raises for that. The sampler takes any reading function, so its logic is tested
-without a GPU.
+"""NVML: a GPU's memory, power, energy, utilisation, clocks, temperature and throttle reasons
+(Device), read by probes.sampler in a process of its own (probes.sampler_process). The only module
+that imports pynvml: where NVML is missing (package, driver or permission) `unavailable_reason()`
+says why and every NVML field stays None; nothing here raises for that.
 """
 
 from __future__ import annotations
@@ -55,9 +49,8 @@ def unavailable_reason() -> str | None:
 
 
 def warn_if_unavailable(devices: Iterable[str]) -> str | None:
-    """Warn (call once per sweep) that NVML is missing and why, only where `devices` name a
-    CUDA device: NVML fields exist only on CUDA rows, so a CPU-only sweep on a machine without
-    an NVIDIA driver says nothing about NVML. Returns the reason (None where NVML works)."""
+    """Warn (once per sweep) that NVML is missing and why, only where `devices` name a CUDA
+    device (NVML fields exist only on CUDA rows); the reason, None where NVML works."""
     reason = unavailable_reason()
     if reason is not None and any(d.startswith("cuda") for d in devices):
         warnings.warn(
@@ -79,9 +72,8 @@ def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def _handle(cuda_index: int) -> Any:
-    """The NVML handle of torch's CUDA device `cuda_index`: by UUID, else by PCI bus id (so
-    CUDA_VISIBLE_DEVICES reordering cannot mix devices up), else by index where no
-    CUDA_VISIBLE_DEVICES renumbers them."""
+    """The NVML handle of torch's CUDA device `cuda_index`: by UUID, else PCI bus id (immune to
+    CUDA_VISIBLE_DEVICES reordering), else by index where CUDA_VISIBLE_DEVICES is unset."""
     import torch
 
     nvml = _nvml()
@@ -108,8 +100,8 @@ class Device:
     reading makes only calls that can answer."""
 
     def __init__(self, cuda_index: int, uuid: str | None = None, pid: int | None = None) -> None:
-        """The GPU of torch's CUDA device `cuda_index`, or (from a process without torch) the
-        GPU of NVML `uuid`; process memory is that of `pid` (default: this process)."""
+        """Torch's CUDA device `cuda_index`, or (without torch) NVML's `uuid`; process memory is
+        `pid`'s (default: this process's)."""
         nvml = _nvml()
         if nvml is None:
             raise RuntimeError(f"NVML unavailable: {unavailable_reason()}")
@@ -200,9 +192,8 @@ class Device:
         return list(self._queries)
 
     def read(self) -> Reading:
-        """One reading, stamped when it starts: power and energy are queried first (the
-        queries run in that order), so their time is the stamp's to within one query, not the
-        whole reading's 4-8 ms on an H100."""
+        """One reading, stamped as it starts: power and energy are queried first, so their time
+        is the stamp's to within one query, not the reading's 4-8 ms (H100)."""
         t = time.perf_counter()
         values = {name: _call(query) for name, query in self._queries.items()}
         return Reading(t_s=t, **values)

@@ -1,9 +1,11 @@
-"""What NVML sampling yields: one reading (Reading) and a window's summary of readings
-(Summary: peaks, means, energy, throttle reasons). Plain data and arithmetic, no pynvml."""
+"""What NVML sampling yields: a Reading and a window's Summary (peaks, means, energy, throttle
+reasons). Plain data and arithmetic, no pynvml.
+"""
 
 from __future__ import annotations
 
-import itertools
+import functools
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,14 +42,10 @@ class Reading:
 
 @dataclass(frozen=True)
 class Summary:
-    """What a window's readings add up to. Energy comes from whichever of two methods states
-    the smaller bound on its relative error (`energy_error_rel`, probes.energy): the
-    total-energy counter (`energy_method` = "counter") or the trapezoidal integral of the
-    sampled power ("power_integral"). On an H100 over a 1 s window the counter's bound is 3-5%
-    (it moves every 100 ms); the power integral's depends on how much the power varies within
-    the sampling slots. None where neither gives a figure within 10%
-    (energy.MAX_STATED_ERROR_REL), with the reasons in `energy_note`.
-    `sample_hz` is the rate achieved (the readings' gaps over the window)."""
+    """What a window's readings add up to. Energy is from the method (probes.energy: the
+    "counter" or the "power_integral") stating the smaller error bound (`energy_error_rel`);
+    None where neither is within energy.MAX_STATED_ERROR_REL, with the reasons in
+    `energy_note`. `sample_hz` is the rate achieved."""
 
     samples: int
     duration_s: float
@@ -75,11 +73,6 @@ def summarise(readings: list[Reading]) -> Summary:
     duration = t[-1] - t[0]
     gaps = len(readings) - 1
     power = [(r.t_s, r.power_w) for r in readings if r.power_w is not None]
-    power_integral = (
-        sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in itertools.pairwise(power))
-        if len(power) >= 2
-        else None
-    )
     power_span = power[-1][0] - power[0][0] if len(power) >= 2 else 0.0
     counted = [(r.t_s, r.energy_j) for r in readings if r.energy_j is not None]
     counter = None
@@ -100,13 +93,13 @@ def summarise(readings: list[Reading]) -> Summary:
         peak_process_used_bytes=_max([r.process_used_bytes for r in readings]),
         energy_j=joules,
         energy_method=method,
-        avg_power_w=power_integral / power_span
-        if power_integral is not None and power_span > 0
+        avg_power_w=energy.trapezoid([t for t, _ in power], [w for _, w in power]) / power_span
+        if power_span > 0
         else None,
         util_pct=_mean([r.util_pct for r in readings]),
         sm_clock_mhz=_mean([r.sm_clock_mhz for r in readings]),
         temperature_c=_max([r.temperature_c for r in readings]),
-        throttle_reasons=throttle_names(_or(masks)) if masks else None,
+        throttle_reasons=throttle_names(functools.reduce(operator.or_, masks)) if masks else None,
         energy_error_rel=error,
         energy_note="; ".join(notes) if joules is None and notes else None,
         energy_counter_resolution_s=None if counter is None else counter.resolution_s,
@@ -154,10 +147,3 @@ def _max(values: list[Any]) -> Any:
 def _mean(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return sum(present) / len(present) if present else None
-
-
-def _or(masks: list[int]) -> int:
-    out = 0
-    for m in masks:
-        out |= m
-    return out

@@ -1,20 +1,13 @@
-"""gpubench's own processes: the tree under the process that started the measurement, and the
-CPU time it has used, so that a busy-machine check counts none of it as "other load".
+"""gpubench's own processes and the CPU time they used, so that a busy-machine check counts none of
+it as "other load".
 
-The tree's root is the process that started the sweep (or the fork server's first user: a
-test, a user's script), named to its descendants by the environment variable ROOT_ENV (set
-by `claim_root` before any child is started, and inherited by the fork server, the workers
-and the ranks they fork). Under torchrun, where no gpubench process started the ranks, the
-root is the rank's parent, the agent that started every rank of this node. Everything under
-the root is gpubench's own: the sweep's parent, the fork server, the workers, the ranks of a
-parallel point, the NVML sampling process, torch.compile's compile workers, a DataLoader's
+The tree's root is the process that started the sweep, named to its descendants by ROOT_ENV
+(`claim_root`, before any child starts); under torchrun, the rank's parent (the node's agent).
+Everything under it is ours: fork server, workers, ranks, NVML sampler, compile and DataLoader
 workers. Linux only (`/proc`); elsewhere the tree is this process and its reaped children.
 
-CPU time is counted with the children the tree's processes have reaped (`cutime`, `cstime`
-of /proc/<pid>/stat), so a process that ends inside a window still counts: when its parent
-reaps it, its time moves into the parent's children's time, and the tree's total over the
-window is the sum over the tree at the end less the sum at the start. A process orphaned
-out of the tree (its parent ended first, it was reparented to init) leaves with its time.
+CPU time includes reaped children (`cutime`, `cstime`), so a process that ends inside a window
+still counts: its time moves to its parent's. A process orphaned out of the tree leaves with it.
 """
 
 from __future__ import annotations
@@ -27,7 +20,7 @@ _PROC = Path("/proc")
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
-def _stat_fields(pid: int) -> list[str] | None:
+def stat_fields(pid: int) -> list[str] | None:
     """/proc/<pid>/stat's fields after the command name (state first), None where the process
     is gone or there is no /proc."""
     try:
@@ -40,7 +33,7 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 def parent_pid(pid: int) -> int | None:
     """The parent of process `pid`, None where it is gone (or there is no /proc)."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return None if fields is None else int(fields[1])
 
 
@@ -54,10 +47,9 @@ def _is_ancestor_or_self(pid: int) -> bool:
 
 
 def root_pid() -> int:
-    """The root of gpubench's process tree as seen from this process: ROOT_ENV where it names
-    this process or one of its ancestors (a stale value, from a process that has ended or is
-    not ours, is ignored); else, in a rank that torchrun started, its parent (the agent that
-    started every rank of this node); else this process."""
+    """The root of gpubench's process tree: ROOT_ENV where it names this process or an ancestor
+    (a stale value is ignored); else, in a torchrun rank, its parent (the node's agent); else
+    this process."""
     value = os.environ.get(ROOT_ENV, "")
     if value.isdigit() and _is_ancestor_or_self(int(value)):
         return int(value)
@@ -67,8 +59,8 @@ def root_pid() -> int:
 
 
 def claim_root() -> None:
-    """Name this process's root (root_pid) to every child started from now on. Call it before
-    starting the fork server: what it forks inherits the environment it started with."""
+    """Name this process's root (root_pid) to every child started from now on (call it before
+    the fork server starts: its children inherit its environment)."""
     os.environ[ROOT_ENV] = str(root_pid())
 
 
@@ -123,7 +115,7 @@ def tree(root: int | None = None) -> list[int]:
 def _cpu_s(pid: int) -> float:
     """CPU seconds process `pid` used (all its threads) and its reaped children used; 0 where
     it is gone."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     if fields is None:
         return 0.0
     # utime, stime, cutime, cstime: fields 14-17 of stat, 12-15 after the command name
@@ -131,10 +123,8 @@ def _cpu_s(pid: int) -> float:
 
 
 def tree_cpu_s(root: int | None = None) -> float:
-    """CPU seconds gpubench's process tree (see `tree`) has used, its processes' reaped
-    children included: a count whose difference over a window is the tree's CPU time in it
-    (see the module docstring). Where there is no /proc, this process's and its reaped
-    children's."""
+    """CPU seconds gpubench's process tree has used, reaped children included (its difference
+    over a window is the tree's time in it); without /proc, this process's and its children's."""
     if not _PROC.is_dir():
         t = os.times()
         return t.user + t.system + t.children_user + t.children_system

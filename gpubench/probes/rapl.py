@@ -1,15 +1,13 @@
-"""CPU package energy from RAPL (Linux powercap: /sys/class/powercap/intel-rapl:N/energy_uj).
-
-The counters are cumulative microjoules per CPU package that wrap at `max_energy_range_uj`.
-Where the machine exposes none (no powercap, a virtual machine, an AMD or ARM host without
-the driver) or they cannot be read (recent kernels make energy_uj readable by root only),
-energy is null and `unavailable_reason()` says why.
+"""CPU package energy from RAPL (/sys/class/powercap/intel-rapl:N/energy_uj: cumulative microjoules
+per package, wrapping at `max_energy_range_uj`). Where there is none, or it is unreadable (recent
+kernels: root only), energy is null and `unavailable_reason()` says why.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+from gpubench.probes.probe import Probe
 
 POWERCAP = Path("/sys/class/powercap")
 
@@ -40,8 +38,8 @@ def unavailable_reason(root: Path = POWERCAP) -> str | None:
     return None
 
 
-class PackageEnergy:
-    """Context manager reading every package's counter on entry and exit; `joules` is the
+class PackageEnergy(Probe):
+    """Reads every package's counter on entry and exit; `joules` is the
     energy spent between them (a wrap is undone with the domain's `max_energy_range_uj`), None
     where RAPL is unavailable or a counter wrapped and its range cannot be read (the energy is
     then unknown, never negative), with `note` saying why in the latter case."""
@@ -52,12 +50,11 @@ class PackageEnergy:
         self.joules: float | None = None
         self.note: str | None = None
 
-    def __enter__(self) -> PackageEnergy:
+    def start(self) -> None:
         self._start = [_read_uj(p) for p in self._domains]
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        if not self._domains or exc[0] is not None:
+    def stop(self, failed: bool = False) -> None:
+        if not self._domains or failed:
             return
         total = 0
         for p, start in zip(self._domains, self._start, strict=True):

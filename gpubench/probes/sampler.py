@@ -1,20 +1,12 @@
-"""A sampler that keeps the rate it promises: readings on a fixed grid of slots, not a sleep
-after each reading.
+"""A sampler on a fixed grid of slots, not a sleep after each reading: slot k starts at
+`start + k * interval`, so the rate is 1 / interval for any reading shorter than the slot (a sleep
+after each 4-8 ms H100 reading gave 56-71 Hz for 100). A reading that overruns its slot skips the
+slots it covered, never bursts to catch up; the summary's `sample_hz` is the rate achieved.
 
-Sleeping `interval` after each reading runs at 1 / (interval + reading time): on an H100, whose
-NVML reading takes 4-8 ms, a 10 ms interval gave 56-71 Hz, not 100. Here slot k starts at
-`start + k * interval`, so the reading's own time comes out of the wait before the next one,
-and the rate is 1 / interval for any reading shorter than the interval. A reading that
-overruns its slot is not followed by a burst of catch-up readings: the slots it covered are
-skipped, and the achieved rate (the summary's `sample_hz`) says so.
-
-Each reading falls at a random point of its slot (`start + (k + u_k) * interval`, u_k uniform
-in [0, 1), independent): a training loop's power is periodic, and a grid whose interval is a
-multiple of the step's period reads it at the same phase every time, so the power integral
-would be biased by as much as the power varies within a step, with readings that agree with
-each other and hide it. With a random point per slot the readings are a stratified random
-sample of the window, which is what probes.energy's error bound for the power integral assumes.
-The mean rate is unchanged.
+Each reading falls at a uniformly random point of its slot: a training loop's power is periodic,
+and a grid in step with it would read the same phase every time, biasing the power integral
+while the readings agree. Random points make a stratified sample, which probes.energy's error
+bound assumes.
 """
 
 from __future__ import annotations
@@ -24,11 +16,11 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from types import TracebackType
 
 from gpubench.probes.nvml_readings import Reading, Summary, summarise
+from gpubench.probes.probe import Probe
 
-# 100 Hz; an H100 reading takes 4-8 ms, which fits in the slot (and the sampler process absorbs)
+# 100 Hz: an H100 reading's 4-8 ms fits in a slot
 DEFAULT_INTERVAL_S = 0.01
 
 
@@ -61,11 +53,10 @@ def sample_on_grid(
         k += 1
 
 
-class Sampler:
-    """Context manager: reads once on entry, then once per `interval_s` slot on a daemon
-    thread (sample_on_grid), and once more on exit; `summary` is set on exit. An exception in
-    the reading function is re-raised on exit, never swallowed. `seed` fixes the readings'
-    places in their slots (None: a fresh seed)."""
+class Sampler(Probe):
+    """Reads once on entry, once per `interval_s` slot on a daemon thread (sample_on_grid), and
+    once on exit, then sets `summary`; an error of the reading function is raised on exit.
+    `seed` fixes the readings' places in their slots (None: a fresh seed)."""
 
     def __init__(
         self,
@@ -84,7 +75,7 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
-    def __enter__(self) -> Sampler:
+    def start(self) -> None:
         start = time.perf_counter()
         self.readings = [self._read()]
         self._stop.clear()
@@ -92,7 +83,6 @@ class Sampler:
             target=self._run, args=(start,), name="gpubench-nvml", daemon=True
         )
         self._thread.start()
-        return self
 
     def _run(self, start: float) -> None:
         try:
@@ -105,19 +95,14 @@ class Sampler:
                 self.readings,
                 self._rng,
             )
-        except BaseException as e:  # handed to the measuring thread in __exit__
+        except BaseException as e:  # handed to the measuring thread in stop()
             self._error = e
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def stop(self, failed: bool = False) -> None:
         self._stop.set()
         assert self._thread is not None
         self._thread.join()
-        if exc_type is not None:
+        if failed:
             return
         if self._error is not None:
             raise RuntimeError(f"NVML sampling failed: {self._error}") from self._error

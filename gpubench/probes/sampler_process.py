@@ -1,15 +1,10 @@
-"""NVML sampling from a process of its own, so that it cannot slow the step it measures.
+"""NVML sampling from a process of its own, so that it cannot slow the step it measures: on a thread
+of the measuring process it cost a launch-bound H100 step 5-8% (a reading holds the GIL for about
+4 ms). NVML reads a device, and a process's memory by PID, from any process. The reading function
+is named by an import path, so the CPU tests run a fake one in the same process.
 
-Sampling on a thread of the measuring process costs a launch-bound step 5-8% on an H100 (an
-NVML reading takes about 4 ms there, and holds the GIL while the step's Python launches
-kernels). NVML reads a device, and a process's memory on it by PID, from any process: this
-module's ProcessSampler starts a small Python process (it imports no torch) that samples on
-its own thread (nvml.Sampler) and hands its readings back when the window ends. The reading
-function is named by an import path, so the same process runs a fake reader in the CPU tests.
-
-Run as `python -m gpubench.probes.sampler_process CONFIG_JSON`: it prints "ready" once it has
-taken the window's first reading, samples until a line (or end of file) arrives on its stdin,
-then takes the last reading and prints all of them as one JSON list.
+`python -m gpubench.probes.sampler_process CONFIG_JSON` prints "ready" after its first reading,
+samples until a line (or end of file) arrives on stdin, then prints every reading as one JSON list.
 """
 
 from __future__ import annotations
@@ -30,10 +25,10 @@ START_TIMEOUT_S = 60.0
 
 
 class ProcessSampler(Probe):
-    """Context manager: on entry starts the sampling process and waits for its first reading;
-    on exit stops it and sets `readings` and `summary` (as nvml.Sampler does). `reader` is
-    "package.module:function"; function(*args) returns the reading function. A failure of the
-    process is raised on exit (or on entry), with its last error line."""
+    """Starts the sampling process and waits for its first reading; on exit stops it and sets
+    `readings` and `summary` (as sampler.Sampler does). `reader` is "module:function", and
+    function(*args) returns the reading function. A failure of the process is raised, with
+    its last error line."""
 
     def __init__(
         self, reader: str, args: tuple[Any, ...] = (), interval_s: float = DEFAULT_INTERVAL_S

@@ -1,17 +1,11 @@
 """The FLOPs and the minimum bytes of one training step, counted by one dispatch mode that keeps
-nothing but numbers (issue 28).
+nothing but numbers. FlopCounterMode's module tracker holds every submodule's outputs until it
+exits, which kept checkpointed blocks' recomputed activations; `CountStep` uses the same formulas
+(torch's flop registry plus `flops.MISSED`) and decompositions without the tracker, and counts the
+bytes of probes.bytes in the same pass.
 
-torch.utils.flop_counter.FlopCounterMode, which counted FLOPs before, also runs a module tracker
-that holds hooks on every submodule's outputs until it exits: with activation checkpointing the
-blocks' recomputed activations were kept for every micro-batch, and a checkpointed step peaked
-higher than an unchecked one. `CountStep` uses the same formulas (torch's flop registry, plus
-`flops.MISSED`) and the same decomposition of operators the registry does not know, without the
-tracker; it counts the bytes of probes.bytes in the same pass, and holds no tensor after an
-operator returns.
-
-Activation checkpointing recomputes forward work in backward: that work runs under
-`recomputation()` (harness.checkpointing), which marks what every open counter sees meanwhile as
-recomputed as well.
+What activation checkpointing recomputes in backward runs under `recomputation()`, which marks
+what every open counter sees meanwhile as recomputed too.
 """
 
 from __future__ import annotations
@@ -29,6 +23,7 @@ from torch.utils._pytree import tree_leaves
 
 from gpubench.probes import bytes as step_bytes
 from gpubench.probes import flops
+from gpubench.probes.probe import Probe
 
 # Metadata queries a tensor subclass (a nested tensor) may send here: FlopCounterMode declines
 # them, so that the subclass answers; they move nothing and count nothing.
@@ -64,11 +59,10 @@ class StepCount:
     bytes: step_bytes.StepBytes
 
 
-class CountStep:
-    """Context manager counting the FLOPs and the minimum bytes moved of what runs inside it;
-    `result` is set on a clean exit. It keeps counts only: every tensor an operator takes or
-    returns is released when the operator returns, so the block's peak memory is its own.
-    Not reentrant (one block at a time per instance); several instances may be open."""
+class CountStep(Probe):
+    """Counts the FLOPs and minimum bytes of what runs inside it; `result` is set on a clean
+    exit. It keeps counts only (no tensor outlives its operator), so the block's peak memory is
+    its own. One block at a time per instance; several instances may be open."""
 
     def __init__(self) -> None:
         self.result: StepCount | None = None
@@ -80,7 +74,7 @@ class CountStep:
         self._recomputing = 0  # > 0 inside a checkpointed block's recomputation
         self._mode: _CountingMode | None = None
 
-    def __enter__(self) -> CountStep:
+    def start(self) -> None:
         self.result = None
         self._flops.clear()
         self._bytes.clear()
@@ -89,15 +83,14 @@ class CountStep:
         self._mode.__enter__()
         with _LOCK:
             _COUNTING.append(self)
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def stop(self, failed: bool = False) -> None:
         with _LOCK:
             _COUNTING.remove(self)
         assert self._mode is not None
-        self._mode.__exit__(*exc)
+        self._mode.__exit__(None, None, None)
         self._mode = None
-        if exc[0] is not None:
+        if failed:
             return  # the step failed: its own exception is the one to report
         counted = flops.StepFlops(
             total=sum(self._flops.values()),
@@ -138,8 +131,7 @@ class CountStep:
 
 
 class _CountingMode(TorchDispatchMode):
-    """The dispatch mode of a CountStep: runs each operator and hands its tensors to the
-    counter's two counts; keeps nothing itself."""
+    """A CountStep's dispatch mode: runs each operator and hands it to the counts."""
 
     def __init__(self, counter: CountStep) -> None:
         super().__init__()
@@ -181,10 +173,9 @@ _LOCK = threading.RLock()
 
 @contextlib.contextmanager
 def recomputation() -> Iterator[None]:
-    """Around the forward work activation checkpointing recomputes in backward: what every open
-    CountStep sees inside is counted as recomputed too (nothing at all happens when none is
-    open: a timed step pays nothing). Ended in a `finally`: torch.utils.checkpoint ends a
-    recomputation early, by raising inside it, once it has the tensors backward needs."""
+    """Around the forward work activation checkpointing recomputes in backward: every open
+    CountStep counts it as recomputed too (none open: a timed step pays nothing). Ended in a
+    `finally`: torch.utils.checkpoint ends a recomputation early by raising inside it."""
     with _LOCK:
         counting = list(_COUNTING)
         for counter in counting:

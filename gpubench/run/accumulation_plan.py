@@ -1,13 +1,8 @@
-"""The fewest accumulation steps for a target effective batch (issue 25): for each checkpoint
-mode, the largest micro-batch that fits (max-batch's memory-model search at accumulate 1, where
-the batch is the micro-batch), and from it the fewest micro-batches k that split the target into
-equal parts that fit. The target at that k is then measured fully in a fresh process: the step
-holds the whole effective batch's inputs and accumulates into gradients that outlive a pass, so
-a micro-batch that fitted alone can still fail inside the step; where it does, the next k is
-measured.
-
-Pure but for the two callables it is given (the search and the full measurement), so the plan
-can be followed without running a model.
+"""The fewest accumulation steps for a target effective batch: per checkpoint mode, the largest
+micro-batch that fits (max-batch's search at accumulate 1), then the fewest equal micro-batches k
+that fit, measured fully in a fresh process (the step holds every micro-batch's inputs and the
+accumulated gradients, so it can fail where a micro-batch alone fitted; then the next k is
+measured). Pure but for the search and the measurement it is given.
 """
 
 from __future__ import annotations
@@ -39,9 +34,8 @@ def fewest_steps(target: int, largest_micro: int) -> int | None:
 
 
 def micro_point(point: Point) -> Point:
-    """The point whose largest batch is `point`'s largest micro-batch: the same at accumulate 1
-    (a search of `point` itself would probe batches that do not split into its micro-batches).
-    Every accumulate value of one point shares it, so one search serves them all."""
+    """`point` at accumulate 1, whose largest batch is `point`'s largest micro-batch (one
+    search serves every accumulate value)."""
     return dataclasses.replace(point, accumulate=1)
 
 
@@ -64,9 +58,8 @@ class Attempt:
 
 @dataclass
 class Way:
-    """One checkpoint mode's answer: the largest micro-batch that fits (`search.largest`), the
-    fewest accumulation steps for the target that a full measurement confirmed (None: none
-    fitted, or no target given) and the measurements that led there."""
+    """One checkpoint mode: its search, and the full measurements of the target (`answer`: the
+    first that fitted, None where none did or no target was given)."""
 
     checkpoint: str
     search: MaxBatch
@@ -81,14 +74,11 @@ class Way:
         return next((a for a in self.attempts if a.fits), None)
 
     def to_dict(self) -> dict[str, Any]:
-        answer = self.answer
+        answered = ("accumulate", "micro_batch", "samples_per_s", "memory_bytes")
         return {
             "checkpoint": self.checkpoint,
             "largest_micro_batch": self.largest_micro_batch,
-            "accumulate": None if answer is None else answer.accumulate,
-            "micro_batch": None if answer is None else answer.micro_batch,
-            "samples_per_s": None if answer is None else answer.samples_per_s,
-            "memory_bytes": None if answer is None else answer.memory_bytes,
+            **{k: getattr(self.answer, k, None) for k in answered},
             "attempts": [dataclasses.asdict(a) for a in self.attempts],
             "search": self.search.to_dict(),
         }
@@ -96,9 +86,8 @@ class Way:
 
 @dataclass
 class AccumulationPlan:
-    """Per checkpoint mode, the largest micro-batch and (for `target_batch`) the fewest
-    accumulation steps that fit; `fewest` is the mode whose answer needs the fewest steps
-    (the first mode given on a draw), None where none fitted or no target was given."""
+    """Per checkpoint mode, its Way; `fewest`: the mode needing the fewest steps (the first
+    on a draw), None where none fitted."""
 
     target_batch: int | None
     ways: list[Way]
@@ -127,11 +116,10 @@ def plan(
     measure: Callable[[Point], dict[str, Any]],
     memory: Callable[[dict[str, Any]], int | None] = lambda row: None,
 ) -> AccumulationPlan:
-    """For each mode of `checkpoints`: `search` the largest micro-batch of `point` (at
-    accumulate 1, with that mode); with a `target_batch`, `measure` (a full run, returning its
-    row) the target at the fewest steps whose micro-batch fits, and at each next divisor while
-    that runs out of memory. A measurement ending otherwise (an error, a timeout) stops that
-    mode's attempts; its status is recorded. `memory` reads a row's peak."""
+    """Per mode of `checkpoints`: `search` `point`'s largest micro-batch; with `target_batch`,
+    `measure` (a full run's row) the target at the fewest steps that fit, then each next
+    divisor while it runs out of memory (another ending stops the mode). `memory` reads a
+    row's peak."""
     ways = []
     for mode in checkpoints:
         found = search(dataclasses.replace(micro_point(point), checkpoint=mode))
@@ -162,9 +150,7 @@ def measured(
     budget: Budget,
     point_timeout_s: float | None = None,
 ) -> AccumulationPlan:
-    """`plan` with each target measured under `budget` in a fresh worker capped at
-    `max_memory` bytes (as max-batch's confirming runs are), its peak read as the cap counts
-    it."""
+    """`plan`, each target measured under `budget` in a fresh worker capped at `max_memory`."""
     fresh = WorkerRunner(max_memory, point_timeout_s, reuse=False)
     try:
         return plan(

@@ -1,20 +1,10 @@
-"""Batch sizes that keep doubling on a device until the series answers (issue 28, item 7).
-
-A suite's batch sizes are chosen for the CPU: on an 80 GB GPU, batches of 4 to 64 leave every
-series still speeding up at its largest, and the verdict can only say "measure larger batches".
-With `grow_batch_sizes = ["cuda"]` (the default suite's), each series of points that differ
-only in batch size keeps going on that device type after its largest listed batch: twice the
-largest measured, for as long as that one ran and is the series' fastest. It stops where
-
-- a batch is no faster than a smaller one of the series (throughput has flattened: the
-  fastest is bracketed by a larger batch measured no faster),
-- a batch did not run (out of memory: memory ends there, and the `oom` row says so; an error
-  or a timeout), or
-- MAX_DOUBLINGS doublings past the largest listed batch were made (the bound on its time).
-
-Each grown point costs what the suite's budget allows one point. Growth applies to speed
-sweeps of single-process points with listed batch sizes (`"auto"` measures up to the memory
-limit already), and not under --shard (a shard holds only part of a series).
+"""Batch sizes that keep doubling on a device until the series answers: a suite's CPU-sized batches
+leave every series on an 80 GB GPU still speeding up at its largest. With
+`grow_batch_sizes = ["cuda"]`, a series (points differing only in batch size) on that device
+type measures twice its largest while that one ran `ok` and is the series' fastest, up to
+MAX_DOUBLINGS doublings past the largest listed. A failed batch (an `oom` row) ends it too.
+Speed sweeps of single-process points with listed batch sizes only, and not under --shard (a
+shard holds only part of a series).
 """
 
 from __future__ import annotations
@@ -25,8 +15,7 @@ from typing import Any
 
 from gpubench.config.spec import AUTO, Point, SweepSpec
 
-# Doublings past the largest listed batch, at the most: 64 grows to 65,536 at the most, where
-# max-batch's search stops too (run.maxbatch.CEILING).
+# 64 grows to 65,536 at the most, where max-batch's search stops too (run.maxbatch.CEILING)
 MAX_DOUBLINGS = 10
 
 
@@ -47,11 +36,8 @@ def grows(spec: SweepSpec, point: Point, sharded: bool) -> bool:
 
 
 def next_batch(rows: Sequence[dict[str, Any]], listed_largest: int) -> int | None:
-    """The batch size a series measures next, from its rows so far (`rows`: every row of one
-    series, in any order) and the largest batch size its suite lists: twice the largest
-    measured where that one ended `ok` with more samples/s than every smaller batch of the
-    series and fewer than MAX_DOUBLINGS doublings past `listed_largest` were made; None where
-    the series has answered (see the module docstring)."""
+    """The batch a series (`rows`, any order) measures next: twice its largest where that ran
+    `ok`, faster than every smaller batch, within MAX_DOUBLINGS of `listed_largest`; else None."""
     if not rows:
         return None
     largest = max(rows, key=lambda r: int(r["batch_size"]))

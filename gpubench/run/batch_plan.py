@@ -1,23 +1,14 @@
-"""batch_sizes = "auto" made into batch sizes: what one rank of a point's layout is searched as,
-the batch sizes that search gives in the point's own batch_size, and the plan file that holds the
-searches so that every shard and every resume of a sweep measures the same points.
+"""batch_sizes = "auto" made into batch sizes: what one rank of a point's layout is searched as, the
+batch sizes that search gives, and the plan file that keeps the searches so every shard and resume
+measures the same points.
 
-A rank's memory is probed in a single process (maxbatch, fresh workers): the same model,
-precision and optimizer at the rank's own batch. What a parallel layout changes in a rank's
-memory is its training state, which the probe measures (parameters, gradients, optimizer
-state), so the search runs against the memory limit moved by that difference:
-
-- DDP (torch's default `gradient_as_bucket_view=False`) holds its gradient buckets beside the
-  gradients, one more copy of the gradients (the PyTorch DDP documentation: a view "can reduce
-  peak memory usage, where the saved memory size will be equal to the total gradients size");
-- FSDP shards parameters, gradients and optimizer state over the world: each rank holds 1/world
-  of them. The units it gathers while they compute are not counted, and the world is the
-  processes on one node (`nproc`), so under multi-node FSDP the answer is conservative. On a
-  CUDA device without --max-memory no probe can use more than the device, so there FSDP's
-  saving is not searched either: the answer is the single process's (conservative again).
-
-The answer is the largest batch per rank; under weak scaling that is the point's batch size,
-under strong scaling the point's (global) batch size is nproc times it.
+A rank is probed in a single process (run.maxbatch); what its layout changes is its training
+state, which the probe measures, so the search runs against the limit moved by the difference:
+DDP (`gradient_as_bucket_view=False`, torch's default) holds one more copy of the gradients in its
+buckets; FSDP holds 1/nproc of parameters, gradients and optimizer state (gathered units not
+counted, and nproc is one node's: conservative across nodes). On CUDA without --max-memory no
+probe can use more than the device, so FSDP's saving is not searched there. The answer is per
+rank: the point's batch under weak scaling, nproc times it under strong.
 """
 
 from __future__ import annotations
@@ -40,10 +31,8 @@ FOLDER_PLAN = "maxbatch.json"  # the searches a run folder's points came from
 
 @dataclasses.dataclass(frozen=True)
 class RankLayout:
-    """What one rank of a point is searched as: `probe`, the single-process point at the rank's
-    batch (its batch_size is a placeholder); `share`, the part of the probe's parameters,
-    gradients and optimizer state the rank holds; `gradient_copies`, further copies of the
-    gradients it holds."""
+    """One rank as searched: `probe`, the single-process point (batch_size a placeholder);
+    `share` of its training state the rank holds; `gradient_copies`, further gradients held."""
 
     probe: Point
     share: float = 1.0
@@ -62,9 +51,8 @@ class RankLayout:
         return int(sharded - self.gradient_copies * gradients)
 
     def key(self) -> str:
-        """The search's key in a plan: the probe's identity but its batch size, and the
-        layout's difference where there is one (so every layout whose ranks hold what a single
-        process holds shares one search)."""
+        """The search's key: the probe's identity but its batch size, and the layout's
+        difference (layouts whose ranks hold what a single process holds share one search)."""
         fields = self.probe.to_dict()
         fields.pop("batch_size")
         key = " ".join(f"{k}={v}" for k, v in fields.items())
@@ -90,10 +78,9 @@ def rank_layout(point: Point) -> RankLayout:
 
 
 def batch_sizes(point: Point, largest_per_rank: int) -> list[int]:
-    """`point.accumulate` times the powers of two up to `largest_per_rank` (the largest
-    micro-batch a rank fits), in `point`'s batch_size: per rank under weak scaling and for a
-    single process, global (nproc times) under strong scaling. At least one micro-batch of one
-    per rank, so that a point that fits nothing still gets its `oom` row."""
+    """`point.accumulate` times the powers of two up to `largest_per_rank` (a rank's largest
+    micro-batch), as `point`'s batch_size (point_batch); at least one sample per rank, so that
+    a point that fits nothing still gets its `oom` row."""
     k = point.accumulate
     return [point_batch(point, k * 2**i) for i in range(max(largest_per_rank, 1).bit_length())]
 
@@ -111,12 +98,9 @@ Search = Callable[[RankLayout], dict[str, Any]]
 def resolve(
     layouts: list[RankLayout], run_dir: Path, plan_file: Path | None, search: Search
 ) -> dict[str, dict[str, Any]]:
-    """Every layout's search result (maxbatch.MaxBatch.to_dict()) by its key: read from
-    `plan_file` (when given), else from the run folder's maxbatch.json, else searched now, and
-    written to both. A search that stopped on an error or a timeout is searched again.
-
-    The plan file is locked while it is read, searched into and written, so shards that start
-    together on one file system search once: the first searches, the others wait and read."""
+    """Every layout's search (MaxBatch.to_dict()) by key: from `plan_file`, else the folder's
+    maxbatch.json, else searched now (also where it had stopped early) and written to both.
+    The plan file stays locked meanwhile, so shards starting together search once."""
     folder_path = run_dir / FOLDER_PLAN
     folder_plan = _read(folder_path) if folder_path.is_file() else {}
     with _locked(plan_file) as shared:
@@ -138,8 +122,7 @@ def resolve(
 
 @contextmanager
 def _locked(plan_file: Path | None) -> Iterator[dict[str, dict[str, Any]]]:
-    """The plan file's searches (empty where it does not exist yet), under an exclusive lock
-    on it for the block (none without a file)."""
+    """The plan file's searches ({} where new), under an exclusive lock for the block."""
     if plan_file is None:
         yield {}
         return

@@ -1,26 +1,14 @@
 """Where max-batch probes next: a pure function of the probes so far, the memory limit and the
-bracket they make, so that the search can be followed (and tested) without running a model.
+bracket they make, so that the search can be tested without a model.
 
-Peak memory grows about linearly with the batch: fixed (weights, gradients, optimizer state,
-the runtime) plus a cost per sample (activations, the batches themselves). The first probe
-measures the fixed cost and says what a sample saves for backward; the search jumps from that
-estimate to a batch that should take 60% of the memory left, fits a line through what the two
-probes measured, and jumps again to just under the limit the line predicts. From there a few
-probes close the bracket to the resolution: a multiple of 8 or 2% of the answer, whichever is
-coarser (`exact`: one sample). Inside the bracket the search probes where the line crosses the
-limit, kept to the bracket's middle half, so a wrong line costs no more than a slow bisection.
-Where memory is not measured, or the limit is unknown, it doubles and bisects.
-
-A probe is a few steps; a full measurement can need more memory (the allocator fragments, caches
-grow), so `confirm` measures the answer fully and, where that runs out of memory, searches again
-with full runs: down from the failure in growing steps until one fits, then bisecting, until the
-largest full run that fitted and the smallest batch that failed are within the resolution. A
-short probe that ran out of memory is a true failure (a full run takes the same first steps), a
-short probe that fitted says nothing about a full run.
-
-The constants were chosen on simulated memory curves (straight, bent either way, in 2 and 64
-MiB steps, with the estimate of a sample from 0.3 to 3 times its true cost): tests/
-test_batch_search.py holds the cases the search must close in six probes.
+Peak memory is about fixed + per-sample x batch. The first probe measures the fixed cost and
+estimates a sample's; the search jumps to 60% of the memory left on that estimate, fits a line
+through two probes, and jumps to just under the limit it predicts; then closes the bracket to
+the resolution (8 samples or 2%, whichever is coarser; `exact`: 1), probing where the line
+crosses the limit within the bracket's middle half. Without memory figures or a limit it doubles
+and bisects. `confirm` re-searches with full runs where the answer fails one (a short probe that
+ran out of memory is a true failure; one that fitted says nothing of a full run). The constants
+were chosen on simulated memory curves: tests/test_batch_search.py holds the cases.
 """
 
 from __future__ import annotations
@@ -126,16 +114,11 @@ def search(
 
 
 def confirm(run: Callable[[int, str], Probe], probes: list[Probe], exact: bool) -> list[Probe]:
-    """Full runs (run(batch, "confirm")) from the search's answer (the largest of `probes` that
-    fitted) until the bracket they make with `probes` is closed: the answer fitted; or some
-    batch fitted a full run and the smallest batch that failed (a probe or a full run) is
-    within the resolution above it; or not even a batch of one fits; or a run ended otherwise
-    than fitting or running out of memory. Returns the full runs, in order (see `bracket`).
-
-    With no full run fitted yet, the next goes down from the smallest failure by the
-    resolution, then twice that, four times, ..., at most halving (a probe that fitted is
-    usually near what a full run fits, so the answer is near the top); once one fits, the
-    bracket is bisected."""
+    """Full runs (run(batch, "confirm")) from the search's answer until the bracket they make
+    with `probes` is closed (`bracket`), a batch of one fails, or a run ends otherwise than
+    fitting or out of memory; the full runs, in order. Until one fits, each steps down from the
+    smallest failure by the resolution, then twice that, ... (at most halving: the answer is
+    usually near the top); then the bracket is bisected."""
     full: list[Probe] = []
     batch = largest_fitted(probes)
     while batch > 0:

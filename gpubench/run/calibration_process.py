@@ -1,13 +1,7 @@
-"""A run's calibration (env.json: the matmul peaks and memory bandwidths it measures, and the
-load beside it) in a worker process of its own, never in the parent.
-
-Calibrating CUDA allocates matmul operands and copy buffers of gigabytes and creates a CUDA
-context (about 500 MiB on its own). Done in the sweep's parent, those stayed held for the whole
-sweep (5.7 GiB of an H100, issue 28), and points that needed the card's last gigabytes ran out of
-memory because of gpubench, not because they did not fit. In a worker, every byte goes back when
-the worker exits, before the first point; the parent never initialises CUDA for it. The figures
-reach the points as before: through the calibration caches on disk (probes.calibration), which
-the worker writes and the points' workers read.
+"""A run's calibration (env.json: matmul peaks, memory bandwidths, the load beside them) in a worker
+process of its own: in the sweep's parent, CUDA's operands, buffers and context stayed held for
+the whole sweep (5.7 GiB of an H100) and points ran out of memory because of gpubench. The points
+read the figures from the calibration caches on disk (probes.calibration).
 """
 
 from __future__ import annotations
@@ -27,9 +21,8 @@ def captured(
     threads: Sequence[int] = (),
     timeout_s: float | None = None,
 ) -> dict[str, Any]:
-    """env.json's content, captured and calibrated in a worker process that has exited when this
-    returns (see capture_env for what it holds); WorkerError where the capture failed or took
-    longer than `timeout_s` seconds (None: no limit)."""
+    """env.json's content (capture_env) from a worker that has exited when this returns;
+    WorkerError where it failed or took over `timeout_s` seconds (None: no limit)."""
     runner = WorkerRunner(None, timeout_s, reuse=False)
     args = (
         None if devices is None else list(devices),
@@ -52,10 +45,8 @@ def capture_env(
     recalibrate: bool,
     threads: list[int],
 ) -> dict[str, Any]:
-    """In the worker: env.capture of `devices` and `precisions` (recalibrated when asked), the
-    CPU's roofs for each of `threads` beyond torch's own count (when the CPU is among
-    `devices`), and under "load" how busy the machine was meanwhile: other processes' cores,
-    this one's own calibration left out (issue 14)."""
+    """In the worker: env.capture, the CPU's roofs for each of `threads` (calibrate_threads),
+    and under "load" the cores other processes used meanwhile."""
     from gpubench.probes import load
     from gpubench.store import env
 
@@ -68,9 +59,8 @@ def capture_env(
 
 
 def calibrate_threads(threads: Sequence[int], precisions: Sequence[str]) -> None:
-    """The CPU's matmul peak and memory bandwidth for each of `threads` other than torch's own
-    count (the roofs of those points' MFU and ridge point), measured now. Both are cached by
-    thread count: a point reads the figures of its own (probes.calibration.device_key)."""
+    """The CPU's matmul peak and memory bandwidth, measured now, for each of `threads` other
+    than torch's own count (cached per thread count: probes.calibration.device_key)."""
     import torch
 
     from gpubench.harness.threads import intra_op_threads

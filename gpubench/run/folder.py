@@ -22,9 +22,8 @@ LOCK_NAME = ".lock"
 
 @contextmanager
 def locked(run_dir: Path) -> Iterator[None]:
-    """Hold `run_dir`'s lock file for the block, or raise ConfigError when another sweep holds it.
-    The lock is an flock, which the kernel drops when its holder dies, so a killed sweep never
-    leaves a stale lock behind."""
+    """Hold `run_dir`'s lock for the block, or raise ConfigError when another sweep holds it (an
+    flock: the kernel drops it when its holder dies, so none is left stale)."""
     import fcntl
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -114,11 +113,8 @@ def with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
 def check_resumable(run_dir: Path, spec: SweepSpec, extend: bool) -> None:
     """Refuse to resume `run_dir` with a suite other than its own; with `extend`, the axes may
     change (new points are added) but not how each point is measured."""
-    saved = with_defaults(saved_suite(run_dir))
+    saved = with_defaults(saved_suite(run_dir))  # a setting added since had its default there
     here = as_saved(spec)
-    # A setting added since the run was made (threads, say) had its default there.
-    defaults = as_saved(SweepSpec(name=spec.name, models=spec.models))
-    saved = {k: v for k, v in defaults.items() if k not in saved} | saved
     changed = sorted(k for k in {*saved, *here} if saved.get(k) != here.get(k))
     if not changed:
         return
@@ -138,11 +134,8 @@ def check_resumable(run_dir: Path, spec: SweepSpec, extend: bool) -> None:
 
 
 def check_same_machine(run_dir: Path) -> None:
-    """Refuse to resume `run_dir` on a machine other than the one its rows were measured on
-    (another CPU, GPU, driver, CUDA or torch, per env.machine): the difference is named. A
-    folder without env.json is refused where it holds rows (the machine they were measured on is
-    unknown, so nothing shows this one is it); without rows there is nothing to mix, and the
-    sweep captures env.json now."""
+    """Refuse to resume `run_dir` on another machine (env.machine), naming the difference, or
+    a folder with rows but no env.json (their machine is unknown)."""
     path = run_dir / "env.json"
     if not path.is_file():
         results = run_dir / "results.jsonl"

@@ -1,12 +1,7 @@
-"""Which rank ended a point of a torchrun launch. A rank that raises says so in the rendezvous
-store; a rank that is killed (SIGKILL, the out-of-memory killer) says nothing, and its peers
-only see a lost connection, so the survivors' errors would blame the wrong rank.
-
-Every rank registers its host and pid in the store at the start, and every rank that meets an
-error, its own or a lost peer, notes it there in the order they came. Rank 0 then names the
-cause: first the ranks that are gone (a process on its own host that no longer runs: the
-death is certain), then those that never answered, then the notes in the order written, its
-own last, each reason as "rank R of W: ...".
+"""Which rank ended a point of a torchrun launch. A killed rank (SIGKILL, the out-of-memory killer)
+says nothing and its peers see only a lost connection, so each rank registers its host and pid,
+and each that meets an error notes it in the store in order. Rank 0 names, as "rank R of W: ...",
+first the ranks gone from its host, then those that never answered, then the notes, its own last.
 """
 
 from __future__ import annotations
@@ -19,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpubench.harness.failure import is_out_of_memory, one_line
+from gpubench.probes import process_tree
 
 _PREFIX = "gpubench/failed"
 _RANK = "gpubench/rank"
@@ -36,8 +32,8 @@ class Stopped(Exception):
 
 @dataclass(frozen=True)
 class Cause:
-    """The row's status (`oom` or `error`) and its reason; `stopped_only`: every rank that
-    spoke was stopped by SIGTERM and none died, so no point failed (a user stopped the job)."""
+    """The row's status (`oom` or `error`) and reason; `stopped_only`: every rank was only
+    stopped by SIGTERM (a user stopped the job; no point failed)."""
 
     status: str
     reason: str
@@ -66,9 +62,8 @@ def note(store: Any, index: int, rank: int, world: int, exc: BaseException) -> N
 
 
 def cause(store: Any, index: int, world: int, own: BaseException, wait_s: float) -> Cause:
-    """Rank 0, after its own error `own` at point `index`: what ended the point. It waits up to
-    `wait_s` seconds (the group timeout: within it a living rank meets its own error) for each
-    other rank to have noted its error or to be gone from this host."""
+    """Rank 0, after its own error `own` at point `index`: what ended the point, once each rank
+    has noted its error or is gone (waiting up to `wait_s`, the group timeout)."""
     deadline = time.monotonic() + wait_s
     notes: dict[int, dict[str, Any]] = {}
     gone: list[int] = []
@@ -110,14 +105,9 @@ def _gone(store: Any, rank: int) -> bool:
     where = json.loads(store.get(key))
     if where["host"] != socket.gethostname():
         return False
-    stat = f"/proc/{where['pid']}/stat"
     if os.path.isdir("/proc"):
-        try:
-            with open(stat, encoding="utf-8") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return True
-        return state in ("Z", "X")  # ended, not yet reaped by torchrun's agent
+        fields = process_tree.stat_fields(int(where["pid"]))
+        return fields is None or fields[0] in ("Z", "X")  # ended, maybe not yet reaped
     try:
         os.kill(int(where["pid"]), 0)
     except ProcessLookupError:

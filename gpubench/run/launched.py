@@ -1,20 +1,12 @@
-"""A sweep launched by torchrun, across one node or several: every process torchrun starts runs
-this, the suite's parallel points whose nproc equals torchrun's processes per node, in one
-process group (gloo for CPU points, NCCL for CUDA ones), and rank 0 alone writes the rows.
+"""A sweep launched by torchrun, on one node or several: every process torchrun starts runs the
+suite's parallel points whose nproc equals its processes per node, in one process group (gloo for
+CPU points, NCCL for CUDA ones); rank 0 decides which points run (broadcast), holds the folder's
+lock (checking it as `--resume` does) and alone writes the rows. The folder is always resumed, so
+a job torchrun restarts goes on where it stopped.
 
-The run folder is on rank 0's machine and is always resumed: a point that has a row is not
-measured again, so a job that torchrun restarts (`--max-restarts`) goes on where it stopped.
-Which points run is rank 0's decision, broadcast, so every rank agrees without reading files.
-
-Rank 0 holds the folder's lock for the whole launch and, where the folder exists, checks it
-as `--resume` does (same suite settings, same machine).
-
-A point that fails ends the launch: every rank that meets an error (its own, or a lost peer in
-a collective, or torchrun's SIGTERM once another rank ended) notes it in the rendezvous store,
-rank 0 writes one row (`oom` or `error`) naming first the rank that died or failed
-(run.launch_failure), and every rank exits with status 1, so torchrun stops the group (and
-restarts it, if asked, at the next point). A launch every rank of which was only stopped
-(SIGTERM, no rank died or failed) writes no row: the point runs again on a resume.
+A point that fails ends the launch: each rank that meets an error notes it in the rendezvous
+store, rank 0 writes one row naming first the rank that died or failed (run.launch_failure), and
+every rank exits 1. A launch whose ranks were only stopped (SIGTERM) writes no row.
 """
 
 from __future__ import annotations
@@ -25,6 +17,7 @@ import os
 import signal
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -55,10 +48,9 @@ def run_launched(
     on_row: Callable[[dict[str, Any]], None] | None = None,
     on_failure: Callable[[], None] | None = None,
 ) -> int:
-    """Run this rank's part of `spec` into run folder `out` (on rank 0's machine); returns the
-    exit status: 0 when every point ended well, 1 after a failure (the launch stops there).
-    After a failure, rank 0 calls `on_failure` (the report, say) once the failure's row is
-    written and before the other ranks may exit: torchrun stops rank 0 once they have."""
+    """Run this rank's part of `spec` into `out` (on rank 0's machine); the exit status: 1 after
+    a failure (the launch stops there), else 0. After one, rank 0 calls `on_failure` once the
+    row is written, before the other ranks may exit (torchrun then stops rank 0)."""
     import torch.distributed as dist
 
     from gpubench.harness import parallel
@@ -111,11 +103,9 @@ def run_launched(
 
 
 def cuda_device(spec: SweepSpec, local_rank: int) -> int | None:
-    """Make CUDA device `local_rank` this rank's current device where the launch measures CUDA
-    points and this node has that device; return it (None: no CUDA device was set). A launch
-    of CPU points sets none: on a host with fewer GPUs than ranks, selecting one would fail
-    ("invalid device ordinal"), and its CUDA points are refused for want of devices anyway
-    (harness.parallel.unsupported_reason)."""
+    """Make CUDA device `local_rank` current where the launch measures CUDA points and the node
+    has it; return it, else None (a CPU launch on a host with fewer GPUs than ranks must not
+    select one: "invalid device ordinal")."""
     import torch
 
     if not any(torch.device(d).type == "cuda" for d in spec.resolved_devices()):
@@ -126,18 +116,13 @@ def cuda_device(spec: SweepSpec, local_rank: int) -> int | None:
     return local_rank
 
 
-class _SigtermState:
-    ignore = False
-
-
-_SIGTERM = _SigtermState()
+_SIGTERM = types.SimpleNamespace(ignore=False)
 
 
 @contextlib.contextmanager
 def _stopped_by_sigterm() -> Iterator[None]:
-    """SIGTERM (torchrun stopping the group once a rank ended) raises launch_failure.Stopped
-    in the point that runs, so this rank notes why it ended; once a failure is being recorded,
-    further SIGTERMs wait (torchrun sends SIGKILL if the ranks are not gone in its own grace)."""
+    """SIGTERM (torchrun stopping the group) raises launch_failure.Stopped in the running
+    point, so the rank notes why it ended; ignored while a failure is being recorded."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -193,9 +178,8 @@ def _todo(spec: SweepSpec, out: Path, local_world: int) -> list[tuple[Point, str
 
 
 def _recorded(store: Any, index: int, rank: int, group_timeout_s: float) -> None:
-    """Rank 0 says the failure's row is written; the others wait for that (or twice the group
-    timeout), so that torchrun, which stops the group when one rank exits, does not stop
-    rank 0 before it has written."""
+    """Rank 0 says the failure's row is written; the others wait for it (up to twice the group
+    timeout), so that torchrun does not stop rank 0 before it has written."""
     key = _RECORDED.format(index=index)
     if rank == 0:
         store.set(key, "1")

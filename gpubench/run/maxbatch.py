@@ -1,17 +1,11 @@
-"""The largest batch that fits, in a handful of probes, each a few real training steps in a
-fresh worker process.
-
-The probes measure peak memory (on the CPU the worker's peak address space, which
---max-memory caps; on CUDA the caching allocator's peak reserved bytes), and where the next
-probe goes is decided from them by `batch_search` (a line fitted on what they measured, the
-first jump from the cost of a sample the first probe estimates).
+"""The largest batch that fits, in a handful of probes, each a few real training steps in a fresh
+worker process: the peak memory they measure (on the CPU the address space --max-memory caps, on
+CUDA the allocator's peak reserved bytes) decides where the next goes (run.batch_search).
 
 A probe that fits in a few steps can still run out of memory over a full measurement (the
-allocator fragments; a known fault of batch-size finders that stop at a short probe), so the
-answer is confirmed by a full measurement; where that fails, full measurements search between the
-largest batch a full run fitted and the smallest that failed (batch_search.confirm), and the
-answer's resolution is that bracket. Optionally every power of two up to the answer is timed to
-find the throughput-optimal batch size, which is often smaller than the largest.
+allocator fragments), so the answer is confirmed by one, searching down with full runs where it
+fails (batch_search.confirm). Optionally each power of two up to the answer is timed for the
+throughput-optimal batch, often smaller than the largest.
 """
 
 from __future__ import annotations
@@ -39,9 +33,8 @@ GROWTH = 16
 
 @dataclass
 class MaxBatch:
-    """The outcome of a search for `point` (its batch_size is ignored): `largest` is the largest
-    batch size that fits and survived the confirming run (0: not even one sample fits).
-    `stopped` says why the search ended early (an error, a timeout), else None."""
+    """A search's outcome for `point` (its batch_size ignored): `largest` fits and survived the
+    confirming run (0: not one sample fits); `stopped`: why it ended early, else None."""
 
     point: Point
     largest: int
@@ -50,16 +43,11 @@ class MaxBatch:
     stopped: str | None = None
     best_batch: int | None = None  # throughput-optimal batch size, when timed
     limit_bytes: int | None = None  # the memory the search fitted against (None: unknown)
-    # The bracket: the smallest batch seen to fail (a probe or a full run; None: none failed),
-    # and `resolution` samples between it and `largest`, so the largest batch that fits is in
-    # [largest, largest + resolution). Without a failure, the search's nominal resolution.
+    # the answer is in [largest, largest + resolution); smallest_failed: None where none failed
     smallest_failed: int | None = None
     resolution: int = 1
-    # Bytes a rank of the searched layout holds less than the single-process probes (its
-    # training state, see run.batch_plan; negative: more); limit_bytes has it added.
-    rank_saved_bytes: int = 0
-    # The largest batch a probe could reach in the search's `seconds` (None: not limited by time)
-    time_ceiling: int | None = None
+    rank_saved_bytes: int = 0  # a rank holds this less than a probe (run.batch_plan)
+    time_ceiling: int | None = None  # the largest batch the search's `seconds` reached
 
     @property
     def search_probes(self) -> list[Probe]:
@@ -70,17 +58,12 @@ class MaxBatch:
         return sum(p.seconds for p in self.search_probes)
 
     def to_dict(self) -> dict[str, Any]:
+        plain = ("best_batch", "ceiling_reached", "stopped", "smallest_failed", "resolution")
+        plain += ("limit_bytes", "rank_saved_bytes", "time_ceiling")
         return {
             **self.point.to_dict(),
             "largest_batch": self.largest,
-            "best_batch": self.best_batch,
-            "ceiling_reached": self.ceiling_reached,
-            "stopped": self.stopped,
-            "smallest_failed": self.smallest_failed,
-            "resolution": self.resolution,
-            "limit_bytes": self.limit_bytes,
-            "rank_saved_bytes": self.rank_saved_bytes,
-            "time_ceiling": self.time_ceiling,
+            **{k: getattr(self, k) for k in plain},
             "search_probe_count": len(self.search_probes),
             "search_seconds": self.search_seconds,
             "probes": [dataclasses.asdict(p) for p in self.probes],
@@ -101,27 +84,17 @@ def find(
     rank_saving: Callable[[dict[str, Any]], int] | None = None,
     seconds: float | None = None,
 ) -> MaxBatch:
-    """Search the largest batch size of `point` that fits, between `start` and `ceiling`.
+    """Search the largest batch size of `point` that fits, between `start` and `ceiling`, to
+    max(8, 2% of the answer) samples (1 with `exact`).
 
-    The search closes its bracket to max(8, 2% of the answer) samples, or 1 with `exact`.
-    `confirm_budget` (None: no confirmation) measures the answer fully in a fresh process and,
-    where that runs out of memory, searches down with full measurements (the answer is then
-    the largest batch a full measurement fitted); `result.smallest_failed` and
-    `result.resolution` are the bracket found. `time_budget` times the powers of two up to the
-    answer.
-
-    `rank_saving` (None: the point's own memory) searches for one rank of a parallel layout
-    in single processes: the first probe (at `start`) measures the training state,
-    `rank_saving(its row)` says how many bytes less a rank holds, and the search runs against
-    the limit moved by that (see run.batch_plan; the first probe counts where its peak is
-    within the moved limit, else it is probed again under it). On a device without a cap (CUDA
-    without `max_memory`) a probe cannot use more than the device: only a negative saving
-    applies there.
-
-    `seconds` (None: no limit) bounds the search in time where memory would let it climb far
-    (a tune's budget): it climbs in stages, each up to the largest batch whose probe the step
-    times measured so far say fits 1/PLANNED_PROBES of the seconds left (_timed_search); where
-    time stops it first, `result.time_ceiling` is the largest batch it reached.
+    `confirm_budget` (None: none) measures the answer fully in a fresh process, searching down
+    with full runs where that runs out of memory. `time_budget` times the powers of two up to
+    the answer. `rank_saving` (None: the point's own memory) searches for one rank of a
+    parallel layout: `rank_saving(the first probe's row)` is the bytes a rank holds less, and
+    the limit moves by that (run.batch_plan; without a cap only a negative saving applies).
+    `seconds` (None: no limit) climbs in stages, each to the largest batch whose probe the step
+    times so far say fits 1/PLANNED_PROBES of the seconds left; `result.time_ceiling` is where
+    time stopped it.
     """
     if not 1 <= start <= ceiling:
         raise ConfigError(f"invalid start batch size {start}; allowed: 1 to the ceiling {ceiling}")
@@ -219,9 +192,8 @@ def _timed_search(
     seconds: float,
     probe_steps: int,
 ) -> list[Probe]:
-    """batch_search.search under a time limit: in stages, each up to the largest batch whose
-    probe the seconds left afford (`_affordable`), the next from where the last reached, until
-    memory decides (a stage fails below its top) or time does (`result.time_ceiling`)."""
+    """batch_search.search in stages, each up to what the seconds left afford (`_affordable`),
+    until memory decides (a stage fails below its top) or time does."""
     probes = [probe(start, "fit")]
     began = time.perf_counter()  # the first probe's worker start-up is paid whatever the limit
     low = start
@@ -239,11 +211,10 @@ def _timed_search(
 
 
 def _affordable(probes: list[Probe], seconds: float, probe_steps: int, low: int) -> int:
-    """The largest batch (`low` at the least, GROWTH x `low` at the most) whose probe, a warm-up
-    step and `probe_steps` steps, takes no more than `seconds` / PLANNED_PROBES: by the line
-    through the step times of the two largest probes that fitted; with one, the second probe
-    may take all of `seconds` with a step time in proportion to the batch (the most it can
-    grow), so that it tells the line."""
+    """The largest batch (`low` to GROWTH x `low`) whose probe (a warm-up step and
+    `probe_steps`) takes at most `seconds` / PLANNED_PROBES, by the line through the two
+    largest fitted probes' step times; with one, a step time in proportion to the batch and
+    all of `seconds`, so that the second probe tells the line."""
     points = sorted((p.batch_size, p.step_time_s) for p in probes if p.fits and p.step_time_s)
     if not points:
         return low
@@ -267,8 +238,8 @@ def _sample_bytes(row: dict[str, Any], batch: int) -> float | None:
 
 
 def _device_bytes(point: Point) -> int | None:
-    """A CUDA device's total memory from NVML (None where NVML cannot tell, or on the CPU): the
-    limit when no cap is given. Asked of NVML so that this process makes no CUDA context."""
+    """A CUDA device's total memory (None on the CPU or where NVML cannot tell), from NVML so
+    that this process makes no CUDA context."""
     if not point.device.startswith("cuda"):
         return None
     from gpubench.probes import nvml
@@ -293,9 +264,8 @@ def _time(probe: Callable[[int, str, Budget], Probe], budget: Budget, result: Ma
 
 
 def default_cap(device: str) -> int | None:
-    """The memory cap (bytes) of a search that was given none: on the CPU the memory available
-    now, so that doubling never drives the machine into swap; on CUDA none (the device's own
-    memory is the limit)."""
+    """A search's cap without --max-memory: on the CPU the memory available now (never into
+    swap); on CUDA None (the device is the limit)."""
     if not device.startswith("cpu"):
         return None
     available = memory_cap.available_bytes()

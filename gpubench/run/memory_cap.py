@@ -1,13 +1,7 @@
-"""Memory caps for a worker process: `--max-memory SIZE` made real.
-
-On the CPU the cap is an address-space limit (RLIMIT_AS) on what the worker maps beyond what it
-held when the cap was applied (the interpreter, torch and its libraries, and what earlier points
-left mapped), so an allocation past it fails the way running out of memory does. Counting from
-there makes a size mean the same whatever torch build is installed: a CPU build's worker holds
-about 0.7 GB of address space before its first point, a CUDA build's 3-4 GB (its GPU
-libraries), plus the CUDA driver's mappings once it is initialised, none of it the point's. On
-CUDA the cap is the caching allocator's per-process fraction of the device's memory. Sizes are
-in bytes.
+"""`--max-memory SIZE` made real for a worker process (sizes in bytes). On the CPU: an address-space
+limit (RLIMIT_AS) on what the worker maps beyond what it held when the cap was applied, so a size
+means the same with any torch build (a CPU build's worker holds ~0.7 GB before its first point, a
+CUDA build's 3-4 GB). On CUDA: the caching allocator's per-process fraction of the device.
 """
 
 from __future__ import annotations
@@ -74,10 +68,9 @@ def available_bytes() -> int | None:
 def capped(
     limit_bytes: int | None, device_type: str, device_index: int | None = None
 ) -> Iterator[None]:
-    """Within the block, this process may use at most `limit_bytes` (None: no cap) on the device:
-    on the CPU, that much address space beyond what it holds on entry (where /proc cannot tell
-    what it holds, the whole process's address space is capped). The previous limit is
-    restored on exit, so a worker can serve the next point uncapped."""
+    """Within the block, at most `limit_bytes` (None: no cap) on the device: on the CPU, address
+    space beyond what the process holds on entry (the whole where /proc cannot tell). The
+    previous limit is restored on exit."""
     if limit_bytes is None:
         yield
         return
@@ -113,9 +106,8 @@ def _cuda_capped(limit_bytes: int, device_index: int | None) -> Iterator[None]:
 
 
 def capped_peak(row: dict[str, Any], device: str) -> int | None:
-    """A row's peak of what the memory cap counts (bytes; None: not measured): on the CPU the
-    address space its worker mapped beyond what it held when the point started (the worker's
-    peak less its start), on CUDA the allocator's peak reserved bytes."""
+    """A row's peak of what the cap counts (bytes; None: not measured): on the CPU the worker's
+    peak address space less its start, on CUDA the allocator's peak reserved bytes."""
     if not device.startswith("cpu"):
         value = row.get("torch_peak_reserved_bytes")
         return int(value) if value is not None else None

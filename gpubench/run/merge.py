@@ -19,10 +19,8 @@ from gpubench.store.results import ResultsError, ResultStore, read_rows
 
 @dataclass(frozen=True)
 class Merged:
-    """What merge wrote: `rows` kept; `dropped` rows of points already present (only with
-    allow_duplicates), of which `replaced` were a failed row that a later `ok` row replaced;
-    `machines`, each machine joined as machine_label writes it (one entry per distinct machine,
-    in the order the folders were given)."""
+    """What merge wrote: `rows` kept; `dropped` duplicates (allow_duplicates), `replaced` of
+    them a failed row an `ok` one replaced; `machines`, each distinct machine's label."""
 
     out: Path
     rows: int
@@ -61,9 +59,8 @@ def machine_label(machine: dict[str, Any]) -> str:
 
 
 def joined_machines(machines: list[dict[str, Any]]) -> tuple[str, ...]:
-    """Each distinct machine of `machines` (envs) once, labelled: by hostname and what
-    env.machine compares (CPU, GPUs, driver, CUDA, torch); two that share a label but differ
-    in the software are told apart by it."""
+    """Each distinct machine (hostname and env.machine) once, labelled; two sharing a label are
+    told apart by torch and driver."""
     seen: dict[str, dict[str, Any]] = {}
     for m in machines:
         seen.setdefault(json.dumps([m.get("hostname"), env.machine(m)], default=str), m)
@@ -77,9 +74,8 @@ def joined_machines(machines: list[dict[str, Any]]) -> tuple[str, ...]:
 
 
 def _own_machine(row: dict[str, Any], machines: list[dict[str, Any]]) -> dict[str, Any]:
-    """`row` naming its machine: a row written before rows carried `host` and `device_name`
-    takes them from its folder's env.json, where that folder is one machine's (a merged
-    folder's old rows cannot be told apart and keep them null)."""
+    """`row` with `host` and `device_name`, from its folder's env.json where the row lacks them
+    and the folder is one machine's."""
     if row.get("host") is not None or len(machines) != 1:
         return row
     (m,) = machines
@@ -94,16 +90,12 @@ def _failed(row: dict[str, Any]) -> bool:
 def merge(
     dirs: list[Path], out: Path, allow_duplicates: bool = False, across_machines: bool = False
 ) -> Merged:
-    """Write run folder `out` from the run folders `dirs`: their rows in order, each point
-    once per device (its identity and `device_name`: the same point measured on an A100 and on
-    an H100 is two rows). A point in two folders is a ConfigError naming both (their machines
-    and times), unless `allow_duplicates`: then the point keeps its first `ok` row (folders in
-    the order given), or its first row where none is `ok`; the kept row stands where the point
-    first appeared. Every row keeps its own machine (`host`, `device_name`; an old row without them
-    gets its folder's, from env.json), so rows of different machines stay apart in the
-    report. env.json is the first folder's, with `machines` listing every folder's (a merged
-    folder's own list is flattened); suite.json is kept where all folders share it; merge.json
-    records the sources, the counts and the machines joined."""
+    """Write run folder `out` from `dirs`: their rows in order, each point once per device
+    name. A point in two folders is a ConfigError naming both, unless `allow_duplicates`: then
+    it keeps its first `ok` row (else its first), where it first appeared. Each row keeps its
+    machine (`host`, `device_name`; an old row gets its folder's). env.json is the first
+    folder's with every folder's `machines`; suite.json where all share it; merge.json records
+    sources, counts and machines."""
     if len(dirs) < 1:
         raise ConfigError("merge needs at least one run folder")
     resolved = {d.resolve() for d in dirs}

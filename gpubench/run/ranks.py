@@ -1,16 +1,10 @@
 """Launches the ranks of a parallel point on this node and turns how they ended into one row.
 
-Each rank is a process of its own (from the sweep's worker context: the fork server that has
-imported torch), joined by a c10d TCP rendezvous on 127.0.0.1 and a free port, as torchrun's
-c10d rendezvous does. Every rank sends its outcome on a pipe; the launcher watches the pipes and
-the processes together, and at the first failure ends every rank:
-
-- a rank raising out of memory (on any rank) -> `oom`; another exception -> `error`, naming the
-  rank (and any other rank that failed before it was stopped);
-- a rank dying (a signal, an exit) -> `error`, naming the rank and the signal;
-- no outcome from every rank within the point timeout -> `timeout`.
-A rank that hangs inside a collective also meets the process group's timeout, which makes the
-ranks waiting on it raise rather than wait for ever.
+Each rank is a process from the sweep's fork server, joined by a c10d TCP rendezvous on 127.0.0.1
+as torchrun's is, and sends its outcome on a pipe; at the first failure every rank is ended:
+out of memory on any rank -> `oom`, another exception or a death -> `error` naming the rank, no
+outcome within the point timeout -> `timeout`. A rank hung in a collective meets the process
+group's timeout.
 """
 
 from __future__ import annotations
@@ -44,8 +38,8 @@ RankTarget = Callable[..., Any]  # (rank, world, init_method, timeout_s, *args) 
 
 
 class RankFailure(Exception):
-    """A launch that did not end well: `status` (oom, error or timeout), its reason, and the
-    traceback of the rank that failed first where it raised (None: it died, or hung)."""
+    """`status` (oom, error or timeout), the reason, and the first failed rank's traceback
+    (None: it died, or hung)."""
 
     def __init__(self, status: str, reason: str, traceback_text: str | None = None) -> None:
         super().__init__(reason)
@@ -72,10 +66,9 @@ def launch(
     timeout_s: float | None,
     group_timeout_s: float = GROUP_TIMEOUT_S,
 ) -> list[Any]:
-    """Run `target(rank, nproc, init_method, group_timeout_s, *args)` in `nproc` processes and
-    return each rank's result in rank order (a target that joins a process group leaves it to
-    the launch, which does so after the result is sent), or raise RankFailure (every rank is stopped
-    before it is raised). `timeout_s` bounds the whole launch (None: no limit)."""
+    """`target(rank, nproc, init_method, group_timeout_s, *args)` in `nproc` processes: each
+    rank's result in rank order, or RankFailure once every rank is stopped. The launch leaves
+    a joined process group after the result is sent. `timeout_s` (None: none) bounds it all."""
     ctx = context()
     init_method = f"tcp://127.0.0.1:{free_port()}"
     if timeout_s is not None:
@@ -117,14 +110,24 @@ def _start(ctx: Any, proc: BaseProcess) -> None:
 def _collect(
     procs: list[BaseProcess], conns: list[Connection], timeout_s: float | None
 ) -> list[Any]:
+    """Each rank's result in rank order; after the first failure, the reasons that arrive
+    within _FAILURE_GRACE_S (a rank that failed may have made others fail), as a RankFailure."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     results: dict[int, Any] = {}
     # (rank, out of memory, reason, traceback or None) in arrival order
     failures: list[tuple[int, bool, str, str | None]] = []
-    while len(results) < len(procs):
-        waiting = [r for r in range(len(procs)) if r not in results]
+    grace_end = None
+    while True:
+        failed = {f[0] for f in failures}
+        waiting = [r for r in range(len(procs)) if r not in results and r not in failed]
+        if grace_end is not None and (not waiting or time.monotonic() >= grace_end):
+            raise _failure(failures, len(procs), waiting)
+        if not waiting:
+            return [results[r] for r in range(len(procs))]
         left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
+        if grace_end is not None:
+            left = max(0.0, grace_end - time.monotonic())  # a negative wait would block
+        elif left is not None and left <= 0:
             raise RankFailure(
                 "timeout",
                 f"no result from rank(s) {', '.join(map(str, waiting))} of {len(procs)} "
@@ -139,12 +142,8 @@ def _collect(
                 results[r] = outcome[1]
             else:
                 failures.append((r, *outcome[1:]))
-        if failures:
-            _more_failures(procs, conns, results, failures)
-            failed = {f[0] for f in failures}
-            silent = [r for r in range(len(procs)) if r not in results and r not in failed]
-            raise _failure(failures, len(procs), silent)
-    return [results[r] for r in range(len(procs))]
+        if failures and grace_end is None:
+            grace_end = time.monotonic() + _FAILURE_GRACE_S
 
 
 def _read(conn: Connection, proc: BaseProcess) -> tuple[Any, ...]:
@@ -155,29 +154,6 @@ def _read(conn: Connection, proc: BaseProcess) -> tuple[Any, ...]:
             return message
     proc.join(timeout=10)
     return ("failed", False, f"the process died ({describe_exit(proc.exitcode)})", None)
-
-
-def _more_failures(
-    procs: list[BaseProcess],
-    conns: list[Connection],
-    results: dict[int, Any],
-    failures: list[tuple[int, bool, str, str | None]],
-) -> None:
-    """Other ranks' reasons that arrive within a short grace (a rank that failed may have
-    made others fail too); the first failure stays first."""
-    seen = {f[0] for f in failures}
-    end = time.monotonic() + _FAILURE_GRACE_S
-    while (left := end - time.monotonic()) > 0:
-        pending = [r for r in range(len(procs)) if r not in results and r not in seen]
-        ready = wait([conns[r] for r in pending], left) if pending else []
-        if not ready:
-            return
-        for r in pending:
-            if conns[r] in ready:
-                outcome = _read(conns[r], procs[r])
-                seen.add(r)
-                if outcome[0] == "failed":
-                    failures.append((r, *outcome[1:]))
 
 
 # A rank whose error reads as a lost peer failed because another rank did: the cause comes first.
@@ -250,10 +226,8 @@ def point_rank(
     budget: Budget,
     max_memory: int | None = None,
 ) -> dict[str, Any] | None:
-    """One rank of a parallel point: join the group and measure under the memory cap
-    (`max_memory` bytes for this rank, as for a single process; None: none); rank 0 returns
-    the row. Rank 0 calibrates its matmul roof first (cached), outside the cap, as the
-    sweep does for a single process."""
+    """One rank of a parallel point, measured under `max_memory` bytes (None: no cap); rank 0
+    calibrates its matmul roof first, outside the cap, and returns the row."""
     import torch
 
     from gpubench.harness import parallel
@@ -280,9 +254,8 @@ def run_parallel_point(
     group_timeout_s: float = GROUP_TIMEOUT_S,
     max_memory: int | None = None,
 ) -> dict[str, Any]:
-    """`point`'s row, measured by `point.nproc` ranks on this node, each under `max_memory`
-    bytes (None: no cap) and the whole within `timeout_s` seconds; every outcome is a row, a
-    timed one with its bottleneck."""
+    """`point`'s row from `point.nproc` ranks on this node, each under `max_memory` bytes, all
+    within `timeout_s` seconds; every outcome is a row."""
     from gpubench.harness import parallel, parallel_probes
     from gpubench.harness.step import unsupported_reason
     from gpubench.probes import load

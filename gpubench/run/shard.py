@@ -1,13 +1,8 @@
-"""A deterministic share of a sweep's points (`--shard i/n`), so that n machines, or a Slurm
-array job, run one sweep between them; `gpubench merge` joins their run folders.
-
-Points are dealt out by their expected cost, not their count: each point's cost is the time its
-budget allows it (warm-up minimum plus the measuring limit; a convergence point's training
-limit; with a fixed step count, its steps), counted once per process for a parallel point,
-which occupies that many. The largest go
-first, each to the shard with the least so far (ties to the lowest shard), so every machine
-computes the same split from the same suite. The points of a parallel point's scaling series
-(the same point at every nproc) stay together, so each shard has its nproc = 1 baseline.
+"""A deterministic share of a sweep's points (`--shard i/n`) for n machines or a Slurm array job;
+`gpubench merge` joins their folders. Series are dealt out by expected cost (what the budget allows
+a point, times its processes), largest first, each to the shard with the least so far (ties to
+the lowest), so every machine computes the same split. A parallel point's series (every nproc)
+stays together, so each shard has its nproc = 1 baseline.
 """
 
 from __future__ import annotations
@@ -33,9 +28,8 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def expected_cost(point: Point, spec: SweepSpec) -> float:
-    """What `spec`'s budget allows `point` (a bound, not a prediction), times its processes:
-    seconds where the budget has a time limit; otherwise (--steps N) its steps, the same for
-    every point of the sweep, so that only the processes weigh."""
+    """What `spec`'s budget allows `point` (seconds, or steps under --steps), times its
+    processes: a bound, not a prediction."""
     b = spec.budget
     if spec.mode == "convergence" and spec.convergence.time_limit_s() is not None:
         per_point = float(spec.convergence.time_limit_s() or 0.0)
@@ -51,9 +45,8 @@ def _series(point: Point) -> tuple[Any, ...]:
 
 
 def check_count(shard: tuple[int, int], points: list[Point], spec: SweepSpec) -> None:
-    """Refuse a shard count above the number of series in `points` (a parallel point's nproc
-    values are one series): shards beyond it would hold no point, and a count that large is a
-    typo, not a plan (1/99999999999999999999 once failed deep inside the sweep)."""
+    """Refuse a shard count above the number of series in `points`: such shards would hold
+    nothing, and the count is a typo."""
     series = len({_series(p) for p in points})
     if shard[1] > series:
         raise ConfigError(
@@ -64,37 +57,32 @@ def check_count(shard: tuple[int, int], points: list[Point], spec: SweepSpec) ->
 
 
 def check_before_writing(shard: tuple[int, int] | None, spec: SweepSpec) -> None:
-    """check_count on the suite's points where they are known before the sweep writes anything
-    (batch_sizes = "auto" is planned by a search, and checked by `select` after it)."""
+    """check_count before the sweep writes anything, where the points are known already
+    (not for batch_sizes = "auto": `select` checks after the search)."""
     if shard is not None and spec.batch_sizes != AUTO:
         check_count(shard, list(dict.fromkeys(spec.points())), spec)
 
 
 def select(points: list[Point], index: int, count: int, spec: SweepSpec) -> list[Point]:
-    """Shard `index` of `count` (1-based) of `points`, in their order. The shards of one list
-    are disjoint and together hold every point once; a count above the number of series is a
-    ConfigError (check_count)."""
+    """Shard `index` of `count` (1-based) of `points`, in their order; the shards are disjoint
+    and hold every point once."""
     check_count((index, count), points, spec)
-    groups: dict[tuple[Any, ...], list[Point]] = {}
+    costs: dict[tuple[Any, ...], float] = {}
     for p in points:
-        groups.setdefault(_series(p), []).append(p)
-    costs = {key: sum(expected_cost(p, spec) for p in ps) for key, ps in groups.items()}
-    order = sorted(range(len(groups)), key=lambda i: -costs[list(groups)[i]])
+        costs[_series(p)] = costs.get(_series(p), 0.0) + expected_cost(p, spec)
     load = [0.0] * count
     chosen: set[tuple[Any, ...]] = set()
-    keys = list(groups)
-    for i in order:
+    for key in sorted(costs, key=lambda k: -costs[k]):  # stable: ties keep the points' order
         shard = min(range(count), key=lambda s: (load[s], s))
-        load[shard] += costs[keys[i]]
+        load[shard] += costs[key]
         if shard == index - 1:
-            chosen.add(keys[i])
+            chosen.add(key)
     return [p for p in points if _series(p) in chosen]
 
 
 def saved(store: ResultStore, shard: tuple[int, int] | None) -> tuple[int, int] | None:
-    """The run folder's shard: `shard`, recorded in its shard.json, or, when None, the one
-    recorded there (a resumed shard stays that shard). A folder started as another shard is a
-    ConfigError (its rows would mix two shares)."""
+    """The run folder's shard: `shard`, recorded in shard.json, or where None the one recorded
+    (a resume stays that shard); a folder of another shard is a ConfigError."""
     path = store.dir / "shard.json"
     if path.is_file():
         was = json.loads(path.read_text(encoding="utf-8"))
