@@ -52,6 +52,7 @@ def levers(
     margin: float = MARGIN,
     command: str = "sweep",
     paired: dict[tuple[Any, ...], Comparison] | None = None,
+    tied: frozenset[tuple[Any, ...]] = frozenset(),
 ) -> tuple[list[str], str | None]:
     """The levers for `kind`: each measured one that helps by more than `margin` (its
     samples/s with it over without, naming the row it is measured against) and each one not
@@ -59,8 +60,10 @@ def levers(
     fastest is the largest batch measured), as a flag of `command` ("sweep" or "tune").
     `paired`: the interleaved rounds' comparisons of `best` with the rows they measured (by
     identity): where a lever's two rows are among them, its effect is the rounds' ratio.
+    `tied`: the identities of the rows the verdict could not tell from `best` by the rows'
+    own intervals: a lever measured against one of them is within noise, never a figure.
     A setting measured slower, or within the margin, is no lever: see no_help()."""
-    found = [e for e in _effects(kind, best, records, among, margin, paired) if e.helps]
+    found = [e for e in _effects(kind, best, records, among, margin, paired, tied) if e.helps]
     lines, todo = [e.line for e in found], [e.todo for e in found if e.todo]
     if kind in ("launch", "memory", "mixed"):
         line, todo_first = _larger_batch(best, records, all_rows, command)
@@ -76,10 +79,13 @@ def no_help(
     among: list[str],
     margin: float = MARGIN,
     paired: dict[tuple[Any, ...], Comparison] | None = None,
+    tied: frozenset[tuple[Any, ...]] = frozenset(),
 ) -> list[str]:
-    """The settings of `kind`'s levers that were measured and do not help here: slower, or
-    within `margin` of the fastest point (a lever that slows the step down is not one)."""
-    return [e.line for e in _effects(kind, best, records, among, margin, paired) if not e.helps]
+    """The settings of `kind`'s levers that were measured and do not help here: slower, within
+    `margin` of the fastest point, or within noise of it (a row in `tied`)."""
+    return [
+        e.line for e in _effects(kind, best, records, among, margin, paired, tied) if not e.helps
+    ]
 
 
 def _effects(
@@ -89,6 +95,7 @@ def _effects(
     among: list[str],
     margin: float,
     paired: dict[tuple[Any, ...], Comparison] | None,
+    tied: frozenset[tuple[Any, ...]],
 ) -> list[Effect]:
     out = []
     for fld, on, name, flag in LEVERS[kind]:
@@ -126,7 +133,7 @@ def _effects(
                 f"{name}: in use, {ratio:.2f}x the samples/s of {label(other, among)} "
                 f"without it ({where})"
             )
-            out.append(_judged(text, ratio, margin))
+            out.append(_judged(text, ratio, margin, _identity(other) in tied))
         else:
             with_it = [r for r in same or anyb if is_on(r.get(fld), on)]
             if not with_it:
@@ -134,13 +141,13 @@ def _effects(
                     flag = f"--precisions {best.get('precision')},{on}"
                 out.append(Effect(f"{name}: not measured", True, f"measure {name}: {flag}"))
                 continue
-            top = max(float(r["samples_per_s"]) for r in with_it)
-            ratio = top / float(best["samples_per_s"])
+            top = max(with_it, key=lambda r: float(r["samples_per_s"]))
+            ratio = float(top["samples_per_s"]) / float(best["samples_per_s"])
             text = (
                 f"{name}: {ratio:.2f}x the samples/s of {label(best, among)}, the fastest "
                 f"({where}, measured)"
             )
-            out.append(_judged(text, ratio, margin))
+            out.append(_judged(text, ratio, margin, _identity(top) in tied))
     return out
 
 
@@ -152,8 +159,11 @@ def _unshown(text: str, margin: float) -> Effect:
     return Effect(f"{text}: not shown to be more than the {margin * 100:.3g}% margin", False)
 
 
-def _judged(text: str, ratio: float, margin: float) -> Effect:
-    """A measured lever's effect at `margin`: a help, no practical difference, or slower."""
+def _judged(text: str, ratio: float, margin: float, noise: bool = False) -> Effect:
+    """A measured lever's effect at `margin`: within noise where its two rows are ones the
+    verdict cannot tell apart (`noise`), else a help, no practical difference, or slower."""
+    if noise:
+        return Effect(f"{text}: within noise, the rows cannot tell the two apart", False)
     if ratio > 1 + margin:
         return Effect(text, True)
     if ratio * (1 + margin) < 1:

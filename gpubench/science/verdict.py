@@ -240,10 +240,12 @@ def _verdict(
     if judged is not None:
         kind = v.bottleneck = judged.kind
         v.evidence = [judged.evidence, *([scaling] if scaling else [])]
+        # rows tied with the leader by their own intervals: no lever figure comes from them
+        tied = frozenset(tuple(t["identity"][k] for k in IDENTITY) for t in lead.ties)
         v.levers, v.next_experiment = levers(
-            kind, best, ok, all_rows, among, margin, command, lead.paired
+            kind, best, ok, all_rows, among, margin, command, lead.paired, tied
         )
-        v.not_levers = no_help(kind, best, ok, among, margin, lead.paired)
+        v.not_levers = no_help(kind, best, ok, among, margin, lead.paired, tied)
     else:
         v.evidence = [scaling] if scaling else []
         v.unclassified, v.next_experiment = _unclassified(best, command)
