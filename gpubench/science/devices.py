@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.science import leaders, standing
-from gpubench.science.partition import label, norm, same_key
-from gpubench.store.row import IDENTITY
+from gpubench.science.partition import answer, identity_dict, label, same_key
 from gpubench.store.wording import plural
 
 
@@ -46,13 +45,7 @@ class DeviceLead:
     def to_dict(self) -> dict[str, Any]:
         return {
             "device": self.device,
-            "winner": None if self.ties else self.identity,
-            "leader": {
-                "label": self.fastest,
-                "samples_per_s": self.samples_per_s,
-                "identity": self.identity,
-            },
-            "ties": self.ties,
+            **answer(self.fastest, self.samples_per_s, self.identity, self.ties),
             "confidence": self.confidence,
             "rows": self.counts,
             "contended": self.contended,
@@ -78,7 +71,7 @@ def device_leads(
                 device,
                 label(best, among),
                 float(best["samples_per_s"]),
-                {k: norm(best.get(k)) for k in IDENTITY},
+                identity_dict(best),
                 lead.ties,
                 lead.confidence,
                 standing.device_counts(rows),

@@ -4,12 +4,11 @@ samples/J (cuda fp32 B=16)" was printed under a winner at B=64 that had none).""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from gpubench.science import standing
 from gpubench.science.devices import DeviceLead
-from gpubench.science.partition import label, norm
+from gpubench.science.partition import finite, label, norm
 
 # How a row's device energy was measured (the row's `energy_method`), in words.
 _METHODS = {"counter": "NVML energy counter", "power_integral": "NVML sampled power, integrated"}
@@ -34,7 +33,7 @@ def energy_lines(
             out.append(f"the fastest on {d.device} ({d.fastest}): {of(d.row, cpu_reason)}")
     for device, rows in standing.by_device(ok).items():
         column = "cpu_samples_per_j" if device == "cpu" else "samples_per_j"
-        measured = [r for r in rows if _finite(r.get(column))]
+        measured = [r for r in rows if finite(r.get(column))]
         if not measured:
             continue
         top = max(measured, key=lambda r: float(r[column]))
@@ -50,16 +49,16 @@ def of(row: dict[str, Any], cpu_reason: str | None = None) -> str:
     """One row's samples per joule and how it was measured, or why there is none: on the CPU
     the RAPL package's, on a GPU the device's (NVML)."""
     if row["device"] == "cpu":
-        if _finite(row.get("cpu_samples_per_j")):
+        if finite(row.get("cpu_samples_per_j")):
             return f"{float(row['cpu_samples_per_j']):,.1f} samples/J (RAPL package)"
         why = norm(row.get("cpu_energy_note")) or cpu_reason or "no RAPL reading in these rows"
         return f"CPU not measured ({why})"
-    if _finite(row.get("samples_per_j")):
+    if finite(row.get("samples_per_j")):
         return f"{float(row['samples_per_j']):,.1f} samples/J ({_method(row)})"
     note = row.get("energy_note")
     if isinstance(note, str) and note:
         return f"no energy figure ({note})"
-    if not any(_finite(row.get(k)) for k in ("avg_power_w", "nvml_peak_used_bytes")):
+    if not any(finite(row.get(k)) for k in ("avg_power_w", "nvml_peak_used_bytes")):
         return "no energy figure (no NVML reading in its row)"
     return "no energy figure (its row has no NVML energy reading)"
 
@@ -69,7 +68,3 @@ def _method(row: dict[str, Any]) -> str:
         return "RAPL package"
     method = row.get("energy_method")
     return _METHODS.get(str(method), f"NVML, {method}" if method else "NVML")
-
-
-def _finite(v: Any) -> bool:
-    return v is not None and not isinstance(v, bool) and math.isfinite(float(v))

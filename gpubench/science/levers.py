@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpubench.science.leaders import MARGIN, Comparison
-from gpubench.science.partition import is_on, label, norm, same_key
-from gpubench.store.row import IDENTITY
+from gpubench.science.partition import identity, is_on, label, norm, same_key, series
 
 # (field, value that turns the lever on, its name, the flag that measures it)
 LEVERS: dict[str, list[tuple[str, Any, str, str]]] = {
@@ -119,7 +118,7 @@ def _effects(
                 out.append(Effect(f"{name}: in use; not measured without it", True))
                 continue
             other = max(off, key=lambda r: float(r["samples_per_s"]))
-            rounds = (paired or {}).get(_identity(other))
+            rounds = (paired or {}).get(identity(other))
             if rounds is not None:  # measured in the same minutes: the rounds' ratio
                 text = (
                     f"{name}: in use, {rounds.ratio:.2f}x the samples/s of "
@@ -133,7 +132,7 @@ def _effects(
                 f"{name}: in use, {ratio:.2f}x the samples/s of {label(other, among)} "
                 f"without it ({where})"
             )
-            out.append(_judged(text, ratio, margin, _identity(other) in tied))
+            out.append(_judged(text, ratio, margin, identity(other) in tied))
         else:
             with_it = [r for r in same or anyb if is_on(r.get(fld), on)]
             if not with_it:
@@ -147,12 +146,8 @@ def _effects(
                 f"{name}: {ratio:.2f}x the samples/s of {label(best, among)}, the fastest "
                 f"({where}, measured)"
             )
-            out.append(_judged(text, ratio, margin, _identity(top) in tied))
+            out.append(_judged(text, ratio, margin, identity(top) in tied))
     return out
-
-
-def _identity(row: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(norm(row.get(k)) for k in IDENTITY)
 
 
 def _unshown(text: str, margin: float) -> Effect:
@@ -194,18 +189,11 @@ def _larger_batch(
             f"B={best['batch_size']} ({len(ways)} ways of reaching it, weighed below)",
             None,
         )
-    series = [
-        r
-        for r in records
-        if same_key(r, "batch_size", "seed") == same_key(best, "batch_size", "seed")
-    ]
-    largest = max(int(r["batch_size"]) for r in series)
+    largest = max(int(r["batch_size"]) for r in series(best, records))
     oom = [
         int(r["batch_size"])
-        for r in all_rows
-        if r.get("status") == "oom"
-        and same_key(r, "batch_size", "seed") == same_key(best, "batch_size", "seed")
-        and int(r["batch_size"]) > largest
+        for r in series(best, all_rows)
+        if r.get("status") == "oom" and int(r["batch_size"]) > largest
     ]
     if int(best["batch_size"]) != largest:
         return f"a larger batch: measured up to B={largest}, no faster", None
