@@ -11,23 +11,20 @@ from gpubench.science.leaders import MARGIN, Comparison
 from gpubench.science.partition import identity, is_on, label, norm, same_key, series
 
 # (field, value that turns the lever on, its name, the flag that measures it)
+_MEMORY = [
+    ("precision", "bf16", "bf16", "--precisions fp32,bf16"),
+    ("channels_last", True, "channels-last", "--channels-last false,true"),
+    ("compile", "compile", "torch.compile (fusion)", "--compile eager,compile"),
+]
 LEVERS: dict[str, list[tuple[str, Any, str, str]]] = {
     "launch": [
         ("cuda_graph", True, "a CUDA graph", "--cuda-graph false,true"),
         ("compile", "compile", "torch.compile", "--compile eager,compile"),
     ],
-    "memory": [
-        ("precision", "bf16", "bf16", "--precisions fp32,bf16"),
-        ("channels_last", True, "channels-last", "--channels-last false,true"),
-        ("compile", "compile", "torch.compile (fusion)", "--compile eager,compile"),
-    ],
+    "memory": _MEMORY,
     "compute": [("precision", "bf16", "a lower precision (bf16)", "--precisions fp32,bf16")],
     # at the ridge both roofs bind alike: the memory levers, whose bf16 is the compute one too
-    "mixed": [
-        ("precision", "bf16", "bf16", "--precisions fp32,bf16"),
-        ("channels_last", True, "channels-last", "--channels-last false,true"),
-        ("compile", "compile", "torch.compile (fusion)", "--compile eager,compile"),
-    ],
+    "mixed": _MEMORY,
     "input": [("data", "device", "batches made on the device", "--data device")],
 }
 
@@ -172,12 +169,11 @@ def _larger_batch(
     all_rows: list[dict[str, Any]],
     command: str = "sweep",
 ) -> tuple[str, str | None]:
-    """Whether a larger batch is worth measuring: not where one of the fastest point's series
-    already ran out of memory above it (all_rows holds the failed points too), nor where every
-    row, failed ones too, trains one effective batch in several ways of accumulating it (tune
-    with one batch size, issue 25: the batch is the user's; the micro-batch is the lever,
-    weighed under "effective batch"), nor after a tune, which searches up to the largest batch
-    that fits unless told otherwise."""
+    """Whether a larger batch is worth measuring: not where the fastest point's series already
+    ran out of memory above it (all_rows holds the failed points too), nor where every row
+    trains one effective batch in several ways (the batch is the user's; the micro-batch is the
+    lever, weighed under "effective batch"), nor after a tune, which searches up to the largest
+    batch that fits unless told otherwise."""
     batches = {int(r["batch_size"]) for r in all_rows or records}
     ways = {
         (int(norm(r.get("accumulate")) or 1), norm(r.get("checkpoint")))

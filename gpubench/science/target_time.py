@@ -149,7 +149,9 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> list[TargetTime]:
     for group in groups.values():
         runs = _last_runs(group)
         runs.sort(key=lambda r: (_norm(r.get("seed")) is None, _norm(r.get("seed")) or 0))
-        times = sorted(float(t) for r in runs if finite(t := r.get("time_to_target_s")))
+        times = sorted(
+            float(r["time_to_target_s"]) for r in runs if finite(r.get("time_to_target_s"))
+        )
         out.append(TargetTime(tuple(runs), tuple(times)))
     return out
 

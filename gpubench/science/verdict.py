@@ -13,9 +13,8 @@ import pandas as pd
 
 from gpubench.science import leaders, standing, target_time
 from gpubench.science.bottleneck import BOTTLENECKS, Bottleneck, classify
-from gpubench.science.devices import Across, DeviceLead, across, device_leads
+from gpubench.science.devices import Across, DeviceLead, across, device_leads, energy_lines
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
-from gpubench.science.energy_lines import energy_lines
 from gpubench.science.levers import levers, no_help
 from gpubench.science.partition import (
     FIXED,
