@@ -54,8 +54,7 @@ class TargetTime:
     times_s: tuple[float, ...]  # the time to target of each run that reached it, ascending
 
     @property
-    def row(self) -> dict[str, Any]:
-        """A run of the configuration, for its labels (every run has the same identity but seed)."""
+    def row(self) -> dict[str, Any]:  # every run has the same identity but its seed
         return self.rows[0]
 
     @property

@@ -122,9 +122,8 @@ class ModelVerdict:
         (None in a tie), the leader, the ties, how sure, what it stands on, the bottleneck with
         its evidence, the levers; per device its leader (`devices`, the fastest device first)
         and the fastest device against each other (`across_devices`)."""
-        fixed = {k: self.identity.get(k) for k in FIXED}
         return {
-            **fixed,
+            **{k: self.identity.get(k) for k in FIXED},
             "heading": self.model,
             **answer(self.fastest, self.samples_per_s, self.identity, self.ties),
             "margin": self.margin,
