@@ -19,7 +19,7 @@ from gpubench.cli.main import main
 from gpubench.config.spec import Point
 from gpubench.report.explain import explain_runs
 from gpubench.report.runs import combine, load_runs
-from gpubench.science import energy_lines, levers
+from gpubench.science import devices, levers
 from gpubench.science.partition import label
 from gpubench.science.verdict import ModelVerdict, verdicts
 
@@ -209,7 +209,7 @@ def test_the_energy_line_describes_the_winner_or_says_why_it_has_none() -> None:
 
 
 def test_the_energy_wording_of_each_device() -> None:
-    of = energy_lines.of
+    of = devices.of
     assert of({"device": "cpu"}, "no RAPL here") == "CPU not measured (no RAPL here)"
     assert (
         of({"device": "cpu", "cpu_energy_note": "too short"}, "x") == "CPU not measured (too short)"

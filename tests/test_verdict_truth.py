@@ -17,6 +17,7 @@ from report_fixture import env, speed_row, write_run
 from gpubench.config.spec import Point
 from gpubench.report.explain import explain_runs
 from gpubench.run import confirm
+from gpubench.science import standing
 from gpubench.science.levers import levers, no_help
 from gpubench.science.verdict import verdicts
 
@@ -131,3 +132,47 @@ def test_the_published_confirmed_run_reads_true() -> None:
         "in the interleaved rounds (95% CI 0.91-1.20x): not shown" in line
         for line in tied.not_levers
     )
+
+
+def test_a_lever_measured_against_a_row_tied_with_the_leader_is_within_noise() -> None:
+    # the published run, no rounds for transformer/adamw: its headline calls bf16 B=64 and
+    # fp32 B=64 too noisy to tell apart, so bf16's 1.18x over fp32 B=64 is no lever's figure
+    found = {
+        v.model: v for v in explain_runs([ROOT / "results" / "20261123-cpu-quick-confirmed"])[0]
+    }
+    for model in ("transformer/small, adamw", "transformer/small, sgd"):
+        v = found[model]
+        assert "cpu fp32 B=64" in v.headline()
+        assert not any("bf16" in line for line in v.levers)
+        (noise,) = [line for line in v.not_levers if "bf16" in line]
+        assert "the samples/s of cpu fp32 B=64 without it" in noise
+        assert noise.endswith(": within noise, the rows cannot tell the two apart")
+    # rows the verdict tells apart keep their figure: cnn's bf16 leads fp32 clearly
+    assert found["cnn/small, sgd"].levers[0].startswith("a lower precision (bf16): in use, 2.22x")
+
+
+def test_a_tied_row_gives_no_lever_figure_either_way() -> None:
+    best, fp32 = _gpu("bf16", 300.0), _gpu("fp32", 200.0)
+    tied = frozenset({standing.identity(fp32)})
+    # 1.5x by the figures, but the verdict cannot tell the two rows apart
+    lines, _ = levers("compute", best, [best, fp32], [best, fp32], ["precision"], tied=tied)
+    assert lines == []
+    (noise,) = no_help("compute", best, [best, fp32], ["precision"], tied=tied)
+    assert noise == (
+        "a lower precision (bf16): in use, 1.50x the samples/s of cuda fp32 B=64 without it "
+        "(at the same batch): within noise, the rows cannot tell the two apart"
+    )
+    # the same rows told apart: a lever with its figure
+    lines, _ = levers("compute", best, [best, fp32], [best, fp32], ["precision"])
+    assert lines == [noise.removesuffix(": within noise, the rows cannot tell the two apart")]
+    # the lever off at the fastest, its tied row slower by the figures: within noise, not slower
+    (off,) = no_help("compute", fp32 | {"samples_per_s": 320.0}, [fp32, best], ["precision"])
+    assert off.endswith(": slower here")
+    (off,) = no_help(
+        "compute",
+        fp32 | {"samples_per_s": 320.0},
+        [fp32, best],
+        ["precision"],
+        tied=frozenset({standing.identity(best)}),
+    )
+    assert off.endswith(": within noise, the rows cannot tell the two apart")

@@ -61,26 +61,26 @@ def check_bool(value: object, what: str) -> bool:
     return value
 
 
-def check_batch_size(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"invalid batch size {value!r}; allowed: a whole number of 1 or more")
+def whole(value: object, what: str, least: int = 1, note: str = "") -> int:
+    """`value` where it is a whole number (not a bool) of `least` or more; a ConfigError naming
+    it as `what` otherwise (`note` says what it counts)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(
+            f"invalid {what} {value!r}; allowed: a whole number of {least} or more{note}"
+        )
     return value
+
+
+def check_batch_size(value: object) -> int:
+    return whole(value, "batch size")
 
 
 def check_nproc(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"invalid nproc {value!r}; allowed: a whole number of 1 or more")
-    return value
+    return whole(value, "nproc")
 
 
 def check_accumulate(value: object) -> int:
-    """Micro-batches per optimizer step (issue 25): a whole number of 1 or more."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(
-            f"invalid accumulate {value!r}; allowed: a whole number of 1 or more "
-            "(micro-batches per optimizer step)"
-        )
-    return value
+    return whole(value, "accumulate", note=" (micro-batches per optimizer step)")
 
 
 def check_divides(batch_size: int, accumulate: int) -> None:
@@ -95,9 +95,7 @@ def check_divides(batch_size: int, accumulate: int) -> None:
 
 
 def check_seed(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"invalid seed {value!r}; allowed: a whole number of 0 or more")
-    return value
+    return whole(value, "seed", least=0)
 
 
 def nonempty(values: tuple[Any, ...], key: str) -> tuple[Any, ...]:
@@ -110,9 +108,4 @@ def check_threads(value: object) -> int | None:
     """A thread count: a whole number of 1 or more, or "auto" (None: what torch picks)."""
     if value is None or value == THREADS_AUTO:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(
-            f"invalid thread count {value!r}; allowed: a whole number of 1 or more, or "
-            f'"{THREADS_AUTO}" (what torch picks)'
-        )
-    return value
+    return whole(value, "thread count", note=f', or "{THREADS_AUTO}" (what torch picks)')

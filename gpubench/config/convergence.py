@@ -3,7 +3,7 @@ their validation."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -149,30 +149,11 @@ def check_models(models: tuple[str, ...], conv: Convergence) -> None:
             )
 
 
-# What each [convergence] key holds: a number (int or float), a whole number, a string, a boolean,
-# or a string or list of strings.
+# What each [convergence] key holds, from its field's type: a string, a whole number, a number
+# (int or float), a boolean, a string or list of strings, or the target (a number or a table).
+_KINDS = {"str": "str", "int": "int", "float": "number", "bool": "bool", "tuple[str, ...]": "strs"}
 _CONVERGENCE_KINDS = {
-    "dataset": "str",
-    "data_dir": "str",
-    "image_size": "int",
-    "target_metric": "str",
-    "target": "targets",
-    "stop_at_target": "bool",
-    "max_steps": "int",
-    "max_samples": "int",
-    "max_time_s": "number",
-    "eval_every_steps": "int",
-    "eval_rel_gap": "number",
-    "eval_samples": "int",
-    "lr": "number",
-    "lr_scaling": "strs",
-    "base_batch_size": "int",
-    "warmup_samples": "int",
-    "divergence_factor": "number",
-    "noise_every_steps": "int",
-    "noise_samples": "int",
-    "noise_splits": "int",
-    "noise_ema": "number",
+    f.name: _KINDS.get(str(f.type).removesuffix(" | None"), "targets") for f in fields(Convergence)
 }
 
 

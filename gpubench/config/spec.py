@@ -100,10 +100,8 @@ class Point:
         return self.nproc * self.nodes
 
     def per_process_batch(self) -> int:
-        """The batch each rank (or the one process) trains on: `batch_size` under weak scaling
-        and at one process, its share under strong: the global batch split over the whole world
-        (nproc * nodes ranks), so that the ranks of every node together train `batch_size`
-        samples a step. A batch that does not split is parallel.unsupported_reason's to refuse."""
+        """The batch each rank trains on: `batch_size`, or under strong scaling its share of it
+        over the world (a batch that does not split is parallel.unsupported_reason's to refuse)."""
         return self.batch_size // self.world_size if self.scaling == "strong" else self.batch_size
 
     def key(self) -> tuple[Any, ...]:
@@ -136,9 +134,7 @@ class Point:
     @staticmethod
     def of(row: dict[str, Any]) -> Point:
         """The point a result row (or any mapping holding its fields) was measured at; other
-        keys are ignored. A field the row lacks, or holds as null (None, or NaN as a frame reads
-        a missing value back), is at its default: the row was written before the field
-        existed (`nodes`, say)."""
+        keys are ignored, and a field it lacks or holds as null (None, NaN) is at its default."""
         names = {f.name for f in fields(Point)}
         return Point(**{k: v for k, v in row.items() if k in names and not _null(v)})
 
@@ -284,11 +280,9 @@ class SweepSpec:
         ]
 
     def parallel_layouts(self) -> list[tuple[str, int, str | None]]:
-        """(parallel, nproc, scaling) of each point: one single-process layout for "none",
-        and for ddp and fsdp every scaling at every nproc, fewest processes first (so that
-        a point's nproc = 1 baseline is measured before it). One process is the same workload
-        under weak and strong scaling, so it is one layout, scaling None: measured once, the
-        baseline of both (issue 23)."""
+        """(parallel, nproc, scaling) of each point: one layout for "none", and for ddp and fsdp
+        every scaling at every nproc, fewest processes first (the baseline is measured first).
+        One process is one layout, scaling None: the same workload under weak and strong."""
         out: list[tuple[str, int, str | None]] = []
         for mode in self.parallel:
             if mode == "none":

@@ -26,24 +26,11 @@ from gpubench.config.spec import (
 )
 from gpubench.config.validate import ELEMENT_CHECKS, SCALAR_CHECKS, check_budget, validate
 
+# Each list axis and the type of its values, as SweepSpec declares it ("tuple[int, ...]": int).
 _LIST_KEYS = {
-    "models": str,
-    "devices": str,
-    "batch_sizes": int,
-    "precisions": str,
-    "optimizers": str,
-    "seeds": int,
-    "compile": str,
-    "channels_last": bool,
-    "cuda_graph": bool,
-    "cudnn_benchmark": bool,
-    "threads": int,  # issue 14; or "auto"
-    "parallel": str,
-    "nproc": int,
-    "scaling": str,
-    "accumulate": int,  # issue 25
-    "checkpoint": str,  # issue 25
-    "grow_batch_sizes": str,  # issue 28: device types
+    f.name: str(f.type).removeprefix("tuple[").split(" ")[0].rstrip(",")
+    for f in fields(SweepSpec)
+    if f.name in ELEMENT_CHECKS
 }
 _ONE_OR_LIST = ("models", "scaling", "checkpoint")  # a single string means a list of one
 _SCALAR_KEYS = {"name": str, "size": str, "data": str, "mode": str, "model": str}
@@ -218,9 +205,7 @@ def _list(key: str, value: object) -> tuple[Any, ...]:
     if not isinstance(value, list) or not value:
         also = f' or "{AUTO}"' if key == "batch_sizes" else ""
         also = ' (or "auto")' if key == "threads" else also
-        raise ConfigError(
-            f"{key} must be a non-empty list of {want.__name__}s{also}, got {value!r}"
-        )
+        raise ConfigError(f"{key} must be a non-empty list of {want}s{also}, got {value!r}")
     return tuple(ELEMENT_CHECKS[key](v) for v in value)
 
 

@@ -15,13 +15,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from gpubench.models.workload import generator
+
 Batch = tuple[Tensor, Tensor]
-
-
-def _generator(seed: int) -> torch.Generator:
-    g = torch.Generator()
-    g.manual_seed(seed)
-    return g
 
 
 def digest(*tensors: Tensor) -> str:
@@ -79,7 +75,7 @@ class ImageDataSet:
                 f"{self.name}"
             )
         x, y = self.train_x.to(device), self.train_y.to(device)
-        g = _generator(seed)
+        g = generator(torch.device("cpu"), seed)
         while True:
             order = torch.randperm(self.train_size, generator=g).to(device)
             for start in range(0, self.train_size - batch_size + 1, batch_size):
@@ -134,7 +130,7 @@ class TextDataSet:
     def train_batches(self, batch_size: int, device: torch.device, seed: int) -> Iterator[Batch]:
         """Endless batches of windows at uniformly random offsets (seeded)."""
         tokens = self.train_tokens.to(device)
-        g = _generator(seed)
+        g = generator(torch.device("cpu"), seed)
         while True:
             starts = torch.randint(self.train_size, (batch_size,), generator=g).to(device)
             yield self._windows(tokens, starts)

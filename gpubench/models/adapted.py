@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -62,9 +62,12 @@ def check_options(name: str, options: dict[str, Any], allowed: Iterable[str]) ->
         )
 
 
-def init_parameters(cls: type) -> dict[str, Any]:
-    """The keyword parameters a model class's constructor takes (what a model option may set),
-    with their defaults (inspect.Parameter.empty where there is none)."""
+def init_parameters(make: Callable[[], nn.Module]) -> dict[str, Any]:
+    """The keyword parameters the constructor of the class `make()` builds takes (what a model
+    option may set), with their defaults (inspect.Parameter.empty where there is none). The
+    model is made on the meta device: only its class is wanted, nothing is allocated."""
+    with torch.device("meta"):
+        cls = type(make())
     params = inspect.signature(cls.__init__).parameters.values()  # type: ignore[misc]
     keep = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     return {p.name: p.default for p in params if p.name != "self" and p.kind in keep}

@@ -50,8 +50,4 @@ def build(arch: str, options: dict[str, Any]) -> Workload:
 @functools.cache
 def _parameters(timm: Any, arch: str) -> tuple[str, ...]:
     """The model class's constructor parameters (create_model passes its **kwargs on to it)."""
-    import torch
-
-    with torch.device("meta"):  # only the class is wanted: allocate nothing
-        cls = type(timm.create_model(arch, pretrained=False))
-    return tuple(adapted.init_parameters(cls))
+    return tuple(adapted.init_parameters(lambda: timm.create_model(arch, pretrained=False)))

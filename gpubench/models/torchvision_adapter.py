@@ -35,9 +35,10 @@ def build(arch: str, options: dict[str, Any]) -> Workload:
     image_size = options.pop("image_size", None)
     if image_size is not None:
         adapted.positive_int(name, "image_size", image_size)
-        if _takes(tvm, arch, "image_size"):  # ViTs: the position embeddings follow it
+        if "image_size" in _defaults(tvm, arch):  # ViTs: the position embeddings follow it
             options["image_size"] = image_size
-    model = tvm.get_model(arch, weights=None, **_checked(name, tvm, arch, options))
+    adapted.check_options(name, options, {*_defaults(tvm, arch), "image_size", "num_classes"})
+    model = tvm.get_model(arch, weights=None, **options)
     size = image_size or _crop_size(tvm, arch)
     classes = options.get("num_classes", _defaults(tvm, arch).get("num_classes"))
     if not isinstance(classes, int):
@@ -45,25 +46,12 @@ def build(arch: str, options: dict[str, Any]) -> Workload:
     return adapted.image_classifier(name, model, (size, size), classes)
 
 
-def _checked(name: str, tvm: Any, arch: str, options: dict[str, Any]) -> dict[str, Any]:
-    allowed = {*_defaults(tvm, arch), "image_size", "num_classes"}
-    adapted.check_options(name, options, allowed)
-    return options
-
-
 @functools.cache
 def _defaults(tvm: Any, arch: str) -> dict[str, Any]:
     """The model class's constructor parameters and their defaults (a builder passes its
     **kwargs on to the class; num_classes defaults to 1000 in every classification model)."""
-    import torch
-
-    with torch.device("meta"):  # only the class is wanted: allocate nothing
-        cls = type(tvm.get_model(arch, weights=None))
-    return {k: v for k, v in adapted.init_parameters(cls).items() if k not in ("weights",)}
-
-
-def _takes(tvm: Any, arch: str, option: str) -> bool:
-    return option in _defaults(tvm, arch)
+    found = adapted.init_parameters(lambda: tvm.get_model(arch, weights=None))
+    return {k: v for k, v in found.items() if k != "weights"}
 
 
 def _crop_size(tvm: Any, arch: str) -> int:

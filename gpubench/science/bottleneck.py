@@ -1,62 +1,34 @@
-"""What holds a training step back, from the evidence its row carries.
+"""What holds a training step back, from the evidence its row carries. The rules, first match
+wins (thresholds below; the row's `bottleneck_evidence` says which numbers held):
 
-The rules, first match wins (thresholds below; the row's `bottleneck_evidence` says which
-numbers held):
-
-1. **input**: the batches come from the host (`data = host`) and copies take at least
-   INPUT_COPY_SHARE of the device's busy time.
-2. **launch** (launch/host-bound): the device is busy for less than LAUNCH_BUSY of the step,
-   the profile's busy time per step over the *unprofiled* median step time (`step_time_s`: the
-   profiler's own overhead inflates the profiled step, and must not decide); the rest is the
-   device waiting on Python, the autograd engine and kernel launches. Busy time above the median
-   step (the profiler slows the operators it times too) counts as 1.0, and the evidence says so.
-3. **launch** too where the step is far under both roofs: under OVERHEAD_ROOF of the matmul roof
-   and of the bandwidth roof, whatever the busy time says. On the CPU an operator's self time
-   includes the dispatcher's cost, so "busy" cannot see host overhead there (DESIGN.md, 4).
-4. **mixed**: the step's arithmetic intensity (FLOPs over the minimum bytes it moves) is within
-   a factor 1 + MIXED_MARGIN of the ridge point (matmul roof over measured bandwidth), either
-   side. There the step's time at the matmul roof (FLOPs / roof) and at the bandwidth roof
-   (bytes / bandwidth) are within that factor of each other, and so are the fractions of the
-   two roofs it reaches; which is the larger is decided by less than the measurement can tell
-   (below), so the class says neither. Both kinds of lever apply.
-5. **memory**: the intensity is under the ridge (by more than the margin): the step reaches a
-   larger fraction of the bandwidth roof than of the matmul roof, whatever that fraction is.
-   The byte count is a lower bound, so the true intensity is lower still: this side is safe.
+1. **input**: host data (`data = host`) and copies hold at least INPUT_COPY_SHARE of busy time.
+2. **launch**: the device is busy under LAUNCH_BUSY of the *unprofiled* median step (the
+   profiler's overhead inflates the profiled step and must not decide); busy time above the
+   step counts as 1.0, and the evidence says so.
+3. **launch** too where the step is under OVERHEAD_ROOF of both the matmul and the bandwidth
+   roof, whatever the busy time says: on the CPU an operator's self time includes the
+   dispatcher's cost, so "busy" cannot see host overhead there (DESIGN.md, 4).
+4. **mixed**: the arithmetic intensity (FLOPs over the minimum bytes moved) is within a factor
+   1 + MIXED_MARGIN of the ridge (matmul roof over bandwidth) either side: which roof binds is
+   decided by less than the measurement can tell. Both kinds of lever apply.
+5. **memory**: the intensity is under the ridge by more than the margin. The byte count is a
+   lower bound, so the true intensity is lower still: this side is safe.
 6. **compute**: achieved TFLOP/s is at least COMPUTE_ROOF of the measured matmul roof.
-7. **memory**: categories of memory-bound work (norms, elementwise, loss and reductions, the
-   optimizer, copies) hold at least MEMORY_SHARE of the busy time.
-8. otherwise **compute** where the products (matmul, conv, attention: PRODUCT_CATEGORIES) hold
-   more of the busy time than any other group of work (memory-bound work, collectives, other),
-   though under the roof (small or badly shaped products); the evidence names the rest. Where
-   another group holds more, the row gets no verdict.
+7. **memory**: memory-bound categories (norms, elementwise, loss, reductions, optimizer,
+   copies) hold at least MEMORY_SHARE of the busy time.
+8. **compute** where the products (PRODUCT_CATEGORIES) hold more of the busy time than any other
+   group (memory-bound work, collectives, other), though under the roof; else no verdict.
 
-Without a profile (profiling off) rules 1, 2, 7 and 8 cannot be tested; a row they would
-decide, or without FLOPs or a roof, gets no verdict (None). Without an intensity (no byte count)
-rules 4 and 5 cannot be tested.
+Without a profile rules 1, 2, 7 and 8 cannot be tested, without a byte count rules 4 and 5; a
+row they would decide, or without FLOPs or a roof, gets no verdict (None).
 
-The margin. Until issue 28 the compute rule (at least half the matmul roof) came before the
-intensity, and a hard threshold sat on both: bf16 transformer/base on an H100, one operating
-point (micro-batch 64), was "compute-bound" at 50.2% of a 779 TFLOP/s roof in one run and
-"memory-bound" at 49.8% of a 787 TFLOP/s roof in another, its intensity 243 FLOP/B under a
-ridge of 262-266 in both (tests/data/h100). Asking the intensity first removes the step-time
-noise from the question; the margin is what the intensity over the ridge itself is uncertain
-by, each part as measured:
-- RIDGE_SPREAD: the ridge is a ratio of two measured roofs, each the best of timed rounds.
-  Three calibrations of one H100 on one day put the bf16 ridge at 261.6, 264.7 and 266.4 FLOP/B:
-  a range of 1.84%, 1.9% rounded up.
-- FLOP_SPREAD: the FLOP counter and the analytic count of the Transformer differ by 2.0% (the
-  counter's is larger), the same on every H100 row; which is right is issue 28's, the margin
-  only must not let that choice decide a class.
-- INTENSITY_SPREAD: the byte count of one operating point between runs: 243.08 and 242.61
-  FLOP/B, 0.2%.
-Their sum, MIXED_MARGIN (4.1%), is the band's half-width: a run-to-run change of the ridge and
-the byte count (2.1% as measured) moves a row across at most half of the band, so one operating
-point can read "memory" and "mixed", or "mixed" and "compute", but not "memory" and "compute",
-which would need the intensity over the ridge to move by (1 + MIXED_MARGIN)^2 - 1, 8.4%.
-The byte count is a lower bound (bytes.py), so the true intensity can only be lower than the
-row's: a row under the ridge by more than the margin is memory-side however many more bytes
-its kernels move, and one above it is never called memory by its intensity. Above the band
-the intensity decides nothing; rules 6-8 do, from the roof fraction and the profile.
+The margin is what the intensity over the ridge is uncertain by, each part as measured on an
+H100 (tests/data/h100), where a hard threshold read one operating point "compute" at 50.2% of
+the roof in one run and "memory" at 49.8% in another: RIDGE_SPREAD, three calibrations of one
+H100 in a day (bf16 ridge 261.6-266.4 FLOP/B); FLOP_SPREAD, the FLOP counter against the
+Transformer's analytic count; INTENSITY_SPREAD, one point's byte count between runs. A
+run-to-run change moves a row across at most half of the band, so one operating point can read
+"memory" and "mixed", or "mixed" and "compute", but never "memory" and "compute".
 """
 
 from __future__ import annotations
@@ -81,7 +53,14 @@ FLOP_SPREAD = 0.020
 INTENSITY_SPREAD = 0.002
 MIXED_MARGIN = RIDGE_SPREAD + FLOP_SPREAD + INTENSITY_SPREAD
 
-BOTTLENECKS = ("launch", "memory", "compute", "mixed", "input")
+# Each kind, as the verdict says it.
+BOTTLENECKS = {
+    "launch": "launch/host-bound: the device waits on Python, autograd and kernel launches",
+    "memory": "memory-bound: moving bytes, not arithmetic, sets the step time",
+    "compute": "compute-bound: arithmetic sets the step time",
+    "mixed": "mixed: near the ridge, the matmul and bandwidth roofs bind alike",
+    "input": "input-bound: the step waits on batches copied from the host",
+}
 
 
 @dataclass(frozen=True)

@@ -307,6 +307,7 @@ def _row(run: _Training, ds: DataSet, point_time_s: float) -> dict[str, Any]:
     point, plan, reached, diverged = run.point, run.plan, run.reached, run.diverged
     last = run.curve[-1]
     stats = Stats.of(run.step_times) if run.step_times else None
+    median = stats.median_s if stats else None
     tokens = run.workload.tokens(point.batch_size)
     return make_row(
         point,
@@ -317,23 +318,17 @@ def _row(run: _Training, ds: DataSet, point_time_s: float) -> dict[str, Any]:
         parameters=run.workload.parameter_count(),
         samples_per_step=point.batch_size,
         tokens_per_step=tokens,
-        steps_measured=len(run.step_times),
-        step_time_s=stats.median_s if stats else None,
-        step_time_mean_s=stats.mean_s if stats else None,
-        step_time_iqr_s=stats.iqr_s if stats else None,
-        step_time_p90_s=stats.p90_s if stats else None,
-        step_time_cv=stats.cv if stats else None,
-        step_time_ci_rel=stats.ci_rel if stats else None,
+        **(stats.columns() if stats else {"steps_measured": 0}),
         wall_time_s=run.train_time,
-        samples_per_s=point.batch_size / stats.median_s if stats else None,
-        tokens_per_s=tokens / stats.median_s if stats and tokens else None,
+        samples_per_s=point.batch_size / median if median else None,
+        tokens_per_s=tokens / median if median and tokens else None,
         loss_first=run.first_loss,
         loss_last=run.last_loss,
         eval_loss=last["eval_loss"],
         eval_accuracy=last["eval_accuracy"],
-        steps_to_target=reached["step"] if reached else None,
-        samples_to_target=reached["samples"] if reached else None,
-        time_to_target_s=reached["time_s"] if reached else None,
+        steps_to_target=reached and reached["step"],
+        samples_to_target=reached and reached["samples"],
+        time_to_target_s=reached and reached["time_s"],
         torch_threads=torch.get_num_threads(),
         point_time_s=point_time_s,
         dataset=ds.name,

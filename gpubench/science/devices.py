@@ -2,7 +2,10 @@
 fastest configuration on each device, judged among that device's rows alone (science.standing:
 a filter on rows never decides between devices), and how much faster the fastest device is than
 each other one: leader against leader, at the leader's own configuration, and over every
-configuration measured on both (the figures of the report's speedup chart)."""
+configuration measured on both (the figures of the report's speedup chart). And the
+energy lines: what the answer's own configuration, and each device's fastest, costs in energy,
+or why its row has no figure; never another row's figure under the winner's name.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.science import leaders, standing
-from gpubench.science.partition import label, norm, same_key
-from gpubench.store.row import IDENTITY
+from gpubench.science.partition import answer, finite, identity_dict, label, norm, same_key
 from gpubench.store.wording import plural
 
 
@@ -46,13 +48,7 @@ class DeviceLead:
     def to_dict(self) -> dict[str, Any]:
         return {
             "device": self.device,
-            "winner": None if self.ties else self.identity,
-            "leader": {
-                "label": self.fastest,
-                "samples_per_s": self.samples_per_s,
-                "identity": self.identity,
-            },
-            "ties": self.ties,
+            **answer(self.fastest, self.samples_per_s, self.identity, self.ties),
             "confidence": self.confidence,
             "rows": self.counts,
             "contended": self.contended,
@@ -78,7 +74,7 @@ def device_leads(
                 device,
                 label(best, among),
                 float(best["samples_per_s"]),
-                {k: norm(best.get(k)) for k in IDENTITY},
+                identity_dict(best),
                 lead.ties,
                 lead.confidence,
                 standing.device_counts(rows),
@@ -179,3 +175,63 @@ def _median_steps(ok: list[dict[str, Any]]) -> dict[str, dict[tuple[Any, ...], f
         key = same_key(r, "device")
         found.setdefault(str(r["device"]), {}).setdefault(key, []).append(float(r["step_time_s"]))
     return {d: {k: statistics.median(v) for k, v in by_key.items()} for d, by_key in found.items()}
+
+
+# How a row's device energy was measured (the row's `energy_method`), in words.
+_METHODS = {"counter": "NVML energy counter", "power_integral": "NVML sampled power, integrated"}
+
+
+def energy_lines(
+    best: dict[str, Any],
+    leads: list[DeviceLead],
+    ok: list[dict[str, Any]],
+    cpu_reason: str | None,
+    among: list[str],
+) -> list[str]:
+    """First the fastest configuration's samples per joule, or why its row has none; then the
+    same for the fastest on each other device; then, per device, the most samples per joule any
+    of its rows measured where that row is none of those, said as another row. `ok`: the
+    partition's rows that ran; `cpu_reason`: why the run had no CPU package energy (env.json)."""
+    out = [f"the fastest ({label(best, among)}): {of(best, cpu_reason)}"]
+    named = [standing.identity(best)]
+    for d in leads:
+        if standing.identity(d.row) not in named:
+            named.append(standing.identity(d.row))
+            out.append(f"the fastest on {d.device} ({d.fastest}): {of(d.row, cpu_reason)}")
+    for device, rows in standing.by_device(ok).items():
+        column = "cpu_samples_per_j" if device == "cpu" else "samples_per_j"
+        measured = [r for r in rows if finite(r.get(column))]
+        if not measured:
+            continue
+        top = max(measured, key=lambda r: float(r[column]))
+        if standing.identity(top) not in named:
+            out.append(
+                f"most samples/J of any {device} row: {float(top[column]):,.1f} "
+                f"({label(top, among)}, {_method(top)}; not the fastest on {device})"
+            )
+    return out
+
+
+def of(row: dict[str, Any], cpu_reason: str | None = None) -> str:
+    """One row's samples per joule and how it was measured, or why there is none: on the CPU
+    the RAPL package's, on a GPU the device's (NVML)."""
+    if row["device"] == "cpu":
+        if finite(row.get("cpu_samples_per_j")):
+            return f"{float(row['cpu_samples_per_j']):,.1f} samples/J (RAPL package)"
+        why = norm(row.get("cpu_energy_note")) or cpu_reason or "no RAPL reading in these rows"
+        return f"CPU not measured ({why})"
+    if finite(row.get("samples_per_j")):
+        return f"{float(row['samples_per_j']):,.1f} samples/J ({_method(row)})"
+    note = row.get("energy_note")
+    if isinstance(note, str) and note:
+        return f"no energy figure ({note})"
+    if not any(finite(row.get(k)) for k in ("avg_power_w", "nvml_peak_used_bytes")):
+        return "no energy figure (no NVML reading in its row)"
+    return "no energy figure (its row has no NVML energy reading)"
+
+
+def _method(row: dict[str, Any]) -> str:
+    if row["device"] == "cpu":
+        return "RAPL package"
+    method = row.get("energy_method")
+    return _METHODS.get(str(method), f"NVML, {method}" if method else "NVML")

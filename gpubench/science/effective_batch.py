@@ -74,7 +74,11 @@ class EffectiveBatch:
         best = self.fastest
         if best is None:
             return f"{self.where}: none ran ({'; '.join(_failed(c) for c in self.choices)})"
-        memory = "" if best.memory_bytes is None else f", {self.memory} {_mib(best.memory_bytes)}"
+        memory = (
+            ""
+            if best.memory_bytes is None
+            else f", {self.memory} {best.memory_bytes / 2**20:,.0f} MiB"
+        )
         busy = ", contended" if best.contended else ""
         parts = [f"fastest {best.name} ({best.samples_per_s:,.0f} samples/s{memory}{busy})"]
         for c in self.choices[1:]:
@@ -176,12 +180,10 @@ def _micro(row: dict[str, Any]) -> int:
 def memory_column(rows: list[dict[str, Any]]) -> tuple[str, str]:
     """The first memory column every row of `rows` measured (so the ratios compare like with
     like), else the first any measured."""
-    for column, words in MEMORY:
-        if all(_bytes(r.get(column)) for r in rows):
-            return column, words
-    for column, words in MEMORY:
-        if any(_bytes(r.get(column)) for r in rows):
-            return column, words
+    for measured in (all, any):
+        for column, words in MEMORY:
+            if measured(_bytes(r.get(column)) for r in rows):
+                return column, words
     return MEMORY[-1]
 
 
@@ -194,7 +196,3 @@ def _bytes(value: Any) -> int | None:
 
 def _failed(c: Choice) -> str:
     return f"{c.name}: {c.status}"
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:,.0f} MiB"

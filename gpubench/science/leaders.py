@@ -103,11 +103,9 @@ def affordable(chosen: list[dict[str, Any]], budget_s: float) -> list[dict[str, 
     one-step windows, with their set-up, can re-measure within `budget_s` seconds, by their
     rows' median step times: the closest contenders kept, the farthest dropped; [] where not
     even the leader and the runner-up fit."""
-    for n in range(min(len(chosen), MAX_CANDIDATES), 1, -1):
-        steps = sum(float(r["step_time_s"]) for r in chosen[:n])
-        if (SETUP_STEPS + MIN_ROUNDS) * steps <= budget_s:
-            return chosen[:n]
-    return []
+    most = min(len(chosen), MAX_CANDIDATES)
+    fits = [n for n in range(2, most + 1) if cost_s(chosen[:n]) <= budget_s]
+    return chosen[: max(fits)] if fits else []
 
 
 def cost_s(chosen: list[dict[str, Any]]) -> float:

@@ -8,27 +8,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpubench.science.leaders import MARGIN, Comparison
-from gpubench.science.partition import is_on, label, norm, same_key
-from gpubench.store.row import IDENTITY
+from gpubench.science.partition import identity, is_on, label, norm, same_key, series
 
 # (field, value that turns the lever on, its name, the flag that measures it)
+_MEMORY = [
+    ("precision", "bf16", "bf16", "--precisions fp32,bf16"),
+    ("channels_last", True, "channels-last", "--channels-last false,true"),
+    ("compile", "compile", "torch.compile (fusion)", "--compile eager,compile"),
+]
 LEVERS: dict[str, list[tuple[str, Any, str, str]]] = {
     "launch": [
         ("cuda_graph", True, "a CUDA graph", "--cuda-graph false,true"),
         ("compile", "compile", "torch.compile", "--compile eager,compile"),
     ],
-    "memory": [
-        ("precision", "bf16", "bf16", "--precisions fp32,bf16"),
-        ("channels_last", True, "channels-last", "--channels-last false,true"),
-        ("compile", "compile", "torch.compile (fusion)", "--compile eager,compile"),
-    ],
+    "memory": _MEMORY,
     "compute": [("precision", "bf16", "a lower precision (bf16)", "--precisions fp32,bf16")],
     # at the ridge both roofs bind alike: the memory levers, whose bf16 is the compute one too
-    "mixed": [
-        ("precision", "bf16", "bf16", "--precisions fp32,bf16"),
-        ("channels_last", True, "channels-last", "--channels-last false,true"),
-        ("compile", "compile", "torch.compile (fusion)", "--compile eager,compile"),
-    ],
+    "mixed": _MEMORY,
     "input": [("data", "device", "batches made on the device", "--data device")],
 }
 
@@ -52,6 +48,7 @@ def levers(
     margin: float = MARGIN,
     command: str = "sweep",
     paired: dict[tuple[Any, ...], Comparison] | None = None,
+    tied: frozenset[tuple[Any, ...]] = frozenset(),
 ) -> tuple[list[str], str | None]:
     """The levers for `kind`: each measured one that helps by more than `margin` (its
     samples/s with it over without, naming the row it is measured against) and each one not
@@ -59,8 +56,10 @@ def levers(
     fastest is the largest batch measured), as a flag of `command` ("sweep" or "tune").
     `paired`: the interleaved rounds' comparisons of `best` with the rows they measured (by
     identity): where a lever's two rows are among them, its effect is the rounds' ratio.
+    `tied`: the identities of the rows the verdict could not tell from `best` by the rows'
+    own intervals: a lever measured against one of them is within noise, never a figure.
     A setting measured slower, or within the margin, is no lever: see no_help()."""
-    found = [e for e in _effects(kind, best, records, among, margin, paired) if e.helps]
+    found = [e for e in _effects(kind, best, records, among, margin, paired, tied) if e.helps]
     lines, todo = [e.line for e in found], [e.todo for e in found if e.todo]
     if kind in ("launch", "memory", "mixed"):
         line, todo_first = _larger_batch(best, records, all_rows, command)
@@ -76,10 +75,13 @@ def no_help(
     among: list[str],
     margin: float = MARGIN,
     paired: dict[tuple[Any, ...], Comparison] | None = None,
+    tied: frozenset[tuple[Any, ...]] = frozenset(),
 ) -> list[str]:
-    """The settings of `kind`'s levers that were measured and do not help here: slower, or
-    within `margin` of the fastest point (a lever that slows the step down is not one)."""
-    return [e.line for e in _effects(kind, best, records, among, margin, paired) if not e.helps]
+    """The settings of `kind`'s levers that were measured and do not help here: slower, within
+    `margin` of the fastest point, or within noise of it (a row in `tied`)."""
+    return [
+        e.line for e in _effects(kind, best, records, among, margin, paired, tied) if not e.helps
+    ]
 
 
 def _effects(
@@ -89,6 +91,7 @@ def _effects(
     among: list[str],
     margin: float,
     paired: dict[tuple[Any, ...], Comparison] | None,
+    tied: frozenset[tuple[Any, ...]],
 ) -> list[Effect]:
     out = []
     for fld, on, name, flag in LEVERS[kind]:
@@ -112,7 +115,7 @@ def _effects(
                 out.append(Effect(f"{name}: in use; not measured without it", True))
                 continue
             other = max(off, key=lambda r: float(r["samples_per_s"]))
-            rounds = (paired or {}).get(_identity(other))
+            rounds = (paired or {}).get(identity(other))
             if rounds is not None:  # measured in the same minutes: the rounds' ratio
                 text = (
                     f"{name}: in use, {rounds.ratio:.2f}x the samples/s of "
@@ -126,7 +129,7 @@ def _effects(
                 f"{name}: in use, {ratio:.2f}x the samples/s of {label(other, among)} "
                 f"without it ({where})"
             )
-            out.append(_judged(text, ratio, margin))
+            out.append(_judged(text, ratio, margin, identity(other) in tied))
         else:
             with_it = [r for r in same or anyb if is_on(r.get(fld), on)]
             if not with_it:
@@ -134,26 +137,25 @@ def _effects(
                     flag = f"--precisions {best.get('precision')},{on}"
                 out.append(Effect(f"{name}: not measured", True, f"measure {name}: {flag}"))
                 continue
-            top = max(float(r["samples_per_s"]) for r in with_it)
-            ratio = top / float(best["samples_per_s"])
+            top = max(with_it, key=lambda r: float(r["samples_per_s"]))
+            ratio = float(top["samples_per_s"]) / float(best["samples_per_s"])
             text = (
                 f"{name}: {ratio:.2f}x the samples/s of {label(best, among)}, the fastest "
                 f"({where}, measured)"
             )
-            out.append(_judged(text, ratio, margin))
+            out.append(_judged(text, ratio, margin, identity(top) in tied))
     return out
-
-
-def _identity(row: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(norm(row.get(k)) for k in IDENTITY)
 
 
 def _unshown(text: str, margin: float) -> Effect:
     return Effect(f"{text}: not shown to be more than the {margin * 100:.3g}% margin", False)
 
 
-def _judged(text: str, ratio: float, margin: float) -> Effect:
-    """A measured lever's effect at `margin`: a help, no practical difference, or slower."""
+def _judged(text: str, ratio: float, margin: float, noise: bool = False) -> Effect:
+    """A measured lever's effect at `margin`: within noise where its two rows are ones the
+    verdict cannot tell apart (`noise`), else a help, no practical difference, or slower."""
+    if noise:
+        return Effect(f"{text}: within noise, the rows cannot tell the two apart", False)
     if ratio > 1 + margin:
         return Effect(text, True)
     if ratio * (1 + margin) < 1:
@@ -167,12 +169,11 @@ def _larger_batch(
     all_rows: list[dict[str, Any]],
     command: str = "sweep",
 ) -> tuple[str, str | None]:
-    """Whether a larger batch is worth measuring: not where one of the fastest point's series
-    already ran out of memory above it (all_rows holds the failed points too), nor where every
-    row, failed ones too, trains one effective batch in several ways of accumulating it (tune
-    with one batch size, issue 25: the batch is the user's; the micro-batch is the lever,
-    weighed under "effective batch"), nor after a tune, which searches up to the largest batch
-    that fits unless told otherwise."""
+    """Whether a larger batch is worth measuring: not where the fastest point's series already
+    ran out of memory above it (all_rows holds the failed points too), nor where every row
+    trains one effective batch in several ways (the batch is the user's; the micro-batch is the
+    lever, weighed under "effective batch"), nor after a tune, which searches up to the largest
+    batch that fits unless told otherwise."""
     batches = {int(r["batch_size"]) for r in all_rows or records}
     ways = {
         (int(norm(r.get("accumulate")) or 1), norm(r.get("checkpoint")))
@@ -184,18 +185,11 @@ def _larger_batch(
             f"B={best['batch_size']} ({len(ways)} ways of reaching it, weighed below)",
             None,
         )
-    series = [
-        r
-        for r in records
-        if same_key(r, "batch_size", "seed") == same_key(best, "batch_size", "seed")
-    ]
-    largest = max(int(r["batch_size"]) for r in series)
+    largest = max(int(r["batch_size"]) for r in series(best, records))
     oom = [
         int(r["batch_size"])
-        for r in all_rows
-        if r.get("status") == "oom"
-        and same_key(r, "batch_size", "seed") == same_key(best, "batch_size", "seed")
-        and int(r["batch_size"]) > largest
+        for r in series(best, all_rows)
+        if r.get("status") == "oom" and int(r["batch_size"]) > largest
     ]
     if int(best["batch_size"]) != largest:
         return f"a larger batch: measured up to B={largest}, no faster", None

@@ -29,10 +29,42 @@ def norm(v: Any) -> Any:
     return v
 
 
+def finite(v: Any) -> bool:
+    """A number that is not a bool, None or NaN/inf."""
+    return v is not None and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+def identity(row: dict[str, Any]) -> tuple[Any, ...]:
+    """A row's (or a point's) whole identity, one spelling per value."""
+    return tuple(norm(row.get(k)) for k in IDENTITY)
+
+
+def identity_dict(row: dict[str, Any]) -> dict[str, Any]:
+    """identity() by column name."""
+    return {k: norm(row.get(k)) for k in IDENTITY}
+
+
+def answer(
+    fastest: str, samples_per_s: float, ident: dict[str, Any], ties: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """An answer for a script: the winner's identity (None in a tie), the leader, the ties."""
+    return {
+        "winner": None if ties else ident,
+        "leader": {"label": fastest, "samples_per_s": samples_per_s, "identity": ident},
+        "ties": ties,
+    }
+
+
 def same_key(row: dict[str, Any], *skip: str) -> tuple[Any, ...]:
     """A row's whole identity but the fields `skip`, one spelling per value: rows with equal
     keys differ only in those fields."""
     return tuple(norm(row.get(k)) for k in IDENTITY if k not in skip)
+
+
+def series(best: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of `best`'s batch-size series: its identity but the batch size and seed."""
+    key = same_key(best, "batch_size", "seed")
+    return [r for r in rows if same_key(r, "batch_size", "seed") == key]
 
 
 def is_on(value: Any, on: Any) -> bool:
@@ -63,12 +95,19 @@ def varying(rows: list[dict[str, Any]]) -> list[str]:
     return [k for k in COMPETING if len({norm(r.get(k)) for r in rows}) > 1]
 
 
-_OPTIONS = {  # field: (value that is on, its name in a label)
-    "compile": ("compile", "compiled"),
-    "cuda_graph": (1, "CUDA graph"),
-    "channels_last": (1, "channels-last"),
-    "cudnn_benchmark": (1, "cudnn.benchmark"),
-}
+# The settings beyond the defaults that a label names: (column, value, name).
+SPEED_OPTIONS = (
+    ("compile", "compile", "compiled"),
+    ("cuda_graph", True, "CUDA graph"),
+    ("channels_last", True, "channels-last"),
+    ("cudnn_benchmark", True, "cudnn.benchmark"),
+)
+
+
+def speed_options(row: dict[str, Any], with_data: bool = True) -> list[str]:
+    """The names of the speed options `row` ran with (and host data, `with_data`)."""
+    options = SPEED_OPTIONS + ((("data", "host", "host data"),) if with_data else ())
+    return [name for key, on, name in options if is_on(row.get(key), on)]
 
 
 def label(row: dict[str, Any], among: list[str] | None = None) -> str:
@@ -97,8 +136,7 @@ def label(row: dict[str, Any], among: list[str] | None = None) -> str:
         parts.append(f"as {accumulate} x {int(float(row['batch_size'])) // accumulate}")
     if "seed" in among:
         parts.append(f"seed {norm(row.get('seed'))}")
-    opts = [name for k, (on, name) in _OPTIONS.items() if norm(row.get(k)) == on]
-    opts += ["host data"] if row.get("data") == "host" else []
+    opts = speed_options(row)
     checkpoint = norm(row.get("checkpoint"))
     if checkpoint not in (None, "none") or "checkpoint" in among:
         opts.append(f"checkpoint {checkpoint or 'none'}")

@@ -13,10 +13,11 @@ unless asked otherwise; an efficiency from a noisy row or a noisy baseline says 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
+from gpubench.science.partition import norm
+from gpubench.science.standing import ran
 from gpubench.store.row import IDENTITY
 
 # What a baseline is, whatever the point: one process on one node, with no scaling of its own.
@@ -35,19 +36,13 @@ def baseline_key(row: dict[str, Any], across_machines: bool = False) -> tuple[An
 
 
 def _value(row: dict[str, Any], column: str) -> Any:
-    value = _plain(row.get(column))
+    value = norm(row.get(column))
     return DEFAULTS.get(column) if value is None else value
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, float):
-        return None if math.isnan(value) else (int(value) if value.is_integer() else value)
-    return value
 
 
 def world_size(row: dict[str, Any]) -> int:
     """The ranks of `row`'s point: its measured `world_size`, else nproc * nodes."""
-    measured = _plain(row.get("world_size"))
+    measured = norm(row.get("world_size"))
     if measured is not None:
         return int(measured)
     return int(_value(row, "nproc") or 1) * int(_value(row, "nodes"))
@@ -56,18 +51,13 @@ def world_size(row: dict[str, Any]) -> int:
 def is_baseline(row: dict[str, Any]) -> bool:
     """Whether `row` is a parallel point that ran in one process on one node (a row written
     before issue 23 holds a scaling of its own there: it is a baseline all the same)."""
-    parallel = _plain(row.get("parallel"))
+    parallel = norm(row.get("parallel"))
     return parallel not in (None, "none") and world_size(row) == 1
-
-
-def _ok(row: dict[str, Any]) -> bool:
-    value = row.get("samples_per_s")
-    return row.get("status") == "ok" and isinstance(value, int | float) and value > 0
 
 
 def efficiency(row: dict[str, Any], baseline: dict[str, Any]) -> float | None:
     """`row`'s scaling efficiency against `baseline` (both rows that ran), or None."""
-    if not (_ok(row) and _ok(baseline)):
+    if not (ran(row) and ran(baseline)):
         return None
     ratio = world_size(row) / world_size(baseline)
     return float(row["samples_per_s"]) / (ratio * float(baseline["samples_per_s"]))
@@ -87,12 +77,12 @@ def fill_efficiency(
     rows = list(rows)
     baselines: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in (*known, *rows):
-        if is_baseline(r) and _ok(r):
+        if is_baseline(r) and ran(r):
             baselines.setdefault(baseline_key(r, across_machines), r)
     for row in rows:
         if (
-            _plain(row.get("parallel")) in (None, "none")
-            or _plain(row.get("scaling_efficiency")) is not None
+            norm(row.get("parallel")) in (None, "none")
+            or norm(row.get("scaling_efficiency")) is not None
         ):
             continue
         base = baselines.get(baseline_key(row, across_machines))
@@ -102,10 +92,5 @@ def fill_efficiency(
         if value is not None:
             row["scaling_efficiency"] = value
             row["scaling_baseline_samples_per_s"] = base["samples_per_s"]
-            row["scaling_efficiency_noisy"] = _noisy(row) or _noisy(base)
-
-
-def _noisy(row: dict[str, Any]) -> bool:
-    """Whether `row` is flagged noisy (True as written, 1.0 as a frame of numbers reads it)."""
-    value = row.get("noisy")
-    return value is True or (value is not None and value == 1)
+            # noisy: True as written, 1.0 as a frame of numbers reads it
+            row["scaling_efficiency_noisy"] = any(norm(r.get("noisy")) == 1 for r in (row, base))

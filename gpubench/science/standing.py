@@ -1,6 +1,13 @@
 """How sure a verdict is: which configuration leads, which it cannot be told from, what that
 was decided on (the interleaved confirmation of run.confirm, else the rows' own intervals), and
-which rows behind it were measured contended or noisy."""
+which rows behind it were measured contended or noisy.
+
+headline() says it in the verdict's first line, its figures all from one measurement: the
+interleaved rounds' where they tied the leader with something (their medians; "within X%" the
+upper bound of their ratio's interval), else the rows' ("within X%" the most the leader's
+interval puts it ahead of a tied row's); a tied row the rounds did not re-measure is named
+after them, with its own row's figure.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.science import leaders
-from gpubench.science.partition import label, norm
-from gpubench.store.row import IDENTITY
+from gpubench.science.partition import identity, identity_dict, label, norm
 from gpubench.store.wording import plural, times
 
 
@@ -87,11 +93,6 @@ def by_device(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def identity(row: dict[str, Any]) -> tuple[Any, ...]:
-    """A row's (or a point's) whole identity, one spelling per value."""
-    return tuple(norm(row.get(k)) for k in IDENTITY)
-
-
 def lead(
     pool: list[dict[str, Any]],
     confirmation: dict[str, Any] | None,
@@ -107,37 +108,29 @@ def lead(
     top = max(pool, key=lambda r: float(r["samples_per_s"]))
     if confirmation is not None and confirmation.get("decision"):
         rows = [by_id.get(identity(c)) for c in confirmation["candidates"]]
-        if all(r is not None for r in rows) and any(r is top for r in rows):
+        if any(r is top for r in rows) and None not in rows:
             others = [by_id.get(identity(c)) for c in confirmation.get("unmeasured", [])]
             unmeasured = [r for r in others if r is not None]
-            measured = [r for r in rows if r is not None]
-            return _confirmed(measured, unmeasured, confirmation, among, margin)
-    ranked = leaders.by_intervals(pool, margin)
-    best, tied = ranked[0], ranked[1:]
+            return _confirmed(rows, unmeasured, confirmation, among, margin)  # type: ignore[arg-type]
+    best, *tied = leaders.by_intervals(pool, margin)
     why = _not_confirmed(confirmation, among)
-    if not tied:
-        others = sorted(pool, key=lambda r: -float(r["samples_per_s"]))[1:2]
+    if tied:
         text = (
-            "the only row"
-            if not others
-            else (
-                f"its 95% interval clears every other row's by over {leaders.DRIFT:.0%}, and "
-                f"its figure theirs by over the {percent(margin)} margin "
-                f"(x{_ratio(best, others[0]):.3g} the runner-up, {label(others[0], among)})"
-            )
+            f"the rows' 95% intervals overlap, or come within {leaders.DRIFT:.0%} (the drift "
+            f"between points measured minutes apart), or their figures within the "
+            f"{percent(margin)} margin"
         )
-        return Lead(best, [], f"{text}; {why}", confirmation, None, margin)
-    ties = [_row_tie(best, r, among) for r in tied]
-    return Lead(
-        best,
-        ties,
-        f"the rows' 95% intervals overlap, or come within {leaders.DRIFT:.0%} (the drift "
-        f"between points measured minutes apart), or their figures within the "
-        f"{percent(margin)} margin; {why}",
-        confirmation,
-        None,
-        margin,
-    )
+        ties = [_row_tie(best, r, among) for r in tied]
+        return Lead(best, ties, f"{text}; {why}", confirmation, None, margin)
+    runner_up = sorted(pool, key=lambda r: -float(r["samples_per_s"]))[1:2]
+    text = "the only row"
+    for r in runner_up:
+        text = (
+            f"its 95% interval clears every other row's by over {leaders.DRIFT:.0%}, and its "
+            f"figure theirs by over the {percent(margin)} margin (x{_ratio(best, r):.3g} the "
+            f"runner-up, {label(r, among)})"
+        )
+    return Lead(best, [], f"{text}; {why}", confirmation, None, margin)
 
 
 def percent(share: float) -> str:
@@ -150,7 +143,7 @@ def _row_tie(best: dict[str, Any], row: dict[str, Any], among: list[str]) -> dic
     return {
         "label": label(row, among),
         "samples_per_s": float(row["samples_per_s"]),
-        "identity": _identity_dict(row),
+        "identity": identity_dict(row),
         "ratio": _ratio(best, row),
         "bound": leaders.bound(best, row),
         "source": "rows",
@@ -204,7 +197,7 @@ def _confirmed(
         {
             "label": label(rows[i], among),
             "samples_per_s": float(medians[i]),
-            "identity": _identity_dict(rows[i]),
+            "identity": identity_dict(rows[i]),
             "ratio": comps[i].ratio,
             "low": comps[i].low,
             "high": comps[i].high,
@@ -246,10 +239,6 @@ def _not_confirmed(record: dict[str, Any] | None, among: list[str]) -> str:
 
 def _ratio(a: dict[str, Any], b: dict[str, Any]) -> float:
     return float(a["samples_per_s"]) / float(b["samples_per_s"])
-
-
-def _identity_dict(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: norm(row.get(k)) for k in IDENTITY}
 
 
 def stands_on(
@@ -308,3 +297,53 @@ def device_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
         "noisy": len([r for r in rows if norm(r.get("noisy")) == 1]),
         "clean": len([r for r in rows if not contended(r)]),
     }
+
+
+# A tie whose bound is wider than this is no "within X%": its rows were too noisy for the
+# difference to count (a tie of x1.68 read "within 67.7%").
+WIDE_TIE = 0.25
+
+
+def headline(
+    fastest: str,
+    samples_per_s: float,
+    ties: list[dict[str, Any]],
+    rounds_samples_per_s: float | None,
+    margin: float,
+) -> str:
+    """'fastest X, N samples/s'; 'tie: X and Y within 1.6% (N and M samples/s)'; where the
+    rounds put X ahead of every tied candidate (intervals above 1) but not surely by more than
+    the margin, and by more than it at their upper bound, 'tie at the 3% margin: X and Y; the
+    first ahead by 1.0%-10.0%, not shown to be more than 3% (...)'; where the bound is over
+    WIDE_TIE, 'tie: X and Y, too noisy to tell apart (...)'; then '; also Z, not re-measured
+    (K samples/s in the sweep's rows)' for the rows the rounds could not afford."""
+    if not ties:
+        return f"fastest {fastest}, {samples_per_s:,.0f} samples/s"
+    measured = [t for t in ties if t.get("source") == "rounds"]
+    if rounds_samples_per_s is None or not measured:
+        return _tie(fastest, samples_per_s, ties, "", margin)
+    rest = [t for t in ties if t.get("source") != "rounds"]
+    text = _tie(fastest, rounds_samples_per_s, measured, ", interleaved rounds", margin)
+    if rest:
+        figures = " and ".join(f"{float(t['samples_per_s']):,.0f}" for t in rest)
+        names = " and ".join(t["label"] for t in rest)
+        text += f"; also {names}, not re-measured ({figures} samples/s in the sweep's rows)"
+    return text
+
+
+def _tie(
+    fastest: str, leader_sps: float, ties: list[dict[str, Any]], where: str, margin: float
+) -> str:
+    names = " and ".join([fastest, *(t["label"] for t in ties)])
+    figures = [leader_sps, *(float(t["samples_per_s"]) for t in ties)]
+    rates = f"({' and '.join(f'{x:,.0f}' for x in figures)} samples/s{where})"
+    within = max(float(t.get("bound", abs(float(t["ratio"]) - 1))) for t in ties)
+    if where and all(float(t.get("low", 0.0)) > 1.0 and within > margin for t in ties):
+        low = min(float(t["low"]) for t in ties) - 1
+        return (
+            f"tie at the {percent(margin)} margin: {names}; the first ahead by "
+            f"{low:.1%}-{within:.1%}, not shown to be more than {percent(margin)} {rates}"
+        )
+    if within > WIDE_TIE:
+        return f"tie: {names}, too noisy to tell apart {rates}"
+    return f"tie: {names} within {within:.1%} {rates}"

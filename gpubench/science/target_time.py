@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpubench.science.partition import finite
+from gpubench.science.partition import norm as _norm
 from gpubench.store.row import IDENTITY
 from gpubench.store.wording import number
 
@@ -44,14 +46,6 @@ def configuration(row: Mapping[str, Any], *skip: str) -> tuple[Any, ...]:
     return tuple(_norm(row.get(c)) for c in CONFIGURATION if c not in skip)
 
 
-def _norm(v: Any) -> Any:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    if isinstance(v, bool | int) or (isinstance(v, float) and v.is_integer()):
-        return int(v)
-    return v
-
-
 @dataclass(frozen=True)
 class TargetTime:
     """One configuration's time to target over the seeds it ran (seconds of training)."""
@@ -60,8 +54,7 @@ class TargetTime:
     times_s: tuple[float, ...]  # the time to target of each run that reached it, ascending
 
     @property
-    def row(self) -> dict[str, Any]:
-        """A run of the configuration, for its labels (every run has the same identity but seed)."""
+    def row(self) -> dict[str, Any]:  # every run has the same identity but its seed
         return self.rows[0]
 
     @property
@@ -155,7 +148,9 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> list[TargetTime]:
     for group in groups.values():
         runs = _last_runs(group)
         runs.sort(key=lambda r: (_norm(r.get("seed")) is None, _norm(r.get("seed")) or 0))
-        times = sorted(float(t) for r in runs if _reached(t := r.get("time_to_target_s")))
+        times = sorted(
+            float(r["time_to_target_s"]) for r in runs if finite(r.get("time_to_target_s"))
+        )
         out.append(TargetTime(tuple(runs), tuple(times)))
     return out
 
@@ -174,10 +169,6 @@ def _last_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if seed not in kept or int(r["tune_run"]) > int(kept[seed]["tune_run"]):
             kept[seed] = r
     return plain + list(kept.values())
-
-
-def _reached(t: Any) -> bool:
-    return t is not None and not isinstance(t, bool) and math.isfinite(float(t))
 
 
 def fastest(summaries: Iterable[TargetTime]) -> TargetTime | None:

@@ -6,39 +6,31 @@ samples per joule of each device's fastest (or why it has none)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from gpubench.science import leaders, standing, target_time
-from gpubench.science.bottleneck import Bottleneck, classify
-from gpubench.science.devices import Across, DeviceLead, across, device_leads
+from gpubench.science.bottleneck import BOTTLENECKS, Bottleneck, classify
+from gpubench.science.devices import Across, DeviceLead, across, device_leads, energy_lines
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
-from gpubench.science.energy_lines import energy_lines
-from gpubench.science.headline import headline
 from gpubench.science.levers import levers, no_help
 from gpubench.science.partition import (
     FIXED,
+    answer,
+    finite,
     heading,
-    is_on,
+    identity,
+    identity_dict,
     label,
     partition_key,
-    same_key,
+    series,
     varying,
 )
 from gpubench.science.partition import norm as _norm
-from gpubench.store.row import IDENTITY
+from gpubench.science.partition import speed_options as speed_options  # report, cli
 from gpubench.store.wording import times
-
-_WHAT = {
-    "launch": "launch/host-bound: the device waits on Python, autograd and kernel launches",
-    "memory": "memory-bound: moving bytes, not arithmetic, sets the step time",
-    "compute": "compute-bound: arithmetic sets the step time",
-    "mixed": "mixed: near the ridge, the matmul and bandwidth roofs bind alike",
-    "input": "input-bound: the step waits on batches copied from the host",
-}
 
 
 @dataclass
@@ -80,9 +72,9 @@ class ModelVerdict:
     margin: float = leaders.MARGIN
 
     def headline(self) -> str:
-        """The first line (science.headline): the fastest, or the tie, its figures from one
+        """The first line (standing.headline): the fastest, or the tie, its figures from one
         measurement."""
-        return headline(
+        return standing.headline(
             self.fastest, self.samples_per_s, self.ties, self.rounds_samples_per_s, self.margin
         )
 
@@ -95,7 +87,7 @@ class ModelVerdict:
             out.append(f"  fastest to target: {self.time_to_target}")
         out += [f"  {key}: {text}" for key, text in self.device_items()]
         if self.bottleneck:
-            out.append(f"  bottleneck: {_WHAT[self.bottleneck]} ({'; '.join(self.evidence)})")
+            out.append(f"  bottleneck: {BOTTLENECKS[self.bottleneck]} ({'; '.join(self.evidence)})")
         else:
             out.append(
                 f"  bottleneck: not classified ({self.unclassified or 'no evidence'})"
@@ -130,17 +122,10 @@ class ModelVerdict:
         (None in a tie), the leader, the ties, how sure, what it stands on, the bottleneck with
         its evidence, the levers; per device its leader (`devices`, the fastest device first)
         and the fastest device against each other (`across_devices`)."""
-        fixed = {k: self.identity.get(k) for k in FIXED}
         return {
-            **fixed,
+            **{k: self.identity.get(k) for k in FIXED},
             "heading": self.model,
-            "winner": None if self.ties else self.identity,
-            "leader": {
-                "label": self.fastest,
-                "samples_per_s": self.samples_per_s,
-                "identity": self.identity,
-            },
-            "ties": self.ties,
+            **answer(self.fastest, self.samples_per_s, self.identity, self.ties),
             "margin": self.margin,
             "rounds_samples_per_s": self.rounds_samples_per_s,
             "confidence": self.confidence,
@@ -160,21 +145,6 @@ class ModelVerdict:
             "devices": [d.to_dict() for d in self.devices],
             "across_devices": [a.to_dict() for a in self.across],
         }
-
-
-# The settings beyond the defaults that a label names: (column, value, name).
-SPEED_OPTIONS = (
-    ("compile", "compile", "compiled"),
-    ("cuda_graph", True, "CUDA graph"),
-    ("channels_last", True, "channels-last"),
-    ("cudnn_benchmark", True, "cudnn.benchmark"),
-)
-
-
-def speed_options(row: dict[str, Any], with_data: bool = True) -> list[str]:
-    """The names of the speed options `row` ran with (and host data, `with_data`)."""
-    options = SPEED_OPTIONS + ((("data", "host", "host data"),) if with_data else ())
-    return [name for key, on, name in options if is_on(row.get(key), on)]
 
 
 def verdicts(
@@ -222,7 +192,7 @@ def _verdict(
         label(best, among),
         float(best["samples_per_s"]),
         str(best["device"]),
-        identity={k: _norm(best.get(k)) for k in IDENTITY},
+        identity=identity_dict(best),
         ties=lead.ties,
         confidence=lead.confidence,
         confirmation=lead.record,
@@ -240,10 +210,12 @@ def _verdict(
     if judged is not None:
         kind = v.bottleneck = judged.kind
         v.evidence = [judged.evidence, *([scaling] if scaling else [])]
+        # rows tied with the leader by their own intervals: no lever figure comes from them
+        tied = frozenset(identity(t["identity"]) for t in lead.ties)
         v.levers, v.next_experiment = levers(
-            kind, best, ok, all_rows, among, margin, command, lead.paired
+            kind, best, ok, all_rows, among, margin, command, lead.paired, tied
         )
-        v.not_levers = no_help(kind, best, ok, among, margin, lead.paired)
+        v.not_levers = no_help(kind, best, ok, among, margin, lead.paired, tied)
     else:
         v.evidence = [scaling] if scaling else []
         v.unclassified, v.next_experiment = _unclassified(best, command)
@@ -284,7 +256,7 @@ def _unclassified(best: dict[str, Any], command: str = "sweep") -> tuple[str, st
             ("peak_tflops", "a measured matmul roof"),
             ("peak_bandwidth_gb_per_s", "a measured bandwidth"),
         )
-        if not _finite(best.get(key))
+        if not finite(best.get(key))
     ]
     if missing:
         return f"the row has no {' or '.join(missing)}", None
@@ -306,7 +278,7 @@ def _sweep_of(row: dict[str, Any]) -> str:
 def _bottleneck(row: dict[str, Any]) -> Bottleneck | None:
     """The row's recorded bottleneck, or the rules applied now to rows recorded without one."""
     kind = row.get("bottleneck")
-    if isinstance(kind, str) and kind in _WHAT:
+    if isinstance(kind, str) and kind in BOTTLENECKS:
         return Bottleneck(kind, str(row.get("bottleneck_evidence") or ""))
     return classify(row)
 
@@ -329,10 +301,6 @@ def _time_to_target(records: list[dict[str, Any]]) -> str | None:
     return f"{label(best.row)}: {best.describe()}"
 
 
-def _finite(v: Any) -> bool:
-    return v is not None and not isinstance(v, bool) and math.isfinite(float(v))
-
-
 def _cpu_speedup(found: list[Across]) -> str | None:
     """The fastest device's fastest over the CPU's (its leader among its own rows: science.
     devices), and over the same configuration on the CPU; None where the CPU is the fastest or
@@ -351,15 +319,11 @@ def _cpu_speedup(found: list[Across]) -> str | None:
 
 def _batch_scaling(best: dict[str, Any], records: list[dict[str, Any]]) -> str | None:
     """How step time moves across the batch sizes of the fastest point's series."""
-    series = [
-        r
-        for r in records
-        if same_key(r, "batch_size", "seed") == same_key(best, "batch_size", "seed")
-    ]
-    if len({int(r["batch_size"]) for r in series}) < 2:
+    rows = series(best, records)
+    if len({int(r["batch_size"]) for r in rows}) < 2:
         return None
-    lo = min(series, key=lambda r: int(r["batch_size"]))
-    hi = max(series, key=lambda r: int(r["batch_size"]))
+    lo = min(rows, key=lambda r: int(r["batch_size"]))
+    hi = max(rows, key=lambda r: int(r["batch_size"]))
     grow = float(hi["step_time_s"]) / float(lo["step_time_s"])
     return (
         f"step time {_ms(lo['step_time_s'])} -> {_ms(hi['step_time_s'])} ms "
