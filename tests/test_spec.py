@@ -67,6 +67,7 @@ def test_user_model_key_is_accepted(tmp_path: Path) -> None:
         ('models = ["mlp"]\nbatch_sizes = []', "non-empty list"),
         ('models = ["mlp"]\nbatchsize = [4]', "unknown key 'batchsize'"),
         ('models = ["mlp"]\n[budget]\nmax_time = 3', "unknown key budget.'max_time'"),
+        ('models = ["mlp"]\n[budget]\ndeadline = 3', "unknown key budget.'deadline'"),
         ('models = ["mlp"]\n[budget]\nmin_steps = 0', "min_steps"),
         ('name = "x"', "no models"),
     ],
