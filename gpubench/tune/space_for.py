@@ -51,21 +51,19 @@ def space_for(
     sizes = request.batch_sizes
     accumulate = request.named.get("accumulate")
     effective = tune_space.fixed_effective_batch(sizes, accumulate)
-    fixed = effective is not None
     seconds = None if request.budget_s is None else MAXBATCH_SHARE * request.budget_s
     values = tune_space.axis_values(
-        base, has_conv, torch.get_num_threads(), request.named, has_blocks, fixed
+        base, has_conv, torch.get_num_threads(), request.named, has_blocks, effective is not None
     )
     combos = tune_space.combos(base, values, has_conv, has_blocks)
     first = dataclasses.replace(base, **dict(combos[0]))
-    if not fixed:
+    if effective is None:
         batches = sizes or maxbatch.powers_of_two(
             _largest(
                 first, run_dir, "maxbatch.json", max_memory, point_timeout_s, on_probe, seconds
             )
         )
         return tune_space.TuneSpace(first, values, tuple(sorted(set(batches))), combos)
-    assert effective is not None
     by_mode: dict[str, int] = {}
     if accumulate is None:  # the largest micro-batch each checkpoint mode fits
         for mode in values["checkpoint"]:

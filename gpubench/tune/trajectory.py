@@ -11,23 +11,15 @@ was not measured is null.
             set), effective_batch, combos: [{axis: value}] (in the order the search screens
             them: precision first), size, largest_batch_by_checkpoint: {checkpoint mode: the
             largest micro-batch it fits by max-batch} ({} unless the effective batch is fixed)},
-  "elapsed_s":   wall-clock seconds since the tune started (the search, max-batch and the
-                 confirmation included; a resumed tune adds on),
-  "finished":    whether the search ran all its rounds,
-  "stopped":     why it ended early ("budget: ..."), or null,
+  "elapsed_s":   seconds since the tune started (max-batch and confirmation included; a resumed
+                 tune adds on),
+  "finished":    whether the search ran all its rounds; "stopped": why it ended early, or null,
   "rounds_decided": rounds whose survivors were chosen (3: all),
   "search_deadline_s": elapsed seconds by which the search was to end (the budget less the
-                 confirmation's reserve, as the plan last saw it), or null without a budget,
-  "overrun_s":   seconds the tune ran past its budget (elapsed_s - budget_s; negative: under),
-                 or null without a budget,
-  "plan":        {measure_all: whether round 0 measured the whole space (no bracket, no
-                  screening: it costs no more than the halving or tune's own fixed costs),
-                  measure_all_why: why (the planned costs compared), or null,
-                  own_fixed_s: tune's own seconds before the search (start-up, max-batch,
-                  environment capture),
-                  rounds: [{round, planned_trials, scale: the share of the round's default
-                  measuring time its trials got, share_s: the seconds the round was given,
-                  began_s: elapsed when it began}]} (gpubench.tune.plan),
+                 confirmation's reserve), or null without a budget,
+  "overrun_s":   elapsed_s - budget_s (negative: under), or null without a budget,
+  "plan":        {measure_all, measure_all_why, own_fixed_s, rounds: [{round, planned_trials,
+                  scale, share_s, began_s}]}: gpubench.tune.plan's,
   "coverage":    {configurations_measured, space_size, fraction, combos_measured, combos},
   "best":        {config, samples_per_s, round} at the deepest round reached, or null,
   "one_off":     [{combo, compile_time_s}]: torch.compile's one-off seconds per compiled combo,
