@@ -1,15 +1,8 @@
-"""Whether `tune` found the grid's answer, judged by the grid's own measurements (issue 29).
-
-A tune's pick (the configuration its verdict leads with) is selected as the fastest of what it
-measured, so its own figure for it is biased high; the grid measured the same configuration as
-one of its points, so the grid's row is the figure it is judged by, and the grid's best is the
-fastest row of the grid (the same kind of measurement: every figure of a judgement comes from the
-grid's rows). The pick is *within the margin* where that ratio is at least 1 - margin.
-
-It *agrees* with the grid where it is the grid's winner, or one of the configurations the grid's
-own verdict could not tell apart (its confirmation's tie, and the candidates it had no budget to
-re-measure). A grid whose tie holds more than `max_tie` configurations answered nothing a pick
-can agree with: that is reported as "the grid could not tell", never as agreement.
+"""Whether `tune` found the grid's answer, judged by the grid's own measurements (issue 29): a
+tune's own figure for its pick is biased high by its selection, so the pick is judged by the
+grid's figure for it against the grid's best, and is *within the margin* where that ratio is at
+least 1 - margin. It *agrees* where it is the grid's winner or inside the grid's tie; a tie of
+more than `max_tie` configurations answered nothing ("the grid could not tell").
 """
 
 from __future__ import annotations
@@ -43,8 +36,7 @@ def config_key(row: dict[str, Any]) -> tuple[Any, ...]:
 
 @dataclass(frozen=True)
 class Answer:
-    """What a run names for one partition: its lead row, and the rows its verdict could not tell
-    from it (empty: `best` is a winner)."""
+    """A run's lead row for one partition, and the rows tied with it (empty: a winner)."""
 
     best: dict[str, Any]
     tied: tuple[dict[str, Any], ...]
@@ -55,9 +47,8 @@ class Answer:
 
 
 def answer(rows: list[dict[str, Any]], confirmation: dict[str, Any] | None) -> Answer:
-    """The answer the verdict gives for one partition's `rows` with the run's `confirmation`
-    record of it (science.standing.lead: the confirmation's decision where it re-measured the
-    leaders, else the rows' intervals). Raises ValueError where no row ran."""
+    """The verdict's answer for one partition's `rows` and `confirmation` record
+    (science.standing.lead). Raises ValueError where no row ran."""
     pool = standing.pool(rows)
     if not pool:
         raise ValueError("no row of the partition ran (status ok with a samples/s figure)")
@@ -69,9 +60,9 @@ def answer(rows: list[dict[str, Any]], confirmation: dict[str, Any] | None) -> A
 
 @dataclass(frozen=True)
 class Judgement:
-    """Tune's pick against the grid, for one partition. `ratio`: the grid's figure for the pick
-    over its figure for `grid_best`, both from one measurement named by `source` (None where
-    the grid never ran the pick); `grid_answer`: the labels of the grid's answer, leader first."""
+    """Tune's pick against the grid for one partition. `ratio`: the grid's figure for the pick
+    over `grid_best`'s, both from `source` (None: the grid never ran it); `grid_answer`: the
+    labels of the grid's answer, leader first."""
 
     heading: str
     pick: str
@@ -118,11 +109,10 @@ def judge(
     margin: float = MARGIN,
     max_tie: int = MAX_TIE,
 ) -> Judgement:
-    """Judge `pick` (a row or identity of tune's pick) by one partition's `grid_rows` and the
-    grid's confirmation record of it. Where the grid's confirmation re-measured the pick beside
-    its leader, the ratio is theirs in those rounds (paired, the grid's best measurement of
-    both); else it is the pick's grid row over the grid's fastest row (every row that ran, a
-    busy one too: a row the verdict set aside still measured the configuration)."""
+    """Judge `pick` (a row or identity) by one partition's `grid_rows` and confirmation record:
+    the ratio in the confirmation's rounds where they re-measured the pick beside the leader
+    (paired: the grid's best measurement of both), else the pick's row over the fastest row
+    (a busy row too: it still measured the configuration)."""
     if not 0 <= margin < 1:
         raise ValueError(f"margin {margin!r}: must be a fraction in [0, 1)")
     if max_tie < 1:
@@ -167,8 +157,8 @@ def judge(
 def _in_rounds(
     record: dict[str, Any] | None, want: tuple[Any, ...]
 ) -> tuple[float, tuple[Any, ...]] | None:
-    """The pick's median samples/s over the rounds' leader's in the grid's confirmation, and
-    the leader's key, where those rounds re-measured the pick (None where they did not)."""
+    """The pick's median samples/s over the leader's in the grid's confirmation rounds, and the
+    leader's key (None where they did not re-measure the pick)."""
     if record is None or not record.get("decision"):
         return None
     keys = [config_key(c) for c in record["candidates"]]
@@ -205,10 +195,8 @@ def judge_runs(
 
 
 def agreement(first: Answer, second: Answer, max_tie: int = MAX_TIE) -> str:
-    """Whether two runs' answers for a partition agree (run to run repeatability): SAME where
-    both name the same winner; UNTOLD where either is a tie of more than `max_tie`; BOTH_TIED where
-    each one's leader is among the other's answer; DIFFERENT otherwise (a shared member of two
-    ties whose leaders differ is not agreement)."""
+    """Whether two runs' answers agree: SAME (one winner), UNTOLD (a tie of more than
+    `max_tie`), BOTH_TIED (each leader inside the other's answer) or DIFFERENT."""
     a, b = ([config_key(r) for r in x.members] for x in (first, second))
     if len(a) == len(b) == 1 and a == b:
         return SAME

@@ -19,9 +19,8 @@ TOLERANCE = 0.2  # a pick whose time to target is at most this much over the gri
 
 @dataclass(frozen=True)
 class TargetJudgement:
-    """Tune's pick against the grid's fastest configuration to the target. `pick_s`: the grid's
-    median time to target for the pick (None where the grid did not run it, or not every seed
-    reached the target); `tune_s`: tune's own median for it, shown beside, never judged by."""
+    """Tune's pick against the grid's fastest to the target. `pick_s`: the grid's median for the
+    pick (None: not run, or not every seed reached it); `tune_s`: tune's own, shown only."""
 
     pick: str
     pick_s: float | None
@@ -63,9 +62,9 @@ def judge_target(
     tune_s: float | None = None,
     tolerance: float = TOLERANCE,
 ) -> TargetJudgement:
-    """Judge `pick` (tune's answer's config: batch_size, lr_scaling, and lr where given) by the
-    grid's convergence `grid_rows`. Raises ValueError where no grid configuration reached the
-    target with every seed, or the pick matches several grid configurations."""
+    """Judge `pick` (batch_size, lr_scaling, lr where given) by the grid's `grid_rows`. Raises
+    ValueError where no grid configuration reached the target on every seed, or the pick
+    matches several."""
     if tolerance < 0:
         raise ValueError(f"tolerance {tolerance!r}: must be a non-negative fraction")
     summaries = summarise(grid_rows)
@@ -81,12 +80,12 @@ def judge_target(
 
 def _same(s: TargetTime, pick: dict[str, Any]) -> bool:
     row = s.row
-    if int(row["batch_size"]) != int(pick["batch_size"]):
-        return False
-    if row.get("lr_scaling") != pick.get("lr_scaling"):
-        return False
     lr, mine = row.get("lr"), pick.get("lr")
-    return lr is None or mine is None or math.isclose(float(lr), float(mine), rel_tol=1e-6)
+    return (
+        int(row["batch_size"]) == int(pick["batch_size"])
+        and row.get("lr_scaling") == pick.get("lr_scaling")
+        and (lr is None or mine is None or math.isclose(float(lr), float(mine), rel_tol=1e-6))
+    )
 
 
 def judge_target_runs(

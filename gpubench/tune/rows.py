@@ -1,9 +1,7 @@
-"""A tune folder's rows. tune_rows.jsonl is the append-only record of every measurement (each
-row marked with its `tune_round`, and `tune_cut` where the deadline cut it short, fsynced
-before the next starts); results.jsonl, which the
-verdict, `explain`, the report and the confirmation read, holds one row per configuration, its
-deepest round's (the longest measurement of it), and is rewritten whole and atomically from
-tune_rows.jsonl after each measurement, so a crash leaves the old file or the new one."""
+"""A tune folder's rows: tune_rows.jsonl, every measurement appended durably (marked with its
+`tune_round`, and `tune_cut` where the deadline cut it short), and results.jsonl, what the
+verdict and the report read: each configuration's deepest round's row (its longest
+measurement), rewritten atomically after each measurement."""
 
 from __future__ import annotations
 

@@ -1,46 +1,25 @@
-"""tune's search (speed mode): which configuration to measure next, for how long, and which
-survive, as a pure function of the figures it is given, so that it can be followed (and tested
-on simulated cost surfaces) without running a model.
+"""tune's search (speed mode) as a pure function of the figures it is given: which configuration
+to measure next, for how long, and which survive. A configuration is a *combo* (the competing
+settings other than batch size) at a batch size; with a fixed effective batch (issue 25) the
+size is the micro-batch, accumulated effective / micro times.
 
-A configuration is a *combo* (the competing settings other than batch size: precision, compile,
-threads, ...) at a batch size. Where the user fixes the effective batch (issue 25), the size the
-search orders is the micro-batch instead: a configuration then trains the effective batch as
-effective / micro accumulated micro-batches, and "batch" below reads "micro-batch".
+Successive halving over ROUNDS rounds, each measuring ETA times longer than the one before:
+round 0 brackets the batch on the base combo at every other power of two from the largest it
+fits down (a curve that rises then flattens or falls peaks within one step of the best of every
+other step), screens every other combo at the base's best (a checkpoint mode that fits a larger
+batch at the largest only it fits), then refines the base's best by its neighbours; round 1
+climbs each survivor's batch both ways, PATIENCE steps past its best (a recorded curve has
+bumps a one-way climb stops at); round 2 measures the finalists as a sweep measures a point.
 
-The search is successive halving over three rounds, each measuring ETA times longer than the
-one before:
+A round keeps what is within its margin of its leader: the verdict's MARGIN widened by
+1/sqrt(share) of a sweep's measuring time (3 x MARGIN in round 0, sqrt(3) x in round 1), so a
+flat optimum keeps every configuration the round cannot tell from its leader.
 
-- round 0 (shortest): the batch size is bracketed on the first combo (the base) at every other
-  power of two from the largest down; every other combo is measured at the base's best (one
-  step smaller where that fails); then the base's best is refined by its two neighbours (on a
-  curve that rises then flattens or falls the peak lies within one step of the best of every
-  other step). The combos go on that are within the round's margin of its leader (the best
-  1/ETA at the least);
-- round 1: each surviving combo climbs in batch from there, both ways (on each side until
-  PATIENCE steps past its best: a recorded curve has bumps a one-way climb stops at),
-  measured longer. The configurations within the round's margin of its leader go on, best
-  first (FINALISTS at the least, 1/ETA of what the round measured at the most);
-- round 2 (the sweep's own measurement): the finalists, measured as a sweep measures a point;
-  the pick is the best of them (the confirmation then re-measures the top few interleaved).
-
-A round's margin is the verdict's practical difference (science.leaders.MARGIN) widened by the
-round's shorter measurement: a figure measured over a share s of a sweep's time spreads
-1/sqrt(s) times as wide, so round 0 (s = 1/9) keeps what is within 3 x MARGIN of its leader,
-round 1 within sqrt(3) x MARGIN. On a flat optimum that keeps every configuration a round
-cannot tell from its leader instead of a fixed share that a noisy figure decides.
-
-A figure of None is a configuration that could not run (out of memory, an error): it ranks
-below every figure. `should_stop` is asked before each measurement; once it says stop, the
-search ends where it is (`Outcome.stopped`). A measurement the deadline cut short (`measure`
-raises Cut) is recorded as `cut`, never ranked, and ends the search.
-
-A `pacer` (gpubench.tune.plan) sizes the rounds to a wall-clock budget: combos are screened in
-the space's order (what matters most first), each round measures while the pacer says its share
-has room, and where measuring every configuration costs no more than the halving's first rounds
-or tune's own fixed costs, round 0 measures all of them (`Outcome.measure_all`). Where the space
-knows the largest batch each checkpoint mode fits (`Space.largest`), the base is bracketed only
-up to its own, and a mode that fits a larger batch is screened at the largest that fits only
-with it: checkpointing can only win there.
+A figure of None (out of memory, an error) ranks below every figure. Once `should_stop` says
+stop, or `measure` raises Cut (recorded as `cut`, never ranked), the search ends where it is.
+A `pacer` (gpubench.tune.plan) fits the rounds to a wall-clock budget: combos are screened in
+the space's order, each round measures while its share has room, and where measuring the whole
+space costs no more than the halving, round 0 measures all of it (`Outcome.measure_all`).
 """
 
 from __future__ import annotations
@@ -63,9 +42,7 @@ __all__ = ["Combo", "Cut", "Pacer", "Stop"]  # its parts that live in pacing.py,
 
 @dataclass(frozen=True)
 class Config:
-    """One configuration of the space: a combo at a batch size; with an `effective_batch`,
-    `batch_size` is the micro-batch and the configuration accumulates effective / micro of
-    them per optimizer step."""
+    """A combo at a batch size (the micro-batch where `effective_batch` is set)."""
 
     combo: Combo
     batch_size: int
@@ -81,9 +58,8 @@ class Config:
 
 @dataclass(frozen=True)
 class Space:
-    """What the search may measure: `combos` (the first is the base, whose batch curve is
-    bracketed) times `batch_sizes` (ascending, distinct; micro-batches of `effective_batch`
-    where that is set)."""
+    """`combos` (the first is the base) times `batch_sizes` (ascending, distinct; micro-batches
+    of `effective_batch` where that is set)."""
 
     combos: tuple[Combo, ...]
     batch_sizes: tuple[int, ...]
@@ -118,16 +94,13 @@ class Space:
 # (configuration, round) -> samples/s, or None where it could not run.
 Measure = Callable[[Config, int], float | None]
 
-OUTCOMES = ("kept", "pruned", "final", "failed", "open", "cut")
 CLIMB_TRIALS = 5  # trials a surviving combo is planned to take in round 1 (it, 2 each way)
 
 
 @dataclass
 class Trial:
     """One measurement: `config` in `round`, its samples/s (None: it could not run), and its
-    outcome: `kept` (measured again in a later round), `pruned` (its round was decided without
-    it), `final` (measured in the last round), `failed` (no figure), `open` (the search
-    stopped before deciding its round) or `cut` (the deadline cut it short: never ranked)."""
+    outcome (kept, pruned, final, failed, open or cut: trajectory.TrialRecord says which)."""
 
     number: int
     config: Config
@@ -138,8 +111,8 @@ class Trial:
 
 @dataclass
 class Outcome:
-    """What the search measured, in order; the best configuration at the deepest round it
-    reached (None where nothing ran); whether it was stopped, and in which round."""
+    """The trials in order; the best configuration at the deepest round reached (None where
+    nothing ran); the round it was stopped in (None: it ran to its end)."""
 
     trials: list[Trial] = field(default_factory=list)
     best: Config | None = None
@@ -155,21 +128,18 @@ def search(
     should_stop: Callable[[], bool] | None = None,
     pacer: Pacer | None = None,
 ) -> Outcome:
-    """Run the search over `space`, measuring through `measure` (see the module docstring)."""
+    """Run the search over `space`, measuring through `measure` (the module docstring)."""
     s = _Searcher(space, measure, should_stop or (lambda: False), pacer)
-    round_now = 0
     try:
         s.out.measure_all = pacer is not None and pacer.measure_all(space, s.planned_counts())
         survivors = s.first_round()
         s.out.rounds_decided = 1
-        round_now = 1
         finalists = s.second_round(survivors)
         s.out.rounds_decided = 2
-        round_now = 2
         s.final_round(finalists)
         s.out.rounds_decided = ROUNDS
     except Stop:
-        s.out.stopped_in_round = round_now
+        s.out.stopped_in_round = s.out.rounds_decided  # the round it was in
     s.settle()
     return s.out
 
@@ -219,18 +189,15 @@ class _Searcher:
         return sorted(range(self.space.fit_index(combo), -1, -2))
 
     def planned_counts(self) -> list[int]:
-        """The trials the halving plans per round: the bracket and the screens, the climbs of
-        the survivors, the finalists."""
+        """The trials the halving plans per round (bracket and screens, climbs, finalists)."""
         n0 = len(self._bracket_order(self.space.combos[0])) + 2 + len(self.space.combos) - 1
         n1 = CLIMB_TRIALS * max(1, math.ceil(len(self.space.combos) / ETA))
         return [n0, n1, max(FINALISTS, math.ceil(n1 / ETA))]
 
     def first_round(self) -> list[tuple[Combo, int]]:
-        """Round 0: bracket the batch on the base (the next combo where the base runs at no
-        batch) at every other size, screen every other combo at its best (a checkpoint mode
-        that fits a larger batch at the largest that fits only with it), then refine the
-        base's best by its neighbours: screens before refinement where the round is short of
-        room. The surviving combos and their batch index."""
+        """Round 0 (the module docstring; the base is the next combo where it runs at no
+        batch; screens come before refinement where the round is short of room): the surviving
+        combos and their batch index."""
         batches = self.space.batch_sizes
         combos = self.space.combos
         plan = [combos[0]] * (len(self._bracket_order(combos[0])) + 2) + list(combos[1:])
@@ -275,9 +242,8 @@ class _Searcher:
         return [(c, at[c]) for c in _kept(figure, 0, fewest, len(at))]
 
     def _screen(self, combo: Combo, indices: Iterable[int], first: bool = False) -> int | None:
-        """Measure `combo` in round 0 at the batch `indices` inside what it fits while the round
-        has room (the first always where `first`: a round's first trial always runs); its best
-        batch index of all it was measured at (None: it ran at none)."""
+        """Measure `combo` in round 0 at the batch `indices` it fits while the round has room
+        (the first always where `first`); its best batch index so far (None: it ran at none)."""
         batches = self.space.batch_sizes
         n = self.space.fit_index(combo) + 1
         for k, i in enumerate(j for j in indices if 0 <= j < n):
@@ -289,9 +255,8 @@ class _Searcher:
         return best if ran else None
 
     def second_round(self, survivors: list[tuple[Combo, int]]) -> list[Config]:
-        """Round 1: each surviving combo climbs in batch from its round-0 batch (the starts of
-        the best 1/ETA of the combos always measured, the rest and the climbs while the round
-        has room); what round 1 cannot tell from its leader goes on (`_leaders`), best first."""
+        """Round 1: each survivor climbs in batch from its round-0 batch (the starts of the best
+        1/ETA of the combos always measured, the rest while the round has room); the finalists."""
         later = [max(FINALISTS, math.ceil(CLIMB_TRIALS * len(survivors) / ETA))]
         self.begin(1, [c for c, _ in survivors for _ in range(CLIMB_TRIALS)], later)
         always = math.ceil(len(self.space.combos) / ETA)  # what the pacer keeps room for
@@ -312,17 +277,15 @@ class _Searcher:
         return _kept(ran, 1, FINALISTS, most)
 
     def final_round(self, finalists: list[Config]) -> None:
-        """Round 2: the finalists, best first, the first FINALISTS always, more while the
-        round has room."""
+        """Round 2: the first FINALISTS finalists always, more while the round has room."""
         self.begin(2, [c.combo for c in finalists], [])
         for n, config in enumerate(finalists):
             if n < FINALISTS or self.room(2, config):
                 self.measure(config, 2)
 
     def _climb(self, combo: Combo, start: int) -> list[Config]:
-        """Measure `combo` in round 1 at batch index `start`, then on each side, nearest
-        first, while the round has room and the step is within PATIENCE of the best seen on
-        that side; the configurations measured."""
+        """Measure `combo` in round 1 at batch index `start`, then each side nearest first, while
+        the round has room and within PATIENCE steps of that side's best; what it measured."""
         batches = self.space.batch_sizes
         done: list[int] = []
 
@@ -373,8 +336,7 @@ class _Searcher:
 
 
 def round_scale(rnd: int) -> float:
-    """The share of the sweep's measurement time a round's measurement takes: 1/ETA^2, 1/ETA,
-    1 for rounds 0, 1, 2."""
+    """The share of a sweep's measuring time a round takes: 1/ETA^2, 1/ETA, 1 for rounds 0-2."""
     return float(ETA ** (rnd - (ROUNDS - 1)))
 
 

@@ -1,18 +1,13 @@
-"""What tune searches: the sweep's speed axes that the device supports for the model, each at
-every value it can take there unless the user named the values (then only those: one value
-fixes the axis), and the batch sizes.
+"""What tune searches: the sweep's speed axes the device supports for the model, each at every
+value it can take there unless the user named the values (one value fixes the axis), and the
+batch sizes. An axis the device cannot use has its default only (no tf32 on the CPU, no
+channels-last or cudnn.benchmark without convolutions, no CUDA graph on the CPU), and a
+combination harness.step refuses is left out. The optimizer, model options and data mode are
+the user's, never searched.
 
-An axis the device cannot use has its default only: no tf32 on the CPU (harness precision
-rules), no channels-last or cudnn.benchmark without convolutions, no CUDA graph or
-cudnn.benchmark on the CPU; and any combination harness.step refuses (a CUDA graph under
-fp16's loss scaling, say) is left out. The optimizer, the model's options and the data mode are
-the user's choices, never searched.
-
-Where the user fixes the effective batch (one batch size, issue 25), the batch is no longer
-searched and the ways to train it are: the search's size axis becomes the micro-batch (the
-divisors of the effective batch that fit in memory, from the largest down to 1/MICRO_RANGE of
-it; or the user's --accumulate), and activation checkpointing (`checkpoint` none or blocks)
-competes where the model has repeated blocks (models.blocks).
+With a fixed effective batch (one batch size, issue 25) the size axis is the micro-batch (the
+divisors that fit, down to 1/MICRO_RANGE of the largest; or the user's --accumulate), and
+activation checkpointing competes where the model has repeated blocks (models.blocks).
 """
 
 from __future__ import annotations
@@ -30,15 +25,8 @@ from gpubench.config.spec import Point
 from gpubench.tune.search import Combo, Config, Space
 
 # The competing axes other than batch size, as Point fields, in the order a combo lists them.
-AXES = (
-    "precision",
-    "compile",
-    "threads",
-    "channels_last",
-    "cuda_graph",
-    "cudnn_benchmark",
-    "checkpoint",
-)
+AXES: tuple[str, ...] = ("precision", "compile", "threads", "channels_last", "cuda_graph")
+AXES += ("cudnn_benchmark", "checkpoint")
 # With a fixed effective batch, the micro-batches searched: from the largest that fits down to
 # this fraction of it (a smaller micro-batch repeats every per-pass cost more often for the same
 # samples; the user's --accumulate reaches further).
@@ -46,35 +34,19 @@ MICRO_RANGE = 16
 # The order in which the search screens the axes' changes from the base: what matters most on a
 # device first (precision; checkpointing, which decides the micro-batch; compile), the secondary
 # toggles after. A combo that changes fewer axes is screened before one that changes more.
-SCREEN_ORDER = (
-    "precision",
-    "checkpoint",
-    "compile",
-    "threads",
-    "channels_last",
-    "cudnn_benchmark",
-    "cuda_graph",
-)
+SCREEN_ORDER: tuple[str, ...] = ("precision", "checkpoint", "compile", "threads")
+SCREEN_ORDER += ("channels_last", "cudnn_benchmark", "cuda_graph")
 # Precisions in the order they are screened: bf16 first-class (the mixed precision of current
 # hardware, without fp16's loss scaling), tf32 (fp32's matmuls only) last.
 PRECISION_ORDER = ("fp32", "bf16", "fp16", "tf32")
 # The SweepSpec field (and CLI flag) of each axis.
-SPEC_FIELD = {
-    "precision": "precisions",
-    "compile": "compile",
-    "threads": "threads",
-    "channels_last": "channels_last",
-    "cuda_graph": "cuda_graph",
-    "cudnn_benchmark": "cudnn_benchmark",
-    "checkpoint": "checkpoint",
-}
+SPEC_FIELD = {**{a: a for a in AXES}, "precision": "precisions"}
 
 
 @dataclass(frozen=True)
 class TuneSpace:
-    """The search space: `base` (a Point holding the fixed fields; its competing fields are the
-    first combo's), `values` per axis (one value: fixed), `batch_sizes` ascending, and
-    `combos` (the product of the values the device accepts, the base first)."""
+    """`base` (the fixed fields, with the first combo's competing ones), `values` per axis (one
+    value: fixed), `batch_sizes` ascending, and `combos` the device accepts, the base first."""
 
     base: Point
     values: dict[str, tuple[Any, ...]]
@@ -111,9 +83,8 @@ class TuneSpace:
 def fixed_effective_batch(
     batch_sizes: tuple[int, ...] | None, accumulate: tuple[int, ...] | None
 ) -> int | None:
-    """The effective batch the user fixed (one batch size), or None where tune searches the
-    batch; ConfigError where --accumulate comes without exactly one batch size, or does not
-    split it."""
+    """The effective batch the user fixed (one batch size), or None; ConfigError where
+    --accumulate comes without exactly one batch size, or does not split it."""
     sizes = sorted(set(batch_sizes or ()))
     if accumulate is not None and len(sizes) != 1:
         raise ConfigError(
@@ -142,9 +113,8 @@ def _check_splits(effective: int, accumulate: tuple[int, ...]) -> None:
 def micro_batches(
     effective: int, largest: int, accumulate: tuple[int, ...] | None
 ) -> tuple[int, ...]:
-    """The micro-batches of a fixed `effective` batch that tune searches: those of the user's
-    `accumulate` steps (each must divide it), else the divisors of `effective` from `largest`
-    (the largest micro-batch that fits, any checkpoint mode) down to 1/MICRO_RANGE of it."""
+    """The micro-batches of `effective` searched: the user's `accumulate` steps', else its
+    divisors from `largest` (the largest that fits) down to 1/MICRO_RANGE of it."""
     from gpubench.run.accumulation_plan import divisors
 
     if accumulate is not None:
@@ -168,11 +138,10 @@ def axis_values(
     has_blocks: bool = False,
     fixed_batch: bool = False,
 ) -> dict[str, tuple[Any, ...]]:
-    """Each axis's values: the `named` ones (the user's), else every value the device supports
-    for a model with (or without) convolutions; `cpu_threads` is torch's own thread count, and
-    the CPU's thread axis runs 1, 2, 4, ... up to it (and it). Checkpointing competes where the
-    effective batch is fixed (`fixed_batch`) and the model has repeated blocks (`has_blocks`):
-    it saves memory at a cost in speed, so it can only win by fitting a larger micro-batch."""
+    """Each axis's values: the user's `named` ones, else every value the device supports for
+    the model; the CPU's threads run 1, 2, 4, ... up to `cpu_threads` (and it). Checkpointing
+    competes only with a fixed effective batch and repeated blocks: it costs speed, so it can
+    only win by fitting a larger micro-batch."""
     cuda = base.device.startswith("cuda")
     import torch
 
@@ -203,12 +172,8 @@ def _thread_counts(most: int) -> tuple[int, ...]:
 def combos(
     base: Point, values: dict[str, tuple[Any, ...]], has_conv: bool, has_blocks: bool = False
 ) -> tuple[Combo, ...]:
-    """Every combination of `values` that harness.step can run for `base`'s model, the base
-    first: the first value of each axis, except that the default of an on/off option (off,
-    eager) and the most threads come first where they are among the values. The rest are in
-    the order the search screens them: fewer axes changed from the base first, and among
-    those, the axes earlier in SCREEN_ORDER (so every precision comes before a secondary
-    toggle)."""
+    """Every combination of `values` harness.step can run for `base`'s model: the base first
+    (`_base_first`), then fewer axes changed from it first, and among those by SCREEN_ORDER."""
     from gpubench.harness.step import unsupported_reason
 
     ordered = {k: _base_first(k, v) for k, v in values.items()}
@@ -241,9 +206,8 @@ def combos(
 
 
 def _base_first(axis: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """`values` with the base's value first: fp32 (else the first given), eager, off, no
-    checkpointing, and the most threads (what a user runs without tuning); the precisions
-    after it in PRECISION_ORDER."""
+    """`values` with what a user runs without tuning first (fp32, eager, off, no checkpointing,
+    the most threads); the precisions in PRECISION_ORDER."""
     if axis == "threads":
         return tuple(sorted(values, key=lambda t: -(t or 0)))
     if axis == "precision":

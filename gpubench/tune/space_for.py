@@ -35,15 +35,10 @@ def space_for(
     point_timeout_s: float | None,
     on_probe: Callable[[Probe], None] | None = None,
 ) -> tune_space.TuneSpace:
-    """The space: the axes' values, the combos the device runs, and the batch sizes: the
-    user's, else the powers of two up to the largest the base combo fits (max-batch's memory
-    model, kept in maxbatch.json so a resumed tune does not probe again; with a budget, its
-    probes' batch capped to what MAXBATCH_SHARE of it affords). One batch size fixes
-    the effective batch: the micro-batches that fit it (or the user's --accumulate) are then
-    the size axis, and checkpointing competes where the model has repeated blocks; the largest
-    micro-batch each checkpoint mode fits is kept in the space (`largest`), so that the search
-    screens checkpointing where only it fits. `on_probe` is told of each max-batch probe as
-    it ends."""
+    """The space (module docstring): the batch sizes are the powers of two up to the largest
+    the base combo fits, probed within MAXBATCH_SHARE of a budget; with a fixed effective
+    batch, the largest micro-batch each checkpoint mode fits is kept too (`largest`).
+    `on_probe` is told of each max-batch probe as it ends."""
     import torch
 
     from gpubench import models
@@ -56,21 +51,19 @@ def space_for(
     sizes = request.batch_sizes
     accumulate = request.named.get("accumulate")
     effective = tune_space.fixed_effective_batch(sizes, accumulate)
-    fixed = effective is not None
     seconds = None if request.budget_s is None else MAXBATCH_SHARE * request.budget_s
     values = tune_space.axis_values(
-        base, has_conv, torch.get_num_threads(), request.named, has_blocks, fixed
+        base, has_conv, torch.get_num_threads(), request.named, has_blocks, effective is not None
     )
     combos = tune_space.combos(base, values, has_conv, has_blocks)
     first = dataclasses.replace(base, **dict(combos[0]))
-    if not fixed:
+    if effective is None:
         batches = sizes or maxbatch.powers_of_two(
             _largest(
                 first, run_dir, "maxbatch.json", max_memory, point_timeout_s, on_probe, seconds
             )
         )
         return tune_space.TuneSpace(first, values, tuple(sorted(set(batches))), combos)
-    assert effective is not None
     by_mode: dict[str, int] = {}
     if accumulate is None:  # the largest micro-batch each checkpoint mode fits
         for mode in values["checkpoint"]:
@@ -98,21 +91,18 @@ def _largest(
     seconds: float | None = None,
     ceiling: int = maxbatch.CEILING,
 ) -> int:
-    """The largest batch `base` fits in memory, up to `ceiling` and to what `seconds` of
-    probing affords (None: no time limit): a max-batch search of the memory model, kept in
-    `run_dir`/`name` for a resumed tune."""
+    """The largest batch `base` fits, up to `ceiling` and what `seconds` of probing affords: a
+    max-batch search kept in `run_dir`/`name` for a resumed tune."""
     path = run_dir / name
     if path.is_file():
-        largest = int(json.loads(path.read_text(encoding="utf-8"))["largest_batch"])
-    else:
-        cap = max_memory if max_memory is not None else maxbatch.default_cap(base.device)
-        found = maxbatch.find(
-            base, cap, point_timeout_s, ceiling=ceiling, on_probe=on_probe, seconds=seconds
+        return int(json.loads(path.read_text(encoding="utf-8"))["largest_batch"])
+    cap = max_memory if max_memory is not None else maxbatch.default_cap(base.device)
+    found = maxbatch.find(
+        base, cap, point_timeout_s, ceiling=ceiling, on_probe=on_probe, seconds=seconds
+    )
+    if found.largest < 1:
+        raise ConfigError(
+            f"{base.label()}: not even one sample fits in memory ({found.stopped or 'oom'})"
         )
-        if found.largest < 1:
-            raise ConfigError(
-                f"{base.label()}: not even one sample fits in memory ({found.stopped or 'oom'})"
-            )
-        ResultStore(run_dir).write_json(name, found.to_dict())
-        largest = found.largest
-    return largest
+    ResultStore(run_dir).write_json(name, found.to_dict())
+    return found.largest

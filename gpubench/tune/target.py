@@ -1,17 +1,21 @@
 """`tune --target METRIC=VALUE`: the batch size and learning rate that reach a quality target in
 the least training time on a shipped real data set, without paying for the grid.
 
-The space is batch sizes x the learning rates that the lr-scaling rules give each batch size
-from the base rate (science.lr_scaling: none, linear, sqrt; a rate two rules give alike is one
-configuration). The search (tune.target_search) trains each configuration through the
-convergence runner, in a worker process as a sweep's convergence point is (run.worker), on
-rungs of training time, and stops the hopeless ones early; the fastest few are then re-run on
-more seeds and the one with the least median time to target is the answer, with its range
-(science.target_time).
+The space is batch sizes x the rates the lr-scaling rules give each from the base rate (a rate
+two rules give alike is one configuration); tune.target_search trains them as a sweep's
+convergence points are trained (run.worker), on rungs of training time. The run folder holds
+results.jsonl (every run, marked with `tune_run`, its place in the trajectory, and `tune_trial`,
+its configuration), env.json, results.csv and tune_target.json, rewritten after every run.
 
-The run folder holds results.jsonl (every run a convergence row, marked with `tune_run`, its
-place in the trajectory, and `tune_trial`, its configuration), env.json, results.csv, and
-tune_target.json (target_record), rewritten after every run.
+tune_target.json schema (version 1; times in seconds; a reader tolerates extra keys):
+{"version": 1, "kind": "target", "model", "size", "device", "precision", "optimizer",
+ "dataset", "metric", "target", "budget_s", "seed" (the first seed), "data", "max_steps" (the
+ top rung's step cap, or null), "model_options", "elapsed_s" (wall seconds so far), "spent_s" (the
+ runs' cost), "eta", "rungs_s": [training-time limit of each rung], "seeds",
+ "space": {"batch_sizes", "configs": [{batch_size, lr_scaling, lr_base, lr}]},
+ "covered": {"measured", "space_size"}, "stopped_by_budget", "finished",
+ "trials": [target_search.Step.as_dict()], "best_so_far_s", "answer": null or
+ {"config", "label", "time_to_target": TargetTime.as_dict(), "describe"}}
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 from gpubench.config.checks import check_one_of
 from gpubench.config.convergence import TARGET_METRICS, Convergence, check, check_models
 from gpubench.config.errors import ConfigError
-from gpubench.config.model_options import check_buildable, encode
+from gpubench.config.model_options import check_buildable, decode, encode
 from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point
 from gpubench.config.suite import load_suite
 from gpubench.data import catalog
@@ -38,7 +42,6 @@ from gpubench.science import lr_scaling
 from gpubench.science.curve import HIGHER_IS_BETTER
 from gpubench.science.target_time import TargetTime
 from gpubench.store.results import ResultStore
-from gpubench.tune import target_record
 from gpubench.tune.target_search import (
     Request,
     Rungs,
@@ -56,12 +59,76 @@ SETTINGS_SUITE = "convergence"
 ETA = 3  # each rung eta times the last; the top 1/eta go on (the eta of Li et al.'s Hyperband)
 RUNG_COUNT = 3
 
+FILE = "tune_target.json"
+VERSION = 1
+# what tune_target.json takes as it is from the runs' Point, and from the Record
+_OF_POINT = ("model", "device", "precision", "optimizer", "seed", "data")
+_AS_IS = ("dataset", "metric", "target", "budget_s", "max_steps")
+
+
+@dataclass(frozen=True)
+class Record:
+    """What a target search writes beside its trajectory."""
+
+    point: Point  # the runs' settings but batch size and lr scaling: seed is the first seed
+    dataset: str
+    metric: str
+    target: float
+    budget_s: float
+    rungs: Rungs
+    seeds: int
+    configs: Sequence[TargetConfig]
+    batch_sizes: Sequence[int]
+    max_steps: int | None = None
+
+    def write(
+        self,
+        store: ResultStore,
+        result: SearchResult,
+        elapsed_s: float,
+        spread: TargetTime | None = None,
+        finished: bool = False,
+    ) -> None:
+        """Write tune_target.json whole (durably) as the search stands."""
+        answer = None
+        if result.best is not None:
+            best = self.configs[result.best]
+            answer = {
+                "config": best.as_dict(),
+                "label": best.label(),
+                "time_to_target": spread.as_dict() if spread else None,
+                "describe": spread.describe() if spread else None,
+            }
+        record = {
+            "version": VERSION,
+            "kind": "target",
+            **{name: getattr(self.point, name) for name in _OF_POINT},
+            "size": self.point.model_size,
+            "model_options": decode(self.point.model_options),
+            **{name: getattr(self, name) for name in _AS_IS},
+            "elapsed_s": elapsed_s,
+            "spent_s": result.spent_s,
+            "eta": self.rungs.eta,
+            "rungs_s": list(self.rungs.limits_s),
+            "seeds": self.seeds,
+            "space": {
+                "batch_sizes": list(self.batch_sizes),
+                "configs": [c.as_dict() for c in self.configs],
+            },
+            "covered": {"measured": result.trials_measured(), "space_size": len(self.configs)},
+            "stopped_by_budget": result.stopped_by_budget,
+            "finished": finished,
+            "trials": [s.as_dict(self.metric) for s in result.steps],
+            "best_so_far_s": result.best_s,
+            "answer": answer,
+        }
+        store.write_json(FILE, record)
+
 
 @dataclass(frozen=True)
 class TargetResult:
-    """A finished target search: the fastest configuration and its time to target over seeds
-    (None where no configuration reached the target within the budget), what the search cost
-    (wall seconds) and covered, and where its run folder is."""
+    """A finished target search: the answer and its time to target over seeds (None: none
+    reached the target within the budget), its cost (wall seconds), coverage and folder."""
 
     out: Path
     metric: str
@@ -74,7 +141,7 @@ class TargetResult:
     stopped_by_budget: bool
 
     def describe(self) -> str:
-        """One line: the answer with its spread, or why there is none, and the coverage."""
+        """One line: the answer with its spread (or that there is none), cost and coverage."""
         covered = f"{self.measured} of {self.space_size} configurations measured"
         ended = ", the budget ran out" if self.stopped_by_budget else ""
         cost = f"search {self.elapsed_s:.0f} s{ended}; {covered}"
@@ -102,8 +169,8 @@ def parse_target(text: str) -> tuple[str, float]:
 
 
 def default_settings(optimizer: str) -> tuple[str, Convergence]:
-    """The model size and [convergence] settings of the shipped convergence suite; its base
-    learning rate holds for the optimizers it names, the optimizer's default for the others."""
+    """The shipped convergence suite's model size and settings (its base rate only for the
+    optimizers it names: the optimizer's default for the others)."""
     spec = load_suite(SETTINGS_SUITE)
     conv = spec.convergence
     if optimizer not in spec.optimizers:
@@ -158,18 +225,15 @@ def run_target(
     on_step: Callable[[Step], None] | None = None,
 ) -> TargetResult:
     """Search batch size x learning rate of `model` on `device` for the least training time
-    to `target` ("METRIC=VALUE") within `budget_s` wall seconds, then re-run the fastest on
-    `seeds` seeds in all; write the run folder `out` (module docstring) and return the answer.
+    to `target` ("METRIC=VALUE") within `budget_s` wall seconds, re-run the fastest on `seeds`
+    seeds in all, write the run folder `out` and return the answer.
 
-    `settings` default to the shipped convergence suite's (with `size`, its model size);
-    `batch_sizes` to the powers of two up to the training set's size; `rules` to every
-    lr-scaling rule. The top rung is `max_time_s` training seconds (default the settings'
-    time limit), with `rungs` rungs `eta` apart; `max_steps` caps the top rung's training
-    steps too, each lower rung's at its share of the top rung's time. The flags tune shares
-    with sweep reach every run as in the plain tune: the runs' Points carry `data`,
-    `model_options` and seed `seed` (a contender's re-runs: seed + 1, seed + 2, ...). Every run
-    is a worker process's convergence point under `max_memory` bytes and `point_timeout_s`
-    seconds. Bad input raises ConfigError before anything is written."""
+    Defaults: the shipped convergence suite's `settings` and `size`, the powers of two up to the
+    training set's size, every lr-scaling rule, a top rung of the settings' time limit. Lower
+    rungs cap `max_steps` at their share of the top rung's time. The runs carry `data`,
+    `model_options` and seed `seed` (a contender's re-runs seed + 1, ...), each a worker's
+    convergence point under `max_memory` bytes and `point_timeout_s` seconds. Bad input raises
+    ConfigError before anything is written."""
     metric, value = parse_target(target)
     default_size, default_conv = default_settings(optimizer)
     size = size or default_size
@@ -236,7 +300,7 @@ def run_target(
         store = ResultStore(run_dir)
         # in a worker: the GPU memory calibration uses is given back (issue 28)
         store.write_json("env.json", calibration_process.captured([device], [precision]))
-        record = target_record.Record(
+        record = Record(
             base, ds.name, metric, value, budget_s, ladder, seeds, configs, sizes, max_steps
         )
         runner = WorkerRunner(max_memory, point_timeout_s)
@@ -281,8 +345,7 @@ def run_target(
 
 
 def trial_run(row: dict[str, Any], metric: str, cost_s: float) -> TrialRun:
-    """What a convergence row says of a search's run: its status, training seconds, the best
-    held-out value of `metric` on its curve, and its time to target."""
+    """What a convergence row says of a search's run."""
     values = [e[metric] for e in row.get("curve") or [] if e.get(metric) is not None]
     best = (max if HIGHER_IS_BETTER[metric] else min)(values) if values else None
     reached = row.get("time_to_target_s")

@@ -1,31 +1,18 @@
-"""The search of time to target, as a pure function of the trials' outcomes: ASHA-style rungs of
-training time, with no training in it (run_target gives it real runs; the tests give it
-synthetic learning curves).
+"""The search of time to target as a pure function of the runs' outcomes: ASHA-style rungs of
+training time (run_target gives it real runs; the tests give it synthetic learning curves).
 
-A trial is one configuration (batch size x learning rate) trained from scratch, on seed 0, for
-up to its rung's training seconds; the runner stops it at the target. Rungs are training-time
-limits r_0 < r_1 < ... (each `eta` times the last, the top one the longest a run may train). A
-configuration promoted to a higher rung trains again from scratch (the runner keeps no
-checkpoints), so a promotion costs the new rung whole; on the CPU a seed's run is the same run
-up to its time limit, so the longer run's curve extends the shorter one's.
+A trial is one configuration (batch size x learning rate) trained from scratch on seed 0 for up
+to its rung's training seconds, stopped at the target. Rungs are limits r_0 < r_1 < ... `eta`
+apart; a promoted configuration trains again from scratch (no checkpoints are kept). Once every
+live trial has run a rung: a trial that reached the target is finished; one that did not within
+SLACK times the best time so far is stopped as hopeless (one seed's time is not the
+configuration's: seeds differ by up to science.target_time's disagreement spread); of the rest
+the top 1/eta (reached first by time, then by the best held-out metric) go on, and at the top
+rung every one short of the target is stopped. The answer (seed_spread) is the contender, of the
+CONTENDERS fastest that reached the target, with the least median time over every seed.
 
-At each rung, once every live trial has run it:
-- a trial that reached the target is finished: its time to target is an answer;
-- a trial that did not reach it within SLACK times the best time to target so far is stopped
-  as hopeless (and once a best exists, later trials train only up to that time): one seed's
-  time to target is not the configuration's, seeds of one configuration differing by up to
-  the spread science.target_time calls disagreement;
-- of the rest, the top 1/eta of the rung (those that reached the target first, by time, then
-  the others by the best held-out metric they reached) go on to the next rung; the others are
-  stopped ("pruned"), and at the top rung every one still short of the target is stopped.
-
-The answer (seed_spread) is chosen among the CONTENDERS fastest trials that reached the target,
-each re-run on every further seed: the one with the least median time to target over the seeds.
-
-The budget is the search's cost in wall seconds (the runs' own `cost_s`, training, evaluation
-and process overhead together): no run starts once the cost so far, plus what the contenders'
-re-runs on the further seeds are expected to cost (their own runs' costs each), reaches it. The
-run in flight ends first, so the budget is exceeded by at most one run.
+The budget is wall seconds of the runs' own `cost_s`: no run starts once the cost so far plus the
+contenders' expected re-runs reaches it, so it is exceeded by at most the run in flight.
 """
 
 from __future__ import annotations
@@ -47,8 +34,7 @@ CONTENDERS = 3
 
 @dataclass(frozen=True)
 class TargetConfig:
-    """One configuration of the search: a batch size and the learning rate the rule `lr_scaling`
-    gives it from `lr_base` at the base batch size (`lr`, the peak rate after warm-up)."""
+    """A batch size and the peak rate `lr` that rule `lr_scaling` gives it from `lr_base`."""
 
     batch_size: int
     lr_scaling: str
@@ -65,11 +51,9 @@ class TargetConfig:
 
 @dataclass(frozen=True)
 class TrialRun:
-    """What one run of a trial gave. `status` is a result row's status (ok, diverged, oom, ...);
-    `elapsed_s` the training seconds it ran; `best_metric` the best held-out value of the target
-    metric it reached (None: never evaluated); `time_to_target_s` the training seconds to the
-    first evaluation that met the target (None: not met); `cost_s` the wall seconds the run
-    cost, evaluation and process overhead included."""
+    """One run: its row's status, training seconds, best held-out value of the target metric
+    (None: never evaluated), training seconds to the target (None: not met), and `cost_s`, its
+    wall seconds with evaluation and process overhead."""
 
     status: str
     elapsed_s: float
@@ -85,9 +69,8 @@ class TrialRun:
 
 @dataclass(frozen=True)
 class Request:
-    """A run the search asks for: trial `trial` (`config`) at `rung` on `seed`, for up to
-    `limit_s` training seconds, stopped at the target; `index` is its place in the
-    trajectory."""
+    """A run asked for: `trial` at `rung` on `seed` for up to `limit_s` training seconds;
+    `index` is its place in the trajectory."""
 
     index: int
     trial: int
@@ -103,8 +86,7 @@ Train = Callable[[Request], TrialRun]
 
 @dataclass(frozen=True)
 class Rungs:
-    """The training-time limits of the rungs, in seconds, ascending; `eta` is the ratio between
-    them and the inverse of the share of a rung that goes on."""
+    """The rungs' training-time limits (s, ascending), `eta` apart; 1/eta of a rung goes on."""
 
     limits_s: tuple[float, ...]
     eta: int
@@ -123,11 +105,9 @@ class Rungs:
 
 @dataclass
 class Step:
-    """One run in the trajectory: trial `trial` (an index into the configurations) at `rung`
-    (len(rungs) for the re-runs on further seeds), trained for up to `limit_s`, between wall
-    seconds `t_start_s` and `t_end_s` of the search's cost; `decision` is "reached", "kept",
-    "stopped" or "seed" (a re-run of the answer), with `reason`; `best_so_far_s` is the best
-    time to target known once this step's rung was decided."""
+    """One run in the trajectory (`rung` len(rungs) for the re-runs on further seeds), between
+    `t_start_s` and `t_end_s` of the search's cost; `decision` reached, kept, stopped or seed,
+    with `reason`; `best_so_far_s` the best time to target once its rung was decided."""
 
     trial: int
     config: TargetConfig
@@ -142,8 +122,7 @@ class Step:
     best_so_far_s: float | None = None
 
     def as_dict(self, metric: str) -> dict[str, Any]:
-        """The step as tune_target.json's trial: its configuration, rung, seed and limit, the
-        run's fields (TrialRun), the decision and its reason, and when it ran."""
+        """The step as tune_target.json's trial."""
         return {
             "id": self.trial,
             "config": self.config.as_dict(),
@@ -175,6 +154,18 @@ class SearchResult:
         """The configurations the search ran (the space it covered)."""
         return len({s.trial for s in self.steps if s.decision != "seed"})
 
+    def run(
+        self, train: Train, trial: int, config: TargetConfig, rung: int, seed: int, limit_s: float
+    ) -> Step:
+        """Run one request through `train` and add it to the trajectory and its cost."""
+        run = train(Request(len(self.steps), trial, config, rung, seed, limit_s))
+        step = Step(
+            trial, config, rung, seed, limit_s, run, self.spent_s, self.spent_s + run.cost_s
+        )
+        self.spent_s += run.cost_s
+        self.steps.append(step)
+        return step
+
     def contenders(self) -> list[Step]:
         """The seed-0 runs that reached the target, fastest first: at most CONTENDERS."""
         reached = [s for s in self.steps if s.run.reached and s.decision != "seed"]
@@ -194,10 +185,9 @@ def search(
     on_step: Callable[[Step], None] | None = None,
     into: SearchResult | None = None,
 ) -> SearchResult:
-    """Search `configs` for the least time to target (see the module docstring), each run
-    through `train` on seed 0, within `budget_s` wall seconds of runs' cost (keeping what the
-    leader's `seeds` - 1 re-runs will cost). `on_step` hears of each step once decided; the
-    trajectory is kept in `into` (a new SearchResult by default) as it grows."""
+    """Search `configs` for the least time to target (the module docstring) through `train`,
+    within `budget_s` (keeping the contenders' `seeds` - 1 re-runs' cost). `on_step` hears of
+    each step once decided; the trajectory grows in `into` (a new SearchResult by default)."""
     out = into if into is not None else SearchResult()
     alive = list(range(len(configs)))
     for k, rung_s in enumerate(rungs.limits_s):
@@ -208,11 +198,9 @@ def search(
                 out.stopped_by_budget = True
                 break
             limit = rung_s if out.best_s is None else min(rung_s, SLACK * out.best_s)
-            run = train(Request(len(out.steps), i, configs[i], k, 0, limit))
-            step = Step(i, configs[i], k, 0, limit, run, out.spent_s, out.spent_s + run.cost_s)
-            out.spent_s += run.cost_s
+            step = out.run(train, i, configs[i], k, 0, limit)
             ran.append(step)
-            out.steps.append(step)
+            run = step.run
             if run.reached and (out.best_s is None or run.time_to_target_s < out.best_s):  # type: ignore[operator]
                 out.best, out.best_s = i, run.time_to_target_s
         alive = _decide(ran, metric, rungs, k, out)
@@ -282,11 +270,10 @@ def seed_spread(
     rungs: Rungs,
     on_step: Callable[[Step], None] | None = None,
 ) -> TargetTime | None:
-    """Re-run each contender (SearchResult.contenders) on every further seed, each run for up
-    to the top rung's training seconds (a slower seed is measured, not cut at the best time),
-    and name the answer: the contender with the least median time to target over the seeds,
-    those that reached it on every seed first. Sets `result.best` (and `best_s`, its seed-0
-    time) to it and returns its TargetTime; None where no trial reached the target."""
+    """Re-run each contender on every further seed for up to the top rung (a slower seed is
+    measured, not cut at the best time) and name the answer: the least median time to target,
+    those that reached it on every seed first. Sets `result.best` and `best_s` (its seed-0
+    time); its TargetTime, None where no trial reached the target."""
     contenders = result.contenders()
     if not contenders:
         return None
@@ -295,25 +282,9 @@ def seed_spread(
     for first in contenders:
         rows = [_seed_row(first)]
         for seed in range(1, seeds):
-            request = Request(
-                len(result.steps), first.trial, first.config, len(rungs.limits_s), seed, limit_s
-            )
-            run = train(request)
-            step = Step(
-                first.trial,
-                first.config,
-                len(rungs.limits_s),
-                seed,
-                limit_s,
-                run,
-                result.spent_s,
-                result.spent_s + run.cost_s,
-                "seed",
-                f"a contender re-run on seed {seed}",
-                result.best_s,
-            )
-            result.spent_s += run.cost_s
-            result.steps.append(step)
+            step = result.run(train, first.trial, first.config, len(rungs.limits_s), seed, limit_s)
+            step.decision, step.reason = "seed", f"a contender re-run on seed {seed}"
+            step.best_so_far_s = result.best_s
             rows.append(_seed_row(step))
             if on_step is not None:
                 on_step(step)

@@ -1,7 +1,6 @@
-"""tune.json: the search's trajectory and its outcome, in a run folder beside results.jsonl. The
-report's "search" section and scripts read it; its shape is this module's dataclasses'
-(`TuneRecord.to_dict`), versioned by SCHEMA. Times in seconds, throughput in samples/s; a figure
-that was not measured is null.
+"""tune.json: the search's trajectory and outcome beside results.jsonl, read by the report's
+"search" section; versioned by SCHEMA. Times in seconds, throughput in samples/s; a figure that
+was not measured is null.
 
 ```
 {
@@ -12,23 +11,15 @@ that was not measured is null.
             set), effective_batch, combos: [{axis: value}] (in the order the search screens
             them: precision first), size, largest_batch_by_checkpoint: {checkpoint mode: the
             largest micro-batch it fits by max-batch} ({} unless the effective batch is fixed)},
-  "elapsed_s":   wall-clock seconds since the tune started (the search, max-batch and the
-                 confirmation included; a resumed tune adds on),
-  "finished":    whether the search ran all its rounds,
-  "stopped":     why it ended early ("budget: ..."), or null,
+  "elapsed_s":   seconds since the tune started (max-batch and confirmation included; a resumed
+                 tune adds on),
+  "finished":    whether the search ran all its rounds; "stopped": why it ended early, or null,
   "rounds_decided": rounds whose survivors were chosen (3: all),
   "search_deadline_s": elapsed seconds by which the search was to end (the budget less the
-                 confirmation's reserve, as the plan last saw it), or null without a budget,
-  "overrun_s":   seconds the tune ran past its budget (elapsed_s - budget_s; negative: under),
-                 or null without a budget,
-  "plan":        {measure_all: whether round 0 measured the whole space (no bracket, no
-                  screening: it costs no more than the halving or tune's own fixed costs),
-                  measure_all_why: why (the planned costs compared), or null,
-                  own_fixed_s: tune's own seconds before the search (start-up, max-batch,
-                  environment capture),
-                  rounds: [{round, planned_trials, scale: the share of the round's default
-                  measuring time its trials got, share_s: the seconds the round was given,
-                  began_s: elapsed when it began}]} (gpubench.tune.plan),
+                 confirmation's reserve), or null without a budget,
+  "overrun_s":   elapsed_s - budget_s (negative: under), or null without a budget,
+  "plan":        {measure_all, measure_all_why, own_fixed_s, rounds: [{round, planned_trials,
+                  scale, share_s, began_s}]}: gpubench.tune.plan's,
   "coverage":    {configurations_measured, space_size, fraction, combos_measured, combos},
   "best":        {config, samples_per_s, round} at the deepest round reached, or null,
   "one_off":     [{combo, compile_time_s}]: torch.compile's one-off seconds per compiled combo,
@@ -54,26 +45,20 @@ FILE = "tune.json"
 class TrialRecord:
     """One measurement of the search.
 
-    - number: its place in the search (0, 1, ...); round: 0, 1 or 2 (gpubench.tune.search)
-    - config: the competing settings measured: precision, compile, threads, channels_last,
-      cuda_graph, cudnn_benchmark, checkpoint, batch_size, and with a fixed effective batch
-      accumulate (batch_size is then the effective batch)
-    - budget_s: the round's measuring time limit per configuration (Budget.max_time_s), in
-      seconds; null where the rounds measure a fixed step count (--steps)
-    - status: the row's status (ok, oom, error, ...); samples_per_s: its steady throughput
-      (null unless ok); compile_time_s: torch.compile's one-off seconds in it (null: eager);
-      point_time_s: seconds it took in all (building, warm-up, compile, measuring)
-    - elapsed_s: wall-clock seconds since the tune started, when it ended
+    - number: its place in the search; round: 0, 1 or 2 (gpubench.tune.search)
+    - config: the competing settings and batch_size (with a fixed effective batch, accumulate,
+      and batch_size the effective batch)
+    - budget_s: the round's measuring time limit per configuration; null under --steps
+    - status, samples_per_s (null unless ok), compile_time_s (null: eager): the row's;
+      point_time_s: all its seconds (building, warm-up, compile, measuring)
+    - elapsed_s: seconds since the tune started, when it ended
     - outcome: kept (measured again in a later round), pruned (its round was decided without
       it), final (measured in the last round), failed (no figure), open (the search stopped
-      before deciding its round), cut (the deadline cut it short)
-    - best_so_far_samples_per_s, best_so_far_config: the highest samples/s measured up to and
-      including this trial, in any round, and its config
-    - started_s: elapsed seconds when it started; wall_s: its wall-clock seconds, seen from the
-      tune (the worker's hand-over included), split into fixed_s (building, first step and
-      compile, profile) and measuring_s (warm-up after the first step, measured windows);
+      before deciding its round), cut (the deadline cut it short: not ranked)
+    - best_so_far_samples_per_s, best_so_far_config: the best up to and including this trial
+    - started_s: elapsed when it started; wall_s: its seconds seen from the tune, split into
+      fixed_s (building, first step, compile, profile) and measuring_s (warm-up, windows);
       null for a trial replayed from a resumed folder
-    - cut: the deadline cut its measurement short (outcome `cut`: not ranked)
     """
 
     number: int
@@ -97,9 +82,8 @@ class TrialRecord:
 
 @dataclass(frozen=True)
 class RoundRecord:
-    """One round: its measuring time limit per configuration (seconds; null: a fixed step
-    count), how many trials it
-    measured and what became of them, and when its last trial ended (elapsed_s; null: none)."""
+    """One round: its measuring time limit per configuration (null: a fixed step count), its
+    trials' outcomes, and when its last trial ended (null: none)."""
 
     round: int
     budget_s: float | None
@@ -141,8 +125,7 @@ class TuneRecord:
 def coverage(
     configs_measured: int, space_size: int, combos_measured: int, combos: int
 ) -> dict[str, Any]:
-    """How much of the space the search measured: configurations (combo x batch) at any round,
-    of the space's, and the share; combos measured at any batch, of the space's."""
+    """The configurations and combos measured at any round, of the space's."""
     return {
         "configurations_measured": configs_measured,
         "space_size": space_size,
