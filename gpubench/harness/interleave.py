@@ -31,7 +31,7 @@ from gpubench.probes.current_device import made_current
 
 # The share of the budget the configurations' warm-ups (the sweep's, until steady) may take
 # between them after each one's first step (which compiles, however long that takes).
-_WARMUP_SHARE = 0.5
+WARMUP_SHARE = 0.5
 # Candidates are held together on a GPU where their rows' peaks sum to within this share of
 # its free memory: the rest is headroom for the allocator's fragmentation.
 FREE_SHARE = 0.9
@@ -131,7 +131,7 @@ def interleave(
     together = fits_together(device, resident_bytes, free)
     candidates = [_Candidate(p) for p in points]
     for c in candidates:  # compiles here: the set-up, not the rounds
-        c.build(_WARMUP_SHARE * budget_s / len(points))
+        c.build(WARMUP_SHARE * budget_s / len(points))
         if not together:
             c.free()
     setup_s = time.perf_counter() - started

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpubench.harness.interleave import _WARMUP_SHARE
+from gpubench.harness.interleave import WARMUP_SHARE
 from gpubench.run import confirm
 from gpubench.science import leaders
 
@@ -35,7 +35,7 @@ def confirmation_s(candidates: Sequence[Candidate], point_s: float) -> float:
         return 0.0
     k = len(candidates)
     budget = max(confirm.SHARE * point_s, confirm.MIN_BUDGET_S)
-    warm = sum(min(c.warmup_s, _WARMUP_SHARE * budget / k) for c in candidates)
+    warm = sum(min(c.warmup_s, WARMUP_SHARE * budget / k) for c in candidates)
     setup = sum(c.setup_s for c in candidates) + warm
     switch = sum(c.step_s for c in candidates)  # each window's untimed first step
     fit = int(budget / (confirm.WINDOW_S * k + switch)) if switch > 0 else confirm.MAX_ROUNDS
