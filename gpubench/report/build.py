@@ -19,7 +19,7 @@ from gpubench.report import analysis as A
 from gpubench.report import effective_batch, learning, plots, tables, why_plots
 from gpubench.report import html as H
 from gpubench.report import scaling as parallel_report
-from gpubench.report import search as search_report
+from gpubench.report import search_speed as search_report
 from gpubench.report import series as S
 from gpubench.report.explain import run_verdicts
 from gpubench.report.figure import Chart

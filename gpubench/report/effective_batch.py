@@ -150,13 +150,10 @@ def section(frame: pd.DataFrame, plots_dir: Path) -> str:
                     answer.where,
                     choice.name,
                     choice.status,
-                    (H.number(choice.samples_per_s, ",.0f"), choice.samples_per_s),
-                    (H.number(choice.ratio, ".2f"), choice.ratio),
-                    (
-                        H.number(choice.memory_bytes, ",.0f", 1 / MiB),
-                        choice.memory_bytes,
-                    ),
-                    (H.number(choice.memory_ratio, ".0f", 100), choice.memory_ratio),
+                    H.cell(choice.samples_per_s, ",.0f"),
+                    H.cell(choice.ratio, ".2f"),
+                    H.cell(choice.memory_bytes, ",.0f", 1 / MiB),
+                    H.cell(choice.memory_ratio, ".0f", 100),
                 ]
             )
     headers = ["point", "way", "status", "samples/s", "x fastest", "peak MiB", "% of memory"]

@@ -84,6 +84,11 @@ def number(value: Any, spec: str = ",.4g", scale: float = 1.0) -> str:
     return format(round(scaled), spec) if spec.endswith("d") else format(scaled, spec)
 
 
+def cell(value: Any, spec: str = ",.4g", scale: float = 1.0) -> tuple[str, Any]:
+    """A table's number cell: `value` written by number(), sorted by its raw value."""
+    return number(value, spec, scale), value
+
+
 def table(
     headers: Sequence[str],
     rows: Iterable[Sequence[Any]],

@@ -202,14 +202,14 @@ def section(frame: pd.DataFrame, plots_dir: Path) -> str:
             "one process" if r["is_baseline"] else _text(r["scaling"]),
             (str(int(r["processes"])), r["processes"]),
             r["optimizer"],
-            (H.number(r["global_batch_size"], ".0f"), r["global_batch_size"]),
-            (H.number(r["per_process_batch_size"], ".0f"), r["per_process_batch_size"]),
+            H.cell(r["global_batch_size"], ".0f"),
+            H.cell(r["per_process_batch_size"], ".0f"),
             r["status"],
-            (H.number(r["samples_per_s"], ",.0f"), r["samples_per_s"]),
+            H.cell(r["samples_per_s"], ",.0f"),
             (_efficiency_cell(r), r["scaling_efficiency"]),
-            (H.number(r["rank_step_time_spread"], ".1f", 100), r["rank_step_time_spread"]),
-            (H.number(r["collective_fraction"], ".0f", 100), r["collective_fraction"]),
-            (H.number(r["rank_model_state_bytes"], ",.2f", 1 / MiB), r["rank_model_state_bytes"]),
+            H.cell(r["rank_step_time_spread"], ".1f", 100),
+            H.cell(r["collective_fraction"], ".0f", 100),
+            H.cell(r["rank_model_state_bytes"], ",.2f", 1 / MiB),
         ]
         for r in rows.to_dict("records")
     ]

@@ -1,7 +1,5 @@
-"""tune.json (gpubench.tune.trajectory) read for the report: the trials in the order they ended,
-the rounds, coverage, how the search ended and what it cost. Only `trials` is required; every
-other key may be absent (an old or half-written file) and then reads as not recorded (None).
-Keys the schema may gain (per-trial costs, round plans) are ignored until a reader needs them."""
+"""tune.json (gpubench.tune.trajectory) read for the report. Only `trials` is required; every
+other key may be absent (an old or half-written file) and then reads as not recorded (None)."""
 
 from __future__ import annotations
 
@@ -123,6 +121,10 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _dict_or_none(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
 def _trial(i: int, t: dict[str, Any]) -> Trial:
     number = whole(t.get("number"))
     return Trial(
@@ -140,16 +142,12 @@ def _trial(i: int, t: dict[str, Any]) -> Trial:
 
 
 def _round(r: dict[str, Any]) -> Round:
+    counts = {k: whole(r.get(k)) for k in ("measured", "kept", "pruned", "failed", "final", "open")}
     return Round(
         number=whole(r.get("round")) or 0,
         budget_s=num(r.get("budget_s")),
-        measured=whole(r.get("measured")),
-        kept=whole(r.get("kept")),
-        pruned=whole(r.get("pruned")),
-        failed=whole(r.get("failed")),
-        final=whole(r.get("final")),
-        open=whole(r.get("open")),
         ended_at_s=num(r.get("ended_at_s")),
+        **counts,
     )
 
 
@@ -175,14 +173,14 @@ def parse(record: dict[str, Any]) -> SpeedSearch:
         stopped=str(stopped) if stopped else None,
         rounds_decided=whole(record.get("rounds_decided")),
         coverage=_dict(record.get("coverage")),
-        best=record.get("best") if isinstance(record.get("best"), dict) else None,
+        best=_dict_or_none(record.get("best")),
         rounds=sorted(
             (_round(r) for r in record.get("rounds") or [] if isinstance(r, dict)),
             key=lambda r: r.number,
         ),
         trials=trials,
-        verdict=record.get("verdict") if isinstance(record.get("verdict"), dict) else None,
-        answer=record.get("answer") if isinstance(record.get("answer"), dict) else None,
+        verdict=_dict_or_none(record.get("verdict")),
+        answer=_dict_or_none(record.get("answer")),
     )
 
 

@@ -237,10 +237,10 @@ def table(record: dict[str, Any], runs: list[Run]) -> str:
             ("seed re-run" if r.rung >= n_rungs > 0 else f"rung {r.rung}", r.rung),
             ("" if r.seed is None else str(r.seed), r.seed),
             ("" if r.limit_s is None else seconds(r.limit_s), r.limit_s),
-            (H.number(r.best_metric, ".3g"), r.best_metric),
+            H.cell(r.best_metric, ".3g"),
             ("" if r.time_to_target_s is None else seconds(r.time_to_target_s), r.time_to_target_s),
             f"{FATE.get(r.decision, r.decision)}: {r.reason}",
-            ("" if r.end_s is None else f"{r.end_s:,.1f}", r.end_s),
+            H.cell(r.end_s, ",.1f"),
         ]
         for r in runs
     ]

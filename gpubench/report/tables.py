@@ -80,12 +80,12 @@ def summary(frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]) ->
                 r["model"],
                 names[r["series"]],
                 (str(r["points_ok"]), r["points_ok"]),
-                (H.number(r["best_samples_per_s"], ",.0f"), r["best_samples_per_s"]),
-                (H.number(r["throughput_optimal_batch"], "d"), r["throughput_optimal_batch"]),
-                (H.number(r["latency_floor_s"], ",.4g", 1e3), r["latency_floor_s"]),
-                (H.number(per_sample, ",.2f", 1 / 2**20), per_sample),
-                (H.number(r["predicted_max_batch"], ",d"), r["predicted_max_batch"]),
-                (H.number(r["oom_batch"], "d"), r["oom_batch"]),
+                H.cell(r["best_samples_per_s"], ",.0f"),
+                H.cell(r["throughput_optimal_batch"], "d"),
+                H.cell(r["latency_floor_s"], ",.4g", 1e3),
+                H.cell(per_sample, ",.2f", 1 / 2**20),
+                H.cell(r["predicted_max_batch"], ",d"),
+                H.cell(r["oom_batch"], "d"),
             ]
         )
     headers = [
@@ -137,9 +137,9 @@ def speedups(table: pd.DataFrame) -> tuple[str, str]:
             r["optimizer"],
             *[option_value(c, r[c]) for c in differ],
             (str(int(r["batch_size"])), r["batch_size"]),
-            (H.number(r["cpu_threads"], "d"), r["cpu_threads"]),
-            (H.number(r["cpu_step_time_s"], ",.3f", 1e3), r["cpu_step_time_s"]),
-            (H.number(r["gpu_step_time_s"], ",.3f", 1e3), r["gpu_step_time_s"]),
+            H.cell(r["cpu_threads"], "d"),
+            H.cell(r["cpu_step_time_s"], ",.3f", 1e3),
+            H.cell(r["gpu_step_time_s"], ",.3f", 1e3),
             (H.number(r["speedup"], ",.1f") + "x", r["speedup"]),
         ]
         for r in table.to_dict("records")
@@ -240,12 +240,12 @@ def all_rows(frame: pd.DataFrame) -> str:
             r["optimizer"],
             *[option_value(c, r[c]) for c in differ],
             (str(int(r["batch_size"])), r["batch_size"]),
-            (H.number(r["seed"], ".0f"), r["seed"]),
+            H.cell(r["seed"], ".0f"),
             _status(r),
             "noisy" if r.get("noisy") is True else "",
         ]
         cells += ["busy" if r.get("busy") is True else ""] if busy else []
-        cells += [(H.number(r[c], f, s), r[c]) for c, _, f, s in cols]
+        cells += [H.cell(r[c], f, s) for c, _, f, s in cols]
         rows.append(cells)
     stated = f" {same}" if same else ""
     return (
