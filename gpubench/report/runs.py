@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from gpubench.report import series
-from gpubench.store.env import named_device
+from gpubench.store.env import gpu_entry, named_device
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import COLUMNS, IDENTITY, TEXT
 
@@ -84,19 +84,12 @@ class Run:
     def device_memory_bytes(
         self, device: str, host: str | None = None, name: str | None = None
     ) -> int | None:
-        """The memory capacity in bytes of a GPU row's device, from env.json: the GPU of that
-        index on the row's own machine (`host`), and where the row names its GPU (`name`), only
-        a GPU of that name (on its machine first, else on any machine of the run: one model,
-        one capacity). None for the CPU or where no env.json entry matches."""
-        if not device.startswith("cuda"):
-            return None
-        index = int(device.split(":")[1]) if ":" in device else 0
+        """The memory in bytes of a GPU row's device from env.json: the GPU of that index (and
+        of the row's GPU `name`, where it has one) on the row's own machine first, else on any
+        machine of the run (one model, one capacity). None for the CPU or where none matches."""
         for env in (self.machine(host), *self.machines()):
-            for gpu in env.get("gpus") or []:
-                if not isinstance(gpu, dict) or gpu.get("index") != index:
-                    continue
-                if name and gpu.get("name") != name:
-                    continue
+            gpu = gpu_entry(env, device, name or None)
+            if gpu is not None:
                 value = gpu.get("memory_bytes")
                 return int(value) if isinstance(value, int | float) and value > 0 else None
         return None
