@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import matplotlib
 import pandas as pd
@@ -176,10 +176,10 @@ def made_in_parallel(makes: Sequence[Callable[[], T]], processes: int) -> list[T
         _JOBS = ()
 
 
-_JOBS: Sequence[Callable[[], object]] = ()
+_JOBS: Sequence[Callable[[], Any]] = ()
 
 
-def _call(i: int) -> object:
+def _call(i: int) -> Any:
     return _JOBS[i]()
 
 

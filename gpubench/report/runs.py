@@ -56,18 +56,16 @@ class Run:
         return int(threads) if isinstance(threads, int) else None
 
     def machines(self) -> list[dict[str, Any]]:
-        """The environment of every machine this run's rows were measured on: env.json's
-        `machines` in a merged folder (one per folder joined), else env.json itself ([] where
-        the folder has none)."""
+        """The environment of every machine of this run: env.json's `machines` in a merged
+        folder, else env.json itself ([] where the folder has none)."""
         listed = self.env.get("machines")
         if isinstance(listed, list):
             return [m for m in listed if isinstance(m, dict)]
         return [self.env] if self.env else []
 
     def machine(self, host: str | None = None) -> dict[str, Any]:
-        """The environment of the machine named `host` (a row's own `host`); env.json itself
-        for a row without one (written before rows named their machine) or a host it does not
-        list."""
+        """The environment of the machine named `host` (a row's own); env.json itself for no
+        host or a host it does not list."""
         if host:
             for m in self.machines():
                 if m.get("hostname") == host:
@@ -117,7 +115,7 @@ class Run:
 
 def _text(value: Any) -> str | None:
     """A text cell as str, None where it is missing (None or NaN)."""
-    return None if value is None or (isinstance(value, float) and value != value) else str(value)
+    return None if series.missing(value) else str(value)
 
 
 def capacities(runs: Sequence[Run]) -> dict[tuple[str, str], int | None]:
@@ -194,11 +192,9 @@ def load_runs(paths: Sequence[str | Path]) -> list[Run]:
 
 
 def combine(runs: Sequence[Run]) -> pd.DataFrame:
-    """All rows of all runs, numeric columns as floats, plus `run`, `device_name` (the device as
-    Run.device_name writes it, in place of the rows' bare name), `series` (the
-    whole identity but the batch size: what one line of a chart stands for, see report.series),
-    `series_run` (the run where its device name is in more than one run) and `panel` (model/size:
-    what one panel of a chart shows)."""
+    """All rows of all runs, numeric columns as floats, plus `run`, `device_name` (as
+    Run.device_name writes it), `series` (report.series), `series_run` (the run where its device
+    name is in more than one run) and `panel` (model/size: one panel of a chart)."""
     frames = []
     for r in runs:
         f = r.frame.copy()
@@ -223,8 +219,5 @@ def combine(runs: Sequence[Run]) -> pd.DataFrame:
     # A line of a chart is the whole identity but the batch size (issue 21): sizes, options,
     # seeds, threads, lr rules and layouts are never blended into one line.
     frame = series.assign(frame, "series", without=("batch_size",))
-    frame["panel"] = [
-        model if ":" in model else f"{model}/{size}"
-        for model, size in zip(frame["model"], frame["model_size"], strict=True)
-    ]
+    frame["panel"] = series.panel(frame)
     return frame

@@ -30,10 +30,8 @@ def seconds(value: float | None) -> str:
 
 @dataclass(frozen=True)
 class Trial:
-    """One measurement: its place, round, settings, throughput (None: no figure), row status,
-    outcome (kept, pruned, final, failed, open), the wall second it ended at (since the tune
-    started; None: not recorded), the seconds it took in all and in compiling, and the best
-    samples/s measured up to it (the file's, else None)."""
+    """One measurement (outcome: kept, pruned, final, failed or open); times in seconds since
+    the tune started, None where not recorded (samples_per_s None: no figure)."""
 
     number: int
     round: int

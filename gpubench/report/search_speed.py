@@ -174,17 +174,15 @@ def _round_state(r: Round) -> str:
 
 def rounds_table(s: SpeedSearch) -> str:
     """A row per round: its measuring limit, what it measured, what became of it, and when."""
-    rows = []
-    for r in s.rounds:
-        counts = [r.measured, r.kept, r.pruned, r.failed, r.final, r.open]
-        rows.append(
-            [
-                (str(r.number), r.number),
-                (seconds(r.budget_s) if r.budget_s is not None else "fixed steps", r.budget_s),
-                *((("" if n is None else str(n)), n) for n in counts),
-                _round_state(r),
-            ]
-        )
+    rows = [
+        [
+            H.cell(r.number, "d"),
+            (seconds(r.budget_s) if r.budget_s is not None else "fixed steps", r.budget_s),
+            *(H.cell(n, "d") for n in (r.measured, r.kept, r.pruned, r.failed, r.final, r.open)),
+            _round_state(r),
+        ]
+        for r in s.rounds
+    ]
     heads = ["round", "measuring limit per trial", "measured", "kept", "pruned", "failed"]
     return H.table([*heads, "final", "open", "state"], rows)
 
@@ -210,8 +208,8 @@ def trials_table(s: SpeedSearch) -> str:
     rounds = {r.number: r for r in s.rounds}
     rows = [
         [
-            (str(t.number), t.number),
-            (str(t.round), t.round),
+            H.cell(t.number, "d"),
+            H.cell(t.round, "d"),
             s.label(t.config),
             H.cell(t.samples_per_s, ",.1f"),
             _fate(t, rounds),

@@ -1,8 +1,6 @@
 """The time-to-target search (tune_target.json, gpubench.tune.target_record) in the report's
-search section: how it ended, what it ran of its space and what became of each run, where its
-time went, the answer as it recorded it; a chart of the best time to target so far and each
-run's best held-out metric against the search's wall time; the table of kept and stopped runs.
-Only `trials` is required; every other key may be absent and then reads as not recorded."""
+search section: its words, chart and table of runs. Only `trials` is required; every other key
+may be absent and then reads as not recorded."""
 
 from __future__ import annotations
 
@@ -16,6 +14,7 @@ from matplotlib.axes import Axes
 from gpubench.report import html as H
 from gpubench.report.figure import Chart, empty_panel, palette, panels, save
 from gpubench.report.search_record import num, seconds, whole
+from gpubench.report.search_speed_chart import mark
 
 MARKERS = {"reached": "*", "kept": "o", "stopped": "x", "seed": "D"}
 FATE = {
@@ -173,15 +172,7 @@ def _time_panel(
     ax.step(xs, ys, where="post", color="black", linewidth=1.6, label="least time to target so far")
     for r in done:
         if r.time_to_target_s is not None and r.end_s is not None and r.decision in MARKERS:
-            ax.plot(
-                [r.end_s],
-                [r.time_to_target_s],
-                linestyle="none",
-                marker=MARKERS[r.decision],
-                color=colors[names[r.rung]],
-                label="_run",
-                zorder=3,
-            )
+            mark(ax, None, r.end_s, r.time_to_target_s, colors[names[r.rung]], MARKERS[r.decision])
     spread = (record.get("answer") or {}).get("time_to_target") or {}
     median, low, high = (num(spread.get(k)) for k in ("median", "min", "max"))
     if median is not None:
@@ -210,17 +201,7 @@ def _metric_panel(
     for r in shown:
         assert r.best_metric is not None and r.end_s is not None  # shown, done: both known
         color = colors[names[r.rung]]
-        if r.start_s is not None:
-            ax.hlines(r.best_metric, r.start_s, r.end_s, color=color, linewidth=1.5, alpha=0.45)
-        ax.plot(
-            [r.end_s],
-            [r.best_metric],
-            linestyle="none",
-            marker=MARKERS.get(r.decision, "."),
-            color=color,
-            label="_run",
-            zorder=3,
-        )
+        mark(ax, r.start_s, r.end_s, r.best_metric, color, MARKERS.get(r.decision, "."))
     target = num(record.get("target"))
     if target is not None:
         ax.axhline(target, color="red", linewidth=1, label="target")
