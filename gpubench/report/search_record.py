@@ -28,6 +28,17 @@ def seconds(value: float | None) -> str:
     return f"{value:,.3g} s" if abs(value) < 100 else f"{value:,.0f} s"
 
 
+def time_spent(elapsed: float | None, budget: float | None) -> str:
+    """'Time: 30 s in all against a budget of 40 s (10 s to spare)', as far as recorded."""
+    text = f"Time: {seconds(elapsed)} in all"
+    if budget is not None:
+        text += f" against a budget of {seconds(budget)}"
+        if elapsed is not None:
+            spare = "over" if elapsed > budget else "to spare"
+            text += f" ({seconds(abs(elapsed - budget))} {spare})"
+    return text
+
+
 @dataclass(frozen=True)
 class Trial:
     """One measurement (outcome: kept, pruned, final, failed or open); times in seconds since

@@ -14,7 +14,7 @@ from gpubench.report import search_speed_chart as chart
 from gpubench.report import search_target
 from gpubench.report.figure import Chart, save
 from gpubench.report.runs import Run
-from gpubench.report.search_record import Round, SpeedSearch, Trial, parse, seconds
+from gpubench.report.search_record import Round, SpeedSearch, Trial, parse, seconds, time_spent
 from gpubench.science.verdict import ModelVerdict
 
 SPEED_FILE = "tune.json"
@@ -94,12 +94,7 @@ def timing(s: SpeedSearch) -> str:
     """The tune's wall time against its budget, and where it went: set-up before the first
     trial, the trials (compile's share), the gaps between them, what came after the last."""
     total = s.elapsed_s
-    head = f"Time: {seconds(total)} in all"
-    if s.budget_s is not None:
-        head += f" against a budget of {seconds(s.budget_s)}"
-        if total is not None:
-            over = total - s.budget_s
-            head += f" ({seconds(abs(over))} {'over' if over > 0 else 'to spare'})"
+    head = time_spent(total, s.budget_s)
     placed = s.placed
     starts = [t.start_s for t in placed if t.start_s is not None]
     if not placed or not starts:

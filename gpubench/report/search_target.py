@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 
 from gpubench.report import html as H
 from gpubench.report.figure import Chart, empty_panel, palette, panels, save
-from gpubench.report.search_record import num, seconds, whole
+from gpubench.report.search_record import num, seconds, time_spent, whole
 from gpubench.report.search_speed_chart import mark
 
 MARKERS = {"reached": "*", "kept": "o", "stopped": "x", "seed": "D"}
@@ -84,10 +84,7 @@ def lines(record: dict[str, Any], runs: list[Run]) -> list[str]:
         f"Coverage: {covered.get('measured', '?')} of {covered.get('space_size', '?')} "
         f"configurations run; {len(runs)} runs: " + ", ".join(told) + "."
     )
-    elapsed, budget = num(record.get("elapsed_s")), num(record.get("budget_s"))
-    time = f"Time: {seconds(elapsed)} in all against a budget of {seconds(budget)}"
-    if elapsed is not None and budget is not None:
-        time += f" ({seconds(abs(elapsed - budget))} {'over' if elapsed > budget else 'to spare'})"
+    time = time_spent(num(record.get("elapsed_s")), num(record.get("budget_s")))
     spent = num(record.get("spent_s"))
     out.append(time + (f"; the runs cost {seconds(spent)}." if spent is not None else "."))
     reached = [r for r in runs if r.decision == "reached" and r.time_to_target_s is not None]
