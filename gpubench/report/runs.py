@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -182,13 +182,11 @@ def load_runs(paths: Sequence[str | Path]) -> list[Run]:
     """Every run folder named; two folders with the same name get their parent's name too."""
     runs = [load_run(p) for p in paths]
     names = [r.name for r in runs]
-    out = []
-    for r in runs:
-        name = r.name
-        if names.count(name) > 1:
-            name = f"{r.path.resolve().parent.name}/{name}"
-        out.append(Run(name, r.path, r.frame, r.env, r.analysis, r.suite))
-    return out
+    twice = [names.count(r.name) > 1 for r in runs]
+    return [
+        replace(r, name=f"{r.path.resolve().parent.name}/{r.name}") if t else r
+        for r, t in zip(runs, twice, strict=True)
+    ]
 
 
 def combine(runs: Sequence[Run]) -> pd.DataFrame:
