@@ -135,8 +135,8 @@ def test_load_input_keeps_the_latest_row_of_a_point_measured_twice(tmp_path: Pat
     rng = np.random.default_rng(0)
     p = POINTS[0]
     run = write_run(tmp_path / "a", [speed_row(p, 1e-3, 0, rng), speed_row(p, 2e-3, 0, rng)], env())
-    frame = load_input(run)
-    assert len(frame) == 1 and frame["step_time_s"].iloc[0] > 1.5e-3
+    frame, replaced = load_input(run)
+    assert len(frame) == 1 and frame["step_time_s"].iloc[0] > 1.5e-3 and replaced == 1
 
 
 def _bench_file(path: Path, times: dict[str, list[float]]) -> Path:

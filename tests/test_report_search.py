@@ -1,8 +1,8 @@
-"""The report's search section (gpubench.report.search) from what `tune` writes: a real tune.json
-(tests/data/tune/cnn-stopped, a search stopped by its budget) and one built with the trajectory's
-own dataclasses, and a real tune_target.json. It states the file's coverage and how the search
-ended, draws each trial at its own elapsed second, names the answer as the verdict does, and is
-absent where a run has no search file."""
+"""The report's search section (gpubench.report.search_speed) from what `tune` writes: a real
+tune.json (tests/data/tune/cnn-stopped, a search stopped by its budget), one built with the
+trajectory's own dataclasses, and a real tune_target.json. It states the file's coverage and how
+the search ended, draws each trial at its own elapsed second, names the answer as the verdict
+does, and is absent where a run has no search file."""
 
 from __future__ import annotations
 

@@ -111,11 +111,9 @@ def memory_column(frame: pd.DataFrame) -> str | None:
 
 
 def speedup_table(frame: pd.DataFrame, cpu_threads: dict[str, int | None]) -> pd.DataFrame:
-    """GPU rows joined with CPU rows of the same identity but the device (MATCH): `speedup` =
-    CPU step time / GPU step time. `cpu_threads` is the torch thread count of the matched CPU
-    rows themselves (their `torch_threads`); `cpu_threads` (run name to threads) fills it only
-    where a row did not record it. Each row also gets `series`, its bar (the whole identity but
-    the batch size: report.series), and `panel` (model/size)."""
+    """GPU rows joined with CPU rows of the same identity but the device (MATCH), with
+    `speedup` = CPU step time / GPU step time, the matched rows' own `cpu_threads` (else the
+    run's, from `cpu_threads`: run name to threads), `series` and `panel`."""
     ok = ok_rows(frame)
     cpu = ok[ok["device"] == "cpu"]
     gpu = ok[ok["device"] != "cpu"]
@@ -147,10 +145,7 @@ def speedup_table(frame: pd.DataFrame, cpu_threads: dict[str, int | None]) -> pd
     ]
     joined["speedup"] = joined["cpu_step_time_s"] / joined["gpu_step_time_s"]
     joined = S.assign(joined, "series", without=("batch_size",))
-    joined["panel"] = [
-        m if ":" in m else f"{m}/{z}"
-        for m, z in zip(joined["model"], joined["model_size"], strict=True)
-    ]
+    joined["panel"] = S.panel(joined)
     return joined[columns].sort_values(MATCH).reset_index(drop=True)
 
 

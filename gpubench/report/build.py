@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing as mp
 import os
 import sys
 from collections.abc import Callable, Sequence
-from multiprocessing.connection import Connection
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import matplotlib
 import pandas as pd
@@ -19,7 +18,7 @@ from gpubench.report import analysis as A
 from gpubench.report import effective_batch, learning, plots, tables, why_plots
 from gpubench.report import html as H
 from gpubench.report import scaling as parallel_report
-from gpubench.report import search as search_report
+from gpubench.report import search_speed as search_report
 from gpubench.report import series as S
 from gpubench.report.explain import run_verdicts
 from gpubench.report.figure import Chart
@@ -161,53 +160,27 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
 
 
 def made_in_parallel(makes: Sequence[Callable[[], T]], processes: int) -> list[T]:
-    """Each of `makes` called once, in up to `processes` processes (this one and forked
-    children, each taking the next job not yet taken), and their values in the order of
-    `makes`. Where this process cannot fork safely (not Linux, a daemonic process, which may not
-    have children) or has a single core, they are called here in turn. A job that raises in a
-    child is called again here, so its error is raised as ever; the values must pickle."""
-    children = min(processes, len(makes), _cores()) - 1
-    if children < 1 or sys.platform != "linux" or mp.current_process().daemon:
+    """Each of `makes` called once, in up to `processes` forked processes, and their values in
+    the order of `makes` (they must pickle); a job's error is raised here. Where this process
+    cannot fork safely (not Linux, a daemonic process) or has a single core, they are called
+    here in turn."""
+    workers = min(processes, len(makes), _cores())
+    if workers < 2 or sys.platform != "linux" or mp.current_process().daemon:
         return [make() for make in makes]
-    ctx = mp.get_context("fork")
-    taken = ctx.Value("i", 0)
-
-    def take() -> int:
-        with taken.get_lock():
-            taken.value += 1
-            return int(taken.value) - 1
-
-    def child(send: Connection) -> None:  # in a forked child
-        done: dict[int, T] = {}
-        while (i := take()) < len(makes):
-            try:
-                done[i] = makes[i]()
-            except Exception:  # not swallowed: the parent calls it again and raises
-                break
-        send.send(done)
-
-    pipes = [ctx.Pipe(duplex=False) for _ in range(children)]
-    procs = [ctx.Process(target=child, args=(send,), daemon=True) for _, send in pipes]
-    for proc in procs:
-        proc.start()
-    for _, send in pipes:
-        send.close()
-    values: dict[int, T] = {}
+    global _JOBS
+    _JOBS = makes  # a forked worker inherits them: closures need not pickle, only values
     try:
-        while (i := take()) < len(makes):
-            values[i] = makes[i]()
-        for receive, _ in pipes:
-            # a child that died sent nothing: the jobs it took are called below
-            with contextlib.suppress(EOFError):
-                values.update(receive.recv())
-    except BaseException:  # this process's own job failed (or Ctrl-C): the children end too
-        for proc in procs:
-            proc.kill()
-        raise
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+            return [f.result() for f in [pool.submit(_call, i) for i in range(len(makes))]]
     finally:
-        for proc in procs:
-            proc.join()
-    return [values[i] if i in values else makes[i]() for i in range(len(makes))]
+        _JOBS = ()
+
+
+_JOBS: Sequence[Callable[[], Any]] = ()
+
+
+def _call(i: int) -> Any:
+    return _JOBS[i]()
 
 
 def _cores() -> int:

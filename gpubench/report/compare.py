@@ -14,6 +14,7 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from gpubench.config.spec import Point, model_label
+from gpubench.report.series import missing
 from gpubench.store.benchjson import rows_from_benchmark_json
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import IDENTITY
@@ -30,7 +31,6 @@ PEAK_COLUMNS = (
     "torch_peak_allocated_bytes",
     "host_peak_rss_bytes",
 )
-FORMATS = ("text", "markdown", "json")
 # What tells two rows apart besides the result schema's identity: a pytest-benchmark file's full
 # benchmark name (its parameters included), so that two benchmarks alike in every gpubench
 # identity column are never taken for one.
@@ -43,12 +43,7 @@ def identity_columns(frame: pd.DataFrame) -> list[str]:
     return [*IDENTITY, *(c for c in EXTRA_IDENTITY if c in frame)]
 
 
-def load_input(path: str | Path) -> pd.DataFrame:
-    """The rows of one side of a comparison, one per point (see _load)."""
-    return _load(path)[0]
-
-
-def _load(path: str | Path) -> tuple[pd.DataFrame, int]:
+def load_input(path: str | Path) -> tuple[pd.DataFrame, int]:
     """One side of a comparison as rows: the identity columns, `status`, `step_time_s`,
     `samples_per_s`, the peak-memory columns, and raw `step_times_s` (a list of seconds, or
     None). Accepts a run folder, its results.jsonl, or a pytest-benchmark JSON file (from
@@ -145,13 +140,9 @@ def point_label(p: dict[str, Any]) -> str:
     for k, v in p.items():
         if k == "benchmark" and v == p["model"]:
             continue  # a plain benchmark's model is its name already
-        if k not in main and not _missing(v) and v != _DEFAULTS.get(k):
+        if k not in main and not missing(v) and v != _DEFAULTS.get(k):
             text += f" {k}={v}"
     return text
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _pct(base: Any, new: Any) -> float | None:
@@ -217,7 +208,7 @@ def compare(
 ) -> Comparison:
     """Match the points of `base` and `new` on their whole identity and compare each pair; the
     points of one side that the other lacks are listed, never dropped."""
-    (b, b_replaced), (n, n_replaced) = _load(base), _load(new)
+    (b, b_replaced), (n, n_replaced) = load_input(base), load_input(new)
     columns = list(dict.fromkeys([*identity_columns(b), *identity_columns(n)]))
     key = lambda r: tuple(_identity_value(r.get(k)) for k in columns)  # noqa: E731
     ident = lambda r: {c: r.get(c) for c in columns}  # noqa: E731
@@ -237,7 +228,7 @@ def compare(
 def _identity_value(value: Any) -> str:
     """An identity value as text; 16.0 (a column pandas made float) is the same point as 16,
     and a missing value (None, or NaN where pandas made one) is one value."""
-    if _missing(value):
+    if missing(value):
         return "None"
     if isinstance(value, float) and value.is_integer():
         value = int(value)

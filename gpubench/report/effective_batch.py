@@ -1,7 +1,5 @@
-"""The report's effective-batch section (issue 25): samples/s and peak memory against the
-effective batch, a line per way of reaching it (accumulation steps, activation checkpointing),
-and the verdict's answer per effective batch as a table. Drawn only where the runs swept
-`accumulate` or `checkpoint` beyond their defaults."""
+"""The report's effective-batch section: samples/s and peak memory of each way of reaching an
+effective batch (accumulation, checkpointing), and a table; only where the runs swept them."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpubench.report import html as H
+from gpubench.report import series as S
 from gpubench.report.figure import Chart, batch_axis, empty_panel, palette, panels, save
 from gpubench.science import effective_batch as E
 
@@ -37,15 +36,13 @@ def choice_rows(frame: pd.DataFrame) -> pd.DataFrame:
         " ".join([str(w), *(str(r[c]) for c in tell)])
         for w, (_, r) in zip(rows["way"], rows.iterrows(), strict=True)
     ]
-    rows["panel"] = [f"{m}/{s}" for m, s in zip(rows["model"], rows["model_size"], strict=True)]
+    rows["panel"] = S.panel(rows)
     return rows
 
 
 def chart(rows: pd.DataFrame, plots_dir: Path) -> Chart | None:
-    """Per model: samples/s (per effective sample) and peak memory against the effective
-    batch, a line per way; where every model was measured at one effective batch (a chart
-    against it would be a column of dots), a bar per way instead (way_chart). None where no
-    row ran."""
+    """Per model: samples/s and peak memory against the effective batch, a line per way (a bar
+    per way where every model ran one effective batch: way_chart). None where no row ran."""
     ok = rows[(rows["status"] == "ok") & rows["samples_per_s"].notna()]
     if ok.empty:
         return None
@@ -142,22 +139,15 @@ def section(frame: pd.DataFrame, plots_dir: Path) -> str:
     parts = ["<h2>Effective batch</h2>\n"]
     c = chart(rows, plots_dir)
     parts.append(H.figure(c) if c else H.note("Effective batch: no way of any batch ran."))
-    table = []
-    for answer in E.effective_batches(rows.to_dict("records")):
-        for choice in answer.choices:
-            table.append(
-                [
-                    answer.where,
-                    choice.name,
-                    choice.status,
-                    (H.number(choice.samples_per_s, ",.0f"), choice.samples_per_s),
-                    (H.number(choice.ratio, ".2f"), choice.ratio),
-                    (
-                        H.number(choice.memory_bytes, ",.0f", 1 / MiB),
-                        choice.memory_bytes,
-                    ),
-                    (H.number(choice.memory_ratio, ".0f", 100), choice.memory_ratio),
-                ]
-            )
-    headers = ["point", "way", "status", "samples/s", "x fastest", "peak MiB", "% of memory"]
-    return "".join(parts) + H.table(headers, table, sortable=True)
+    columns: list[H.Column] = [
+        ("point", lambda pair: pair[0].where),
+        ("way", lambda pair: pair[1].name),
+        ("status", lambda pair: pair[1].status),
+        ("samples/s", lambda pair: H.cell(pair[1].samples_per_s, ",.0f")),
+        ("x fastest", lambda pair: H.cell(pair[1].ratio, ".2f")),
+        ("peak MiB", lambda pair: H.cell(pair[1].memory_bytes, ",.0f", 1 / MiB)),
+        ("% of memory", lambda pair: H.cell(pair[1].memory_ratio, ".0f", 100)),
+    ]
+    answers = E.effective_batches(rows.to_dict("records"))
+    pairs = [(answer, choice) for answer in answers for choice in answer.choices]
+    return "".join(parts) + H.columns_table(columns, pairs, sortable=True)

@@ -1,7 +1,6 @@
 """The report page: one HTML file, no network access, every string from a results file escaped.
-
-The page's Content-Security-Policy allows images from its own folder (plots/) and data: URIs,
-inline styles, and exactly one script (the table sorter, by its SHA-256); nothing else loads."""
+Its Content-Security-Policy allows images from plots/ and data: URIs, inline styles, and one
+script (the table sorter, by its SHA-256); nothing else loads."""
 
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ import base64
 import datetime as dt
 import hashlib
 import json
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from typing import Any
 
@@ -18,6 +16,7 @@ import pandas as pd
 
 from gpubench.report.figure import Chart
 from gpubench.report.runs import Run
+from gpubench.report.series import missing
 
 SORT_SCRIPT = """
 document.querySelectorAll("table.sortable th").forEach(function (th, col) {
@@ -71,7 +70,7 @@ def csp() -> str:
 
 def e(value: Any) -> str:
     """Any value as escaped HTML text; null (None, NaN) as an empty string."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if missing(value):
         return ""
     return escape(str(value), quote=True)
 
@@ -82,6 +81,11 @@ def number(value: Any, spec: str = ",.4g", scale: float = 1.0) -> str:
         return ""
     scaled = float(value) * scale
     return format(round(scaled), spec) if spec.endswith("d") else format(scaled, spec)
+
+
+def cell(value: Any, spec: str = ",.4g", scale: float = 1.0) -> tuple[str, Any]:
+    """A table's number cell: `value` written by number(), sorted by its raw value."""
+    return number(value, spec, scale), value
 
 
 def table(
@@ -108,6 +112,15 @@ def table(
         f'<div class="scroll"><table{cls}><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>"
     )
+
+
+Column = tuple[str, Callable[[Any], Any]]
+
+
+def columns_table(columns: Sequence[Column], rows: Iterable[Any], sortable: bool = False) -> str:
+    """table() of `rows`: a column per (heading, the cell a row gives) of `columns`."""
+    cells = [[cell(r) for _, cell in columns] for r in rows]
+    return table([heading for heading, _ in columns], cells, sortable)
 
 
 def figure(c: Chart) -> str:
@@ -150,8 +163,9 @@ def runs_section(runs: Sequence[Run]) -> str:
         status = ", ".join(f"{n} {s}" for s, n in counts.items())
         hosts = ", ".join(r.hosts()) or "not recorded"
         devices = ", ".join(r.device_names())
-        commit = (r.env.get("gpubench") or {}).get("git_commit")
-        rows.append([r.name, str(r.path), r.env.get("captured_at"), hosts, devices, status, commit])
+        rows.append(
+            [r.name, str(r.path), r.env.get("captured_at"), hosts, devices, status, r.commit]
+        )
     return "<h2>Runs</h2>\n" + table(
         ["run", "folder", "captured", "machines", "devices", "points", "git commit"], rows
     )

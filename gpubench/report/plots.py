@@ -215,13 +215,7 @@ def memory(
         log_y(ax)  # a straight fit stays readable, and a small RSS is not flattened at 0
         ax.set_ylabel("peak memory (GiB, log scale)")
     file = "memory.png"
-    save(
-        fig,
-        plots_dir,
-        file,
-        "Peak memory against batch size",
-        keys=keys,
-    )
+    save(fig, plots_dir, file, "Peak memory against batch size", keys=keys)
     return Chart(
         file,
         "Memory",

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from gpubench.report import series
-from gpubench.store.env import named_device
+from gpubench.store.env import gpu_entry, named_device
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import COLUMNS, IDENTITY, TEXT
 
@@ -56,18 +56,16 @@ class Run:
         return int(threads) if isinstance(threads, int) else None
 
     def machines(self) -> list[dict[str, Any]]:
-        """The environment of every machine this run's rows were measured on: env.json's
-        `machines` in a merged folder (one per folder joined), else env.json itself ([] where
-        the folder has none)."""
+        """The environment of every machine of this run: env.json's `machines` in a merged
+        folder, else env.json itself ([] where the folder has none)."""
         listed = self.env.get("machines")
         if isinstance(listed, list):
             return [m for m in listed if isinstance(m, dict)]
         return [self.env] if self.env else []
 
     def machine(self, host: str | None = None) -> dict[str, Any]:
-        """The environment of the machine named `host` (a row's own `host`); env.json itself
-        for a row without one (written before rows named their machine) or a host it does not
-        list."""
+        """The environment of the machine named `host` (a row's own); env.json itself for no
+        host or a host it does not list."""
         if host:
             for m in self.machines():
                 if m.get("hostname") == host:
@@ -84,19 +82,12 @@ class Run:
     def device_memory_bytes(
         self, device: str, host: str | None = None, name: str | None = None
     ) -> int | None:
-        """The memory capacity in bytes of a GPU row's device, from env.json: the GPU of that
-        index on the row's own machine (`host`), and where the row names its GPU (`name`), only
-        a GPU of that name (on its machine first, else on any machine of the run: one model,
-        one capacity). None for the CPU or where no env.json entry matches."""
-        if not device.startswith("cuda"):
-            return None
-        index = int(device.split(":")[1]) if ":" in device else 0
+        """The memory in bytes of a GPU row's device from env.json: the GPU of that index (and
+        of the row's GPU `name`, where it has one) on the row's own machine first, else on any
+        machine of the run (one model, one capacity). None for the CPU or where none matches."""
         for env in (self.machine(host), *self.machines()):
-            for gpu in env.get("gpus") or []:
-                if not isinstance(gpu, dict) or gpu.get("index") != index:
-                    continue
-                if name and gpu.get("name") != name:
-                    continue
+            gpu = gpu_entry(env, device, name or None)
+            if gpu is not None:
                 value = gpu.get("memory_bytes")
                 return int(value) if isinstance(value, int | float) and value > 0 else None
         return None
@@ -124,7 +115,7 @@ class Run:
 
 def _text(value: Any) -> str | None:
     """A text cell as str, None where it is missing (None or NaN)."""
-    return None if value is None or (isinstance(value, float) and value != value) else str(value)
+    return None if series.missing(value) else str(value)
 
 
 def capacities(runs: Sequence[Run]) -> dict[tuple[str, str], int | None]:
@@ -191,21 +182,17 @@ def load_runs(paths: Sequence[str | Path]) -> list[Run]:
     """Every run folder named; two folders with the same name get their parent's name too."""
     runs = [load_run(p) for p in paths]
     names = [r.name for r in runs]
-    out = []
-    for r in runs:
-        name = r.name
-        if names.count(name) > 1:
-            name = f"{r.path.resolve().parent.name}/{name}"
-        out.append(Run(name, r.path, r.frame, r.env, r.analysis, r.suite))
-    return out
+    twice = [names.count(r.name) > 1 for r in runs]
+    return [
+        replace(r, name=f"{r.path.resolve().parent.name}/{r.name}") if t else r
+        for r, t in zip(runs, twice, strict=True)
+    ]
 
 
 def combine(runs: Sequence[Run]) -> pd.DataFrame:
-    """All rows of all runs, numeric columns as floats, plus `run`, `device_name` (the device as
-    Run.device_name writes it, in place of the rows' bare name), `series` (the
-    whole identity but the batch size: what one line of a chart stands for, see report.series),
-    `series_run` (the run where its device name is in more than one run) and `panel` (model/size:
-    what one panel of a chart shows)."""
+    """All rows of all runs, numeric columns as floats, plus `run`, `device_name` (as
+    Run.device_name writes it), `series` (report.series), `series_run` (the run where its device
+    name is in more than one run) and `panel` (model/size: one panel of a chart)."""
     frames = []
     for r in runs:
         f = r.frame.copy()
@@ -230,8 +217,5 @@ def combine(runs: Sequence[Run]) -> pd.DataFrame:
     # A line of a chart is the whole identity but the batch size (issue 21): sizes, options,
     # seeds, threads, lr rules and layouts are never blended into one line.
     frame = series.assign(frame, "series", without=("batch_size",))
-    frame["panel"] = [
-        model if ":" in model else f"{model}/{size}"
-        for model, size in zip(frame["model"], frame["model_size"], strict=True)
-    ]
+    frame["panel"] = series.panel(frame)
     return frame

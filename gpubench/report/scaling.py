@@ -1,6 +1,5 @@
-"""The report's parallel section: throughput, scaling efficiency and the share of the step in
-collectives against the number of processes (weak and strong scaling), and per-rank memory of
-DDP against FSDP. Drawn only where the runs hold parallel points."""
+"""The report's parallel section: throughput, scaling efficiency, collective share and per-rank
+memory against the processes; only where the runs hold parallel points."""
 
 from __future__ import annotations
 
@@ -24,11 +23,8 @@ LINE_FIELDS = ("parallel", "batch_size", "nodes", "device_name", "precision", "o
 
 
 def parallel_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of parallel points, with `processes` (the world size), a `line` label (what
-    tells its chart line from the others: layout, batch, nodes, device, precision, optimizer;
-    the scaling is the line's style) and the scaling efficiency filled in where a baseline is in
-    these runs (on the row's own machine; `scaling_efficiency_noisy` where the row or its
-    baseline is noisy)."""
+    """The rows of parallel points, with `processes` (the world size), `is_baseline`, `line`
+    (line_labels) and the scaling efficiency filled in where a baseline is in these runs."""
     if "parallel" not in frame:
         return frame.iloc[0:0]
     rows = frame[frame["parallel"].fillna("none") != "none"].copy()
@@ -195,38 +191,20 @@ def section(frame: pd.DataFrame, plots_dir: Path) -> str:
     for chart in (scaling_chart(rows, plots_dir), memory_chart(rows, plots_dir)):
         if chart is not None:
             parts.append(f"<h3>{H.e(chart.title)}</h3>\n" + H.figure(chart))
-    table = [
-        [
-            r["model"],
-            r["parallel"],
-            "one process" if r["is_baseline"] else _text(r["scaling"]),
-            (str(int(r["processes"])), r["processes"]),
-            r["optimizer"],
-            (H.number(r["global_batch_size"], ".0f"), r["global_batch_size"]),
-            (H.number(r["per_process_batch_size"], ".0f"), r["per_process_batch_size"]),
-            r["status"],
-            (H.number(r["samples_per_s"], ",.0f"), r["samples_per_s"]),
-            (_efficiency_cell(r), r["scaling_efficiency"]),
-            (H.number(r["rank_step_time_spread"], ".1f", 100), r["rank_step_time_spread"]),
-            (H.number(r["collective_fraction"], ".0f", 100), r["collective_fraction"]),
-            (H.number(r["rank_model_state_bytes"], ",.2f", 1 / MiB), r["rank_model_state_bytes"]),
-        ]
-        for r in rows.to_dict("records")
-    ]
-    headers = [
-        "model",
-        "parallel",
-        "scaling",
-        "processes",
-        "optimizer",
-        "global batch",
-        "batch per process",
-        "status",
-        "samples/s",
-        "efficiency %",
-        "rank spread %",
-        "in collectives %",
-        "state per rank (MiB)",
+    columns: list[H.Column] = [
+        ("model", lambda r: r["model"]),
+        ("parallel", lambda r: r["parallel"]),
+        ("scaling", lambda r: "one process" if r["is_baseline"] else _text(r["scaling"])),
+        ("processes", lambda r: (str(int(r["processes"])), r["processes"])),
+        ("optimizer", lambda r: r["optimizer"]),
+        ("global batch", lambda r: H.cell(r["global_batch_size"], ".0f")),
+        ("batch per process", lambda r: H.cell(r["per_process_batch_size"], ".0f")),
+        ("status", lambda r: r["status"]),
+        ("samples/s", lambda r: H.cell(r["samples_per_s"], ",.0f")),
+        ("efficiency %", lambda r: (_efficiency_cell(r), r["scaling_efficiency"])),
+        ("rank spread %", lambda r: H.cell(r["rank_step_time_spread"], ".1f", 100)),
+        ("in collectives %", lambda r: H.cell(r["collective_fraction"], ".0f", 100)),
+        ("state per rank (MiB)", lambda r: H.cell(r["rank_model_state_bytes"], ",.2f", 1 / MiB)),
     ]
     note = (
         "Efficiency is against the same point in one process on the same machine (one row, "
@@ -234,7 +212,8 @@ def section(frame: pd.DataFrame, plots_dir: Path) -> str:
         "point or baseline is noisy (its median step time is not known to the suite's "
         "target_rel_ci)."
     )
-    return "".join(parts) + H.table(headers, table, sortable=True) + H.note(note)
+    table = H.columns_table(columns, rows.to_dict("records"), sortable=True)
+    return "".join(parts) + table + H.note(note)
 
 
 def _text(value: Any) -> str:

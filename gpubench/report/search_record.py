@@ -1,7 +1,5 @@
-"""tune.json (gpubench.tune.trajectory) read for the report: the trials in the order they ended,
-the rounds, coverage, how the search ended and what it cost. Only `trials` is required; every
-other key may be absent (an old or half-written file) and then reads as not recorded (None).
-Keys the schema may gain (per-trial costs, round plans) are ignored until a reader needs them."""
+"""tune.json (gpubench.tune.trajectory) read for the report. Only `trials` is required; every
+other key may be absent (an old or half-written file) and then reads as not recorded (None)."""
 
 from __future__ import annotations
 
@@ -30,12 +28,21 @@ def seconds(value: float | None) -> str:
     return f"{value:,.3g} s" if abs(value) < 100 else f"{value:,.0f} s"
 
 
+def time_spent(elapsed: float | None, budget: float | None) -> str:
+    """'Time: 30 s in all against a budget of 40 s (10 s to spare)', as far as recorded."""
+    text = f"Time: {seconds(elapsed)} in all"
+    if budget is not None:
+        text += f" against a budget of {seconds(budget)}"
+        if elapsed is not None:
+            spare = "over" if elapsed > budget else "to spare"
+            text += f" ({seconds(abs(elapsed - budget))} {spare})"
+    return text
+
+
 @dataclass(frozen=True)
 class Trial:
-    """One measurement: its place, round, settings, throughput (None: no figure), row status,
-    outcome (kept, pruned, final, failed, open), the wall second it ended at (since the tune
-    started; None: not recorded), the seconds it took in all and in compiling, and the best
-    samples/s measured up to it (the file's, else None)."""
+    """One measurement (outcome: kept, pruned, final, failed or open); times in seconds since
+    the tune started, None where not recorded (samples_per_s None: no figure)."""
 
     number: int
     round: int
@@ -123,6 +130,10 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _dict_or_none(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
 def _trial(i: int, t: dict[str, Any]) -> Trial:
     number = whole(t.get("number"))
     return Trial(
@@ -140,16 +151,12 @@ def _trial(i: int, t: dict[str, Any]) -> Trial:
 
 
 def _round(r: dict[str, Any]) -> Round:
+    counts = {k: whole(r.get(k)) for k in ("measured", "kept", "pruned", "failed", "final", "open")}
     return Round(
         number=whole(r.get("round")) or 0,
         budget_s=num(r.get("budget_s")),
-        measured=whole(r.get("measured")),
-        kept=whole(r.get("kept")),
-        pruned=whole(r.get("pruned")),
-        failed=whole(r.get("failed")),
-        final=whole(r.get("final")),
-        open=whole(r.get("open")),
         ended_at_s=num(r.get("ended_at_s")),
+        **counts,
     )
 
 
@@ -175,14 +182,14 @@ def parse(record: dict[str, Any]) -> SpeedSearch:
         stopped=str(stopped) if stopped else None,
         rounds_decided=whole(record.get("rounds_decided")),
         coverage=_dict(record.get("coverage")),
-        best=record.get("best") if isinstance(record.get("best"), dict) else None,
+        best=_dict_or_none(record.get("best")),
         rounds=sorted(
             (_round(r) for r in record.get("rounds") or [] if isinstance(r, dict)),
             key=lambda r: r.number,
         ),
         trials=trials,
-        verdict=record.get("verdict") if isinstance(record.get("verdict"), dict) else None,
-        answer=record.get("answer") if isinstance(record.get("answer"), dict) else None,
+        verdict=_dict_or_none(record.get("verdict")),
+        answer=_dict_or_none(record.get("answer")),
     )
 
 

@@ -1,17 +1,53 @@
-"""The speed search's words and tables in the report's search section: how it ended and why,
-how much of the space it measured, where its time went, the rounds' best figure, the answer as
-the verdict names it, the rounds, and each trial with its fate (what was pruned when)."""
+"""The report's "search" section: how a `tune` run got to its answer, from its tune.json (the
+speed search: how it ended and why, its coverage, where its time went, the answer as the verdict
+names it, the rounds, each trial's fate) and tune_target.json (report.search_target)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from gpubench.report import html as H
 from gpubench.report import search_speed_chart as chart
+from gpubench.report import search_target
 from gpubench.report.figure import Chart, save
-from gpubench.report.search_record import Round, SpeedSearch, Trial, parse, seconds
+from gpubench.report.runs import Run
+from gpubench.report.search_record import Round, SpeedSearch, Trial, parse, seconds, time_spent
 from gpubench.science.verdict import ModelVerdict
+
+SPEED_FILE = "tune.json"
+TARGET_FILE = "tune_target.json"
+
+
+def section(runs: Sequence[Run], plots_dir: Path, verdicts: Sequence[ModelVerdict] = ()) -> str:
+    """The search section of the runs that hold a search's file ('' where none does); its
+    charts are plots/search*.png (an old one not drawn again is removed). With a single run the
+    speed search names its answer as `verdicts` (the Verdict section's) do."""
+    for old in plots_dir.glob("search*.png"):
+        old.unlink()
+    found = list(verdicts) if len(runs) == 1 else []  # several runs' verdicts span them all
+    parts: list[str] = []
+    for i, r in enumerate(runs):
+        suffix = "" if len(runs) == 1 else f"_{i + 1}"
+        for name in (SPEED_FILE, TARGET_FILE):
+            path = r.path / name
+            if not path.is_file():
+                continue
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as e:
+                parts.append(H.note(f"Run {r.name}: {name} cannot be read ({e})."))
+                continue
+            if not isinstance(record, dict) or not isinstance(record.get("trials"), list):
+                parts.append(H.note(f"Run {r.name}: {name} has no list of trials."))
+            elif name == SPEED_FILE:
+                parts.append(speed_section(r.name, record, plots_dir, f"search{suffix}.png", found))
+            else:
+                file = f"search_target{suffix}.png"
+                parts.append(search_target.section(r.name, record, plots_dir, file))
+    return "<h2>Search</h2>\n" + "\n".join(parts) if parts else ""
 
 
 def outcome(s: SpeedSearch) -> str:
@@ -58,12 +94,7 @@ def timing(s: SpeedSearch) -> str:
     """The tune's wall time against its budget, and where it went: set-up before the first
     trial, the trials (compile's share), the gaps between them, what came after the last."""
     total = s.elapsed_s
-    head = f"Time: {seconds(total)} in all"
-    if s.budget_s is not None:
-        head += f" against a budget of {seconds(s.budget_s)}"
-        if total is not None:
-            over = total - s.budget_s
-            head += f" ({seconds(abs(over))} {'over' if over > 0 else 'to spare'})"
+    head = time_spent(total, s.budget_s)
     placed = s.placed
     starts = [t.start_s for t in placed if t.start_s is not None]
     if not placed or not starts:
@@ -138,17 +169,15 @@ def _round_state(r: Round) -> str:
 
 def rounds_table(s: SpeedSearch) -> str:
     """A row per round: its measuring limit, what it measured, what became of it, and when."""
-    rows = []
-    for r in s.rounds:
-        counts = [r.measured, r.kept, r.pruned, r.failed, r.final, r.open]
-        rows.append(
-            [
-                (str(r.number), r.number),
-                (seconds(r.budget_s) if r.budget_s is not None else "fixed steps", r.budget_s),
-                *((("" if n is None else str(n)), n) for n in counts),
-                _round_state(r),
-            ]
-        )
+    rows = [
+        [
+            H.cell(r.number, "d"),
+            (seconds(r.budget_s) if r.budget_s is not None else "fixed steps", r.budget_s),
+            *(H.cell(n, "d") for n in (r.measured, r.kept, r.pruned, r.failed, r.final, r.open)),
+            _round_state(r),
+        ]
+        for r in s.rounds
+    ]
     heads = ["round", "measuring limit per trial", "measured", "kept", "pruned", "failed"]
     return H.table([*heads, "final", "open", "state"], rows)
 
@@ -174,14 +203,14 @@ def trials_table(s: SpeedSearch) -> str:
     rounds = {r.number: r for r in s.rounds}
     rows = [
         [
-            (str(t.number), t.number),
-            (str(t.round), t.round),
+            H.cell(t.number, "d"),
+            H.cell(t.round, "d"),
             s.label(t.config),
-            (H.number(t.samples_per_s, ",.1f"), t.samples_per_s),
+            H.cell(t.samples_per_s, ",.1f"),
             _fate(t, rounds),
-            ("" if t.end_s is None else f"{t.end_s:,.1f}", t.end_s),
-            ("" if t.took_s is None else f"{t.took_s:,.1f}", t.took_s),
-            ("" if t.compile_s is None else f"{t.compile_s:,.1f}", t.compile_s),
+            H.cell(t.end_s, ",.1f"),
+            H.cell(t.took_s, ",.1f"),
+            H.cell(t.compile_s, ",.1f"),
         ]
         for t in sorted(s.trials, key=lambda t: t.number)
     ]
@@ -189,7 +218,7 @@ def trials_table(s: SpeedSearch) -> str:
     return H.table([*heads, "took (s)", "compiling (s)"], rows, True)
 
 
-def section(
+def speed_section(
     name: str, record: dict[str, Any], plots_dir: Path, file: str, found: list[ModelVerdict]
 ) -> str:
     """The speed search's part of the section: its words, chart, rounds and trials. `found`

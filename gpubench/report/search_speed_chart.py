@@ -1,8 +1,5 @@
-"""The speed search's chart: samples/s against the tune's wall time. Each trial is a point at
-the second it ended (a line back to when it started: its whole cost, compile included),
-coloured by its round, marked by its fate; the black step line is the best measured so far;
-dotted lines are the rounds' decisions; shading shows the set-up before the first trial and
-what came after the last (the confirmation); the dashed red line is the budget."""
+"""The speed search's chart: each trial's samples/s against the tune's wall time (its caption in
+report.search_speed says how to read it)."""
 
 from __future__ import annotations
 
@@ -56,23 +53,9 @@ def figure(s: SpeedSearch, title: str) -> MplFigure:
         assert t.end_s is not None  # placed: every one has its end
         color = colors[f"round {t.round}"]
         y = 0.0 if t.samples_per_s is None else t.samples_per_s
-        if t.start_s is not None:
-            ax.hlines(y, t.start_s, t.end_s, color=color, linewidth=1.5, alpha=0.45)
         label, style = FATES.get(t.outcome, FATES[""])
-        face = style.get("markerfacecolor", color)
-        size = 9 if style.get("marker") == "*" else 6
-        ax.plot(
-            [t.end_s],
-            [y],
-            linestyle="none",
-            color=color,
-            markerfacecolor=face,
-            markersize=size,
-            label=label,
-            zorder=3,
-            marker=style["marker"],
-            gid="trial",
-        )
+        face, size = style.get("markerfacecolor", color), 9 if style["marker"] == "*" else 6
+        mark(ax, t.start_s, t.end_s, y, color, style["marker"], label, face=face, size=size)
     best = best_so_far(placed)
     xs = [t.end_s or 0.0 for t, b in zip(placed, best, strict=True) if b is not None]
     ys = [b for b in best if b is not None]
@@ -88,6 +71,26 @@ def figure(s: SpeedSearch, title: str) -> MplFigure:
     ax.set_ylabel("samples/s (higher is better)")
     ax.grid(True, alpha=0.3)
     return fig
+
+
+def mark(
+    ax: Any,
+    start: float | None,
+    end: float,
+    y: float,
+    color: Any,
+    marker: str,
+    label: str = "_run",
+    face: Any = None,
+    size: float = 6,
+) -> None:
+    """A trial or run as a marker at the wall second `end` it ended, with a line back to its
+    `start` where known (its whole cost); gid 'trial'."""
+    if start is not None:
+        ax.hlines(y, start, end, color=color, linewidth=1.5, alpha=0.45)
+    face = color if face is None else face
+    style = {"marker": marker, "markerfacecolor": face, "markersize": size, "gid": "trial"}
+    ax.plot([end], [y], linestyle="none", color=color, label=label, zorder=3, **style)
 
 
 def _phases(ax: Any, s: SpeedSearch, end: float) -> None:

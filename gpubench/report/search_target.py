@@ -1,8 +1,6 @@
 """The time-to-target search (tune_target.json, gpubench.tune.target_record) in the report's
-search section: how it ended, what it ran of its space and what became of each run, where its
-time went, the answer as it recorded it; a chart of the best time to target so far and each
-run's best held-out metric against the search's wall time; the table of kept and stopped runs.
-Only `trials` is required; every other key may be absent and then reads as not recorded."""
+search section: its words, chart and table of runs. Only `trials` is required; every other key
+may be absent and then reads as not recorded."""
 
 from __future__ import annotations
 
@@ -15,7 +13,8 @@ from matplotlib.axes import Axes
 
 from gpubench.report import html as H
 from gpubench.report.figure import Chart, empty_panel, palette, panels, save
-from gpubench.report.search_record import num, seconds, whole
+from gpubench.report.search_record import num, seconds, time_spent, whole
+from gpubench.report.search_speed_chart import mark
 
 MARKERS = {"reached": "*", "kept": "o", "stopped": "x", "seed": "D"}
 FATE = {
@@ -85,10 +84,7 @@ def lines(record: dict[str, Any], runs: list[Run]) -> list[str]:
         f"Coverage: {covered.get('measured', '?')} of {covered.get('space_size', '?')} "
         f"configurations run; {len(runs)} runs: " + ", ".join(told) + "."
     )
-    elapsed, budget = num(record.get("elapsed_s")), num(record.get("budget_s"))
-    time = f"Time: {seconds(elapsed)} in all against a budget of {seconds(budget)}"
-    if elapsed is not None and budget is not None:
-        time += f" ({seconds(abs(elapsed - budget))} {'over' if elapsed > budget else 'to spare'})"
+    time = time_spent(num(record.get("elapsed_s")), num(record.get("budget_s")))
     spent = num(record.get("spent_s"))
     out.append(time + (f"; the runs cost {seconds(spent)}." if spent is not None else "."))
     reached = [r for r in runs if r.decision == "reached" and r.time_to_target_s is not None]
@@ -173,15 +169,7 @@ def _time_panel(
     ax.step(xs, ys, where="post", color="black", linewidth=1.6, label="least time to target so far")
     for r in done:
         if r.time_to_target_s is not None and r.end_s is not None and r.decision in MARKERS:
-            ax.plot(
-                [r.end_s],
-                [r.time_to_target_s],
-                linestyle="none",
-                marker=MARKERS[r.decision],
-                color=colors[names[r.rung]],
-                label="_run",
-                zorder=3,
-            )
+            mark(ax, None, r.end_s, r.time_to_target_s, colors[names[r.rung]], MARKERS[r.decision])
     spread = (record.get("answer") or {}).get("time_to_target") or {}
     median, low, high = (num(spread.get(k)) for k in ("median", "min", "max"))
     if median is not None:
@@ -210,17 +198,7 @@ def _metric_panel(
     for r in shown:
         assert r.best_metric is not None and r.end_s is not None  # shown, done: both known
         color = colors[names[r.rung]]
-        if r.start_s is not None:
-            ax.hlines(r.best_metric, r.start_s, r.end_s, color=color, linewidth=1.5, alpha=0.45)
-        ax.plot(
-            [r.end_s],
-            [r.best_metric],
-            linestyle="none",
-            marker=MARKERS.get(r.decision, "."),
-            color=color,
-            label="_run",
-            zorder=3,
-        )
+        mark(ax, r.start_s, r.end_s, r.best_metric, color, MARKERS.get(r.decision, "."))
     target = num(record.get("target"))
     if target is not None:
         ax.axhline(target, color="red", linewidth=1, label="target")
@@ -237,10 +215,10 @@ def table(record: dict[str, Any], runs: list[Run]) -> str:
             ("seed re-run" if r.rung >= n_rungs > 0 else f"rung {r.rung}", r.rung),
             ("" if r.seed is None else str(r.seed), r.seed),
             ("" if r.limit_s is None else seconds(r.limit_s), r.limit_s),
-            (H.number(r.best_metric, ".3g"), r.best_metric),
+            H.cell(r.best_metric, ".3g"),
             ("" if r.time_to_target_s is None else seconds(r.time_to_target_s), r.time_to_target_s),
             f"{FATE.get(r.decision, r.decision)}: {r.reason}",
-            ("" if r.end_s is None else f"{r.end_s:,.1f}", r.end_s),
+            H.cell(r.end_s, ",.1f"),
         ]
         for r in runs
     ]

@@ -1,8 +1,6 @@
-"""A chart's series and how it is named: a series is every identity field of a point
-(store.row.IDENTITY, the device by its name, and the run where two runs share a device name:
-the `series_run` column)
-but the chart's x axis; its label names each field that differs among the series drawn
-together, and only those (issue 21: mlp tiny and small were once one zig-zag line)."""
+"""A chart's series and how it is named: a series is every identity field of a point (the
+device by its name, and the run where two runs share a device name: `series_run`) but the
+chart's x axis; its label names only the fields that differ among the series drawn together."""
 
 from __future__ import annotations
 
@@ -28,17 +26,18 @@ def short_device(device_name: str) -> str:
     return f"cuda{m.group(1)} {name}" if m.group(1) not in (None, ":0") else name
 
 
-def _null(value: Any) -> bool:
+def missing(value: Any) -> bool:
+    """Whether a cell is null: None, or the NaN pandas reads a null as."""
     return value is None or (isinstance(value, float) and value != value)
 
 
 def _int(value: Any) -> str:
-    return "auto" if _null(value) else str(int(value))
+    return "auto" if missing(value) else str(int(value))
 
 
 def _model_options(value: Any) -> str:
     """Canonical JSON {"d_model": 64} as 'd_model=64'; none as 'default options'."""
-    if _null(value) or value in ("", "{}"):
+    if missing(value) or value in ("", "{}"):
         return "default options"
     try:
         opts = json.loads(str(value))
@@ -58,9 +57,9 @@ def _options(row: Mapping[str, Any]) -> str:
 
 def _layout(row: Mapping[str, Any]) -> str:
     parallel = row.get("parallel")
-    if _null(parallel) or parallel == "none":
+    if missing(parallel) or parallel == "none":
         return "single process"
-    return f"{parallel} {'' if _null(row.get('scaling')) else row['scaling']}".strip()
+    return f"{parallel} {'' if missing(row.get('scaling')) else row['scaling']}".strip()
 
 
 # The fields a series can differ in, in the order a label names them: (name, how a row's value
@@ -80,13 +79,13 @@ FIELDS: dict[str, Render] = {
     "threads": lambda r: f"threads={_int(r.get('threads'))}",
     "parallel": _layout,
     "nproc": lambda r: f"x{_int(r.get('nproc'))}",
-    "nodes": lambda r: f"nodes={1 if _null(r.get('nodes')) else _int(r.get('nodes'))}",
-    "lr_scaling": lambda r: f"lr={'fixed' if _null(r.get('lr_scaling')) else r['lr_scaling']}",
+    "nodes": lambda r: f"nodes={1 if missing(r.get('nodes')) else _int(r.get('nodes'))}",
+    "lr_scaling": lambda r: f"lr={'fixed' if missing(r.get('lr_scaling')) else r['lr_scaling']}",
     "accumulate": lambda r: (
-        f"accumulate={1 if _null(r.get('accumulate')) else _int(r['accumulate'])}"
+        f"accumulate={1 if missing(r.get('accumulate')) else _int(r['accumulate'])}"
     ),
     "checkpoint": lambda r: (
-        f"checkpoint={'none' if _null(r.get('checkpoint')) else r['checkpoint']}"
+        f"checkpoint={'none' if missing(r.get('checkpoint')) else r['checkpoint']}"
     ),
     "model_options": lambda r: _model_options(r.get("model_options")),
     "seed": lambda r: f"seed={_int(r.get('seed'))}",
@@ -95,6 +94,12 @@ FIELDS: dict[str, Render] = {
 # Fields a chart draws by line style and by marker; the rest set a series' colour.
 LINE_FIELD = "optimizer"
 MARKER_FIELD = "options"
+
+
+def panel(frame: pd.DataFrame) -> list[str]:
+    """Each row's chart panel: model/size (a user's model, 'module:Class', has no size)."""
+    pairs = zip(frame["model"], frame["model_size"], strict=True)
+    return [m if ":" in m else f"{m}/{z}" for m, z in pairs]
 
 
 def render(row: Mapping[str, Any], names: Iterable[str], full: bool = False) -> str:

@@ -1,8 +1,6 @@
-"""How a chart tells series apart at a glance: a colour per combination of the fields that
-differ among its series (device, precision, size, threads, ... : report.series), a line style
-per optimizer, a marker per speed options; and a legend that lists each of those once (a dozen
-series of four devices-and-precisions and two optimizers need six entries, not twelve long
-names). Every series gets a style of its own: no two differ only in a field nothing shows."""
+"""How a chart tells series apart: a colour per combination of the fields that differ among
+them (report.series), a line style per optimizer, a marker per speed options, each listed once
+in the legend. No two series differ only in a field nothing shows."""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ own, and states the ones that are the same on every row once, above it (issue 21
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ OPTION_COLUMNS = {
 def option_value(column: str, value: Any) -> str:
     """An identity field's value as a table cell: booleans on/off; null threads 'auto', null
     model options 'default', any other null 'none'."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if S.missing(value):
         return {"threads": "auto", "model_options": "default"}.get(column, "none")
     if isinstance(value, bool | np.bool_):
         return "on" if value else "off"
@@ -61,6 +62,15 @@ def option_columns(frame: pd.DataFrame, skip: tuple[str, ...] = ()) -> tuple[lis
     return differ, f"Same on every row: {facts}."
 
 
+BATCH: H.Column = ("batch", lambda r: (str(int(r["batch_size"])), r["batch_size"]))
+
+
+def _identity(fields: tuple[str, ...], differ: list[str]) -> list[H.Column]:
+    """Columns of `fields` as they are, then of the OPTION_COLUMNS in `differ` as table cells."""
+    plain: list[H.Column] = [(f, itemgetter(f)) for f in fields]
+    return plain + [(OPTION_COLUMNS[c], lambda r, c=c: option_value(c, r[c])) for c in differ]
+
+
 def _cell_text(cell: tuple[str, object] | str) -> str:
     return cell[0] if isinstance(cell, tuple) else cell
 
@@ -72,36 +82,21 @@ def summary(frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]) ->
     if s.empty:
         return "<h2>Summary</h2>\n" + H.note("These runs hold no rows.")
     names = S.labels(frame, exclude=("model", "model_size"))
-    rows = []
-    for r in s.to_dict("records"):
-        per_sample = r["memory_per_sample_bytes"]
-        rows.append(
-            [
-                r["model"],
-                names[r["series"]],
-                (str(r["points_ok"]), r["points_ok"]),
-                (H.number(r["best_samples_per_s"], ",.0f"), r["best_samples_per_s"]),
-                (H.number(r["throughput_optimal_batch"], "d"), r["throughput_optimal_batch"]),
-                (H.number(r["latency_floor_s"], ",.4g", 1e3), r["latency_floor_s"]),
-                (H.number(per_sample, ",.2f", 1 / 2**20), per_sample),
-                (H.number(r["predicted_max_batch"], ",d"), r["predicted_max_batch"]),
-                (H.number(r["oom_batch"], "d"), r["oom_batch"]),
-            ]
-        )
-    headers = [
-        "model",
-        "series",
-        "points ok",
-        "best samples/s",
-        "throughput-optimal batch",
-        "latency floor (ms)",
-        "memory per sample (MiB)",
-        "predicted largest batch",
-        "first OOM batch",
+    columns: list[H.Column] = [
+        ("model", lambda r: r["model"]),
+        ("series", lambda r: names[r["series"]]),
+        ("points ok", lambda r: (str(r["points_ok"]), r["points_ok"])),
+        ("best samples/s", lambda r: H.cell(r["best_samples_per_s"], ",.0f")),
+        ("throughput-optimal batch", lambda r: H.cell(r["throughput_optimal_batch"], "d")),
+        ("latency floor (ms)", lambda r: H.cell(r["latency_floor_s"], ",.4g", 1e3)),
+        ("memory per sample (MiB)", lambda r: H.cell(r["memory_per_sample_bytes"], ",.2f", 2**-20)),
+        ("predicted largest batch", lambda r: H.cell(r["predicted_max_batch"], ",d")),
+        ("first OOM batch", lambda r: H.cell(r["oom_batch"], "d")),
     ]
+    records = s.to_dict("records")
     # A column with nothing in any series (memory and OOM on a CPU run, say) is left out.
-    keep = [i for i, _ in enumerate(headers) if any(_cell_text(row[i]) for row in rows)]
-    dropped = [headers[i] for i in range(len(headers)) if i not in keep]
+    keep = [c for c in columns if any(_cell_text(c[1](r)) for r in records)]
+    dropped = [c[0] for c in columns if c not in keep]
     absent = f" Not measured in these runs, so not shown: {', '.join(dropped)}." if dropped else ""
     same = S.common(frame, [f for f in S.FIELDS if f not in ("model", "model_size", "batch_size")])
     stated = f" Every series: {same}." if same else ""
@@ -113,7 +108,7 @@ def summary(frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]) ->
         "within 5% of the best samples/s; the latency floor is the shortest median step; the "
         "memory per sample and predicted largest batch come from the fitted memory line and the "
         f"device's memory (GPUs).{H.e(absent)} {H.e(PRECISION_NOTE)}</p>\n"
-        + H.table([headers[i] for i in keep], [[row[i] for i in keep] for row in rows], True)
+        + H.columns_table(keep, records, sortable=True)
     )
 
 
@@ -129,34 +124,18 @@ def speedups(table: pd.DataFrame) -> tuple[str, str]:
         else f"The CPU ({'; '.join(cpus)}) thread count was not recorded."
     )
     differ, same = option_columns(table)
-    rows = [
-        [
-            r["panel"],
-            S.short_device(str(r["device_name"])),
-            r["precision"],
-            r["optimizer"],
-            *[option_value(c, r[c]) for c in differ],
-            (str(int(r["batch_size"])), r["batch_size"]),
-            (H.number(r["cpu_threads"], "d"), r["cpu_threads"]),
-            (H.number(r["cpu_step_time_s"], ",.3f", 1e3), r["cpu_step_time_s"]),
-            (H.number(r["gpu_step_time_s"], ",.3f", 1e3), r["gpu_step_time_s"]),
-            (H.number(r["speedup"], ",.1f") + "x", r["speedup"]),
-        ]
-        for r in table.to_dict("records")
+    columns: list[H.Column] = [
+        ("model", lambda r: r["panel"]),
+        ("GPU", lambda r: S.short_device(str(r["device_name"]))),
+        *_identity(("precision", "optimizer"), differ),
+        BATCH,
+        ("CPU threads", lambda r: H.cell(r["cpu_threads"], "d")),
+        ("CPU ms", lambda r: H.cell(r["cpu_step_time_s"], ",.3f", 1e3)),
+        ("GPU ms", lambda r: H.cell(r["gpu_step_time_s"], ",.3f", 1e3)),
+        ("speedup", lambda r: (H.number(r["speedup"], ",.1f") + "x", r["speedup"])),
     ]
-    headers = [
-        "model",
-        "GPU",
-        "precision",
-        "optimizer",
-        *[OPTION_COLUMNS[c] for c in differ],
-        "batch",
-        "CPU threads",
-        "CPU ms",
-        "GPU ms",
-        "speedup",
-    ]
-    return f"{stated} {same}".strip(), H.table(headers, rows, sortable=True)
+    body = H.columns_table(columns, table.to_dict("records"), sortable=True)
+    return f"{stated} {same}".strip(), body
 
 
 def failures(frame: pd.DataFrame) -> str:
@@ -165,24 +144,14 @@ def failures(frame: pd.DataFrame) -> str:
     if bad.empty:
         return head + ("<p>Every point ran.</p>" if len(frame) else "<p>No points.</p>")
     differ, same = option_columns(bad)
-    rows = [
-        [
-            r["run"],
-            r["model"],
-            r["device"],
-            r["precision"],
-            r["optimizer"],
-            *[option_value(c, r[c]) for c in differ],
-            (str(int(r["batch_size"])), r["batch_size"]),
-            r["status"],
-            r["error"],
-        ]
-        for r in bad.to_dict("records")
+    columns: list[H.Column] = [
+        *_identity(("run", "model", "device", "precision", "optimizer"), differ),
+        BATCH,
+        ("status", lambda r: r["status"]),
+        ("reason", lambda r: r["error"]),
     ]
-    headers = ["run", "model", "device", "precision", "optimizer"]
-    headers += [OPTION_COLUMNS[c] for c in differ] + ["batch", "status", "reason"]
     caption = f'<p class="caption">{H.e(same)}</p>\n' if same else ""
-    return head + caption + H.table(headers, rows, sortable=True)
+    return head + caption + H.columns_table(columns, bad.to_dict("records"), sortable=True)
 
 
 # (column, header, format, scale) for the table of all rows; a column of nulls is left out.
@@ -212,6 +181,14 @@ ROW_COLUMNS = [
 ]
 
 
+def _flag(flag: str) -> Callable[[dict[str, Any]], str]:
+    return lambda r: flag if r.get(flag) is True else ""
+
+
+def _number(column: str, spec: str, scale: float) -> Callable[[dict[str, Any]], tuple[str, Any]]:
+    return lambda r: H.cell(r[column], spec, scale)
+
+
 def _status(row: dict[str, Any]) -> str:
     """The row's status; a convergence run that never reached its target says it missed it."""
     missed = pd.notna(row.get("target")) and pd.isna(row.get("steps_to_target"))
@@ -223,32 +200,20 @@ def all_rows(frame: pd.DataFrame) -> str:
     stated once above), status, noisy and busy flags, and every measured column."""
     cols = [c for c in ROW_COLUMNS if c[0] in frame and frame[c[0]].notna().any()]
     differ, same = option_columns(frame, skip=("seed",))  # the seed has its column always
-    headers = ["run", "model", "size", "device", "precision", "optimizer"]
-    headers += [OPTION_COLUMNS[c] for c in differ]
-    headers += ["batch", "seed", "status", "noisy"]
     busy = "busy" in frame and bool((frame["busy"] == True).any())  # noqa: E712 (nulls too)
-    headers += ["busy"] if busy else []
-    headers += [h for _, h, _, _ in cols]
-    rows = []
-    for r in frame.to_dict("records"):
-        cells: list[tuple[str, object] | str] = [
-            r["run"],
-            r["model"],
-            "" if ":" in r["model"] else r["model_size"],  # a user's model has no size preset
-            r["device"],
-            r["precision"],
-            r["optimizer"],
-            *[option_value(c, r[c]) for c in differ],
-            (str(int(r["batch_size"])), r["batch_size"]),
-            (H.number(r["seed"], ".0f"), r["seed"]),
-            _status(r),
-            "noisy" if r.get("noisy") is True else "",
-        ]
-        cells += ["busy" if r.get("busy") is True else ""] if busy else []
-        cells += [(H.number(r[c], f, s), r[c]) for c, _, f, s in cols]
-        rows.append(cells)
+    columns: list[H.Column] = [
+        *_identity(("run", "model"), []),
+        ("size", lambda r: "" if ":" in r["model"] else r["model_size"]),  # user's models: none
+        *_identity(("device", "precision", "optimizer"), differ),
+        BATCH,
+        ("seed", lambda r: H.cell(r["seed"], ".0f")),
+        ("status", _status),
+        *[(flag, _flag(flag)) for flag in ("noisy", "busy") if flag == "noisy" or busy],
+        *[(heading, _number(c, f, scale)) for c, heading, f, scale in cols],
+    ]
+    rows = H.columns_table(columns, frame.to_dict("records"), sortable=True)
     stated = f" {same}" if same else ""
     return (
         '<h2>All points</h2>\n<p class="caption">Click a column\'s heading to sort by it; a wide '
-        f"table scrolls sideways.{H.e(stated)}</p>\n" + H.table(headers, rows, sortable=True)
+        f"table scrolls sideways.{H.e(stated)}</p>\n" + rows
     )

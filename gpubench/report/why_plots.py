@@ -122,12 +122,7 @@ def roofline(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
             ridge = peak * 1e12 / (bw * 1e9)
             xs = np.geomspace(min(low, ridge / 3), max(high, ridge * 3), 100)
             ax.plot(
-                xs,
-                np.minimum(peak, bw * 1e9 * xs / 1e12),
-                color="grey",
-                linestyle="-",
-                linewidth=1,
-                alpha=0.7,
+                xs, np.minimum(peak, bw * 1e9 * xs / 1e12), color="grey", linewidth=1, alpha=0.7
             )
             ax.annotate(
                 f"{precision} roof {peak:.3g}",

@@ -1,11 +1,6 @@
-"""pytest-benchmark JSON files as gpubench result rows, so `gpubench compare` can read them.
-
-A benchmark recorded by the `gpubench` fixture carries its row fields in `extra_info` (identity,
-samples and tokens per step, FLOPs, memory, losses); its step times are pytest-benchmark's
-rounds. Any other pytest-benchmark benchmark becomes a row too: its model is the benchmark's full
-name, its identity fields come from its parameters where they have the same names, and its step
-time is a round's time.
-"""
+"""pytest-benchmark JSON files as gpubench result rows, so `gpubench compare` can read them: a
+`gpubench` fixture's row fields come from `extra_info`; any other benchmark's model is its full
+name and its identity fields its parameters of the same names. Step times are its rounds'."""
 
 from __future__ import annotations
 

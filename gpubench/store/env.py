@@ -24,11 +24,11 @@ def capture(
     precisions: Sequence[str] | None = None,
     recalibrate: bool = False,
 ) -> dict[str, Any]:
-    """What makes a run's numbers reproducible: versions, hardware and the math switches, NVML
-    (or why it is missing), and the measured matmul peaks of `devices` (default: the CPU and
-    every CUDA device) for `precisions` (default: all): from the cache, or measured now when
-    not cached or when `recalibrate` (a sweep does, so its MFU is against a peak measured under
-    the same conditions as its points)."""
+    """What makes a run's numbers reproducible: versions, hardware, math switches, NVML (or why
+    it is missing), and the matmul peaks and copy bandwidth of `devices` (default: the CPU and
+    every CUDA device) for `precisions` (default: all), from the cache or measured now when not
+    cached or when `recalibrate` (a sweep does: its MFU is against a peak measured as its
+    points were)."""
     return {
         "captured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "gpubench": {"version": _version(), "git_commit": git_commit()},
@@ -61,8 +61,7 @@ def machine(captured: dict[str, Any]) -> dict[str, Any]:
 
 
 def hostname() -> str:
-    """This machine's network name (platform.node(); '' where the OS gives none): what a row's
-    `host` and env.json's `hostname` hold."""
+    """This machine's network name ('' where the OS gives none): a row's `host`."""
     return platform.node()
 
 
@@ -81,18 +80,26 @@ def device_name(device: str) -> str | None:
 
 
 def named_device(captured: dict[str, Any], device: str) -> str | None:
-    """What a captured environment (an env.json) calls `device`: its CPU model for "cpu", the
-    name of its GPU of that index (0 for a bare "cuda") for a CUDA device; None where it names
-    none. device_name() read back from the file, for rows written before they named their own."""
+    """device_name() as a captured env.json recorded it (for rows written before they named
+    their own device): the CPU model, or the GPU of that index (0 for a bare "cuda"), or None."""
     if device == "cpu":
         model = (captured.get("cpu") or {}).get("model")
         return str(model) if model else None
+    gpu = gpu_entry(captured, device)
+    return str(gpu["name"]) if gpu and gpu.get("name") else None
+
+
+def gpu_entry(
+    captured: dict[str, Any], device: str, name: str | None = None
+) -> dict[str, Any] | None:
+    """The `gpus` entry of a captured env.json for CUDA `device` (index 0 for a bare "cuda"),
+    of GPU model `name` where one is given; None where it lists none or `device` is no GPU."""
     if not device.startswith("cuda"):
         return None
     index = int(device.split(":")[1]) if ":" in device else 0
     for gpu in captured.get("gpus") or []:
-        if isinstance(gpu, dict) and gpu.get("index") == index and gpu.get("name"):
-            return str(gpu["name"])
+        if isinstance(gpu, dict) and gpu.get("index") == index and name in (None, gpu.get("name")):
+            return gpu
     return None
 
 
@@ -165,24 +172,18 @@ def git_commit() -> str | None:
     root = Path(__file__).resolve().parents[2]  # the checkout: gpubench/store/env.py
     if not (root / ".git").exists():
         return None
+
+    def git(*args: str) -> str:
+        run = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, check=True, timeout=10
+        )
+        return run.stdout.strip()
+
     try:
-        sha = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "-uno"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout
+        sha, dirty = git("rev-parse", "HEAD"), git("status", "--porcelain", "-uno")
     except (OSError, subprocess.SubprocessError):
         return None
-    return sha + ("-dirty" if dirty.strip() else "")
+    return sha + ("-dirty" if dirty else "")
 
 
 def cpu_info() -> dict[str, Any]:

@@ -1,10 +1,6 @@
-"""Restating a run folder: its results.jsonl and results.csv rewritten into today's schema, and
-the rewrite recorded in the folder (restated.json). Nothing is re-measured.
-
-DESIGN.md section 4: a column keeps its meaning; where a meaning changes, committed results are
-rewritten into the new schema and the rewrite recorded. The loader's `upgraded` does the same on
-read for users' own old folders; this writes it into the files, so that a reader of the CSV (or
-of the JSONL with any other tool) gets today's meaning."""
+"""Restating a run folder (DESIGN.md section 4): its results.jsonl and results.csv rewritten into
+today's schema (results.upgraded, written into the files for readers of the CSV or JSONL), and
+the rewrite recorded in the folder (restated.json). Nothing is re-measured."""
 
 from __future__ import annotations
 

@@ -95,15 +95,10 @@ def read_rows(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def upgraded(row: dict[str, Any]) -> dict[str, Any]:
-    """`row` in today's schema, the one place every change of a column is undone on read (the
-    loader applies it to users' old folders; `store.restate` writes it into committed ones):
-
-    - rows written before `matmul_roof_fraction` existed held that fraction under `mfu`: it moves
-      to its own column, and `mfu` is recomputed from the row's own `tflops` over its
-      `datasheet_peak_tflops` (null where that peak is unknown);
-    - a column renamed since (`row.RENAMED`) takes its new name.
-
-    Every other value is kept as it is; nothing is measured or guessed."""
+    """`row` in today's schema, the one place every change of a column is undone (on read, and by
+    store.restate): an old row's `mfu` (then the matmul roof fraction) moves to
+    `matmul_roof_fraction` and `mfu` becomes its `tflops` / `datasheet_peak_tflops` (null where
+    unknown); a renamed column (row.RENAMED) takes its new name. Nothing else changes."""
     if "matmul_roof_fraction" not in row and row.get("mfu") is not None:
         tflops, sheet = row.get("tflops"), row.get("datasheet_peak_tflops")
         mfu = tflops / sheet if tflops is not None and sheet else None

@@ -1,11 +1,5 @@
 """How counts and numbers read in the text gpubench prints: "1 point", "2 points"; "x100", not
-"x1e+02".
-
-It lives in store/ because every stage that writes sentences (science/ for the verdict's
-evidence, report/ for the page, cli/ for the console) sits above store/ and already reads the
-row schema from it, and nothing may import a stage downstream of itself (tests/test_layout.py);
-it imports nothing of gpubench.
-"""
+"x1e+02". In store/ because every stage that writes sentences sits above it (tests/test_layout)."""
 
 from __future__ import annotations
 
