@@ -1,4 +1,4 @@
-"""The time-to-target search (tune_target.json, gpubench.tune.target_record) in the report's
+"""The time-to-target search (tune_target.json, gpubench.tune.target) in the report's
 search section: its words, chart and table of runs. Only `trials` is required; every other key
 may be absent and then reads as not recorded."""
 
