@@ -95,8 +95,8 @@ def read_rows(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def upgraded(row: dict[str, Any]) -> dict[str, Any]:
-    """`row` in today's schema, the one place every change of a column is undone (on read, and by
-    store.restate): an old row's `mfu` (then the matmul roof fraction) moves to
+    """`row` in today's schema, the one place every change of a column is undone (on read): an
+    old row's `mfu` (then the matmul roof fraction) moves to
     `matmul_roof_fraction` and `mfu` becomes its `tflops` / `datasheet_peak_tflops` (null where
     unknown); a renamed column (row.RENAMED) takes its new name. Nothing else changes."""
     if "matmul_roof_fraction" not in row and row.get("mfu") is not None:
