@@ -26,7 +26,7 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import check_buildable
 from gpubench.config.spec import AUTO, Point, SweepSpec
 from gpubench.harness.tracebacks import last_frames
-from gpubench.run.worker import Call, WorkerError, WorkerRunner
+from gpubench.run.worker import STARTUP_TIMEOUT_S, Call, WorkerError, WorkerRunner
 
 # The check point's settings: those every device supports, and the cheapest step.
 PRECISION = "fp32"
@@ -42,11 +42,13 @@ class ModelCheckFailed(ConfigError):
         self.frames = frames
 
 
-def check_builds(spec: SweepSpec, runner: WorkerRunner, timeout_s: float | None = None) -> None:
+def check_builds(spec: SweepSpec, runner: WorkerRunner) -> None:
     """Raise the ConfigError check_buildable raises for `spec`'s models (a typo, a missing
-    library, an unknown option), built in `runner`'s worker, left serving."""
+    library, an unknown option), built in `runner`'s worker, left serving. Building is set-up,
+    not a point: it runs under the worker's start-up limit, not --point-timeout."""
     args = (spec.models, spec.size, spec.model_options)
-    message = runner.call(Call(f"{__name__}:build_error", args, None, "cpu"), timeout_s)
+    call = Call(f"{__name__}:build_error", args, None, "cpu")
+    message = runner.call(call, STARTUP_TIMEOUT_S)
     if message is not None:
         raise ConfigError(message)
 

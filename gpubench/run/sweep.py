@@ -144,7 +144,7 @@ def _run_sweep(
         # moment the command line starts (a no-op here then), beside the parent's imports.
         forkserver.start()
         # Built in the worker, which has imported what building needs (torch._dynamo).
-        preflight.check_builds(spec, runner, point_timeout_s)  # a typo is exit 2
+        preflight.check_builds(spec, runner)  # a typo is exit 2
         if spec.mode == "convergence":
             convergence.prepare(spec)  # load the data sets: a data problem is found first
             _check_time_limit(spec.convergence, point_timeout_s)
