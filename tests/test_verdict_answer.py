@@ -208,6 +208,18 @@ def test_a_sweep_confirms_its_leaders_interleaved(
     from gpubench.science import standing
 
     monkeypatch.setattr(standing, "_clean_or_all", lambda ok: ok)
+    # every worker the sweep and its confirmation start (calibration's own aside)
+    from gpubench.run import sweep, worker
+
+    runners: list[worker.WorkerRunner] = []
+
+    class Recorded(worker.WorkerRunner):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            runners.append(self)
+
+    monkeypatch.setattr(sweep, "WorkerRunner", Recorded)
+    monkeypatch.setattr(confirm, "WorkerRunner", Recorded)
     suite = tmp_path / "tiny.toml"
     suite.write_text(TINY)
     out = tmp_path / "run"
@@ -223,6 +235,10 @@ def test_a_sweep_confirms_its_leaders_interleaved(
     assert all(len(x) >= leaders.MIN_ROUNDS for x in record["samples_per_s"])
     assert all(x > 0 for series in record["samples_per_s"] for x in series)
     assert "interleaved rounds" in printed
+    # each candidate's first step in the rounds, and the rounds in the worker that measured
+    # the points: one worker for the model check, the points and the confirmation
+    assert len(record["first_step_s"]) == 2 and all(s > 0 for s in record["first_step_s"])
+    assert sum(len(r.startup_s) for r in runners) == 1
     whole = json.loads((out / confirmations.FILE).read_text())
     assert whole["seconds"] > 0 and whole["sweep_point_seconds"] > 0
 

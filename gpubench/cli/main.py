@@ -1,6 +1,10 @@
 """`gpubench` / `python -m gpubench`: parse the command line and hand it to its command. A
 ConfigError anywhere before measuring is one line on stderr and exit status 2 (a model that
-failed its check step before a sweep: that line, then the last frames of its traceback)."""
+failed its check step before a sweep: that line, then the last frames of its traceback).
+
+Light to import: a command that runs workers starts their fork server (run.forkserver) before
+the command line's own imports (torch, pandas, scipy: seconds of one core), so that both import
+side by side."""
 
 from __future__ import annotations
 
@@ -12,16 +16,22 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpubench.cli import commands, max_batch_args, parser, sweep_args, values
 from gpubench.config.errors import ConfigError
-from gpubench.config.spec import Budget
-from gpubench.run.preflight import ModelCheckFailed
 
+# The commands that measure in worker processes (run.worker): their fork server starts first.
+_WORKER_COMMANDS = ("sweep", "max-batch", "tune")
 _LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    current_folder_on_path()
+    current_folder_on_path()  # before the fork server starts: its workers inherit sys.path
+    given = sys.argv[1:] if argv is None else list(argv)
+    if next((a for a in given if not a.startswith("-")), None) in _WORKER_COMMANDS:
+        from gpubench.run import forkserver
+
+        forkserver.start()
+    from gpubench.cli import parser
+
     with warnings.catch_warnings():  # restores Python's warning display on the way out
         warnings.formatwarning = _format_warning
         try:
@@ -32,9 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _dispatch(args)
         except ConfigError as e:
             print(f"gpubench: error: {_one_line(str(e))}", file=sys.stderr)
-            if isinstance(e, ModelCheckFailed):  # where the model failed, under the one line
-                for line in e.frames:
-                    print(line, file=sys.stderr)
+            # a model that failed its check (run.preflight.ModelCheckFailed): where, under it
+            for line in getattr(e, "frames", ()):
+                print(line, file=sys.stderr)
             return 2
 
 
@@ -71,6 +81,9 @@ def _one_line(message: str) -> str:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    from gpubench.cli import commands, max_batch_args, parser, sweep_args, values
+    from gpubench.config.spec import Budget
+
     if args.command == "sweep":
         return commands.sweep(
             sweep_args.spec_from_args(args),

@@ -223,8 +223,10 @@ def save(
     else:
         height, bottom = fig.get_figheight(), 0.0
     fig.suptitle(title, fontsize=12, y=1 - 0.08 / height, va="top")
-    fig.tight_layout(rect=(0, bottom, 1, 1))  # tight_layout leaves room for the suptitle
-    fig.canvas.draw()  # places the ticks, so that every axis can be checked for labels
+    # Leaves room for the suptitle, and places every axis's ticks (it measures their labels),
+    # so they can be checked below without a draw of their own: savefig draws once in full
+    # (after laying the figure out once more for its tight box).
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     for ax in fig.axes:
         if ax.get_visible() and ax.get_gid() != EMPTY:
             for axis in (ax.xaxis, ax.yaxis):

@@ -45,10 +45,13 @@ def confirm(
     rows: list[dict[str, Any]],
     max_memory: int | None = None,
     timeout_s: float | None = TIMEOUT_S,
+    runner: WorkerRunner | None = None,
 ) -> dict[str, Any]:
     """Confirm the lead of every partition of `rows` (a speed sweep's), write confirm.json in
     `run_dir` and return what it holds: per partition its candidates, rounds, decision (or why
-    there is none), and the seconds it took."""
+    there is none), and the seconds it took. The rounds run in `runner`'s worker (the sweep's,
+    which has paid its models' first-step costs already; left serving), else in one of its
+    own, closed at the end."""
     started = time.perf_counter()
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
@@ -59,7 +62,8 @@ def confirm(
     left = max(SHARE * measured, MIN_BUDGET_S * len(groups))
     order = sorted(groups.values(), key=lambda g: leaders.cost_s(_chosen(g)[:2]))
     needs = [max(leaders.cost_s(_chosen(g)[:2]), MIN_BUDGET_S) for g in order]
-    runner = WorkerRunner(max_memory, timeout_s)
+    own = runner is None
+    runner = WorkerRunner(max_memory, timeout_s) if runner is None else runner
     records = []
     try:
         for n, group in enumerate(order):
@@ -72,7 +76,8 @@ def confirm(
             if record is not None:
                 records.append(record)
     finally:
-        runner.close()
+        if own:
+            runner.close()
     out = {
         "share": SHARE,
         "seconds": time.perf_counter() - started,
@@ -169,6 +174,7 @@ def _confirm_partition(
             "budget_s": budget_s,
             "seconds": time.perf_counter() - started,
             "setup_s": rounds.setup_s,
+            "first_step_s": rounds.first_step_s,
             "resident": _resident(rounds),
             "samples_per_s": rounds.samples_per_s,
         }
@@ -179,6 +185,7 @@ def _confirm_partition(
         "budget_s": budget_s,
         "seconds": time.perf_counter() - started,
         "setup_s": rounds.setup_s,
+        "first_step_s": rounds.first_step_s,
         "resident": _resident(rounds),
         "window_steps": rounds.window_steps,
         "samples_per_s": rounds.samples_per_s,

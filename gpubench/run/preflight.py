@@ -10,7 +10,11 @@ first of the sweep's other devices where its step runs (a model that only works 
 It fails the check when its step fails on every device of the sweep. Running out of memory is
 no failure: the sweep's rows say `oom`.
 
-Not checked: convergence sweeps (their models are built for a data set's shapes, which
+Before those steps, every model is built on the meta device (config.model_options.
+check_buildable, in the same worker: building imports torch._dynamo, which the worker has and the
+sweep's parent need not), so that a typo or an unknown option is a one-line ConfigError.
+
+Not checked by a step: convergence sweeps (their models are built for a data set's shapes, which
 convergence.prepare checks), and the ranks of a torchrun launch (they never call run_sweep).
 """
 
@@ -19,9 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpubench.config.errors import ConfigError
+from gpubench.config.model_options import check_buildable
 from gpubench.config.spec import AUTO, Point, SweepSpec
 from gpubench.harness.tracebacks import last_frames
-from gpubench.run.worker import Call, WorkerError, WorkerRunner
+from gpubench.run.worker import STARTUP_TIMEOUT_S, Call, WorkerError, WorkerRunner
 
 # The check point's settings: those every device supports, and the cheapest step.
 PRECISION = "fp32"
@@ -35,6 +40,28 @@ class ModelCheckFailed(ConfigError):
     def __init__(self, message: str, frames: list[str]) -> None:
         super().__init__(message)
         self.frames = frames
+
+
+def check_builds(spec: SweepSpec, runner: WorkerRunner) -> None:
+    """Raise the ConfigError check_buildable raises for `spec`'s models (a typo, a missing
+    library, an unknown option), built in `runner`'s worker, left serving. Building is set-up,
+    not a point: it runs under the worker's start-up limit, not --point-timeout."""
+    args = (spec.models, spec.size, spec.model_options)
+    call = Call(f"{__name__}:build_error", args, None, "cpu")
+    message = runner.call(call, STARTUP_TIMEOUT_S)
+    if message is not None:
+        raise ConfigError(message)
+
+
+def build_error(
+    models: tuple[str, ...], size: str, options: dict[str, dict[str, Any]]
+) -> str | None:
+    """In the worker: check_buildable's message where it fails, else None."""
+    try:
+        check_buildable(models, size, options)
+    except ConfigError as e:
+        return str(e)
+    return None
 
 
 def check_points(spec: SweepSpec) -> list[list[Point]]:

@@ -14,7 +14,6 @@ import pandas as pd
 
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError
-from gpubench.config.model_options import check_buildable
 from gpubench.config.spec import AUTO, Budget, Point, SweepSpec
 from gpubench.config.validate import validate
 from gpubench.probes import nvml
@@ -23,6 +22,7 @@ from gpubench.run import (
     batch_plan,
     calibration_process,
     folder,
+    forkserver,
     maxbatch,
     phases,
     preflight,
@@ -30,7 +30,7 @@ from gpubench.run import (
 )
 from gpubench.run import confirm as leads
 from gpubench.run import shard as shards
-from gpubench.run.worker import WorkerRunner, start_fork_server
+from gpubench.run.worker import WorkerRunner
 from gpubench.science import batch_analysis, bottleneck, convergence, scaling
 from gpubench.store.results import ResultStore, load_results, read_rows
 from gpubench.store.row import make_row
@@ -93,11 +93,11 @@ def run_sweep(
     there). `plan_file`: batch_sizes = "auto" read from (or searched into) that file, one
     plan for every shard given it (see `plan`). Before anything is written, each model takes
     one training step (run.preflight): a model that fails it raises preflight.ModelCheckFailed,
-    a ConfigError. The worker that took those steps measures the points.
+    a ConfigError. The worker that took those steps measures the points, and confirms.
     """
     runner = WorkerRunner(max_memory, point_timeout_s)
     try:
-        return _run_sweep(
+        rows = _run_sweep(
             spec,
             runner,
             out,
@@ -113,8 +113,11 @@ def run_sweep(
             confirm=confirm,
             plan_file=plan_file,
         )
-    finally:
-        runner.close(grace_s=0)  # a no-op where the points closed it (see _measure)
+    except BaseException:  # a second Ctrl-C, say: what is in flight is abandoned at once
+        runner.close(grace_s=0)
+        raise
+    runner.close()  # after the points and their confirmation
+    return rows
 
 
 def _run_sweep(
@@ -137,10 +140,11 @@ def _run_sweep(
     log = phases.PhaseLog()  # where the time goes (phases.json; scripts/sweep_phases.py)
     validate(spec)
     with log.phase("model checks"):
-        # The fork server imports torch and the harness (seconds of one core) while this
-        # process checks the models below, instead of after, when the first worker is needed.
-        start_fork_server()
-        check_buildable(spec.models, spec.size, spec.model_options)  # a typo is exit 2
+        # The fork server imports torch and the harness (seconds of one core) from the
+        # moment the command line starts (a no-op here then), beside the parent's imports.
+        forkserver.start()
+        # Built in the worker, which has imported what building needs (torch._dynamo).
+        preflight.check_builds(spec, runner)  # a typo is exit 2
         if spec.mode == "convergence":
             convergence.prepare(spec)  # load the data sets: a data problem is found first
             _check_time_limit(spec.convergence, point_timeout_s)
@@ -207,7 +211,8 @@ def _run_sweep(
         stopped = should_stop is not None and should_stop()
         if confirm and spec.mode == "speed" and shard is None and not stopped:
             with log.phase("confirmation"):
-                leads.confirm(run_dir, read_rows(run_dir), max_memory, point_timeout_s)
+                # in the worker that measured the points: their first-step costs are paid
+                leads.confirm(run_dir, read_rows(run_dir), max_memory, point_timeout_s, runner)
         if spec.mode == "convergence":
             with log.phase("analysis"):
                 batch_analysis.write_analysis(run_dir)
@@ -229,7 +234,7 @@ def _measure(
     runner: WorkerRunner | None = None,
 ) -> None:
     """Measure the points of `points` that `done_rows` lacks, in order, in `runner`'s worker
-    (else a new one; closed when they end, so the memory it holds is free for what follows),
+    (left serving for the caller; without `runner`, in a new one, closed when they end),
     appending each row to `store` (and each point's timings to `log`). A series that grows
     (run.batch_growth) gets its next batch size right after its last one, the sweep's count
     of points growing with it."""
@@ -257,6 +262,7 @@ def _measure(
     finished = sum(1 for p in points if p.key() in done) + len(grown_before)
     if on_start is not None:
         on_start(total, finished)
+    own = runner is None
     if runner is None:
         runner = WorkerRunner(max_memory, point_timeout_s)
     task = spec.convergence if spec.mode == "convergence" else spec.budget
@@ -296,7 +302,8 @@ def _measure(
     except BaseException:  # a second Ctrl-C, say: the point in flight is abandoned at once
         runner.close(grace_s=0)
         raise
-    runner.close()
+    if own:
+        runner.close()
 
 
 def _row(

@@ -18,15 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import multiprocessing as mp
 import os
 import signal
-import sys
 import threading
 import time
 import traceback
-import types
-from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -35,8 +31,13 @@ from typing import Any
 from gpubench.config.convergence import Convergence
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.failure import is_out_of_memory, one_line
-from gpubench.probes import load, process_tree
-from gpubench.run import memory_cap
+from gpubench.probes import load
+from gpubench.run import forkserver, memory_cap
+
+# ranks.py (and tests) take these from here
+from gpubench.run.forkserver import context  # noqa: F401
+from gpubench.run.forkserver import ensure_running as _ensure_fork_server  # noqa: F401
+from gpubench.run.forkserver import main_module_hidden as _main_module_hidden  # noqa: F401
 from gpubench.store.row import make_row
 
 # How one point is run: a Budget measures its speed, Convergence settings train it to a target.
@@ -166,30 +167,6 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exit status {exitcode}"
 
 
-def context() -> Any:  # typeshed has no common type of the spawn and forkserver contexts
-    """Where worker processes come from: a fork server that has imported torch and gpubench once
-    (a fresh worker then starts in tens of milliseconds instead of seconds, and never inherits
-    a CUDA context or OpenMP threads), or plain spawn where there is no fork server (Windows).
-    A user's model module must be importable in the worker: sys.path and PYTHONPATH as they
-    were when the first worker started carry over. Its workers, and whatever they start, know
-    this process's tree as gpubench's own (probes.process_tree.claim_root): their busy check
-    counts none of it as other load."""
-    process_tree.claim_root()  # before the fork server starts: it passes its environment on
-    if "forkserver" not in mp.get_all_start_methods():
-        return mp.get_context("spawn")
-    ctx = mp.get_context("forkserver")
-    # torch.optim imports torch._dynamo at its first use: seconds a fresh worker should not pay
-    ctx.set_forkserver_preload(
-        [
-            "gpubench.harness.point",
-            "gpubench.science.convergence",
-            "gpubench.run.worker",
-            "torch._dynamo",
-        ]
-    )
-    return ctx
-
-
 class WorkerRunner:
     """Measures each point in a worker process; see the module docstring for the outcomes.
 
@@ -209,7 +186,7 @@ class WorkerRunner:
         self.reuse = reuse
         self.startup_s: list[float] = []
         self.worker_address_space: int | None = None  # bytes, of the latest worker when ready
-        self._ctx = context()
+        self._ctx = forkserver.context()
         self._proc: BaseProcess | None = None
         self._conn: Connection | None = None
         self._lifeline: Connection | None = None  # never written: its closing ends the worker
@@ -283,8 +260,8 @@ class WorkerRunner:
         proc = self._ctx.Process(
             target=worker_main, args=(child, lifeline_r), name="gpubench-worker", daemon=True
         )
-        with _main_module_hidden():
-            _ensure_fork_server(self._ctx)
+        with forkserver.main_module_hidden():
+            forkserver.ensure_running(self._ctx)
             proc.start()
         child.close()  # so that the worker's death reads as end-of-file here
         lifeline_r.close()
@@ -315,45 +292,6 @@ class WorkerRunner:
             conn.close()
         if lifeline is not None:
             lifeline.close()
-
-
-def start_fork_server() -> None:
-    """Start the fork server workers come from (see context()) now, without waiting for it: its
-    imports (torch, torch._dynamo, gpubench's harness: seconds of one core) then run beside
-    whatever the caller does before its first worker, rather than before that worker. A no-op
-    where it runs already or where workers are spawned (no fork server)."""
-    ctx = context()
-    with _main_module_hidden():
-        _ensure_fork_server(ctx)
-
-
-def _ensure_fork_server(ctx: Any) -> None:
-    """Start the fork server (if that is where workers come from) with SIGINT ignored, which it
-    inherits: a Ctrl-C meant for the sweep must not kill it halfway through its imports."""
-    if ctx.get_start_method() != "forkserver":
-        return
-    from multiprocessing import forkserver
-
-    if threading.current_thread() is not threading.main_thread():
-        forkserver.ensure_running()
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        forkserver.ensure_running()
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-@contextlib.contextmanager
-def _main_module_hidden() -> Iterator[None]:
-    """The worker's code lives in gpubench, never in the caller's script: keep multiprocessing
-    from re-running that script (and any sweep at its top level) in every new worker."""
-    main = sys.modules["__main__"]
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        sys.modules["__main__"] = main
 
 
 def worker_main(conn: Connection, lifeline: Connection) -> None:

@@ -1,0 +1,80 @@
+"""Where worker processes come from: a fork server that has imported torch and gpubench's
+harness once. Light on purpose (no torch, no pandas): the command line starts the server here
+before its own heavy imports, so that the two sets of imports run side by side."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import signal
+import sys
+import threading
+import types
+from collections.abc import Iterator
+from typing import Any
+
+from gpubench.probes import process_tree
+
+# What the server imports once for every worker it forks. torch.optim imports torch._dynamo at
+# its first use: seconds a fresh worker should not pay.
+PRELOAD = (
+    "gpubench.harness.point",
+    "gpubench.science.convergence",
+    "gpubench.run.worker",
+    "torch._dynamo",
+)
+
+
+def context() -> Any:  # typeshed has no common type of the spawn and forkserver contexts
+    """Where worker processes come from: a fork server that has imported PRELOAD once (a fresh
+    worker then starts in tens of milliseconds instead of seconds, and never inherits a CUDA
+    context or OpenMP threads), or plain spawn where there is no fork server (Windows).
+    A user's model module must be importable in the worker: sys.path and PYTHONPATH as they
+    were when the server started carry over. Its workers, and whatever they start, know
+    this process's tree as gpubench's own (probes.process_tree.claim_root): their busy check
+    counts none of it as other load."""
+    process_tree.claim_root()  # before the fork server starts: it passes its environment on
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(list(PRELOAD))
+    return ctx
+
+
+def start() -> None:
+    """Start the fork server now, without waiting for it: its imports (torch, torch._dynamo,
+    gpubench's harness: seconds of one core) then run beside whatever the caller does before
+    its first worker, rather than before that worker. A no-op where it runs already or where
+    workers are spawned (no fork server)."""
+    ctx = context()
+    with main_module_hidden():
+        ensure_running(ctx)
+
+
+def ensure_running(ctx: Any) -> None:
+    """Start the fork server (if that is where workers come from) with SIGINT ignored, which it
+    inherits: a Ctrl-C meant for the sweep must not kill it halfway through its imports."""
+    if ctx.get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def main_module_hidden() -> Iterator[None]:
+    """The worker's code lives in gpubench, never in the caller's script: keep multiprocessing
+    from re-running that script (and any sweep at its top level) in every new worker."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
