@@ -122,3 +122,22 @@ def test_a_phase_that_raises_is_recorded(tmp_path: Path) -> None:
         time.sleep(0.01)
         raise RuntimeError("calibration failed")
     assert [p["phase"] for p in phases.read(tmp_path)["phases"]] == ["calibration"]
+
+
+def test_the_report_phase_is_the_one_the_command_recorded(tmp_path: Path) -> None:
+    # A report.html re-rendered hours later must not count as the sweep's report phase (its
+    # modification time once read 10,738 s of "report" for a 50 s sweep).
+    run = tmp_path / "run"
+    run.mkdir()
+    log = {"started": 100.0, "phases": [{"phase": "points", "start": 100.0, "end": 110.0}],
+           "points": []}  # fmt: skip
+    (run / phases.FILE).write_text(json.dumps(log))
+    (run / "results.jsonl").write_text("")
+    (run / "report.html").write_text("<html></html>")
+    assert phases.REPORT_PHASE not in dict(phases.breakdown(run))
+    phases.add_phase(run, phases.REPORT_PHASE, 110.0, 112.5)
+    parts = dict(phases.breakdown(run, launched=99.0, ended=113.0))
+    assert parts[phases.REPORT_PHASE] == pytest.approx(2.5)
+    assert parts["verdict and exit"] == pytest.approx(0.5)
+    phases.add_phase(tmp_path / "elsewhere", phases.REPORT_PHASE, 0.0, 1.0)  # no phases.json
+    assert not (tmp_path / "elsewhere").exists()

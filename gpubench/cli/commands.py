@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -13,7 +14,7 @@ from typing import Any, NoReturn
 from gpubench.cli import console
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point, SweepSpec
-from gpubench.run import accumulation_plan, maxbatch
+from gpubench.run import accumulation_plan, maxbatch, phases
 from gpubench.run.interrupt import GracefulStop
 from gpubench.run.memory_cap import exact_size
 from gpubench.run.sweep import DEFAULT_POINT_TIMEOUT_S, default_run_dir, run_sweep
@@ -74,8 +75,10 @@ def sweep(
         return 130
     finally:
         progress.stop()
+    reported = time.time()
     console.sweep_summary(frame, run_dir, convergence=spec.mode == "convergence")
     _render_report(run_dir)
+    phases.add_phase(run_dir, phases.REPORT_PHASE, reported, time.time())
     _print_verdict([run_dir])
     rows = frame.to_dict("records")
     failed = failed_models(rows)

@@ -64,6 +64,22 @@ class PhaseLog:
         os.replace(tmp, self._path)
 
 
+REPORT_PHASE = "summary and report (HTML, PNG charts)"
+
+
+def add_phase(run_dir: Path, name: str, start: float, end: float) -> None:
+    """Append phase `name` to `run_dir`'s phases.json: a phase the command runs after run_sweep
+    returned (the summary and report). A folder without phases.json is left as it is."""
+    path = run_dir / FILE
+    if not path.is_file():
+        return
+    data = read(run_dir)
+    data["phases"].append({"phase": name, "start": start, "end": end})
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def point_name(point: Point) -> str:
     """A point as phases.json names it: model, device, precision, optimizer and batch size."""
     return f"{point.model} {point.device} {point.precision} {point.optimizer} B={point.batch_size}"
@@ -93,9 +109,9 @@ def breakdown(
 ) -> list[tuple[str, float]]:
     """Seconds per phase of the sweep in `run_dir`, in order, from its phases.json and rows:
     start-up (from `launched`, the epoch time its command started, to run_sweep's start),
-    each recorded phase, the points phase split into POINT_PARTS (indented by two spaces),
-    the summary and report (to report.html's modification time) and the exit (to `ended`).
-    Parts whose bounds are unknown (no `launched`, no report) are left out."""
+    each recorded phase (the summary and report among them, as the command recorded it), the
+    points phase split into POINT_PARTS (indented by two spaces), and the exit (to `ended`).
+    Parts whose bounds are unknown (no `launched`, no `ended`) are left out."""
     from gpubench.store.results import read_rows
 
     data = read(run_dir)
@@ -107,14 +123,8 @@ def breakdown(
         out.append((str(p["phase"]), p["end"] - p["start"]))
         if p["phase"] == "points":
             out.extend((f"  {name}", s) for name, s in _point_parts(data, rows, p))
-    last = max(p["end"] for p in data["phases"])
-    report = run_dir / "report.html"
-    done = last
-    if report.is_file() and report.stat().st_mtime >= last:
-        done = report.stat().st_mtime
-        out.append(("summary and report (HTML, PNG charts)", done - last))
     if ended is not None:
-        out.append(("verdict and exit", ended - done))
+        out.append(("verdict and exit", ended - max(p["end"] for p in data["phases"])))
     return out
 
 
