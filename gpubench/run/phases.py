@@ -56,12 +56,17 @@ class PhaseLog:
         )
 
     def write(self) -> None:
-        if self._path is None:
-            return
-        data = {"started": self.started, "phases": self.phases, "points": self.points}
-        tmp = self._path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, self._path)
+        if self._path is not None:
+            _write(
+                self._path, {"started": self.started, "phases": self.phases, "points": self.points}
+            )
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    """phases.json replaced whole (a reader never sees half a file)."""
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 REPORT_PHASE = "summary and report (HTML, PNG charts)"
@@ -75,9 +80,7 @@ def add_phase(run_dir: Path, name: str, start: float, end: float) -> None:
         return
     data = read(run_dir)
     data["phases"].append({"phase": name, "start": start, "end": end})
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    _write(path, data)
 
 
 def point_name(point: Point) -> str:
