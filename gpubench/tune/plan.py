@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpubench.run import confirm
 from gpubench.science import leaders
 from gpubench.tune.reserve import Candidate, confirmation_s
 from gpubench.tune.search import CLIMB_TRIALS, ETA, FINALISTS, ROUNDS, Combo, Space
@@ -62,6 +63,7 @@ class TrialCost:
     samples_per_s: float | None = None
     warmup_s: float = 0.0
     point_s: float = 0.0
+    ci_rel: float | None = None  # the row's step_time_ci_rel (None: no interval)
 
 
 @dataclass
@@ -210,25 +212,43 @@ class Planner:
         return total
 
     # --- the search's deadline --------------------------------------------------------------
-    def candidates(self) -> list[Candidate]:
-        """The configurations the confirmation is expected to re-measure, from the deepest
-        round measured: the leader, the runner-up and any other within the verdict's margin
-        of the leader (leaders.MAX_CANDIDATES at most), each as its trials measured it."""
-        ran = [c for c in self.costs if c.samples_per_s is not None and c.step_time_s > 0]
+    def candidates(self, point_s: float | None = None) -> list[Candidate]:
+        """The configurations the confirmation is expected to re-measure, chosen as run.confirm
+        chooses them from results.jsonl: each configuration's deepest measurement, the leader,
+        the runner-up and every other whose interval reaches the leader's widened by
+        leaders.DRIFT or whose figure is within the margin (leaders.candidates), as many of
+        them as its budget for `point_s` seconds of points affords (leaders.affordable; the
+        leader and runner-up where none more fit), each as its trials measured it. Planning
+        on the deepest round's alone missed the earlier rounds' rows the confirmation re-measures
+        too (a tune at 25% of the cnn grid planned 2 candidates, confirmed 4, overran 5.7 s)."""
+        deepest: dict[tuple[Combo, int], TrialCost] = {}
+        for c in self.costs:
+            key = (c.combo, c.batch_size)
+            if key not in deepest or c.round >= deepest[key].round:
+                deepest[key] = c
+        ran = [c for c in deepest.values() if c.samples_per_s is not None and c.step_time_s > 0]
         if not ran:
             return []
-        deepest = max(c.round for c in ran)
-        best: dict[tuple[Combo, int], TrialCost] = {}
-        for c in ran:
-            if c.round == deepest:
-                best[(c.combo, c.batch_size)] = c
-        ranked = sorted(best.values(), key=lambda c: -(c.samples_per_s or 0.0))
-        top = ranked[0].samples_per_s or 0.0
-        close = [c for c in ranked[2:] if (c.samples_per_s or 0.0) >= (1 - leaders.MARGIN) * top]
-        chosen = (ranked[:2] + close)[: leaders.MAX_CANDIDATES]
+        rows = [
+            {
+                "samples_per_s": c.samples_per_s,
+                "step_time_s": c.step_time_s,
+                "step_time_ci_rel": c.ci_rel,
+                "_cost": c,
+            }
+            for c in ran
+        ]
+        chosen = leaders.candidates(rows)
+        if point_s is not None:
+            budget = max(confirm.SHARE * point_s, confirm.MIN_BUDGET_S)
+            chosen = leaders.affordable(chosen, budget) or chosen[:2]
         return [
-            Candidate(c.step_time_s, c.warmup_s, self.fixed_s(c.combo, c.batch_size, first=False))
-            for c in chosen
+            Candidate(
+                r["_cost"].step_time_s,
+                r["_cost"].warmup_s,
+                self.fixed_s(r["_cost"].combo, r["_cost"].batch_size, first=False),
+            )
+            for r in chosen[: leaders.MAX_CANDIDATES]
         ]
 
     def reserve_s(self, more_point_s: float = 0.0) -> float:
@@ -241,7 +261,7 @@ class Planner:
         for c in self.costs:
             deepest[(c.combo, c.batch_size)] = c.point_s or c.fixed_s + c.measuring_s
         point_s = sum(deepest.values()) + more_point_s
-        chosen = self.candidates()
+        chosen = self.candidates(point_s)
         if len(chosen) < FINALISTS:
             chosen = [Candidate(0.0, 0.0, self.prior_fixed_s)] * FINALISTS
         # its own worker's start, as max-batch's probes measured one
