@@ -1,5 +1,6 @@
 """The confirmation's reserve follows what the search measured: its likely candidates (chosen
-from each configuration's deepest row, as run.confirm chooses them), their step times, warm-ups and set-up, and the points' seconds."""
+from each configuration's deepest row, as run.confirm chooses them), their step times, warm-ups
+and set-up, and the points' seconds."""
 
 from __future__ import annotations
 
