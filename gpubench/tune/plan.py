@@ -17,8 +17,12 @@ default measuring times, the largest under which the planned trials of this roun
 rounds after it fit the search's time left, and gives the round its share of that time in
 proportion to its planned cost; the search measures in the round while its share has room
 (`room`), so a round short of time measures shorter and fewer trials rather than being
-abandoned, and the later rounds' fewest trials (the climbs' starts, the finalists) and the
-confirmation's reserve, both from measured costs, are always kept. Everything here is a pure
+abandoned; the climbs (round 1) may spend all the time left but what the finalists need, so a
+compiled combo's climb (a compile per new batch) goes on to its best while the budget has
+room; and the later rounds' fewest trials (the climbs' starts, the finalists) and the
+confirmation's reserve, both from measured costs, are always kept. A trial's measuring is
+planned at no less than the fewest steps the harness runs (as slow trials showed) at its
+combo's step time, scaled from its nearest measured batch. Everything here is a pure
 function of the costs it was told (`observe`) and the clock it was given, so it is tested on
 synthetic costs.
 """
@@ -326,6 +330,11 @@ class Planner:
         later rounds fit beside it, else its part in proportion to the planned costs."""
         rnd, trials, later = self._round
         scale = self.rounds[-1].scale
+        if rnd == ROUNDS - 2 and len(later) == 1:
+            # the climbs: all but what the finalists need at this scale (measured again).
+            # Held to their planned part, a compiled combo's climb (a compile per new batch)
+            # stopped short of its best with a third of the budget left unspent.
+            return max(left - self._kept_s(rnd, [FINALISTS], trials, scale), 0.0)
         rest = self.cost_s(rnd, trials[self._done :], scale)
         total = rest + self._later_s(rnd, later, trials, scale)
         return max(left, 0.0) * (rest / total if total > 0 else 1.0)
@@ -345,22 +354,37 @@ class Planner:
         screened = {c.combo for c in self.costs if c.round == rnd_now} | {combo}
         survivors = min(len(screened), math.ceil(len(set(trials)) / ETA))
         fewest = [survivors] * (len(later) - 1) + [FINALISTS] * bool(later)
-        # steps too slow for the limit: this configuration's floor, else another combo's at
-        # the same batch (a step's time is the batch's more than the setting's)
-        over = [c for c in self.costs if c.batch_size == batch_size and c.measuring_s > c.limit_s]
-        mine = [c.measuring_s for c in over if c.combo == combo]
-        floor = max(mine) if mine else statistics.median([c.measuring_s for c in over] or [0.0])
+        floor = self._floor_s(combo, batch_size)
         fixed = self.fixed_s(combo, batch_size) if batch_size else self.fixed_s(combo)
         need = fixed + max(self.measuring_est_s(rnd, scale), floor)
         keep = self._kept_s(rnd_now, fewest, trials)
         return need <= self._share_left(left) and need + keep <= left
 
-    def _kept_s(self, rnd: int, fewest: Sequence[int], combos: Sequence[Combo]) -> float:
-        """What the later rounds' fewest trials (`fewest[k]` in round rnd + 1 + k) cost at the
-        least: each a configuration measured again, at MIN_SCALE."""
+    def _floor_s(self, combo: Combo, batch_size: int) -> float:
+        """The least measuring seconds of a trial of `combo` at `batch_size`, whatever its limit:
+        the fewest steps the harness runs (as trials that ran past their limit showed) at the
+        combo's step time there, scaled from its nearest measured batch (samples/s flat);
+        before the combo ran, the floor other combos showed at that batch (a step's time is
+        the batch's more than the setting's). 0 where no trial ran past its limit."""
+        over = [c for c in self.costs if c.measuring_s > c.limit_s]
+        timed = [c for c in over if c.step_time_s > 0]
+        mine = [c for c in self.costs if c.combo == combo and c.step_time_s > 0 and c.batch_size]
+        if timed and mine and batch_size:
+            steps = statistics.median(c.measuring_s / c.step_time_s for c in timed)
+            near = min(mine, key=lambda c: abs(math.log(c.batch_size / batch_size)))
+            return steps * near.step_time_s * batch_size / near.batch_size
+        at_b = [c for c in over if c.batch_size == batch_size]
+        own = [c.measuring_s for c in at_b if c.combo == combo]
+        return max(own) if own else statistics.median([c.measuring_s for c in at_b] or [0.0])
+
+    def _kept_s(
+        self, rnd: int, fewest: Sequence[int], combos: Sequence[Combo], scale: float = MIN_SCALE
+    ) -> float:
+        """What the later rounds' fewest trials (`fewest[k]` in round rnd + 1 + k) cost at
+        `scale` (the least: MIN_SCALE): each a configuration measured again."""
         fixed = statistics.median(self.fixed_s(c, first=False) for c in combos) if combos else 0.0
         return sum(
-            n * (fixed + self.measuring_est_s(rnd + 1 + k, MIN_SCALE)) for k, n in enumerate(fewest)
+            n * (fixed + self.measuring_est_s(rnd + 1 + k, scale)) for k, n in enumerate(fewest)
         )
 
     def scale(self) -> float:

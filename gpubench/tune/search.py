@@ -6,10 +6,11 @@ size is the micro-batch, accumulated effective / micro times.
 Successive halving over ROUNDS rounds, each measuring ETA times longer than the one before:
 round 0 brackets the batch on the base combo at every other power of two from the largest it
 fits down (a curve that rises then flattens or falls peaks within one step of the best of every
-other step), screens every other combo at the base's best (a checkpoint mode that fits a larger
-batch at the largest only it fits), then refines the base's best by its neighbours; round 1
-climbs each survivor's batch both ways, PATIENCE steps past its best (a recorded curve has
-bumps a one-way climb stops at); round 2 measures the finalists as a sweep measures a point.
+other step), refines the base's best by its neighbours, then screens every other combo at the
+base's refined best (a checkpoint mode that fits a larger batch at the largest only it fits);
+round 1 climbs each survivor's batch both ways, larger batches first, PATIENCE steps past its
+best (a recorded curve has bumps a one-way climb stops at); round 2 measures the finalists as a
+sweep measures a point.
 
 A round keeps what is within its margin of its leader: the verdict's MARGIN widened by
 1/sqrt(share) of a sweep's measuring time (3 x MARGIN in round 0, sqrt(3) x in round 1), so a
@@ -196,8 +197,7 @@ class _Searcher:
 
     def first_round(self) -> list[tuple[Combo, int]]:
         """Round 0 (the module docstring; the base is the next combo where it runs at no
-        batch; screens come before refinement where the round is short of room): the surviving
-        combos and their batch index."""
+        batch): the surviving combos and their batch index."""
         batches = self.space.batch_sizes
         combos = self.space.combos
         plan = [combos[0]] * (len(self._bracket_order(combos[0])) + 2) + list(combos[1:])
@@ -211,12 +211,15 @@ class _Searcher:
         at: dict[Combo, int] = {}
         anchor: int | None = None
         anchor_fit = 0
-        base: Combo | None = None
         for combo in combos:
             if anchor is None:
                 anchor = self._screen(combo, self._bracket_order(combo), first=True)
-                if anchor is not None:
-                    base, at[combo] = combo, anchor
+                if anchor is not None:  # refined by its neighbours before the screens: a
+                    # bracket read noisily (a CPU's B=16 over B=64 by 14%) would screen
+                    # every setting at a batch too small to tell them apart
+                    refined = self._screen(combo, (anchor - 1, anchor + 1))
+                    anchor = anchor if refined is None else refined
+                    at[combo] = anchor
                     anchor_fit = self.space.fit_index(combo)
                 continue
             fit = self.space.fit_index(combo)
@@ -227,9 +230,6 @@ class _Searcher:
                 if self.measure(self.space.config(combo, batches[i]), 0) is not None:
                     at[combo] = i
                     break
-        if base is not None:  # refined by its neighbours (it ran: never None)
-            refined = self._screen(base, (at[base] - 1, at[base] + 1))
-            at[base] = at[base] if refined is None else refined
         return self._survivors(at)
 
     def _survivors(self, at: dict[Combo, int]) -> list[tuple[Combo, int]]:
@@ -299,7 +299,7 @@ class _Searcher:
             return self.value(config, 1)
 
         at(start)
-        for step in (-1, 1):
+        for step in (1, -1):  # up first: where a batch the screen read low has its best
             best, here = start, start + step
             # on a plateau or a bump a step can lose by noise alone: go PATIENCE steps past
             while 0 <= here < len(batches) and abs(here - best) <= PATIENCE:
