@@ -37,6 +37,9 @@ ETA = 3  # each round measures ETA times longer than the one before and keeps 1/
 ROUNDS = 3
 PATIENCE = 2  # steps a climb in batch goes on past its best (a plateau loses by noise)
 FINALISTS = 2  # the fewest configurations the last round measures (a leader and a rival)
+# A combo whose first trial reads under 1/DROP of the best so far (fp16 on a CPU: emulated) is
+# dropped at once, with its reason, and never measured again: no noise makes up a factor of ten.
+DROP = 10
 
 __all__ = ["Combo", "Cut", "Pacer", "Stop"]  # its parts that live in pacing.py, with it
 
@@ -121,6 +124,7 @@ class Outcome:
     rounds_decided: int = 0  # rounds whose survivors were chosen (ROUNDS: it ran to its end)
     stopped_in_round: int | None = None
     measure_all: bool = False  # round 0 measured every configuration (no bracket, no screen)
+    dropped: dict[Combo, str] = field(default_factory=dict)  # combo -> why (DROP)
 
 
 def search(
@@ -128,9 +132,11 @@ def search(
     measure: Measure,
     should_stop: Callable[[], bool] | None = None,
     pacer: Pacer | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> Outcome:
-    """Run the search over `space`, measuring through `measure` (the module docstring)."""
-    s = _Searcher(space, measure, should_stop or (lambda: False), pacer)
+    """Run the search over `space`, measuring through `measure` (the module docstring);
+    `note` is told, as it happens, why a combo was dropped (DROP)."""
+    s = _Searcher(space, measure, should_stop or (lambda: False), pacer, note)
     try:
         s.out.measure_all = pacer is not None and pacer.measure_all(space, s.planned_counts())
         survivors = s.first_round()
@@ -147,8 +153,14 @@ def search(
 
 class _Searcher:
     def __init__(
-        self, space: Space, measure: Measure, should_stop: Callable[[], bool], pacer: Pacer | None
+        self,
+        space: Space,
+        measure: Measure,
+        should_stop: Callable[[], bool],
+        pacer: Pacer | None,
+        note: Callable[[str], None] | None = None,
     ) -> None:
+        self.note = note
         self.space = space
         self._measure = measure
         self._should_stop = should_stop
@@ -170,6 +182,26 @@ class _Searcher:
         self.figures[(config, rnd)] = value
         self.out.trials.append(Trial(number, config, rnd, value))
         return value
+
+    def dropped(self, combo: Combo) -> bool:
+        """Whether `combo` is dropped: the best its trials read is under 1/DROP of another
+        combo's best (said to `note` once, and kept in the outcome with the figures)."""
+        if combo in self.out.dropped:
+            return True
+        ran = [t for t in self.out.trials if t.samples_per_s is not None and t.outcome != "cut"]
+        mine = [t.samples_per_s or 0.0 for t in ran if t.config.combo == combo]
+        others = [t.samples_per_s or 0.0 for t in ran if t.config.combo != combo]
+        if not mine or not others or max(mine) * DROP >= max(others):
+            return False
+        name = ", ".join(f"{k}={v}" for k, v in combo)
+        why = (
+            f"{name} dropped: it read {max(mine):,.4g} samples/s, under 1/{DROP} of the best "
+            f"so far ({max(others):,.4g}); not measured further"
+        )
+        self.out.dropped[combo] = why
+        if self.note is not None:
+            self.note(why)
+        return True
 
     def room(self, rnd: int, config: Config) -> bool:
         """Whether the pacer lets round `rnd` measure `config` (free where it was measured)."""
@@ -228,7 +260,8 @@ class _Searcher:
                 if i < 0 or not self.room(0, self.space.config(combo, batches[i])):
                     break
                 if self.measure(self.space.config(combo, batches[i]), 0) is not None:
-                    at[combo] = i
+                    if not self.dropped(combo):
+                        at[combo] = i
                     break
         return self._survivors(at)
 
@@ -236,6 +269,7 @@ class _Searcher:
         """The combos within round 0's margin of its leader by their figure at batch index
         `at[combo]` (1/ETA of the combos that ran at the least), best first."""
         batches = self.space.batch_sizes
+        at = {c: i for c, i in at.items() if not self.dropped(c)}  # by a later, faster one
         figure = {c: self.value(self.space.config(c, batches[at[c]]), 0) for c in at}
         # of the combos that ran (all but a short round's unscreened and the failed)
         fewest = max(1, math.ceil(min(len(at), len(self.space.combos)) / ETA))
@@ -250,6 +284,8 @@ class _Searcher:
             config = self.space.config(combo, batches[i])
             if (first and k == 0) or self.room(0, config):
                 self.measure(config, 0)
+            if self.dropped(combo):
+                return None
         best = max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
         ran = self.figures.get((self.space.config(combo, batches[best]), 0)) is not None
         return best if ran else None
