@@ -222,9 +222,8 @@ class Planner:
         the runner-up and every other whose interval reaches the leader's widened by
         leaders.DRIFT or whose figure is within the margin (leaders.candidates), as many of
         them as its budget for `point_s` seconds of points affords (leaders.affordable; the
-        leader and runner-up where none more fit), each as its trials measured it. Planning
-        on the deepest round's alone missed the earlier rounds' rows the confirmation re-measures
-        too (a tune at 25% of the cnn grid planned 2 candidates, confirmed 4, overran 5.7 s)."""
+        leader and runner-up where none more fit), each as its trials measured it (the last
+        round's alone: a tune at 25% of the cnn grid planned 2, confirmed 4, overran 5.7 s)."""
         deepest: dict[tuple[Combo, int], TrialCost] = {}
         for c in self.costs:
             key = (c.combo, c.batch_size)
@@ -233,14 +232,9 @@ class Planner:
         ran = [c for c in deepest.values() if c.samples_per_s is not None and c.step_time_s > 0]
         if not ran:
             return []
+        keys = ("samples_per_s", "step_time_s", "step_time_ci_rel", "_cost")
         rows = [
-            {
-                "samples_per_s": c.samples_per_s,
-                "step_time_s": c.step_time_s,
-                "step_time_ci_rel": c.ci_rel,
-                "_cost": c,
-            }
-            for c in ran
+            dict(zip(keys, (c.samples_per_s, c.step_time_s, c.ci_rel, c), strict=True)) for c in ran
         ]
         chosen = leaders.candidates(rows)
         if point_s is not None:
