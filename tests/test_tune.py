@@ -67,6 +67,7 @@ def test_a_tiny_tune_on_the_cpu_writes_its_run_folder_and_names_an_answer(
     assert all(t["budget_s"] == 0.3 for t in last)  # the last round is the sweep's measurement
     assert record["coverage"]["space_size"] == 4
     assert record["best"]["round"] == ROUNDS - 1
+    assert record["plan"]["dropped"] == []  # fp32 and bf16 both within a tenth of each other
     # results.jsonl: one row per configuration measured, its deepest round's
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     keys = [Point.of(r).key() for r in rows]

@@ -1,15 +1,24 @@
-"""The confirmation's reserve follows what the search measured: its likely candidates (the
-deepest round's leaders), their step times, warm-ups and set-up, and the points' seconds."""
+"""The confirmation's reserve follows what the search measured: its likely candidates (chosen
+from each configuration's deepest row, as run.confirm chooses them), their step times, warm-ups
+and set-up, and the points' seconds."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
+from gpubench.config.spec import Budget
 from gpubench.run import confirm
+from gpubench.science import leaders
+from gpubench.tune import trial
 from gpubench.tune.plan import Planner, TrialCost
 from gpubench.tune.reserve import Candidate, confirmation_s
+from gpubench.tune.search import Config
+
+DATA = Path(__file__).parent / "data" / "tune" / "v4-cnn"
 
 A = (("precision", "bf16"), ("compile", "eager"))
 B = (("precision", "fp32"), ("compile", "eager"))
@@ -60,3 +69,20 @@ def test_a_warm_up_its_trial_ended_unsteady_is_planned_to_the_confirmations_limi
 
 def test_one_candidate_needs_no_confirmation() -> None:
     assert confirmation_s([Candidate(0.1, 0.1, 1.0)], 100.0) == 0.0
+
+
+def test_the_reserve_counts_the_earlier_rounds_rows_the_confirmation_re_measures() -> None:
+    # the published tune at 25% of the cnn grid: its search planned a confirmation of the
+    # last round's two finalists (a 7.7 s reserve), run.confirm re-measured four rows of
+    # results.jsonl (two from round 1) in 16.8 s, and the tune overran its budget by 5.7 s
+    data = json.loads((DATA / "tune-at-25pct.json").read_text(encoding="utf-8"))
+    p = Planner(data["budget_s"], lambda: 0.0, [1.0, 1.0, 1.0], confirm.SHARE)
+    for t in data["trials"]:
+        combo = tuple((k, t[k]) for k in ("precision", "compile", "threads"))
+        p.observe(trial.cost(Config(combo, t["batch_size"]), t["tune_round"], t, t["wall_s"],
+                             1.0, Budget()))  # fmt: skip
+    assert len(p.candidates()) == leaders.MAX_CANDIDATES  # as the confirmation chose
+    assert p.reserve_s() >= 0.9 * data["confirmation_s"]
+    # the old plan's two finalists: the reserve the published search kept
+    planned = data["budget_s"] - data["search_deadline_s"]
+    assert p.reserve_s() > planned + (data["elapsed_s"] - data["budget_s"])

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from gpubench.tune.search import ROUNDS, Config, Space, round_scale, search
+from gpubench.tune.search import ROUNDS, Combo, Config, Space, round_scale, search
 
 BATCHES = tuple(2**i for i in range(2, 11))  # 4 ... 1024, the issue's grid
 COMBOS = tuple(
@@ -175,3 +175,36 @@ def test_a_space_where_nothing_runs_has_no_best() -> None:
     assert out.best is None and all(t.outcome == "failed" for t in out.trials)
     # each combo in turn is bracketed (every other size) while none has run
     assert len(out.trials) == len(COMBOS) * (len(BATCHES) // 2 + 1)
+
+
+class EveryPacer:
+    """A pacer that measures the whole space in round 0 and always has room."""
+
+    def measure_all(self, space: Space, halving: list[int]) -> bool:
+        return True
+
+    def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
+        pass
+
+    def room(self, rnd: int, combo: Combo, batch_size: int) -> bool:
+        return True
+
+
+def emulated_fp16(config: Config, rnd: int) -> float:
+    """fp16 on a CPU: emulated, a twentieth of the others at every batch."""
+    f = 0.05 if dict(config.combo)["precision"] == "fp16" else 1.0
+    return f * rise_and_fall(config)
+
+
+FP16 = (("precision", "fp16"), ("threads", 2), ("compile", "eager"))
+
+
+@pytest.mark.parametrize("every", [False, True])
+def test_a_setting_at_a_tenth_of_the_best_is_dropped_at_once_with_its_reason(every: bool) -> None:
+    space = Space((*COMBOS[:3], FP16), BATCHES)
+    said: list[str] = []
+    out = search(space, emulated_fp16, pacer=EveryPacer() if every else None, note=said.append)
+    assert [t.config.combo for t in out.trials].count(FP16) == 1  # its first trial only
+    assert list(out.dropped) == [FP16] and said == [out.dropped[FP16]]
+    assert "under 1/10 of the best so far" in said[0] and "precision=fp16" in said[0]
+    assert out.best is not None and out.best.combo != FP16

@@ -115,7 +115,24 @@ def test_a_candidate_the_budget_left_out_ties_with_the_confirmed_leader() -> Non
     (v,) = verdicts(_frame(rows), confirmations=[record])
     assert [t["label"] for t in v.ties] == ["cpu fp32 B=4"]  # the rounds beat B=16 only
     assert v.to_dict()["winner"] is None and v.ties[0]["re_measured"] is False
-    assert "not re-measured (over the budget), so tied with it: cpu fp32 B=4" in v.confidence
+    assert (
+        "not re-measured (over the budget), so tied with it by the rows: cpu fp32 B=4"
+        in v.confidence
+    )
+
+
+def test_a_clearly_slower_row_the_budget_left_out_is_not_tied() -> None:
+    # the published cnn tune: B=64 eager, 31% slower than the leader by the rows, read "not
+    # re-measured (over the budget), so tied with it"
+    b16, b4 = (dataclasses.replace(BASE, batch_size=b) for b in (16, 4))
+    rows = _rows((BASE, 64 / 910), (b16, 16 / 895), (b4, 4 / 690), ci=0.03)
+    level = [[900.0, 905, 899, 903, 898, 902, 901], [901.0, 899, 904, 897, 903, 900, 902]]
+    record = _record(rows[:2], level)
+    record["unmeasured"] = [{k: rows[2][k] for k in Point.__dataclass_fields__}]
+    (v,) = verdicts(_frame(rows), confirmations=[record])
+    assert [t["label"] for t in v.ties] == ["cpu fp32 B=16"]  # the rounds' tie only
+    assert "slower by the rows: cpu fp32 B=4 (x1.3" in v.confidence
+    assert "so tied" not in v.confidence and "B=4" not in v.headline()
 
 
 def test_contended_rows_are_named_and_rows_on_cores_of_their_own_preferred() -> None:

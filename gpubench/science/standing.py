@@ -179,13 +179,22 @@ def _confirmed(
         + ")"
         for i, c in sorted(comps.items())
     )
-    untested = [_row_tie(best, r, among) | {"re_measured": False} for r in unmeasured]
+    # a row the budget left out ties with the leader only where the rows cannot tell them
+    # apart (within the margin, or their intervals overlap); one clearly slower by the rows
+    # is said so, never "tied" (a row 31% slower read "so tied with it")
+    close = [r for r in unmeasured if _rows_tie(best, r, margin)]
+    slower = [r for r in unmeasured if not _rows_tie(best, r, margin)]
+    untested = [_row_tie(best, r, among) | {"re_measured": False} for r in close]
     also = (
-        f"; not re-measured (over the budget), so tied with it: "
+        f"; not re-measured (over the budget), so tied with it by the rows: "
         f"{', '.join(t['label'] for t in untested)}"
         if untested
         else ""
     )
+    if slower:
+        also += "; not re-measured (over the budget), slower by the rows: " + ", ".join(
+            f"{label(r, among)} ({times(_ratio(best, r), 3)})" for r in slower
+        )
     if d.winner is not None:
         held = (
             f"its lead held, by more than the {percent(margin)} margin, over "
@@ -217,6 +226,13 @@ def _confirmed(
         margin,
         paired,
     )
+
+
+def _rows_tie(best: dict[str, Any], row: dict[str, Any], margin: float) -> bool:
+    """Whether the rows cannot tell `row` from `best`: its figure within `margin` of best's, or
+    its 95% interval reaching best's."""
+    within = float(row["samples_per_s"]) * (1 + margin) >= float(best["samples_per_s"])
+    return within or leaders.interval(row)[1] >= leaders.interval(best)[0]
 
 
 def _reading(c: leaders.Comparison, margin: float) -> str:

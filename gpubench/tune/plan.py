@@ -17,8 +17,12 @@ default measuring times, the largest under which the planned trials of this roun
 rounds after it fit the search's time left, and gives the round its share of that time in
 proportion to its planned cost; the search measures in the round while its share has room
 (`room`), so a round short of time measures shorter and fewer trials rather than being
-abandoned, and the later rounds' fewest trials (the climbs' starts, the finalists) and the
-confirmation's reserve, both from measured costs, are always kept. Everything here is a pure
+abandoned; the climbs (round 1) may spend all the time left but what the finalists need, so a
+compiled combo's climb (a compile per new batch) goes on to its best while the budget has
+room; and the later rounds' fewest trials (the climbs' starts, the finalists) and the
+confirmation's reserve, both from measured costs, are always kept. A trial's measuring is
+planned at no less than the fewest steps the harness runs (as slow trials showed) at its
+combo's step time, scaled from its nearest measured batch. Everything here is a pure
 function of the costs it was told (`observe`) and the clock it was given, so it is tested on
 synthetic costs.
 """
@@ -31,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpubench.run import confirm
 from gpubench.science import leaders
 from gpubench.tune.reserve import Candidate, confirmation_s
 from gpubench.tune.search import CLIMB_TRIALS, ETA, FINALISTS, ROUNDS, Combo, Space
@@ -62,6 +67,7 @@ class TrialCost:
     samples_per_s: float | None = None
     warmup_s: float = 0.0
     point_s: float = 0.0
+    ci_rel: float | None = None  # the row's step_time_ci_rel (None: no interval)
 
 
 @dataclass
@@ -210,25 +216,37 @@ class Planner:
         return total
 
     # --- the search's deadline --------------------------------------------------------------
-    def candidates(self) -> list[Candidate]:
-        """The configurations the confirmation is expected to re-measure, from the deepest
-        round measured: the leader, the runner-up and any other within the verdict's margin
-        of the leader (leaders.MAX_CANDIDATES at most), each as its trials measured it."""
-        ran = [c for c in self.costs if c.samples_per_s is not None and c.step_time_s > 0]
+    def candidates(self, point_s: float | None = None) -> list[Candidate]:
+        """The configurations the confirmation is expected to re-measure, chosen as run.confirm
+        chooses them from results.jsonl: each configuration's deepest measurement, the leader,
+        the runner-up and every other whose interval reaches the leader's widened by
+        leaders.DRIFT or whose figure is within the margin (leaders.candidates), as many of
+        them as its budget for `point_s` seconds of points affords (leaders.affordable; the
+        leader and runner-up where none more fit), each as its trials measured it (the last
+        round's alone: a tune at 25% of the cnn grid planned 2, confirmed 4, overran 5.7 s)."""
+        deepest: dict[tuple[Combo, int], TrialCost] = {}
+        for c in self.costs:
+            key = (c.combo, c.batch_size)
+            if key not in deepest or c.round >= deepest[key].round:
+                deepest[key] = c
+        ran = [c for c in deepest.values() if c.samples_per_s is not None and c.step_time_s > 0]
         if not ran:
             return []
-        deepest = max(c.round for c in ran)
-        best: dict[tuple[Combo, int], TrialCost] = {}
-        for c in ran:
-            if c.round == deepest:
-                best[(c.combo, c.batch_size)] = c
-        ranked = sorted(best.values(), key=lambda c: -(c.samples_per_s or 0.0))
-        top = ranked[0].samples_per_s or 0.0
-        close = [c for c in ranked[2:] if (c.samples_per_s or 0.0) >= (1 - leaders.MARGIN) * top]
-        chosen = (ranked[:2] + close)[: leaders.MAX_CANDIDATES]
+        keys = ("samples_per_s", "step_time_s", "step_time_ci_rel", "_cost")
+        rows = [
+            dict(zip(keys, (c.samples_per_s, c.step_time_s, c.ci_rel, c), strict=True)) for c in ran
+        ]
+        chosen = leaders.candidates(rows)
+        if point_s is not None:
+            budget = max(confirm.SHARE * point_s, confirm.MIN_BUDGET_S)
+            chosen = leaders.affordable(chosen, budget) or chosen[:2]
         return [
-            Candidate(c.step_time_s, c.warmup_s, self.fixed_s(c.combo, c.batch_size, first=False))
-            for c in chosen
+            Candidate(
+                r["_cost"].step_time_s,
+                r["_cost"].warmup_s,
+                self.fixed_s(r["_cost"].combo, r["_cost"].batch_size, first=False),
+            )
+            for r in chosen[: leaders.MAX_CANDIDATES]
         ]
 
     def reserve_s(self, more_point_s: float = 0.0) -> float:
@@ -241,7 +259,7 @@ class Planner:
         for c in self.costs:
             deepest[(c.combo, c.batch_size)] = c.point_s or c.fixed_s + c.measuring_s
         point_s = sum(deepest.values()) + more_point_s
-        chosen = self.candidates()
+        chosen = self.candidates(point_s)
         if len(chosen) < FINALISTS:
             chosen = [Candidate(0.0, 0.0, self.prior_fixed_s)] * FINALISTS
         # its own worker's start, as max-batch's probes measured one
@@ -306,6 +324,11 @@ class Planner:
         later rounds fit beside it, else its part in proportion to the planned costs."""
         rnd, trials, later = self._round
         scale = self.rounds[-1].scale
+        if rnd == ROUNDS - 2 and len(later) == 1:
+            # the climbs: all but what the finalists need at this scale (measured again).
+            # Held to their planned part, a compiled combo's climb (a compile per new batch)
+            # stopped short of its best with a third of the budget left unspent.
+            return max(left - self._kept_s(rnd, [FINALISTS], trials, scale), 0.0)
         rest = self.cost_s(rnd, trials[self._done :], scale)
         total = rest + self._later_s(rnd, later, trials, scale)
         return max(left, 0.0) * (rest / total if total > 0 else 1.0)
@@ -325,22 +348,37 @@ class Planner:
         screened = {c.combo for c in self.costs if c.round == rnd_now} | {combo}
         survivors = min(len(screened), math.ceil(len(set(trials)) / ETA))
         fewest = [survivors] * (len(later) - 1) + [FINALISTS] * bool(later)
-        # steps too slow for the limit: this configuration's floor, else another combo's at
-        # the same batch (a step's time is the batch's more than the setting's)
-        over = [c for c in self.costs if c.batch_size == batch_size and c.measuring_s > c.limit_s]
-        mine = [c.measuring_s for c in over if c.combo == combo]
-        floor = max(mine) if mine else statistics.median([c.measuring_s for c in over] or [0.0])
+        floor = self._floor_s(combo, batch_size)
         fixed = self.fixed_s(combo, batch_size) if batch_size else self.fixed_s(combo)
         need = fixed + max(self.measuring_est_s(rnd, scale), floor)
         keep = self._kept_s(rnd_now, fewest, trials)
         return need <= self._share_left(left) and need + keep <= left
 
-    def _kept_s(self, rnd: int, fewest: Sequence[int], combos: Sequence[Combo]) -> float:
-        """What the later rounds' fewest trials (`fewest[k]` in round rnd + 1 + k) cost at the
-        least: each a configuration measured again, at MIN_SCALE."""
+    def _floor_s(self, combo: Combo, batch_size: int) -> float:
+        """The least measuring seconds of a trial of `combo` at `batch_size`, whatever its limit:
+        the fewest steps the harness runs (as trials that ran past their limit showed) at the
+        combo's step time there, scaled from its nearest measured batch (samples/s flat);
+        before the combo ran, the floor other combos showed at that batch (a step's time is
+        the batch's more than the setting's). 0 where no trial ran past its limit."""
+        over = [c for c in self.costs if c.measuring_s > c.limit_s]
+        timed = [c for c in over if c.step_time_s > 0]
+        mine = [c for c in self.costs if c.combo == combo and c.step_time_s > 0 and c.batch_size]
+        if timed and mine and batch_size:
+            steps = statistics.median(c.measuring_s / c.step_time_s for c in timed)
+            near = min(mine, key=lambda c: abs(math.log(c.batch_size / batch_size)))
+            return steps * near.step_time_s * batch_size / near.batch_size
+        at_b = [c for c in over if c.batch_size == batch_size]
+        own = [c.measuring_s for c in at_b if c.combo == combo]
+        return max(own) if own else statistics.median([c.measuring_s for c in at_b] or [0.0])
+
+    def _kept_s(
+        self, rnd: int, fewest: Sequence[int], combos: Sequence[Combo], scale: float = MIN_SCALE
+    ) -> float:
+        """What the later rounds' fewest trials (`fewest[k]` in round rnd + 1 + k) cost at
+        `scale` (the least: MIN_SCALE): each a configuration measured again."""
         fixed = statistics.median(self.fixed_s(c, first=False) for c in combos) if combos else 0.0
         return sum(
-            n * (fixed + self.measuring_est_s(rnd + 1 + k, MIN_SCALE)) for k, n in enumerate(fewest)
+            n * (fixed + self.measuring_est_s(rnd + 1 + k, scale)) for k, n in enumerate(fewest)
         )
 
     def scale(self) -> float:

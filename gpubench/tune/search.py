@@ -6,10 +6,11 @@ size is the micro-batch, accumulated effective / micro times.
 Successive halving over ROUNDS rounds, each measuring ETA times longer than the one before:
 round 0 brackets the batch on the base combo at every other power of two from the largest it
 fits down (a curve that rises then flattens or falls peaks within one step of the best of every
-other step), screens every other combo at the base's best (a checkpoint mode that fits a larger
-batch at the largest only it fits), then refines the base's best by its neighbours; round 1
-climbs each survivor's batch both ways, PATIENCE steps past its best (a recorded curve has
-bumps a one-way climb stops at); round 2 measures the finalists as a sweep measures a point.
+other step), refines the base's best by its neighbours, then screens every other combo at the
+base's refined best (a checkpoint mode that fits a larger batch at the largest only it fits);
+round 1 climbs each survivor's batch both ways, larger batches first, PATIENCE steps past its
+best (a recorded curve has bumps a one-way climb stops at); round 2 measures the finalists as a
+sweep measures a point.
 
 A round keeps what is within its margin of its leader: the verdict's MARGIN widened by
 1/sqrt(share) of a sweep's measuring time (3 x MARGIN in round 0, sqrt(3) x in round 1), so a
@@ -36,6 +37,9 @@ ETA = 3  # each round measures ETA times longer than the one before and keeps 1/
 ROUNDS = 3
 PATIENCE = 2  # steps a climb in batch goes on past its best (a plateau loses by noise)
 FINALISTS = 2  # the fewest configurations the last round measures (a leader and a rival)
+# A combo whose first trial reads under 1/DROP of the best so far (fp16 on a CPU: emulated) is
+# dropped at once, with its reason, and never measured again: no noise makes up a factor of ten.
+DROP = 10
 
 __all__ = ["Combo", "Cut", "Pacer", "Stop"]  # its parts that live in pacing.py, with it
 
@@ -120,6 +124,7 @@ class Outcome:
     rounds_decided: int = 0  # rounds whose survivors were chosen (ROUNDS: it ran to its end)
     stopped_in_round: int | None = None
     measure_all: bool = False  # round 0 measured every configuration (no bracket, no screen)
+    dropped: dict[Combo, str] = field(default_factory=dict)  # combo -> why (DROP)
 
 
 def search(
@@ -127,9 +132,11 @@ def search(
     measure: Measure,
     should_stop: Callable[[], bool] | None = None,
     pacer: Pacer | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> Outcome:
-    """Run the search over `space`, measuring through `measure` (the module docstring)."""
-    s = _Searcher(space, measure, should_stop or (lambda: False), pacer)
+    """Run the search over `space`, measuring through `measure` (the module docstring);
+    `note` is told, as it happens, why a combo was dropped (DROP)."""
+    s = _Searcher(space, measure, should_stop or (lambda: False), pacer, note)
     try:
         s.out.measure_all = pacer is not None and pacer.measure_all(space, s.planned_counts())
         survivors = s.first_round()
@@ -146,8 +153,14 @@ def search(
 
 class _Searcher:
     def __init__(
-        self, space: Space, measure: Measure, should_stop: Callable[[], bool], pacer: Pacer | None
+        self,
+        space: Space,
+        measure: Measure,
+        should_stop: Callable[[], bool],
+        pacer: Pacer | None,
+        note: Callable[[str], None] | None = None,
     ) -> None:
+        self.note = note
         self.space = space
         self._measure = measure
         self._should_stop = should_stop
@@ -169,6 +182,26 @@ class _Searcher:
         self.figures[(config, rnd)] = value
         self.out.trials.append(Trial(number, config, rnd, value))
         return value
+
+    def dropped(self, combo: Combo) -> bool:
+        """Whether `combo` is dropped: the best its trials read is under 1/DROP of another
+        combo's best (said to `note` once, and kept in the outcome with the figures)."""
+        if combo in self.out.dropped:
+            return True
+        ran = [t for t in self.out.trials if t.samples_per_s is not None and t.outcome != "cut"]
+        mine = [t.samples_per_s or 0.0 for t in ran if t.config.combo == combo]
+        others = [t.samples_per_s or 0.0 for t in ran if t.config.combo != combo]
+        if not mine or not others or max(mine) * DROP >= max(others):
+            return False
+        name = ", ".join(f"{k}={v}" for k, v in combo)
+        why = (
+            f"{name} dropped: it read {max(mine):,.4g} samples/s, under 1/{DROP} of the best "
+            f"so far ({max(others):,.4g}); not measured further"
+        )
+        self.out.dropped[combo] = why
+        if self.note is not None:
+            self.note(why)
+        return True
 
     def room(self, rnd: int, config: Config) -> bool:
         """Whether the pacer lets round `rnd` measure `config` (free where it was measured)."""
@@ -196,8 +229,7 @@ class _Searcher:
 
     def first_round(self) -> list[tuple[Combo, int]]:
         """Round 0 (the module docstring; the base is the next combo where it runs at no
-        batch; screens come before refinement where the round is short of room): the surviving
-        combos and their batch index."""
+        batch): the surviving combos and their batch index."""
         batches = self.space.batch_sizes
         combos = self.space.combos
         plan = [combos[0]] * (len(self._bracket_order(combos[0])) + 2) + list(combos[1:])
@@ -211,12 +243,15 @@ class _Searcher:
         at: dict[Combo, int] = {}
         anchor: int | None = None
         anchor_fit = 0
-        base: Combo | None = None
         for combo in combos:
             if anchor is None:
                 anchor = self._screen(combo, self._bracket_order(combo), first=True)
-                if anchor is not None:
-                    base, at[combo] = combo, anchor
+                if anchor is not None:  # refined by its neighbours before the screens: a
+                    # bracket read noisily (a CPU's B=16 over B=64 by 14%) would screen
+                    # every setting at a batch too small to tell them apart
+                    refined = self._screen(combo, (anchor - 1, anchor + 1))
+                    anchor = anchor if refined is None else refined
+                    at[combo] = anchor
                     anchor_fit = self.space.fit_index(combo)
                 continue
             fit = self.space.fit_index(combo)
@@ -225,17 +260,16 @@ class _Searcher:
                 if i < 0 or not self.room(0, self.space.config(combo, batches[i])):
                     break
                 if self.measure(self.space.config(combo, batches[i]), 0) is not None:
-                    at[combo] = i
+                    if not self.dropped(combo):
+                        at[combo] = i
                     break
-        if base is not None:  # refined by its neighbours (it ran: never None)
-            refined = self._screen(base, (at[base] - 1, at[base] + 1))
-            at[base] = at[base] if refined is None else refined
         return self._survivors(at)
 
     def _survivors(self, at: dict[Combo, int]) -> list[tuple[Combo, int]]:
         """The combos within round 0's margin of its leader by their figure at batch index
         `at[combo]` (1/ETA of the combos that ran at the least), best first."""
         batches = self.space.batch_sizes
+        at = {c: i for c, i in at.items() if not self.dropped(c)}  # by a later, faster one
         figure = {c: self.value(self.space.config(c, batches[at[c]]), 0) for c in at}
         # of the combos that ran (all but a short round's unscreened and the failed)
         fewest = max(1, math.ceil(min(len(at), len(self.space.combos)) / ETA))
@@ -250,6 +284,8 @@ class _Searcher:
             config = self.space.config(combo, batches[i])
             if (first and k == 0) or self.room(0, config):
                 self.measure(config, 0)
+            if self.dropped(combo):
+                return None
         best = max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
         ran = self.figures.get((self.space.config(combo, batches[best]), 0)) is not None
         return best if ran else None
@@ -299,7 +335,7 @@ class _Searcher:
             return self.value(config, 1)
 
         at(start)
-        for step in (-1, 1):
+        for step in (1, -1):  # up first: where a batch the screen read low has its best
             best, here = start, start + step
             # on a plateau or a bump a step can lose by noise alone: go PATIENCE steps past
             while 0 <= here < len(batches) and abs(here - best) <= PATIENCE:

@@ -111,4 +111,11 @@ def cost(
         # a warm-up its limit ended may run to the confirmation's longer limit there
         warmup_s=warm if row.get("warmup_steady", True) else math.inf,
         point_s=float(row.get("point_time_s") or 0.0),
+        ci_rel=_ci_rel(row) if ok else None,
     )
+
+
+def _ci_rel(row: dict[str, Any]) -> float | None:
+    """The row's step_time_ci_rel, None where it has none (NaN: too few steps)."""
+    ci = row.get("step_time_ci_rel")
+    return None if ci is None or not math.isfinite(float(ci)) else float(ci)

@@ -294,12 +294,13 @@ def tune(
             return None if sps is None else float(sps)
 
         try:
-            outcome = search(space.space, measure, deadline_passed, planner)
+            outcome = search(space.space, measure, deadline_passed, planner, note=say)
         finally:
             runner.close()
         if measurements:
             tune_rows.write_results(run_dir, measurements)
         tune_record.fill(record, outcome, trial_rows, request.budget_s, space, planner)
+        record.plan = {**(record.plan or {}), "dropped": list(outcome.dropped.values())}
         left = planner.left_s()
         record.search_deadline_s = None if left is None else offset + now() + left
         store.write_json(T.FILE, record.to_dict())
