@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,7 +128,7 @@ class Record:
                 "sampler": type(result.study.sampler).__name__,
                 "pruner": type(result.study.pruner).__name__,
                 "reduction_factor": result.eta,
-                "states": result.states(),
+                "states": dict(Counter(t.state.name for t in result.study.trials)),
             },
         }
         store.write_json(FILE, record)

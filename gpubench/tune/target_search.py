@@ -4,15 +4,15 @@
 The space is small, so each configuration (batch size x learning rate) is enqueued in an Optuna
 study, in order, as a trial on an ordered log-scaled batch axis and a categorical lr-scaling rule
 (the seeded sampler never has to guess). A trial trains from scratch on seed 0 for up to its
-rung's training seconds, stopped at the target; rungs are limits r_0 < r_1 < ... `eta` apart,
-and a trial going on trains again from scratch (no checkpoints are kept). After each run the
-trial reports its rung value (rung_value) at step eta^k and Optuna's SuccessiveHalvingPruner
-(asynchronous successive halving, reduction factor eta) decides whether it goes on: where its
-value is among the best 1/eta reported at that rung so far (the first trials at a rung go on
-where they are the best so far). Before the pruner is heeded: a trial that reached the target is
-finished, one that failed is stopped, one not at the target by SLACK times the best time so far
-is stopped as hopeless (one seed's time is not the configuration's: seeds differ by up to
-science.target_time's disagreement spread), and at the top rung one short of it is stopped.
+rung's training seconds, stopped at the target; rungs are limits r_0 < r_1 < ... `eta` apart. A
+trial climbs its rungs before the next starts (Optuna cannot resume a trial once let go),
+training again from scratch at each (no checkpoints are kept). After each run it reports its
+rung_value at step eta^k, and Optuna's SuccessiveHalvingPruner (asynchronous successive halving,
+reduction factor eta) lets it go on where that value is among the best 1/eta reported at the
+rung so far (the first there go on where they are the best so far). Before the pruner is heeded,
+a trial that reached the target is finished, one that failed is stopped, one not at the target
+by SLACK times the best time so far is stopped as hopeless (seeds differ by up to
+science.target_time's disagreement spread), and one short of it at the top rung is stopped.
 The answer (seed_spread) is the contender, of the CONTENDERS fastest that reached the target,
 with the least median time over every seed; each re-run on a further seed is a trial of its own.
 
@@ -154,18 +154,16 @@ class SearchResult:
             ),
         )
         sizes = [c.batch_size for c in self.configs]
+        rules = list(dict.fromkeys(c.lr_scaling for c in self.configs))
         self._axes = {
             "batch_size": IntDistribution(min(sizes), max(sizes), log=True),
-            "lr_scaling": CategoricalDistribution(
-                list(dict.fromkeys(c.lr_scaling for c in self.configs))
-            ),
+            "lr_scaling": CategoricalDistribution(rules),
         }
 
     def runs(self) -> list[dict[str, Any]]:
-        """Every run in the order it ran, as the study's trials record them (the trials of
-        tune_target.json: target.Record)."""
-        trials = self.study.get_trials(deepcopy=False)
-        return sorted((r for t in trials for r in t.user_attrs.get("runs", ())), key=_index)
+        """Every run in the order it ran (one trial runs at a time), as the study's trials
+        record them: the trials of tune_target.json (target.Record)."""
+        return [r for t in self.study.get_trials(deepcopy=False) for r in t.user_attrs["runs"]]
 
     def trials_measured(self) -> int:
         """The configurations the search ran (the space it covered)."""
@@ -180,65 +178,48 @@ class SearchResult:
             first.setdefault(r["id"], r)
         return list(first.values())[:CONTENDERS]
 
-    def states(self) -> dict[str, int]:
-        """How many of the study's trials ended in each Optuna state."""
-        trials = self.study.get_trials(deepcopy=False)
-        return {s.name: n for s in TrialState if (n := sum(t.state == s for t in trials))}
-
     def ask(self, i: int, seed: int) -> Trial:
         """A new trial of configuration `i` on `seed`, enqueued so the sampler takes it as is."""
         c = self.configs[i]
         params = {"batch_size": c.batch_size, "lr_scaling": c.lr_scaling}
-        self.study.enqueue_trial(params, user_attrs={"config": i, "seed": seed})
+        self.study.enqueue_trial(params, user_attrs={"config": i, "seed": seed, "runs": []})
         return self.study.ask(self._axes)
 
-    def run(self, train: Train, trial: Trial, rung: int, limit_s: float) -> TrialRun:
+    def run(
+        self, train: Train, trial: Trial, rung: int, limit_s: float, metric: str
+    ) -> tuple[TrialRun, dict[str, Any]]:
         """Run `trial`'s configuration at `rung` for up to `limit_s` training seconds through
-        `train`; its cost is added to what the search spent."""
+        `train`, add its cost to what the search spent; the run and its record, to `note`."""
         i, seed = trial.user_attrs["config"], trial.user_attrs["seed"]
-        request = Request(len(self.runs()), i, self.configs[i], rung, seed, limit_s)
-        run = train(request)
+        index = len(self.runs())
+        run = train(Request(index, i, self.configs[i], rung, seed, limit_s))
         self.spent_s += run.cost_s
-        if (
-            seed == 0
-            and run.reached
-            and (self.best_s is None or run.time_to_target_s < self.best_s)
-        ):  # type: ignore[operator]
-            self.best, self.best_s = i, run.time_to_target_s
-        return run
-
-    def note(
-        self,
-        trial: Trial,
-        rung: int,
-        limit_s: float,
-        run: TrialRun,
-        decision: str,
-        reason: str,
-        metric: str,
-        value: float | None = None,
-    ) -> dict[str, Any]:
-        """Record `trial`'s run in the study, decided, and return the record."""
-        i = trial.user_attrs["config"]
-        record = {
-            "run": len(self.runs()),
+        t = run.time_to_target_s
+        if seed == 0 and t is not None and run.reached and (self.best_s is None or t < self.best_s):
+            self.best, self.best_s = i, t
+        config = self.configs[i]
+        return run, {
+            "run": index,
             "id": i,
-            "config": self.configs[i].as_dict(),
-            "label": self.configs[i].label(),
+            "config": config.as_dict(),
+            "label": config.label(),
             "rung": rung,
-            "seed": trial.user_attrs["seed"],
+            "seed": seed,
             "limit_s": limit_s,
             "metric": metric,
             **dataclasses.asdict(run),
-            "decision": decision,
-            "reason": reason,
             "t_start_s": self.spent_s - run.cost_s,
             "t_end_s": self.spent_s,
-            "best_so_far_s": self.best_s,
             "optuna_trial": trial.number,
-            "value": value,
         }
-        trial.set_user_attr("runs", [*trial.user_attrs.get("runs", ()), record])
+
+    def note(
+        self, trial: Trial, record: dict[str, Any], decision: str, reason: str, value: float | None
+    ) -> dict[str, Any]:
+        """Add `record`, decided, to `trial`'s runs in the study; return it."""
+        record |= {"decision": decision, "reason": reason, "value": value}
+        record["best_so_far_s"] = self.best_s
+        trial.set_user_attr("runs", [*trial.user_attrs["runs"], record])
         return record
 
     def tell(self, trial: Trial, run: TrialRun) -> None:
@@ -255,10 +236,6 @@ class SearchResult:
         spent and the contenders' `seeds` - 1 re-runs (their seed-0 cost each)."""
         reserve = (seeds - 1) * sum(float(c["cost_s"]) for c in self.contenders())
         return self.spent_s + reserve + limit_s <= budget_s
-
-
-def _index(run: dict[str, Any]) -> int:
-    return int(run["run"])
 
 
 def search(
@@ -283,7 +260,7 @@ def search(
         trial = result.ask(i, 0)
         for k, rung_s in enumerate(rungs.limits_s):
             limit = _limit(result, rung_s)
-            run = result.run(train, trial, k, limit)
+            run, record = result.run(train, trial, k, limit, metric)
             value = None if run.status != "ok" else rung_value(run, rung_s, metric, target)
             decision, reason = _decide(trial, run, k, limit, value, rungs, result.best_s)
             if decision == "kept" and not result.fits(
@@ -291,7 +268,7 @@ def search(
             ):
                 result.stopped_by_budget = True
                 decision, reason = "stopped", "the budget ran out"
-            noted = result.note(trial, k, limit, run, decision, reason, metric, value)
+            noted = result.note(trial, record, decision, reason, value)
             if on_run is not None:
                 on_run(noted)
             if decision != "kept":
@@ -357,11 +334,8 @@ def seed_spread(
         rows = [_seed_row(first)]
         for seed in range(1, seeds):
             trial = result.ask(first["id"], seed)
-            run = result.run(train, trial, len(rungs.limits_s), limit_s)
-            why = f"a contender re-run on seed {seed}"
-            noted = result.note(
-                trial, len(rungs.limits_s), limit_s, run, "seed", why, first["metric"]
-            )
+            run, record = result.run(train, trial, len(rungs.limits_s), limit_s, first["metric"])
+            noted = result.note(trial, record, "seed", f"a contender re-run on seed {seed}", None)
             result.tell(trial, run)
             rows.append(_seed_row(noted))
             if on_run is not None:
