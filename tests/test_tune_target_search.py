@@ -84,15 +84,19 @@ def test_the_fastest_configuration_is_found_and_the_pruner_stops_the_slow_at_the
     assert result.trials_measured() == 9 and not result.stopped_by_budget
     runs = result.runs()
     assert [r["run"] for r in runs] == list(range(len(runs)))
-    # the last three, each worse at 1 s than two of the six before, are pruned there
-    last = [(r["config"]["batch_size"], r["rung"], r["decision"]) for r in runs[-3:]]
-    assert last == [(256, 0, "stopped"), (512, 0, "stopped"), (1024, 0, "stopped")]
-    assert all(r["reason"].startswith("pruned") for r in runs[-3:])
+    # every configuration runs the first rung before any runs the next; of the nine, each of
+    # the last three is worse at 1 s than the best third before it: pruned there
+    assert [r["rung"] for r in runs[:9]] == [0] * 9
+    fates = [(r["config"]["batch_size"], r["decision"]) for r in runs[6:9]]
+    assert fates == [(256, "stopped"), (512, "stopped"), (1024, "stopped")]
+    assert all(r["reason"].startswith("pruned") for r in runs[6:9])
+    # at rung 1 the most promising goes first: B=64 (the least value at 1 s) reaches the target
+    assert (runs[9]["config"]["batch_size"], runs[9]["decision"]) == (64, "reached")
     # a configuration that never reaches the target never reaches it in the record either
     assert not any(r["decision"] == "reached" for r in runs if r["id"] in (0, 8))
     # one study trial per configuration: complete where it reached the target, else pruned
     trials = result.study.trials
-    assert len(trials) == 9 and states(result) == {"COMPLETE": 5, "PRUNED": 4}
+    assert len(trials) == 9 and states(result) == {"COMPLETE": 1, "PRUNED": 8}
     for t in trials:
         mine = [r for r in runs if r["optuna_trial"] == t.number]
         assert t.params["batch_size"] == mine[0]["config"]["batch_size"]
@@ -115,7 +119,7 @@ def test_successive_halving_keeps_a_run_only_among_the_best_third_reported_at_it
     first = {r["config"]["batch_size"]: r["decision"] for r in result.runs() if r["rung"] == 0}
     assert first == {8: "kept", 16: "kept", 32: "stopped", 64: "kept", 128: "stopped", 256: "kept"}
     top = [r for r in result.runs() if r["rung"] == 1]
-    assert [r["config"]["batch_size"] for r in top] == [8, 16, 64, 256]
+    assert [r["config"]["batch_size"] for r in top] == [64, 256, 16, 8]  # the best first
     assert all(r["reason"].startswith("not at the target within the top rung") for r in top)
     assert result.best is None and states(result) == {"PRUNED": 6}
 
@@ -158,16 +162,16 @@ def test_the_best_is_found_among_many_noisy_curves() -> None:
 def test_the_budget_ends_the_search_with_no_run_started_past_it() -> None:
     curves = {b: (1.0, 3.0 + b / 100) for b in (8, 16, 32, 64, 128, 256)}
     budget = 4 * (1.0 + OVERHEAD_S)
-    # B=8 runs 1 s and goes on (first at its rung); its 3-s rung fits the 6-s budget (1.5 spent),
-    # its 9-s rung does not: the budget ran out with one configuration measured
+    # each first-rung run costs 1 s of training + OVERHEAD_S: four fit the budget; B=8 (the
+    # first, so the best at its rung so far) was kept, but its next rung never starts
     result = run_search(curves, curve_train(curves), Rungs((1.0, 3.0, 9.0), 3), budget)
     assert result.stopped_by_budget and result.best is None
     runs = result.runs()
-    assert [(r["rung"], r["decision"]) for r in runs] == [(0, "kept"), (1, "stopped")]
-    assert runs[-1]["reason"] == "the budget ran out"
-    assert result.spent_s == pytest.approx(1.0 + 3.0 + 2 * OVERHEAD_S)
-    assert result.spent_s <= budget and result.trials_measured() == 1
-    assert states(result) == {"PRUNED": 1}
+    assert [(r["rung"], r["decision"]) for r in runs] == [(0, "stopped")] * 4
+    assert runs[0]["reason"] == "the budget ran out"
+    assert all(r["reason"].startswith("pruned") for r in runs[1:])
+    assert result.spent_s == pytest.approx(budget) and result.trials_measured() == 4
+    assert states(result) == {"PRUNED": 4}
 
 
 def test_the_contenders_re_runs_are_kept_room_for_in_the_budget() -> None:

@@ -4,12 +4,13 @@
 The space is small, so each configuration (batch size x learning rate) is enqueued in an Optuna
 study, in order, as a trial on an ordered log-scaled batch axis and a categorical lr-scaling rule
 (the seeded sampler never has to guess). A trial trains from scratch on seed 0 for up to its
-rung's training seconds, stopped at the target; rungs are limits r_0 < r_1 < ... `eta` apart. A
-trial climbs its rungs before the next starts (Optuna cannot resume a trial once let go),
-training again from scratch at each (no checkpoints are kept). After each run it reports its
-rung_value at step eta^k, and Optuna's SuccessiveHalvingPruner (asynchronous successive halving,
-reduction factor eta) lets it go on where that value is among the best 1/eta reported at the
-rung so far (the first there go on where they are the best so far). Before the pruner is heeded,
+rung's training seconds, stopped at the target; rungs are limits r_0 < r_1 < ... `eta` apart,
+run in turn (every trial at a rung before any at the next, so the space is screened first; at
+a later rung the least rung value first), and a trial going on trains again from scratch (no
+checkpoints are kept). Each run reports its rung_value at step eta^k, and Optuna's
+SuccessiveHalvingPruner (asynchronous successive halving, reduction factor eta) lets it go on
+where that value is among the best 1/eta reported at the rung so far (the first there go on
+where they are the best so far). Before the pruner is heeded,
 a trial that reached the target is finished, one that failed is stopped, one not at the target
 by SLACK times the best time so far is stopped as hopeless (seeds differ by up to
 science.target_time's disagreement spread), and one short of it at the top rung is stopped.
@@ -161,9 +162,10 @@ class SearchResult:
         }
 
     def runs(self) -> list[dict[str, Any]]:
-        """Every run in the order it ran (one trial runs at a time), as the study's trials
-        record them: the trials of tune_target.json (target.Record)."""
-        return [r for t in self.study.get_trials(deepcopy=False) for r in t.user_attrs["runs"]]
+        """Every run in the order it ran, as the study's trials record them: the trials of
+        tune_target.json (target.Record)."""
+        trials = self.study.get_trials(deepcopy=False)
+        return sorted((r for t in trials for r in t.user_attrs["runs"]), key=lambda r: r["run"])
 
     def trials_measured(self) -> int:
         """The configurations the search ran (the space it covered)."""
@@ -231,6 +233,14 @@ class SearchResult:
             state = TrialState.FAIL if run.status != "ok" else TrialState.PRUNED
             self.study.tell(trial, state=state)
 
+    def out_of_budget(self, trial: Trial) -> None:
+        """End `trial`, kept for a rung its run does not fit in the budget: pruned, its last
+        run's decision amended."""
+        runs = trial.user_attrs["runs"]
+        last = runs[-1] | {"decision": "stopped", "reason": "the budget ran out"}
+        trial.set_user_attr("runs", [*runs[:-1], last])
+        self.study.tell(trial, state=TrialState.PRUNED)
+
     def fits(self, limit_s: float, budget_s: float, seeds: int) -> bool:
         """Whether a run of up to `limit_s` training seconds fits in `budget_s` less what is
         spent and the contenders' `seeds` - 1 re-runs (their seed-0 cost each)."""
@@ -253,29 +263,33 @@ def search(
     re-runs' cost). `on_run` hears of each run once decided. Returns `result`, grown."""
     if rungs.eta != result.eta:
         raise ValueError(f"rungs' eta {rungs.eta} is not the study's reduction factor {result.eta}")
-    for i in range(len(result.configs)):
-        if not result.fits(_limit(result, rungs.limits_s[0]), budget_s, seeds):
-            result.stopped_by_budget = True
-            break
-        trial = result.ask(i, 0)
-        for k, rung_s in enumerate(rungs.limits_s):
+    # (rung value, configuration, its trial once asked): rung 0 in the enqueued order, each later
+    # rung the most promising first, as Optuna's asynchronous rule favours who reports first
+    alive: list[tuple[float, int, Trial | None]] = [
+        (0, i, None) for i in range(len(result.configs))
+    ]
+    for k, rung_s in enumerate(rungs.limits_s):
+        going: list[tuple[float, int, Trial | None]] = []
+        for n, (_, i, trial) in enumerate(alive):
             limit = _limit(result, rung_s)
+            if not result.fits(limit, budget_s, seeds):
+                result.stopped_by_budget = True
+                for _, _, kept in going + alive[n:]:
+                    if kept is not None:
+                        result.out_of_budget(kept)
+                return result
+            trial = trial or result.ask(i, 0)
             run, record = result.run(train, trial, k, limit, metric)
             value = None if run.status != "ok" else rung_value(run, rung_s, metric, target)
             decision, reason = _decide(trial, run, k, limit, value, rungs, result.best_s)
-            if decision == "kept" and not result.fits(
-                _limit(result, rungs.limits_s[k + 1]), budget_s, seeds
-            ):
-                result.stopped_by_budget = True
-                decision, reason = "stopped", "the budget ran out"
             noted = result.note(trial, record, decision, reason, value)
             if on_run is not None:
                 on_run(noted)
-            if decision != "kept":
-                break
-        result.tell(trial, run)
-        if result.stopped_by_budget:
-            break
+            if decision == "kept" and value is not None:  # kept: it reported a value
+                going.append((value, i, trial))
+            else:
+                result.tell(trial, run)
+        alive = sorted(going, key=lambda it: it[0])
     return result
 
 
