@@ -176,6 +176,24 @@ def test_the_target_search_says_its_best_so_far_answer_and_runs(tmp_path: Path) 
     assert f"Fastest single run: {fastest:.3g} s of training to the target" in text
     table = page.split('src="plots/search_target.png"')[1].split("</table>")[0]
     assert table.count("<tr>") == 1 + n
+    assert "Run on Optuna" not in text  # a record from before the search ran on Optuna
+
+
+def test_the_target_search_names_its_optuna_study(tmp_path: Path) -> None:
+    cpu, _ = cpu_gpu_runs(tmp_path)
+    record = json.loads((DATA / "target" / "tune_target.json").read_text())
+    record["optuna"] = {
+        "sampler": "TPESampler",
+        "pruner": "SuccessiveHalvingPruner",
+        "reduction_factor": 3,
+        "states": {"COMPLETE": 4, "PRUNED": 9},
+    }
+    (cpu / "tune_target.json").write_text(json.dumps(record))
+    text = " ".join(_search_text(build_report([cpu], tmp_path / "out").read_text()).split())
+    assert (
+        "Run on Optuna: TPESampler and SuccessiveHalvingPruner (reduction factor 3); its "
+        "trials: 4 complete, 9 pruned." in text
+    )
 
 
 def test_no_search_file_no_search_section_and_no_old_chart(tmp_path: Path) -> None:

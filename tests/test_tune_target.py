@@ -33,7 +33,7 @@ def test_a_tiny_search_on_digits_writes_its_trajectory_and_an_answer_over_seeds(
         rungs=2,
         eta=2,
         seed=3,  # --seed: the first seed; a contender's re-runs take the next ones
-        on_step=heard.append,
+        on_run=heard.append,
     )
     assert result.best is not None and result.best.batch_size in (32, 128)
     spread = result.time_to_target
@@ -56,6 +56,11 @@ def test_a_tiny_search_on_digits_writes_its_trajectory_and_an_answer_over_seeds(
     for t in trials:
         assert {"config", "rung", "elapsed_s", "best_metric", "decision", "reason"} <= set(t)
     assert record["answer"]["time_to_target"]["runs"] == 2
+    # the record is the Optuna study's: a trial per configuration and per contender's re-run
+    assert record["optuna"]["pruner"] == "SuccessiveHalvingPruner"
+    ended = record["optuna"]["states"]
+    assert sum(ended.values()) == 2 + len(reruns)
+    assert {t["optuna_trial"] for t in trials} == set(range(2 + len(reruns)))
     assert len(heard) == len(trials)
 
     rows = read_rows(out)

@@ -7,6 +7,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from gpubench.cli import console
 from gpubench.cli.tune_args import budget_s, request_from_args
@@ -62,7 +63,6 @@ def _run_target(args: argparse.Namespace) -> int:
     The flags tune shares with sweep are read as the plain tune reads them (request_from_args)
     and reach every run; the speed search's axis flags other than one precision are refused."""
     from gpubench.tune.target import parse_target, run_target
-    from gpubench.tune.target_search import Step
 
     if args.resume is not None:
         raise ConfigError("tune --target has no --resume; start a new search with --out DIR")
@@ -83,8 +83,8 @@ def _run_target(args: argparse.Namespace) -> int:
     out: Path = args.out or default_run_dir()
     print(f"tune --target {args.target} -> {out}", flush=True)
 
-    def step_line(s: Step) -> None:
-        print(f"  {s.config.label()} rung {s.rung}: {s.decision} ({s.reason})", flush=True)
+    def run_line(r: dict[str, Any]) -> None:
+        print(f"  {r['label']} rung {r['rung']}: {r['decision']} ({r['reason']})", flush=True)
 
     result = run_target(
         request.model,
@@ -104,7 +104,7 @@ def _run_target(args: argparse.Namespace) -> int:
         model_options=request.model_options,
         max_memory=args.max_memory,
         point_timeout_s=args.point_timeout,
-        on_step=None if args.quiet else step_line,
+        on_run=None if args.quiet else run_line,
     )
     print(result.describe())
     _report_and_verdict(out)

@@ -84,6 +84,13 @@ def lines(record: dict[str, Any], runs: list[Run]) -> list[str]:
         f"Coverage: {covered.get('measured', '?')} of {covered.get('space_size', '?')} "
         f"configurations run; {len(runs)} runs: " + ", ".join(told) + "."
     )
+    study = record.get("optuna") if isinstance(record.get("optuna"), dict) else None
+    if study:
+        ended = ", ".join(f"{n} {s.lower()}" for s, n in (study.get("states") or {}).items())
+        out.append(
+            f"Run on Optuna: {study.get('sampler')} and {study.get('pruner')} (reduction factor "
+            f"{study.get('reduction_factor')}); its trials: {ended or 'none'}."
+        )
     time = time_spent(num(record.get("elapsed_s")), num(record.get("budget_s")))
     spent = num(record.get("spent_s"))
     out.append(time + (f"; the runs cost {seconds(spent)}." if spent is not None else "."))

@@ -3,9 +3,10 @@ the least training time on a shipped real data set, without paying for the grid.
 
 The space is batch sizes x the rates the lr-scaling rules give each from the base rate (a rate
 two rules give alike is one configuration); tune.target_search trains them as a sweep's
-convergence points are trained (run.worker), on rungs of training time. The run folder holds
-results.jsonl (every run, marked with `tune_run`, its place in the trajectory, and `tune_trial`,
-its configuration), env.json, results.csv and tune_target.json, rewritten after every run.
+convergence points are trained (run.worker), on rungs of training time, in an Optuna study. The
+run folder holds results.jsonl (every run, marked with `tune_run`, its place in the trajectory,
+and `tune_trial`, its configuration), env.json, results.csv and tune_target.json, rewritten after
+every run.
 
 tune_target.json schema (version 1; times in seconds; a reader tolerates extra keys):
 {"version": 1, "kind": "target", "model", "size", "device", "precision", "optimizer",
@@ -14,8 +15,9 @@ tune_target.json schema (version 1; times in seconds; a reader tolerates extra k
  runs' cost), "eta", "rungs_s": [training-time limit of each rung], "seeds",
  "space": {"batch_sizes", "configs": [{batch_size, lr_scaling, lr_base, lr}]},
  "covered": {"measured", "space_size"}, "stopped_by_budget", "finished",
- "trials": [target_search.Step.as_dict()], "best_so_far_s", "answer": null or
- {"config", "label", "time_to_target": TargetTime.as_dict(), "describe"}}
+ "trials": [target_search.SearchResult.runs()], "best_so_far_s", "answer": null or
+ {"config", "label", "time_to_target": TargetTime.as_dict(), "describe"},
+ "optuna": {"sampler", "pruner", "reduction_factor", "states": {Optuna trial state: count}}}
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,10 +46,10 @@ from gpubench.science.curve import HIGHER_IS_BETTER
 from gpubench.science.target_time import TargetTime
 from gpubench.store.results import ResultStore
 from gpubench.tune.target_search import (
+    OnRun,
     Request,
     Rungs,
     SearchResult,
-    Step,
     TargetConfig,
     TrialRun,
     search,
@@ -118,9 +121,15 @@ class Record:
             "covered": {"measured": result.trials_measured(), "space_size": len(self.configs)},
             "stopped_by_budget": result.stopped_by_budget,
             "finished": finished,
-            "trials": [s.as_dict(self.metric) for s in result.steps],
+            "trials": result.runs(),
             "best_so_far_s": result.best_s,
             "answer": answer,
+            "optuna": {
+                "sampler": type(result.study.sampler).__name__,
+                "pruner": type(result.study.pruner).__name__,
+                "reduction_factor": result.eta,
+                "states": dict(Counter(t.state.name for t in result.study.trials)),
+            },
         }
         store.write_json(FILE, record)
 
@@ -222,7 +231,7 @@ def run_target(
     eta: int = ETA,
     max_memory: int | None = None,
     point_timeout_s: float | None = 600.0,
-    on_step: Callable[[Step], None] | None = None,
+    on_run: OnRun | None = None,
 ) -> TargetResult:
     """Search batch size x learning rate of `model` on `device` for the least training time
     to `target` ("METRIC=VALUE") within `budget_s` wall seconds, re-run the fastest on `seeds`
@@ -304,7 +313,7 @@ def run_target(
             base, ds.name, metric, value, budget_s, ladder, seeds, configs, sizes, max_steps
         )
         runner = WorkerRunner(max_memory, point_timeout_s)
-        result = SearchResult()
+        result = SearchResult(configs, ladder.eta, seed)
 
         def train(r: Request) -> TrialRun:
             c = r.config
@@ -324,14 +333,14 @@ def run_target(
             store.append(row)
             return trial_run(row, metric, cost)
 
-        def noted(step: Step) -> None:
+        def noted(run: dict[str, Any]) -> None:
             record.write(store, result, time.perf_counter() - started)
-            if on_step is not None:
-                on_step(step)
+            if on_run is not None:
+                on_run(run)
 
         try:
-            search(configs, train, metric, ladder, budget_s, seeds, on_step=noted, into=result)
-            spread = seed_spread(result, train, seeds, ladder, on_step=noted)
+            search(result, train, metric, value, ladder, budget_s, seeds, on_run=noted)
+            spread = seed_spread(result, train, seeds, ladder, on_run=noted)
         finally:
             runner.close()
             if store.path.is_file():

@@ -1,18 +1,26 @@
-"""The search of time to target as a pure function of the runs' outcomes: ASHA-style rungs of
-training time (run_target gives it real runs; the tests give it synthetic learning curves).
+"""The search of time to target on Optuna's machinery, as a pure function of the runs' outcomes
+(run_target gives it real runs; the tests give it synthetic learning curves).
 
-A trial is one configuration (batch size x learning rate) trained from scratch on seed 0 for up
-to its rung's training seconds, stopped at the target. Rungs are limits r_0 < r_1 < ... `eta`
-apart; a promoted configuration trains again from scratch (no checkpoints are kept). Once every
-live trial has run a rung: a trial that reached the target is finished; one that did not within
-SLACK times the best time so far is stopped as hopeless (one seed's time is not the
-configuration's: seeds differ by up to science.target_time's disagreement spread); of the rest
-the top 1/eta (reached first by time, then by the best held-out metric) go on, and at the top
-rung every one short of the target is stopped. The answer (seed_spread) is the contender, of the
-CONTENDERS fastest that reached the target, with the least median time over every seed.
+The space is small, so each configuration (batch size x learning rate) is enqueued in an Optuna
+study, in order, as a trial on an ordered log-scaled batch axis and a categorical lr-scaling rule
+(the seeded sampler never has to guess). A trial trains from scratch on seed 0 for up to its
+rung's training seconds, stopped at the target; rungs are limits r_0 < r_1 < ... `eta` apart,
+run in turn (every trial at a rung before any at the next, so the space is screened first; at
+a later rung the least rung value first), and a trial going on trains again from scratch (no
+checkpoints are kept). Each run reports its rung_value at step eta^k, and Optuna's
+SuccessiveHalvingPruner (asynchronous successive halving, reduction factor eta) lets it go on
+where that value is among the best 1/eta reported at the rung so far (the first there go on
+where they are the best so far). Before the pruner is heeded,
+a trial that reached the target is finished, one that failed is stopped, one not at the target
+by SLACK times the best time so far is stopped as hopeless (seeds differ by up to
+science.target_time's disagreement spread), and one short of it at the top rung is stopped.
+The answer (seed_spread) is the contender, of the CONTENDERS fastest that reached the target,
+with the least median time over every seed; each re-run on a further seed is a trial of its own.
 
-The budget is wall seconds of the runs' own `cost_s`: no run starts once the cost so far plus the
-contenders' expected re-runs reaches it, so it is exceeded by at most the run in flight.
+The study is the record: each trial carries its runs (user attribute `runs`, SearchResult.runs).
+The budget is wall seconds of the runs' own `cost_s`: a search run starts only where its
+training limit fits in the budget less the contenders' expected re-runs (their seed-0 cost
+each), so the search exceeds it by at most one run's cost beyond its training limit.
 """
 
 from __future__ import annotations
@@ -22,6 +30,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution, IntDistribution
+from optuna.trial import Trial, TrialState
 
 from gpubench.science.curve import HIGHER_IS_BETTER
 from gpubench.science.target_time import SPREAD_LIMIT, TargetTime
@@ -69,8 +81,8 @@ class TrialRun:
 
 @dataclass(frozen=True)
 class Request:
-    """A run asked for: `trial` at `rung` on `seed` for up to `limit_s` training seconds;
-    `index` is its place in the trajectory."""
+    """A run asked for: configuration `trial` at `rung` on `seed` for up to `limit_s` training
+    seconds; `index` is its place in the trajectory."""
 
     index: int
     trial: int
@@ -82,6 +94,8 @@ class Request:
 
 # Runs a request and says what it gave.
 Train = Callable[[Request], TrialRun]
+# Hears of each run once decided: its record (SearchResult.runs).
+OnRun = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -103,164 +117,215 @@ class Rungs:
         return Rungs(tuple(max_s / eta ** (count - 1 - k) for k in range(count)), eta)
 
 
-@dataclass
-class Step:
-    """One run in the trajectory (`rung` len(rungs) for the re-runs on further seeds), between
-    `t_start_s` and `t_end_s` of the search's cost; `decision` reached, kept, stopped or seed,
-    with `reason`; `best_so_far_s` the best time to target once its rung was decided."""
-
-    trial: int
-    config: TargetConfig
-    rung: int
-    seed: int
-    limit_s: float
-    run: TrialRun
-    t_start_s: float
-    t_end_s: float
-    decision: str = "pending"
-    reason: str = ""
-    best_so_far_s: float | None = None
-
-    def as_dict(self, metric: str) -> dict[str, Any]:
-        """The step as tune_target.json's trial."""
-        return {
-            "id": self.trial,
-            "config": self.config.as_dict(),
-            "label": self.config.label(),
-            "rung": self.rung,
-            "seed": self.seed,
-            "limit_s": self.limit_s,
-            "metric": metric,
-            **dataclasses.asdict(self.run),
-            "decision": self.decision,
-            "reason": self.reason,
-            "t_start_s": self.t_start_s,
-            "t_end_s": self.t_end_s,
-            "best_so_far_s": self.best_so_far_s,
-        }
+def rung_value(run: TrialRun, rung_s: float, metric: str, target: float) -> float:
+    """What a run reports at its rung for the pruner (the less the better): its training
+    seconds to the target; short of it, the rung's limit `rung_s` (which every run that reached
+    the target at that rung beat) raised by how far short its best held-out metric fell,
+    relative to the target; infinity where it was never evaluated."""
+    if run.reached:
+        return float(run.time_to_target_s)  # type: ignore[arg-type]
+    if run.best_metric is None or not math.isfinite(run.best_metric):
+        return math.inf
+    short = target - run.best_metric if HIGHER_IS_BETTER[metric] else run.best_metric - target
+    return rung_s * (1 + max(short, 0.0) / (abs(target) or 1.0))
 
 
 @dataclass
 class SearchResult:
-    """The trajectory, the fastest trial (index) with its time to target, and what it cost."""
+    """The search over `configs` as its Optuna study records it, the fastest configuration
+    (index) with its time to target, and what the runs cost. `seed` seeds the sampler."""
 
-    steps: list[Step] = field(default_factory=list)
+    configs: Sequence[TargetConfig]
+    eta: int
+    seed: int = 0
+    study: optuna.Study = field(init=False)
     best: int | None = None
     best_s: float | None = None
     spent_s: float = 0.0
     stopped_by_budget: bool = False
 
+    def __post_init__(self) -> None:
+        # gpubench prints its own line per run: Optuna's per-trial log lines would repeat them
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.study = optuna.create_study(
+            direction="minimize",
+            sampler=optuna.samplers.TPESampler(seed=self.seed),
+            pruner=optuna.pruners.SuccessiveHalvingPruner(
+                min_resource=1, reduction_factor=self.eta
+            ),
+        )
+        sizes = [c.batch_size for c in self.configs]
+        rules = list(dict.fromkeys(c.lr_scaling for c in self.configs))
+        self._axes = {
+            "batch_size": IntDistribution(min(sizes), max(sizes), log=True),
+            "lr_scaling": CategoricalDistribution(rules),
+        }
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Every run in the order it ran, as the study's trials record them: the trials of
+        tune_target.json (target.Record)."""
+        trials = self.study.get_trials(deepcopy=False)
+        return sorted((r for t in trials for r in t.user_attrs["runs"]), key=lambda r: r["run"])
+
     def trials_measured(self) -> int:
         """The configurations the search ran (the space it covered)."""
-        return len({s.trial for s in self.steps if s.decision != "seed"})
+        return len({r["id"] for r in self.runs() if r["decision"] != "seed"})
+
+    def contenders(self) -> list[dict[str, Any]]:
+        """The seed-0 runs that reached the target, fastest first: one per configuration, at
+        most CONTENDERS."""
+        reached = [r for r in self.runs() if r["decision"] == "reached"]
+        first: dict[int, dict[str, Any]] = {}
+        for r in sorted(reached, key=lambda r: float(r["time_to_target_s"])):
+            first.setdefault(r["id"], r)
+        return list(first.values())[:CONTENDERS]
+
+    def ask(self, i: int, seed: int) -> Trial:
+        """A new trial of configuration `i` on `seed`, enqueued so the sampler takes it as is."""
+        c = self.configs[i]
+        params = {"batch_size": c.batch_size, "lr_scaling": c.lr_scaling}
+        self.study.enqueue_trial(params, user_attrs={"config": i, "seed": seed, "runs": []})
+        return self.study.ask(self._axes)
 
     def run(
-        self, train: Train, trial: int, config: TargetConfig, rung: int, seed: int, limit_s: float
-    ) -> Step:
-        """Run one request through `train` and add it to the trajectory and its cost."""
-        run = train(Request(len(self.steps), trial, config, rung, seed, limit_s))
-        step = Step(
-            trial, config, rung, seed, limit_s, run, self.spent_s, self.spent_s + run.cost_s
-        )
+        self, train: Train, trial: Trial, rung: int, limit_s: float, metric: str
+    ) -> tuple[TrialRun, dict[str, Any]]:
+        """Run `trial`'s configuration at `rung` for up to `limit_s` training seconds through
+        `train`, add its cost to what the search spent; the run and its record, to `note`."""
+        i, seed = trial.user_attrs["config"], trial.user_attrs["seed"]
+        index = len(self.runs())
+        run = train(Request(index, i, self.configs[i], rung, seed, limit_s))
         self.spent_s += run.cost_s
-        self.steps.append(step)
-        return step
+        t = run.time_to_target_s
+        if seed == 0 and t is not None and run.reached and (self.best_s is None or t < self.best_s):
+            self.best, self.best_s = i, t
+        config = self.configs[i]
+        return run, {
+            "run": index,
+            "id": i,
+            "config": config.as_dict(),
+            "label": config.label(),
+            "rung": rung,
+            "seed": seed,
+            "limit_s": limit_s,
+            "metric": metric,
+            **dataclasses.asdict(run),
+            "t_start_s": self.spent_s - run.cost_s,
+            "t_end_s": self.spent_s,
+            "optuna_trial": trial.number,
+        }
 
-    def contenders(self) -> list[Step]:
-        """The seed-0 runs that reached the target, fastest first: at most CONTENDERS."""
-        reached = [s for s in self.steps if s.run.reached and s.decision != "seed"]
-        first: dict[int, Step] = {}
-        for s in sorted(reached, key=lambda s: float(s.run.time_to_target_s or 0.0)):
-            first.setdefault(s.trial, s)
-        return list(first.values())[:CONTENDERS]
+    def note(
+        self, trial: Trial, record: dict[str, Any], decision: str, reason: str, value: float | None
+    ) -> dict[str, Any]:
+        """Add `record`, decided, to `trial`'s runs in the study; return it."""
+        record |= {"decision": decision, "reason": reason, "value": value}
+        record["best_so_far_s"] = self.best_s
+        trial.set_user_attr("runs", [*trial.user_attrs["runs"], record])
+        return record
+
+    def tell(self, trial: Trial, run: TrialRun) -> None:
+        """End `trial` by its last run: complete with its time to target where it reached it,
+        failed where the run failed, else pruned (stopped short of the target)."""
+        if run.reached:
+            self.study.tell(trial, run.time_to_target_s)
+        else:
+            state = TrialState.FAIL if run.status != "ok" else TrialState.PRUNED
+            self.study.tell(trial, state=state)
+
+    def out_of_budget(self, trial: Trial) -> None:
+        """End `trial`, kept for a rung its run does not fit in the budget: pruned, its last
+        run's decision amended."""
+        runs = trial.user_attrs["runs"]
+        last = runs[-1] | {"decision": "stopped", "reason": "the budget ran out"}
+        trial.set_user_attr("runs", [*runs[:-1], last])
+        self.study.tell(trial, state=TrialState.PRUNED)
+
+    def fits(self, limit_s: float, budget_s: float, seeds: int) -> bool:
+        """Whether a run of up to `limit_s` training seconds fits in `budget_s` less what is
+        spent and the contenders' `seeds` - 1 re-runs (their seed-0 cost each)."""
+        reserve = (seeds - 1) * sum(float(c["cost_s"]) for c in self.contenders())
+        return self.spent_s + reserve + limit_s <= budget_s
 
 
 def search(
-    configs: Sequence[TargetConfig],
+    result: SearchResult,
     train: Train,
     metric: str,
+    target: float,
     rungs: Rungs,
     budget_s: float,
     seeds: int = 1,
-    on_step: Callable[[Step], None] | None = None,
-    into: SearchResult | None = None,
+    on_run: OnRun | None = None,
 ) -> SearchResult:
-    """Search `configs` for the least time to target (the module docstring) through `train`,
-    within `budget_s` (keeping the contenders' `seeds` - 1 re-runs' cost). `on_step` hears of
-    each step once decided; the trajectory grows in `into` (a new SearchResult by default)."""
-    out = into if into is not None else SearchResult()
-    alive = list(range(len(configs)))
+    """Search `result.configs` for the least time to `target` of `metric` (the module
+    docstring) through `train`, within `budget_s` (keeping the contenders' `seeds` - 1
+    re-runs' cost). `on_run` hears of each run once decided. Returns `result`, grown."""
+    if rungs.eta != result.eta:
+        raise ValueError(f"rungs' eta {rungs.eta} is not the study's reduction factor {result.eta}")
+    # (rung value, configuration, its trial once asked): rung 0 in the enqueued order, each later
+    # rung the most promising first, as Optuna's asynchronous rule favours who reports first
+    alive: list[tuple[float, int, Trial | None]] = [
+        (0, i, None) for i in range(len(result.configs))
+    ]
     for k, rung_s in enumerate(rungs.limits_s):
-        ran: list[Step] = []
-        for i in alive:
-            reserve = (seeds - 1) * sum(c.run.cost_s for c in out.contenders())
-            if out.spent_s + reserve >= budget_s:
-                out.stopped_by_budget = True
-                break
-            limit = rung_s if out.best_s is None else min(rung_s, SLACK * out.best_s)
-            step = out.run(train, i, configs[i], k, 0, limit)
-            ran.append(step)
-            run = step.run
-            if run.reached and (out.best_s is None or run.time_to_target_s < out.best_s):  # type: ignore[operator]
-                out.best, out.best_s = i, run.time_to_target_s
-        alive = _decide(ran, metric, rungs, k, out)
-        for step in ran:
-            step.best_so_far_s = out.best_s
-            if on_step is not None:
-                on_step(step)
-        if out.stopped_by_budget or not alive:
-            break
-    return out
+        going: list[tuple[float, int, Trial | None]] = []
+        for n, (_, i, trial) in enumerate(alive):
+            limit = _limit(result, rung_s)
+            if not result.fits(limit, budget_s, seeds):
+                result.stopped_by_budget = True
+                for _, _, kept in going + alive[n:]:
+                    if kept is not None:
+                        result.out_of_budget(kept)
+                return result
+            trial = trial or result.ask(i, 0)
+            run, record = result.run(train, trial, k, limit, metric)
+            value = None if run.status != "ok" else rung_value(run, rung_s, metric, target)
+            decision, reason = _decide(trial, run, k, limit, value, rungs, result.best_s)
+            noted = result.note(trial, record, decision, reason, value)
+            if on_run is not None:
+                on_run(noted)
+            if decision == "kept" and value is not None:  # kept: it reported a value
+                going.append((value, i, trial))
+            else:
+                result.tell(trial, run)
+        alive = sorted(going, key=lambda it: it[0])
+    return result
 
 
-def _decide(ran: list[Step], metric: str, rungs: Rungs, k: int, out: SearchResult) -> list[int]:
-    """Decide every step of rung `k`; return the trials that go on to the next rung."""
-    top = k == len(rungs.limits_s) - 1
-    ranked: list[Step] = []
-    for s in ran:
-        r = s.run
-        if r.reached:
-            s.decision, s.reason = "reached", f"reached the target in {r.time_to_target_s:.3g} s"
-            ranked.append(s)
-        elif r.status != "ok":
-            s.decision, s.reason = "stopped", f"{r.status}" + (f": {r.error}" if r.error else "")
-        elif out.best_s is not None and s.limit_s >= SLACK * out.best_s:
-            s.decision = "stopped"
-            s.reason = (
-                f"hopeless: not at the target by {SLACK * out.best_s:.3g} s, {SLACK:g}x the best "
-                "time to target"
-            )
-        else:
-            ranked.append(s)
-    ranked.sort(key=lambda s: _rank(s.run, metric))
-    quota = max(1, len(ranked) // rungs.eta)
-    going: list[int] = []
-    for place, s in enumerate(ranked):
-        if s.run.reached:
-            continue
-        if top:
-            s.decision = "stopped"
-            s.reason = f"not at the target within the top rung's {s.limit_s:.3g} s"
-        elif place < quota and out.stopped_by_budget:
-            s.decision, s.reason = "stopped", "the budget ran out"
-        elif place < quota:
-            s.decision = "kept"
-            s.reason = f"in the top 1/{rungs.eta} of rung {k} by best {metric}"
-            going.append(s.trial)
-        else:
-            s.decision = "stopped"
-            s.reason = f"pruned: not in the top 1/{rungs.eta} of rung {k} by best {metric}"
-    return going
+def _limit(result: SearchResult, rung_s: float) -> float:
+    """A rung's training limit, cut to SLACK times the best time so far."""
+    return rung_s if result.best_s is None else min(rung_s, SLACK * result.best_s)
 
 
-def _rank(run: TrialRun, metric: str) -> tuple[int, float]:
-    """Sort key of a run in its rung: reached first (by time to target), then by the best
-    metric (the better first), then never evaluated."""
+def _decide(
+    trial: Trial,
+    run: TrialRun,
+    k: int,
+    limit_s: float,
+    value: float | None,
+    rungs: Rungs,
+    best_s: float | None,
+) -> tuple[str, str]:
+    """The decision on `trial`'s run at rung `k` and why: reached, kept or stopped. Every run
+    that finished reports `value` at step eta^k, so it counts at its rung for those after it."""
+    if value is None:
+        return "stopped", f"{run.status}" + (f": {run.error}" if run.error else "")
+    trial.report(value, rungs.eta**k)
+    pruned = trial.should_prune()
     if run.reached:
-        return (0, float(run.time_to_target_s))  # type: ignore[arg-type]
-    if run.best_metric is None or not math.isfinite(run.best_metric):
-        return (2, 0.0)
-    return (1, -run.best_metric if HIGHER_IS_BETTER[metric] else run.best_metric)
+        return "reached", f"reached the target in {run.time_to_target_s:.3g} s"
+    if best_s is not None and limit_s >= SLACK * best_s:
+        return "stopped", (
+            f"hopeless: not at the target by {SLACK * best_s:.3g} s, {SLACK:g}x the best time "
+            "to target"
+        )
+    if k == len(rungs.limits_s) - 1:
+        return "stopped", f"not at the target within the top rung's {limit_s:.3g} s"
+    where = f"the best 1/{rungs.eta} of rung {k}'s values so far (Optuna's successive halving)"
+    if pruned:
+        return "stopped", f"pruned: not in {where}"
+    return "kept", f"in {where}"
 
 
 def seed_spread(
@@ -268,39 +333,41 @@ def seed_spread(
     train: Train,
     seeds: int,
     rungs: Rungs,
-    on_step: Callable[[Step], None] | None = None,
+    on_run: OnRun | None = None,
 ) -> TargetTime | None:
-    """Re-run each contender on every further seed for up to the top rung (a slower seed is
-    measured, not cut at the best time) and name the answer: the least median time to target,
-    those that reached it on every seed first. Sets `result.best` and `best_s` (its seed-0
-    time); its TargetTime, None where no trial reached the target."""
+    """Re-run each contender on every further seed (a trial of its own) for up to the top rung
+    (a slower seed is measured, not cut at the best time) and name the answer: the least median
+    time to target, those that reached it on every seed first. Sets `result.best` and `best_s`
+    (its seed-0 time); its TargetTime, None where no trial reached the target."""
     contenders = result.contenders()
     if not contenders:
         return None
     limit_s = rungs.limits_s[-1]
-    spreads: list[tuple[Step, TargetTime]] = []
+    spreads: list[tuple[dict[str, Any], TargetTime]] = []
     for first in contenders:
         rows = [_seed_row(first)]
         for seed in range(1, seeds):
-            step = result.run(train, first.trial, first.config, len(rungs.limits_s), seed, limit_s)
-            step.decision, step.reason = "seed", f"a contender re-run on seed {seed}"
-            step.best_so_far_s = result.best_s
-            rows.append(_seed_row(step))
-            if on_step is not None:
-                on_step(step)
+            trial = result.ask(first["id"], seed)
+            run, record = result.run(train, trial, len(rungs.limits_s), limit_s, first["metric"])
+            noted = result.note(trial, record, "seed", f"a contender re-run on seed {seed}", None)
+            result.tell(trial, run)
+            rows.append(_seed_row(noted))
+            if on_run is not None:
+                on_run(noted)
         times = sorted(
             float(r["time_to_target_s"]) for r in rows if r["time_to_target_s"] is not None
         )
         spreads.append((first, TargetTime(tuple(rows), tuple(times))))
     first, answer = min(spreads, key=lambda fs: (not fs[1].complete, fs[1].median_s or math.inf))
-    result.best, result.best_s = first.trial, first.run.time_to_target_s
+    result.best, result.best_s = first["id"], first["time_to_target_s"]
     return answer
 
 
-def _seed_row(step: Step) -> dict[str, Any]:
+def _seed_row(run: dict[str, Any]) -> dict[str, Any]:
+    reached = run["status"] == "ok" and run["time_to_target_s"] is not None
     return {
-        "seed": step.seed,
-        "batch_size": step.config.batch_size,
-        "status": step.run.status,
-        "time_to_target_s": step.run.time_to_target_s if step.run.reached else None,
+        "seed": run["seed"],
+        "batch_size": run["config"]["batch_size"],
+        "status": run["status"],
+        "time_to_target_s": run["time_to_target_s"] if reached else None,
     }
