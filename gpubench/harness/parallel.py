@@ -196,6 +196,7 @@ def _rank_values(point: Point, budget: Budget, group: Group) -> dict[str, Any]:
     m = seen.m
     whole = seen.profiled if isinstance(seen.profiled, StepProfile) else None
     collective = None if whole is None else whole.category_s["collective"]
+    share = None if whole is None else whole.category_s["collective"] / whole.step_time_s
     # a single process's values of this rank's share, and what the group's row adds up
     return row_values(local, workload, None, seen) | dict(
         rank=group.rank,
@@ -207,7 +208,7 @@ def _rank_values(point: Point, budget: Budget, group: Group) -> dict[str, Any]:
         # rank 0's reading of the node's CPU package: the node's samples
         cpu_energy=cpu_energy(seen.package, m.stats.n, batch * point.nproc),
         collective_time_s=collective,
-        collective_fraction=None if whole is None else collective / whole.step_time_s,
+        collective_fraction=share,
         step_profile=seen.profiled if group.rank == 0 else None,
     )
 

@@ -22,11 +22,11 @@ BACKENDS = {"cpu": "gloo", "cuda": "nccl"}
 # The columns the group's row takes from rank 0's values (each rank's are a single process's
 # values of its share, harness.point.row_values), and those it takes as every rank's largest
 # (memory is per rank).
-_STATE = ("parameters", "gradients", "optimizer")
-_AS_RANK0 = ("optimizer_impl", "parameters", "warmup_steps", "warmup_time_s", "warmup_steady")
-_AS_RANK0 += ("loss_first", "workload", "deadline_cut", "torch_threads", "step_timer")
-_AS_RANK0 += tuple(f"memory_{k}_bytes" for k in _STATE)
-_LARGEST = ("memory_inputs_bytes", "memory_remainder_bytes", "host_peak_rss_bytes")
+_STATE: tuple[str, ...] = ("parameters", "gradients", "optimizer")
+_AS_RANK0: tuple[str, ...] = ("optimizer_impl", "parameters", "workload", "torch_threads")
+_AS_RANK0 += ("step_timer", "warmup_steps", "warmup_time_s", "warmup_steady", "loss_first")
+_AS_RANK0 += ("deadline_cut", *(f"memory_{k}_bytes" for k in _STATE))
+_LARGEST: tuple[str, ...] = ("host_peak_rss_bytes", "memory_inputs_bytes", "memory_remainder_bytes")
 _LARGEST += ("torch_peak_allocated_bytes", "torch_peak_reserved_bytes")
 
 
