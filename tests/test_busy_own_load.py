@@ -24,7 +24,7 @@ import pytest
 from own_load import cpu_s, foreign_burner
 
 from gpubench.config.spec import Budget, Point
-from gpubench.harness import point as point_mod
+from gpubench.harness import observation
 from gpubench.probes import load
 from gpubench.probes.sampler_process import ProcessSampler
 from gpubench.run.worker import WorkerRunner, run_point
@@ -60,7 +60,7 @@ def test_a_point_beside_its_own_burning_sampler_is_not_busy(
         t = os.times()
         return t.user + t.system + t.children_user + t.children_system
 
-    monkeypatch.setattr(point_mod, "nvml_sampler", sampler)
+    monkeypatch.setattr(observation, "nvml_sampler", sampler)
     monkeypatch.setattr(load, "_machine_busy_s", machine_busy_s)
     before = os.times()
     row = run_point(_point(), BUDGET)

@@ -255,11 +255,12 @@ def test_a_first_step_longer_than_the_limit_still_warms_until_steady(clock: Fake
 
 
 def test_every_rank_warms_up_while_any_would(clock: FakeClock) -> None:
-    # this process steadies after 4 steps; `agree` stands for a group whose other rank goes on
-    # for 6 more, so every rank stops on the same step
-    others = iter([True] * 6)
+    # this process steadies after 4 steps; the group's other rank goes on for 6 more, so
+    # every rank stops on the same step
+    others = iter([1.0] * 6)
+    group = timing.Group(0, 2, lambda values: [max(values[0], next(others, 0.0))])
     budget = Budget(warmup_steps=1, warmup_min_s=0.0, warmup_max_s=10.0)
-    warm = timing.warm_up(clock.step, CPU, budget, agree=lambda flag: next(others, flag))
+    warm = timing.warm_up(clock.step, CPU, budget, group=group)
     assert warm.steps == 7 and warm.first_output == 1
     assert warm.estimate_s == pytest.approx(0.001)
 

@@ -12,7 +12,8 @@ import torch
 
 from gpubench import models
 from gpubench.config.spec import Budget, Point
-from gpubench.harness.point import SLOW_STEP_S, measure_point, profile_after
+from gpubench.harness.observation import SLOW_STEP_S, profile_after
+from gpubench.harness.point import measure_point
 from gpubench.harness.step import prepare
 from gpubench.harness.timing import Measurement, Stats
 from gpubench.probes import bandwidth, rapl

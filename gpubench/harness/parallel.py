@@ -1,17 +1,15 @@
 """One parallel point on one rank: the process group, the model in DistributedDataParallel or
-sharded by FSDP2's fully_shard, and the measured steps; rank 0 builds the group's row
-(harness.parallel_row). Every rank must issue the same collectives in the same order, so
-nothing here decides alone: the warm-up's length and the measured steps are agreed by
-all-reduces."""
+sharded by FSDP2's fully_shard, measured by the single process's code (harness.point.observe)
+on the rank's share; rank 0 builds the group's row (harness.parallel_row). Every rank must
+issue the same collectives in the same order, so nothing decides alone: the warm-up, the
+windows and the profile take each decision through a timing.Group, whose all-reduce gives
+every rank the group's answer."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
-import math
 import os
-import statistics
 import time
 from typing import Any
 
@@ -20,20 +18,14 @@ import torch.distributed as dist
 from torch import nn
 
 from gpubench import models
-from gpubench.config import precision
 from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
-from gpubench.harness import parallel_probes
 from gpubench.harness import step as step_mod
+from gpubench.harness.observation import observe
 from gpubench.harness.parallel_row import BACKENDS, group_row
-from gpubench.harness.point import (
-    cpu_energy,
-    nvml_sampler,
-    nvml_values,
-    profile_plan,
-)
-from gpubench.harness.timing import synchronize, time_window, warm_up
-from gpubench.probes import breakdown, calibration, load, memory, rapl
+from gpubench.harness.point import cpu_energy, nvml_values, row_values
+from gpubench.harness.timing import Group, synchronize
+from gpubench.probes import calibration, load, memory
 from gpubench.probes import profile as step_profile
 from gpubench.probes.profile import StepProfile
 
@@ -166,107 +158,58 @@ def measure_rank(
         if torch.device(point.device).type == "cpu":
             torch.set_num_threads(rank_threads(point))
         peak = calibration.matmul_peak(point.device, point.precision)
+    device = rank_device(point)
+    group = Group(rank, world, lambda values: _max_over_ranks(values, device))
     with load.OtherLoad() as whole:
-        values = _rank_values(point, budget, rank)
-        if "unsupported" not in values and values["others_cores"] is None:
+        values = _rank_values(point, budget, group)
+        if "unsupported" not in values and values["other_load_cores"] is None:
             whole.lengthen()  # steps too short to tell: the load around them
-    if "unsupported" not in values and values["others_cores"] is None:
-        values["others_cores"] = whole.cores  # every row that timed steps carries the check
+    if "unsupported" not in values and values["other_load_cores"] is None:
+        values["other_load_cores"] = whole.cores  # every row that timed steps carries the check
     gathered: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object(values, gathered, dst=0)
     if gathered is None:
         return None
     elapsed = time.perf_counter() - started
-    return group_row(point, gathered, world, budget, elapsed, peak, rank_device(point))
+    return group_row(point, gathered, world, budget, elapsed, peak, device)
 
 
-def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
+def _rank_values(point: Point, budget: Budget, group: Group) -> dict[str, Any]:
+    """This rank's figures, measured through the single process's observe() on its own share
+    of the batch (a seed of its own), every decision taken with the group."""
     start_address_space = memory.address_space_bytes()  # what --max-memory does not count
     device = rank_device(point)
     if device.type == "cpu":
         torch.set_num_threads(rank_threads(point))
-    torch.manual_seed(point.seed)  # the same initial weights on every rank
-    workload = models.build(point.model, point.model_size, **decode(point.model_options))
-    reason = step_mod.unsupported_reason(point, workload)
-    if reason is not None:
-        return {"unsupported": reason}
-    workload.model = wrap(workload.model, point.parallel, device)
-    # Each rank trains on batches of its own.
-    local = dataclasses.replace(
-        point, device=str(device), batch_size=per_process_batch(point), seed=point.seed + rank
-    )
-    prec = precision.get(point.precision)
-    peaks = memory.TorchPeaks(device)
-    with precision.tf32_mode(prec.tf32), step_mod.cudnn_benchmark(point.cudnn_benchmark):
-        prepared = step_mod.prepare(local, workload)
-        # Other processes' load over the warm-up and the measured steps (the measured steps
-        # alone can be shorter than the load's clock can read)
-        with load.OtherLoad() as others:
-            # timing's warm-up, agreed: every rank runs another step while any rank would; the
-            # second step runs under the FLOP and byte counters on every rank
-            warm = warm_up(
-                prepared.step,
-                device,
-                budget,
-                lambda: parallel_probes.counted_step(prepared),
-                lambda flag: bool(_max_over_ranks([float(flag)], device)[0]),
-            )
-            counted: parallel_probes.CountedStep = warm.observed  # type: ignore[assignment]
-            # the slowest rank's estimate of a step sizes every rank's measured steps
-            steps = steps_to_measure(budget, _max_over_ranks([warm.estimate_s], device)[0])
-            # Each rank samples its own GPU; the CPU package's energy is the node's: rank 0's.
-            sampler = nvml_sampler(device)
-            package = rapl.PackageEnergy() if rank == 0 else None
-            with (
-                memory.HostPeakRSS() as rss,
-                peaks,
-                sampler if sampler is not None else contextlib.nullcontext(),
-                package if package is not None else contextlib.nullcontext(),
-            ):
-                window = time_window(prepared.step, device, steps)
-        state = breakdown.breakdown(prepared.trainer.model, prepared.trainer.optimizer)
-        times, wall = window.times_s, window.wall_s
-        profiled = _profile(prepared.step, device, budget, times, warm.time_s + wall)
-    whole = profiled if isinstance(profiled, StepProfile) else None
-    collective_s = None if whole is None else whole.category_s["collective"]
-    return dict(
-        rank=rank,
-        step_times_s=times,
-        wall_time_s=wall,
-        warmup_steps=warm.steps,
-        warmup_time_s=warm.time_s,
-        warmup_steady=warm.steady,
-        loss_first=float(warm.first_output.item()),  # type: ignore[attr-defined]
-        loss_last=float(window.last_output.item()),  # type: ignore[attr-defined]
-        flops_per_step=counted.flops,
-        model_flops_per_step=counted.model_flops,
-        bytes_per_step=counted.bytes,
-        peak_rss_bytes=rss.peak_bytes,
-        peak_address_space_bytes=rss.peak_address_space_bytes,
-        start_address_space_bytes=start_address_space,
-        peak_allocated_bytes=peaks.allocated_bytes,
-        peak_reserved_bytes=peaks.reserved_bytes,
-        remainder_bytes=state.remainder_bytes(peaks.allocated_bytes),
-        inputs_bytes=prepared.batches.held_bytes,
-        nvml=nvml_values(sampler, steps, per_process_batch(point)),
-        cpu_energy=None
-        if package is None
-        else cpu_energy(package, steps, per_process_batch(point) * point.nproc),
-        parameters_bytes=state.parameters_bytes,
-        gradients_bytes=state.gradients_bytes,
-        optimizer_bytes=state.optimizer_bytes,
-        collective_time_s=collective_s,
-        collective_fraction=None
-        if whole is None
-        else whole.category_s["collective"] / whole.step_time_s,
-        profile=profiled if rank == 0 else None,
-        others_cores=others.cores,
-        threads=torch.get_num_threads(),
-        parameters=sum(p.numel() for p in prepared.trainer.model.parameters()),
-        tokens_per_sample=workload.tokens_per_sample,
-        workload=workload.name,
-        optimizer_impl=prepared.trainer.optimizer_impl,
-        timer="cuda_event" if device.type == "cuda" else "perf_counter",
+    with memory.HostPeakRSS() as rss:
+        torch.manual_seed(point.seed)  # the same initial weights on every rank
+        workload = models.build(point.model, point.model_size, **decode(point.model_options))
+        reason = step_mod.unsupported_reason(point, workload)
+        if reason is not None:
+            return {"unsupported": reason}
+        workload.model = wrap(workload.model, point.parallel, device)
+        batch = per_process_batch(point)
+        local = dataclasses.replace(
+            point, device=str(device), batch_size=batch, seed=point.seed + group.rank
+        )
+        seen = observe(local, workload, budget, rss=rss, group=group)
+    m = seen.m
+    whole = seen.profiled if isinstance(seen.profiled, StepProfile) else None
+    collective = None if whole is None else whole.category_s["collective"]
+    share = None if whole is None else whole.category_s["collective"] / whole.step_time_s
+    # a single process's values of this rank's share, and what the group's row adds up
+    return row_values(local, workload, None, seen) | dict(
+        rank=group.rank,
+        model_flops_per_step=seen.counted.flops.model,
+        host_peak_rss_bytes=rss.peak_bytes,
+        host_peak_address_space_bytes=rss.peak_address_space_bytes,
+        host_address_space_start_bytes=start_address_space,
+        nvml=nvml_values(seen.sampler, m.stats.n, batch),
+        # rank 0's reading of the node's CPU package: the node's samples
+        cpu_energy=cpu_energy(seen.package, m.stats.n, batch * point.nproc),
+        collective_time_s=collective,
+        collective_fraction=share,
+        step_profile=seen.profiled if group.rank == 0 else None,
     )
 
 
@@ -275,27 +218,3 @@ def _max_over_ranks(values: list[float], device: torch.device) -> list[float]:
     t = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return [float(v) for v in t.tolist()]
-
-
-def _profile(
-    step: Any, device: torch.device, budget: Budget, times: list[float], spent_s: float
-) -> StepProfile | str | None:
-    """This rank's profile, by the single process's plan (point.profile_plan) on the slowest
-    rank's median step and longest warm-up and measurement, so every rank profiles the same
-    steps."""
-    plan = profile_plan(budget, *_max_over_ranks([statistics.median(times), spent_s], device))
-    if plan is None or isinstance(plan, str):
-        return plan
-    return step_profile.profile_steps(step, device, plan)
-
-
-def steps_to_measure(budget: Budget, step_s: float) -> int:
-    """Steps that fill `budget.min_time_s` at `step_s` seconds a step, within min_steps and
-    max_steps and what `budget.max_time_s` allows (min_steps at the least): a parallel point
-    measures a count fixed in advance, the same on every rank."""
-    step_s = max(step_s, 1e-9)
-    wanted = max(budget.min_steps, math.ceil(budget.min_time_s / step_s))
-    affordable = budget.max_steps
-    if math.isfinite(budget.max_time_s):
-        affordable = max(budget.min_steps, math.floor(budget.max_time_s / step_s))
-    return max(1, min(wanted, affordable, budget.max_steps))

@@ -1,43 +1,15 @@
-"""What a rank of a parallel point observes besides its step times (a steady step's FLOPs and
-bytes, the load outside the group), and what the group's row makes of them (oversubscribed
-cores, address space, its GPUs' NVML readings and energy). A rank's reading of other
-processes' load leaves out gpubench's process tree (probes.process_tree), which holds every
-rank (forked by the fork server, or under torchrun's agent): no rank counts another."""
+"""What the group's row of a parallel point makes of its ranks' figures: the load outside the
+group, oversubscribed cores, address space, its GPUs' NVML readings and energy. A rank's
+reading of other processes' load leaves out gpubench's process tree (probes.process_tree),
+which holds every rank (forked by the fork server, or under torchrun's agent): no rank counts
+another."""
 
 from __future__ import annotations
 
 import functools
 import statistics
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
-
-from torch import Tensor
-
-from gpubench.harness.step import PreparedStep
-from gpubench.probes.step_count import CountStep
-
-
-@dataclass(frozen=True)
-class CountedStep:
-    """One steady step's loss (unsynchronised), this rank's FLOPs, the model's share of them
-    (recomputations left out: what MFU divides) and the minimum bytes moved."""
-
-    loss: Tensor
-    flops: int
-    bytes: int
-    model_flops: int
-
-
-def counted_step(prepared: PreparedStep) -> CountedStep:
-    """Run one training step of `prepared` under the FLOP and byte counters (every rank, as the
-    collectives must match; they count no FLOPs)."""
-    inputs, targets = prepared.batches.next()
-    with CountStep() as counted:
-        loss = prepared.trainer.step(inputs, targets)
-    assert counted.result is not None
-    n = counted.result.flops
-    return CountedStep(loss, n.total, counted.result.bytes.total, n.model)
 
 
 def outside_load(readings: list[float | None]) -> float | None:
@@ -53,18 +25,14 @@ def oversubscribed(nproc: int, threads: int, cores: int) -> bool:
 
 
 def address_space(ranks: list[dict[str, Any]]) -> dict[str, Any]:
-    """The row's address-space columns from each rank's figures: the peak and start of the rank
-    that mapped the most beyond its start (what --max-memory caps, per rank)."""
-    known = [r for r in ranks if r.get("peak_address_space_bytes") is not None]
+    """The row's address-space columns from each rank's: those of the rank that mapped the
+    most beyond its start (what --max-memory caps, per rank)."""
+    peak, start = "host_peak_address_space_bytes", "host_address_space_start_bytes"
+    known = [r for r in ranks if r.get(peak) is not None]
     if not known:
         return {}
-    top = max(
-        known, key=lambda r: r["peak_address_space_bytes"] - (r["start_address_space_bytes"] or 0)
-    )
-    return dict(
-        host_peak_address_space_bytes=top["peak_address_space_bytes"],
-        host_address_space_start_bytes=top["start_address_space_bytes"],
-    )
+    top = max(known, key=lambda r: r[peak] - (r[start] or 0))
+    return {peak: top[peak], start: top[start]}
 
 
 def _sum(values: list[Any]) -> Any:

@@ -19,15 +19,15 @@ from gpubench.store.row import make_row
 
 # The process group's backend per device type (the row's `backend`).
 BACKENDS = {"cpu": "gloo", "cuda": "nccl"}
-# The columns the group's row takes from rank 0's figures, under the same names.
-_AS_RANK0: tuple[str, ...] = (
-    "optimizer_impl",
-    "parameters",
-    "warmup_steps",
-    "warmup_time_s",
-    "warmup_steady",
-)
-_AS_RANK0 += ("loss_first", "workload")
+# The columns the group's row takes from rank 0's values (each rank's are a single process's
+# values of its share, harness.point.row_values), and those it takes as every rank's largest
+# (memory is per rank).
+_STATE: tuple[str, ...] = ("parameters", "gradients", "optimizer")
+_AS_RANK0: tuple[str, ...] = ("optimizer_impl", "parameters", "workload", "torch_threads")
+_AS_RANK0 += ("step_timer", "warmup_steps", "warmup_time_s", "warmup_steady", "loss_first")
+_AS_RANK0 += ("deadline_cut", *(f"memory_{k}_bytes" for k in _STATE))
+_LARGEST: tuple[str, ...] = ("host_peak_rss_bytes", "memory_inputs_bytes", "memory_remainder_bytes")
+_LARGEST += ("torch_peak_allocated_bytes", "torch_peak_reserved_bytes")
 
 
 def group_row(
@@ -59,11 +59,11 @@ def group_row(
     s, r0 = stats[slowest], ranks[0]
     medians = [x.median_s for x in stats]
     global_batch = common["global_batch_size"]
-    tokens = None if r0["tokens_per_sample"] is None else r0["tokens_per_sample"] * global_batch
+    tokens = None if r0["tokens_per_step"] is None else r0["tokens_per_step"] * world
     last = r0["loss_last"]
     status = "ok" if math.isfinite(last) else "diverged"
-    threads = r0["threads"]
-    others = parallel_probes.outside_load([r["others_cores"] for r in ranks])
+    threads = r0["torch_threads"]
+    others = parallel_probes.outside_load([r["other_load_cores"] for r in ranks])
     # this node's ranks' cores: one each on a GPU, their threads' on the CPU
     per_rank = load.needed_cores(point.device, threads)
     needed = point.nproc * per_rank
@@ -77,7 +77,7 @@ def group_row(
         **s.columns(),
         noisy=not math.isfinite(s.ci_rel) or s.ci_rel > budget.target_rel_ci,
         **_compute_values(point, ranks, world, s.median_s, peak, device),
-        **profile_values(r0["profile"], s.median_s),
+        **profile_values(r0["step_profile"], s.median_s),
         # the busy check of a single process, for the group's threads: processes outside it
         other_load_cores=others,
         busy=load.contended(others, needed, load.cores()),
@@ -86,19 +86,10 @@ def group_row(
         samples_per_s=global_batch / s.median_s,
         tokens_per_s=None if tokens is None else tokens / s.median_s,
         loss_last=last,
-        torch_threads=torch.get_num_threads(),
         step_times_s=ranks[slowest]["step_times_s"],
-        step_timer=r0["timer"],
-        step_time_sum_s=float(sum(ranks[slowest]["step_times_s"])),
-        memory_parameters_bytes=r0["parameters_bytes"],
-        memory_gradients_bytes=r0["gradients_bytes"],
-        memory_optimizer_bytes=r0["optimizer_bytes"],
-        memory_inputs_bytes=largest(r.get("inputs_bytes") for r in ranks),
-        memory_remainder_bytes=largest(r.get("remainder_bytes") for r in ranks),
-        host_peak_rss_bytes=largest(r["peak_rss_bytes"] for r in ranks),
+        step_time_sum_s=ranks[slowest]["step_time_sum_s"],
+        **{k: largest(r[k] for r in ranks) for k in _LARGEST},
         **parallel_probes.address_space(ranks),
-        torch_peak_allocated_bytes=largest(r["peak_allocated_bytes"] for r in ranks),
-        torch_peak_reserved_bytes=largest(r.get("peak_reserved_bytes") for r in ranks),
         **parallel_probes.group_nvml([r.get("nvml") or {} for r in ranks], global_batch),
         **(r0.get("cpu_energy") or {}),
         per_process_samples_per_s=global_batch / s.median_s / world,
@@ -107,12 +98,10 @@ def group_row(
         collective_time_s=median(r["collective_time_s"] for r in ranks),
         collective_fraction=median(r["collective_fraction"] for r in ranks),
         collective_method=None if r0["collective_time_s"] is None else communication.METHOD,
-        rank_peak_rss_bytes=largest(r["peak_rss_bytes"] for r in ranks),
-        rank_peak_allocated_bytes=largest(r["peak_allocated_bytes"] for r in ranks),
-        rank_parameters_bytes=max(r["parameters_bytes"] for r in ranks),
-        rank_model_state_bytes=max(
-            r["parameters_bytes"] + r["gradients_bytes"] + r["optimizer_bytes"] for r in ranks
-        ),
+        rank_peak_rss_bytes=largest(r["host_peak_rss_bytes"] for r in ranks),
+        rank_peak_allocated_bytes=largest(r["torch_peak_allocated_bytes"] for r in ranks),
+        rank_parameters_bytes=max(r["memory_parameters_bytes"] for r in ranks),
+        rank_model_state_bytes=max(sum(r[f"memory_{k}_bytes"] for k in _STATE) for r in ranks),
         ranks=[_rank_summary(r, x) for r, x in zip(ranks, stats, strict=True)],
         **common,
     )
@@ -125,11 +114,15 @@ def _micro_batch(point: Point) -> int | None:
 
 
 def _rank_summary(r: dict[str, Any], s: Stats) -> dict[str, Any]:
-    keep = ("rank", "peak_rss_bytes", "peak_allocated_bytes", "parameters_bytes")
-    return {k: r[k] for k in keep} | {
-        "step_time_s": s.median_s,
-        "collective_time_s": r["collective_time_s"],
-    }
+    """A rank's entry in the row's `ranks` column."""
+    return dict(
+        rank=r["rank"],
+        peak_rss_bytes=r["host_peak_rss_bytes"],
+        peak_allocated_bytes=r["torch_peak_allocated_bytes"],
+        parameters_bytes=r["memory_parameters_bytes"],
+        step_time_s=s.median_s,
+        collective_time_s=r["collective_time_s"],
+    )
 
 
 def _compute_values(

@@ -2,36 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import math
-import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch import Tensor
 
 from gpubench import models
-from gpubench.config import precision
 from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
-from gpubench.harness.step import cudnn_benchmark, prepare, unsupported_reason
-from gpubench.harness.timing import Measurement, measure
-from gpubench.probes import breakdown, calibration, datasheet, flops, load, memory, nvml, rapl
+from gpubench.harness.observation import Observation, observe
+from gpubench.harness.step import unsupported_reason
+from gpubench.harness.timing import Measurement
+from gpubench.probes import calibration, datasheet, flops, memory, rapl
 from gpubench.probes import profile as step_profile
 from gpubench.probes.bandwidth import cached_bandwidth
 from gpubench.probes.bytes import StepBytes
 from gpubench.probes.sampler_process import ProcessSampler
-from gpubench.probes.step_count import CountStep
 from gpubench.store.row import make_row
-
-# Steps slower than this (seconds) are profiled once, whatever budget.profile_steps says.
-SLOW_STEP_S = 0.05
-# Profiling is skipped where its steps would add more than this share to the point's warm-up
-# and measured time: it is there to explain the point, not to double its cost.
-PROFILE_SHARE = 0.1
 
 
 def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
@@ -77,59 +65,28 @@ def measure_workload(
     """Warm up and time `workload`'s training step as `point` says (its model is trained in
     place; `lr` None: the optimizer's default) and return the row's values, with `status`
     and `error`, and the raw Measurement (None when the point is unsupported). The one
-    measurement path of the sweep (measure_point) and the fixture (stepbench)."""
-    device = torch.device(point.device)
+    measurement path of the sweep (measure_point) and the fixture (stepbench); a parallel
+    point's ranks measure through its observe()."""
     reason = unsupported_reason(point, workload)
     if reason is not None:
         return dict(status="unsupported", error=reason), None
-    prec = precision.get(point.precision)
-    torch_peaks = memory.TorchPeaks(device)
-    sampler = nvml_sampler(device)
-    with precision.tf32_mode(prec.tf32), cudnn_benchmark(point.cudnn_benchmark):
-        prepared = prepare(point, workload, lr)
-        trainer, batches = prepared.trainer, prepared.batches
-        # FLOPs and bytes in one dispatch mode that keeps no tensor (issue 28: FlopCounterMode's
-        # module tracker kept checkpointed blocks' recomputed activations, raising the peak).
-        counted = CountStep()
-        # Observed through the eager module: under a dispatch mode, torch.compile would fall
-        # back to eager for good, and a graph replay dispatches no operators to count. The
-        # eager module shares the parameters and the optimizer.
-        eager = dataclasses.replace(
-            trainer, model=getattr(trainer.model, "_orig_mod", trainer.model)
-        )
-        saved = breakdown.SavedActivations(eager.model)
-        package = rapl.PackageEnergy()
-        # Other processes' load over the measured windows only (what slows no timed step does
-        # not count); gpubench's own processes (the sampler below, compile and DataLoader
-        # workers, the worker's parents) are never "other" (probes.process_tree).
-        others = load.OtherLoad()
+    seen = observe(point, workload, budget, lr, rss)
+    return row_values(point, workload, peak, seen), seen.m
 
-        def observed_step() -> Tensor:
-            """The second warm-up step, eager, under the FLOP and byte counter and the
-            saved-tensor hooks: a steady step (the first one creates the optimizer's state,
-            +26% bytes of `zeros_like` on mlp/small AdamW B=4, and compiles)."""
-            inputs, targets = batches.next()
-            with counted, saved:
-                return eager.step(inputs, targets)
 
-        m = measure(
-            prepared.step,
-            device,
-            budget,
-            probe=_window(torch_peaks, sampler, package, others),
-            observed_step=observed_step,
-        )
-        # After the measured windows, never inside them: a few steps under the profiler, whose
-        # own memory is not the point's.
-        if rss is not None:
-            rss.stop()
-        profiled = profile_after(prepared.step, device, budget, m)
-    state = breakdown.breakdown(trainer.model, trainer.optimizer)  # grads and state exist now
+def row_values(
+    point: Point, workload: models.Workload, peak: calibration.Peak | None, seen: Observation
+) -> dict[str, Any]:
+    """The row's values (all but the host's RSS, the address space and the point's time) of
+    `seen`, an Observation of `point` (a parallel rank: its share, without `peak`; the group's
+    row is made of its ranks' values)."""
+    device = torch.device(point.device)
+    m, prepared, torch_peaks = seen.m, seen.prepared, seen.torch_peaks
+    trainer, state = prepared.trainer, seen.state
     first, last = (float(t.item()) for t in m.outputs)  # type: ignore[attr-defined]
     s = m.stats
     tokens = workload.tokens(point.batch_size)
-    assert counted.result is not None
-    step_flops = counted.result.flops
+    step_flops = seen.counted.flops
     flop_count = step_flops.total
     tflops = flop_count / s.median_s / 1e12
     # MFU counts the model's FLOPs, not those recomputed by activation checkpointing or by a
@@ -166,7 +123,7 @@ def measure_workload(
         compile_time_s=_compile_time(point, m),
         graph_capture_time_s=prepared.capture_time_s,
         torch_threads=torch.get_num_threads(),
-        other_load_cores=others.cores,
+        other_load_cores=seen.others.cores,
         step_times_s=m.step_times_s,
         step_timer=m.timer,
         step_time_sum_s=m.step_time_sum_s,
@@ -185,64 +142,14 @@ def measure_workload(
         memory_parameters_bytes=state.parameters_bytes,
         memory_gradients_bytes=state.gradients_bytes,
         memory_optimizer_bytes=state.optimizer_bytes,
-        memory_activations_bytes=saved.bytes,
+        memory_activations_bytes=seen.activations_bytes,
         memory_inputs_bytes=prepared.batches.held_bytes,
         memory_remainder_bytes=state.remainder_bytes(torch_peaks.allocated_bytes),
-        **nvml_values(sampler, m.stats.n, point.batch_size),
-        **_why_values(profiled, counted.result.bytes, flop_count, m, device),
-        **cpu_energy(package, m.stats.n, point.batch_size),
+        **nvml_values(seen.sampler, m.stats.n, point.batch_size),
+        **_why_values(seen.profiled, seen.counted.bytes, flop_count, m, device),
+        **cpu_energy(seen.package, m.stats.n, point.batch_size),
     )
-    return values, m
-
-
-def nvml_sampler(device: torch.device) -> ProcessSampler | None:
-    """An NVML sampler for a CUDA device, in a process of its own (it must not slow the step);
-    None on the CPU or where NVML is missing (the sweep warns once about that; the fields stay
-    null)."""
-    if device.type != "cuda" or nvml.unavailable_reason() is not None:
-        return None
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    uuid = nvml.Device(index).uuid()
-    return ProcessSampler("gpubench.probes.nvml:device_reader", (uuid, os.getpid()))
-
-
-@contextlib.contextmanager
-def _window(
-    torch_peaks: memory.TorchPeaks,
-    sampler: ProcessSampler | None,
-    package: rapl.PackageEnergy,
-    others: load.OtherLoad,
-) -> Iterator[None]:
-    with torch_peaks, package, others, sampler if sampler is not None else contextlib.nullcontext():
-        yield
-
-
-def profile_after(
-    step: Any, device: torch.device, budget: Budget, m: Measurement
-) -> step_profile.StepProfile | str | None:
-    """The profile of a few more steps; None when profiling is off; the reason (a string)
-    when it is skipped because its steps would cost more than PROFILE_SHARE of the point."""
-    if m.cut:  # past the deadline: no profile
-        return None
-    plan = profile_plan(budget, m.stats.median_s, m.warmup_time_s + m.wall_time_s)
-    if plan is None or isinstance(plan, str):
-        return plan
-    return step_profile.profile_steps(step, device, plan)
-
-
-def profile_plan(budget: Budget, median_s: float, spent_s: float) -> int | str | None:
-    """How many steps to profile after a point whose median step took `median_s` and whose
-    warm-up and measurement took `spent_s` seconds: None when profiling is off, the reason (a
-    string) when it is skipped because its steps would cost more than PROFILE_SHARE of that."""
-    if budget.profile_steps <= 0:
-        return None
-    n = budget.profile_steps if median_s < SLOW_STEP_S else 1
-    if n * median_s > PROFILE_SHARE * spent_s:
-        return (
-            f"skipped: {n} step(s) of {median_s:.3g} s would add more than "
-            f"{PROFILE_SHARE:.0%} to the point's {spent_s:.3g} s of warm-up and measurement"
-        )
-    return n
+    return values
 
 
 def _why_values(
@@ -289,9 +196,11 @@ def profile_values(
     )
 
 
-def cpu_energy(package: rapl.PackageEnergy, steps: int, batch_size: int) -> dict[str, Any]:
+def cpu_energy(package: rapl.PackageEnergy | None, steps: int, batch_size: int) -> dict[str, Any]:
     """CPU package energy over the measured windows (RAPL) of `steps` steps of `batch_size`
-    samples, where the machine exposes it."""
+    samples, where the machine exposes it ({} where `package` is None: not read here)."""
+    if package is None:
+        return {}
     if package.joules is None:
         return {} if package.note is None else {"cpu_energy_note": package.note}
     per_step = package.joules / steps

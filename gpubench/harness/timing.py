@@ -111,12 +111,37 @@ class Measurement:
         return float(sum(self.step_times_s))
 
 
+@dataclass(frozen=True)
+class Group:
+    """The processes that measure one point together (a parallel point's ranks): this one's
+    `rank` of `size`, and `largest`, each of a list of values' largest over them all (a
+    collective: every rank calls it, in the same order). Alone (ALONE): rank 0 of 1, its own
+    values. Every decision of the warm-up, the windows and the profile is taken through it,
+    so every rank runs the same steps (each step's collectives must match)."""
+
+    rank: int = 0
+    size: int = 1
+    largest: Callable[[list[float]], list[float]] = list
+
+    def any(self, flag: bool) -> bool:
+        """Whether `flag` holds on any rank."""
+        return self.largest([float(flag)])[0] > 0
+
+    def least(self, n: int) -> int:
+        """The smallest of every rank's `n`."""
+        return -int(self.largest([-float(n)])[0])
+
+
+ALONE = Group()
+
+
 def measure(
     step: Callable[[], object],
     device: torch.device,
     budget: Budget,
     probe: AbstractContextManager[Any] | None = None,
     observed_step: Callable[[], object] | None = None,
+    group: Group = ALONE,
 ) -> Measurement:
     """Warm up `step`, then time it in windows until `budget`'s stopping rule is met.
 
@@ -131,18 +156,21 @@ def measure(
     Where `budget.deadline` (a time.monotonic value) passes, the warm-up stops at the next step
     boundary (its first step always runs), windows are sized to end by it, and measuring stops
     after the window it falls in (one measured step at the least): the Measurement is `cut`.
-    Without a deadline nothing here changes.
+    Without a deadline nothing here changes. A `group` (a parallel point's ranks) takes each
+    decision together: another warm-up step or window while any rank's rule says so, each
+    window as long as the shortest any rank asks for, a slow plateau as long as the longest
+    any rank saw, a cut where any rank's deadline passed.
     """
-    warm = warm_up(step, device, budget, observed_step)
+    warm = warm_up(step, device, budget, observed_step, group)
     with probe if probe is not None else contextlib.nullcontext():
-        m = _measure_windows(step, device, budget, warm)
+        m = _measure_windows(step, device, budget, warm, group)
     m.warmup_steady = warm.steady
     m.first_step_s = warm.first_s
     return m
 
 
 def _measure_windows(
-    step: Callable[[], object], device: torch.device, budget: Budget, warm: WarmUp
+    step: Callable[[], object], device: torch.device, budget: Budget, warm: WarmUp, group: Group
 ) -> Measurement:
     times: list[float] = []
     wall = 0.0
@@ -152,10 +180,11 @@ def _measure_windows(
         n = _window_size(len(times), wall, estimate, budget)
         if budget.deadline is not None and estimate > 0:  # end the window by the deadline
             n = max(1, min(n, int((budget.deadline - _deadline_clock()) / estimate)))
-        window = time_window(step, device, n)
+        window = time_window(step, device, group.least(n))
         wall += window.wall_s
         times.extend(window.times_s)
-        slow = _plateau(times, budget.warmup_steady_rel)
+        # agreed: every rank keeps the same steps (the longest plateau is shorter than the times)
+        slow = int(group.largest([_plateau(times, budget.warmup_steady_rel)])[0])
         if slow:  # still warming up: those steps join the warm-up, and measuring goes on
             share = sum(times[:slow]) / sum(times)
             warmup_steps += slow
@@ -164,9 +193,11 @@ def _measure_windows(
             del times[:slow]
         stats = Stats.of(times)
         estimate = stats.median_s
-        if _done(stats, wall, budget):
+        # one collective for both: whether any rank's rule wants more, and any rank is late
+        go_on, late = group.largest([not _done(stats, wall, budget), past(budget.deadline)])
+        if not go_on:
             break
-        if past(budget.deadline) or warm.cut:  # at a step boundary, its own rule not met
+        if late or warm.cut:  # at a step boundary, its own rule not met
             cut = True
             break
     # From the interval itself, whatever stopped the measurement: no interval at all (too few
@@ -192,7 +223,8 @@ class Window:
 def time_window(step: Callable[[], object], device: torch.device, n: int) -> Window:
     """Run `n` steps between two synchronisations, marking each step's boundary (CUDA events on
     a GPU, so the window holds no host synchronisation). The one measured loop: single points,
-    parallel ranks and the confirmation's rounds all time their steps here."""
+    parallel ranks (both through measure()) and the confirmation's rounds all time their steps
+    here."""
     marks = StepMarks(device, n + 1)
     last: object = None
     synchronize(device)
@@ -290,7 +322,7 @@ def warm_up(
     device: torch.device,
     budget: Budget,
     observed_step: Callable[[], object] | None = None,
-    agree: Callable[[bool], bool] = bool,  # alone: this process's own answer
+    group: Group = ALONE,
 ) -> WarmUp:
     """The one warm-up (single points, parallel ranks, the confirmation's candidates).
 
@@ -298,8 +330,8 @@ def warm_up(
     later half of the plain steps after it (the steadiness rule ends on agreeing fast steps,
     which would cut the first window past the budget), or where there are none (a fixed
     warm-up of 2 steps), from the faster of the first two (an overestimate: the first window
-    is only shorter). `agree` turns this process's "go on" into the group's (a parallel point:
-    true where any rank's is), so every rank stops on the same step."""
+    is only shorter). A `group` goes on while any rank's rule would, so every rank stops on
+    the same step."""
     synchronize(device)
     t0 = _clock()
     first = step()
@@ -315,9 +347,11 @@ def warm_up(
     times: list[float] = []  # the plain steps after the first
     min_steps = max(budget.warmup_steps, 2 if observed_step is not None else 1)
     cut = False
-    while agree(still_warming(times, n, (now := _clock()) - t0, now - t_first, budget, min_steps)):
+    while group.any(
+        still_warming(times, n, (now := _clock()) - t0, now - t_first, budget, min_steps)
+    ):
         # a step boundary: the rest goes to one measured step (no collective without a deadline)
-        if budget.deadline is not None and agree(past(budget.deadline)):
+        if budget.deadline is not None and group.any(past(budget.deadline)):
             cut = True
             break
         t_step = _clock()
@@ -327,7 +361,7 @@ def warm_up(
         last = _clock() - t_step
         times.append(last)
     estimate = float(np.median(times[len(times) // 2 :])) if times else last
-    is_steady = not agree(not steady(times, budget.warmup_steady_rel))
+    is_steady = not group.any(not steady(times, budget.warmup_steady_rel))
     return WarmUp(first, first_s, observed, n, _clock() - t0, estimate, is_steady, cut)
 
 
