@@ -27,14 +27,14 @@ from gpubench.harness import parallel_probes
 from gpubench.harness import step as step_mod
 from gpubench.harness.parallel_row import BACKENDS, group_row
 from gpubench.harness.point import (
-    cpu_energy,
     nvml_sampler,
     nvml_values,
     profile_plan,
 )
 from gpubench.harness.timing import synchronize, time_window, warm_up
-from gpubench.probes import breakdown, calibration, load, memory, rapl
+from gpubench.probes import breakdown, calibration, load, memory
 from gpubench.probes import profile as step_profile
+from gpubench.probes.cpu_energy import CpuEnergy
 from gpubench.probes.profile import StepProfile
 
 CPU_THREADS_PER_RANK = 1
@@ -215,15 +215,18 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
             # the slowest rank's estimate of a step sizes every rank's measured steps
             steps = steps_to_measure(budget, _max_over_ranks([warm.estimate_s], device)[0])
             # Each rank samples its own GPU; the CPU package's energy is the node's: rank 0's.
+            # Without RAPL, the estimate counts every rank's CPU seconds (issue 32).
             sampler = nvml_sampler(device)
-            package = rapl.PackageEnergy() if rank == 0 else None
+            package = CpuEnergy()
             with (
                 memory.HostPeakRSS() as rss,
                 peaks,
                 sampler if sampler is not None else contextlib.nullcontext(),
-                package if package is not None else contextlib.nullcontext(),
+                package,
             ):
                 window = time_window(prepared.step, device, steps)
+            assert package.cpu_time is not None and package.cpu_time.cpu_s is not None
+            group_cpu_s = _over_ranks([package.cpu_time.cpu_s], device, dist.ReduceOp.SUM)[0]
         state = breakdown.breakdown(prepared.trainer.model, prepared.trainer.optimizer)
         times, wall = window.times_s, window.wall_s
         profiled = _profile(prepared.step, device, budget, times, warm.time_s + wall)
@@ -250,8 +253,8 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
         inputs_bytes=prepared.batches.held_bytes,
         nvml=nvml_values(sampler, steps, per_process_batch(point)),
         cpu_energy=None
-        if package is None
-        else cpu_energy(package, steps, per_process_batch(point) * point.nproc),
+        if rank != 0
+        else package.columns(steps, per_process_batch(point) * point.nproc, cpu_s=group_cpu_s),
         parameters_bytes=state.parameters_bytes,
         gradients_bytes=state.gradients_bytes,
         optimizer_bytes=state.optimizer_bytes,
@@ -272,8 +275,13 @@ def _rank_values(point: Point, budget: Budget, rank: int) -> dict[str, Any]:
 
 def _max_over_ranks(values: list[float], device: torch.device) -> list[float]:
     """Each of `values`' largest over every rank (a collective: every rank must call it)."""
+    return _over_ranks(values, device, dist.ReduceOp.MAX)
+
+
+def _over_ranks(values: list[float], device: torch.device, op: Any) -> list[float]:
+    """Each of `values` reduced by `op` over every rank (a collective: every rank calls it)."""
     t = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    dist.all_reduce(t, op=op)
     return [float(v) for v in t.tolist()]
 
 

@@ -19,10 +19,11 @@ from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.step import cudnn_benchmark, prepare, unsupported_reason
 from gpubench.harness.timing import Measurement, measure
-from gpubench.probes import breakdown, calibration, datasheet, flops, load, memory, nvml, rapl
+from gpubench.probes import breakdown, calibration, datasheet, flops, load, memory, nvml
 from gpubench.probes import profile as step_profile
 from gpubench.probes.bandwidth import cached_bandwidth
 from gpubench.probes.bytes import StepBytes
+from gpubench.probes.cpu_energy import CpuEnergy
 from gpubench.probes.sampler_process import ProcessSampler
 from gpubench.probes.step_count import CountStep
 from gpubench.store.row import make_row
@@ -98,7 +99,7 @@ def measure_workload(
             trainer, model=getattr(trainer.model, "_orig_mod", trainer.model)
         )
         saved = breakdown.SavedActivations(eager.model)
-        package = rapl.PackageEnergy()
+        package = CpuEnergy()
         # Other processes' load over the measured windows only (what slows no timed step does
         # not count); gpubench's own processes (the sampler below, compile and DataLoader
         # workers, the worker's parents) are never "other" (probes.process_tree).
@@ -190,7 +191,7 @@ def measure_workload(
         memory_remainder_bytes=state.remainder_bytes(torch_peaks.allocated_bytes),
         **nvml_values(sampler, m.stats.n, point.batch_size),
         **_why_values(profiled, counted.result.bytes, flop_count, m, device),
-        **cpu_energy(package, m.stats.n, point.batch_size),
+        **package.columns(m.stats.n, point.batch_size),
     )
     return values, m
 
@@ -210,7 +211,7 @@ def nvml_sampler(device: torch.device) -> ProcessSampler | None:
 def _window(
     torch_peaks: memory.TorchPeaks,
     sampler: ProcessSampler | None,
-    package: rapl.PackageEnergy,
+    package: CpuEnergy,
     others: load.OtherLoad,
 ) -> Iterator[None]:
     with torch_peaks, package, others, sampler if sampler is not None else contextlib.nullcontext():
@@ -286,18 +287,6 @@ def profile_values(
         dispatch_s=profiled.dispatch_s,
         top_category=top,
         top_category_fraction=share,
-    )
-
-
-def cpu_energy(package: rapl.PackageEnergy, steps: int, batch_size: int) -> dict[str, Any]:
-    """CPU package energy over the measured windows (RAPL) of `steps` steps of `batch_size`
-    samples, where the machine exposes it."""
-    if package.joules is None:
-        return {} if package.note is None else {"cpu_energy_note": package.note}
-    per_step = package.joules / steps
-    return dict(
-        cpu_energy_j_per_step=per_step,
-        cpu_samples_per_j=batch_size / per_step if per_step > 0 else None,
     )
 
 

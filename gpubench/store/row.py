@@ -184,6 +184,14 @@ TEXT += ["target_metric", "backend", "collective_method"]
 TEXT += ["top_category", "bottleneck", "bottleneck_evidence"]  # issue 15
 TEXT += ["cpu_energy_note"]
 TEXT += ["host", "device_name"]  # issue 23
+# issue 32 (energy and cost): how the CPU's energy was had (`rapl` or `tdp_estimate`), RAPL's
+# DRAM domains, and the TDP estimate in columns of its own (never under a measurement's name),
+# with its stated error, the busy cores and the per-core TDP it rests on
+COLUMNS += ["cpu_energy_method", "cpu_dram_energy_j_per_step"]
+COLUMNS += ["cpu_energy_estimate_j_per_step", "cpu_samples_per_j_estimate"]
+COLUMNS += ["cpu_energy_estimate_error_rel", "cpu_busy_cores", "cpu_tdp_per_core_w"]
+COLUMNS += ["cpu_tdp_model"]
+TEXT += ["cpu_energy_method", "cpu_tdp_model"]
 
 SERIES = ["step_times_s", "curve"]
 SERIES += ["traceback"]  # issue 13: an `error` row's Python traceback (JSONL only, not the CSV)
