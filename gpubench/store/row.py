@@ -191,6 +191,9 @@ COLUMNS += ["cpu_energy_method", "cpu_dram_energy_j_per_step"]
 COLUMNS += ["cpu_energy_estimate_j_per_step", "cpu_samples_per_j_estimate"]
 COLUMNS += ["cpu_energy_estimate_error_rel", "cpu_busy_cores", "cpu_tdp_per_core_w"]
 COLUMNS += ["cpu_tdp_model"]
+# convergence rows: joules over the training until the target was first met (evaluations left
+# out, as from time_to_target_s): the GPU's (NVML counter), the CPU's (RAPL) or its estimate
+COLUMNS += ["energy_to_target_j", "cpu_energy_to_target_j", "cpu_energy_to_target_estimate_j"]
 TEXT += ["cpu_energy_method", "cpu_tdp_model"]
 
 SERIES = ["step_times_s", "curve"]
