@@ -15,6 +15,7 @@ from typing import Any
 
 from gpubench.config.convergence import Convergence
 from gpubench.config.model_options import encode
+from gpubench.config.prices import Prices
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -226,6 +227,8 @@ class SweepSpec:
     # issue 28: device types ("cuda") on which each batch-size series keeps doubling past its
     # largest listed batch while that is its fastest (gpubench.run.batch_growth)
     grow_batch_sizes: tuple[str, ...] = ()
+    # issue 32: dollars per hour per device and the epoch's samples (--price, --epoch, [prices])
+    prices: Prices = field(default_factory=Prices)
 
     def resolved_devices(self) -> tuple[str, ...]:
         """`auto` becomes the CPU plus CUDA where present; duplicates are dropped, order kept."""

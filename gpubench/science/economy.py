@@ -100,9 +100,7 @@ def target_lines(records: list[dict[str, Any]]) -> list[str]:
             continue
         value = _median(least, figure)
         assert value is not None
-        note = " (CPU estimated from its TDP)" if any(estimated(r) for r in least.rows) else ""
-        if figure is joules_to_target and not note and estimated(fastest.row):
-            note = " (the fastest's CPU energy estimated from its TDP)"
+        note = _estimate_note(least, fastest) if figure is joules_to_target else ""
         if least is fastest:
             out.append(f"{name}: the fastest to target too, {say(value)} median{note}")
             continue
@@ -111,6 +109,15 @@ def target_lines(records: list[dict[str, Any]]) -> list[str]:
         beside += "" if theirs is None else say(theirs)
         out.append(f"{name}: {label(least.row)}, {say(value)} median{beside}{note}")
     return out
+
+
+def _estimate_note(least: target_time.TargetTime, fastest: target_time.TargetTime) -> str:
+    """Which of the two configurations' joules are the CPU's TDP estimate, said; "" none."""
+    if any(estimated(r) for r in least.rows):
+        return " (CPU estimated from its TDP)"
+    if any(estimated(r) for r in fastest.rows):
+        return " (the fastest's CPU energy estimated from its TDP)"
+    return ""
 
 
 def cost_line(best: dict[str, Any], ok: list[dict[str, Any]], among: list[str]) -> str | None:

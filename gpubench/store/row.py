@@ -194,6 +194,10 @@ COLUMNS += ["cpu_tdp_model"]
 # convergence rows: joules over the training until the target was first met (evaluations left
 # out, as from time_to_target_s): the GPU's (NVML counter), the CPU's (RAPL) or its estimate
 COLUMNS += ["energy_to_target_j", "cpu_energy_to_target_j", "cpu_energy_to_target_estimate_j"]
+# cost at the sweep's --price (run.cost): dollars per hour of the devices the point held, per
+# million samples, per epoch of `epoch_samples`, and to target (a convergence row)
+COLUMNS += ["usd_per_hour", "usd_per_million_samples", "epoch_samples", "usd_per_epoch"]
+COLUMNS += ["usd_to_target"]
 TEXT += ["cpu_energy_method", "cpu_tdp_model"]
 
 SERIES = ["step_times_s", "curve"]
