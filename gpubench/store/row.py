@@ -30,6 +30,7 @@ IDENTITY += ["threads"]  # issue 14: the threads axis (None: what torch picks; s
 IDENTITY += ["parallel", "nproc", "scaling"]  # issue 17: parallel points
 IDENTITY += ["nodes"]  # issue 23: the nodes of a torchrun launch (world size = nproc * nodes)
 IDENTITY += ["accumulate", "checkpoint"]  # issue 25: micro-batches per update, checkpointing
+IDENTITY += ["power_limit_w"]  # issue 32: the GPU power limit set for the point (None: as is)
 
 # The flat columns of a row, in order (units in the names). A value that cannot be measured on
 # this device is None, never 0 and never a guess. Raw series (step_times_s) live only in the JSONL.
