@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from test_why_probes import _domain  # a fake powercap domain
 
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.point import measure_point
@@ -17,15 +18,6 @@ from gpubench.probes.cpu_energy import CpuEnergy
 from gpubench.store.row import COLUMNS
 
 ESTIMATE_COLUMNS = ["cpu_energy_estimate_j_per_step", "cpu_samples_per_j_estimate"]
-
-
-def _domain(root: Path, name: str, label: str, uj: int, wrap: int) -> Path:
-    d = root / name
-    d.mkdir(parents=True)
-    (d / "name").write_text(label + "\n")
-    (d / "energy_uj").write_text(f"{uj}\n")
-    (d / "max_energy_range_uj").write_text(f"{wrap}\n")
-    return d
 
 
 def _set(domain: Path, uj: int) -> None:

@@ -27,18 +27,13 @@ models = ["mlp"]
 size = "tiny"
 devices = ["cpu"]
 batch_sizes = [4, 8]
-precisions = ["fp32"]
-optimizers = ["sgd"]
-
 [budget]
-warmup_steps = 1
-warmup_min_s = 0
-warmup_max_s = 0.5
+profile_steps = 0
 min_steps = 3
 max_steps = 3
+warmup_steps = 1
+warmup_min_s = 0
 min_time_s = 0
-max_time_s = 60.0
-profile_steps = 0
 """
 
 

@@ -26,10 +26,10 @@ def _frame(tmp_path: Path, estimate: bool = True, prices: bool = True) -> pd.Dat
     shutil.copytree(DATA, run)
     frame = combine(load_runs([run]))
     cpu = frame["device"] == "cpu"
-    assert frame.loc[cpu, "cpu_samples_per_j"].isna().all()  # the H100 machine had no RAPL
-    assert frame.loc[~cpu & (frame["status"] == "ok"), "samples_per_j"].notna().any()
+    assert frame.loc[cpu, "cpu_energy_j_per_step"].isna().all()  # the H100 machine had no RAPL
+    assert frame.loc[~cpu & (frame["status"] == "ok"), "energy_j_per_step"].notna().any()
     if estimate:  # as the TDP estimate would give: 12 W per busy core, one busy core
-        frame.loc[cpu, "cpu_samples_per_j_estimate"] = frame.loc[cpu, "samples_per_s"] / 12.0
+        frame.loc[cpu, "cpu_energy_estimate_j_per_step"] = frame.loc[cpu, "step_time_s"] * 12.0
     if prices:
         p = Prices({"cpu": 0.10, "cuda": 2.50})
         for column in ("usd_per_million_samples",):

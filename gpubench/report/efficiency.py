@@ -27,19 +27,26 @@ ESTIMATE_KEY: dict[str, Any] = {"linestyle": "none", "marker": "o", "markerfacec
 
 
 def samples_per_j(rows: pd.DataFrame) -> tuple[pd.Series, bool]:
-    """The series' samples per joule and whether they are the TDP estimate: measured where
-    every row has a measurement (the GPU's NVML, the CPU's RAPL), else the CPU's estimate."""
-    column = "cpu_samples_per_j" if (rows["device"] == "cpu").all() else "samples_per_j"
-    measured = _numbers(rows, column)
-    if measured.notna().any() or column != "cpu_samples_per_j":
+    """The series' samples per joule (its batch over its energy per step) and whether they
+    are the TDP estimate: measured where the rows have a measurement (the GPU's NVML, the
+    CPU's RAPL), else the CPU's estimate."""
+    cpu = bool((rows["device"] == "cpu").all())
+    column = "cpu_energy_j_per_step" if cpu else "energy_j_per_step"
+    measured = _per_joule(rows, column)
+    if measured.notna().any() or not cpu:
         return measured, False
-    return _numbers(rows, "cpu_samples_per_j_estimate"), True
+    return _per_joule(rows, "cpu_energy_estimate_j_per_step"), True
 
 
 def _numbers(rows: pd.DataFrame, column: str) -> pd.Series:
     if column not in rows:
         return pd.Series([float("nan")] * len(rows), index=rows.index)
     return pd.to_numeric(rows[column], errors="coerce")
+
+
+def _per_joule(rows: pd.DataFrame, column: str) -> pd.Series:
+    joules = _numbers(rows, column)
+    return pd.to_numeric(rows["batch_size"], errors="coerce") / joules.where(joules > 0)
 
 
 def efficiency(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
