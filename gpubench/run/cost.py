@@ -28,9 +28,8 @@ def columns(row: dict[str, Any], prices: Prices) -> dict[str, Any]:
     if usd is None:
         return {}
     per_s = usd * devices_held(row) / S_PER_HOUR
-    rate = row.get("samples_per_s")
-    rate = float(rate) if _positive(rate) else None
-    to_target = row.get("time_to_target_s")
+    rate = float(row["samples_per_s"]) if _positive(row.get("samples_per_s")) else None
+    reached = row.get("time_to_target_s")
     return dict(
         usd_per_hour=per_s * S_PER_HOUR,
         usd_per_million_samples=None if rate is None else per_s * 1e6 / rate,
@@ -38,7 +37,7 @@ def columns(row: dict[str, Any], prices: Prices) -> dict[str, Any]:
         usd_per_epoch=None
         if rate is None or prices.epoch_samples is None
         else per_s * prices.epoch_samples / rate,
-        usd_to_target=float(to_target) * per_s if _finite(to_target) else None,
+        usd_to_target=float(row["time_to_target_s"]) * per_s if _finite(reached) else None,
     )
 
 

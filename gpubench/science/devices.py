@@ -233,11 +233,14 @@ def of(row: dict[str, Any], cpu_reason: str | None = None) -> str:
 def estimated(row: dict[str, Any]) -> str:
     """ "; estimated ..." with a row's TDP estimate of samples per joule and its stated error
     (issue 32), or "" where the row has none."""
-    value, error = row.get("cpu_samples_per_j_estimate"), row.get("cpu_energy_estimate_error_rel")
-    if not finite(value):
+    if not finite(row.get("cpu_samples_per_j_estimate")):
         return ""
-    bound = f", error up to {float(error):.0%}" if finite(error) else ""
-    return f"; estimated {float(value):,.1f} samples/J from the CPU's TDP{bound}, not measured"
+    value = float(row["cpu_samples_per_j_estimate"])
+    error = row.get("cpu_energy_estimate_error_rel")
+    bound = (
+        f", error up to {float(row['cpu_energy_estimate_error_rel']):.0%}" if finite(error) else ""
+    )
+    return f"; estimated {value:,.1f} samples/J from the CPU's TDP{bound}, not measured"
 
 
 def _method(row: dict[str, Any]) -> str:

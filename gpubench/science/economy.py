@@ -29,8 +29,7 @@ def joules_to_target(row: dict[str, Any]) -> float | None:
             if finite(row.get(column)):
                 return float(row[column])
         return None
-    value = row.get("energy_to_target_j")
-    return float(value) if finite(value) else None
+    return float(row["energy_to_target_j"]) if finite(row.get("energy_to_target_j")) else None
 
 
 def estimated(row: dict[str, Any]) -> bool:
@@ -40,8 +39,7 @@ def estimated(row: dict[str, Any]) -> bool:
 
 def usd_to_target(row: dict[str, Any]) -> float | None:
     """The row's dollars to target (run.cost, from --price), or None."""
-    value = row.get("usd_to_target")
-    return float(value) if finite(value) else None
+    return float(row["usd_to_target"]) if finite(row.get("usd_to_target")) else None
 
 
 def _median(s: target_time.TargetTime, figure: Figure) -> float | None:
@@ -131,10 +129,9 @@ def cost_line(best: dict[str, Any], ok: list[dict[str, Any]], among: list[str]) 
     cheap = float(top["usd_per_million_samples"])
     if standing.identity(top) == standing.identity(best):
         return f"the fastest is the cheapest too: {_dollars(cheap)} per million samples"
-    theirs = best.get("usd_per_million_samples")
-    fastest = (
-        f"{_dollars(float(theirs))} per million samples" if finite(theirs) else "no price given"
-    )
+    fastest = "no price given"
+    if finite(best.get("usd_per_million_samples")):
+        fastest = f"{_dollars(float(best['usd_per_million_samples']))} per million samples"
     return (
         f"{label(top, among)}, {_dollars(cheap)} per million samples; "
         f"the fastest, {label(best, among)}: {fastest}"
