@@ -107,3 +107,14 @@ def test_power_limit_is_an_axis_of_the_sweep(tmp_path: Path) -> None:
     suite.write_text('models = ["mlp"]\npower_limit = [0]\n')
     with pytest.raises(ConfigError, match="invalid power limit in watts 0"):
         load_suite(suite)
+
+
+def test_a_parallel_point_with_a_limit_is_refused_not_measured_without_it() -> None:
+    from gpubench.harness.parallel import unsupported_reason
+
+    point = Point("mlp", "tiny", "cpu", "fp32", "sgd", 4, parallel="ddp", nproc=2)
+    assert unsupported_reason(point) is None
+    limited = Point(
+        "mlp", "tiny", "cpu", "fp32", "sgd", 4, parallel="ddp", nproc=2, power_limit_w=300
+    )
+    assert "single-process points only" in (unsupported_reason(limited) or "")

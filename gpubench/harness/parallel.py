@@ -68,6 +68,8 @@ def unsupported_reason(point: Point) -> str | None:
         return "a whole-step CUDA graph of a parallel point is not measured (its collectives)"
     if point.compile == "compile":
         return "torch.compile of a parallel point is not measured yet; use compile = ['eager']"
+    if point.power_limit_w is not None:  # issue 32: set in a single process's worker only
+        return "a power limit is set for single-process points only; use parallel = ['none']"
     if point.parallel == "fsdp":
         try:
             from torch.distributed.fsdp import fully_shard  # noqa: F401
