@@ -15,6 +15,7 @@ from gpubench.config.checks import (
     check_device,
     check_model,
     check_nproc,
+    check_power_limit,
     check_seed,
 )
 from gpubench.models import MODEL_NAMES
@@ -22,6 +23,10 @@ from gpubench.models import MODEL_NAMES
 
 def _seed(text: str) -> int:
     return check_seed(values.int_value(text))
+
+
+def _power_limit(text: str) -> int | None:  # issue 32
+    return check_power_limit(text if text == "none" else values.int_value(text))
 
 
 Axis = tuple[Callable[[str], Any], str]  # how a flag reads its text, and what it says it takes
@@ -93,6 +98,12 @@ AXES: dict[str, Axis] = {
         S.CHECKPOINT_MODES,
         "none, blocks (recompute the activations of the model's repeated blocks in backward), "
         "or both: none,blocks",
+    ),
+    "--power-limit": (  # issue 32
+        values.csv(_power_limit),
+        "GPU power limits in watts, set through NVML for each point and restored after, e.g. "
+        "300,500,700 (needs root and a driver that allows it; refused with the reason where "
+        "not, and on the CPU)",
     ),
 }
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.cli import flags, values
-from gpubench.config import model_options
+from gpubench.config import model_options, prices
 from gpubench.config import spec as S
 from gpubench.config.errors import ConfigError
 from gpubench.config.suite import load_suite, shipped_names
@@ -79,6 +79,20 @@ def add_parser(sub: Any) -> None:
         help='batch_sizes = "auto": read the searches from FILE, searching and adding there '
         "those it lacks, so every shard given FILE measures the same batch sizes",
     )
+    # issue 32: what the devices' time costs, and the epoch a cost per epoch is of
+    sweep.add_argument(
+        "--price",
+        metavar="DEVICE=USD_PER_HOUR",
+        help="dollars per hour of each device, comma-separated (e.g. cpu=0.10,cuda=2.50): each "
+        "row gets its dollars per million samples, per epoch and to target; the verdict names "
+        "the cheapest (default: the suite's [prices])",
+    )
+    sweep.add_argument(
+        "--epoch",
+        metavar="NAME|SAMPLES",
+        help="the epoch a row's usd_per_epoch is of: imagenet, cifar10, mnist, or a number of "
+        "samples (default: the suite's [prices] epoch)",
+    )
     for action in sweep._actions:  # the flags whose default is the suite's value
         if action.dest in (*S.AXES, "steps", "max_time", "profile"):
             action.help = (action.help or "") + SUITES_DEFAULT
@@ -112,6 +126,10 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
         models = overrides.get("models", spec.models)
         table = model_options.with_given(spec.model_options, args.options, tuple(models))
         spec = dataclasses.replace(spec, model_options=table)
+    if args.price is not None:  # issue 32
+        spec = dataclasses.replace(spec, prices=prices.from_flag(args.price, spec.prices))
+    if args.epoch is not None:
+        spec = dataclasses.replace(spec, prices=prices.with_epoch(args.epoch, spec.prices))
     if args.data_dir is not None:
         conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
         spec = dataclasses.replace(spec, convergence=conv)

@@ -109,3 +109,11 @@ def check_threads(value: object) -> int | None:
     if value is None or value == THREADS_AUTO:
         return None
     return whole(value, "thread count", note=f', or "{THREADS_AUTO}" (what torch picks)')
+
+
+def check_power_limit(value: object) -> int | None:
+    """A GPU power limit: a whole number of watts of 1 or more, or "none" (None: the card's
+    limit as it is). Whether the GPU allows it is known only there (harness.power_limit)."""
+    if value is None or value == "none":
+        return None
+    return whole(value, "power limit in watts", note=', or "none" (the card\'s as it is)')

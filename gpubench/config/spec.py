@@ -15,6 +15,7 @@ from typing import Any
 
 from gpubench.config.convergence import Convergence
 from gpubench.config.model_options import encode
+from gpubench.config.prices import Prices
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -51,6 +52,7 @@ AXES = (
     "scaling",
     "accumulate",  # issue 25: micro-batches per optimizer step (batch_size stays the effective)
     "checkpoint",  # issue 25: activation checkpointing: none or blocks
+    "power_limit",  # issue 32: the GPU's power limit in watts (None: as the card is)
 )
 
 
@@ -93,6 +95,9 @@ class Point:
     # the model's repeated blocks in backward instead of holding them
     accumulate: int = 1
     checkpoint: str = "none"
+    # issue 32: the GPU power limit (watts) set through NVML for the point and restored after;
+    # None: the card's as it is
+    power_limit_w: int | None = None
 
     @property
     def world_size(self) -> int:
@@ -121,6 +126,7 @@ class Point:
             + (f" {self.scaling}" if self.scaling is not None else "")
             + (f" accumulate={self.accumulate}" if self.accumulate != 1 else "")
             + (f" checkpoint={self.checkpoint}" if self.checkpoint != "none" else "")
+            + (f" {self.power_limit_w}W" if self.power_limit_w is not None else "")
         )
 
     def baseline(self) -> Point:
@@ -226,6 +232,9 @@ class SweepSpec:
     # issue 28: device types ("cuda") on which each batch-size series keeps doubling past its
     # largest listed batch while that is its fastest (gpubench.run.batch_growth)
     grow_batch_sizes: tuple[str, ...] = ()
+    # issue 32: dollars per hour per device and the epoch's samples (--price, --epoch, [prices])
+    prices: Prices = field(default_factory=Prices)
+    power_limit: tuple[int | None, ...] = (None,)  # an axis: GPU power limits in watts
 
     def resolved_devices(self) -> tuple[str, ...]:
         """`auto` becomes the CPU plus CUDA where present; duplicates are dropped, order kept."""
@@ -263,6 +272,7 @@ class SweepSpec:
                 scaling=sc,
                 accumulate=k,
                 checkpoint=ck,
+                power_limit_w=w,
             )
             for m, d, p, o, c, cl, g, cb in itertools.product(
                 self.models,
@@ -276,6 +286,7 @@ class SweepSpec:
             )
             for pa, n, sc in self.parallel_layouts()  # issue 17
             for ck, k in itertools.product(self.checkpoint, self.accumulate)  # issue 25
+            for w in self.power_limit  # issue 32
             for t, s, b in itertools.product(self.threads, self.seeds, batch_sizes)
         ]
 
@@ -325,12 +336,14 @@ class SweepSpec:
                 model_options=self.options_of(m),
                 threads=t,
                 accumulate=k,
+                power_limit_w=w,
             )
             for m, d, p, o in itertools.product(
                 self.models, self.resolved_devices(), self.precisions, self.optimizers
             )
             for rule in self.convergence.lr_scaling_for(o)
             for k in self.accumulate  # issue 25: micro-batches per update (checkpoint: speed only)
+            for w in self.power_limit  # issue 32
             for t, s, b in itertools.product(self.threads, self.seeds, batch_sizes)
         ]
 

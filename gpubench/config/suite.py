@@ -12,7 +12,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from gpubench.config import model_options
+from gpubench.config import model_options, prices
 from gpubench.config.checks import (
     check_bool,
     check_model,
@@ -163,6 +163,7 @@ def load_suite(path: str | Path) -> SweepSpec:
 
 def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
     allowed = sorted([*_LIST_KEYS, *_SCALAR_KEYS, *_TABLES, "model_options", *_BOOL_KEYS])
+    allowed = sorted([*allowed, "prices"])  # issue 32
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         try:
@@ -183,6 +184,8 @@ def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
                 kwargs[key] = _scalar(key, value)
             elif key in _TABLES:
                 kwargs[key] = _table(key, value, _TABLES[key])
+            elif key == "prices":  # issue 32
+                kwargs[key] = prices.from_table(value)
             else:
                 raise ConfigError(f"unknown key {key!r}; allowed: {', '.join(allowed)}")
         except ConfigError as e:

@@ -16,6 +16,7 @@ from gpubench.config.checks import (
     check_model,
     check_nproc,
     check_one_of,
+    check_power_limit,
     check_seed,
     check_threads,
     nonempty,
@@ -70,6 +71,7 @@ ELEMENT_CHECKS: dict[str, Callable[[Any], Any]] = {
     "scaling": lambda v: check_one_of(v, SCALING_MODES, "scaling"),
     "accumulate": check_accumulate,  # issue 25
     "checkpoint": lambda v: check_one_of(v, CHECKPOINT_MODES, "checkpoint mode"),
+    "power_limit": check_power_limit,  # issue 32
     "grow_batch_sizes": lambda v: check_one_of(v, GROW_DEVICE_TYPES, "device type"),  # issue 28
 }
 

@@ -20,8 +20,9 @@ from gpubench.config import precision
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.step import PreparedStep, cudnn_benchmark, prepare
 from gpubench.harness.timing import ALONE, Group, Measurement, measure
-from gpubench.probes import breakdown, load, memory, nvml, rapl
+from gpubench.probes import breakdown, load, memory, nvml
 from gpubench.probes import profile as step_profile
+from gpubench.probes.cpu_energy import CpuEnergy
 from gpubench.probes.sampler_process import ProcessSampler
 from gpubench.probes.step_count import CountStep, StepCount
 
@@ -43,7 +44,7 @@ class Observation:
     activations_bytes: int | None  # None where not counted (a parallel rank's wrapped model)
     torch_peaks: memory.TorchPeaks
     sampler: ProcessSampler | None
-    package: rapl.PackageEnergy | None  # None on ranks other than 0: the package is the node's
+    package: CpuEnergy  # RAPL is the node's (rank 0 reports it); CPU time is each rank's own
     others: load.OtherLoad
     profiled: step_profile.StepProfile | str | None
     state: breakdown.Breakdown
@@ -61,7 +62,7 @@ def observe(
     says: warm-up and windows (timing.measure), its second step under the FLOP and byte
     counter, memory, NVML, energy and load over the windows, then a profile. `rss` is stopped
     after the windows. A `group` (a parallel point's ranks, each measuring its own share)
-    takes every decision together, the profile's too; rank 0 alone reads the CPU package."""
+    takes every decision together, the profile's too; rank 0 reports the CPU package."""
     device = torch.device(point.device)
     prec = precision.get(point.precision)
     torch_peaks = memory.TorchPeaks(device)
@@ -80,7 +81,7 @@ def observe(
         )
         # not in a wrapped model: FSDP's gathered parameters would read as activations
         saved = breakdown.SavedActivations(eager.model) if point.parallel == "none" else None
-        package = rapl.PackageEnergy() if group.rank == 0 else None
+        package = CpuEnergy()
         # Other processes' load over the measured windows only (what slows no timed step does
         # not count); gpubench's own processes (the sampler below, compile and DataLoader
         # workers, the worker's parents) are never "other" (probes.process_tree).
@@ -131,7 +132,7 @@ def nvml_sampler(device: torch.device) -> ProcessSampler | None:
 def _window(
     torch_peaks: memory.TorchPeaks,
     sampler: ProcessSampler | None,
-    package: rapl.PackageEnergy | None,
+    package: CpuEnergy,
     others: load.OtherLoad,
 ) -> Iterator[None]:
     with contextlib.ExitStack() as probes:

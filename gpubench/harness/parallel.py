@@ -23,7 +23,7 @@ from gpubench.config.spec import Budget, Point
 from gpubench.harness import step as step_mod
 from gpubench.harness.observation import observe
 from gpubench.harness.parallel_row import BACKENDS, group_row
-from gpubench.harness.point import cpu_energy, nvml_values, row_values
+from gpubench.harness.point import nvml_values, row_values
 from gpubench.harness.timing import Group, synchronize
 from gpubench.probes import calibration, load, memory
 from gpubench.probes import profile as step_profile
@@ -60,6 +60,8 @@ def unsupported_reason(point: Point) -> str | None:
         return "a whole-step CUDA graph of a parallel point is not measured (its collectives)"
     if point.compile == "compile":
         return "torch.compile of a parallel point is not measured yet; use compile = ['eager']"
+    if point.power_limit_w is not None:  # issue 32: set in a single process's worker only
+        return "a power limit is set for single-process points only; use parallel = ['none']"
     if point.parallel == "fsdp":
         try:
             from torch.distributed.fsdp import fully_shard  # noqa: F401
@@ -194,6 +196,9 @@ def _rank_values(point: Point, budget: Budget, group: Group) -> dict[str, Any]:
         )
         seen = observe(local, workload, budget, rss=rss, group=group)
     m = seen.m
+    cpu_time = seen.package.cpu_time
+    assert cpu_time is not None and cpu_time.cpu_s is not None
+    group_cpu_s = _over_ranks([cpu_time.cpu_s], device, dist.ReduceOp.SUM)[0]  # every rank
     whole = seen.profiled if isinstance(seen.profiled, StepProfile) else None
     collective = None if whole is None else whole.category_s["collective"]
     share = None if whole is None else whole.category_s["collective"] / whole.step_time_s
@@ -205,8 +210,11 @@ def _rank_values(point: Point, budget: Budget, group: Group) -> dict[str, Any]:
         host_peak_address_space_bytes=rss.peak_address_space_bytes,
         host_address_space_start_bytes=start_address_space,
         nvml=nvml_values(seen.sampler, m.stats.n, batch),
-        # rank 0's reading of the node's CPU package: the node's samples
-        cpu_energy=cpu_energy(seen.package, m.stats.n, batch * point.nproc),
+        # rank 0's reading of the node's CPU package: the node's samples; without RAPL the
+        # estimate counts every rank's CPU seconds (issue 32)
+        cpu_energy=None
+        if group.rank != 0
+        else seen.package.columns(m.stats.n, batch * point.nproc, cpu_s=group_cpu_s),
         collective_time_s=collective,
         collective_fraction=share,
         step_profile=seen.profiled if group.rank == 0 else None,
@@ -215,6 +223,11 @@ def _rank_values(point: Point, budget: Budget, group: Group) -> dict[str, Any]:
 
 def _max_over_ranks(values: list[float], device: torch.device) -> list[float]:
     """Each of `values`' largest over every rank (a collective: every rank must call it)."""
+    return _over_ranks(values, device, dist.ReduceOp.MAX)
+
+
+def _over_ranks(values: list[float], device: torch.device, op: Any) -> list[float]:
+    """Each of `values` reduced by `op` over every rank (a collective: every rank calls it)."""
     t = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    dist.all_reduce(t, op=op)
     return [float(v) for v in t.tolist()]

@@ -14,7 +14,7 @@ from gpubench.config.spec import Budget, Point
 from gpubench.harness.observation import Observation, observe
 from gpubench.harness.step import unsupported_reason
 from gpubench.harness.timing import Measurement
-from gpubench.probes import calibration, datasheet, flops, memory, rapl
+from gpubench.probes import calibration, datasheet, flops, memory
 from gpubench.probes import profile as step_profile
 from gpubench.probes.bandwidth import cached_bandwidth
 from gpubench.probes.bytes import StepBytes
@@ -147,7 +147,7 @@ def row_values(
         memory_remainder_bytes=state.remainder_bytes(torch_peaks.allocated_bytes),
         **nvml_values(seen.sampler, m.stats.n, point.batch_size),
         **_why_values(seen.profiled, seen.counted.bytes, flop_count, m, device),
-        **cpu_energy(seen.package, m.stats.n, point.batch_size),
+        **seen.package.columns(m.stats.n, point.batch_size),
     )
     return values
 
@@ -193,20 +193,6 @@ def profile_values(
         dispatch_s=profiled.dispatch_s,
         top_category=top,
         top_category_fraction=share,
-    )
-
-
-def cpu_energy(package: rapl.PackageEnergy | None, steps: int, batch_size: int) -> dict[str, Any]:
-    """CPU package energy over the measured windows (RAPL) of `steps` steps of `batch_size`
-    samples, where the machine exposes it ({} where `package` is None: not read here)."""
-    if package is None:
-        return {}
-    if package.joules is None:
-        return {} if package.note is None else {"cpu_energy_note": package.note}
-    per_step = package.joules / steps
-    return dict(
-        cpu_energy_j_per_step=per_step,
-        cpu_samples_per_j=batch_size / per_step if per_step > 0 else None,
     )
 
 

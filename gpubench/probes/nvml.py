@@ -241,3 +241,37 @@ def system_info() -> dict[str, Any]:
         "nvml_version": _call(nvml.nvmlSystemGetNVMLVersion),
         "cuda_driver_version": _call(nvml.nvmlSystemGetCudaDriverVersion_v2),
     }
+
+
+# --- issue 32: the GPU power limit as an axis (harness.power_limit sets and restores it) -------
+
+
+def power_limit_w(cuda_index: int) -> float | None:
+    """The GPU's power management limit in watts, None where NVML cannot tell."""
+    nvml = _nvml()
+    if nvml is None:
+        return None
+    milliwatts = _call(nvml.nvmlDeviceGetPowerManagementLimit, _handle(cuda_index))
+    return None if milliwatts is None else milliwatts / 1e3
+
+
+def power_limit_range_w(cuda_index: int) -> tuple[float, float] | None:
+    """The lowest and highest power limit (watts) the GPU accepts, None where NVML cannot tell."""
+    nvml = _nvml()
+    if nvml is None:
+        return None
+    found = _call(nvml.nvmlDeviceGetPowerManagementLimitConstraints, _handle(cuda_index))
+    return None if found is None else (found[0] / 1e3, found[1] / 1e3)
+
+
+def set_power_limit_w(cuda_index: int, watts: float) -> str | None:
+    """Set the GPU's power limit to `watts`; None where it was set, else why not (NVML's
+    words: most often no permission, which needs root, and VMs that do not allow it)."""
+    nvml = _nvml()
+    if nvml is None:
+        return f"NVML unavailable: {unavailable_reason()}"
+    try:
+        nvml.nvmlDeviceSetPowerManagementLimit(_handle(cuda_index), round(watts * 1e3))
+    except nvml.NVMLError as e:
+        return f"{type(e).__name__}: {e}"
+    return None

@@ -1,6 +1,8 @@
-"""CPU package energy from RAPL (/sys/class/powercap/intel-rapl:N/energy_uj: cumulative microjoules
-per package, wrapping at `max_energy_range_uj`). Where there is none, or it is unreadable (recent
-kernels: root only), energy is null and `unavailable_reason()` says why.
+"""CPU package and DRAM energy from RAPL (/sys/class/powercap/intel-rapl:N/energy_uj: cumulative
+microjoules per package, wrapping at `max_energy_range_uj`; the DRAM domain is a subzone
+intel-rapl:N:M named "dram", or on some servers a top-level zone so named). Where there is none,
+or it is unreadable (recent kernels: root only), energy is null and `unavailable_reason()` says
+why.
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ def packages(root: Path = POWERCAP) -> list[Path]:
     )
 
 
+def dram_domains(root: Path = POWERCAP) -> list[Path]:
+    """The DRAM RAPL domains (subzones of a package, or top-level zones), [] where none."""
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.glob("intel-rapl:*") if _read_text(p / "name", "") == "dram")
+
+
 def unavailable_reason(root: Path = POWERCAP) -> str | None:
     """Why package energy cannot be read here, or None when it can."""
     if not root.is_dir():
@@ -39,34 +48,63 @@ def unavailable_reason(root: Path = POWERCAP) -> str | None:
 
 
 class PackageEnergy(Probe):
-    """Reads every package's counter on entry and exit; `joules` is the
-    energy spent between them (a wrap is undone with the domain's `max_energy_range_uj`), None
-    where RAPL is unavailable or a counter wrapped and its range cannot be read (the energy is
-    then unknown, never negative), with `note` saying why in the latter case."""
+    """Reads every package's counter (and every DRAM domain's) on entry and exit; `joules` is
+    the packages' energy spent between them, `dram_joules` the DRAM domains' (a wrap is undone
+    with the domain's `max_energy_range_uj`). Each is None where RAPL (or a DRAM domain) is
+    unavailable or a counter wrapped and its range cannot be read (the energy is then unknown,
+    never negative), with `note` saying why in the latter case."""
 
     def __init__(self, root: Path = POWERCAP) -> None:
-        self._domains = packages(root) if unavailable_reason(root) is None else []
+        usable = unavailable_reason(root) is None
+        self._domains = packages(root) if usable else []
+        self._dram = dram_domains(root) if usable else []
         self._start: list[int] = []
+        self._dram_start: list[int] = []
         self.joules: float | None = None
+        self.dram_joules: float | None = None
         self.note: str | None = None
 
     def start(self) -> None:
         self._start = [_read_uj(p) for p in self._domains]
+        self._dram_start = _readable_uj(self._dram)
 
     def stop(self, failed: bool = False) -> None:
         if not self._domains or failed:
             return
+        spent = self._spent(self._domains, self._start)
+        if isinstance(spent, str):
+            self.note = spent
+            return
+        self.joules = spent
+        if self._dram and len(self._dram_start) == len(self._dram):
+            dram = self._spent(self._dram, self._dram_start)
+            if isinstance(dram, str):
+                self.note = dram
+            else:
+                self.dram_joules = dram
+
+    @staticmethod
+    def _spent(domains: list[Path], starts: list[int]) -> float | str:
+        """The joules the domains' counters moved since `starts`, or why that is unknown."""
         total = 0
-        for p, start in zip(self._domains, self._start, strict=True):
+        for p, start in zip(domains, starts, strict=True):
             delta = _read_uj(p) - start
             if delta < 0:  # the counter wrapped: it restarted from 0 after its range
                 span = _wrap_range(p)
                 if isinstance(span, str):
-                    self.note = f"{p / 'energy_uj'} wrapped and its range is unknown: {span}"
-                    return
+                    return f"{p / 'energy_uj'} wrapped and its range is unknown: {span}"
                 delta += span
             total += delta
-        self.joules = total / 1e6
+        return total / 1e6
+
+
+def _readable_uj(domains: list[Path]) -> list[int]:
+    """Every domain's counter, or [] when one cannot be read (a DRAM domain is optional: its
+    being unreadable leaves the DRAM energy null, not the package's)."""
+    try:
+        return [_read_uj(p) for p in domains]
+    except (OSError, ValueError):
+        return []
 
 
 def _wrap_range(domain: Path) -> int | str:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from gpubench.probes import load
 from gpubench.report import analysis as A
-from gpubench.report import effective_batch, learning, plots, tables, why_plots
+from gpubench.report import effective_batch, efficiency, learning, plots, tables, why_plots
 from gpubench.report import html as H
 from gpubench.report import scaling as parallel_report
 from gpubench.report import search_speed as search_report
@@ -32,6 +32,7 @@ CHART_FILES = (
     "memory.png",
     "compute.png",
     "energy.png",
+    "efficiency.png",  # issue 32
     "speedup.png",
     "loss_curves.png",
     "time_to_target.png",
@@ -128,6 +129,10 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
         memory()
     draw(lambda: plots.compute(frame, plots_dir), "Compute: no TFLOP/s or MFU was measured.")
     draw(lambda: plots.energy(frame, plots_dir), "Energy: no device energy was measured.")
+    draw(  # issue 32: samples per joule and per dollar, the CPU's estimate drawn as one
+        lambda: efficiency.efficiency(frame, plots_dir),
+        "Energy and cost efficiency: no energy figure, measured or estimated, in these rows.",
+    )
     draw(
         lambda: learning.loss_curves(frame, plots_dir),
         "Loss curves: no row carries a loss curve (only convergence runs record one).",

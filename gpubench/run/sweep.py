@@ -21,6 +21,7 @@ from gpubench.run import (
     batch_growth,
     batch_plan,
     calibration_process,
+    cost,
     folder,
     forkserver,
     maxbatch,
@@ -281,6 +282,7 @@ def _measure(
                 ended = time.time()
                 if row["status"] == "oom":
                     _note_oom(oom_at, point)
+                row.update(cost.columns(row, spec.prices))  # issue 32: --price
                 store.append(row)
                 finished += 1
                 if on_row is not None:

@@ -76,6 +76,7 @@ def run_point(point: Point, task: Task, max_memory: int | None = None) -> dict[s
 def _run_point(point: Point, task: Task, max_memory: int | None) -> dict[str, Any]:
     import torch
 
+    from gpubench.harness import power_limit
     from gpubench.harness.point import measure_point
     from gpubench.harness.threads import intra_op_threads
     from gpubench.probes.current_device import made_current
@@ -89,10 +90,13 @@ def _run_point(point: Point, task: Task, max_memory: int | None) -> dict[str, An
             intra_op_threads(point.threads),
             memory_cap.capped(max_memory, device.type, device.index),
             made_current(device),
+            power_limit.applied(point),  # issue 32: set for the point, restored after
         ):
             if isinstance(task, Convergence):
                 return train_point(point, task)
             return measure_point(point, task)
+    except power_limit.Refused as e:  # issue 32: where the limit cannot be set
+        return make_row(point, "unsupported", error=str(e))
     except Exception as e:  # the sweep records the failure as data and goes on
         oom = is_out_of_memory(e)
         reason = one_line(e)

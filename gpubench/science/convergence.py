@@ -29,6 +29,8 @@ from gpubench.harness import optimizers
 from gpubench.harness.timing import Stats, StepMarks, synchronize
 from gpubench.harness.train import Trainer, make_trainer
 from gpubench.models.workload import Workload
+from gpubench.probes import stretch_energy
+from gpubench.probes.stretch_energy import StretchEnergy
 from gpubench.science import lr_scaling
 from gpubench.science.curve import first_reaching, meets, next_eval_step
 from gpubench.science.noise_scale import NoiseScale, gradient_norms
@@ -215,6 +217,7 @@ class _Training:
         self.diverged: tuple[int, str] | None = None  # (step, reason)
         self.reached: dict[str, Any] | None = None  # the first curve entry that met the target
         self.step = 0
+        self.energy = StretchEnergy(self.device)  # issue 32: joules to target
 
     def train(self) -> None:
         """Timed stretches of training, each followed by an evaluation, until a limit, the
@@ -246,6 +249,7 @@ class _Training:
         marks = StepMarks(self.device, int(stop_at) - self.step + 1)
         lr = plan.base_lr
         synchronize(self.device)
+        self.energy.start()
         t0 = time.perf_counter()
         marks.mark()
         while self.step < stop_at:
@@ -260,6 +264,7 @@ class _Training:
                 break
         synchronize(self.device)
         self.train_time += time.perf_counter() - t0
+        self.energy.stop()
         self.step_times.extend(marks.step_times())
         return losses, lr
 
@@ -297,6 +302,7 @@ class _Training:
             "eval_accuracy": finite_or_none(eval_acc),
             "lr": lr,
             "b_simple": b_simple,
+            **self.energy.curve_entry(),
         }
         self.curve.append(entry)
         return entry
@@ -329,6 +335,7 @@ def _row(run: _Training, ds: DataSet, point_time_s: float) -> dict[str, Any]:
         steps_to_target=reached and reached["step"],
         samples_to_target=reached and reached["samples"],
         time_to_target_s=reached and reached["time_s"],
+        **stretch_energy.to_target(reached),
         torch_threads=torch.get_num_threads(),
         point_time_s=point_time_s,
         dataset=ds.name,

@@ -219,7 +219,7 @@ def of(row: dict[str, Any], cpu_reason: str | None = None) -> str:
         if finite(row.get("cpu_samples_per_j")):
             return f"{float(row['cpu_samples_per_j']):,.1f} samples/J (RAPL package)"
         why = norm(row.get("cpu_energy_note")) or cpu_reason or "no RAPL reading in these rows"
-        return f"CPU not measured ({why})"
+        return f"CPU not measured ({why}){estimated(row)}"
     if finite(row.get("samples_per_j")):
         return f"{float(row['samples_per_j']):,.1f} samples/J ({_method(row)})"
     note = row.get("energy_note")
@@ -228,6 +228,19 @@ def of(row: dict[str, Any], cpu_reason: str | None = None) -> str:
     if not any(finite(row.get(k)) for k in ("avg_power_w", "nvml_peak_used_bytes")):
         return "no energy figure (no NVML reading in its row)"
     return "no energy figure (its row has no NVML energy reading)"
+
+
+def estimated(row: dict[str, Any]) -> str:
+    """ "; estimated ..." with a row's TDP estimate of samples per joule and its stated error
+    (issue 32), or "" where the row has none."""
+    if not finite(row.get("cpu_samples_per_j_estimate")):
+        return ""
+    value = float(row["cpu_samples_per_j_estimate"])
+    error = row.get("cpu_energy_estimate_error_rel")
+    bound = (
+        f", error up to {float(row['cpu_energy_estimate_error_rel']):.0%}" if finite(error) else ""
+    )
+    return f"; estimated {value:,.1f} samples/J from the CPU's TDP{bound}, not measured"
 
 
 def _method(row: dict[str, Any]) -> str:

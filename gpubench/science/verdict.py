@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.science import leaders, standing, target_time
+from gpubench.science import economy, leaders, standing, target_time
 from gpubench.science.bottleneck import BOTTLENECKS, Bottleneck, classify
 from gpubench.science.devices import Across, DeviceLead, across, device_leads, energy_lines
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
@@ -70,6 +70,8 @@ class ModelVerdict:
     # then the rounds'), and the practical difference under which a lead is a tie
     rounds_samples_per_s: float | None = None
     margin: float = leaders.MARGIN
+    # issue 32: least energy and cost to target, the cheapest per sample (science.economy)
+    economy: list[str] = field(default_factory=list)
 
     def headline(self) -> str:
         """The first line (standing.headline): the fastest, or the tie, its figures from one
@@ -98,6 +100,7 @@ class ModelVerdict:
         if self.next_experiment:
             out.append(f"  next: {self.next_experiment}")
         out += [f"  energy: {e}" for e in self.energy]
+        out += [f"  {e}" for e in self.economy]  # issue 32
         out += [f"  effective batch: {a.line()}" for a in self.effective_batch]
         return out
 
@@ -141,6 +144,7 @@ class ModelVerdict:
             "cpu_speedup": self.cpu_speedup,
             "time_to_target": self.time_to_target,
             "energy": self.energy,
+            "economy": self.economy,  # issue 32
             "effective_batch": [a.to_dict() for a in self.effective_batch],
             "devices": [d.to_dict() for d in self.devices],
             "across_devices": [a.to_dict() for a in self.across],
@@ -221,6 +225,7 @@ def _verdict(
         v.unclassified, v.next_experiment = _unclassified(best, command)
     v.energy = energy_lines(best, v.devices, ok, cpu_reason, among)
     v.effective_batch = effective_batches(all_rows)
+    v.economy = economy.lines(best, ok, all_rows, among)  # issue 32
     return v
 
 

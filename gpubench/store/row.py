@@ -30,6 +30,7 @@ IDENTITY += ["threads"]  # issue 14: the threads axis (None: what torch picks; s
 IDENTITY += ["parallel", "nproc", "scaling"]  # issue 17: parallel points
 IDENTITY += ["nodes"]  # issue 23: the nodes of a torchrun launch (world size = nproc * nodes)
 IDENTITY += ["accumulate", "checkpoint"]  # issue 25: micro-batches per update, checkpointing
+IDENTITY += ["power_limit_w"]  # issue 32: the GPU power limit set for the point (None: as is)
 
 # The flat columns of a row, in order (units in the names). A value that cannot be measured on
 # this device is None, never 0 and never a guess. Raw series (step_times_s) live only in the JSONL.
@@ -184,6 +185,21 @@ TEXT += ["target_metric", "backend", "collective_method"]
 TEXT += ["top_category", "bottleneck", "bottleneck_evidence"]  # issue 15
 TEXT += ["cpu_energy_note"]
 TEXT += ["host", "device_name"]  # issue 23
+# issue 32 (energy and cost): how the CPU's energy was had (`rapl` or `tdp_estimate`), RAPL's
+# DRAM domains, and the TDP estimate in columns of its own (never under a measurement's name),
+# with its stated error, the busy cores and the per-core TDP it rests on
+COLUMNS += ["cpu_energy_method", "cpu_dram_energy_j_per_step"]
+COLUMNS += ["cpu_energy_estimate_j_per_step", "cpu_samples_per_j_estimate"]
+COLUMNS += ["cpu_energy_estimate_error_rel", "cpu_busy_cores", "cpu_tdp_per_core_w"]
+COLUMNS += ["cpu_tdp_model"]
+# convergence rows: joules over the training until the target was first met (evaluations left
+# out, as from time_to_target_s): the GPU's (NVML counter), the CPU's (RAPL) or its estimate
+COLUMNS += ["energy_to_target_j", "cpu_energy_to_target_j", "cpu_energy_to_target_estimate_j"]
+# cost at the sweep's --price (run.cost): dollars per hour of the devices the point held, per
+# million samples, per epoch of `epoch_samples`, and to target (a convergence row)
+COLUMNS += ["usd_per_hour", "usd_per_million_samples", "epoch_samples", "usd_per_epoch"]
+COLUMNS += ["usd_to_target"]
+TEXT += ["cpu_energy_method", "cpu_tdp_model"]
 
 SERIES = ["step_times_s", "curve"]
 SERIES += ["traceback"]  # issue 13: an `error` row's Python traceback (JSONL only, not the CSV)

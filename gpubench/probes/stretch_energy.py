@@ -1,0 +1,102 @@
+"""Energy summed over a convergence run's training stretches (issue 32: joules to target), the
+evaluations between them left out as their time is: the GPU's NVML total-energy counter read at
+each stretch's ends, the CPU's RAPL packages over each stretch, and where RAPL is missing the
+process's CPU seconds for the TDP estimate (probes.cpu_power).
+
+The GPU counter moves about every 100 ms on an H100 (probes.energy), so each stretch's
+difference can be off by up to one update at each end: a few percent of a stretch that trains
+for seconds, more for short ones (docs/energy.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gpubench.probes import calibration, cpu_power, nvml, rapl
+
+
+@dataclass
+class Totals:
+    """Energy so far over the stretches: GPU (NVML counter) and CPU (RAPL) joules, the
+    process's CPU seconds; None where the machine cannot tell."""
+
+    gpu_j: float | None
+    cpu_j: float | None
+    cpu_s: float
+    stretches: int
+
+
+class StretchEnergy:
+    """Call `start()` before and `stop()` after each training stretch; `totals` sums them."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._gpu = _gpu_reader(device)
+        self._rapl = rapl.unavailable_reason() is None
+        self._package: rapl.PackageEnergy | None = None
+        self._gpu_start: float | None = None
+        self._cpu_start = 0.0
+        self.totals = Totals(
+            gpu_j=0.0 if self._gpu is not None else None,
+            cpu_j=0.0 if self._rapl else None,
+            cpu_s=0.0,
+            stretches=0,
+        )
+
+    def start(self) -> None:
+        self._gpu_start = self._gpu.read().energy_j if self._gpu is not None else None
+        self._package = rapl.PackageEnergy() if self._rapl else None
+        if self._package is not None:
+            self._package.start()
+        self._cpu_start = time.process_time()
+
+    def stop(self) -> None:
+        t = self.totals
+        t.cpu_s += time.process_time() - self._cpu_start
+        t.stretches += 1
+        if self._package is not None:
+            self._package.stop()
+            joules = self._package.joules
+            t.cpu_j = None if joules is None or t.cpu_j is None else t.cpu_j + joules
+        if self._gpu is not None:
+            end = self._gpu.read().energy_j
+            if end is None or self._gpu_start is None or t.gpu_j is None:
+                t.gpu_j = None
+            else:
+                t.gpu_j += end - self._gpu_start
+
+    def curve_entry(self) -> dict[str, float | None]:
+        """The running totals a convergence curve entry carries (joules)."""
+        t = self.totals
+        estimate = None
+        if t.cpu_j is None:
+            # cpu_power.estimate's rule: CPU seconds x TDP per core
+            estimate = t.cpu_s * cpu_power.tdp_for(calibration.cpu_model()).per_core_w
+        return {"gpu_energy_j": t.gpu_j, "cpu_energy_j": t.cpu_j, "cpu_energy_estimate_j": estimate}
+
+
+def _gpu_reader(device: torch.device) -> nvml.Device | None:
+    """An NVML reader of `device` where it is a GPU whose driver has the energy counter."""
+    if device.type != "cuda" or nvml.unavailable_reason() is not None:
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    reader = nvml.Device(index)
+    return reader if reader.energy_counter else None
+
+
+def to_target(reached: dict[str, Any] | None) -> dict[str, Any]:
+    """A convergence row's energy-to-target columns from the curve entry that first met the
+    target (None: never met, so none), with the CPU's method named."""
+    if reached is None:
+        return {}
+    cpu, estimate = reached.get("cpu_energy_j"), reached.get("cpu_energy_estimate_j")
+    method = "rapl" if cpu is not None else "tdp_estimate" if estimate is not None else None
+    return dict(
+        energy_to_target_j=reached.get("gpu_energy_j"),
+        cpu_energy_to_target_j=cpu,
+        cpu_energy_to_target_estimate_j=estimate,
+        cpu_energy_method=method,
+    )
