@@ -161,3 +161,23 @@ def test_the_cheapest_to_target_is_named_beside_the_fastest_to_target() -> None:
         "cheapest to target: cpu fp32 B=32, $0.05 median; "
         "the fastest to target, cuda fp32 B=256: $0.06944"
     ]
+
+
+def test_at_the_fastests_price_no_row_is_named_cheaper_by_the_rows_alone() -> None:
+    """The verdict's fastest (by the confirmation) can read slower in its sweep row than a
+    row it beat; at one price per hour that row is not called cheaper (a contradiction seen
+    on a loaded machine: "cheapest: cpu fp32 B=32 ... the fastest, cpu bf16 B=256")."""
+    p = prices.Prices({"cpu": 0.10, "cuda": 2.50})
+    fastest = _row("cpu", 256, 700.0)  # its sweep row, contended
+    other = _row("cpu", 32, 1400.0)
+    gpu = _row("cuda", 64, 1500.0)  # another price: judged by the rows, and dearer
+    for r in (fastest, other, gpu):
+        r.update(cost.columns(r, p))
+    assert economy.cost_line(fastest, [fastest, other, gpu], []) == (
+        "the fastest is the cheapest too: $0.03968 per million samples"
+    )
+    cheap_gpu = _row("cuda", 64, 100_000.0)  # at another price, the rows decide
+    cheap_gpu.update(cost.columns(cheap_gpu, p))
+    assert economy.cost_line(fastest, [fastest, other, cheap_gpu], []).startswith(
+        "cuda fp32 B=64, $0.006944 per million samples; the fastest, cpu fp32 B=256"
+    )

@@ -121,8 +121,16 @@ def _estimate_note(least: target_time.TargetTime, fastest: target_time.TargetTim
 def cost_line(best: dict[str, Any], ok: list[dict[str, Any]], among: list[str]) -> str | None:
     """The row with the least dollars per million samples and the fastest's
     beside it where that is another row (a device 10x the price must be over 10x faster to
-    be both); None where no row has a price."""
-    priced = [r for r in ok if finite(r.get("usd_per_million_samples"))]
+    be both); None where no row has a price. At the fastest's own price per hour no row is
+    cheaper than it: the verdict named it fastest by its best measurement (the confirmation's
+    rounds), and another row at that price reads cheaper only by the rows' noisier figures."""
+    price = best.get("usd_per_hour")
+    priced = [
+        r
+        for r in ok
+        if finite(r.get("usd_per_million_samples"))
+        and (standing.identity(r) == standing.identity(best) or r.get("usd_per_hour") != price)
+    ]
     if not priced:
         return None
     top = min(priced, key=lambda r: float(r["usd_per_million_samples"]))
