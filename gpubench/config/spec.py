@@ -13,13 +13,14 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from gpubench.config import loader as loader_axes
 from gpubench.config.convergence import Convergence
 from gpubench.config.model_options import encode
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SIZES = ("tiny", "small", "base")
-DATA_MODES = ("device", "host")
+DATA_MODES = ("device", "host", "loader")  # issue 31: loader, a DataLoader over files
 COMPILE_MODES = ("eager", "compile")
 MODES = ("speed", "convergence")
 # Parallel points (issue 17): how the ranks share the work, and what stays fixed as they grow.
@@ -51,7 +52,22 @@ AXES = (
     "scaling",
     "accumulate",  # issue 25: micro-batches per optimizer step (batch_size stays the effective)
     "checkpoint",  # issue 25: activation checkpointing: none or blocks
+    # issue 31: the DataLoader's axes (data = "loader"; config.loader)
+    "loader_workers",
+    "pin_memory",
+    "prefetch",
+    "persistent_workers",
 )
+
+
+def loader_label(point: Point) -> str:
+    """issue 31: ' workers=2 pinned prefetch=2' for a loader point ('' otherwise)."""
+    if point.data != "loader":
+        return ""
+    text = f" workers={point.loader_workers}" + (" pinned" if point.pin_memory else "")
+    text += f" prefetch={point.prefetch}" if point.prefetch not in (None, 2) else ""
+    text += " not-persistent" if point.loader_workers and not point.persistent_workers else ""
+    return text + (f" loader={point.loader}" if point.loader else "")
 
 
 def model_label(model: str, size: str | None) -> str:
@@ -93,6 +109,13 @@ class Point:
     # the model's repeated blocks in backward instead of holding them
     accumulate: int = 1
     checkpoint: str = "none"
+    # issue 31: data = "loader": the DataLoader's workers, pinned memory, prefetch depth and
+    # persistent workers (resolved, config.loader), and a user's factory; None otherwise
+    loader_workers: int | None = None
+    pin_memory: bool | None = None
+    prefetch: int | None = None
+    persistent_workers: bool | None = None
+    loader: str | None = None
 
     @property
     def world_size(self) -> int:
@@ -121,6 +144,7 @@ class Point:
             + (f" {self.scaling}" if self.scaling is not None else "")
             + (f" accumulate={self.accumulate}" if self.accumulate != 1 else "")
             + (f" checkpoint={self.checkpoint}" if self.checkpoint != "none" else "")
+            + loader_label(self)
         )
 
     def baseline(self) -> Point:
@@ -226,6 +250,13 @@ class SweepSpec:
     # issue 28: device types ("cuda") on which each batch-size series keeps doubling past its
     # largest listed batch while that is its fastest (gpubench.run.batch_growth)
     grow_batch_sizes: tuple[str, ...] = ()
+    # issue 31: the DataLoader's axes with data = "loader" (None: "auto", config.loader), and a
+    # user's Dataset or DataLoader factory 'package.module:function' (None: gpubench's own)
+    loader_workers: tuple[int | None, ...] = (None,)
+    pin_memory: tuple[bool | None, ...] = (None,)
+    prefetch: tuple[int | None, ...] = (None,)
+    persistent_workers: tuple[bool, ...] = (True,)
+    loader: str | None = None
 
     def resolved_devices(self) -> tuple[str, ...]:
         """`auto` becomes the CPU plus CUDA where present; duplicates are dropped, order kept."""
@@ -263,6 +294,7 @@ class SweepSpec:
                 scaling=sc,
                 accumulate=k,
                 checkpoint=ck,
+                **lo,
             )
             for m, d, p, o, c, cl, g, cb in itertools.product(
                 self.models,
@@ -276,8 +308,19 @@ class SweepSpec:
             )
             for pa, n, sc in self.parallel_layouts()  # issue 17
             for ck, k in itertools.product(self.checkpoint, self.accumulate)  # issue 25
+            for lo in self.loader_layouts(d)  # issue 31
             for t, s, b in itertools.product(self.threads, self.seeds, batch_sizes)
         ]
+
+    def loader_layouts(self, device: str) -> list[dict[str, Any]]:
+        """issue 31: the Point fields of each DataLoader layout on `device`: one empty layout
+        where data is not "loader" (the fields stay None)."""
+        if self.data != "loader":
+            return [{}]
+        lays = loader_axes.layouts(
+            device, self.loader_workers, self.pin_memory, self.prefetch, self.persistent_workers
+        )
+        return [{**lay, "loader": self.loader} for lay in lays]
 
     def parallel_layouts(self) -> list[tuple[str, int, str | None]]:
         """(parallel, nproc, scaling) of each point: one layout for "none", and for ddp and fsdp

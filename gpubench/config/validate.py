@@ -7,6 +7,7 @@ from dataclasses import fields
 from typing import Any
 
 from gpubench.config import convergence
+from gpubench.config import loader as loader_axes
 from gpubench.config.checks import (
     check_accumulate,
     check_batch_size,
@@ -52,6 +53,7 @@ SCALAR_CHECKS: dict[str, Callable[[Any], Any]] = {
     "size": lambda v: check_one_of(v, SIZES, "size"),
     "data": lambda v: check_one_of(v, DATA_MODES, "data mode"),
     "mode": lambda v: check_one_of(v, MODES, "mode"),
+    "loader": loader_axes.check_factory,  # issue 31: a user's Dataset/DataLoader factory
 }
 ELEMENT_CHECKS: dict[str, Callable[[Any], Any]] = {
     "models": check_model,
@@ -71,6 +73,7 @@ ELEMENT_CHECKS: dict[str, Callable[[Any], Any]] = {
     "accumulate": check_accumulate,  # issue 25
     "checkpoint": lambda v: check_one_of(v, CHECKPOINT_MODES, "checkpoint mode"),
     "grow_batch_sizes": lambda v: check_one_of(v, GROW_DEVICE_TYPES, "device type"),  # issue 28
+    **loader_axes.ELEMENT_CHECKS,  # issue 31: the DataLoader's axes
 }
 
 
@@ -90,6 +93,8 @@ def validate(spec: SweepSpec) -> SweepSpec:
             "points measure speed only (mode = 'speed'), convergence runs use parallel = ['none']"
         )
     _check_effective_batch(spec)
+    given = {k: getattr(spec, k) for k in loader_axes.LOADER_AXES}
+    loader_axes.check_spec(spec.data, given, spec.loader)  # issue 31
     check_budget(spec.budget)
     _check_convergence(spec)
     return spec

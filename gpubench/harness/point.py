@@ -17,6 +17,7 @@ from gpubench import models
 from gpubench.config import precision
 from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
+from gpubench.harness import input_wait
 from gpubench.harness.step import cudnn_benchmark, prepare, unsupported_reason
 from gpubench.harness.timing import Measurement, measure
 from gpubench.probes import breakdown, calibration, datasheet, flops, load, memory, nvml, rapl
@@ -119,6 +120,7 @@ def measure_workload(
             probe=_window(torch_peaks, sampler, package, others),
             observed_step=observed_step,
         )
+        fed = input_wait.values(batches, m)  # issue 31: the loader's wait and rate ({}: none)
         # After the measured windows, never inside them: a few steps under the profiler, whose
         # own memory is not the point's.
         if rss is not None:
@@ -191,6 +193,7 @@ def measure_workload(
         **nvml_values(sampler, m.stats.n, point.batch_size),
         **_why_values(profiled, counted.result.bytes, flop_count, m, device),
         **cpu_energy(package, m.stats.n, point.batch_size),
+        **fed,
     )
     return values, m
 
