@@ -53,3 +53,17 @@ def own_loader(workload: Workload, settings: LoaderSettings) -> DataLoader[Any]:
 
 def not_data(workload: Workload, settings: LoaderSettings) -> object:
     return 42
+
+
+class _Hangs(Dataset[tuple[torch.Tensor, int]]):
+    def __len__(self) -> int:
+        return SAMPLES
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        time.sleep(3600)  # a worker stuck on a sample (a dead network mount, say)
+        raise AssertionError("unreachable")
+
+
+def hanging(workload: Workload, settings: LoaderSettings) -> DataLoader[Any]:
+    """A DataLoader whose one worker never delivers, with a 2-second timeout of its own."""
+    return DataLoader(_Hangs(), batch_size=settings.batch_size, num_workers=1, timeout=2)

@@ -14,9 +14,9 @@ from gpubench.science.input_bound import INPUT_WAIT_SHARE, input_lines
 BUDGET = Budget.fixed(steps=6, warmup_steps=2)
 
 
-def _point(**loader: object) -> Point:
+def _point(device: str = "cpu", **loader: object) -> Point:
     fields = dict(data="loader", pin_memory=False, loader="loader_datasets:slow") | loader
-    return Point("mlp", "tiny", "cpu", "fp32", "sgd", 8, **fields)  # type: ignore[arg-type]
+    return Point("mlp", "tiny", device, "fp32", "sgd", 8, **fields)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +60,22 @@ def test_the_same_model_on_device_data_is_not_input_bound(rows: dict) -> None:
     assert row["status"] == "ok", row["error"]
     assert row["bottleneck"] != "input"
     assert row["input_wait_share"] is None and row["loader_workers"] is None
+
+
+@pytest.mark.gpu
+def test_on_cuda_the_wait_holds_the_copy_and_pinned_batches_arrive() -> None:
+    """The CUDA path: batches pinned by the loader, copied without blocking, each copy timed by
+    CUDA events into its step's wait; the slow transform is input-bound there too."""
+    budget = Budget(**{**BUDGET.__dict__, "profile_steps": 0})
+    point = Point(
+        "cnn", "small", "cuda", "fp32", "sgd", 32, data="loader", loader_workers=0,
+        pin_memory=True,
+    )  # fmt: skip
+    row = classified(measure_point(point, budget))
+    assert row["status"] == "ok", row["error"]
+    assert 0 < row["input_wait_share"] <= 1 and row["input_wait_s"] > 0
+    assert row["pipeline_samples_per_s"] > 0 and row["step_timer"] == "cuda_event"
+    slow = classified(
+        measure_point(_point(device="cuda", pin_memory=True, loader_workers=0), budget)
+    )
+    assert slow["bottleneck"] == "input", slow["bottleneck_evidence"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpubench.cli import main
-from gpubench.config.spec import Budget, SweepSpec
+from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.run.sweep import run_sweep
 
 BUDGET = Budget(**{**Budget.fixed(steps=4, warmup_steps=1).__dict__, "profile_steps": 0})
@@ -68,3 +68,14 @@ def test_loader_axes_without_loader_data_are_a_usage_error(
     err = capsys.readouterr().err
     assert "loader_workers [2] with data 'device'" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_hung_worker_ends_its_point_with_the_loaders_timeout() -> None:
+    from gpubench.harness.point import measure_point
+
+    point = Point(
+        "mlp", "tiny", "cpu", "fp32", "sgd", 8, data="loader", loader_workers=1,
+        pin_memory=False, prefetch=2, persistent_workers=True, loader="loader_datasets:hanging",
+    )  # fmt: skip
+    with pytest.raises(RuntimeError, match="DataLoader timed out after 2 seconds"):
+        measure_point(point, BUDGET)

@@ -126,8 +126,9 @@ def check_spec(data: str, given: dict[str, tuple[Any, ...]], loader: str | None)
     """The loader axes apply to data = "loader" only: set elsewhere they would measure nothing."""
     if data == "loader":
         return
-    defaults = {"loader_workers": (None,), "pin_memory": (None,), "prefetch": (None,)}
-    defaults["persistent_workers"] = (True,)
+    defaults: dict[str, tuple[Any, ...]] = dict(
+        loader_workers=(None,), pin_memory=(None,), prefetch=(None,), persistent_workers=(True,)
+    )
     for key, value in given.items():
         if tuple(value) != defaults[key]:
             raise ConfigError(

@@ -116,7 +116,9 @@ class LoaderSettings:
         n = len(dataset)  # type: ignore[arg-type]
         small = n < self.batch_size
         sampler = RandomSampler(
-            dataset, replacement=small, num_samples=4 * self.batch_size if small else None
+            dataset,  # type: ignore[arg-type]  # a map-style Dataset has a length
+            replacement=small,
+            num_samples=4 * self.batch_size if small else None,
         )
         sampler.generator = g
         return DataLoader(

@@ -32,12 +32,11 @@ def wait_text(row: dict[str, Any]) -> str:
         f"waits {share:.0%} of the step for its batch "
         f"(median {wait * 1e3:.3g} ms of {step * 1e3:.3g} ms)"
     )
-    pipe, model = row.get("pipeline_samples_per_s"), row.get("model_samples_per_s")
-    if finite(pipe) and finite(model):
+    if finite(row.get("pipeline_samples_per_s")) and finite(row.get("model_samples_per_s")):
+        pipe, model = float(row["pipeline_samples_per_s"]), float(row["model_samples_per_s"])
         text += (
-            f"; the pipeline alone delivers {float(pipe):,.0f} samples/s, "
-            f"{float(pipe) / float(model):.2f}x the model's {float(model):,.0f} samples/s "
-            "without the wait"
+            f"; the pipeline alone delivers {pipe:,.0f} samples/s, {pipe / model:.2f}x the "
+            f"model's {model:,.0f} samples/s without the wait"
         )
     return text
 
