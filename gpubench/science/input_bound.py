@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpubench.science.partition import finite, norm, same_key
+from gpubench.science.partition import finite, identity, norm, same_key
 
 # A step that waits a fifth of its time for its batch would be 1.25x faster fed at once: more
 # than any run-to-run noise, and the first thing a practitioner tunes.
@@ -63,11 +63,16 @@ def _by_workers(best: dict[str, Any], rows: list[dict[str, Any]]) -> dict[int, d
 
 
 def workers_lever(
-    best: dict[str, Any], rows: list[dict[str, Any]], margin: float
+    best: dict[str, Any],
+    rows: list[dict[str, Any]],
+    margin: float,
+    tied: frozenset[tuple[Any, ...]] = frozenset(),
 ) -> tuple[list[str], str | None]:
     """The worker lever at `best`: '4 workers: 2.80x the samples/s of 0 workers' for each worker
-    count measured against the fewest, and the next experiment where the most workers measured
-    is the fastest and still input-bound (more workers); ([], None) for other data."""
+    count measured against the fewest (within noise where one of the two is a row in `tied`,
+    the rows the verdict could not tell from `best`), and the next experiment where the most
+    workers measured is the fastest and still input-bound (more workers); ([], None) for other
+    data."""
     if norm(best.get("data")) != "loader":
         return [], None
     found = _by_workers(best, rows)
@@ -87,7 +92,9 @@ def workers_lever(
         pipe = _ratio(found[n], found[base_n], "pipeline_samples_per_s")
         text = f"{n} workers: {ratio:.2f}x the samples/s of {base_n} workers"
         text += f" (the pipeline alone {pipe:.2f}x)" if pipe is not None else ""
-        if ratio <= 1 + margin:
+        if {identity(found[n]), identity(found[base_n])} & tied:
+            text += ": within noise, the rows cannot tell the two apart"
+        elif ratio <= 1 + margin:
             text += f": no help beyond the {margin * 100:.3g}% margin"
         lines.append(text)
     most = max(found)
@@ -103,14 +110,19 @@ def _ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> float | None:
     return float(a[key]) / float(b[key])
 
 
-def input_lines(best: dict[str, Any], rows: list[dict[str, Any]], margin: float) -> list[str]:
+def input_lines(
+    best: dict[str, Any],
+    rows: list[dict[str, Any]],
+    margin: float,
+    tied: frozenset[tuple[Any, ...]] = frozenset(),
+) -> list[str]:
     """The verdict's input lines for a loader row: its wait (input-bound or not) and the worker
-    lever; [] for other data."""
+    lever (see workers_lever for `tied`); [] for other data."""
     if not is_loader(best):
         return []
     bound = input_evidence(best) is not None
     head = f"the fastest {wait_text(best)}: " + (
         "input-bound" if bound else f"not input-bound (under {INPUT_WAIT_SHARE:.0%})"
     )
-    lines, _ = workers_lever(best, rows, margin)
+    lines, _ = workers_lever(best, rows, margin, tied)
     return [head, *lines]

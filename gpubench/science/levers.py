@@ -66,7 +66,7 @@ def levers(
     found = [e for e in _effects(kind, best, records, among, margin, paired, tied) if e.helps]
     lines, todo = [e.line for e in found], [e.todo for e in found if e.todo]
     if kind == "input":  # issue 31: the loader's workers, against the fewest measured
-        more, todo_more = workers_lever(best, records, margin)
+        more, todo_more = workers_lever(best, records, margin, tied)
         lines += more
         todo[:0] = [todo_more] if todo_more else []
     if kind in ("launch", "memory", "mixed"):

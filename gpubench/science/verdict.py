@@ -224,7 +224,8 @@ def _verdict(
     else:
         v.evidence = [scaling] if scaling else []
         v.unclassified, v.next_experiment = _unclassified(best, command)
-    v.input = input_lines(best, ok, margin)  # issue 31
+    ties = frozenset(identity(t["identity"]) for t in lead.ties)
+    v.input = input_lines(best, ok, margin, ties)  # issue 31
     v.energy = energy_lines(best, v.devices, ok, cpu_reason, among)
     v.effective_batch = effective_batches(all_rows)
     return v
