@@ -135,3 +135,27 @@ def test_the_input_rule_and_the_worker_lever_on_synthetic_rows() -> None:
     _, todo = workers_lever(still, [starved, still], margin=0.03)
     assert todo == "measure more loader workers: --loader-workers 4,8"
     assert label(fed).endswith("B=8 4 workers")
+
+
+def test_the_loaders_workers_are_the_points_own_processes_and_their_cpu_is_counted() -> None:
+    import os
+
+    from gpubench.config.spec import Point
+    from gpubench.harness.input_wait import LoaderBatches
+    from gpubench.probes import process_tree
+
+    point = Point(
+        "mlp", "tiny", "cpu", "fp32", "sgd", 8, data="loader", loader_workers=2,
+        pin_memory=False, prefetch=2, persistent_workers=True, loader="loader_datasets:slow",
+    )  # fmt: skip
+    batches = LoaderBatches(point, models.build("mlp", "tiny"))
+    for _ in range(4):
+        x, y = batches.next()
+    assert x.shape == (8, 1, 8, 8) and y.shape == (8,)
+    pids = [w.pid for w in batches._it._workers]
+    # descendants of this process: the busy-machine check counts them as the point's own
+    assert set(pids) <= set(process_tree.tree(os.getpid()))
+    batches.read_workers()
+    assert set(batches._worker_cpu_s) == set(pids)
+    assert batches.cpu_s() >= sum(batches._worker_cpu_s.values())
+    assert len(batches.next_s) == batches.batches == 4
