@@ -67,3 +67,17 @@ class _Hangs(Dataset[tuple[torch.Tensor, int]]):
 def hanging(workload: Workload, settings: LoaderSettings) -> DataLoader[Any]:
     """A DataLoader whose one worker never delivers, with a 2-second timeout of its own."""
     return DataLoader(_Hangs(), batch_size=settings.batch_size, num_workers=1, timeout=2)
+
+
+class _Stream(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+    """20 samples a pass and no length: an epoch ends only when the iterator does."""
+
+    def __init__(self, workload: Workload) -> None:
+        self.samples = _Samples(workload)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return (self.samples[i] for i in range(20))
+
+
+def stream(workload: Workload, settings: LoaderSettings) -> DataLoader[Any]:
+    return DataLoader(_Stream(workload), batch_size=settings.batch_size, drop_last=True)

@@ -159,3 +159,16 @@ def test_the_loaders_workers_are_the_points_own_processes_and_their_cpu_is_count
     assert set(batches._worker_cpu_s) == set(pids)
     assert batches.cpu_s() >= sum(batches._worker_cpu_s.values())
     assert len(batches.next_s) == batches.batches == 4
+
+
+def test_an_iterable_data_set_of_no_length_starts_a_new_epoch_when_it_ends() -> None:
+    from gpubench.config.spec import Point
+    from gpubench.harness.input_wait import LoaderBatches
+
+    point = Point(
+        "mlp", "tiny", "cpu", "fp32", "sgd", 8, data="loader", loader_workers=0,
+        pin_memory=False, persistent_workers=False, loader="loader_datasets:stream",
+    )  # fmt: skip
+    batches = LoaderBatches(point, models.build("mlp", "tiny"))
+    seen = [batches.next()[1].tolist() for _ in range(5)]  # 2 full batches a pass of 20
+    assert seen[0] == seen[2] == seen[4] and seen[1] == seen[3] and seen[0] != seen[1]

@@ -87,6 +87,10 @@ class LoaderBatches:
         self.next_s: list[float] = []  # host seconds in next(), one per batch served
         self._copies: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
         self._it: Any = None
+        try:
+            self._len: int | None = len(self.loader)
+        except TypeError:  # an IterableDataset without __len__
+            self._len = None
         self._served = 0  # batches served in this epoch
         self.batches = 0  # in all
         self._main_cpu_s = 0.0  # this thread's CPU in next(): the loading itself at 0 workers
@@ -94,14 +98,21 @@ class LoaderBatches:
 
     def _raw(self) -> tuple[Tensor, Tensor]:
         """The next batch on the host, a new epoch (new workers, unless persistent) as needed."""
-        if self._it is None or self._served >= len(self.loader):
-            with _children_allowed():
-                self._it = iter(self.loader)
-            self._served = 0
-        batch = next(self._it)
+        if self._it is None or (self._len is not None and self._served >= self._len):
+            self._start()
+        try:
+            batch = next(self._it)
+        except StopIteration:  # an iterable data set of no length: its epoch ended here
+            self._start()
+            batch = next(self._it)
         self._served += 1
         self.batches += 1
         return batch[0], batch[1]
+
+    def _start(self) -> None:
+        with _children_allowed():
+            self._it = iter(self.loader)
+        self._served = 0
 
     def _to_device(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         if not self.cuda:
@@ -114,7 +125,7 @@ class LoaderBatches:
         x, y = self._raw()
         self.next_s.append(time.perf_counter() - t0)
         self._main_cpu_s += time.thread_time() - c0
-        if self._served == len(self.loader):  # the epoch's workers may end with it: read them
+        if self._served == self._len:  # the epoch's workers may end with it: read them now
             self.read_workers()
         if self.cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
