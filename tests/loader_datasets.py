@@ -22,10 +22,12 @@ SAMPLES = 64
 
 
 class _Samples(Dataset[tuple[torch.Tensor, int]]):
-    def __init__(self, workload: Workload, sleep_s: float = 0.0, crash: bool = False) -> None:
+    def __init__(
+        self, workload: Workload, sleep_s: float = 0.0, crash: bool = False, hungry: bool = False
+    ) -> None:
         x, _ = workload.batch(1, "cpu", 0)
         self.shape = tuple(x.shape[1:])
-        self.sleep_s, self.crash = sleep_s, crash
+        self.sleep_s, self.crash, self.hungry = sleep_s, crash, hungry
 
     def __len__(self) -> int:
         return SAMPLES
@@ -33,6 +35,9 @@ class _Samples(Dataset[tuple[torch.Tensor, int]]):
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         if self.crash and get_worker_info() is not None:
             raise ValueError(f"sample {i} is corrupt (a crash in a loader worker)")
+        if self.hungry and get_worker_info() is not None:
+            # what a worker meets past the memory cap: the allocation fails in the worker
+            raise MemoryError(f"cannot allocate memory for sample {i}")
         time.sleep(self.sleep_s)
         g = torch.Generator().manual_seed(i)
         return torch.randn(self.shape, generator=g), i % 10
@@ -44,6 +49,10 @@ def slow(workload: Workload, settings: LoaderSettings) -> Dataset[Any]:
 
 def crashing(workload: Workload, settings: LoaderSettings) -> Dataset[Any]:
     return _Samples(workload, crash=True)
+
+
+def hungry(workload: Workload, settings: LoaderSettings) -> Dataset[Any]:
+    return _Samples(workload, hungry=True)
 
 
 def own_loader(workload: Workload, settings: LoaderSettings) -> DataLoader[Any]:

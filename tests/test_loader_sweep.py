@@ -79,3 +79,16 @@ def test_a_hung_worker_ends_its_point_with_the_loaders_timeout() -> None:
     )  # fmt: skip
     with pytest.raises(RuntimeError, match="DataLoader timed out after 2 seconds"):
         measure_point(point, BUDGET)
+
+
+def test_a_worker_out_of_memory_is_the_points_out_of_memory() -> None:
+    from gpubench.harness.failure import is_out_of_memory
+    from gpubench.harness.point import measure_point
+
+    point = Point(
+        "mlp", "tiny", "cpu", "fp32", "sgd", 8, data="loader", loader_workers=1,
+        pin_memory=False, prefetch=2, persistent_workers=True, loader="loader_datasets:hungry",
+    )  # fmt: skip
+    with pytest.raises(MemoryError, match="DataLoader worker") as raised:
+        measure_point(point, BUDGET)
+    assert is_out_of_memory(raised.value)  # the sweep's rule: the row's status is `oom`
