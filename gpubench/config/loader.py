@@ -9,10 +9,13 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpubench.config.checks import whole
 from gpubench.config.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gpubench.config.spec import Point
 
 AUTO = "auto"
 # The most workers "auto" picks: past a few, a small model's batches arrive faster than it
@@ -137,3 +140,13 @@ def check_spec(data: str, given: dict[str, tuple[Any, ...]], loader: str | None)
             )
     if loader is not None:
         raise ConfigError(f"loader {loader!r} with data {data!r}; allowed: data = 'loader'")
+
+
+def label(point: Point) -> str:
+    """A loader point's label suffix, ' workers=2 pinned' ('' for other data)."""
+    if point.data != "loader":
+        return ""
+    text = f" workers={point.loader_workers}" + (" pinned" if point.pin_memory else "")
+    text += f" prefetch={point.prefetch}" if point.prefetch not in (None, TORCH_PREFETCH) else ""
+    text += " not-persistent" if point.loader_workers and not point.persistent_workers else ""
+    return text + (f" loader={point.loader}" if point.loader else "")

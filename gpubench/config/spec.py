@@ -60,16 +60,6 @@ AXES = (
 )
 
 
-def loader_label(point: Point) -> str:
-    """issue 31: ' workers=2 pinned prefetch=2' for a loader point ('' otherwise)."""
-    if point.data != "loader":
-        return ""
-    text = f" workers={point.loader_workers}" + (" pinned" if point.pin_memory else "")
-    text += f" prefetch={point.prefetch}" if point.prefetch not in (None, 2) else ""
-    text += " not-persistent" if point.loader_workers and not point.persistent_workers else ""
-    return text + (f" loader={point.loader}" if point.loader else "")
-
-
 def model_label(model: str, size: str | None) -> str:
     """'mlp/small' for a reference model at a size preset; a user's 'package.module:function'
     as itself, since a size preset means nothing to it."""
@@ -144,7 +134,7 @@ class Point:
             + (f" {self.scaling}" if self.scaling is not None else "")
             + (f" accumulate={self.accumulate}" if self.accumulate != 1 else "")
             + (f" checkpoint={self.checkpoint}" if self.checkpoint != "none" else "")
-            + loader_label(self)
+            + loader_axes.label(self)
         )
 
     def baseline(self) -> Point:
