@@ -28,10 +28,7 @@ def wait_text(row: dict[str, Any]) -> str:
     """'waits 63% of the step for its batch (median 12 ms of 19 ms); the pipeline alone
     delivers 850 samples/s, 0.53x the model's 1,600 samples/s without the wait'."""
     share, wait, step = (float(row[k]) for k in ("input_wait_share", "input_wait_s", "step_time_s"))
-    text = (
-        f"waits {share:.0%} of the step for its batch "
-        f"(median {wait * 1e3:.3g} ms of {step * 1e3:.3g} ms)"
-    )
+    text = f"waits {share:.0%} of the step for its batch (median {_ms(wait)} of {_ms(step)})"
     if finite(row.get("pipeline_samples_per_s")) and finite(row.get("model_samples_per_s")):
         pipe, model = float(row["pipeline_samples_per_s"]), float(row["model_samples_per_s"])
         text += (
@@ -39,6 +36,12 @@ def wait_text(row: dict[str, Any]) -> str:
             f"model's {model:,.0f} samples/s without the wait"
         )
     return text
+
+
+def _ms(seconds: float) -> str:
+    """'5.81 ms', '1,126 ms'."""
+    ms = seconds * 1e3
+    return f"{ms:,.0f} ms" if ms >= 1000 else f"{ms:.3g} ms"
 
 
 def input_evidence(row: dict[str, Any]) -> str | None:
@@ -94,6 +97,8 @@ def workers_lever(
         text += f" (the pipeline alone {pipe:.2f}x)" if pipe is not None else ""
         if {identity(found[n]), identity(found[base_n])} & tied:
             text += ": within noise, the rows cannot tell the two apart"
+        elif ratio * (1 + margin) < 1:
+            text += ": slower here"
         elif ratio <= 1 + margin:
             text += f": no help beyond the {margin * 100:.3g}% margin"
         lines.append(text)
