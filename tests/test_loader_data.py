@@ -172,3 +172,13 @@ def test_an_iterable_data_set_of_no_length_starts_a_new_epoch_when_it_ends() -> 
     batches = LoaderBatches(point, models.build("mlp", "tiny"))
     seen = [batches.next()[1].tolist() for _ in range(5)]  # 2 full batches a pass of 20
     assert seen[0] == seen[2] == seen[4] and seen[1] == seen[3] and seen[0] != seen[1]
+
+
+def test_an_input_bound_fastest_gets_the_worker_lever_and_the_next_experiment() -> None:
+    from gpubench.science.levers import levers
+
+    starved, best = _row(0, 0.6, 80.0, 90.0), _row(2, 0.4, 150.0, 160.0)
+    lines, todo = levers("input", best, [starved, best], [starved, best], ["loader_workers"])
+    assert "2 workers: 1.88x the samples/s of 0 workers (the pipeline alone 1.78x)" in lines
+    assert "batches made on the device: not measured" in lines
+    assert todo == "measure more loader workers: --loader-workers 2,4"
