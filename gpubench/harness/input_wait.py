@@ -23,6 +23,7 @@ from gpubench.config.spec import Point
 from gpubench.data.pipelines import LoaderSettings, build_loader
 from gpubench.harness.timing import Measurement, synchronize
 from gpubench.models.workload import Workload
+from gpubench.probes.current_device import stream_of
 from gpubench.probes.process_tree import _TICK_S, stat_fields
 
 # The pipeline's own rate: at least PIPELINE_MIN_BATCHES batches, then on while under
@@ -129,9 +130,9 @@ class LoaderBatches:
             self.read_workers()
         if self.cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+            start.record(stream_of(self.device))
             x, y = self._to_device(x, y)
-            end.record()
+            end.record(stream_of(self.device))
             self._copies.append((start, end))
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
