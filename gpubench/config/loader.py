@@ -146,7 +146,8 @@ def label(point: Point) -> str:
     """A loader point's label suffix, ' workers=2 pinned' ('' for other data)."""
     if point.data != "loader":
         return ""
-    text = f" workers={point.loader_workers}" + (" pinned" if point.pin_memory else "")
+    # None: a command without the loader axes (tune, max-batch) loads in the training process
+    text = f" workers={point.loader_workers or 0}" + (" pinned" if point.pin_memory else "")
     text += f" prefetch={point.prefetch}" if point.prefetch not in (None, TORCH_PREFETCH) else ""
     text += " not-persistent" if point.loader_workers and not point.persistent_workers else ""
     return text + (f" loader={point.loader}" if point.loader else "")
