@@ -151,7 +151,7 @@ def workers_label(row: dict[str, Any]) -> list[str]:
     where set); [] for other data."""
     if norm(row.get("data")) != "loader":
         return []
-    n = norm(row.get("loader_workers"))
+    n = norm(row.get("loader_workers")) or 0  # None: tune or max-batch, which load in-process
     parts = [f"{n} worker{'' if n == 1 else 's'}"]
     if norm(row.get("pin_memory")) == 1:
         parts.append("pinned")
