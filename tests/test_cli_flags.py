@@ -49,7 +49,11 @@ def test_a_shared_flag_has_one_help_text(flag: str) -> None:
 @pytest.mark.parametrize(
     ("flag", "bad", "line"),
     [
-        ("--data", "disk", "argument --data: unknown data mode 'disk'; allowed: device, host"),
+        (
+            "--data",
+            "disk",
+            "argument --data: unknown data mode 'disk'; allowed: device, host, loader",
+        ),
         (
             "--steps",
             "0",

@@ -80,7 +80,8 @@ def test_sweep_help_lists_the_allowed_values(capsys: pytest.CaptureFixture[str])
         "(default: the suite's)",
         "(default: 600)",
         "e.g. --option transformer.layers=4",
-        "convergence, convergence_accumulate, convergence_gpu, gpu, quick, scaling (default: quick",
+        "convergence, convergence_accumulate, convergence_gpu, gpu, loader, quick, scaling "
+        "(default: quick",
         "fp32, tf32, fp16, bf16",
         "sgd, adam, adamw",
         "auto (the CPU, plus CUDA where present), cpu, cuda, cuda:N",

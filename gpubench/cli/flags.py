@@ -18,6 +18,7 @@ from gpubench.config.checks import (
     check_power_limit,
     check_seed,
 )
+from gpubench.config.loader import check_pin, check_prefetch, check_workers
 from gpubench.models import MODEL_NAMES
 
 
@@ -27,6 +28,12 @@ def _seed(text: str) -> int:
 
 def _power_limit(text: str) -> int | None:  # issue 32
     return check_power_limit(text if text == "none" else values.int_value(text))
+
+
+def _pin(text: str) -> bool | None:
+    """--pin-memory's value: true, false or auto (None)."""
+    low = text.lower()
+    return check_pin(low == "true" if low in ("true", "false") else low)
 
 
 Axis = tuple[Callable[[str], Any], str]  # how a flag reads its text, and what it says it takes
@@ -105,6 +112,23 @@ AXES: dict[str, Axis] = {
         "300,500,700 (needs root and a driver that allows it; refused with the reason where "
         "not, and on the CPU)",
     ),
+    # issue 31: the DataLoader's axes (--data loader)
+    "--loader-workers": (
+        values.csv(lambda text: check_workers(values.int_value(text))),
+        "DataLoader worker processes per point, e.g. 0,2,4,8, or auto (half the cores, at "
+        "most 4); --data loader",
+    ),
+    "--pin-memory": (
+        values.csv(_pin),
+        "false, true, both, or auto (on for CUDA): the loader's batches in pinned host memory",
+    ),
+    "--prefetch": (
+        values.csv(lambda text: check_prefetch(values.int_value(text))),
+        "batches each loader worker loads ahead, e.g. 2,4, or auto (PyTorch's 2)",
+    ),
+    "--persistent-workers": _switch(
+        "persistent_workers", ": keep the loader's workers between epochs"
+    ),
 }
 
 
@@ -132,8 +156,8 @@ def add_measuring_flags(parser: argparse.ArgumentParser, *, sweep: bool) -> None
         "--data",
         type=values.choice(S.DATA_MODES, "data mode"),
         default=None if sweep else "device",
-        help="device (batches made once on the device) or host (copied from pinned host "
-        "memory every step; CUDA)",
+        help="device (batches made once on the device), host (copied from pinned host "
+        "memory every step; CUDA) or loader (a DataLoader decoding files in workers)",
     )
     if sweep:
         parser.add_argument(

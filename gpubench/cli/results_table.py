@@ -15,6 +15,7 @@ from gpubench.config.spec import model_label
 from gpubench.data.synthetic import DISTINCT_BATCHES
 from gpubench.harness.timing import min_samples_for_ci
 from gpubench.science import scaling
+from gpubench.science.partition import workers_label
 from gpubench.science.verdict import speed_options
 
 
@@ -37,6 +38,7 @@ def _options(row: dict[str, Any]) -> str:
         opts.append(f"accumulate {int(row['accumulate'])}{of}")
     if pd.notna(row.get("checkpoint")) and row["checkpoint"] != "none":
         opts.append(f"checkpoint {row['checkpoint']}")
+    opts += workers_label(row)  # issue 31: '2 workers', 'pinned'
     return ", ".join(opts)
 
 

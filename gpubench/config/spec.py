@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from gpubench.config import loader as loader_axes
 from gpubench.config.convergence import Convergence
 from gpubench.config.model_options import encode
 from gpubench.config.prices import Prices
@@ -20,7 +21,7 @@ from gpubench.config.prices import Prices
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SIZES = ("tiny", "small", "base")
-DATA_MODES = ("device", "host")
+DATA_MODES = ("device", "host", "loader")  # issue 31: loader, a DataLoader over files
 COMPILE_MODES = ("eager", "compile")
 MODES = ("speed", "convergence")
 # Parallel points (issue 17): how the ranks share the work, and what stays fixed as they grow.
@@ -53,6 +54,11 @@ AXES = (
     "accumulate",  # issue 25: micro-batches per optimizer step (batch_size stays the effective)
     "checkpoint",  # issue 25: activation checkpointing: none or blocks
     "power_limit",  # issue 32: the GPU's power limit in watts (None: as the card is)
+    # issue 31: the DataLoader's axes (data = "loader"; config.loader)
+    "loader_workers",
+    "pin_memory",
+    "prefetch",
+    "persistent_workers",
 )
 
 
@@ -98,6 +104,13 @@ class Point:
     # issue 32: the GPU power limit (watts) set through NVML for the point and restored after;
     # None: the card's as it is
     power_limit_w: int | None = None
+    # issue 31: data = "loader": the DataLoader's workers, pinned memory, prefetch depth and
+    # persistent workers (resolved, config.loader), and a user's factory; None otherwise
+    loader_workers: int | None = None
+    pin_memory: bool | None = None
+    prefetch: int | None = None
+    persistent_workers: bool | None = None
+    loader: str | None = None
 
     @property
     def world_size(self) -> int:
@@ -127,6 +140,7 @@ class Point:
             + (f" accumulate={self.accumulate}" if self.accumulate != 1 else "")
             + (f" checkpoint={self.checkpoint}" if self.checkpoint != "none" else "")
             + (f" {self.power_limit_w}W" if self.power_limit_w is not None else "")
+            + loader_axes.label(self)
         )
 
     def baseline(self) -> Point:
@@ -235,6 +249,13 @@ class SweepSpec:
     # issue 32: dollars per hour per device and the epoch's samples (--price, --epoch, [prices])
     prices: Prices = field(default_factory=Prices)
     power_limit: tuple[int | None, ...] = (None,)  # an axis: GPU power limits in watts
+    # issue 31: the DataLoader's axes with data = "loader" (None: "auto", config.loader), and a
+    # user's Dataset or DataLoader factory 'package.module:function' (None: gpubench's own)
+    loader_workers: tuple[int | None, ...] = (None,)
+    pin_memory: tuple[bool | None, ...] = (None,)
+    prefetch: tuple[int | None, ...] = (None,)
+    persistent_workers: tuple[bool, ...] = (True,)
+    loader: str | None = None
 
     def resolved_devices(self) -> tuple[str, ...]:
         """`auto` becomes the CPU plus CUDA where present; duplicates are dropped, order kept."""
@@ -273,6 +294,7 @@ class SweepSpec:
                 accumulate=k,
                 checkpoint=ck,
                 power_limit_w=w,
+                **lo,
             )
             for m, d, p, o, c, cl, g, cb in itertools.product(
                 self.models,
@@ -287,8 +309,19 @@ class SweepSpec:
             for pa, n, sc in self.parallel_layouts()  # issue 17
             for ck, k in itertools.product(self.checkpoint, self.accumulate)  # issue 25
             for w in self.power_limit  # issue 32
+            for lo in self.loader_layouts(d)  # issue 31
             for t, s, b in itertools.product(self.threads, self.seeds, batch_sizes)
         ]
+
+    def loader_layouts(self, device: str) -> list[dict[str, Any]]:
+        """issue 31: the Point fields of each DataLoader layout on `device`: one empty layout
+        where data is not "loader" (the fields stay None)."""
+        if self.data != "loader":
+            return [{}]
+        lays = loader_axes.layouts(
+            device, self.loader_workers, self.pin_memory, self.prefetch, self.persistent_workers
+        )
+        return [{**lay, "loader": self.loader} for lay in lays]
 
     def parallel_layouts(self) -> list[tuple[str, int, str | None]]:
         """(parallel, nproc, scaling) of each point: one layout for "none", and for ddp and fsdp

@@ -34,6 +34,7 @@ _LIST_KEYS = {
 }
 _ONE_OR_LIST = ("models", "scaling", "checkpoint")  # a single string means a list of one
 _SCALAR_KEYS = {"name": str, "size": str, "data": str, "mode": str, "model": str}
+_SCALAR_KEYS["loader"] = str  # issue 31: a user's Dataset or DataLoader factory
 _BOOL_KEYS = ("profile",)  # issue 15: profile = false skips the step-time breakdown
 _TABLES = {"budget": Budget, "convergence": Convergence}
 

@@ -7,6 +7,7 @@ from dataclasses import fields
 from typing import Any
 
 from gpubench.config import convergence
+from gpubench.config import loader as loader_axes
 from gpubench.config.checks import (
     check_accumulate,
     check_batch_size,
@@ -53,6 +54,7 @@ SCALAR_CHECKS: dict[str, Callable[[Any], Any]] = {
     "size": lambda v: check_one_of(v, SIZES, "size"),
     "data": lambda v: check_one_of(v, DATA_MODES, "data mode"),
     "mode": lambda v: check_one_of(v, MODES, "mode"),
+    "loader": loader_axes.check_factory,  # issue 31: a user's Dataset/DataLoader factory
 }
 ELEMENT_CHECKS: dict[str, Callable[[Any], Any]] = {
     "models": check_model,
@@ -73,6 +75,7 @@ ELEMENT_CHECKS: dict[str, Callable[[Any], Any]] = {
     "checkpoint": lambda v: check_one_of(v, CHECKPOINT_MODES, "checkpoint mode"),
     "power_limit": check_power_limit,  # issue 32
     "grow_batch_sizes": lambda v: check_one_of(v, GROW_DEVICE_TYPES, "device type"),  # issue 28
+    **loader_axes.ELEMENT_CHECKS,  # issue 31: the DataLoader's axes
 }
 
 
@@ -92,6 +95,8 @@ def validate(spec: SweepSpec) -> SweepSpec:
             "points measure speed only (mode = 'speed'), convergence runs use parallel = ['none']"
         )
     _check_effective_batch(spec)
+    given = {k: getattr(spec, k) for k in loader_axes.LOADER_AXES}
+    loader_axes.check_spec(spec.data, given, spec.loader)  # issue 31
     check_budget(spec.budget)
     _check_convergence(spec)
     return spec

@@ -18,6 +18,7 @@ from torch import Tensor
 from gpubench import models
 from gpubench.config import precision
 from gpubench.config.spec import Budget, Point
+from gpubench.harness import input_wait
 from gpubench.harness.step import PreparedStep, cudnn_benchmark, prepare
 from gpubench.harness.timing import ALONE, Group, Measurement, measure
 from gpubench.probes import breakdown, load, memory, nvml
@@ -48,6 +49,7 @@ class Observation:
     others: load.OtherLoad
     profiled: step_profile.StepProfile | str | None
     state: breakdown.Breakdown
+    fed: dict[str, Any]  # issue 31: the loader's wait and rate (input_wait.values; {}: none)
 
 
 def observe(
@@ -103,6 +105,7 @@ def observe(
             observed_step=observed_step,
             group=group,
         )
+        fed = input_wait.values(batches, m)  # issue 31: the loader's wait and rate ({}: none)
         # After the measured windows, never inside them: a few steps under the profiler, whose
         # own memory is not the point's.
         if rss is not None:
@@ -113,7 +116,7 @@ def observe(
     activations = None if saved is None else saved.bytes
     return Observation(
         prepared, m, counted.result, activations, torch_peaks, sampler, package, others, profiled,
-        state,
+        state, fed,
     )  # fmt: skip
 
 

@@ -148,6 +148,7 @@ def row_values(
         **nvml_values(seen.sampler, m.stats.n, point.batch_size),
         **_why_values(seen.profiled, seen.counted.bytes, flop_count, m, device),
         **seen.package.columns(m.stats.n, point.batch_size),
+        **seen.fed,  # issue 31: the loader's wait and rate ({}: other data)
     )
     return values
 

@@ -16,6 +16,7 @@ from gpubench.config import precision
 from gpubench.config.spec import Point
 from gpubench.data import synthetic
 from gpubench.harness.checkpointing import checkpoint_blocks
+from gpubench.harness.input_wait import LoaderBatches, loader_reason
 from gpubench.harness.timing import synchronize
 from gpubench.harness.train import Trainer, make_trainer
 from gpubench.models import blocks
@@ -27,6 +28,7 @@ def unsupported_reason(point: Point, workload: Workload | None = None) -> str | 
     device = torch.device(point.device)
     reason = precision.unsupported_reason(point.precision, device)
     reason = reason or synthetic.unsupported_reason(point.data, device)
+    reason = reason or loader_reason(point, device)  # issue 31
     if reason is None and point.cuda_graph:
         reason = _graph_reason(
             precision.get(point.precision).scaler, point.compile == "compile", device
@@ -130,7 +132,7 @@ class PreparedStep:
     `capture_time_s`: the one-off cost of CUDA graph capture (None without a graph)."""
 
     trainer: Trainer
-    batches: synthetic.Batches
+    batches: synthetic.Batches | LoaderBatches
     step: Callable[[], Tensor]
     capture_time_s: float | None
 
@@ -152,14 +154,18 @@ def prepare(point: Point, workload: Workload, lr: float | None = None) -> Prepar
         cuda_graph=point.cuda_graph,
         accumulate=point.accumulate,
     )
-    batches = synthetic.Batches(
-        workload,
-        point.batch_size,
-        device,
-        point.data,
-        point.seed,
-        channels_last=point.channels_last,
-    )
+    batches: synthetic.Batches | LoaderBatches
+    if point.data == "loader":  # issue 31: a DataLoader over files, per-sample work in workers
+        batches = LoaderBatches(point, workload, channels_last=point.channels_last)
+    else:
+        batches = synthetic.Batches(
+            workload,
+            point.batch_size,
+            device,
+            point.data,
+            point.seed,
+            channels_last=point.channels_last,
+        )
     if not point.cuda_graph:
         return PreparedStep(trainer, batches, lambda: trainer.step(*batches.next()), None)
     synchronize(device)

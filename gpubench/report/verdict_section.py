@@ -55,6 +55,7 @@ def _card(v: ModelVerdict) -> str:
     else:
         why = f"not classified: {v.unclassified or 'no evidence'}"
         items.append(("bottleneck", "; ".join([why, *v.evidence])))
+    items += [("input", line) for line in v.input]  # issue 31: the loader's wait, its workers
     items += [("lever", lever) for lever in v.levers]
     items += [("not a lever", line) for line in v.not_levers]
     if v.next_experiment:

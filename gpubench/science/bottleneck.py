@@ -1,6 +1,8 @@
 """What holds a training step back, from the evidence its row carries. The rules, first match
 wins (thresholds below; the row's `bottleneck_evidence` says which numbers held):
 
+0. **input** (issue 31): a loader row whose steps waited at least INPUT_WAIT_SHARE of their time
+   for their batches (science.input_bound).
 1. **input**: host data (`data = host`) and copies hold at least INPUT_COPY_SHARE of busy time.
 2. **launch**: the device is busy under LAUNCH_BUSY of the *unprofiled* median step (the
    profiler's overhead inflates the profiled step and must not decide); busy time above the
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpubench.probes.profile import MEMORY_CATEGORIES
+from gpubench.science.input_bound import input_evidence
 
 LAUNCH_BUSY = 0.5
 INPUT_COPY_SHARE = 0.3
@@ -59,7 +62,7 @@ BOTTLENECKS = {
     "memory": "memory-bound: moving bytes, not arithmetic, sets the step time",
     "compute": "compute-bound: arithmetic sets the step time",
     "mixed": "mixed: near the ridge, the matmul and bandwidth roofs bind alike",
-    "input": "input-bound: the step waits on batches copied from the host",
+    "input": "input-bound: the step waits on its batches (the loader, or copies from the host)",
 }
 
 
@@ -131,6 +134,9 @@ def classify(row: dict[str, Any]) -> Bottleneck | None:
     evidence."""
     if row.get("status") != "ok":
         return None
+    waited = input_evidence(row)  # issue 31: the loader's measured wait for its batches
+    if waited is not None:
+        return Bottleneck("input", waited)
     measured_busy = busy_fraction(row)
     busy = None if measured_busy is None else measured_busy[0]
     shares = _shares(row)

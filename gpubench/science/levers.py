@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpubench.science.input_bound import workers_lever
 from gpubench.science.leaders import MARGIN, Comparison
 from gpubench.science.partition import identity, is_on, label, norm, same_key, series
 
@@ -25,7 +26,10 @@ LEVERS: dict[str, list[tuple[str, Any, str, str]]] = {
     "compute": [("precision", "bf16", "a lower precision (bf16)", "--precisions fp32,bf16")],
     # at the ridge both roofs bind alike: the memory levers, whose bf16 is the compute one too
     "mixed": _MEMORY,
-    "input": [("data", "device", "batches made on the device", "--data device")],
+    "input": [
+        ("data", "device", "batches made on the device", "--data device"),
+        ("pin_memory", True, "pinned memory", "--pin-memory false,true"),  # issue 31
+    ],
 }
 
 
@@ -61,6 +65,10 @@ def levers(
     A setting measured slower, or within the margin, is no lever: see no_help()."""
     found = [e for e in _effects(kind, best, records, among, margin, paired, tied) if e.helps]
     lines, todo = [e.line for e in found], [e.todo for e in found if e.todo]
+    if kind == "input":  # issue 31: the loader's workers, against the fewest measured
+        more, todo_more = workers_lever(best, records, margin, tied)
+        lines += more
+        todo[:0] = [todo_more] if todo_more else []
     if kind in ("launch", "memory", "mixed"):
         line, todo_first = _larger_batch(best, records, all_rows, command)
         lines.append(line)
@@ -222,6 +230,8 @@ def _applies(fld: str, best: dict[str, Any]) -> bool:
     """CUDA graphs exist only on CUDA; channels-last helps only convolutions."""
     if fld == "cuda_graph":
         return str(best["device"]).startswith("cuda")
+    if fld == "pin_memory":  # issue 31: a loader's batches, copied to a CUDA device
+        return best.get("data") == "loader" and str(best["device"]).startswith("cuda")
     if fld == "channels_last":
         prof = best.get("profile")
         cats = prof.get("category_s", {}) if isinstance(prof, dict) else {}

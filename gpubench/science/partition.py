@@ -134,6 +134,7 @@ def label(row: dict[str, Any], among: list[str] | None = None) -> str:
     accumulate = norm(row.get("accumulate")) or 1
     if accumulate != 1 or "accumulate" in among:  # issue 25: B is the effective batch
         parts.append(f"as {accumulate} x {int(float(row['batch_size'])) // accumulate}")
+    parts += workers_label(row)  # issue 31
     if "seed" in among:
         parts.append(f"seed {norm(row.get('seed'))}")
     opts = speed_options(row)
@@ -143,3 +144,19 @@ def label(row: dict[str, Any], among: list[str] | None = None) -> str:
     if "compile" in among and norm(row.get("compile")) != "compile":
         opts.insert(0, "eager")
     return " ".join(parts) + (f" ({', '.join(opts)})" if opts else "")
+
+
+def workers_label(row: dict[str, Any]) -> list[str]:
+    """A loader row's label parts: '2 workers' (and 'pinned', 'prefetch 4', 'not persistent'
+    where set); [] for other data."""
+    if norm(row.get("data")) != "loader":
+        return []
+    n = norm(row.get("loader_workers")) or 0  # None: tune or max-batch, which load in-process
+    parts = [f"{n} worker{'' if n == 1 else 's'}"]
+    if norm(row.get("pin_memory")) == 1:
+        parts.append("pinned")
+    if norm(row.get("prefetch")) not in (None, 2):
+        parts.append(f"prefetch {norm(row.get('prefetch'))}")
+    if n and norm(row.get("persistent_workers")) == 0:
+        parts.append("not persistent")
+    return parts

@@ -15,6 +15,7 @@ from gpubench.science import economy, leaders, standing, target_time
 from gpubench.science.bottleneck import BOTTLENECKS, Bottleneck, classify
 from gpubench.science.devices import Across, DeviceLead, across, device_leads, energy_lines
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
+from gpubench.science.input_bound import input_lines
 from gpubench.science.levers import levers, no_help
 from gpubench.science.partition import (
     FIXED,
@@ -72,6 +73,8 @@ class ModelVerdict:
     margin: float = leaders.MARGIN
     # issue 32: least energy and cost to target, the cheapest per sample (science.economy)
     economy: list[str] = field(default_factory=list)
+    # issue 31: a loader's wait for its batches and the worker lever ([]: other data)
+    input: list[str] = field(default_factory=list)
 
     def headline(self) -> str:
         """The first line (standing.headline): the fastest, or the tie, its figures from one
@@ -95,6 +98,7 @@ class ModelVerdict:
                 f"  bottleneck: not classified ({self.unclassified or 'no evidence'})"
                 + (f"; {'; '.join(self.evidence)}" if self.evidence else "")
             )
+        out += [f"  input: {line}" for line in self.input]  # issue 31
         out += [f"  lever: {lever}" for lever in self.levers]
         out += [f"  not a lever: {line}" for line in self.not_levers]
         if self.next_experiment:
@@ -139,6 +143,7 @@ class ModelVerdict:
             else {"kind": self.bottleneck, "evidence": self.evidence},
             "unclassified": self.unclassified,
             "levers": self.levers,
+            "input": self.input,  # issue 31
             "not_levers": self.not_levers,
             "next_experiment": self.next_experiment,
             "cpu_speedup": self.cpu_speedup,
@@ -223,6 +228,8 @@ def _verdict(
     else:
         v.evidence = [scaling] if scaling else []
         v.unclassified, v.next_experiment = _unclassified(best, command)
+    ties = frozenset(identity(t["identity"]) for t in lead.ties)
+    v.input = input_lines(best, ok, margin, ties)  # issue 31
     v.energy = energy_lines(best, v.devices, ok, cpu_reason, among)
     v.effective_batch = effective_batches(all_rows)
     v.economy = economy.lines(best, ok, all_rows, among)  # issue 32

@@ -31,6 +31,9 @@ IDENTITY += ["parallel", "nproc", "scaling"]  # issue 17: parallel points
 IDENTITY += ["nodes"]  # issue 23: the nodes of a torchrun launch (world size = nproc * nodes)
 IDENTITY += ["accumulate", "checkpoint"]  # issue 25: micro-batches per update, checkpointing
 IDENTITY += ["power_limit_w"]  # issue 32: the GPU power limit set for the point (None: as is)
+# issue 31: data = "loader": the DataLoader's workers, pinned memory, prefetch depth, persistent
+# workers and a user's factory (None for other data modes)
+IDENTITY += ["loader_workers", "pin_memory", "prefetch", "persistent_workers", "loader"]
 
 # The flat columns of a row, in order (units in the names). A value that cannot be measured on
 # this device is None, never 0 and never a guess. Raw series (step_times_s) live only in the JSONL.
@@ -178,6 +181,11 @@ COLUMNS += ["scaling_efficiency_noisy"]
 # per optimizer step, and the FLOPs activation checkpointing recomputed (part of flops_per_step;
 # mfu leaves them out). `checkpoint` is an identity column.
 COLUMNS += ["micro_batch_size", "accumulation_steps", "flops_recomputed_per_step"]
+# issue 31: the loader's wait per measured step (median seconds, and the sum of waits over the
+# sum of step times), the model's rate without the wait, the pipeline's own rate with no model,
+# the loader's CPU seconds per batch (workers and the training thread's next()), its data
+COLUMNS += ["input_wait_s", "input_wait_share", "model_samples_per_s", "pipeline_samples_per_s"]
+COLUMNS += ["loader_cpu_s_per_step", "loader_dataset"]
 # Columns that hold words, not numbers (the report keeps them as text).
 TEXT = ["status", "error", "optimizer_impl", "workload", "step_timer", "flops_method"]
 TEXT += ["energy_method", "energy_note", "throttle_reasons", "dataset", "dataset_sha256"]
@@ -200,11 +208,13 @@ COLUMNS += ["energy_to_target_j", "cpu_energy_to_target_j", "cpu_energy_to_targe
 COLUMNS += ["usd_per_hour", "usd_per_million_samples", "epoch_samples", "usd_per_epoch"]
 COLUMNS += ["usd_to_target"]
 TEXT += ["cpu_energy_method", "cpu_tdp_model"]
+TEXT += ["loader", "loader_dataset"]  # issue 31
 
 SERIES = ["step_times_s", "curve"]
 SERIES += ["traceback"]  # issue 13: an `error` row's Python traceback (JSONL only, not the CSV)
 SERIES += ["ranks"]  # issue 17: per-rank figures of a parallel point
 SERIES += ["profile"]  # issue 15: the step-time breakdown by category (JSONL only)
+SERIES += ["input_wait_times_s"]  # issue 31: each measured step's wait for its batch
 # Columns renamed since: rows written under the old name load under the new one.
 RENAMED = {"step_time_device_sum_s": "step_time_sum_s"}
 
