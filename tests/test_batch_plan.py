@@ -14,9 +14,14 @@ from isolation import cap_text, memory_cap, rows
 from gpubench.cli import main
 from gpubench.config.spec import Point, SweepSpec
 from gpubench.run import batch_plan
-from gpubench.run.sweep import plan, search_key
+from gpubench.run.sweep import plan
 
 BASE = Point("mlp", "tiny", "cpu", "fp32", "adamw", 1)
+
+
+def search_key(point: Point) -> str:
+    """maxbatch.json's key of the search `point`'s auto batch sizes come from."""
+    return batch_plan.rank_layout(point).key()
 
 
 def layout(parallel: str, nproc: int, scaling: str = "weak") -> Point:

@@ -24,6 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real two-point sweep of a tiny model with its confirmation."""
     run = tmp_path_factory.mktemp("phases") / "run"
+    # a module the sweep's caller needs afterwards, imported while the worker starts
+    (run.parent / f"{PREPARED}.py").write_text(
+        "import threading, time\nTHREAD = threading.current_thread().name\nDONE = time.time()\n"
+    )
+    sys.path.insert(0, str(run.parent))
     spec = SweepSpec(
         name="t",
         models=("mlp",),
@@ -34,8 +39,23 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     with warnings.catch_warnings():  # where NVML is missing the sweep says so once
         warnings.simplefilter("ignore")
-        run_sweep(spec, run)
+        try:
+            run_sweep(spec, run, prepare=(PREPARED,))
+        finally:
+            sys.path.remove(str(run.parent))
     return run
+
+
+PREPARED = "gpubench_test_prepared_module"
+
+
+def test_the_callers_modules_are_imported_meanwhile_and_done_before_calibrating(
+    swept: Path,
+) -> None:
+    module = sys.modules[PREPARED]
+    assert module.THREAD == "gpubench-imports"  # not in the sweep's own thread
+    calibration = next(p for p in phases.read(swept)["phases"] if p["phase"] == "calibration")
+    assert calibration["start"] >= module.DONE
 
 
 def test_a_sweep_records_its_phases_in_order(swept: Path) -> None:

@@ -24,6 +24,9 @@ from gpubench.store.wording import plural
 # The exit status of a sweep in which every point of some model ended `error`: it ran (its rows
 # are kept), but a model measured nothing, which a script or CI must not take for success.
 FAILED_MODEL = 1
+# What the report and verdict after a sweep import (matplotlib above all): imported while the
+# sweep's worker starts (run.sweep's `prepare`), not after its last point.
+REPORT_MODULES = ("gpubench.report.build", "gpubench.report.explain", "concurrent.futures.process")
 
 
 def sweep(
@@ -68,6 +71,7 @@ def sweep(
                 shard=shard,
                 confirm=confirm,
                 plan_file=plan_file,
+                prepare=REPORT_MODULES,
             )
     except KeyboardInterrupt:
         progress.stop()

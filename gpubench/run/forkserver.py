@@ -5,12 +5,13 @@ before its own heavy imports, so that the two sets of imports run side by side."
 from __future__ import annotations
 
 import contextlib
+import importlib
 import multiprocessing as mp
 import signal
 import sys
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gpubench.probes import process_tree
@@ -78,3 +79,29 @@ def main_module_hidden() -> Iterator[None]:
         yield
     finally:
         sys.modules["__main__"] = main
+
+
+@contextlib.contextmanager
+def imported_meanwhile(modules: Sequence[str]) -> Iterator[None]:
+    """Import `modules` in a thread of this process while the block runs, and wait for them
+    when it ends: a block that waits on the fork server and its first worker (their imports,
+    seconds) leaves a core idle that the imports the caller needs later (the report's
+    matplotlib) can use, and nothing of theirs runs beside what follows the block (a
+    calibration, a point). An import's error is raised when the block ends, unless it raised."""
+    failed: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            for name in modules:
+                importlib.import_module(name)
+        except BaseException as e:  # raised in the caller's thread, below
+            failed.append(e)
+
+    thread = threading.Thread(target=load, name="gpubench-imports", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+    if failed:
+        raise failed[0]

@@ -6,7 +6,7 @@ import dataclasses
 import datetime as dt
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,7 @@ def run_sweep(
     shard: tuple[int, int] | None = None,
     confirm: bool = True,
     plan_file: Path | None = None,
+    prepare: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Measure every point of `spec` into run folder `out` (default results/<timestamp>) and
     return all its rows. Each row is on disk (fsynced) before the next point starts.
@@ -95,6 +96,8 @@ def run_sweep(
     plan for every shard given it (see `plan`). Before anything is written, each model takes
     one training step (run.preflight): a model that fails it raises preflight.ModelCheckFailed,
     a ConfigError. The worker that took those steps measures the points, and confirms.
+    `prepare`: modules the caller needs after the sweep (the report's), imported meanwhile
+    (run.forkserver.imported_meanwhile), done before the calibration starts.
     """
     runner = WorkerRunner(max_memory, point_timeout_s)
     try:
@@ -113,6 +116,7 @@ def run_sweep(
             shard=shard,
             confirm=confirm,
             plan_file=plan_file,
+            prepare=prepare,
         )
     except BaseException:  # a second Ctrl-C, say: what is in flight is abandoned at once
         runner.close(grace_s=0)
@@ -137,10 +141,11 @@ def _run_sweep(
     shard: tuple[int, int] | None,
     confirm: bool,
     plan_file: Path | None,
+    prepare: Sequence[str],
 ) -> pd.DataFrame:
     log = phases.PhaseLog()  # where the time goes (phases.json; scripts/sweep_phases.py)
     validate(spec)
-    with log.phase("model checks"):
+    with log.phase("model checks"), forkserver.imported_meanwhile(prepare):
         # The fork server imports torch and the harness (seconds of one core) from the
         # moment the command line starts (a no-op here then), beside the parent's imports.
         forkserver.start()
@@ -391,10 +396,3 @@ def plan(
             sizes = sorted({*(b for b in sizes if b < failed), failed})
         points.extend(dataclasses.replace(base, batch_size=b) for b in sizes)
     return list(dict.fromkeys(points))
-
-
-def search_key(point: Point) -> str:
-    """maxbatch.json's key of the search `point`'s auto batch sizes come from: every identity
-    field but the batch size of the single process a rank is searched as, and what the layout
-    changes in a rank's state (run.batch_plan.RankLayout.key)."""
-    return batch_plan.rank_layout(point).key()
