@@ -14,8 +14,8 @@ from isolation import cap_text, rows
 
 from gpubench.cli import main
 from gpubench.config.spec import Point
+from gpubench.run import batch_plan
 from gpubench.run.maxbatch import powers_of_two
-from gpubench.run.sweep import search_key
 
 FAULTS = """
 name = "faults"
@@ -163,9 +163,10 @@ def test_auto_search_is_kept_per_whole_identity() -> None:
         dataclasses.replace(base, cuda_graph=True),
         dataclasses.replace(base, data="host"),
     ]
-    keys = {search_key(p) for p in [base, *others]}
+    keys = {batch_plan.rank_layout(p).key() for p in [base, *others]}
     assert len(keys) == 1 + len(others)
-    assert search_key(dataclasses.replace(base, batch_size=64)) == search_key(base)
+    wider = dataclasses.replace(base, batch_size=64)
+    assert batch_plan.rank_layout(wider).key() == batch_plan.rank_layout(base).key()
 
 
 def test_an_auto_search_that_errs_is_no_memory_limit(tmp_path: Path) -> None:
