@@ -23,8 +23,8 @@ from gpubench.config.spec import Point
 from gpubench.data.pipelines import LoaderSettings, build_loader
 from gpubench.harness.timing import Measurement, synchronize
 from gpubench.models.workload import Workload
+from gpubench.probes import process_tree
 from gpubench.probes.current_device import stream_of
-from gpubench.probes.process_tree import _TICK_S, stat_fields
 
 # The pipeline's own rate: at least PIPELINE_MIN_BATCHES batches, then on while under
 # PIPELINE_S seconds and PIPELINE_MAX_BATCHES batches (after the batches the workers had
@@ -58,12 +58,6 @@ def _children_allowed() -> Iterator[None]:
     finally:
         if daemon is not None:
             config["daemon"] = daemon
-
-
-def _cpu_s(pid: int) -> float | None:
-    """User plus system CPU seconds of process `pid` (None where it is gone)."""
-    fields = stat_fields(pid)
-    return None if fields is None else sum(int(v) for v in fields[11:13]) * _TICK_S
 
 
 class LoaderBatches:
@@ -144,7 +138,7 @@ class LoaderBatches:
         """Record the CPU seconds of the loader's live worker processes (by pid: a persistent
         worker's later reading replaces its earlier one)."""
         for w in getattr(self._it, "_workers", []):
-            cpu = _cpu_s(w.pid) if w.pid is not None else None
+            cpu = process_tree.cpu_s(w.pid, reaped=False) if w.pid is not None else None
             if cpu is not None:
                 self._worker_cpu_s[w.pid] = cpu
 

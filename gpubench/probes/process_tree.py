@@ -112,14 +112,14 @@ def tree(root: int | None = None) -> list[int]:
     return out
 
 
-def _cpu_s(pid: int) -> float:
-    """CPU seconds process `pid` used (all its threads) and its reaped children used; 0 where
-    it is gone."""
+def cpu_s(pid: int, reaped: bool = True) -> float | None:
+    """CPU seconds process `pid` used (all its threads), with `reaped` its reaped children's
+    too; None where it is gone."""
     fields = stat_fields(pid)
     if fields is None:
-        return 0.0
+        return None
     # utime, stime, cutime, cstime: fields 14-17 of stat, 12-15 after the command name
-    return sum(int(v) for v in fields[11:15]) * _TICK_S
+    return sum(int(v) for v in fields[11 : 15 if reaped else 13]) * _TICK_S
 
 
 def tree_cpu_s(root: int | None = None) -> float:
@@ -128,4 +128,4 @@ def tree_cpu_s(root: int | None = None) -> float:
     if not _PROC.is_dir():
         t = os.times()
         return t.user + t.system + t.children_user + t.children_system
-    return sum(_cpu_s(pid) for pid in tree(root))
+    return sum(cpu_s(pid) or 0.0 for pid in tree(root))

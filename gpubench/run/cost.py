@@ -4,10 +4,10 @@ so a row says what it cost at the prices it was run with."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from gpubench.config.prices import Prices
+from gpubench.science.partition import finite
 
 S_PER_HOUR = 3600.0
 
@@ -37,13 +37,9 @@ def columns(row: dict[str, Any], prices: Prices) -> dict[str, Any]:
         usd_per_epoch=None
         if rate is None or prices.epoch_samples is None
         else per_s * prices.epoch_samples / rate,
-        usd_to_target=float(row["time_to_target_s"]) * per_s if _finite(reached) else None,
+        usd_to_target=float(row["time_to_target_s"]) * per_s if finite(reached) else None,
     )
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _positive(value: Any) -> bool:
-    return _finite(value) and value > 0
+    return finite(value) and value > 0
