@@ -120,7 +120,9 @@ class LoaderBatches:
         x, y = self._raw()
         self.next_s.append(time.perf_counter() - t0)
         self._main_cpu_s += time.thread_time() - c0
-        if self._served == self._len:  # the epoch's workers may end with it: read them now
+        # the epoch's workers end with it unless persistent: read them now (a persistent
+        # worker is read after the windows, by cpu_s, with nothing /proc-bound inside a step)
+        if self._served == self._len and not self.settings.persistent_workers:
             self.read_workers()
         if self.cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
