@@ -17,7 +17,8 @@ DIR/tune-vs-grid-MODEL.json (the summary).
 Usage: python scripts/tune_vs_grid.py MODEL --out DIR [--grid GRID_DIR [--grid-seconds S]]
            [--budget-share 0.15,0.25,0.40] [--overrun 0.05] [--device cpu]
            [--batch-sizes 4,8,...,1024] [--precisions fp32,bf16] [--threads 1,2]
-           [--compile eager,compile] [--channels-last false] [--optimizer adamw]
+           [--compile eager,compile] [--channels-last false] [--cuda-graph false]
+           [--cudnn-benchmark false] [--optimizer adamw]
            [--size small]
 Exit status 0 when, at every share, tune's pick is within the margin of the grid's best by the
 grid's figures and tune took no more than its share plus OVERRUN of the grid's time; 2 for bad
@@ -71,6 +72,8 @@ def main() -> int:
     p.add_argument("--threads", default="1,2")
     p.add_argument("--compile", default="eager,compile")
     p.add_argument("--channels-last", default="false")
+    p.add_argument("--cuda-graph", default="false", help="CUDA only; fixed like channels-last")
+    p.add_argument("--cudnn-benchmark", default="false", help="CUDA only; fixed likewise")
     p.add_argument("--margin", type=float, default=MARGIN)
     p.add_argument("--judge-only", action="store_true")
     a = p.parse_args()
@@ -85,6 +88,8 @@ def main() -> int:
     # the grid's channels-last axis is the sweep's default (false): tune's must be the same
     # space, or tune may answer a configuration the grid never measured
     axes += ["--channels-last", a.channels_last]
+    if a.device.startswith("cuda"):  # tune's CUDA space holds both values of each by default
+        axes += ["--cuda-graph", a.cuda_graph, "--cudnn-benchmark", a.cudnn_benchmark]
     grid_dir = a.grid or a.out / f"grid-{a.model}"
     tunes = {share: grid_runs.tune_dir(a.out, a.model, share) for share in shares}
     if a.judge_only:

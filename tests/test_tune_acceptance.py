@@ -153,3 +153,16 @@ def test_a_busy_grid_row_still_judges_the_pick_and_says_it_was_busy() -> None:
     j = A.judge(rows, None, rows[0])
     assert j.ratio == 1.0 and "busy" in j.source and "busy" in j.line()
     assert A.judge(rows, None, rows[1]).ratio == pytest.approx(0.5)
+
+
+def test_a_tune_that_measured_nothing_named_no_answer_and_is_not_within(tmp_path: Path) -> None:
+    # on an H100 a tune given 25% of a 75 s grid spent it all in its set-up and wrote no rows:
+    # it is judged, not a crash, and fails the margin
+    grid = tmp_path / "grid"
+    grid.mkdir()
+    rows = [row(64, 1000.0), row(128, 600.0)]
+    (grid / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "tune").mkdir()
+    [j] = A.judge_runs(grid, tmp_path / "tune")
+    assert (j.agreement, j.ratio, j.within, j.agrees) == (A.NO_ANSWER, None, False, False)
+    assert "B=64" in j.grid_best and "nothing to judge" in j.line()

@@ -24,6 +24,7 @@ SAME = "the grid's winner"
 TIED = "inside the grid's tie"
 UNTOLD = "the grid could not tell"
 DIFFERENT = "different"
+NO_ANSWER = "tune named no answer"  # it measured nothing (its budget ended in its set-up)
 BOTH_TIED = "a tie, each leader inside the other's"  # two runs compared (agreement())
 AGREEING = (SAME, TIED, BOTH_TIED)
 
@@ -86,6 +87,8 @@ class Judgement:
         """One line: the pick, its ratio to the grid's best by the grid's figures, the agreement."""
         said = (
             "the grid never ran it"
+            if self.ratio is None and self.agreement != NO_ANSWER
+            else "nothing to judge"
             if self.ratio is None
             else f"x{self.ratio:.3f} the grid's best ({self.grid_best}) by {self.source}, "
             f"{'within' if self.within else 'NOT within'} {self.margin:.0%}"
@@ -181,9 +184,12 @@ def partitions(run_dir: Path) -> dict[tuple[Any, ...], tuple[list[dict[str, Any]
 def judge_runs(
     grid_dir: Path, tune_dir: Path, margin: float = MARGIN, max_tie: int = MAX_TIE
 ) -> list[Judgement]:
-    """Tune's pick in `tune_dir` judged by the grid in `grid_dir`, per partition the tune ran;
-    raises ValueError for a partition the grid never ran."""
+    """Tune's pick in `tune_dir` judged by the grid in `grid_dir`, per partition the tune ran
+    (per partition of the grid, each NO_ANSWER, where the tune wrote no rows: it measured
+    nothing); raises ValueError for a partition the grid never ran."""
     grid = partitions(grid_dir)
+    if not (tune_dir / "results.jsonl").is_file():
+        return [_unanswered(*g, margin) for g in grid.values()]
     out = []
     for key, (rows, record) in partitions(tune_dir).items():
         if key not in grid:
@@ -192,6 +198,16 @@ def judge_runs(
         pick = answer(rows, record).best
         out.append(judge(grid_rows, grid_record, pick, margin, max_tie))
     return out
+
+
+def _unanswered(
+    grid_rows: list[dict[str, Any]], grid_record: dict[str, Any] | None, margin: float
+) -> Judgement:
+    """A partition tune named no answer for, beside the grid's answer."""
+    grid = answer(grid_rows, grid_record)
+    among = varying([r for r in grid_rows if standing.ran(r)])
+    names = tuple(label(r, among) for r in grid.members)
+    return Judgement(heading(grid.best), "none", names[0], None, ROWS, names, NO_ANSWER, margin)
 
 
 def agreement(first: Answer, second: Answer, max_tie: int = MAX_TIE) -> str:
