@@ -57,6 +57,7 @@ class Machine:
     fixed_s: float = 1.0
     compile_s: float = 10.0
     start_s: float = 5.0  # start-up and max-batch, before the search
+    worker_start_s: float = 0.0  # what the first trial pays more: its worker's start
     clock: float = 0.0
     compiled: set[tuple[Combo, int]] = field(default_factory=set)
     planner: Planner = field(init=False)
@@ -82,11 +83,13 @@ class Machine:
             compile_s = self.compile_s if compiling and key not in self.compiled else 0.0
             self.compiled.add(key)
             measuring = trial.measuring_limit_s(budget)
-            self.clock += self.fixed_s + compile_s + measuring
+            fresh = not p.costs
+            fixed = self.fixed_s + compile_s + (self.worker_start_s if fresh else 0.0)
+            self.clock += fixed + measuring
             if left is not None:  # past the search's deadline: only by a compile not planned
                 self.overrun_s.append(self.clock - (self.clock - measuring - self.fixed_s) - left)
-            p.observe(TrialCost(config.combo, rnd, self.fixed_s + compile_s, measuring,
-                                compile_s, p.scale(), measuring, config.batch_size))  # fmt: skip
+            p.observe(TrialCost(config.combo, rnd, fixed, measuring, compile_s, p.scale(),
+                                measuring, config.batch_size, fresh_worker=fresh))  # fmt: skip
             if cut:
                 raise Cut(surface(config))
             return surface(config)
@@ -202,6 +205,41 @@ def test_a_space_cheaper_to_measure_whole_than_tunes_own_costs_is_measured_whole
     big = Machine(60.0, fixed_s=0.3, start_s=8.0)
     big.planner.prior_fixed_s = 0.3
     assert not search(Space(COMBOS, BATCHES), big.measure(speed), pacer=big.planner).measure_all
+
+
+def test_a_workers_start_in_the_first_trial_does_not_price_every_other_setting_out() -> None:
+    # the H100 trace (cnn, 4 precisions x 9 batches, eager): 22 s before the first trial, which
+    # took 4 s with its worker's start, then 0.5 s a trial. Costed at the first trial, no other
+    # precision had room: "measured the whole space" named fp32 alone, 9 of 36 measured.
+    precisions = ("fp32", "bf16", "fp16", "tf32")
+    space = Space(tuple((("precision", p), ("compile", "eager")) for p in precisions), BATCHES)
+    m = Machine(60.0, fixed_s=0.1, start_s=22.0, worker_start_s=3.5)
+    out = search(space, m.measure(speed), pacer=m.planner)
+    assert out.measure_all and out.rounds_decided == ROUNDS
+    assert {t.config for t in out.trials if t.round == 0} == {
+        Config(c, b) for c in space.combos for b in BATCHES
+    }
+    assert dict(out.best.combo)["precision"] == "bf16"  # speed(): bf16 is the fastest
+
+
+def test_a_space_measured_whole_but_cut_short_has_screened_every_setting() -> None:
+    # the plan chose to measure it all, then trials cost more than it saw: breadth first, each
+    # setting was measured at its largest batches before any got its smaller ones
+    precisions = ("fp32", "bf16", "fp16", "tf32")
+    space = Space(tuple((("precision", p), ("compile", "eager")) for p in precisions), BATCHES)
+    m = Machine(90.0, fixed_s=0.3, start_s=30.0)
+    m.planner.prior_fixed_s = 0.3
+    run = m.measure(speed)
+
+    def slower(config: Config, rnd: int) -> float | None:
+        m.fixed_s = 0.3 if len(m.planner.costs) < 4 else 2.5  # 8x what the plan was told
+        return run(config, rnd)
+
+    out = search(space, slower, pacer=m.planner)
+    first = [t.config for t in out.trials if t.round == 0]
+    assert out.measure_all and len(first) < len(space.combos) * len(BATCHES)
+    assert {c.combo for c in first} == set(space.combos)
+    assert {c.batch_size for c in first[:4]} == {max(BATCHES)}
 
 
 def test_checkpointing_is_screened_at_a_micro_batch_that_only_fits_with_it() -> None:

@@ -68,6 +68,9 @@ class TrialCost:
     warmup_s: float = 0.0
     point_s: float = 0.0
     ci_rel: float | None = None  # the row's step_time_ci_rel (None: no interval)
+    # the trial started a worker: its fixed_s holds the process's first set-up (on an H100,
+    # 4 s against 0.5 s for the trials after it), which no other trial pays again
+    fresh_worker: bool = False
 
 
 @dataclass
@@ -122,22 +125,29 @@ class Planner:
         each batch afresh (a static graph per shape), so a new batch of a compiled combo pays
         the combo's largest first trial again; a combo not yet measured, the largest first
         trial of a setting with its compile mode; before anything of that mode ran, the
-        largest first trial seen, or `prior_fixed_s` (max-batch's probes)."""
+        largest first trial seen, or `prior_fixed_s` (max-batch's probes). A trial that started
+        a worker (`fresh_worker`) stands for others only where no other ran: its start-up is
+        paid once."""
         mine = [c for c in self.costs if c.combo == combo and c.batch_size == batch_size]
         if not batch_size:
             mine = [c for c in self.costs if c.combo == combo]
         if first is None:
             first = not mine
+        firsts = self._firsts()
+        warm = [c for c in firsts if not c.fresh_worker]
         if not first and mine:
             again = mine[1:]
             if again:
                 return statistics.median(c.fixed_s for c in again)
-            return max(mine[0].fixed_s - mine[0].compile_s, 0.0) + self._cached_compile_s()
-        firsts = self._firsts()
-        own = [c.fixed_s for c in firsts if c.combo == combo]
+            base = [mine[0]] if not mine[0].fresh_worker or not warm else warm
+            uncompiled = statistics.median(c.fixed_s - c.compile_s for c in base)
+            return max(uncompiled, 0.0) + self._cached_compile_s()
+        pool = warm or firsts  # a worker's start is paid once, not by each new setting
+        own = [c.fixed_s for c in pool if c.combo == combo]
         mode = dict(combo).get("compile")
-        alike = [c.fixed_s for c in firsts if dict(c.combo).get("compile") == mode]
-        seen = own or alike or [c.fixed_s for c in firsts]
+        alike = [c.fixed_s for c in pool if dict(c.combo).get("compile") == mode]
+        alike = alike or [c.fixed_s for c in firsts if dict(c.combo).get("compile") == mode]
+        seen = own or alike or [c.fixed_s for c in pool]
         return max(seen) if seen else self.prior_fixed_s
 
     def _cached_compile_s(self) -> float:

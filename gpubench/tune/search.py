@@ -236,10 +236,8 @@ class _Searcher:
         if self.out.measure_all:
             plan = [c for c in combos for _ in batches]
         self.begin(0, plan, self.planned_counts()[1:])
-        if self.out.measure_all:  # each combo from the largest batch it fits down
-            every = [(c, range(self.space.fit_index(c), -1, -1)) for c in combos]
-            ran = {c: self._screen(c, down, not self.figures) for c, down in every}
-            return self._survivors({c: i for c, i in ran.items() if i is not None})
+        if self.out.measure_all:
+            return self._survivors(self._measure_all(combos))
         at: dict[Combo, int] = {}
         anchor: int | None = None
         anchor_fit = 0
@@ -275,6 +273,31 @@ class _Searcher:
         fewest = max(1, math.ceil(min(len(at), len(self.space.combos)) / ETA))
         return [(c, at[c]) for c in _kept(figure, 0, fewest, len(at))]
 
+    def _measure_all(self, combos: tuple[Combo, ...]) -> dict[Combo, int]:
+        """Round 0 over every configuration breadth first (each combo at its largest batch, then
+        one step down, ...) while the round has room: a round cut short has screened every
+        setting (one combo's whole curve first left an H100 tune with fp32 alone). Each combo's
+        best batch index, where it ran."""
+        fits = {c: self.space.fit_index(c) for c in combos}
+        for depth in range(max(fits.values()) + 1):
+            for c in combos:
+                i = fits[c] - depth
+                if i < 0 or self.dropped(c):
+                    continue
+                config = self.space.config(c, self.space.batch_sizes[i])
+                if not self.figures or self.room(0, config):
+                    self.measure(config, 0)
+        ran = {c: self._best_at(c) for c in combos if not self.dropped(c)}
+        return {c: i for c, i in ran.items() if i is not None}
+
+    def _best_at(self, combo: Combo) -> int | None:
+        """`combo`'s best batch index in round 0 (None: it ran at none)."""
+        batches = self.space.batch_sizes
+        n = self.space.fit_index(combo) + 1
+        best = max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
+        ran = self.figures.get((self.space.config(combo, batches[best]), 0)) is not None
+        return best if ran else None
+
     def _screen(self, combo: Combo, indices: Iterable[int], first: bool = False) -> int | None:
         """Measure `combo` in round 0 at the batch `indices` it fits while the round has room
         (the first always where `first`); its best batch index so far (None: it ran at none)."""
@@ -286,9 +309,7 @@ class _Searcher:
                 self.measure(config, 0)
             if self.dropped(combo):
                 return None
-        best = max(range(n), key=lambda i: self.value(self.space.config(combo, batches[i]), 0))
-        ran = self.figures.get((self.space.config(combo, batches[best]), 0)) is not None
-        return best if ran else None
+        return self._best_at(combo)
 
     def second_round(self, survivors: list[tuple[Combo, int]]) -> list[Config]:
         """Round 1: each survivor climbs in batch from its round-0 batch (the starts of the best

@@ -86,11 +86,17 @@ def kill_after_s(room_s: float, fixed_s: float, point_timeout_s: float | None) -
 
 
 def cost(
-    config: Config, rnd: int, row: dict[str, Any], wall_s: float, scale: float, budget: Budget
+    config: Config,
+    rnd: int,
+    row: dict[str, Any],
+    wall_s: float,
+    scale: float,
+    budget: Budget,
+    fresh_worker: bool = False,
 ) -> TrialCost:
     """What a trial of `config` in round `rnd` under `budget` cost: `wall_s` seconds in all, of
     which measuring is its warm-up after the compile and its measured windows (row fields), the
-    rest fixed."""
+    rest fixed; `fresh_worker`: the trial started the worker that measured it."""
     compile_s = float(row.get("compile_time_s") or 0.0)
     warm = max(float(row.get("warmup_time_s") or 0.0) - compile_s, 0.0)
     measuring = min(warm + float(row.get("wall_time_s") or 0.0), wall_s)
@@ -112,6 +118,7 @@ def cost(
         warmup_s=warm if row.get("warmup_steady", True) else math.inf,
         point_s=float(row.get("point_time_s") or 0.0),
         ci_rel=_ci_rel(row) if ok else None,
+        fresh_worker=fresh_worker,
     )
 
 

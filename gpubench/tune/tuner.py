@@ -258,7 +258,7 @@ def tune(
                     f"round {rnd} trial {number}: {point.label()}"
                     + (" (cut to the deadline)" if cut else "")
                 )
-                began, t0 = now(), time.perf_counter()
+                began, t0, workers = now(), time.perf_counter(), len(runner.startup_s)
                 row = bottleneck.classified(runner.run(point, budget))
                 wall = time.perf_counter() - t0
                 cut = cut or bool(row.get("deadline_cut"))
@@ -269,7 +269,8 @@ def tune(
                 tune_rows.append(run_dir, row)
                 measurements.append(row)
                 tune_rows.write_results(run_dir, measurements)
-                c = trial.cost(config, rnd, row, wall, planner.scale(), budget)
+                fresh = len(runner.startup_s) > workers
+                c = trial.cost(config, rnd, row, wall, planner.scale(), budget, fresh)
                 planner.observe(c)
                 extra = {
                     "_budget_s": budget.max_time_s,
