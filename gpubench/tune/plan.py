@@ -11,20 +11,17 @@ graph per shape), so it is planned at the largest first trial of its combo, and 
 measured at the largest first trial of a setting with its compile mode (any setting's where none
 ran; `prior_fixed_s`, the max-batch probes' cost, before anything ran).
 
-At the start of each round, and again after each of its trials on the time actually left, the
-planner picks one `scale` (MIN_SCALE to 1) of the rounds'
-default measuring times, the largest under which the planned trials of this round and of the
-rounds after it fit the search's time left, and gives the round its share of that time in
-proportion to its planned cost; the search measures in the round while its share has room
-(`room`), so a round short of time measures shorter and fewer trials rather than being
-abandoned; the climbs (round 1) may spend all the time left but what the finalists need, so a
-compiled combo's climb (a compile per new batch) goes on to its best while the budget has
-room; and the later rounds' fewest trials (the climbs' starts, the finalists) and the
-confirmation's reserve, both from measured costs, are always kept. A trial's measuring is
-planned at no less than the fewest steps the harness runs (as slow trials showed) at its
-combo's step time, scaled from its nearest measured batch. Everything here is a pure
-function of the costs it was told (`observe`) and the clock it was given, so it is tested on
-synthetic costs.
+At the start of each round, and after each of its trials on the time actually left, the
+planner picks one `scale` (MIN_SCALE to 1) of the rounds' default measuring times, the largest
+under which the planned trials of this round and the rounds after it fit the time left, and
+gives the round its share in proportion to its planned cost; the search measures in the round
+while its share has room (`room`), so a round short of time measures shorter and fewer trials
+rather than being abandoned. The climbs (round 1) may spend all but what the finalists need; the
+later rounds' fewest trials and the confirmation's reserve, both from measured costs, are always
+kept. A trial's measuring is planned at no less than the fewest steps the harness runs at its
+combo's step time. A trial that started a worker prices no other (its start is paid once).
+Everything here is a pure function of the costs it was told (`observe`) and its clock, so it is
+tested on synthetic costs.
 """
 
 from __future__ import annotations
@@ -68,8 +65,7 @@ class TrialCost:
     warmup_s: float = 0.0
     point_s: float = 0.0
     ci_rel: float | None = None  # the row's step_time_ci_rel (None: no interval)
-    # the trial started a worker: its fixed_s holds the process's first set-up (on an H100,
-    # 4 s against 0.5 s for the trials after it), which no other trial pays again
+    # it started a worker: its fixed_s holds a one-off start (an H100's: 4 s against 0.5 s)
     fresh_worker: bool = False
 
 
@@ -125,9 +121,8 @@ class Planner:
         each batch afresh (a static graph per shape), so a new batch of a compiled combo pays
         the combo's largest first trial again; a combo not yet measured, the largest first
         trial of a setting with its compile mode; before anything of that mode ran, the
-        largest first trial seen, or `prior_fixed_s` (max-batch's probes). A trial that started
-        a worker (`fresh_worker`) stands for others only where no other ran: its start-up is
-        paid once."""
+        largest first trial seen, or `prior_fixed_s` (max-batch's probes); a `fresh_worker`
+        trial only where no other ran."""
         mine = [c for c in self.costs if c.combo == combo and c.batch_size == batch_size]
         if not batch_size:
             mine = [c for c in self.costs if c.combo == combo]

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.science.leaders import MARGIN
-from gpubench.tune.pacing import Combo, Cut, Pacer, Stop
+from gpubench.tune.pacing import Combo, Config, Cut, Pacer, Space, Stop
 
 ETA = 3  # each round measures ETA times longer than the one before and keeps 1/ETA
 ROUNDS = 3
@@ -41,58 +41,7 @@ FINALISTS = 2  # the fewest configurations the last round measures (a leader and
 # dropped at once, with its reason, and never measured again: no noise makes up a factor of ten.
 DROP = 10
 
-__all__ = ["Combo", "Cut", "Pacer", "Stop"]  # its parts that live in pacing.py, with it
-
-
-@dataclass(frozen=True)
-class Config:
-    """A combo at a batch size (the micro-batch where `effective_batch` is set)."""
-
-    combo: Combo
-    batch_size: int
-    effective_batch: int | None = None
-
-    def settings(self) -> dict[str, Any]:
-        """The configuration as Point fields: the batch, and where accumulated, its steps."""
-        if self.effective_batch is None:
-            return {**dict(self.combo), "batch_size": self.batch_size}
-        steps = self.effective_batch // self.batch_size
-        return {**dict(self.combo), "batch_size": self.effective_batch, "accumulate": steps}
-
-
-@dataclass(frozen=True)
-class Space:
-    """`combos` (the first is the base) times `batch_sizes` (ascending, distinct; micro-batches
-    of `effective_batch` where that is set)."""
-
-    combos: tuple[Combo, ...]
-    batch_sizes: tuple[int, ...]
-    effective_batch: int | None = None  # set: batch_sizes are micro-batches that divide it
-    # (checkpoint mode, the largest batch it fits) where max-batch searched it; () where not
-    largest: tuple[tuple[str, int], ...] = ()
-
-    def __post_init__(self) -> None:
-        assert self.combos and self.batch_sizes, "an empty space"
-        assert list(self.batch_sizes) == sorted(set(self.batch_sizes)), self.batch_sizes
-        e = self.effective_batch
-        assert e is None or all(e % b == 0 for b in self.batch_sizes), (e, self.batch_sizes)
-
-    def config(self, combo: Combo, batch_size: int) -> Config:
-        return Config(combo, batch_size, self.effective_batch)
-
-    @property
-    def size(self) -> int:
-        """Configurations in the space (what the full grid would measure)."""
-        return len(self.combos) * len(self.batch_sizes)
-
-    def fit_index(self, combo: Combo) -> int:
-        """The index of the largest batch `combo`'s checkpoint mode fits (the last where the
-        space does not know)."""
-        limit = dict(self.largest).get(dict(combo).get("checkpoint", "none"))
-        if limit is None:
-            return len(self.batch_sizes) - 1
-        inside = [i for i, b in enumerate(self.batch_sizes) if b <= limit]
-        return inside[-1] if inside else 0
+__all__ = ["Combo", "Config", "Cut", "Pacer", "Space", "Stop"]  # its parts in pacing.py
 
 
 # (configuration, round) -> samples/s, or None where it could not run.
