@@ -199,6 +199,33 @@ def test_the_budget_counts_from_when_the_command_started(tmp_path: Path) -> None
     assert not record.trials and record.elapsed_s >= 601.0
 
 
+def test_the_model_checks_worker_serves_the_trials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one worker started for the check and the trials (an H100 paid 4 s a start): the tune's
+    # own runner is the one whose worker measured every trial
+    from gpubench.run import preflight
+    from gpubench.run.worker import WorkerRunner
+    from gpubench.tune import tuner
+
+    made: list[WorkerRunner] = []
+
+    class Counted(WorkerRunner):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            made.append(self)
+
+    monkeypatch.setattr(tuner, "WorkerRunner", Counted)
+    monkeypatch.setattr(preflight, "WorkerRunner", Counted)  # where the check made its own
+    request = tuner.TuneRequest(
+        "mlp", "tiny", "cpu", "sgd", named={"precision": ("fp32",), "compile": ("eager",),
+        "threads": (1,)}, batch_sizes=(4, 8), budget=Budget(max_time_s=0.2, min_time_s=0.1),
+    )  # fmt: skip
+    record = tuner.tune(request, tmp_path / "run", confirm=False)
+    assert record.trials and all(t.status == "ok" for t in record.trials)
+    assert len(made) == 1 and len(made[0].startup_s) == 1
+
+
 def test_a_process_knows_how_long_it_has_run() -> None:
     import subprocess
     import sys

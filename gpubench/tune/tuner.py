@@ -200,15 +200,22 @@ def tune(
         say("the space: the model's axes, max-batch's memory model where no batch sizes given")
         space = space_for(request, base, run_dir, max_memory, point_timeout_s, probe_line)
         spec = sweep_spec(request, space)
-        preflight.check_models(spec, max_memory, point_timeout_s)
+        # the check's worker serves the trials after it: a worker's start (on an H100, 4 s of
+        # tune's 22 s before its first trial) and the model's first step are paid once
+        runner = WorkerRunner(max_memory, point_timeout_s)
+        preflight.check_models(spec, max_memory, point_timeout_s, runner)
         store = ResultStore(run_dir)
         store.write_json("suite.json", spec.to_dict())
         if not (run_dir / "env.json").is_file():
             say("capturing the environment")
             # as a sweep does: in a worker, which gives back the GPU memory it used (issue 28)
-            captured = calibration_process.captured(
-                [request.device], space.values["precision"], True, timeout_s=point_timeout_s
-            )
+            try:
+                captured = calibration_process.captured(
+                    [request.device], space.values["precision"], True, timeout_s=point_timeout_s
+                )
+            except BaseException:
+                runner.close(grace_s=0)
+                raise
             store.write_json("env.json", captured)
         nvml.warn_if_unavailable(spec.resolved_devices())
         record = T.TuneRecord(request.to_dict(), space.to_dict())
@@ -219,7 +226,6 @@ def tune(
             for r in measurements
             if not r.get("tune_cut")
         }
-        runner = WorkerRunner(max_memory, point_timeout_s)
         trial_rows: list[dict[str, Any]] = []
         limits = [trial.measuring_limit_s(round_budget(request.budget, r)) for r in range(ROUNDS)]
         planner = Planner(
