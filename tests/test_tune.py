@@ -199,12 +199,12 @@ def test_the_budget_counts_from_when_the_command_started(tmp_path: Path) -> None
     assert not record.trials and record.elapsed_s >= 601.0
 
 
-def test_the_model_checks_worker_serves_the_trials(
+def test_one_worker_serves_the_check_the_calibration_and_the_trials(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # one worker started for the check and the trials (an H100 paid 4 s a start): the tune's
-    # own runner is the one whose worker measured every trial
-    from gpubench.run import preflight
+    # one worker started for the model check, the environment capture and the trials (an H100
+    # paid about 4 s a start)
+    from gpubench.run import calibration_process, preflight
     from gpubench.run.worker import WorkerRunner
     from gpubench.tune import tuner
 
@@ -217,6 +217,7 @@ def test_the_model_checks_worker_serves_the_trials(
 
     monkeypatch.setattr(tuner, "WorkerRunner", Counted)
     monkeypatch.setattr(preflight, "WorkerRunner", Counted)  # where the check made its own
+    monkeypatch.setattr(calibration_process, "WorkerRunner", Counted)  # and the calibration
     request = tuner.TuneRequest(
         "mlp", "tiny", "cpu", "sgd", named={"precision": ("fp32",), "compile": ("eager",),
         "threads": (1,)}, batch_sizes=(4, 8), budget=Budget(max_time_s=0.2, min_time_s=0.1),

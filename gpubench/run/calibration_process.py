@@ -20,10 +20,14 @@ def captured(
     recalibrate: bool = False,
     threads: Sequence[int] = (),
     timeout_s: float | None = None,
+    runner: WorkerRunner | None = None,
 ) -> dict[str, Any]:
-    """env.json's content (capture_env) from a worker that has exited when this returns;
-    WorkerError where it failed or took over `timeout_s` seconds (None: no limit)."""
-    runner = WorkerRunner(None, timeout_s, reuse=False)
+    """env.json's content (capture_env) from a worker that has exited when this returns, or
+    from `runner`'s, left serving (its GPU memory given back: Call.run empties the cache; a
+    tune's trials run there next, so it starts one worker, not two); WorkerError where it
+    failed or took over `timeout_s` seconds (None: no limit)."""
+    own = runner is None
+    runner = WorkerRunner(None, timeout_s, reuse=False) if runner is None else runner
     args = (
         None if devices is None else list(devices),
         None if precisions is None else list(precisions),
@@ -35,7 +39,8 @@ def captured(
     except BaseException:
         runner.close(grace_s=0)
         raise
-    runner.close()
+    if own:
+        runner.close()
     return value
 
 

@@ -200,22 +200,22 @@ def tune(
         say("the space: the model's axes, max-batch's memory model where no batch sizes given")
         space = space_for(request, base, run_dir, max_memory, point_timeout_s, probe_line)
         spec = sweep_spec(request, space)
-        # the check's worker serves the trials after it: a worker's start (on an H100, 4 s of
-        # tune's 22 s before its first trial) and the model's first step are paid once
+        # one worker for the check, the environment capture and the trials: a worker's start
+        # (on an H100 about 4 s each of the 22 s tune spent before its first trial) paid once
         runner = WorkerRunner(max_memory, point_timeout_s)
         preflight.check_models(spec, max_memory, point_timeout_s, runner)
         store = ResultStore(run_dir)
         store.write_json("suite.json", spec.to_dict())
         if not (run_dir / "env.json").is_file():
             say("capturing the environment")
-            # as a sweep does: in a worker, which gives back the GPU memory it used (issue 28)
-            try:
-                captured = calibration_process.captured(
-                    [request.device], space.values["precision"], True, timeout_s=point_timeout_s
-                )
-            except BaseException:
-                runner.close(grace_s=0)
-                raise
+            # in the trials' worker, which gives back the GPU memory it used (issue 28)
+            captured = calibration_process.captured(
+                [request.device],
+                space.values["precision"],
+                recalibrate=True,
+                timeout_s=point_timeout_s,
+                runner=runner,
+            )
             store.write_json("env.json", captured)
         nvml.warn_if_unavailable(spec.resolved_devices())
         record = T.TuneRecord(request.to_dict(), space.to_dict())
