@@ -161,6 +161,23 @@ def test_the_loaders_workers_are_the_points_own_processes_and_their_cpu_is_count
     assert len(batches.next_s) == batches.batches == 4
 
 
+def test_the_pipeline_rate_skips_what_the_workers_loaded_ahead_at_torchs_default() -> None:
+    # --prefetch auto leaves the DataLoader's default of 2 batches a worker: those were loaded
+    # while the model trained and cost nothing to take, so the rate must skip them too
+    from gpubench.config.spec import Point
+    from gpubench.harness.input_wait import LoaderBatches
+
+    def ahead(workers: int, prefetch: int | None) -> int:
+        point = Point(
+            "mlp", "tiny", "cpu", "fp32", "sgd", 8, data="loader", loader_workers=workers,
+            pin_memory=False, prefetch=prefetch, persistent_workers=False,
+            loader="loader_datasets:slow",
+        )  # fmt: skip
+        return LoaderBatches(point, models.build("mlp", "tiny")).loaded_ahead()
+
+    assert (ahead(2, None), ahead(2, 3), ahead(0, None)) == (4, 6, 0)
+
+
 def test_an_iterable_data_set_of_no_length_starts_a_new_epoch_when_it_ends() -> None:
     from gpubench.config.spec import Point
     from gpubench.harness.input_wait import LoaderBatches

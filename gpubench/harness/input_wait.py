@@ -157,11 +157,16 @@ class LoaderBatches:
         self.read_workers()
         return sum(self._worker_cpu_s.values()) + self._main_cpu_s
 
+    def loaded_ahead(self) -> int:
+        """The batches the loader's workers hold loaded ahead: workers x prefetch factor, as
+        the DataLoader itself resolved them (its default of 2 where --prefetch is auto)."""
+        workers = int(getattr(self.loader, "num_workers", 0) or 0)
+        return workers * int(getattr(self.loader, "prefetch_factor", None) or 0)
+
     def pipeline_rate(self) -> tuple[float, int]:
         """Samples per second the pipeline delivers onto the device with no model, and the
         batches it was timed over."""
-        ahead = self.settings.workers * (self.settings.prefetch or 0)
-        for _ in range(ahead):  # already loaded while the model trained: free to take
+        for _ in range(self.loaded_ahead()):  # loaded while the model trained: free to take
             self._raw()
         synchronize(self.device)
         t0 = time.perf_counter()
