@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from gpubench.store.results import read_rows
 
@@ -90,3 +91,18 @@ def write_grid_seconds(grid: Path, wall_s: float, load_before: float) -> None:
     found = {"wall_s": round(wall_s, 1), "load_before": load_before}
     found["load_after"] = round(os.getloadavg()[0], 2)
     (grid / WALL_FILE).write_text(json.dumps(found) + "\n", encoding="utf-8")
+
+
+def merged_summary(path: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """`summary` with the shares an earlier run wrote to `path` for the same grid kept beside
+    its own (a share run again is replaced): a run at 0.25 after one at 0.15,0.40 keeps all
+    three."""
+    if not path.is_file():
+        return summary
+    earlier = json.loads(path.read_text(encoding="utf-8"))
+    if earlier.get("grid") != summary["grid"]:
+        return summary
+    mine = {s["share"] for s in summary["shares"]}
+    kept = [s for s in earlier.get("shares", []) if s["share"] not in mine]
+    shares = sorted([*kept, *summary["shares"]], key=lambda s: s["share"])
+    return {**summary, "shares": shares}

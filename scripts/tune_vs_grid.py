@@ -133,8 +133,10 @@ def main() -> int:
                 "load_after": round(os.getloadavg()[0], 2),
             }
         )
+    path = a.out / f"tune-vs-grid-{a.model}.json"
+    summary = grid_runs.merged_summary(path, summary)  # a later run's shares beside earlier ones
     print(json.dumps(summary))
-    (a.out / f"tune-vs-grid-{a.model}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    path.write_text(json.dumps(summary, indent=1) + "\n")
     return 0 if ok else 1
 
 

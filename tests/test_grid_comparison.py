@@ -163,3 +163,17 @@ def test_judge_only_reads_a_published_folder_of_one_tune(
     judged = judge_runs(GRID, TUNE)[0]
     assert not calls and capsys.readouterr().out == judged.line() + "\n"
     assert said == (0 if judged.within else 1)
+
+
+def test_a_second_run_at_other_shares_keeps_the_first_runs_in_the_summary(
+    scripts: Any, tmp_path: Path
+) -> None:
+    # an H100 comparison ran 0.15 first, then 0.25,0.40,0.60 against the same grid: the
+    # summary keeps all four (a share run again is replaced); another grid starts afresh
+    path = tmp_path / "tune-vs-grid-cnn.json"
+    first = {"grid": "g", "shares": [{"share": 0.15, "x": 1}, {"share": 0.25, "x": 1}]}
+    path.write_text(json.dumps(first))
+    later = {"grid": "g", "shares": [{"share": 0.25, "x": 2}, {"share": 0.4, "x": 2}]}
+    merged = scripts.merged_summary(path, later)
+    assert [(s["share"], s["x"]) for s in merged["shares"]] == [(0.15, 1), (0.25, 2), (0.4, 2)]
+    assert scripts.merged_summary(path, {**later, "grid": "h"})["shares"] == later["shares"]
