@@ -176,3 +176,23 @@ def test_a_tied_row_gives_no_lever_figure_either_way() -> None:
         tied=frozenset({standing.identity(best)}),
     )
     assert off.endswith(": within noise, the rows cannot tell the two apart")
+
+
+def test_one_configuration_under_several_seeds_is_one_tie_member_not_a_tie_with_itself() -> None:
+    # a target tune's speed verdict listed B=128 under seeds 1 and 2 as two tie members
+    lead = standing.lead
+
+    def r(batch: int, seed: int, sps: float) -> dict[str, object]:
+        return {
+            "model": "cnn", "model_size": "tiny", "device": "cpu", "precision": "fp32",
+            "optimizer": "adamw", "batch_size": batch, "seed": seed, "status": "ok",
+            "samples_per_s": sps, "step_time_s": batch / sps, "step_time_ci_rel": 0.3,
+        }  # fmt: skip
+
+    rows = [r(256, 0, 29780.0), r(512, 0, 25921.0), r(128, 1, 25569.0), r(128, 2, 25106.0)]
+    rows.append(r(256, 1, 29000.0))
+    got = lead(rows, None, ["batch_size", "seed"])
+    named = [(t["identity"]["batch_size"]) for t in got.ties]
+    assert got.best["batch_size"] == 256 and sorted(named) == [128, 512]
+    alone = lead([r(256, 0, 29780.0), r(256, 1, 29000.0), r(512, 0, 9000.0)], None, ["seed"])
+    assert not alone.ties and "runner-up, cpu fp32 B=512 seed 0" in alone.confidence

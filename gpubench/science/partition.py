@@ -39,6 +39,12 @@ def identity(row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(norm(row.get(k)) for k in IDENTITY)
 
 
+def configuration(row: dict[str, Any]) -> tuple[Any, ...]:
+    """A row's identity without its seed: the configuration a speed verdict ranks (rows of one
+    configuration under several seeds measure the same speed)."""
+    return tuple(norm(row.get(k)) for k in IDENTITY if k != "seed")
+
+
 def identity_dict(row: dict[str, Any]) -> dict[str, Any]:
     """identity() by column name."""
     return {k: norm(row.get(k)) for k in IDENTITY}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.science import leaders
-from gpubench.science.partition import identity, identity_dict, label, norm
+from gpubench.science.partition import configuration, identity, identity_dict, label, norm
 from gpubench.store.wording import plural, times
 
 
@@ -113,6 +113,8 @@ def lead(
             unmeasured = [r for r in others if r is not None]
             return _confirmed(rows, unmeasured, confirmation, among, margin)  # type: ignore[arg-type]
     best, *tied = leaders.by_intervals(pool, margin)
+    # one configuration under several seeds is one candidate, not a tie with itself
+    tied = _other_configurations(best, tied)
     why = _not_confirmed(confirmation, among)
     if tied:
         text = (
@@ -122,7 +124,8 @@ def lead(
         )
         ties = [_row_tie(best, r, among) for r in tied]
         return Lead(best, ties, f"{text}; {why}", confirmation, None, margin)
-    runner_up = sorted(pool, key=lambda r: -float(r["samples_per_s"]))[1:2]
+    others = _other_configurations(best, pool)
+    runner_up = sorted(others, key=lambda r: -float(r["samples_per_s"]))[:1]
     text = "the only row"
     for r in runner_up:
         text = (
@@ -131,6 +134,18 @@ def lead(
             f"runner-up, {label(r, among)})"
         )
     return Lead(best, [], f"{text}; {why}", confirmation, None, margin)
+
+
+def _other_configurations(best: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` less those of `best`'s configuration, and each other configuration once (its
+    first row: `rows` come fastest first from leaders.by_intervals)."""
+    seen = {configuration(best)}
+    out = []
+    for r in rows:
+        if configuration(r) not in seen:
+            seen.add(configuration(r))
+            out.append(r)
+    return out
 
 
 def percent(share: float) -> str:

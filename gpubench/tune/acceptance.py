@@ -13,10 +13,10 @@ from typing import Any
 
 from gpubench.science import standing
 from gpubench.science.leaders import MARGIN  # the verdict's practical difference, one figure
-from gpubench.science.partition import heading, label, norm, partition_key, varying
+from gpubench.science.partition import configuration as config_key
+from gpubench.science.partition import heading, label, partition_key, varying
 from gpubench.store import confirmations
 from gpubench.store.results import read_rows
-from gpubench.store.row import IDENTITY
 
 MAX_TIE = 3  # a grid tie of more configurations than this names no answer
 
@@ -27,12 +27,6 @@ DIFFERENT = "different"
 NO_ANSWER = "tune named no answer"  # it measured nothing (its budget ended in its set-up)
 BOTH_TIED = "a tie, each leader inside the other's"  # two runs compared (agreement())
 AGREEING = (SAME, TIED, BOTH_TIED)
-
-
-def config_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    """A configuration's identity without its seed, one spelling per value (a grid and a tune
-    measure the same configuration under whatever seed each ran)."""
-    return tuple(norm(row.get(k)) for k in IDENTITY if k != "seed")
 
 
 @dataclass(frozen=True)
