@@ -230,3 +230,14 @@ def test_measure_larger_batches_names_the_device_only_where_several_ran() -> Non
     line, todo = levers._larger_batch(both[-1], both, both)
     assert todo == "measure larger batches on cuda: --devices cuda --batch-sizes auto"
     assert "largest measured on cuda" in line
+
+
+def test_a_one_process_ddp_row_read_back_from_a_frame_has_no_nan_in_its_label() -> None:
+    # the scaling suite's DDP x1 rows have no scaling mode (None), which a frame reads back as
+    # NaN: their verdict line read "cpu fp32 ddp x1 nan B=64"
+    import math
+
+    row = {"device": "cpu", "precision": "fp32", "parallel": "ddp", "nproc": 1.0,
+           "scaling": math.nan, "batch_size": 64.0}  # fmt: skip
+    assert label(row) == "cpu fp32 ddp x1 B=64"
+    assert label({**row, "nproc": 2, "scaling": "weak"}) == "cpu fp32 ddp x2 weak B=64"

@@ -130,7 +130,7 @@ def label(row: dict[str, Any], among: list[str] | None = None) -> str:
             parts.append(f"{parallel} x{norm(row.get('nproc'))}")
             if (norm(row.get("nodes")) or 1) != 1:
                 parts.append(f"on {norm(row.get('nodes'))} nodes")
-            if row.get("scaling"):
+            if norm(row.get("scaling")):  # NaN where a frame held one process's None
                 parts.append(str(row["scaling"]))
     if "threads" in among or norm(row.get("threads")) is not None:
         threads = norm(row.get("threads")) or norm(row.get("torch_threads"))
