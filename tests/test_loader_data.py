@@ -199,3 +199,26 @@ def test_an_input_bound_fastest_gets_the_worker_lever_and_the_next_experiment() 
     assert "2 workers: 1.88x the samples/s of 0 workers (the pipeline alone 1.78x)" in lines
     assert "batches made on the device: not measured" in lines
     assert todo == "measure more loader workers: --loader-workers 2,4"
+
+
+def test_tune_and_max_batch_load_with_the_sweeps_default_layout() -> None:
+    # without loader axes of their own, they measured --data loader with 0 workers (in the
+    # training process) where a sweep's default is auto workers
+    import argparse
+
+    from gpubench.cli.max_batch_args import point_from_args
+    from gpubench.config import loader as loader_axes
+    from gpubench.tune.tuner import TuneRequest
+
+    sweep_default = loader_axes.layouts("cpu", (None,), (None,), (None,), (True,))[0]
+    assert sweep_default["loader_workers"] == loader_axes.auto_workers()
+    base = TuneRequest("cnn", "tiny", "cpu", "adamw", data="loader").base_point()
+    fields = ("loader_workers", "pin_memory", "prefetch", "persistent_workers")
+    assert {k: getattr(base, k) for k in fields} == sweep_default
+    args = argparse.Namespace(
+        model="cnn", size="tiny", device="cpu", precision="fp32", optimizer="adamw", start=8,
+        ceiling=64, seed=0, data="loader", options=[],
+    )  # fmt: skip
+    assert {k: getattr(point_from_args(args), k) for k in fields} == sweep_default
+    plain = TuneRequest("cnn", "tiny", "cpu", "adamw").base_point()
+    assert plain.loader_workers is None and plain.pin_memory is None

@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from gpubench.cli import flags, values
+from gpubench.config import loader as loader_axes
 from gpubench.config import spec as S
 from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import encode, for_model
@@ -75,14 +76,16 @@ def point_from_args(args: argparse.Namespace) -> S.Point:
         raise ConfigError(
             f"--start {args.start} is above --ceiling {args.ceiling}; allowed: start <= ceiling"
         )
+    device = flags.resolved_device(args.device)
     return S.Point(
         args.model,
         args.size,
-        flags.resolved_device(args.device),
+        device,
         args.precision,
         args.optimizer,
         args.start,
         args.seed,
         args.data,
         model_options=encode(options),
+        **loader_axes.default_fields(device, args.data),
     )

@@ -125,6 +125,13 @@ def layouts(
     return [lay.fields() for lay in dict.fromkeys(out)]
 
 
+def default_fields(device: str, data: str) -> dict[str, Any]:
+    """The Point fields a command without the loader axes (tune, max-batch) measures `data`
+    with on `device`: a sweep's default layout for "loader" (auto workers, pinned on CUDA,
+    torch's prefetch, persistent), none for other data."""
+    return layouts(device, (None,), (None,), (None,), (True,))[0] if data == "loader" else {}
+
+
 def check_spec(data: str, given: dict[str, tuple[Any, ...]], loader: str | None) -> None:
     """The loader axes apply to data = "loader" only: set elsewhere they would measure nothing."""
     if data == "loader":
@@ -146,7 +153,6 @@ def label(point: Point) -> str:
     """A loader point's label suffix, ' workers=2 pinned' ('' for other data)."""
     if point.data != "loader":
         return ""
-    # None: a command without the loader axes (tune, max-batch) loads in the training process
     text = f" workers={point.loader_workers or 0}" + (" pinned" if point.pin_memory else "")
     text += f" prefetch={point.prefetch}" if point.prefetch not in (None, TORCH_PREFETCH) else ""
     text += " not-persistent" if point.loader_workers and not point.persistent_workers else ""

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpubench.config import loader as loader_axes
 from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import check_buildable, encode
 from gpubench.config.spec import Budget, Point, SweepSpec
@@ -111,6 +112,7 @@ class TuneRequest:
             self.seed,
             self.data,
             model_options=encode(self.model_options or None),
+            **loader_axes.default_fields(self.device, self.data),
         )
 
 
