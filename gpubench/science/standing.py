@@ -124,8 +124,8 @@ def lead(
         )
         ties = [_row_tie(best, r, among) for r in tied]
         return Lead(best, ties, f"{text}; {why}", confirmation, None, margin)
-    others = _other_configurations(best, pool)
-    runner_up = sorted(others, key=lambda r: -float(r["samples_per_s"]))[:1]
+    rivals = _other_configurations(best, pool)
+    runner_up = sorted(rivals, key=lambda r: -float(r["samples_per_s"]))[:1]
     text = "the only row"
     for r in runner_up:
         text = (
