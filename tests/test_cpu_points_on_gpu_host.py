@@ -114,3 +114,29 @@ def test_a_torchrun_rank_selects_a_cuda_device_only_for_cuda_points(
     spec = SweepSpec("s", models=("mlp",), devices=devices, parallel=("ddp",), nproc=(4,))
     assert cuda_device(spec, local_rank) == selected
     assert chosen == ([] if selected is None else [selected])
+
+
+def test_cuda_points_with_more_ranks_than_gpus_are_unsupported_naming_the_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The README's `torchrun --nproc-per-node 4 ... sweep scaling --nproc 4` on a 1-GPU host:
+    # the suite's devices are auto, so its CUDA points are rows that say why they did not run,
+    # before any rank could put a second NCCL rank on the GPU; its CPU points run.
+    import torch
+
+    from gpubench.config.spec import SweepSpec
+    from gpubench.harness import parallel
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(parallel.dist, "is_nccl_available", lambda: True)
+    spec = SweepSpec("s", models=("mlp",), devices=("auto",), parallel=("ddp",), nproc=(4,))
+    assert spec.resolved_devices() == ("cpu", "cuda")
+    cpu = _point("mlp", "ddp", 4)
+    cuda = Point(**{**cpu.to_dict(), "device": "cuda"})
+    assert parallel.unsupported_reason(cuda) == (
+        "nproc 4 needs 4 CUDA devices on this node, it has 1 (NCCL cannot put two ranks on one GPU)"
+    )
+    assert parallel.unsupported_reason(cpu) is None
+    one_rank = Point(**{**cuda.to_dict(), "nproc": 1})
+    assert parallel.unsupported_reason(one_rank) is None  # a rank per GPU runs

@@ -2,14 +2,15 @@
 
 The commands are read from the pages (each line of a code block that starts with `torchrun`,
 continuation lines joined, each distinct command once: tests/doc_pages.py), so the pages and
-this test cannot drift apart. Each runs in a
-temporary folder (its `--out results/...` lands there) with two changes that leave its form
-whole: the suite is shrunk by gpubench's own documented flags, appended after the command's
-(`--models mlp --batch-sizes 16 --parallel ddp --scaling weak --steps 2`: one DDP point per
-nproc on the tiny MLP), and a multi-node command (`--nnodes N`) runs as N agents on this
-machine, its `--rdzv-endpoint` host:port (the first node's address) replaced by 127.0.0.1 and
-a free port. Four processes per node on this machine's cores is slow, not wrong: gloo ranks of
-one thread each."""
+this test cannot drift apart. Each runs in a temporary folder (its `--out results/...` lands
+there) with two changes that leave its form whole: the suite is shrunk by gpubench's own
+documented flags, appended after the command's (`--models mlp --batch-sizes 16 --parallel ddp
+--scaling weak --steps 2 --devices cpu`: one DDP point per nproc on the tiny MLP, on the CPU on
+every machine: the scaling suite's devices are `auto`, and on a host with fewer GPUs than
+--nproc-per-node its CUDA points are `unsupported` rows, tests/test_cpu_points_on_gpu_host.py),
+and a multi-node command (`--nnodes N`) runs as N agents on this machine, its `--rdzv-endpoint`
+host:port (the first node's address) replaced by 127.0.0.1 and a free port. Four processes per
+node on this machine's cores is slow, not wrong: gloo ranks of one thread each."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from gpubench.store.results import read_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SHRINK = ["--models", "mlp", "--batch-sizes", "16", "--parallel", "ddp", "--scaling", "weak"]
-SHRINK += ["--steps", "2"]
+SHRINK += ["--steps", "2", "--devices", "cpu"]
 
 pytestmark = [
     pytest.mark.slow,  # up to eight torch processes at once

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -161,6 +162,17 @@ def test_kineto_notices_stay_off_the_terminal_and_other_lines_stay_on(
         os.write(2, b"a real warning\n")
     profile_steps(lambda: torch.ones(8).sum(), torch.device("cpu"), 1)
     assert capfd.readouterr().err == "a real warning\n"
+    # torch 2.10-2.11's notice at every profile (as torch 2.11 words it), not another warning
+    notice = (
+        "Warning: Profiler clears events at the end of each cycle.Only events from the current "
+        "cycle will be reported.To keep events across cycles, set acc_events=True."
+    )
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with _without_kineto_notices():
+            warnings.warn(notice, UserWarning, stacklevel=1)
+            warnings.warn("another warning", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["another warning"]
 
 
 def test_views_the_schema_does_not_flag_move_no_bytes() -> None:

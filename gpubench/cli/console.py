@@ -130,7 +130,8 @@ def report_path(path: Path) -> None:
 
 
 def report_failed(run_dir: Path, error: Exception) -> None:
-    stderr.print(
+    """One line (a command to copy must not be wrapped: rich wrapped it at 80 columns)."""
+    say(
         f"gpubench: warning: the report failed ({type(error).__name__}: {error}); the results "
         f"are kept; retry with: python -m gpubench report {run_dir}"
     )
