@@ -208,3 +208,48 @@ def test_a_setting_at_a_tenth_of_the_best_is_dropped_at_once_with_its_reason(eve
     assert list(out.dropped) == [FP16] and said == [out.dropped[FP16]]
     assert "under 1/10 of the best so far" in said[0] and "precision=fp16" in said[0]
     assert out.best is not None and out.best.combo != FP16
+
+
+class _RoomFor:
+    """A pacer with room for `n` more round-1 trials once the round's starts are measured
+    (rounds 0 and 2 unlimited): the climbs compete for what is left."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.starts = n, 0
+
+    def measure_all(self, space: Space, halving: list[int]) -> bool:
+        return False
+
+    def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
+        self.rnd = rnd
+
+    def room(self, rnd: int, combo: Combo, batch_size: int) -> bool:
+        if rnd != 1:
+            return True
+        if self.starts < 3:  # the three survivors' starts
+            self.starts += 1
+            return True
+        self.n -= 1
+        return self.n >= 0
+
+
+def test_round_1_climbs_the_best_start_first_by_its_own_reading() -> None:
+    # the cnn at 25% on the CPU (2026-11-25): round 0 ranked compiled bf16 third of three,
+    # round 1 read it first by 36%, and the two climbs before it spent the round: its batch,
+    # where the grid's best lay (B=512), was never measured
+    combos = tuple((("precision", p), ("compile", c)) for p, c in
+                   (("fp32", "eager"), ("bf16", "eager"), ("bf16", "compile")))  # fmt: skip
+    space = Space(combos, BATCHES)
+    fast = combos[2]
+
+    def reading(config: Config, rnd: int) -> float:
+        b = config.batch_size
+        if config.combo == fast:  # rises to the largest batch; round 0 reads it low
+            return (0.91 if rnd == 0 else 1.36) * 889 * (b / 256) ** 0.2
+        f = 1.0 if config.combo == combos[0] else 0.95
+        return f * 1000 * (b / (b + 32)) * (1 if b <= 256 else (256 / b) ** 0.3)
+
+    out = search(space, reading, pacer=_RoomFor(3))
+    climbed = [t.config.batch_size for t in out.trials if t.round == 1 and t.config.combo == fast]
+    assert len(climbed) > 1 and max(climbed) > min(climbed)
+    assert out.best is not None and out.best.combo == fast and out.best.batch_size >= 512

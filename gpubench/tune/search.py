@@ -262,16 +262,20 @@ class _Searcher:
 
     def second_round(self, survivors: list[tuple[Combo, int]]) -> list[Config]:
         """Round 1: each survivor climbs in batch from its round-0 batch (the starts of the best
-        1/ETA of the combos always measured, the rest while the round has room); the finalists."""
+        1/ETA of the combos always measured, the rest while the round has room), the best start
+        first; the finalists."""
         later = [max(FINALISTS, math.ceil(CLIMB_TRIALS * len(survivors) / ETA))]
         self.begin(1, [c for c, _ in survivors for _ in range(CLIMB_TRIALS)], later)
         always = math.ceil(len(self.space.combos) / ETA)  # what the pacer keeps room for
-        for n, (combo, start) in enumerate(survivors):
-            config = self.space.config(combo, self.space.batch_sizes[start])
+        starts = [self.space.config(c, self.space.batch_sizes[i]) for c, i in survivors]
+        for n, config in enumerate(starts):
             if n < always or self.room(1, config):
                 self.measure(config, 1)
+        # by the round's own, longer reading of the starts: round 0 put a cnn's compiled bf16
+        # third, round 1 read it first by 36%, and the climbs before it left it no room
+        order = sorted(range(len(survivors)), key=lambda n: -self.value(starts[n], 1))
         measured: list[Config] = []
-        for combo, start in survivors:
+        for combo, start in (survivors[n] for n in order):
             measured += self._climb(combo, start)
         return self._leaders(measured)
 
