@@ -26,6 +26,10 @@ TORCH_PREFETCH = 2
 _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 # The SweepSpec's loader axes, as suite keys and --flags (--loader-workers, ...).
 LOADER_AXES = ("loader_workers", "pin_memory", "prefetch", "persistent_workers")
+# Each axis's default values, in LOADER_AXES order ("auto" is None).
+DEFAULTS: dict[str, tuple[Any, ...]] = dict(
+    loader_workers=(None,), pin_memory=(None,), prefetch=(None,), persistent_workers=(True,)
+)
 
 
 def check_workers(value: object) -> int | None:
@@ -129,18 +133,15 @@ def default_fields(device: str, data: str) -> dict[str, Any]:
     """The Point fields a command without the loader axes (tune, max-batch) measures `data`
     with on `device`: a sweep's default layout for "loader" (auto workers, pinned on CUDA,
     torch's prefetch, persistent), none for other data."""
-    return layouts(device, (None,), (None,), (None,), (True,))[0] if data == "loader" else {}
+    return layouts(device, *DEFAULTS.values())[0] if data == "loader" else {}
 
 
 def check_spec(data: str, given: dict[str, tuple[Any, ...]], loader: str | None) -> None:
     """The loader axes apply to data = "loader" only: set elsewhere they would measure nothing."""
     if data == "loader":
         return
-    defaults: dict[str, tuple[Any, ...]] = dict(
-        loader_workers=(None,), pin_memory=(None,), prefetch=(None,), persistent_workers=(True,)
-    )
     for key, value in given.items():
-        if tuple(value) != defaults[key]:
+        if tuple(value) != DEFAULTS[key]:
             raise ConfigError(
                 f"{key} {list(value)!r} with data {data!r}; allowed: loader axes with "
                 "data = 'loader' (--data loader)"

@@ -22,12 +22,13 @@ import pandas as pd
 
 from gpubench.science import target_time
 from gpubench.science.curve import spread
+from gpubench.science.partition import CONFIGURATION, configuration
 from gpubench.science.target_time import TargetTime
 from gpubench.science.throughput import throughput_optimal_batch
 from gpubench.store.results import ResultStore, load_results
 
 # The columns an entry is keyed by: a configuration's, less its batch size.
-GROUP = [c for c in target_time.CONFIGURATION if c != "batch_size"]
+GROUP = [c for c in CONFIGURATION if c != "batch_size"]
 FILE = "batch_analysis.json"
 
 
@@ -135,7 +136,7 @@ def analyse(frame: pd.DataFrame) -> list[dict[str, Any]]:
     the order of each series' first row."""
     series: dict[tuple[Any, ...], list[TargetTime]] = {}
     for summary in target_time.summarise(frame.to_dict("records")):
-        series.setdefault(target_time.configuration(summary.row, "batch_size"), []).append(summary)
+        series.setdefault(configuration(summary.row, "batch_size"), []).append(summary)
     entries = []
     for summaries in series.values():
         times = {s.batch_size: s for s in summaries}

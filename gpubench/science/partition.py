@@ -9,6 +9,7 @@ a partition batch size, precision, device, threads, speed options and parallel l
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from gpubench.store.row import IDENTITY
@@ -39,10 +40,15 @@ def identity(row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(norm(row.get(k)) for k in IDENTITY)
 
 
-def configuration(row: dict[str, Any]) -> tuple[Any, ...]:
-    """A row's identity without its seed: the configuration a speed verdict ranks (rows of one
-    configuration under several seeds measure the same speed)."""
-    return tuple(norm(row.get(k)) for k in IDENTITY if k != "seed")
+# The columns that name a configuration: the identity but the seed.
+CONFIGURATION = [c for c in IDENTITY if c != "seed"]
+
+
+def configuration(row: Mapping[str, Any], *skip: str) -> tuple[Any, ...]:
+    """The configuration `row` belongs to (CONFIGURATION, less the columns in `skip`), with one
+    spelling per value: rows of one configuration under several seeds measure the same speed,
+    and their times to target are one configuration's."""
+    return tuple(norm(row.get(c)) for c in CONFIGURATION if c not in skip)
 
 
 def identity_dict(row: dict[str, Any]) -> dict[str, Any]:

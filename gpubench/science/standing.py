@@ -124,8 +124,8 @@ def lead(
         )
         ties = [_row_tie(best, r, among) for r in tied]
         return Lead(best, ties, f"{text}; {why}", confirmation, None, margin)
-    rivals = _other_configurations(best, pool)
-    runner_up = sorted(rivals, key=lambda r: -float(r["samples_per_s"]))[:1]
+    fastest_first = sorted(pool, key=lambda r: -float(r["samples_per_s"]))
+    runner_up = _other_configurations(best, fastest_first)[:1]
     text = "the only row"
     for r in runner_up:
         text = (
@@ -137,8 +137,8 @@ def lead(
 
 
 def _other_configurations(best: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`rows` less those of `best`'s configuration, and each other configuration once (its
-    first row: `rows` come fastest first from leaders.by_intervals)."""
+    """`rows` (fastest first) less those of `best`'s configuration, and each other
+    configuration once: its first, fastest row."""
     seen = {configuration(best)}
     out = []
     for r in rows:

@@ -19,9 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench.science.partition import finite
+from gpubench.science.partition import configuration, finite
 from gpubench.science.partition import norm as _norm
-from gpubench.store.row import IDENTITY
 from gpubench.store.wording import number
 
 # The seeds of a configuration disagree when the slowest took more than this many times as long
@@ -31,19 +30,10 @@ from gpubench.store.wording import number
 # can reorder the batch sizes, so the median over a few seeds is not an answer to repeat.
 SPREAD_LIMIT = 2.0
 
-# The columns that name a configuration: the identity but the seed.
-CONFIGURATION = [c for c in IDENTITY if c != "seed"]
-
 
 def is_convergence(row: Mapping[str, Any]) -> bool:
     """Whether `row` comes from a convergence run (those carry their lr scaling rule)."""
     return _norm(row.get("lr_scaling")) is not None
-
-
-def configuration(row: Mapping[str, Any], *skip: str) -> tuple[Any, ...]:
-    """The configuration `row` belongs to (CONFIGURATION, less the columns in `skip`), with one
-    spelling per value whatever a frame made of it (NaN -> None, True and 64.0 -> ints)."""
-    return tuple(_norm(row.get(c)) for c in CONFIGURATION if c not in skip)
 
 
 @dataclass(frozen=True)

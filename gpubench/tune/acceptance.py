@@ -80,9 +80,9 @@ class Judgement:
     def line(self) -> str:
         """One line: the pick, its ratio to the grid's best by the grid's figures, the agreement."""
         said = (
-            "the grid never ran it"
-            if self.ratio is None and self.agreement != NO_ANSWER
-            else "nothing to judge"
+            "nothing to judge"
+            if self.agreement == NO_ANSWER
+            else "the grid never ran it"
             if self.ratio is None
             else f"x{self.ratio:.3f} the grid's best ({self.grid_best}) by {self.source}, "
             f"{'within' if self.within else 'NOT within'} {self.margin:.0%}"
