@@ -199,12 +199,13 @@ def test_the_budget_counts_from_when_the_command_started(tmp_path: Path) -> None
     assert not record.trials and record.elapsed_s >= 601.0
 
 
-def test_one_worker_serves_the_check_the_calibration_and_the_trials(
+def test_one_worker_serves_the_check_the_calibration_the_trials_and_the_confirmation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # one worker started for the model check, the environment capture and the trials (an H100
-    # paid about 4 s a start)
+    # one worker started for the model check, the environment capture, the trials and the
+    # confirmation (an H100 paid about 4 s a start)
     from gpubench.run import calibration_process, preflight
+    from gpubench.run import confirm as leads
     from gpubench.run.worker import WorkerRunner
     from gpubench.tune import tuner
 
@@ -218,12 +219,15 @@ def test_one_worker_serves_the_check_the_calibration_and_the_trials(
     monkeypatch.setattr(tuner, "WorkerRunner", Counted)
     monkeypatch.setattr(preflight, "WorkerRunner", Counted)  # where the check made its own
     monkeypatch.setattr(calibration_process, "WorkerRunner", Counted)  # and the calibration
+    monkeypatch.setattr(leads, "WorkerRunner", Counted)  # and the confirmation
     request = tuner.TuneRequest(
         "mlp", "tiny", "cpu", "sgd", named={"precision": ("fp32",), "compile": ("eager",),
         "threads": (1,)}, batch_sizes=(4, 8), budget=Budget(max_time_s=0.2, min_time_s=0.1),
     )  # fmt: skip
-    record = tuner.tune(request, tmp_path / "run", confirm=False)
+    record = tuner.tune(request, tmp_path / "run")
     assert record.trials and all(t.status == "ok" for t in record.trials)
+    confirmed = json.loads((tmp_path / "run" / "confirm.json").read_text(encoding="utf-8"))
+    assert confirmed["partitions"][0]["status"] == "confirmed"  # its rounds ran
     assert len(made) == 1 and len(made[0].startup_s) == 1
 
 

@@ -257,9 +257,9 @@ class Planner:
     def reserve_s(self, more_point_s: float = 0.0) -> float:
         """Seconds the confirmation is planned to take after the points measured so far and
         `more_point_s` seconds of points still to come (gpubench.tune.reserve), from the
-        measured costs of its likely candidates, and a worker's start (`prior_fixed_s`,
-        max-batch's probes); before two configurations ran, FINALISTS candidates each set up
-        at `prior_fixed_s`."""
+        measured costs of its likely candidates (it runs in the trials' worker: no worker
+        starts for it); before two configurations ran, FINALISTS candidates each set up at
+        `prior_fixed_s` (max-batch's probes)."""
         deepest: dict[tuple[Combo, int], float] = {}
         for c in self.costs:
             deepest[(c.combo, c.batch_size)] = c.point_s or c.fixed_s + c.measuring_s
@@ -267,8 +267,7 @@ class Planner:
         chosen = self.candidates(point_s)
         if len(chosen) < FINALISTS:
             chosen = [Candidate(0.0, 0.0, self.prior_fixed_s)] * FINALISTS
-        # its own worker's start, as max-batch's probes measured one
-        return self.prior_fixed_s + confirmation_s(chosen, point_s)
+        return confirmation_s(chosen, point_s)
 
     def left_s(self) -> float | None:
         """Seconds the search has left before the confirmation's reserve (None: no budget)."""

@@ -304,21 +304,23 @@ def tune(
 
         try:
             outcome = search(space.space, measure, deadline_passed, planner, note=say)
+            if measurements:
+                tune_rows.write_results(run_dir, measurements)
+            tune_record.fill(record, outcome, trial_rows, request.budget_s, space, planner)
+            record.plan = {**(record.plan or {}), "dropped": list(outcome.dropped.values())}
+            left = planner.left_s()
+            record.search_deadline_s = None if left is None else offset + now() + left
+            store.write_json(T.FILE, record.to_dict())
+            interrupted = should_stop is not None and should_stop()
+            if interrupted:
+                record.stopped = "stopped on request (Ctrl-C): nothing confirmed"
+            if confirm and measurements and not interrupted:
+                say("confirming the leaders (interleaved)")
+                # in the trials' worker, as the sweep does: no worker start of its own
+                runner.point_timeout_s = point_timeout_s
+                leads.confirm(run_dir, read_rows(run_dir), max_memory, point_timeout_s, runner)
         finally:
             runner.close()
-        if measurements:
-            tune_rows.write_results(run_dir, measurements)
-        tune_record.fill(record, outcome, trial_rows, request.budget_s, space, planner)
-        record.plan = {**(record.plan or {}), "dropped": list(outcome.dropped.values())}
-        left = planner.left_s()
-        record.search_deadline_s = None if left is None else offset + now() + left
-        store.write_json(T.FILE, record.to_dict())
-        interrupted = should_stop is not None and should_stop()
-        if interrupted:
-            record.stopped = "stopped on request (Ctrl-C): nothing confirmed"
-        if confirm and measurements and not interrupted:
-            say("confirming the leaders (interleaved)")
-            leads.confirm(run_dir, read_rows(run_dir), max_memory, point_timeout_s)
         record.verdict = _verdict(run_dir) if measurements else None
         record.elapsed_s = offset + now()
         if request.budget_s is not None:
