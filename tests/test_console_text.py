@@ -66,3 +66,26 @@ def test_counts_and_ratios_read_as_english(
     progress.on_start(1, 0)
     progress.stop()
     assert "'one', 1 point on cpu" in capsys.readouterr().err
+
+
+def test_progress_and_max_batch_lines_are_never_wrapped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # in a log (stderr no terminal) each line is whole, however long: rich wraps at 80 columns
+    from gpubench.run.batch_search import Probe
+
+    name = "timm:" + "x" * 80  # a long label
+    point = Point(name, "tiny", "cpu", "fp32", "sgd", 16)
+    row = make_row(point, "oom", error=OOM)
+    spec = SweepSpec("quick", ("mlp",), devices=("cpu",))
+    progress = console.SweepProgress(spec, tmp_path, quiet=False)
+    progress.on_row(row, 1, 1)
+    progress.stop()
+    console.max_batch_header(point, 2**30, chosen=False)
+    console.probe_line(Probe(16384, "oom", None, 123.4, "search"))
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert any(line.startswith("[1/1] ") and line.endswith(": oom") for line in lines), err
+    assert any(line.startswith("gpubench: largest batch of timm:x") for line in lines)
+    assert all(len(line) > 80 for line in lines if name in line)
+    assert "   search B=16384: oom (123.4 s)" in lines

@@ -77,7 +77,7 @@ class SweepProgress:
     def on_row(self, row: dict[str, Any], i: int, total: int) -> None:
         self.bar.update(self.task, total=total, completed=i, description=_short(row))
         if not stderr.is_terminal and not self.quiet:
-            stderr.print(f"[{i}/{total}] {_short(row)}")
+            say(f"[{i}/{total}] {_short(row)}")
 
     def stop(self) -> None:
         self.bar.stop()
@@ -223,11 +223,11 @@ def max_batch_header(point: Point, cap: int | None, chosen: bool) -> None:
     capped = f"capped at {format_size(cap)}" if cap is not None else "no cap but the device's own"
     if not chosen and cap is not None:
         capped += " (the memory available now; set --max-memory to choose)"
-    stderr.print(f"gpubench: largest batch of {where}, memory {capped}")
+    say(f"gpubench: largest batch of {where}, memory {capped}")
 
 
 def probe_line(p: maxbatch.Probe) -> None:
-    stderr.print(f"  {p.phase:>7} B={p.batch_size}: {p.status} ({p.seconds:.1f} s)")
+    say(f"  {p.phase:>7} B={p.batch_size}: {p.status} ({p.seconds:.1f} s)")
 
 
 def max_batch_result(result: maxbatch.MaxBatch) -> None:
