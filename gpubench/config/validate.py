@@ -105,7 +105,7 @@ def validate(spec: SweepSpec) -> SweepSpec:
 def _check_effective_batch(spec: SweepSpec) -> None:
     """issue 25: every batch size split into equal micro-batches (batch sizes "auto" are
     checked point by point, harness.step), and no checkpointing in a convergence run."""
-    if spec.batch_sizes != AUTO:
+    if not isinstance(spec.batch_sizes, str):  # not AUTO
         try:
             for b in spec.batch_sizes:
                 for k in spec.accumulate:

@@ -40,7 +40,9 @@ def checkpoint_blocks(model: nn.Module) -> int:
     return len(blocks)
 
 
-def _contexts() -> tuple[contextlib.AbstractContextManager[Any], ...]:
+def _contexts() -> tuple[
+    contextlib.AbstractContextManager[Any], contextlib.AbstractContextManager[Any]
+]:
     # (around the first forward, around the recomputation in backward)
     return contextlib.nullcontext(), recomputation()
 

@@ -25,11 +25,12 @@ def gradient_sync(model: nn.Module, sync: bool) -> Iterator[None]:
         with model.no_sync():
             yield
     elif not sync and hasattr(model, "set_requires_gradient_sync"):  # an FSDP2 module
-        model.set_requires_gradient_sync(False)
+        set_sync: Callable[[bool], None] = model.set_requires_gradient_sync  # type: ignore[assignment]
+        set_sync(False)
         try:
             yield
         finally:
-            model.set_requires_gradient_sync(True)
+            set_sync(True)
     else:
         yield
 

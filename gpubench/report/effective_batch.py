@@ -4,6 +4,7 @@ effective batch (accumulation, checkpointing), and a table; only where the runs 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -57,7 +58,7 @@ def chart(rows: pd.DataFrame, plots_dir: Path) -> Chart | None:
         for line, g in m.groupby("line"):
             g = g.sort_values("batch_size")
             style = "s--" if ", checkpoint" in str(line) else "o-"
-            kw = {"color": colors[str(line)], "label": str(line)}
+            kw: dict[str, Any] = {"color": colors[str(line)], "label": str(line)}
             speed.plot(g["batch_size"], g["samples_per_s"], style, **kw)
             held = g[g[column].notna()] if column in g else g.iloc[0:0]
             memory.plot(held["batch_size"], held[column] / MiB, style, **kw)
@@ -102,7 +103,7 @@ def way_chart(
         ran = ok[ok["panel"] == model]
         for ax, values in ((speed, "samples_per_s"), (memory, column)):
             for i, line in enumerate(lines):
-                got = ran[ran["line"] == line][values].dropna() if values in ran else []
+                got = ran[ran["line"] == line][values].dropna() if values in ran else pd.Series()
                 if len(got):
                     ax.bar(i, float(got.max()) / (MiB if ax is memory else 1), color=colors[line])
                 else:

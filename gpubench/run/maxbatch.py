@@ -58,8 +58,8 @@ class MaxBatch:
         return sum(p.seconds for p in self.search_probes)
 
     def to_dict(self) -> dict[str, Any]:
-        plain = ("best_batch", "ceiling_reached", "stopped", "smallest_failed", "resolution")
-        plain += ("limit_bytes", "rank_saved_bytes", "time_ceiling")
+        plain: tuple[str, ...] = ("best_batch", "ceiling_reached", "stopped", "smallest_failed")
+        plain += ("resolution", "limit_bytes", "rank_saved_bytes", "time_ceiling")
         return {
             **self.point.to_dict(),
             "largest_batch": self.largest,

@@ -143,7 +143,8 @@ def _point_parts(
         inside = float(row.get("point_time_s") or 0.0)
         warm = float(row.get("warmup_time_s") or 0.0)
         windows = float(row.get("wall_time_s") or 0.0)
-        profile = row.get("profile") if isinstance(row.get("profile"), dict) else {}
+        found = row.get("profile")
+        profile: dict[str, Any] = found if isinstance(found, dict) else {}
         profiled = float(row.get("profile_step_time_s") or 0.0) * int(profile.get("steps") or 0)
         parts["worker start (fork, imports)"] += p["worker_s"]
         parts["warm-up (counting step included)"] += warm

@@ -83,9 +83,11 @@ class TuneRequest:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> TuneRequest:
-        budget = Budget(  # a time limit of null is infinite; a deadline of null is none
-            **{k: math.inf if v is None and k != "deadline" else v for k, v in d["budget"].items()}
-        )
+        # a time limit of null is infinite; a deadline of null is none
+        limits: dict[str, Any] = {
+            k: math.inf if v is None and k != "deadline" else v for k, v in d["budget"].items()
+        }
+        budget = Budget(**limits)
         sizes = d.get("batch_sizes")
         return TuneRequest(
             d["model"],
@@ -120,7 +122,7 @@ def sweep_spec(request: TuneRequest, space: tune_space.TuneSpace) -> SweepSpec:
     """The space as a sweep's suite (suite.json: what the folder's report names; the grid a
     sweep would measure over it; a fixed effective batch is its one batch size, accumulated in
     the searched steps)."""
-    fields = {tune_space.SPEC_FIELD[a]: space.values[a] for a in tune_space.AXES}
+    fields: dict[str, Any] = {tune_space.SPEC_FIELD[a]: space.values[a] for a in tune_space.AXES}
     e = space.effective_batch
     return validate(
         SweepSpec(
