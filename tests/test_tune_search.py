@@ -210,18 +210,15 @@ def test_a_setting_at_a_tenth_of_the_best_is_dropped_at_once_with_its_reason(eve
     assert out.best is not None and out.best.combo != FP16
 
 
-class _RoomFor:
+class _RoomFor(EveryPacer):
     """A pacer with room for `n` more round-1 trials once the round's starts are measured
-    (rounds 0 and 2 unlimited): the climbs compete for what is left."""
+    (rounds 0 and 2 unlimited, the halving's rounds): the climbs compete for what is left."""
 
     def __init__(self, n: int) -> None:
         self.n, self.starts = n, 0
 
     def measure_all(self, space: Space, halving: list[int]) -> bool:
         return False
-
-    def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
-        self.rnd = rnd
 
     def room(self, rnd: int, combo: Combo, batch_size: int) -> bool:
         if rnd != 1:
