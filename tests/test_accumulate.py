@@ -90,7 +90,7 @@ def test_the_axis_makes_points_with_the_effective_batch() -> None:
     points = validate(spec).points()
     assert [(p.batch_size, p.accumulate) for p in points] == [(8, 1), (8, 4)]
     assert points[0].label() == "mlp/tiny cpu fp32 sgd B=8"
-    assert points[1].label() == "mlp/tiny cpu fp32 sgd B=8 accumulate=4"
+    assert points[1].label() == "mlp/tiny cpu fp32 sgd B=8 as 4 x 2"
     assert points[0].key() != points[1].key()
     assert Point.of(points[1].to_dict()) == points[1]
 
@@ -173,7 +173,7 @@ def test_the_summary_names_the_split_and_the_checkpointing() -> None:
     from gpubench.cli.results_table import _options
 
     row = {"compile": "eager", "accumulate": 4, "micro_batch_size": 2, "checkpoint": "blocks"}
-    assert _options(row) == "accumulate 4 x 2, checkpoint blocks"
+    assert _options(row) == "as 4 x 2, checkpoint blocks"
     assert _options({"compile": "eager", "accumulate": 1, "checkpoint": "none"}) == ""
 
 

@@ -93,7 +93,7 @@ def test_a_model_without_repeated_blocks_is_unsupported_with_the_reason() -> Non
     assert "mlp has no" in (unsupported_reason(point, mlp) or "")
     row = measure_point(point, Budget.fixed(2, 1))
     assert row["status"] == "unsupported" and "repeated blocks" in row["error"]
-    assert point.label() == "mlp/tiny cpu fp32 sgd B=4 checkpoint=blocks"
+    assert point.label() == "mlp/tiny cpu fp32 sgd B=4 (checkpoint blocks)"
     with pytest.raises(ValueError, match="no repeated blocks"):
         checkpoint_blocks(mlp.model)
 

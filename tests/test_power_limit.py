@@ -100,7 +100,7 @@ def test_a_cpu_point_with_a_limit_is_an_unsupported_row_with_the_reason() -> Non
 def test_power_limit_is_an_axis_of_the_sweep(tmp_path: Path) -> None:
     spec = SweepSpec("s", ("mlp",), devices=("cpu",), batch_sizes=(4,), power_limit=(None, 300))
     assert [p.power_limit_w for p in spec.points()] == [None, 300]
-    assert spec.points()[1].label().endswith("B=4 300W")
+    assert spec.points()[1].label().endswith("B=4 300 W")
     suite = tmp_path / "s.toml"
     suite.write_text('models = ["mlp"]\npower_limit = [300, 500, "none"]\n')
     assert load_suite(suite).power_limit == (300, 500, None)

@@ -77,7 +77,7 @@ def test_strong_scaling_splits_the_global_batch_over_the_world() -> None:
     odd = dataclasses.replace(two_nodes, batch_size=63)
     assert "divisible by nproc * nodes" in str(unsupported_reason(odd))
     assert two_nodes.key() != dataclasses.replace(two_nodes, nodes=1).key()
-    assert "nodes=2" in two_nodes.label()
+    assert "on 2 nodes" in two_nodes.label()
 
 
 def test_a_launch_on_two_nodes_gives_each_scaling_a_point_of_its_world() -> None:

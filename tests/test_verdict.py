@@ -77,7 +77,7 @@ def test_verdict_names_the_fastest_its_speedup_bottleneck_levers_and_next_step(
     assert f"{best['samples_per_s'] / cpu_best:,.1f}x the CPU's fastest" in (v.cpu_speedup or "")
     assert v.bottleneck == "memory"  # the fixture: 20 FLOP/B under a ridge of 50
     assert any("step time" in e and "from B=16" in e for e in v.evidence)
-    bf16 = next(lever for lever in v.levers if lever.startswith("bf16"))
+    bf16 = next(lever for lever in v.levers if lever.startswith("a lower precision (bf16)"))
     assert "in use" in bf16 and "without it (best of each" in bf16  # fp32 B=4096 ran out
     # the answer is the GPU's: its larger batches, not the CPU's, are worth measuring
     assert v.next_experiment == "measure larger batches on cuda: --devices cuda --batch-sizes auto"

@@ -8,17 +8,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpubench.cli import values
+from gpubench.config import registry
 from gpubench.config import spec as S
-from gpubench.config.checks import (
-    check_accumulate,
-    check_batch_size,
-    check_device,
-    check_model,
-    check_nproc,
-    check_power_limit,
-    check_seed,
-)
-from gpubench.config.loader import check_pin, check_prefetch, check_workers
+from gpubench.config.checks import check_batch_size, check_device, check_model, check_seed
+from gpubench.config.registry import Setting
 from gpubench.models import MODEL_NAMES
 
 
@@ -26,35 +19,31 @@ def _seed(text: str) -> int:
     return check_seed(values.int_value(text))
 
 
-def _power_limit(text: str) -> int | None:  # issue 32
-    return check_power_limit(text if text == "none" else values.int_value(text))
-
-
-def _pin(text: str) -> bool | None:
-    """--pin-memory's value: true, false or auto (None)."""
-    low = text.lower()
-    return check_pin(low == "true" if low in ("true", "false") else low)
-
-
 Axis = tuple[Callable[[str], Any], str]  # how a flag reads its text, and what it says it takes
 
 
-def _choices(what: str, allowed: tuple[str, ...], text: str = "") -> Axis:
-    return values.csv(
-        values.choice(allowed, what)
-    ), text or f"comma-separated: {', '.join(allowed)}"
+def _text_value(text: str) -> object:
+    """One value of a flag as a suite file would hold it: a whole number, true or false, or the
+    word as it is ("auto", "none")."""
+    low = text.lower()
+    return low == "true" if low in ("true", "false") else values.int_value(text)
 
 
-def _switch(name: str, text: str) -> Axis:
-    return values.csv(values.flag(name)), f"false, true, or both{text}"
-
-
-def _whole(check: Callable[[object], int]) -> Callable[[str], tuple[Any, ...]]:
-    return values.csv(lambda text: check(values.int_value(text)))
+def _axis(s: Setting) -> Axis:
+    """A setting's axis flag, read and checked as the registry says (config.registry)."""
+    if s.choices:
+        allowed = ", ".join(s.choices)
+        return values.csv(values.choice(s.choices, s.what or s.name)), (
+            s.help or f"comma-separated: {allowed}"
+        )
+    if s.type is bool:
+        return values.csv(values.flag(s.name)), f"false, true, or both{s.help}"
+    return values.csv(lambda text: s.checked(_text_value(text))), s.help
 
 
 # The sweep's axis flags (several values: a point each; tune's: the values searched), in
-# --help's order.
+# --help's order: the model, size, devices and batch sizes, then every setting's axis but
+# --data and --seeds (add_measuring_flags: one model's commands take them too).
 AXES: dict[str, Axis] = {
     "--models": (
         values.csv(check_model),
@@ -66,69 +55,16 @@ AXES: dict[str, Axis] = {
         "comma-separated: auto (the CPU, plus CUDA where present), cpu, cuda, cuda:N",
     ),
     "--batch-sizes": (
-        values.auto_or(_whole(check_batch_size)),
+        values.auto_or(values.csv(lambda text: check_batch_size(values.int_value(text)))),
         'comma-separated, or "auto": powers of two up to the largest that fits',
     ),
-    "--precisions": _choices("precision", S.PRECISIONS),
-    "--optimizers": _choices("optimizer", S.OPTIMIZERS),
-    "--compile": _choices(
-        "compile mode", S.COMPILE_MODES, "eager, compile (torch.compile), or both: eager,compile"
-    ),
-    "--channels-last": _switch("channels_last", " (convolutional models only)"),
-    "--cuda-graph": _switch("cuda_graph", ": capture the whole step in a CUDA graph"),
-    "--cudnn-benchmark": _switch(
-        "cudnn_benchmark",
-        ": let cuDNN autotune convolutions (torch.backends.cudnn.benchmark; CUDA and "
-        "convolutional models only)",
-    ),
-    "--threads": (
-        values.csv(values.thread_count),
-        "torch's intra-op threads per point: whole numbers of 1 or more, or auto (what torch "
-        "picks); e.g. 1,2",
-    ),
-    "--parallel": _choices(
-        "parallel mode",
-        S.PARALLEL_MODES,
-        "none, ddp, fsdp, or several: none,ddp (torch.distributed, one node)",
-    ),
-    "--nproc": (_whole(check_nproc), "processes per node of the ddp and fsdp points, e.g. 1,2"),
-    "--scaling": _choices(
-        "scaling", S.SCALING_MODES, "weak (batch per process), strong (global batch split), or both"
-    ),
-    "--accumulate": (  # issue 25
-        _whole(check_accumulate),
-        "micro-batches per optimizer step, e.g. 1,2,4,8 (the batch size stays the effective "
-        "batch: each micro-batch holds batch / accumulate samples)",
-    ),
-    "--checkpoint": _choices(
-        "checkpoint mode",
-        S.CHECKPOINT_MODES,
-        "none, blocks (recompute the activations of the model's repeated blocks in backward), "
-        "or both: none,blocks",
-    ),
-    "--power-limit": (  # issue 32
-        values.csv(_power_limit),
-        "GPU power limits in watts, set through NVML for each point and restored after, e.g. "
-        "300,500,700 (needs root and a driver that allows it; refused with the reason where "
-        "not, and on the CPU)",
-    ),
-    # issue 31: the DataLoader's axes (--data loader)
-    "--loader-workers": (
-        values.csv(lambda text: check_workers(values.int_value(text))),
-        "DataLoader worker processes per point, e.g. 0,2,4,8, or auto (half the cores, at "
-        "most 4); --data loader",
-    ),
-    "--pin-memory": (
-        values.csv(_pin),
-        "false, true, both, or auto (on for CUDA): the loader's batches in pinned host memory",
-    ),
-    "--prefetch": (
-        values.csv(lambda text: check_prefetch(values.int_value(text))),
-        "batches each loader worker loads ahead, e.g. 2,4, or auto (PyTorch's 2)",
-    ),
-    "--persistent-workers": _switch(
-        "persistent_workers", ": keep the loader's workers between epochs"
-    ),
+    **{
+        str(s.flag): _axis(s)
+        for s in registry.axes()
+        if s.axis in S.AXES
+        and s.axis not in ("models", "size", "devices", "batch_sizes")
+        and s.axis not in ("data", "seeds")
+    },
 }
 
 

@@ -11,35 +11,16 @@ from rich.table import Table
 
 from gpubench.cli import layout
 from gpubench.cli.layout import Column, fmt
+from gpubench.config import labels
 from gpubench.config.spec import model_label
 from gpubench.data.synthetic import DISTINCT_BATCHES
 from gpubench.harness.timing import min_samples_for_ci
 from gpubench.science import scaling
-from gpubench.science.partition import workers_label
-from gpubench.science.verdict import speed_options
 
 
 def _options(row: dict[str, Any]) -> str:
-    """The settings beyond the defaults, e.g. 'compiled, CUDA graph, threads=1'."""
-    opts = speed_options(row)
-    if pd.notna(row.get("threads")):
-        opts.append(f"threads={int(row['threads'])}")
-    if pd.notna(row.get("parallel")) and row.get("parallel") != "none":  # e.g. "ddp x2 weak"
-        scaling = row.get("scaling")  # None at one process: the baseline of weak and strong
-        nodes: Any = row.get("nodes")
-        opts.append(
-            f"{row['parallel']} x{row.get('nproc')}"
-            + (f" on {int(nodes)} nodes" if pd.notna(nodes) and nodes != 1 else "")
-            + (f" {scaling}" if pd.notna(scaling) else "")
-        )
-    if pd.notna(row.get("accumulate")) and row["accumulate"] != 1:  # issue 25
-        micro: Any = row.get("micro_batch_size")
-        of = f" x {int(micro)}" if pd.notna(micro) else ""
-        opts.append(f"accumulate {int(row['accumulate'])}{of}")
-    if pd.notna(row.get("checkpoint")) and row["checkpoint"] != "none":
-        opts.append(f"checkpoint {row['checkpoint']}")
-    opts += workers_label(row)  # issue 31: '2 workers', 'pinned'
-    return ", ".join(opts)
+    """The settings beyond the defaults, e.g. 'ddp x2 weak, 1 thread, compiled, CUDA graph'."""
+    return ", ".join(labels.extras(row))
 
 
 def model_cell(row: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.cli import flags, values
+from gpubench.config import registry
 from gpubench.config import spec as S
 from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import for_model
@@ -35,20 +36,15 @@ def duration(text: str) -> float:
 # tune's axis flags: the sweep's (flags.AXES), their values searched.
 TUNE_AXES = (
     "--batch-sizes",
-    "--precisions",
-    "--compile",
-    "--channels-last",
-    "--cuda-graph",
-    "--cudnn-benchmark",
+    *(str(s.flag) for s in registry.SETTINGS if s.searched),
     "--accumulate",
-    "--checkpoint",
-    "--threads",
 )
 # Each axis flag's dest but the batch sizes' (with one --batch-sizes value, --accumulate's
 # are the micro-batches searched), and the Point field it names.
 AXIS_FLAGS = {
-    dest: "precision" if dest == "precisions" else dest
-    for dest in (flag[2:].replace("-", "_") for flag in TUNE_AXES if flag != "--batch-sizes")
+    str(s.axis): s.name
+    for s in registry.SETTINGS
+    if s.flag in TUNE_AXES and s.flag != "--batch-sizes"
 }
 
 

@@ -8,109 +8,49 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import Field, asdict, dataclass, field, make_dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from gpubench.config import loader as loader_axes
 from gpubench.config.convergence import Convergence
+from gpubench.config.labels import label, model_label
 from gpubench.config.model_options import encode
 from gpubench.config.prices import Prices
+from gpubench.config.registry import (
+    CHECKPOINT_MODES,
+    COMPILE_MODES,
+    DATA_MODES,
+    OPTIMIZERS,
+    PARALLEL_MODES,
+    PRECISIONS,
+    SCALING_MODES,
+    SETTINGS,
+    SIZES,
+    null,
+)
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-OPTIMIZERS = ("sgd", "adam", "adamw")
-SIZES = ("tiny", "small", "base")
-DATA_MODES = ("device", "host", "loader")  # issue 31: loader, a DataLoader over files
-COMPILE_MODES = ("eager", "compile")
+__all__ = ["CHECKPOINT_MODES", "COMPILE_MODES", "DATA_MODES", "OPTIMIZERS", "PARALLEL_MODES"]
+__all__ += ["PRECISIONS", "SCALING_MODES", "SIZES", "model_label"]
+
 MODES = ("speed", "convergence")
-# Parallel points (issue 17): how the ranks share the work, and what stays fixed as they grow.
-PARALLEL_MODES = ("none", "ddp", "fsdp")
-SCALING_MODES = ("weak", "strong")
-# issue 25: activation checkpointing of the model's repeated blocks (gpubench.models.blocks)
-CHECKPOINT_MODES = ("none", "blocks")
 # batch_sizes = "auto": the powers of two up to the largest batch that fits (gpubench.run.maxbatch).
 AUTO = "auto"
 # issue 28: the device types whose batch-size series may keep doubling (gpubench.run.batch_growth)
 GROW_DEVICE_TYPES = ("cpu", "cuda")
-# The SweepSpec fields that say which points there are (the rest say how each is measured).
-AXES = (
-    "models",
-    "size",
-    "devices",
-    "batch_sizes",
-    "precisions",
-    "optimizers",
-    "seeds",
-    "data",
-    "compile",
-    "channels_last",
-    "cuda_graph",
-    "cudnn_benchmark",  # issue 16
-    "threads",  # issue 14: torch's intra-op threads (None: what torch picks)
-    "parallel",
-    "nproc",
-    "scaling",
-    "accumulate",  # issue 25: micro-batches per optimizer step (batch_size stays the effective)
-    "checkpoint",  # issue 25: activation checkpointing: none or blocks
-    "power_limit",  # issue 32: the GPU's power limit in watts (None: as the card is)
-    # issue 31: the DataLoader's axes (data = "loader"; config.loader)
-    "loader_workers",
-    "pin_memory",
-    "prefetch",
-    "persistent_workers",
-)
+# The SweepSpec fields that say which points there are, each with a CLI flag of its name (the
+# rest say how each point is measured).
+AXES = tuple(s.axis for s in SETTINGS if s.axis is not None and s.axis != "loader")
 
 
-def model_label(model: str, size: str | None) -> str:
-    """'mlp/small' for a reference model at a size preset; a user's 'package.module:function'
-    as itself, since a size preset means nothing to it."""
-    return model if ":" in model or not size else f"{model}/{size}"
+class _PointMethods:
+    """What a Point can say of itself beyond its fields (the fields: config.registry)."""
 
-
-@dataclass(frozen=True)
-class Point:
-    """One measurement's identity: the same Point measured twice answers the same question."""
-
-    model: str
-    model_size: str
-    device: str
-    precision: str
-    optimizer: str
+    nproc: int
+    nodes: int
+    scaling: str | None
     batch_size: int
-    seed: int = 0
-    data: str = "device"
-    compile: str = "eager"
-    channels_last: bool = False
-    cuda_graph: bool = False
-    lr_scaling: str | None = None  # convergence runs: none, linear or sqrt
-    # issue 16: cuDNN autotuning, and the model's options as canonical JSON (config.model_options)
-    cudnn_benchmark: bool = False
-    model_options: str | None = None
-    threads: int | None = None  # torch's intra-op threads; None: what torch picks
-    # Parallel points (issue 17): `nproc` ranks per node on `nodes` nodes (issue 23: torchrun
-    # sets nodes; the world size is nproc * nodes); `scaling` None for a single process (world
-    # size 1: the one baseline of weak and strong alike), else "weak" (batch_size is each rank's
-    # batch) or "strong" (batch_size is the global one, split over the world).
-    parallel: str = "none"
-    nproc: int = 1
-    scaling: str | None = None
-    nodes: int = 1
-    # issue 25: `accumulate` micro-batches of batch_size / accumulate samples per optimizer step
-    # (batch_size is the effective batch); `checkpoint` "blocks" recomputes the activations of
-    # the model's repeated blocks in backward instead of holding them
-    accumulate: int = 1
-    checkpoint: str = "none"
-    # issue 32: the GPU power limit (watts) set through NVML for the point and restored after;
-    # None: the card's as it is
-    power_limit_w: int | None = None
-    # issue 31: data = "loader": the DataLoader's workers, pinned memory, prefetch depth and
-    # persistent workers (resolved, config.loader), and a user's factory; None otherwise
-    loader_workers: int | None = None
-    pin_memory: bool | None = None
-    prefetch: int | None = None
-    persistent_workers: bool | None = None
-    loader: str | None = None
+    parallel: str
 
     @property
     def world_size(self) -> int:
@@ -122,44 +62,77 @@ class Point:
         over the world (a batch that does not split is parallel.unsupported_reason's to refuse)."""
         return self.batch_size // self.world_size if self.scaling == "strong" else self.batch_size
 
-    def key(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, f.name) for f in fields(self))
+    def key(self, drop: tuple[str, ...] = ()) -> tuple[Any, ...]:
+        """The point's settings in the registry's order, but those named in `drop`."""
+        return tuple(getattr(self, s.name) for s in SETTINGS if s.name not in drop)
 
     def label(self) -> str:
-        return (
-            (
-                f"{model_label(self.model, self.model_size)} {self.device} {self.precision} "
-                f"{self.optimizer} "
-                f"B={self.batch_size}"
-            )
-            + (f" lr:{self.lr_scaling}" if self.lr_scaling is not None else "")
-            + (f" threads={self.threads}" if self.threads is not None else "")
-            + (f" {self.parallel}x{self.nproc}" if self.parallel != "none" else "")
-            + (f" nodes={self.nodes}" if self.nodes != 1 else "")
-            + (f" {self.scaling}" if self.scaling is not None else "")
-            + (f" accumulate={self.accumulate}" if self.accumulate != 1 else "")
-            + (f" checkpoint={self.checkpoint}" if self.checkpoint != "none" else "")
-            + (f" {self.power_limit_w}W" if self.power_limit_w is not None else "")
-            + loader_axes.label(self)
-        )
+        """The point in a log line: 'mlp/small cpu fp32 sgd B=4 (compiled)' (config.labels)."""
+        return label(self.to_dict(), whole=True)
 
     def baseline(self) -> Point:
         """The point a parallel point's scaling efficiency is against: the same in one process
         on one node (scaling None: one measurement for weak and strong); a single-process
         point is its own."""
         if self.parallel == "none":
-            return self
-        return dataclasses.replace(self, nproc=1, nodes=1, scaling=None)
-
-    @staticmethod
-    def of(row: dict[str, Any]) -> Point:
-        """The point a result row (or any mapping holding its fields) was measured at; other
-        keys are ignored, and a field it lacks or holds as null (None, NaN) is at its default."""
-        names = {f.name for f in fields(Point)}
-        return Point(**{k: v for k, v in row.items() if k in names and not _null(v)})
+            return self  # type: ignore[return-value]
+        return dataclasses.replace(self, nproc=1, nodes=1, scaling=None)  # type: ignore[type-var]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self)  # type: ignore[call-overload, no-any-return]
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> Point:
+        """The point a result row (or any mapping holding its fields) was measured at; other
+        keys are ignored, and a field it lacks or holds as null (None, NaN) is at its default:
+        a row written before a setting existed reads as measured at its default. Whole floats
+        and 0/1 read back from a frame are ints and bools again."""
+        values = {}
+        for s in SETTINGS:
+            v = row.get(s.name)
+            if null(v):
+                continue
+            if s.type is bool or s.type == bool | None:
+                v = bool(v)
+            elif (
+                isinstance(v, float)
+                and v.is_integer()
+                and int in getattr(s.type, "__args__", (s.type,))
+            ):
+                v = int(v)
+            values[s.name] = v
+        return Point(**values)
+
+
+def _types(kind: Any) -> tuple[Any, ...]:
+    """The types a setting's type admits: (int, NoneType) for int | None."""
+    return tuple(getattr(kind, "__args__", (kind,)))
+
+
+def _point_class() -> type:
+    """Point made from the registry: a frozen dataclass with a field per setting (those a
+    Point must be given first), and _PointMethods."""
+    required = [(s.name, s.type) for s in SETTINGS if s.required]
+    optional = [(s.name, s.type, field(default=s.default)) for s in SETTINGS if not s.required]
+    return make_dataclass("Point", [*required, *optional], bases=(_PointMethods,), frozen=True)
+
+
+if TYPE_CHECKING:
+
+    class Point(_PointMethods):
+        """One measurement's identity (config.registry): the same Point measured twice answers
+        the same question."""
+
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
+
+else:
+    Point = _point_class()
+    Point.__doc__ = """One measurement's identity (config.registry): the same Point measured
+    twice answers the same question."""
+    Point.__module__ = __name__
 
 
 @dataclass(frozen=True)
@@ -212,50 +185,25 @@ class Budget:
         )
 
 
-@dataclass(frozen=True)
-class SweepSpec:
-    """A whole sweep: the product of its axes, plus how to measure each point."""
+class _SweepMethods:
+    """What a SweepSpec does with its fields (its axes: config.registry): the points."""
 
-    name: str
     models: tuple[str, ...]
-    size: str = "small"
-    devices: tuple[str, ...] = ("auto",)
-    batch_sizes: tuple[int, ...] | str = (16, 64)  # or AUTO
-    precisions: tuple[str, ...] = ("fp32",)
-    optimizers: tuple[str, ...] = ("sgd",)
-    seeds: tuple[int, ...] = (0,)
-    data: str = "device"
-    compile: tuple[str, ...] = ("eager",)
-    channels_last: tuple[bool, ...] = (False,)
-    cuda_graph: tuple[bool, ...] = (False,)
-    mode: str = "speed"
-    budget: Budget = field(default_factory=Budget)
-    convergence: Convergence = field(default_factory=Convergence)
-    # issue 16: cuDNN autotuning (an axis), and options per model name ([model_options."hf:gpt2"])
-    cudnn_benchmark: tuple[bool, ...] = (False,)
-    model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    threads: tuple[int | None, ...] = (None,)  # None: what torch picks
-    # issue 17: parallel points (see parallel_layouts)
-    parallel: tuple[str, ...] = ("none",)
-    nproc: tuple[int, ...] = (1,)
-    scaling: tuple[str, ...] = ("weak",)
-    profile: bool = True  # profile a few steps of each point after its windows (issue 15)
-    # issue 25: micro-batches per optimizer step, and activation checkpointing (axes)
-    accumulate: tuple[int, ...] = (1,)
-    checkpoint: tuple[str, ...] = ("none",)
-    # issue 28: device types ("cuda") on which each batch-size series keeps doubling past its
-    # largest listed batch while that is its fastest (gpubench.run.batch_growth)
-    grow_batch_sizes: tuple[str, ...] = ()
-    # issue 32: dollars per hour per device and the epoch's samples (--price, --epoch, [prices])
-    prices: Prices = field(default_factory=Prices)
-    power_limit: tuple[int | None, ...] = (None,)  # an axis: GPU power limits in watts
-    # issue 31: the DataLoader's axes with data = "loader" (None: "auto", config.loader), and a
-    # user's Dataset or DataLoader factory 'package.module:function' (None: gpubench's own)
-    loader_workers: tuple[int | None, ...] = (None,)
-    pin_memory: tuple[bool | None, ...] = (None,)
-    prefetch: tuple[int | None, ...] = (None,)
-    persistent_workers: tuple[bool, ...] = (True,)
-    loader: str | None = None
+    size: str
+    devices: tuple[str, ...]
+    batch_sizes: tuple[int, ...] | str
+    data: str
+    mode: str
+    convergence: Convergence
+    model_options: dict[str, dict[str, Any]]
+    parallel: tuple[str, ...]
+    nproc: tuple[int, ...]
+    scaling: tuple[str, ...]
+    loader_workers: tuple[int | None, ...]
+    pin_memory: tuple[bool | None, ...]
+    prefetch: tuple[int | None, ...]
+    persistent_workers: tuple[bool, ...]
+    loader: str | None
 
     def resolved_devices(self) -> tuple[str, ...]:
         """`auto` becomes the CPU plus CUDA where present; duplicates are dropped, order kept."""
@@ -266,51 +214,48 @@ class SweepSpec:
         return tuple(out)
 
     def points(self) -> list[Point]:
-        """Every point of the sweep, in a stable order (model, device, precision, optimizer, B).
+        """Every point of the sweep, in a stable order: the list axes in the registry's order
+        (model, device, precision, optimizer, ...), then the parallel and loader layouts, then
+        threads, seed and batch size. A convergence run sweeps only the axes that change what
+        is learnt or what it costs, with each optimizer's learning-rate rules as one more.
         AUTO batch sizes depend on the device, so gpubench.run.sweep resolves them instead."""
-        batch_sizes = self.batch_sizes
-        assert not isinstance(batch_sizes, str), "resolve batch_sizes = 'auto' first"
-        if self.mode == "convergence":
-            return self._convergence_points(batch_sizes)
+        assert not isinstance(self.batch_sizes, str), "resolve batch_sizes = 'auto' first"
+        convergence = self.mode == "convergence"
+        lists = [
+            s
+            for s in SETTINGS
+            if s.axis is not None and s.sweep == "list" and (s.convergence or not convergence)
+        ]
+        outer = [s for s in lists if s.name not in _INNER]
+        inner = sorted((s for s in lists if s.name in _INNER), key=lambda s: _INNER.index(s.name))
+        out: list[Point] = []
+        for values in itertools.product(*(self._values(s.axis) for s in outer)):
+            fixed = dict(zip((s.name for s in outer), values, strict=True))
+            common = {
+                "model_size": self.size,
+                "data": self.data,
+                "model_options": self.options_of(fixed["model"]),
+            }
+            for layout in self._layouts(fixed, convergence):
+                for more in itertools.product(*(self._values(s.axis) for s in inner)):
+                    last = dict(zip((s.name for s in inner), more, strict=True))
+                    out.append(Point(**common, **fixed, **layout, **last))
+        return out
+
+    def _values(self, axis: str | None) -> tuple[Any, ...]:
+        if axis == "devices":
+            return self.resolved_devices()
+        return tuple(getattr(self, str(axis)))
+
+    def _layouts(self, fixed: dict[str, Any], convergence: bool) -> list[dict[str, Any]]:
+        """The fields of each layout of a point: the learning-rate rules of its optimizer (a
+        convergence run), or each parallel layout with each loader layout of its device."""
+        if convergence:
+            return [{"lr_scaling": r} for r in self.convergence.lr_scaling_for(fixed["optimizer"])]
         return [
-            Point(
-                m,
-                self.size,
-                d,
-                p,
-                o,
-                b,
-                s,
-                self.data,
-                c,
-                cl,
-                g,
-                cudnn_benchmark=cb,
-                model_options=self.options_of(m),
-                threads=t,
-                parallel=pa,
-                nproc=n,
-                scaling=sc,
-                accumulate=k,
-                checkpoint=ck,
-                power_limit_w=w,
-                **lo,
-            )
-            for m, d, p, o, c, cl, g, cb in itertools.product(
-                self.models,
-                self.resolved_devices(),
-                self.precisions,
-                self.optimizers,
-                self.compile,
-                self.channels_last,
-                self.cuda_graph,
-                self.cudnn_benchmark,
-            )
+            {"parallel": pa, "nproc": n, "scaling": sc, **lo}
             for pa, n, sc in self.parallel_layouts()  # issue 17
-            for ck, k in itertools.product(self.checkpoint, self.accumulate)  # issue 25
-            for w in self.power_limit  # issue 32
-            for lo in self.loader_layouts(d)  # issue 31
-            for t, s, b in itertools.product(self.threads, self.seeds, batch_sizes)
+            for lo in self.loader_layouts(fixed["device"])  # issue 31
         ]
 
     def loader_layouts(self, device: str) -> list[dict[str, Any]]:
@@ -353,33 +298,6 @@ class SweepSpec:
             out.extend(dataclasses.replace(p, nodes=nodes, scaling=s) for s in scalings)
         return list(dict.fromkeys(out))
 
-    def _convergence_points(self, batch_sizes: tuple[int, ...]) -> list[Point]:
-        """As points(), with each optimizer's learning-rate scaling rules as one more axis."""
-        return [
-            Point(
-                m,
-                self.size,
-                d,
-                p,
-                o,
-                b,
-                s,
-                self.data,
-                lr_scaling=rule,
-                model_options=self.options_of(m),
-                threads=t,
-                accumulate=k,
-                power_limit_w=w,
-            )
-            for m, d, p, o in itertools.product(
-                self.models, self.resolved_devices(), self.precisions, self.optimizers
-            )
-            for rule in self.convergence.lr_scaling_for(o)
-            for k in self.accumulate  # issue 25: micro-batches per update (checkpoint: speed only)
-            for w in self.power_limit  # issue 32
-            for t, s, b in itertools.product(self.threads, self.seeds, batch_sizes)
-        ]
-
     def options_of(self, model: str) -> str | None:
         """`model`'s options as a Point carries them (canonical JSON; None: none)."""
         return encode(self.model_options.get(model))
@@ -388,8 +306,60 @@ class SweepSpec:
         return asdict(self)
 
 
-def _null(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+# The list axes a point varies fastest, innermost last: one series of batch sizes runs together.
+_INNER = ("threads", "seed", "batch_size")
+
+
+def _sweep_class() -> type:
+    """SweepSpec made from the registry: its name and models, an axis per setting that has one
+    (a tuple of values, or one value for a scalar axis), and how to measure each point."""
+    axes = []
+    # the first axes in the order a SweepSpec has always taken them by position
+    first = ("size", "devices", "batch_sizes", "precisions", "optimizers", "seeds")
+    ordered = sorted(SETTINGS, key=lambda s: first.index(s.axis) if s.axis in first else 99)
+    for s in ordered:
+        if s.axis is None or s.axis == "models":
+            continue
+        kind = s.type if s.sweep == "scalar" else tuple[s.type, ...]  # type: ignore[name-defined]
+        axes.append((s.axis, kind, field(default=s.spec_default())))
+    return make_dataclass(
+        "SweepSpec",
+        [
+            ("name", str),
+            ("models", tuple[str, ...]),
+            *axes,
+            ("mode", str, field(default="speed")),
+            ("budget", Budget, field(default_factory=Budget)),
+            ("convergence", Convergence, field(default_factory=Convergence)),
+            # options per model name ([model_options."hf:gpt2"])
+            ("model_options", dict[str, dict[str, Any]], field(default_factory=dict)),
+            # profile a few steps of each point after its windows (issue 15)
+            ("profile", bool, field(default=True)),
+            # device types ("cuda") on which each batch-size series keeps doubling past its
+            # largest listed batch while that is its fastest (gpubench.run.batch_growth)
+            ("grow_batch_sizes", tuple[str, ...], field(default=())),
+            # dollars per hour per device and the epoch's samples (--price, --epoch, [prices])
+            ("prices", Prices, field(default_factory=Prices)),
+        ],
+        bases=(_SweepMethods,),
+        frozen=True,
+    )
+
+
+if TYPE_CHECKING:
+
+    class SweepSpec(_SweepMethods):
+        """A whole sweep: the product of its axes, plus how to measure each point."""
+
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
+
+else:
+    SweepSpec = _sweep_class()
+    SweepSpec.__doc__ = "A whole sweep: the product of its axes, plus how to measure each point."
+    SweepSpec.__module__ = __name__
 
 
 def _cuda_available() -> bool:

@@ -33,8 +33,7 @@ _LIST_KEYS = {
     if f.name in ELEMENT_CHECKS
 }
 _ONE_OR_LIST = ("models", "scaling", "checkpoint")  # a single string means a list of one
-_SCALAR_KEYS = {"name": str, "size": str, "data": str, "mode": str, "model": str}
-_SCALAR_KEYS["loader"] = str  # issue 31: a user's Dataset or DataLoader factory
+_SCALAR_KEYS = [*SCALAR_CHECKS, "model"]  # `model`: a single model, as `models` of one
 _BOOL_KEYS = ("profile",)  # issue 15: profile = false skips the step-time breakdown
 _TABLES = {"budget": Budget, "convergence": Convergence}
 

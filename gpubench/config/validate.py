@@ -8,36 +8,10 @@ from typing import Any
 
 from gpubench.config import convergence
 from gpubench.config import loader as loader_axes
-from gpubench.config.checks import (
-    check_accumulate,
-    check_batch_size,
-    check_bool,
-    check_device,
-    check_divides,
-    check_model,
-    check_nproc,
-    check_one_of,
-    check_power_limit,
-    check_seed,
-    check_threads,
-    nonempty,
-)
+from gpubench.config.checks import check_divides, check_one_of, nonempty
 from gpubench.config.errors import ConfigError, keyed_error
-from gpubench.config.spec import (
-    AUTO,
-    CHECKPOINT_MODES,
-    COMPILE_MODES,
-    DATA_MODES,
-    GROW_DEVICE_TYPES,
-    MODES,
-    OPTIMIZERS,
-    PARALLEL_MODES,
-    PRECISIONS,
-    SCALING_MODES,
-    SIZES,
-    Budget,
-    SweepSpec,
-)
+from gpubench.config.registry import axes
+from gpubench.config.spec import AUTO, GROW_DEVICE_TYPES, MODES, Budget, SweepSpec
 
 
 def _name(value: object) -> str:
@@ -51,31 +25,12 @@ def _name(value: object) -> str:
 # returning the value as the spec holds it.
 SCALAR_CHECKS: dict[str, Callable[[Any], Any]] = {
     "name": _name,
-    "size": lambda v: check_one_of(v, SIZES, "size"),
-    "data": lambda v: check_one_of(v, DATA_MODES, "data mode"),
     "mode": lambda v: check_one_of(v, MODES, "mode"),
-    "loader": loader_axes.check_factory,  # issue 31: a user's Dataset/DataLoader factory
+    **{s.axis: s.checked for s in axes() if s.sweep == "scalar" and s.axis is not None},
 }
 ELEMENT_CHECKS: dict[str, Callable[[Any], Any]] = {
-    "models": check_model,
-    "devices": check_device,
-    "batch_sizes": check_batch_size,
-    "precisions": lambda v: check_one_of(v, PRECISIONS, "precision"),
-    "optimizers": lambda v: check_one_of(v, OPTIMIZERS, "optimizer"),
-    "seeds": check_seed,
-    "compile": lambda v: check_one_of(v, COMPILE_MODES, "compile mode"),
-    "channels_last": lambda v: check_bool(v, "channels_last"),
-    "cuda_graph": lambda v: check_bool(v, "cuda_graph"),
-    "cudnn_benchmark": lambda v: check_bool(v, "cudnn_benchmark"),
-    "threads": check_threads,
-    "parallel": lambda v: check_one_of(v, PARALLEL_MODES, "parallel mode"),
-    "nproc": check_nproc,
-    "scaling": lambda v: check_one_of(v, SCALING_MODES, "scaling"),
-    "accumulate": check_accumulate,  # issue 25
-    "checkpoint": lambda v: check_one_of(v, CHECKPOINT_MODES, "checkpoint mode"),
-    "power_limit": check_power_limit,  # issue 32
+    **{s.axis: s.checked for s in axes() if s.sweep != "scalar" and s.axis is not None},
     "grow_batch_sizes": lambda v: check_one_of(v, GROW_DEVICE_TYPES, "device type"),  # issue 28
-    **loader_axes.ELEMENT_CHECKS,  # issue 31: the DataLoader's axes
 }
 
 

@@ -3,9 +3,9 @@ test on the raw step times so that noise is not called a regression."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,8 +13,9 @@ from typing import Any
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
-from gpubench.config.spec import Point, model_label
+from gpubench.config.labels import label
 from gpubench.report.series import missing
+from gpubench.science.partition import identity, identity_dict
 from gpubench.store.benchjson import rows_from_benchmark_json
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import IDENTITY
@@ -37,10 +38,10 @@ PEAK_COLUMNS = (
 EXTRA_IDENTITY = ("benchmark",)
 
 
-def identity_columns(frame: pd.DataFrame) -> list[str]:
-    """The columns that make a row's identity in `frame`: the schema's IDENTITY and any of
-    EXTRA_IDENTITY that it has."""
-    return [*IDENTITY, *(c for c in EXTRA_IDENTITY if c in frame)]
+def point_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A row's point: its identity (config.registry; a column an old row lacks, or holds null,
+    at the setting's default) and its EXTRA_IDENTITY."""
+    return (*identity(row), *(_identity_value(row.get(c)) for c in EXTRA_IDENTITY))
 
 
 def load_input(path: str | Path) -> tuple[pd.DataFrame, int]:
@@ -67,7 +68,7 @@ def load_input(path: str | Path) -> tuple[pd.DataFrame, int]:
     if "step_times_s" not in frame:
         frame["step_times_s"] = None
     # A point measured twice (a resumed run) counts once: its latest row (the count is told).
-    key = frame[identity_columns(frame)].map(_identity_value)
+    key = pd.Series([point_key(r) for r in frame.to_dict("records")], index=frame.index)
     latest = ~key.duplicated(keep="last")
     return frame[latest].reset_index(drop=True), int((~latest).sum())
 
@@ -118,31 +119,17 @@ class Comparison:
         return [p for p in self.points if p.regressed]
 
     def exit_code(self) -> int:
-        """1 when a significant regression beyond the threshold (or a broken point) exists."""
-        return 1 if self.regressions else 0
+        """1 when a significant regression beyond the threshold (or a broken point) exists, or
+        when no point was in both runs: a gate never passes on nothing."""
+        return 1 if self.regressions or not self.points else 0
 
 
-# An identity value at its default is left out of a point's label.
-_DEFAULTS = {
-    **{f.name: f.default for f in dataclasses.fields(Point)},
-    "benchmark": None,
-}
-
-
-def point_label(p: dict[str, Any]) -> str:
-    """A point's identity in a line: the main axes, then every other identity value that is
-    not its default (so that two points never read alike)."""
-    main = ("model", "model_size", "device", "precision", "optimizer", "batch_size")
-    text = (
-        f"{model_label(p['model'], p['model_size'])} {p['device']} {p['precision']} "
-        f"{p['optimizer']} B={p['batch_size']}"
-    )
-    for k, v in p.items():
-        if k == "benchmark" and v == p["model"]:
-            continue  # a plain benchmark's model is its name already
-        if k not in main and not missing(v) and v != _DEFAULTS.get(k):
-            text += f" {k}={v}"
-    return text
+def point_label(p: Mapping[str, Any]) -> str:
+    """A point's identity in a line (config.labels), with its benchmark's name where that is
+    not the model's (so that two points never read alike)."""
+    text = label(p, whole=True)
+    bench = p.get("benchmark")
+    return text if missing(bench) or bench == p["model"] else f"{text} benchmark={bench}"
 
 
 def _pct(base: Any, new: Any) -> float | None:
@@ -163,7 +150,7 @@ def compare_point(
     base: dict[str, Any], new: dict[str, Any], threshold_pct: float, alpha: float
 ) -> PointChange:
     """The change from `base` to `new` (two rows of the same point) and its verdict."""
-    point = {k: base[k] for k in (*IDENTITY, *EXTRA_IDENTITY) if k in base}
+    point = {**identity_dict(base), **{c: base[c] for c in EXTRA_IDENTITY if c in base}}
     b_status, n_status = str(base["status"]), str(new["status"])
     if b_status != "ok" or n_status != "ok":
         verdict = "broken" if b_status == "ok" else "fixed" if n_status == "ok" else "unchanged"
@@ -209,11 +196,9 @@ def compare(
     """Match the points of `base` and `new` on their whole identity and compare each pair; the
     points of one side that the other lacks are listed, never dropped."""
     (b, b_replaced), (n, n_replaced) = load_input(base), load_input(new)
-    columns = list(dict.fromkeys([*identity_columns(b), *identity_columns(n)]))
-    key = lambda r: tuple(_identity_value(r.get(k)) for k in columns)  # noqa: E731
-    ident = lambda r: {c: r.get(c) for c in columns}  # noqa: E731
-    b_rows = {key(r): r for r in b.to_dict("records")}
-    n_rows = {key(r): r for r in n.to_dict("records")}
+    ident = lambda r: {**identity_dict(r), **{c: r[c] for c in EXTRA_IDENTITY if c in r}}  # noqa: E731
+    b_rows = {point_key(r): r for r in b.to_dict("records")}
+    n_rows = {point_key(r): r for r in n.to_dict("records")}
     out = Comparison(str(base), str(new), threshold_pct, alpha)
     out.replaced_in_base, out.replaced_in_new = b_replaced, n_replaced
     for k, row in b_rows.items():
@@ -260,6 +245,8 @@ HEADERS = ["point", "status", "base ms", "new ms", "time", "throughput", "memory
 def summary(c: Comparison) -> str:
     n = len(c.regressions)
     head = f"{n} regression{'s' if n != 1 else ''}" if n else "no regression"
+    if not c.points:
+        head = "FAILED: no point is in both runs, nothing was compared"
     text = (
         f"{head} among {plural(len(c.points), 'matched point')} (threshold "
         f"{c.threshold_pct:g}% on the median step time, Mann-Whitney U p < {c.alpha:g}); "

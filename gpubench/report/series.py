@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.science.verdict import speed_options
+from gpubench.config.labels import options
 
 
 def short_device(device_name: str) -> str:
@@ -51,7 +51,7 @@ def _model_options(value: Any) -> str:
 
 
 def _options(row: Mapping[str, Any]) -> str:
-    opts = speed_options(dict(row), with_data=False)
+    opts = options(row, skip=("data",))
     return ", ".join(opts) if opts else "eager"
 
 
@@ -64,7 +64,7 @@ def _layout(row: Mapping[str, Any]) -> str:
 
 # The fields a series can differ in, in the order a label names them: (name, how a row's value
 # is written). Together they cover every IDENTITY column: the device by its name, the speed
-# options (compile, channels_last, cuda_graph, cudnn_benchmark) as one field, and the parallel
+# options (config.registry's settings with a word) as one field, and the parallel
 # layout (parallel, scaling) beside its process count (nproc).
 Render = Callable[[Mapping[str, Any]], str]
 FIELDS: dict[str, Render] = {

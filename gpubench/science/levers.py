@@ -7,30 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpubench.config import registry
+from gpubench.config.registry import Setting, lever_name
 from gpubench.science.input_bound import workers_lever
 from gpubench.science.leaders import MARGIN, Comparison
-from gpubench.science.partition import identity, is_on, label, norm, same_key, series
-
-# (field, value that turns the lever on, its name, the flag that measures it)
-_MEMORY = [
-    ("precision", "bf16", "bf16", "--precisions fp32,bf16"),
-    ("channels_last", True, "channels-last", "--channels-last false,true"),
-    ("compile", "compile", "torch.compile (fusion)", "--compile eager,compile"),
-]
-LEVERS: dict[str, list[tuple[str, Any, str, str]]] = {
-    "launch": [
-        ("cuda_graph", True, "a CUDA graph", "--cuda-graph false,true"),
-        ("compile", "compile", "torch.compile", "--compile eager,compile"),
-    ],
-    "memory": _MEMORY,
-    "compute": [("precision", "bf16", "a lower precision (bf16)", "--precisions fp32,bf16")],
-    # at the ridge both roofs bind alike: the memory levers, whose bf16 is the compute one too
-    "mixed": _MEMORY,
-    "input": [
-        ("data", "device", "batches made on the device", "--data device"),
-        ("pin_memory", True, "pinned memory", "--pin-memory false,true"),  # issue 31
-    ],
-}
+from gpubench.science.partition import identity, label, norm, same_key, series
 
 
 @dataclass(frozen=True)
@@ -102,8 +83,9 @@ def _effects(
     tied: frozenset[tuple[Any, ...]],
 ) -> list[Effect]:
     out = []
-    for fld, on, name, flag in LEVERS[kind]:
-        if not _applies(fld, best):
+    for setting in registry.levers(kind):
+        fld, on, name, flag = setting.name, setting.on, lever_name(setting), setting.lever_flag()
+        if not _applies(setting, best):
             continue
         # The same point but this setting; failing that, the best at any batch size.
         same = [r for r in records if same_key(r, fld) == same_key(best, fld) and r is not best]
@@ -113,8 +95,8 @@ def _effects(
             if same_key(r, fld, "batch_size") == same_key(best, fld, "batch_size")
         ]
         where = "at the same batch" if same else "best of each over the batch sizes"
-        if is_on(best.get(fld), on):
-            off = [r for r in same or anyb if not is_on(r.get(fld), on)]
+        if setting.is_on(best):
+            off = [r for r in same or anyb if not setting.is_on(r)]
             # a lower precision is one against fp32 where fp32 was measured (bf16 over fp16 is
             # no lower precision); else against the best without it, named
             full = [r for r in off if fld == "precision" and r.get("precision") == "fp32"]
@@ -139,7 +121,7 @@ def _effects(
             )
             out.append(_judged(text, ratio, margin, identity(other) in tied))
         else:
-            with_it = [r for r in same or anyb if is_on(r.get(fld), on)]
+            with_it = [r for r in same or anyb if setting.is_on(r)]
             if not with_it:
                 if fld == "precision":  # beside the fastest's own precision
                     flag = f"--precisions {best.get('precision')},{on}"
@@ -226,14 +208,15 @@ def _larger_batch(
     )
 
 
-def _applies(fld: str, best: dict[str, Any]) -> bool:
-    """CUDA graphs exist only on CUDA; channels-last helps only convolutions."""
-    if fld == "cuda_graph":
-        return str(best["device"]).startswith("cuda")
-    if fld == "pin_memory":  # issue 31: a loader's batches, copied to a CUDA device
-        return best.get("data") == "loader" and str(best["device"]).startswith("cuda")
-    if fld == "channels_last":
-        prof = best.get("profile")
-        cats = prof.get("category_s", {}) if isinstance(prof, dict) else {}
-        return bool(cats.get("conv"))
-    return True
+def _applies(setting: Setting, best: dict[str, Any]) -> bool:
+    """Whether a lever can act on the fastest point, by what the setting needs
+    (config.registry): CUDA (CUDA graphs), a loader's batches (pinned memory), convolutions
+    (channels-last, found in the point's profile)."""
+    prof = best.get("profile")
+    cats = prof.get("category_s", {}) if isinstance(prof, dict) else {}
+    has = {
+        "cuda": str(best["device"]).startswith("cuda"),
+        "loader": best.get("data") == "loader",
+        "conv": bool(cats.get("conv")),
+    }
+    return all(has[n] for n in setting.needs)

@@ -30,7 +30,6 @@ from gpubench.science.partition import (
     varying,
 )
 from gpubench.science.partition import norm as _norm
-from gpubench.science.partition import speed_options as speed_options  # report, cli
 from gpubench.store.wording import times
 
 

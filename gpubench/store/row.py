@@ -5,35 +5,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpubench.config import registry
 from gpubench.config.spec import Point
 from gpubench.store import env
 
 STATUSES = ("ok", "oom", "diverged", "unsupported", "timeout", "error")
 
-IDENTITY = [
-    "model",
-    "model_size",
-    "device",
-    "precision",
-    "optimizer",
-    "batch_size",
-    "seed",
-    "data",
-    "compile",
-    "channels_last",
-    "cuda_graph",
-]
-IDENTITY += ["lr_scaling"]  # convergence runs: the learning-rate scaling rule (None otherwise)
-# issue 16: cuDNN autotuning on, and the model's options (canonical JSON; None: none)
-IDENTITY += ["cudnn_benchmark", "model_options"]
-IDENTITY += ["threads"]  # issue 14: the threads axis (None: what torch picks; see torch_threads)
-IDENTITY += ["parallel", "nproc", "scaling"]  # issue 17: parallel points
-IDENTITY += ["nodes"]  # issue 23: the nodes of a torchrun launch (world size = nproc * nodes)
-IDENTITY += ["accumulate", "checkpoint"]  # issue 25: micro-batches per update, checkpointing
-IDENTITY += ["power_limit_w"]  # issue 32: the GPU power limit set for the point (None: as is)
-# issue 31: data = "loader": the DataLoader's workers, pinned memory, prefetch depth, persistent
-# workers and a user's factory (None for other data modes)
-IDENTITY += ["loader_workers", "pin_memory", "prefetch", "persistent_workers", "loader"]
+# A row's identity: every setting of its Point (config.registry), in the registry's order.
+IDENTITY = registry.names()
 
 # The flat columns of a row, in order (units in the names). A value that cannot be measured on
 # this device is None, never 0 and never a guess. Raw series (step_times_s) live only in the JSONL.
