@@ -10,7 +10,7 @@ from report_fixture import env, speed_row, write_run
 import gpubench
 from gpubench.cli import main
 from gpubench.config.spec import Point, SweepSpec
-from gpubench.report.compare import compare, format_comparison, load_input
+from gpubench.report.compare import compare, format_comparison, load_input, summary
 from gpubench.store.results import read_rows
 from gpubench.store.row import make_row
 
@@ -187,3 +187,22 @@ def test_a_point_measured_twice_is_counted_when_set_aside(tmp_path: Path) -> Non
     c = compare(run, run)
     assert len(c.points) == 1 and c.replaced_in_base == c.replaced_in_new == 1
     assert "1 earlier row of points measured twice in base" in format_comparison(c, "text")
+
+
+def test_the_readmes_example_matches_every_point_of_an_older_schema() -> None:
+    """The 2026-11-22 rows lack the columns added since (or hold null where newer rows hold the
+    default): each is the point measured at the setting's default, so all 36 match."""
+    root = Path(__file__).resolve().parents[1] / "results"
+    c = compare(root / "20261122-cpu-quick", root / "20261123-cpu-quick-confirmed")
+    assert len(c.points) == 36 and not c.only_in_base and not c.only_in_new
+
+
+def test_two_runs_without_a_common_point_fail_the_gate(tmp_path: Path) -> None:
+    for name, model in (("a", "mlp"), ("b", "cnn")):
+        run = tmp_path / name
+        run.mkdir()
+        row = make_row(Point(model, "tiny", "cpu", "fp32", "sgd", 4), "ok", step_time_s=0.01)
+        (run / "results.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    c = compare(tmp_path / "a", tmp_path / "b")
+    assert c.exit_code() == 1
+    assert summary(c).startswith("FAILED: no point is in both runs")

@@ -11,6 +11,7 @@ from typing import Any
 
 from gpubench.cli import console
 from gpubench.cli.tune_args import budget_s, request_from_args
+from gpubench.config import labels
 from gpubench.config.errors import ConfigError
 from gpubench.probes.process_age import process_age_s
 from gpubench.run.interrupt import GracefulStop
@@ -119,20 +120,7 @@ def progress_line(text: str) -> None:
 def trial_line(trial: T.TrialRecord, request: TuneRequest) -> None:
     """One measurement, as it ends: round, time, configuration, samples/s, best so far."""
     c = trial.config
-    what = (
-        f"{c['precision']} {c['compile']}"
-        + (f" threads={c['threads']}" if c.get("threads") is not None else "")
-        + (" channels-last" if c.get("channels_last") else "")
-        + (" CUDA-graph" if c.get("cuda_graph") else "")
-        + (" cudnn.benchmark" if c.get("cudnn_benchmark") else "")
-        + f" B={c['batch_size']}"
-        + (
-            f" as {c['accumulate']} x {c['batch_size'] // c['accumulate']}"
-            if c.get("accumulate", 1) != 1
-            else ""
-        )
-        + (f" (checkpoint {c['checkpoint']})" if c.get("checkpoint", "none") != "none" else "")
-    )
+    what = labels.label(c, among=("compile",))
     figure = f"{trial.samples_per_s:,.0f} samples/s" if trial.samples_per_s else trial.status
     if trial.cut:
         figure += " (cut by the deadline: not ranked)"

@@ -15,7 +15,7 @@ from gpubench.config.checks import whole
 from gpubench.config.errors import ConfigError
 
 if TYPE_CHECKING:
-    from gpubench.config.spec import Point
+    pass
 
 AUTO = "auto"
 # The most workers "auto" picks: past a few, a small model's batches arrive faster than it
@@ -73,14 +73,6 @@ def check_factory(value: object) -> str | None:
             "torch Dataset or DataLoader"
         )
     return value
-
-
-ELEMENT_CHECKS = {
-    "loader_workers": check_workers,
-    "pin_memory": check_pin,
-    "prefetch": check_prefetch,
-    "persistent_workers": check_persistent,
-}
 
 
 def auto_workers(cores: int | None = None) -> int:
@@ -148,13 +140,3 @@ def check_spec(data: str, given: dict[str, tuple[Any, ...]], loader: str | None)
             )
     if loader is not None:
         raise ConfigError(f"loader {loader!r} with data {data!r}; allowed: data = 'loader'")
-
-
-def label(point: Point) -> str:
-    """A loader point's label suffix, ' workers=2 pinned' ('' for other data)."""
-    if point.data != "loader":
-        return ""
-    text = f" workers={point.loader_workers or 0}" + (" pinned" if point.pin_memory else "")
-    text += f" prefetch={point.prefetch}" if point.prefetch not in (None, TORCH_PREFETCH) else ""
-    text += " not-persistent" if point.loader_workers and not point.persistent_workers else ""
-    return text + (f" loader={point.loader}" if point.loader else "")

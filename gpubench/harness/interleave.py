@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 import torch
 
 from gpubench import models
-from gpubench.config import precision
 from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
-from gpubench.harness.step import PreparedStep, cudnn_benchmark, prepare
+from gpubench.harness.step import PreparedStep, backend_flags, prepare
 from gpubench.harness.threads import intra_op_threads
 from gpubench.harness.timing import time_window, warm_up
 from gpubench.probes import load
@@ -101,11 +100,10 @@ class _Candidate:
 
 @contextlib.contextmanager
 def _settings(point: Point) -> Iterator[None]:
-    """A point's process-wide settings: threads, TF32, cudnn.benchmark, its device current."""
+    """A point's process-wide settings: threads, backend flags, its device current."""
     with (
         intra_op_threads(point.threads),
-        precision.tf32_mode(precision.get(point.precision).tf32),
-        cudnn_benchmark(point.cudnn_benchmark),
+        backend_flags(point),
         made_current(torch.device(point.device)),
     ):
         yield

@@ -16,10 +16,9 @@ import torch
 from torch import Tensor
 
 from gpubench import models
-from gpubench.config import precision
 from gpubench.config.spec import Budget, Point
 from gpubench.harness import input_wait
-from gpubench.harness.step import PreparedStep, cudnn_benchmark, prepare
+from gpubench.harness.step import PreparedStep, backend_flags, prepare
 from gpubench.harness.timing import ALONE, Group, Measurement, measure
 from gpubench.probes import breakdown, load, memory, nvml
 from gpubench.probes import profile as step_profile
@@ -66,10 +65,9 @@ def observe(
     after the windows. A `group` (a parallel point's ranks, each measuring its own share)
     takes every decision together, the profile's too; rank 0 reports the CPU package."""
     device = torch.device(point.device)
-    prec = precision.get(point.precision)
     torch_peaks = memory.TorchPeaks(device)
     sampler = nvml_sampler(device)
-    with precision.tf32_mode(prec.tf32), cudnn_benchmark(point.cudnn_benchmark):
+    with backend_flags(point):
         prepared = prepare(point, workload, lr)
         trainer, batches = prepared.trainer, prepared.batches
         # FLOPs and bytes in one dispatch mode that keeps no tensor (issue 28: FlopCounterMode's

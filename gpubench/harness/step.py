@@ -71,13 +71,15 @@ def _cudnn_benchmark_reason(
 
 
 @contextlib.contextmanager
-def cudnn_benchmark(enabled: bool) -> Iterator[None]:
-    """torch.backends.cudnn.benchmark set for the block (PyTorch's default: off), then restored
-    (it autotunes in a shape's first steps: the warm-up's)."""
+def backend_flags(point: Point) -> Iterator[None]:
+    """The point's process-wide backend flags for the block, then restored: TF32 for its
+    precision and torch.backends.cudnn.benchmark (PyTorch's default: off; it autotunes in a
+    shape's first steps: the warm-up's)."""
     old = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = enabled
+    torch.backends.cudnn.benchmark = point.cudnn_benchmark
     try:
-        yield
+        with precision.tf32_mode(precision.get(point.precision).tf32):
+            yield
     finally:
         torch.backends.cudnn.benchmark = old
 

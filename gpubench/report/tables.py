@@ -8,57 +8,30 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from gpubench.config import registry
+from gpubench.config.labels import cell
 from gpubench.config.precision import PRECISION_NOTE
 from gpubench.report import analysis as A
 from gpubench.report import html as H
 from gpubench.report import series as S
 
-# Identity fields beyond model, size, device, precision, optimizer and batch: the speed options
-# and the other settings a point can differ in (store.row.IDENTITY), with their headings.
-OPTION_COLUMNS = {
-    "compile": "compile",
-    "channels_last": "channels last",
-    "cuda_graph": "CUDA graph",
-    "cudnn_benchmark": "cudnn.benchmark",
-    "data": "data",
-    "threads": "threads asked",
-    "model_options": "model options",
-    "lr_scaling": "lr rule",
-    "parallel": "parallel",
-    "nproc": "processes",
-    "scaling": "scaling",
-    "nodes": "nodes",
-    "accumulate": "accumulate",
-    "checkpoint": "checkpoint",
-    "seed": "seed",
-}
-
-
-def option_value(column: str, value: Any) -> str:
-    """An identity field's value as a table cell: booleans on/off; null threads 'auto', null
-    model options 'default', any other null 'none'."""
-    if S.missing(value):
-        return {"threads": "auto", "model_options": "default"}.get(column, "none")
-    if isinstance(value, bool | np.bool_):
-        return "on" if value else "off"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+# Identity fields beyond model, size, device, precision, optimizer and batch: every setting with
+# a table heading (config.registry), with it.
+OPTION_COLUMNS = {s.name: s.heading for s in registry.SETTINGS if s.heading is not None}
 
 
 def option_columns(frame: pd.DataFrame, skip: tuple[str, ...] = ()) -> tuple[list[str], str]:
     """The OPTION_COLUMNS (but `skip`) that differ among `frame`'s rows, and a sentence naming
     the values of those that are the same on all of them ('' when there are none)."""
     present = [c for c in OPTION_COLUMNS if c in frame and c not in skip]
-    differ = [c for c in present if len({option_value(c, v) for v in frame[c]}) > 1]
+    differ = [c for c in present if len({cell(c, v) for v in frame[c]}) > 1]
     same = [c for c in present if c not in differ]
     if frame.empty or not same:
         return differ, ""
     first = frame.iloc[0]
-    facts = ", ".join(f"{OPTION_COLUMNS[c]} {option_value(c, first[c])}" for c in same)
+    facts = ", ".join(f"{OPTION_COLUMNS[c]} {cell(c, first[c])}" for c in same)
     return differ, f"Same on every row: {facts}."
 
 
@@ -68,7 +41,7 @@ BATCH: H.Column = ("batch", lambda r: (str(int(r["batch_size"])), r["batch_size"
 def _identity(fields: tuple[str, ...], differ: list[str]) -> list[H.Column]:
     """Columns of `fields` as they are, then of the OPTION_COLUMNS in `differ` as table cells."""
     plain: list[H.Column] = [(f, itemgetter(f)) for f in fields]
-    return plain + [(OPTION_COLUMNS[c], lambda r, c=c: option_value(c, r[c])) for c in differ]
+    return plain + [(OPTION_COLUMNS[c], lambda r, c=c: cell(c, r[c])) for c in differ]
 
 
 def _cell_text(cell: tuple[str, object] | str) -> str:

@@ -18,15 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpubench.config import precision
+from gpubench.config import precision, registry
 from gpubench.config import spec as S
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Point
 from gpubench.tune.search import Combo, Config, Space
 
 # The competing axes other than batch size, as Point fields, in the order a combo lists them.
-AXES: tuple[str, ...] = ("precision", "compile", "threads", "channels_last", "cuda_graph")
-AXES += ("cudnn_benchmark", "checkpoint")
+AXES: tuple[str, ...] = tuple(s.name for s in registry.SETTINGS if s.searched)
 # With a fixed effective batch, the micro-batches searched: from the largest that fits down to
 # this fraction of it (a smaller micro-batch repeats every per-pass cost more often for the same
 # samples; the user's --accumulate reaches further).
@@ -35,7 +34,7 @@ MICRO_RANGE = 16
 # device first (precision; checkpointing, which decides the micro-batch; compile), the secondary
 # toggles after. A combo that changes fewer axes is screened before one that changes more.
 SCREEN_ORDER: tuple[str, ...] = ("precision", "checkpoint", "compile", "threads")
-SCREEN_ORDER += ("channels_last", "cudnn_benchmark", "cuda_graph")
+SCREEN_ORDER += tuple(a for a in AXES if a not in SCREEN_ORDER)  # on/off toggles
 # Precisions in the order they are screened: bf16 first-class (the mixed precision of current
 # hardware, without fp16's loss scaling), tf32 (fp32's matmuls only) last.
 PRECISION_ORDER = ("fp32", "bf16", "fp16", "tf32")
@@ -146,15 +145,17 @@ def axis_values(
     import torch
 
     device = torch.device(base.device)
+    has = {"cuda": cuda, "conv": has_conv, "loader": base.data == "loader"}
     out: dict[str, tuple[Any, ...]] = {
+        s.name: ((s.choices or (False, True)) if all(has[n] for n in s.needs) else (s.default,))
+        for s in registry.SETTINGS
+        if s.searched
+    }
+    out |= {
         "precision": tuple(
             p for p in S.PRECISIONS if precision.unsupported_reason(p, device) is None
         ),
-        "compile": S.COMPILE_MODES,
         "threads": (None,) if cuda else _thread_counts(cpu_threads),
-        "channels_last": (False, True) if has_conv else (False,),
-        "cuda_graph": (False, True) if cuda else (False,),
-        "cudnn_benchmark": (False, True) if cuda and has_conv else (False,),
         "checkpoint": S.CHECKPOINT_MODES if has_blocks and fixed_batch else ("none",),
     }
     for axis, given in named.items():
