@@ -47,7 +47,7 @@ def _accumulate(row: Row, forced: bool) -> str | None:
     k = _v(row, "accumulate")
     if k == 1 and not forced:
         return None
-    batch = row.get("batch_size")
+    batch: Any = row.get("batch_size")
     micro = normal(row.get("micro_batch_size")) if R.null(batch) else int(float(batch)) // k
     return f"as {k} x {micro}" if micro is not None else f"as {k} micro-batches"
 

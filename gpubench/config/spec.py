@@ -76,7 +76,8 @@ class _PointMethods:
         point is its own."""
         if self.parallel == "none":
             return self  # type: ignore[return-value]
-        return dataclasses.replace(self, nproc=1, nodes=1, scaling=None)  # type: ignore[type-var]
+        replaced = dataclasses.replace(self, nproc=1, nodes=1, scaling=None)  # type: ignore[type-var]
+        return replaced  # type: ignore[return-value]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)  # type: ignore[call-overload, no-any-return]
@@ -303,7 +304,7 @@ class _SweepMethods:
         return encode(self.model_options.get(model))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self)  # type: ignore[call-overload, no-any-return]
 
 
 # The list axes a point varies fastest, innermost last: one series of batch sizes runs together.

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from gpubench.config.labels import options
+from gpubench.config.registry import BY_NAME
 
 
 def short_device(device_name: str) -> str:
@@ -78,8 +79,8 @@ FIELDS: dict[str, Render] = {
     "data": lambda r: f"{r.get('data')} data",
     "threads": lambda r: f"threads={_int(r.get('threads'))}",
     "parallel": _layout,
-    "nproc": lambda r: f"x{_int(r.get('nproc'))}",
-    "nodes": lambda r: f"nodes={1 if missing(r.get('nodes')) else _int(r.get('nodes'))}",
+    "nproc": lambda r: f"x{BY_NAME['nproc'].value(r)}",
+    "nodes": lambda r: f"nodes={BY_NAME['nodes'].value(r)}",
     "lr_scaling": lambda r: f"lr={'fixed' if missing(r.get('lr_scaling')) else r['lr_scaling']}",
     "accumulate": lambda r: (
         f"accumulate={1 if missing(r.get('accumulate')) else _int(r['accumulate'])}"
@@ -164,4 +165,4 @@ def common(frame: pd.DataFrame, names: Iterable[str]) -> str:
     if not records:
         return ""
     out = [FIELDS[n](records[0]) for n in names if len({FIELDS[n](r) for r in records}) == 1]
-    return ", ".join(out)
+    return ", ".join(o for o in out if o)  # a field that writes nothing (no run named) is left out

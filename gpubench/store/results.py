@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench.config.registry import SETTINGS, null
 from gpubench.store.row import COLUMNS, RENAMED, SERIES
 
 
@@ -98,14 +99,17 @@ def upgraded(row: dict[str, Any]) -> dict[str, Any]:
     """`row` in today's schema, the one place every change of a column is undone (on read): an
     old row's `mfu` (then the matmul roof fraction) moves to
     `matmul_roof_fraction` and `mfu` becomes its `tflops` / `datasheet_peak_tflops` (null where
-    unknown); a renamed column (row.RENAMED) takes its new name. Nothing else changes."""
+    unknown); a renamed column (row.RENAMED) takes its new name; a setting the row was written
+    before (its column missing, or null) is at its default (config.registry), so an old row
+    and a new one of the same point are one point everywhere. Nothing else changes."""
     if "matmul_roof_fraction" not in row and row.get("mfu") is not None:
         tflops, sheet = row.get("tflops"), row.get("datasheet_peak_tflops")
         mfu = tflops / sheet if tflops is not None and sheet else None
         row = {**row, "matmul_roof_fraction": row["mfu"], "mfu": mfu}
     if any(old in row for old in RENAMED):
         row = {RENAMED.get(k, k): v for k, v in row.items()}
-    return row
+    unset = [s for s in SETTINGS if s.default is not None and null(row.get(s.name))]
+    return {**row, **{s.name: s.default for s in unset}} if unset else row
 
 
 def load_results(run_dir: str | Path) -> pd.DataFrame:
