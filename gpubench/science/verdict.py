@@ -31,7 +31,7 @@ from gpubench.science.partition import (
 )
 from gpubench.science.partition import norm as _norm
 from gpubench.science.partition import speed_options as speed_options  # report, cli
-from gpubench.store.wording import times
+from gpubench.store.wording import milliseconds, number, times
 
 
 @dataclass
@@ -345,12 +345,7 @@ def _batch_scaling(best: dict[str, Any], records: list[dict[str, Any]]) -> str |
     hi = max(rows, key=lambda r: int(r["batch_size"]))
     grow = float(hi["step_time_s"]) / float(lo["step_time_s"])
     return (
-        f"step time {_ms(lo['step_time_s'])} -> {_ms(hi['step_time_s'])} ms "
+        f"step time {number(lo['step_time_s'] * 1e3)} -> {milliseconds(hi['step_time_s'])} "
         f"({times(grow)}) from B={int(lo['batch_size'])} to B={int(hi['batch_size'])} "
         f"(x{int(hi['batch_size']) // int(lo['batch_size'])})"
     )
-
-
-def _ms(seconds: Any) -> str:
-    ms = float(seconds) * 1e3
-    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
