@@ -30,8 +30,9 @@ import torch
 
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.run import maxbatch
-from gpubench.run.memory_cap import format_size, parse_size
+from gpubench.run.memory_cap import parse_size
 from gpubench.run.sweep import default_run_dir, run_sweep
+from gpubench.store.wording import size
 
 
 def main() -> int:
@@ -103,7 +104,7 @@ def main() -> int:
         elif peak is None or peak != peak:  # NaN: not measured on this device
             detail = f"{r['step_time_s'] * 1e3:.1f} ms/step"
         else:
-            detail = f"{r['step_time_s'] * 1e3:.1f} ms/step, peak {format_size(peak)}"
+            detail = f"{r['step_time_s'] * 1e3:.1f} ms/step, peak {size(peak)}"
         summary.append((f"sweep {r['optimizer']} B={r['batch_size']}", f"{r['status']}: {detail}"))
     (out / "gpu_oom_check.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
 

@@ -41,9 +41,8 @@ def test_summary_progress_and_failures_print_brackets_verbatim(
 def test_counts_and_ratios_read_as_english(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gpubench.cli.layout import fmt
     from gpubench.science.verdict import _batch_scaling
-    from gpubench.store.wording import number, plural, times
+    from gpubench.store.wording import cell, number, plural, times
 
     assert (plural(1, "point"), plural(0, "point"), plural(2, "batch", "batches")) == (
         "1 point",
@@ -51,7 +50,7 @@ def test_counts_and_ratios_read_as_english(
         "2 batches",
     )
     assert [times(x) for x in (100.0, 1.94, 253.0, 0.5)] == ["x100", "x1.9", "x253", "x0.5"]
-    assert (number(1234.5), number(999.7), number(0.01234), fmt(12345.0, ".3g")) == (
+    assert (number(1234.5), number(999.7), number(0.01234), cell(12345.0, ".3g")) == (
         "1,234",
         "1,000",
         "0.0123",

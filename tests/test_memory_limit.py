@@ -5,7 +5,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpubench.config.errors import ConfigError
-from gpubench.run.memory_cap import exact_size, format_size, parse_size
+from gpubench.run.memory_cap import exact_size, parse_size
+from gpubench.store.wording import size
 
 
 @pytest.mark.parametrize(
@@ -32,7 +33,7 @@ def test_bad_sizes_name_the_value(text: str) -> None:
 @given(st.integers(min_value=64 * 2**20, max_value=2**44))
 def test_exact_size_parses_back(n: int) -> None:
     assert parse_size(exact_size(n)) == n
-    assert format_size(n)[-1] in "KMGT"
+    assert size(n)[-1] in "KMGT"
 
 
 def test_a_cpu_cap_counts_from_what_the_worker_holds() -> None:

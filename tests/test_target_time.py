@@ -14,6 +14,7 @@ from gpubench.config.spec import Point
 from gpubench.science import target_time as T
 from gpubench.science.batch_analysis import analyse
 from gpubench.science.verdict import verdicts
+from gpubench.store import wording
 from gpubench.store.row import make_row
 
 
@@ -102,7 +103,7 @@ def test_a_configuration_that_missed_in_one_seed_is_never_the_fastest() -> None:
     ],
 )
 def test_times_print_at_a_precision_that_suits_their_scale(seconds: float, text: str) -> None:
-    assert T.format_seconds(seconds) == text
+    assert wording.seconds(seconds) == text
 
 
 def test_the_verdict_and_the_recommendation_name_the_same_configuration() -> None:

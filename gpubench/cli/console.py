@@ -18,15 +18,14 @@ from rich.table import Table
 
 from gpubench.cli import results_table
 from gpubench.cli.convergence_table import batch_table, comparisons, points_table
-from gpubench.cli.layout import fmt, plain_table
+from gpubench.cli.layout import plain_table
 from gpubench.config.precision import PRECISION_NOTE
 from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point, SweepSpec, model_label
 from gpubench.probes import load
 from gpubench.run import maxbatch
 from gpubench.run.accumulation_plan import AccumulationPlan
-from gpubench.run.memory_cap import format_size
 from gpubench.science.verdict import ModelVerdict
-from gpubench.store.wording import plural
+from gpubench.store.wording import cell, plural, size
 
 # Markup off: everything printed comes from results, suites, paths or exceptions, where "[...]"
 # is text (an allocator's message, a suite named "a[/]b"), never a style to parse.
@@ -220,7 +219,7 @@ def listing(models: list[dict[str, Any]], devices: list[str], suites: list[str])
 
 def max_batch_header(point: Point, cap: int | None, chosen: bool) -> None:
     where = point.label().removesuffix(f" B={point.batch_size}")
-    capped = f"capped at {format_size(cap)}" if cap is not None else "no cap but the device's own"
+    capped = f"capped at {size(cap)}" if cap is not None else "no cap but the device's own"
     if not chosen and cap is not None:
         capped += " (the memory available now; set --max-memory to choose)"
     say(f"gpubench: largest batch of {where}, memory {capped}")
@@ -267,7 +266,7 @@ def accumulation_plan(found: AccumulationPlan) -> None:
                 f"{a.status}: {(a.error or '')[:60]}" if a.status not in ("ok", "oom") else a.status
             )
             speed = f", {a.samples_per_s:,.0f} samples/s" if a.samples_per_s else ""
-            peak = f", peak {format_size(a.memory_bytes)}" if a.memory_bytes else ""
+            peak = f", peak {size(a.memory_bytes)}" if a.memory_bytes else ""
             stdout.print(
                 f"  B={found.target_batch} as {a.accumulate} x {a.micro_batch}: {how}{speed}{peak}",
                 highlight=False,
@@ -292,8 +291,8 @@ def probe_table(result: maxbatch.MaxBatch) -> Table:
             str(p.batch_size),
             # an oom's reason is the allocator's words
             f"{p.status}: {(p.error or '')[:60]}" if not p.fits and p.status != "oom" else p.status,
-            fmt(p.step_time_s * 1e3 if p.step_time_s else None, ".2f"),
-            fmt(p.samples_per_s, ",.0f"),
+            cell(p.step_time_s * 1e3 if p.step_time_s else None, ".2f"),
+            cell(p.samples_per_s, ",.0f"),
             f"{p.seconds:.1f}",
         )
         for p in result.probes

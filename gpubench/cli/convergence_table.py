@@ -7,10 +7,9 @@ from typing import Any
 import pandas as pd
 from rich.table import Table
 
-from gpubench.cli.layout import fmt, plain_table
+from gpubench.cli.layout import plain_table
 from gpubench.config.spec import model_label
-from gpubench.science.target_time import format_seconds
-from gpubench.store.wording import number
+from gpubench.store.wording import cell, number, seconds
 
 _POINT_HEADERS: tuple[str, ...] = ("model", "device", "precision", "optimizer", "lr rule")
 _POINT_HEADERS += ("batch", "seed", "lr", "status", "steps→target", "time→target")
@@ -32,13 +31,13 @@ def points_table(frame: pd.DataFrame) -> Table:
             str(row["lr_scaling"]),
             str(row["batch_size"]),
             str(row["seed"]),
-            fmt(row["lr"], ".3g"),
+            cell(row["lr"], ".3g"),
             _status(row),
-            fmt(row["steps_to_target"], ".0f"),
-            format_seconds(row["time_to_target_s"]),
-            fmt(row["eval_accuracy"], ".3f"),
-            fmt(row["eval_loss"], ".3f"),
-            fmt(row["noise_scale_b_simple"], ".3g"),
+            cell(row["steps_to_target"], ".0f"),
+            seconds(row["time_to_target_s"]),
+            cell(row["eval_accuracy"], ".3f"),
+            cell(row["eval_loss"], ".3f"),
+            cell(row["noise_scale_b_simple"], ".3g"),
         )
         for row in frame.to_dict("records")
     )
@@ -71,14 +70,14 @@ def batch_table(groups: list[dict[str, Any]]) -> Table:
                 g["precision"],
                 g["optimizer"],
                 g["lr_scaling"],
-                fmt(g["s_min"], ".3g"),
-                fmt(g["b_crit"], ".3g"),
-                fmt(g["noise_scale_b_simple"], ".3g"),
-                fmt(g["recommended_batch_size"], "d"),
-                format_seconds(rec.get("median")),
+                cell(g["s_min"], ".3g"),
+                cell(g["b_crit"], ".3g"),
+                cell(g["noise_scale_b_simple"], ".3g"),
+                cell(g["recommended_batch_size"], "d"),
+                seconds(rec.get("median")),
                 f"{rec.get('runs', '')}{seeds}",
-                fmt(g["throughput_optimal_batch_size"], "d"),
-                fmt(g["largest_batch_fits"], "d"),
+                cell(g["throughput_optimal_batch_size"], "d"),
+                cell(g["largest_batch_fits"], "d"),
             )
         )
     return plain_table("batch size analysis (batch_analysis.json)", _BATCH_HEADERS, rows)

@@ -3,30 +3,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
 from rich.cells import cell_len
 from rich.table import Table
 
-from gpubench.store.wording import number
-
 # A cell's padding (one space each side) and the line at its left; the table's right edge.
 _PER_COLUMN, _EDGE = 3, 1
-
-_SIGNIFICANT = re.compile(r"\.(\d+)g")
-
-
-def fmt(value: Any, spec: str) -> str:
-    """`value` formatted by `spec`, or an empty cell where it is missing (None or NaN). A
-    significant-figures spec (".3g") writes the number out (12,345, not 1.23e+04)."""
-    if value is None or pd.isna(value):
-        return ""
-    m = _SIGNIFICANT.fullmatch(spec)
-    return number(float(value), int(m.group(1))) if m else format(value, spec)
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,13 @@ from rich.cells import cell_len
 from rich.table import Table
 
 from gpubench.cli import layout
-from gpubench.cli.layout import Column, fmt
+from gpubench.cli.layout import Column
 from gpubench.config import labels
 from gpubench.config.spec import model_label
 from gpubench.data.synthetic import DISTINCT_BATCHES
 from gpubench.harness.timing import min_samples_for_ci
 from gpubench.science import scaling
+from gpubench.store.wording import cell
 
 
 def _options(row: dict[str, Any]) -> str:
@@ -93,7 +94,7 @@ def summary_table(frame: pd.DataFrame, width: int | None = None) -> Table:
         ),
         Column("step ms", tuple(_step_ms(r) for r in records), right=True),
         Column("±CI", tuple(_ci_cell(r) for r in records), right=True),
-        Column("samples/s", tuple(fmt(r["samples_per_s"], ",.0f") for r in records), right=True),
+        Column("samples/s", tuple(cell(r["samples_per_s"], ",.0f") for r in records), right=True),
         Column("efficiency", tuple(_efficiency_cell(r) for r in records), "eff", right=True),
         Column(_LOSS, tuple(_loss_cell(r) for r in records), "loss"),
     ]
@@ -123,7 +124,7 @@ def _least(status: tuple[str, ...]) -> int:
 
 
 def _step_ms(row: dict[str, Any]) -> str:
-    return fmt(row["step_time_s"] * 1e3 if row["step_time_s"] else None, ".2f")
+    return cell(row["step_time_s"] * 1e3 if row["step_time_s"] else None, ".2f")
 
 
 def _loss_cell(row: dict[str, Any]) -> str:

@@ -12,11 +12,10 @@ from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from typing import Any
 
-import pandas as pd
-
 from gpubench.report.figure import Chart
 from gpubench.report.runs import Run
-from gpubench.report.series import missing
+from gpubench.store import wording
+from gpubench.store.wording import missing
 
 SORT_SCRIPT = """
 document.querySelectorAll("table.sortable th").forEach(function (th, col) {
@@ -75,17 +74,13 @@ def e(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
-def number(value: Any, spec: str = ",.4g", scale: float = 1.0) -> str:
-    """A number formatted with `spec` after multiplying by `scale`; empty when null."""
-    if value is None or isinstance(value, str) or pd.isna(value):
-        return ""
-    scaled = float(value) * scale
-    return format(round(scaled), spec) if spec.endswith("d") else format(scaled, spec)
+# report/tables.py and report/scaling.py still call it by this name (to switch to wording.cell)
+number = wording.cell
 
 
 def cell(value: Any, spec: str = ",.4g", scale: float = 1.0) -> tuple[str, Any]:
-    """A table's number cell: `value` written by number(), sorted by its raw value."""
-    return number(value, spec, scale), value
+    """A table's number cell: `value` written by wording.cell, sorted by its raw value."""
+    return wording.cell(value, spec, scale), value
 
 
 def table(
@@ -102,7 +97,7 @@ def table(
         for cell in row:
             if isinstance(cell, tuple):
                 text, raw = cell
-                v = "" if raw is None or pd.isna(raw) else f' data-v="{e(raw)}"'
+                v = "" if missing(raw) else f' data-v="{e(raw)}"'
                 cells.append(f'<td class="n"{v}>{e(text)}</td>')
             else:
                 cells.append(f"<td>{e(cell)}</td>")
@@ -209,7 +204,7 @@ def _machine_facts(env: dict[str, Any]) -> list[list[Any]]:
         [
             "GPUs",
             "; ".join(
-                f"{g.get('name')} ({number(g.get('memory_bytes'), ',.1f', 1 / 1024**3)} GiB)"
+                f"{g.get('name')} ({wording.cell(g.get('memory_bytes'), ',.1f', 1 / 1024**3)} GiB)"
                 for g in env.get("gpus") or []
                 if isinstance(g, dict)
             )

@@ -14,6 +14,7 @@ from gpubench.report import series
 from gpubench.store.env import gpu_entry, named_device
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import COLUMNS, IDENTITY, TEXT
+from gpubench.store.wording import missing
 
 # Flags: true, false or null, never arithmetic.
 FLAGS = ("noisy", "busy", "warmup_steady", "scaling_efficiency_noisy", "oversubscribed")
@@ -115,7 +116,7 @@ class Run:
 
 def _text(value: Any) -> str | None:
     """A text cell as str, None where it is missing (None or NaN)."""
-    return None if series.missing(value) else str(value)
+    return None if missing(value) else str(value)
 
 
 def capacities(runs: Sequence[Run]) -> dict[tuple[str, str], int | None]:

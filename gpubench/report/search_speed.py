@@ -16,6 +16,7 @@ from gpubench.report.figure import Chart, save
 from gpubench.report.runs import Run
 from gpubench.report.search_record import Round, SpeedSearch, Trial, parse, seconds, time_spent
 from gpubench.science.verdict import ModelVerdict
+from gpubench.store import wording
 
 SPEED_FILE = "tune.json"
 TARGET_FILE = "tune_target.json"
@@ -124,7 +125,7 @@ def rounds_best(s: SpeedSearch) -> str | None:
         return None
     at = f", round {best['round']}" if best.get("round") is not None else ""
     return (
-        f"Rounds' best: {H.number(best.get('samples_per_s'), ',.0f')} samples/s, "
+        f"Rounds' best: {wording.cell(best.get('samples_per_s'), ',.0f')} samples/s, "
         f"{s.label(best.get('config'))}{at}: a single measurement, not the answer (the "
         "confirmation re-measures the leaders side by side)."
     )

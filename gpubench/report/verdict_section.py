@@ -9,14 +9,6 @@ from gpubench.report import html as H
 from gpubench.science import bottleneck as B
 from gpubench.science.verdict import ModelVerdict
 
-_NAMES = {
-    "launch": "launch/host-bound",
-    "memory": "memory-bound",
-    "compute": "compute-bound",
-    "mixed": "mixed (compute and memory)",
-    "input": "input-bound",
-}
-
 
 def verdict_section(verdicts: Sequence[ModelVerdict]) -> str:
     """An HTML section: per model and optimizer, the fastest configuration (or the tie), how
@@ -44,25 +36,8 @@ def verdict_section(verdicts: Sequence[ModelVerdict]) -> str:
 
 
 def _card(v: ModelVerdict) -> str:
-    items = [("how sure", v.confidence)]
-    if v.stands_on:
-        items.append(("stands on", v.stands_on))
-    if v.time_to_target:
-        items.append(("fastest to target", v.time_to_target))
-    items += v.device_items()  # issue 28: per device, and across them
-    if v.bottleneck:
-        items.append((_NAMES[v.bottleneck], "; ".join(v.evidence)))
-    else:
-        why = f"not classified: {v.unclassified or 'no evidence'}"
-        items.append(("bottleneck", "; ".join([why, *v.evidence])))
-    items += [("input", line) for line in v.input]  # issue 31: the loader's wait, its workers
-    items += [("lever", lever) for lever in v.levers]
-    items += [("not a lever", line) for line in v.not_levers]
-    if v.next_experiment:
-        items.append(("next experiment", v.next_experiment))
-    items += [("energy", e) for e in v.energy]
-    items += [("effective batch", a.line()) for a in v.effective_batch]  # issue 25
-    body = "".join(f"<li><b>{H.e(k)}</b>: {H.e(t)}</li>" for k, t in items)
+    """One model's verdict: the terminal's lines (ModelVerdict.items), as HTML."""
+    body = "".join(f"<li><b>{H.e(k)}</b>: {H.e(t)}</li>" for k, t in v.items())
     return (
         f'<div class="verdict"><h3>{H.e(v.model)}</h3>'
         f"<p><b>{H.e(v.headline())}</b></p>"

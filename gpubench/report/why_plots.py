@@ -14,6 +14,7 @@ from gpubench.report import analysis as A
 from gpubench.report import series as S
 from gpubench.report.figure import Chart, log_y, panels, readable_log, save
 from gpubench.report.series_style import SeriesStyles
+from gpubench.store.wording import milliseconds
 
 CATEGORY_COLOURS = {
     "matmul": "#1f77b4",
@@ -84,17 +85,12 @@ def _stack(ax: Any, g: pd.DataFrame) -> None:
     idle = (steps - busy) / steps * 100
     ax.bar(xs, idle, bottom=bottom, color="white", edgecolor="grey", hatch="//", label=IDLE)
     for x, top, t in zip(xs, bottom + idle, g["step_time_s"], strict=True):
-        ax.text(x, top + 1, _ms(t), ha="center", va="bottom", fontsize=7)
+        ax.text(x, top + 1, milliseconds(t), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(xs)
     ax.set_xticklabels([str(int(b)) for b in g["batch_size"]], fontsize=8)
     ax.set_xlabel("batch size (samples per step)")
     ax.set_ylabel("share of the profiled step (%)")
     ax.set_ylim(0, 112)
-
-
-def _ms(seconds: float) -> str:
-    ms = seconds * 1e3
-    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
 
 
 def roofline(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:

@@ -31,14 +31,6 @@ def parse_size(text: str) -> int:
     return int(value)
 
 
-def format_size(n: int | float) -> str:
-    """Bytes as a short human size: 2147483648 -> '2.0G'."""
-    for unit in ("T", "G", "M", "K"):
-        if n >= _UNITS[unit.lower()]:
-            return f"{n / _UNITS[unit.lower()]:.1f}{unit}"
-    return f"{int(n)}B"
-
-
 def exact_size(n: int) -> str:
     """Bytes as a size that parses back to exactly `n`: 2147483648 -> '2G', 1258291200 -> '1200M'"""
     for unit in ("T", "G", "M", "K"):

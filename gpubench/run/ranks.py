@@ -27,6 +27,7 @@ from gpubench.harness.failure import is_out_of_memory, one_line
 from gpubench.run import memory_cap
 from gpubench.run.worker import context, describe_exit
 from gpubench.store.row import make_row
+from gpubench.store.wording import size
 
 # Seconds a collective may wait for the other ranks before it raises, unless the point timeout
 # is shorter.
@@ -281,7 +282,7 @@ def run_parallel_point(
     except RankFailure as f:
         error = f.reason
         if f.status == "oom" and max_memory is not None:
-            error += f" (under --max-memory {memory_cap.format_size(max_memory)} per rank)"
+            error += f" (under --max-memory {size(max_memory)} per rank)"
         return make_row(
             point,
             f.status,

@@ -39,6 +39,7 @@ from gpubench.run.forkserver import context  # noqa: F401
 from gpubench.run.forkserver import ensure_running as _ensure_fork_server  # noqa: F401
 from gpubench.run.forkserver import main_module_hidden as _main_module_hidden  # noqa: F401
 from gpubench.store.row import make_row
+from gpubench.store.wording import size
 
 # How one point is run: a Budget measures its speed, Convergence settings train it to a target.
 Task = Budget | Convergence
@@ -101,9 +102,9 @@ def _run_point(point: Point, task: Task, max_memory: int | None) -> dict[str, An
         oom = is_out_of_memory(e)
         reason = one_line(e)
         if oom and max_memory is not None:
-            reason += f" (under --max-memory {memory_cap.format_size(max_memory)}"
+            reason += f" (under --max-memory {size(max_memory)}"
             if in_use is not None:  # the cap counts what the worker held before the point too
-                reason += f"; {memory_cap.format_size(in_use)} was in use before the point"
+                reason += f"; {size(in_use)} was in use before the point"
             reason += ")"
         return make_row(
             point,
@@ -216,7 +217,7 @@ class WorkerRunner:
             how = describe_exit(proc.exitcode)
             reason = f"the worker process died while measuring the point ({how})"
             if self.max_memory is not None:
-                reason += f"; it ran under --max-memory {memory_cap.format_size(self.max_memory)}"
+                reason += f"; it ran under --max-memory {size(self.max_memory)}"
             self._stop_worker()
             return make_row(
                 point, "error", error=reason, point_time_s=time.perf_counter() - started

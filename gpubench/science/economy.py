@@ -17,7 +17,7 @@ from typing import Any
 
 from gpubench.science import standing, target_time
 from gpubench.science.partition import finite, label
-from gpubench.store.wording import number
+from gpubench.store.wording import dollars, number
 
 Figure = Callable[[dict[str, Any]], float | None]
 
@@ -69,10 +69,6 @@ def _joules(value: float) -> str:
     return f"{number(value, 3)} J"
 
 
-def _dollars(value: float) -> str:
-    return f"${value:,.4g}"
-
-
 def lines(
     best: dict[str, Any], ok: list[dict[str, Any]], all_rows: list[dict[str, Any]], among: list[str]
 ) -> list[str]:
@@ -91,7 +87,7 @@ def target_lines(records: list[dict[str, Any]]) -> list[str]:
     out = []
     for name, figure, say in (
         ("least energy to target", joules_to_target, _joules),
-        ("cheapest to target", usd_to_target, _dollars),
+        ("cheapest to target", usd_to_target, dollars),
     ):
         least = _least(summaries, figure)
         if least is None:
@@ -136,11 +132,11 @@ def cost_line(best: dict[str, Any], ok: list[dict[str, Any]], among: list[str]) 
     top = min(priced, key=lambda r: float(r["usd_per_million_samples"]))
     cheap = float(top["usd_per_million_samples"])
     if standing.identity(top) == standing.identity(best):
-        return f"the fastest is the cheapest too: {_dollars(cheap)} per million samples"
+        return f"the fastest is the cheapest too: {dollars(cheap)} per million samples"
     fastest = "no price given"
     if finite(best.get("usd_per_million_samples")):
-        fastest = f"{_dollars(float(best['usd_per_million_samples']))} per million samples"
+        fastest = f"{dollars(float(best['usd_per_million_samples']))} per million samples"
     return (
-        f"{label(top, among)}, {_dollars(cheap)} per million samples; "
+        f"{label(top, among)}, {dollars(cheap)} per million samples; "
         f"the fastest, {label(best, among)}: {fastest}"
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpubench.science.partition import finite, identity, norm, same_key
+from gpubench.store.wording import milliseconds
 
 # A step that waits a fifth of its time for its batch would be 1.25x faster fed at once: more
 # than any run-to-run noise, and the first thing a practitioner tunes.
@@ -28,7 +29,8 @@ def wait_text(row: dict[str, Any]) -> str:
     """'waits 63% of the step for its batch (median 12 ms of 19 ms); the pipeline alone
     delivers 850 samples/s, 0.53x the model's 1,600 samples/s without the wait'."""
     share, wait, step = (float(row[k]) for k in ("input_wait_share", "input_wait_s", "step_time_s"))
-    text = f"waits {share:.0%} of the step for its batch (median {_ms(wait)} of {_ms(step)})"
+    median = f"median {milliseconds(wait)} of {milliseconds(step)}"
+    text = f"waits {share:.0%} of the step for its batch ({median})"
     if finite(row.get("pipeline_samples_per_s")) and finite(row.get("model_samples_per_s")):
         pipe, model = float(row["pipeline_samples_per_s"]), float(row["model_samples_per_s"])
         text += (
@@ -36,12 +38,6 @@ def wait_text(row: dict[str, Any]) -> str:
             f"model's {model:,.0f} samples/s without the wait"
         )
     return text
-
-
-def _ms(seconds: float) -> str:
-    """'5.81 ms', '1,126 ms'."""
-    ms = seconds * 1e3
-    return f"{ms:,.0f} ms" if ms >= 1000 else f"{ms:.3g} ms"
 
 
 def input_evidence(row: dict[str, Any]) -> str | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpubench.science import leaders
 from gpubench.science.partition import configuration, identity, identity_dict, label, norm
-from gpubench.store.wording import plural, times
+from gpubench.store.wording import percent, plural, times
 
 
 @dataclass(frozen=True)
@@ -146,11 +146,6 @@ def _other_configurations(best: dict[str, Any], rows: list[dict[str, Any]]) -> l
             seen.add(configuration(r))
             out.append(r)
     return out
-
-
-def percent(share: float) -> str:
-    """0.03 -> '3%', 0.025 -> '2.5%'."""
-    return f"{share * 100:.3g}%"
 
 
 def _row_tie(best: dict[str, Any], row: dict[str, Any], among: list[str]) -> dict[str, Any]:

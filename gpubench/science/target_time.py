@@ -21,7 +21,7 @@ from typing import Any
 
 from gpubench.science.partition import configuration, finite
 from gpubench.science.partition import norm as _norm
-from gpubench.store.wording import number
+from gpubench.store.wording import number, seconds
 
 # The seeds of a configuration disagree when the slowest took more than this many times as long
 # as the fastest to reach the target. In the committed CPU convergence run
@@ -102,15 +102,15 @@ class TargetTime:
         if self.median_s is None:
             return f"reached the target in 0 of {self._over()}"
         if self.complete:
-            text = f"{format_seconds(self.median_s)} median over {self._over()}"
+            text = f"{seconds(self.median_s)} median over {self._over()}"
         else:
             text = (
                 f"reached the target in only {self.reached} of {self._over()}, "
-                f"{format_seconds(self.median_s)} median of those"
+                f"{seconds(self.median_s)} median of those"
             )
         if self.spread is None:
             return text
-        lo, hi = format_seconds(self.min_s).removesuffix(" s"), format_seconds(self.max_s)
+        lo, hi = seconds(self.min_s).removesuffix(" s"), seconds(self.max_s)
         flag = ": seeds disagree" if self.disagree else ""
         return f"{text} ({lo}-{hi}, spread {number(self.spread, 2)}x{flag})"
 
@@ -168,16 +168,3 @@ def fastest(summaries: Iterable[TargetTime]) -> TargetTime | None:
     if not complete:
         return None
     return min(complete, key=lambda s: (s.median_s, s.max_s, s.batch_size))
-
-
-def format_seconds(seconds: float | None) -> str:
-    """A duration at a precision that suits its scale: three significant figures, never fewer
-    digits than whole seconds, thousands separated ("0.0432 s", "0.413 s", "12.3 s", "1,234 s");
-    an empty string for a missing value."""
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return ""
-    s = float(seconds)
-    if s == 0 or not math.isfinite(s):
-        return f"{s:g} s"
-    decimals = max(0, 2 - math.floor(math.log10(abs(s))))
-    return f"{s:,.{decimals}f} s"

@@ -30,7 +30,7 @@ from gpubench.science.partition import (
     varying,
 )
 from gpubench.science.partition import norm as _norm
-from gpubench.store.wording import times
+from gpubench.store.wording import milliseconds, number, times
 
 
 @dataclass
@@ -83,28 +83,35 @@ class ModelVerdict:
         )
 
     def lines(self) -> list[str]:
-        """The verdict as lines of text (the terminal's and the report's words)."""
-        out = [f"{self.model}: {self.headline()}", f"  how sure: {self.confidence}"]
+        """The verdict as lines of text: the headline, then each item (the terminal's words)."""
+        return [f"{self.model}: {self.headline()}", *(f"  {k}: {t}" for k, t in self.items())]
+
+    def items(self) -> list[tuple[str, str]]:
+        """The verdict below its headline as (heading, text) pairs, in order. The terminal's
+        lines and the report's card are both drawn from these, so they cannot say different
+        things."""
+        out = [("how sure", self.confidence)]
         if self.stands_on:
-            out.append(f"  stands on: {self.stands_on}")
+            out.append(("stands on", self.stands_on))
         if self.time_to_target:
-            out.append(f"  fastest to target: {self.time_to_target}")
-        out += [f"  {key}: {text}" for key, text in self.device_items()]
+            out.append(("fastest to target", self.time_to_target))
+        out += self.device_items()
         if self.bottleneck:
-            out.append(f"  bottleneck: {BOTTLENECKS[self.bottleneck]} ({'; '.join(self.evidence)})")
-        else:
             out.append(
-                f"  bottleneck: not classified ({self.unclassified or 'no evidence'})"
-                + (f"; {'; '.join(self.evidence)}" if self.evidence else "")
+                ("bottleneck", f"{BOTTLENECKS[self.bottleneck]} ({'; '.join(self.evidence)})")
             )
-        out += [f"  input: {line}" for line in self.input]  # issue 31
-        out += [f"  lever: {lever}" for lever in self.levers]
-        out += [f"  not a lever: {line}" for line in self.not_levers]
+        else:
+            why = f"not classified ({self.unclassified or 'no evidence'})"
+            out.append(("bottleneck", "; ".join([why, *self.evidence])))
+        out += [("input", line) for line in self.input]  # issue 31
+        out += [("lever", lever) for lever in self.levers]
+        out += [("not a lever", line) for line in self.not_levers]
         if self.next_experiment:
-            out.append(f"  next: {self.next_experiment}")
-        out += [f"  energy: {e}" for e in self.energy]
-        out += [f"  {e}" for e in self.economy]  # issue 32
-        out += [f"  effective batch: {a.line()}" for a in self.effective_batch]
+            out.append(("next", self.next_experiment))
+        out += [("energy", e) for e in self.energy]
+        # issue 32: each economy line opens with its own heading ("cheapest: ...")
+        out += [(k, t) for k, _, t in (e.partition(": ") for e in self.economy)]
+        out += [("effective batch", a.line()) for a in self.effective_batch]  # issue 25
         return out
 
     def device_items(self) -> list[tuple[str, str]]:
@@ -337,12 +344,7 @@ def _batch_scaling(best: dict[str, Any], records: list[dict[str, Any]]) -> str |
     hi = max(rows, key=lambda r: int(r["batch_size"]))
     grow = float(hi["step_time_s"]) / float(lo["step_time_s"])
     return (
-        f"step time {_ms(lo['step_time_s'])} -> {_ms(hi['step_time_s'])} ms "
+        f"step time {number(lo['step_time_s'] * 1e3)} -> {milliseconds(hi['step_time_s'])} "
         f"({times(grow)}) from B={int(lo['batch_size'])} to B={int(hi['batch_size'])} "
         f"(x{int(hi['batch_size']) // int(lo['batch_size'])})"
     )
-
-
-def _ms(seconds: Any) -> str:
-    ms = float(seconds) * 1e3
-    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"

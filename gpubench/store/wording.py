@@ -1,9 +1,13 @@
 """How counts and numbers read in the text gpubench prints: "1 point", "2 points"; "x100", not
-"x1e+02". In store/ because every stage that writes sentences sits above it (tests/test_layout)."""
+"x1e+02"; milliseconds, seconds, shares, dollars and sizes, each written one way everywhere. In
+store/ because every stage that writes sentences sits above it (tests/test_layout)."""
 
 from __future__ import annotations
 
 import math
+import re
+from numbers import Real
+from typing import Any
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
@@ -21,7 +25,7 @@ def number(value: float, digits: int = 3) -> str:
         return f"{value:g}"
     if abs(value) >= 10**digits:
         return f"{value:,.0f}"
-    text = f"{value:.{digits}g}"
+    text = f"{value:,.{digits}g}"
     if "e" in text and abs(value) >= 1e-4:  # rounding up to 10**digits (999.7 at 3 digits)
         return f"{float(text):,.0f}"
     return text
@@ -30,3 +34,59 @@ def number(value: float, digits: int = 3) -> str:
 def times(ratio: float, digits: int = 2) -> str:
     """A ratio as 'x1.9', 'x100', 'x0.5'."""
     return "x" + number(ratio, digits)
+
+
+def missing(value: Any) -> bool:
+    """Whether a value is null: None, or the NaN a frame reads a null as."""
+    return value is None or (isinstance(value, Real) and math.isnan(value))
+
+
+_SIGNIFICANT = re.compile(r",?\.(\d+)g")
+
+
+def cell(value: Any, spec: str = ",.4g", scale: float = 1.0) -> str:
+    """A table's number: `value` times `scale`, formatted by `spec`; an empty cell where it is
+    null (or text). A significant-figures spec (".3g") writes the number out (12,345, not
+    1.23e+04); an integer spec ("d") rounds first (a frame's 64.0)."""
+    if missing(value) or isinstance(value, str):
+        return ""
+    scaled = float(value) * scale
+    if m := _SIGNIFICANT.fullmatch(spec):
+        return number(scaled, int(m.group(1)))
+    return format(round(scaled), spec) if spec.endswith("d") else format(scaled, spec)
+
+
+def milliseconds(seconds: float) -> str:
+    """A duration given in seconds, in milliseconds: '5.81 ms', '144 ms', '1,126 ms'."""
+    return f"{number(seconds * 1e3)} ms"
+
+
+def seconds(value: float | None) -> str:
+    """A duration at a precision that suits its scale: three significant figures, never fewer
+    digits than whole seconds, thousands separated ("0.0432 s", "0.410 s", "12.3 s",
+    "1,234 s"); an empty string for a missing value."""
+    if value is None or missing(value):
+        return ""
+    s = float(value)
+    if s == 0 or not math.isfinite(s):
+        return f"{s:g} s"
+    decimals = max(0, 2 - math.floor(math.log10(abs(s))))
+    return f"{s:,.{decimals}f} s"
+
+
+def percent(share: float) -> str:
+    """A share as a percentage: 0.03 -> '3%', 0.025 -> '2.5%'."""
+    return f"{number(share * 100)}%"
+
+
+def dollars(value: float) -> str:
+    """'$0.02778', '$1,235': four significant figures, enough to tell close prices apart."""
+    return f"${number(value, 4)}"
+
+
+def size(n: float) -> str:
+    """Bytes as a short size in powers of 1024: 2147483648 -> '2.0G', 512 -> '512B'."""
+    for unit, power in (("T", 4), ("G", 3), ("M", 2), ("K", 1)):
+        if n >= 1024**power:
+            return f"{n / 1024**power:.1f}{unit}"
+    return f"{int(n)}B"
