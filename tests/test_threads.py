@@ -86,7 +86,7 @@ def test_sweep_sets_the_threads_and_records_them(tmp_path: Path) -> None:
     assert all(r["status"] == "ok" and r["workload"] == "mlp" for r in rows)
     assert all(isinstance(r["busy"], bool) or r["busy"] is None for r in rows)
     assert set(run_env["load"]) == {"load_average_1m", "cores", "other_load_cores"}
-    assert "mlp/tiny" in done.stdout and "threads=1" in done.stdout
+    assert "mlp/tiny" in done.stdout and "1 thread" in done.stdout
 
 
 def test_a_run_made_before_the_threads_axis_resumes(tmp_path: Path) -> None:

@@ -253,7 +253,7 @@ def max_batch(
     check_buildable((point.model,), point.model_size, {point.model: decode(point.model_options)})
     reason = unsupported_reason(point)
     if reason is not None:
-        raise ConfigError(f"{point.label().removesuffix(f' B={point.batch_size}')}: {reason}")
+        raise ConfigError(f"{point.label(batch=False)}: {reason}")
     cap = max_memory if max_memory is not None else maxbatch.default_cap(point.device)
     console.max_batch_header(point, cap, chosen=max_memory is not None)
 

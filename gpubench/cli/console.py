@@ -218,7 +218,7 @@ def listing(models: list[dict[str, Any]], devices: list[str], suites: list[str])
 
 
 def max_batch_header(point: Point, cap: int | None, chosen: bool) -> None:
-    where = point.label().removesuffix(f" B={point.batch_size}")
+    where = point.label(batch=False)
     capped = f"capped at {size(cap)}" if cap is not None else "no cap but the device's own"
     if not chosen and cap is not None:
         capped += " (the memory available now; set --max-memory to choose)"

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 from gpubench.config import spec as S
-from gpubench.config.checks import check_threads
 from gpubench.config.errors import ConfigError
 
 
@@ -108,10 +107,6 @@ def percent(text: str) -> float:
     if not 0 <= value < float("inf"):
         raise ConfigError(f"invalid percentage {text!r}; allowed: a number of 0 or more")
     return value
-
-
-def thread_count(text: str) -> int | None:
-    return check_threads(int_value(text))
 
 
 def int_value(text: str) -> object:

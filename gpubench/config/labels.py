@@ -113,14 +113,15 @@ def options(row: Row, among: Iterable[str] = (), skip: Iterable[str] = ()) -> li
     return words
 
 
-def label(row: Row, among: Iterable[str] = (), whole: bool = False) -> str:
+def label(row: Row, among: Iterable[str] = (), whole: bool = False, batch: bool = True) -> str:
     """A configuration's label: device, precision and batch always; each setting not at its
     default; and each field of `among` (the settings that vary among the rows compared) that
     those do not already say. `whole` names the user's choices too (model and size, optimizer,
-    model options, lr rule): a point's label in a log."""
+    model options, lr rule): a point's label in a log; without `batch`, a series' label."""
     among = set(among)
     forced = among | {GROUPED[a] for a in among if a in GROUPED}
-    parts = [t for n, say in MAIN.items() if (t := say(row, n in forced)) is not None]
+    says = {n: say for n, say in MAIN.items() if batch or n != "batch_size"}
+    parts = [t for n, say in says.items() if (t := say(row, n in forced)) is not None]
     if whole:
         parts[2:2] = [str(row["optimizer"])]  # after device and precision, as a log reads
         parts.insert(0, model_label(str(row["model"]), _v(row, "model_size")))

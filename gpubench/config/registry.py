@@ -256,14 +256,6 @@ def axes() -> list[Setting]:
     return [s for s in SETTINGS if s.axis is not None]
 
 
-def axis_of(axis: str) -> Setting:
-    """The setting whose axis is named `axis` ('precisions', 'power_limit')."""
-    for s in SETTINGS:
-        if s.axis == axis:
-            return s
-    raise KeyError(axis)
-
-
 def speed_options() -> list[Setting]:
     """The settings a label names by a word when on (compiled, CUDA graph, ...)."""
     return [s for s in SETTINGS if s.word is not None]
@@ -276,7 +268,3 @@ def levers(kind: str) -> list[Setting]:
 
 def lever_name(s: Setting) -> str:
     return s.lever or s.word or s.name
-
-
-def point_default(name: str) -> Any:
-    return BY_NAME[name].default

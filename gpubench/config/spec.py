@@ -66,9 +66,10 @@ class _PointMethods:
         """The point's settings in the registry's order, but those named in `drop`."""
         return tuple(getattr(self, s.name) for s in SETTINGS if s.name not in drop)
 
-    def label(self) -> str:
-        """The point in a log line: 'mlp/small cpu fp32 sgd B=4 (compiled)' (config.labels)."""
-        return label(self.to_dict(), whole=True)
+    def label(self, batch: bool = True) -> str:
+        """The point in a log line: 'mlp/small cpu fp32 sgd B=4 (compiled)' (config.labels);
+        without `batch`, its series'."""
+        return label(self.to_dict(), whole=True, batch=batch)
 
     def baseline(self) -> Point:
         """The point a parallel point's scaling efficiency is against: the same in one process
