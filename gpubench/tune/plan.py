@@ -431,7 +431,7 @@ class Planner:
         return self.rounds[-1].scale if self.rounds else 1.0
 
     def to_dict(self) -> dict[str, Any]:
-        """The plan as tune.json's `plan` (see gpubench.tune.trajectory)."""
+        """The plan as tune.json's `plan` (see gpubench.store.tune_record)."""
         return {
             "measure_all": self.measure_all_why is not None,
             "measure_all_why": self.measure_all_why,

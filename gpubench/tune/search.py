@@ -131,7 +131,7 @@ CLIMB_TRIALS = 5  # trials a surviving combo is planned to take in round 1 (it, 
 @dataclass
 class Trial:
     """One measurement: `config` in `round`, its samples/s (None: it could not run), and its
-    outcome (kept, pruned, final, failed, open or cut: trajectory.TrialRecord says which)."""
+    outcome (kept, pruned, final, failed, open or cut: store.tune_record.TrialRecord says which)."""
 
     number: int
     config: Config
