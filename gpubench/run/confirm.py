@@ -18,7 +18,7 @@ nothing. What it took is recorded.
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -113,28 +113,22 @@ def _confirm_partition(
         return None
     chosen = leaders.candidates(pool)
     fixed = {k: pool[0].get(k) for k in FIXED}
-    candidates = [Point.of(r).to_dict() for r in chosen]
+    record = functools.partial(
+        Partition, fixed=fixed, candidates=[Point.of(r).to_dict() for r in chosen]
+    )
     if len(chosen) < 2:
-        return Partition(
-            fixed=fixed, candidates=candidates, status="not needed", reason=standing.alone(rows)
-        )
+        return record(status="not needed", reason=standing.alone(rows))
     parallel = [r for r in chosen if str(r.get("parallel") or "none") != "none"]
     if parallel:
-        return Partition(
-            fixed=fixed,
-            candidates=candidates,
-            status="skipped",
-            reason="parallel points are not re-measured interleaved (one process each)",
-        )
+        why = "parallel points are not re-measured interleaved (one process each)"
+        return record(status="skipped", reason=why)
     budget_s = share_s
     fits = leaders.affordable(chosen, budget_s)
     if not fits and leaders.cost_s(chosen[:2]) <= left_s:
         budget_s = leaders.cost_s(chosen[:2])
         fits = chosen[:2]
     if not fits:
-        return Partition(
-            fixed=fixed,
-            candidates=candidates,
+        return record(
             status="skipped",
             budget_s=budget_s,
             reason=f"{leaders.MIN_ROUNDS} interleaved rounds of the leader and the runner-up "
@@ -142,9 +136,13 @@ def _confirm_partition(
             f"left of the sweep's budget ({SHARE:.0%} of the time its points took)",
         )
     points = [Point.of(r) for r in fits]
-    candidates = [p.to_dict() for p in points]
-    # the others could be the fastest too: the verdict ties them with the leader, unmeasured
-    unmeasured = [Point.of(r).to_dict() for r in chosen[len(fits) :]]
+    record = functools.partial(
+        Partition,
+        fixed=fixed,
+        candidates=[p.to_dict() for p in points],
+        # the others could be the fastest too: the verdict ties them with the leader, unmeasured
+        unmeasured=[Point.of(r).to_dict() for r in chosen[len(fits) :]],
+    )
     # the sweep's peaks say whether the candidates fit the device together (issue 28)
     peaks = [r.get("torch_peak_reserved_bytes") for r in fits]
     call = Call(
@@ -157,20 +155,14 @@ def _confirm_partition(
     try:
         rounds = runner.call(call, timeout_s)
     except WorkerError as e:
-        return Partition(
-            fixed=fixed,
-            candidates=candidates,
-            unmeasured=unmeasured,
+        return record(
             status="failed",
             reason=f"the re-measurement failed: {e}",
             traceback=e.traceback,
             seconds=time.perf_counter() - started,
         )
-    measured = Partition(
-        fixed=fixed,
-        candidates=candidates,
-        unmeasured=unmeasured,
-        status="confirmed",
+    measured = functools.partial(
+        record,
         budget_s=budget_s,
         seconds=time.perf_counter() - started,
         setup_s=rounds.setup_s,
@@ -180,14 +172,13 @@ def _confirm_partition(
     )
     done = min(len(x) for x in rounds.samples_per_s)
     if done < leaders.MIN_ROUNDS:
-        return dataclasses.replace(
-            measured,
+        return measured(
             status="cut short",
             reason=f"the machine slowed: {done} of {leaders.MIN_ROUNDS} rounds in "
             f"{DEADLINE:g}x the {budget_s:.3g} s budget",
         )
-    return dataclasses.replace(
-        measured,
+    return measured(
+        status="confirmed",
         window_steps=rounds.window_steps,
         other_load_cores=rounds.other_load_cores,
         busy=rounds.busy,

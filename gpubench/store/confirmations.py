@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.store import typed_json
+from gpubench.store.results import ResultStore
 
 FILE = "confirm.json"
 STATUSES = ("confirmed", "cut short", "failed", "skipped", "not needed")
@@ -78,7 +79,7 @@ class Confirmations:
     def write(self, run_dir: Path) -> Path:
         """confirm.json in `run_dir`, written whole and durably."""
         data = {**dataclasses.asdict(self), "partitions": [p.to_dict() for p in self.partitions]}
-        return typed_json.write(Path(run_dir) / FILE, data)
+        return ResultStore(run_dir).write_json(FILE, data)
 
 
 def read(run_dir: str | Path) -> Confirmations | None:

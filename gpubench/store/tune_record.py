@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.store import typed_json
+from gpubench.store.results import ResultStore
 
 SCHEMA = 1
 FILE = "tune.json"
@@ -136,7 +137,7 @@ class TuneRecord:
 
     def write(self, run_dir: Path) -> Path:
         """tune.json in `run_dir`, written whole and durably (a crash leaves the old one)."""
-        return typed_json.write(Path(run_dir) / FILE, self.to_dict())
+        return ResultStore(run_dir).write_json(FILE, self.to_dict())
 
 
 def read(run_dir: str | Path) -> TuneRecord:

@@ -11,7 +11,7 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gpubench.store.results import ResultsError, replace_durably
+from gpubench.store.results import ResultsError
 
 R = TypeVar("R")
 
@@ -33,11 +33,6 @@ def read(path: Path, cls: type[R], what: str) -> R:
         return of(cls, data, "")
     except _Wrong as e:
         raise RecordError(f"{path} is not {what}: {e}") from None
-
-
-def write(path: Path, data: dict[str, Any]) -> Path:
-    """A record's `data` (its fields as JSON values) written whole and durably to `path`."""
-    return replace_durably(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 class _Wrong(Exception):
