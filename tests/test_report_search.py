@@ -124,10 +124,10 @@ def built_record() -> dict[str, Any]:
         finished=True,
         rounds_decided=2,
         coverage=coverage(4, 8, 1, 2),
-        rounds=rounds,
-        trials=trials,
+        rounds=tuple(rounds),
+        trials=tuple(trials),
     )
-    return record.to_dict()
+    return dict(json.loads(json.dumps(record.to_dict())))  # as the file holds it
 
 
 def test_what_was_pruned_when_and_where_the_time_went(tmp_path: Path) -> None:
