@@ -164,7 +164,7 @@ def test_the_confirmation_passes_the_rows_peaks_and_records_how_they_were_held(
     out = confirm.confirm(tmp_path, rows)
     ((points, *_, resident),) = calls
     assert [p.batch_size for p in points] == [128, 64] and resident == [70 * GiB, 40 * GiB]
-    (record,) = out["partitions"]
-    assert record["status"] == "confirmed" and record["resident"] == "one at a time"
-    assert record["setup_s"] == 1000.0
+    (record,) = out.partitions
+    assert record.status == "confirmed" and record.resident == "one at a time"
+    assert record.setup_s == 1000.0
     assert json.loads((tmp_path / "confirm.json").read_text())["partitions"][0]["resident"]

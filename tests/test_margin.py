@@ -5,7 +5,6 @@ that are never tied with everything. Synthetic samples and the committed runs; n
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -140,7 +139,8 @@ def test_explain_takes_the_margin_in_percent(
     ]
     run = write_run(tmp_path / "run", rows, env())
     record = _record(rows, _paired(1.004, 0.003))
-    (run / confirmations.FILE).write_text(json.dumps({"partitions": [record]}))
+    part = confirmations.Partition(**record)
+    confirmations.Confirmations(0.15, 1.0, 10.0, (part,)).write(run)
     assert main(["explain", str(run)]) == 0
     assert "mlp/small, sgd: tie: cpu fp32 B=64 and cpu fp32 B=16 within" in capsys.readouterr().out
     assert main(["explain", str(run), "--margin", "0"]) == 0

@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
+import pytest
 
 from gpubench.report import search_speed_chart
 from gpubench.report.build import build_report
 from gpubench.report.explain import explain_runs
-from gpubench.report.search_record import parse
-from gpubench.tune.trajectory import RoundRecord, TrialRecord, TuneRecord, coverage
+from gpubench.store import confirmations, tune_record
+from gpubench.store.tune_record import RoundRecord, TrialRecord, TuneRecord
+from gpubench.tune.record import coverage
 from tests.report_fixture import cpu_gpu_runs
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -71,7 +73,7 @@ def test_the_answer_is_the_verdicts_own(tmp_path: Path) -> None:
 
 def test_each_trial_is_drawn_at_its_own_elapsed_second(tmp_path: Path) -> None:
     record = json.loads((DATA / "cnn-stopped" / "tune.json").read_text())
-    fig = search_speed_chart.figure(parse(record), "run")
+    fig = search_speed_chart.figure(tune_record.read(DATA / "cnn-stopped"), "run")
     xs = [x for line in fig.axes[0].lines if line.get_gid() == "trial" for x in line.get_xdata()]
     plt.close(fig)
     elapsed = [t["elapsed_s"] for t in record["trials"]]
@@ -122,10 +124,10 @@ def built_record() -> dict[str, Any]:
         finished=True,
         rounds_decided=2,
         coverage=coverage(4, 8, 1, 2),
-        rounds=rounds,
-        trials=trials,
+        rounds=tuple(rounds),
+        trials=tuple(trials),
     )
-    return record.to_dict()
+    return dict(json.loads(json.dumps(record.to_dict())))  # as the file holds it
 
 
 def test_what_was_pruned_when_and_where_the_time_went(tmp_path: Path) -> None:
@@ -146,16 +148,53 @@ def test_what_was_pruned_when_and_where_the_time_went(tmp_path: Path) -> None:
     assert "failed (oom): no figure" in text and text.count("measured in the last round") == 2
 
 
-def test_a_tune_json_with_only_trials_still_renders(tmp_path: Path) -> None:
+def test_a_tune_json_unlike_what_tune_writes_is_named_in_one_line(tmp_path: Path) -> None:
     cpu, _ = cpu_gpu_runs(tmp_path)
-    bare = [{"config": {"batch_size": b}, "samples_per_s": 100.0 * b} for b in (8, 16)]
-    bare.append({"elapsed_s": 3.0, "samples_per_s": 900.0})  # an end, no config, no outcome
-    (cpu / "tune.json").write_text(json.dumps({"trials": bare}))
-    page = build_report([cpu], tmp_path / "out").read_text()
-    text = " ".join(_search_text(page).split())
-    assert "How the search ended is not recorded." in text
-    assert "Coverage: 3 of ? configurations measured (counted from the trials)." in text
-    assert (tmp_path / "out" / "plots" / "search.png").read_bytes()[:8] == PNG
+    record = built_record()
+    record["trials"][2]["elapsed_s"] = "late"
+    (cpu / "tune.json").write_text(json.dumps(record))
+    page = unescape(build_report([cpu], tmp_path / "out").read_text())
+    assert "tune.json cannot be read" in page
+    assert 'trials[2].elapsed_s is "late", not a number' in page
+    with pytest.raises(tune_record.typed_json.RecordError, match=r"tune\.json is not a tune rec"):
+        tune_record.read(cpu)
+    del record["request"]
+    (cpu / "tune.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="request is missing"):
+        tune_record.read(cpu)
+
+
+def _holds(written: Any, disk: Any) -> bool:
+    """Whether `written` (a record as its writer writes it) holds all that `disk` does: an
+    older file lacks the fields added since, and a confirmation leaves out a null it need not
+    write."""
+    if isinstance(disk, dict):
+        return isinstance(written, dict) and all(_holds(written.get(k), v) for k, v in disk.items())
+    if isinstance(disk, list):
+        return (
+            isinstance(written, list)
+            and len(written) == len(disk)
+            and all(_holds(w, d) for w, d in zip(written, disk, strict=True))
+        )
+    return bool(written == disk)
+
+
+def test_every_published_tune_and_confirmation_record_loads_as_written() -> None:
+    root = Path(__file__).parent.parent / "results"
+    tunes = [p.parent for p in root.rglob(tune_record.FILE)]
+    confirmed = [p.parent for p in root.rglob(confirmations.FILE)]
+    assert tunes and confirmed
+    for run in [*tunes, DATA / "cnn-stopped"]:
+        record = tune_record.read(run)
+        written = json.loads(json.dumps(record.to_dict()))
+        assert _holds(written, json.loads((run / tune_record.FILE).read_text()))
+    for run in [*confirmed, DATA / "cnn-stopped"]:
+        found = confirmations.read(run)
+        assert found is not None and found.partitions
+        written = json.loads(json.dumps([p.to_dict() for p in found.partitions]))
+        disk = json.loads((run / confirmations.FILE).read_text())["partitions"]
+        assert _holds(written, [{k: v for k, v in d.items() if v is not None} for d in disk])
+        assert [set(w) - set(d) for w, d in zip(written, disk, strict=True)] == [set()] * len(disk)
 
 
 def test_the_target_search_says_its_best_so_far_answer_and_runs(tmp_path: Path) -> None:
@@ -212,3 +251,13 @@ def test_an_unreadable_tune_json_is_said_not_fatal(tmp_path: Path) -> None:
     (cpu / "tune.json").write_text("{not json")
     page = build_report([cpu], tmp_path / "out").read_text()
     assert "tune.json cannot be read" in page
+
+
+def test_a_trial_the_deadline_cut_is_drawn_as_cut(tmp_path: Path) -> None:
+    record = built_record()
+    record["trials"][5] |= {"outcome": "cut", "cut": True}
+    (tmp_path / "tune.json").write_text(json.dumps(record))
+    fig = search_speed_chart.figure(tune_record.read(tmp_path), "run")
+    labels = [line.get_label() for line in fig.axes[0].lines if line.get_gid() == "trial"]
+    plt.close(fig)
+    assert labels.count("cut by the deadline") == 1  # was "fate not recorded"

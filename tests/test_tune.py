@@ -14,10 +14,10 @@ from gpubench.cli import main
 from gpubench.cli.tune_args import duration
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point
+from gpubench.store import tune_record as T
 from gpubench.store.confirmations import FILE as CONFIRM_FILE
 from gpubench.tune import rows as tune_rows
 from gpubench.tune import space as tune_space
-from gpubench.tune import trajectory as T
 from gpubench.tune.search import ROUNDS, round_scale
 from gpubench.tune.tuner import round_budget
 

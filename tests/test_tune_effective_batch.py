@@ -16,8 +16,8 @@ import pytest
 from gpubench.cli import main
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Point
+from gpubench.store import tune_record as T
 from gpubench.tune import space as tune_space
-from gpubench.tune import trajectory as T
 from gpubench.tune.search import Config, Space, search
 
 EFFECTIVE = 1024

@@ -20,8 +20,7 @@ import pytest
 
 from gpubench.config.spec import Budget
 from gpubench.tune import trial
-from gpubench.tune.plan import Planner, TrialCost
-from gpubench.tune.reserve import Candidate, confirmation_s
+from gpubench.tune.plan import Candidate, Planner, TrialCost, confirmation_s
 from gpubench.tune.search import ROUNDS, Combo, Config, Cut, Space, Stop, search
 
 DATA = Path(__file__).parent / "data" / "tune" / "v3-costs"

@@ -14,8 +14,7 @@ from gpubench.config.spec import Budget
 from gpubench.run import confirm
 from gpubench.science import leaders
 from gpubench.tune import trial
-from gpubench.tune.plan import Planner, TrialCost
-from gpubench.tune.reserve import Candidate, confirmation_s
+from gpubench.tune.plan import Candidate, Planner, TrialCost, confirmation_s
 from gpubench.tune.search import Config
 
 DATA = Path(__file__).parent / "data" / "tune" / "v4-cnn"

@@ -179,7 +179,8 @@ def test_explain_json_gives_the_answer_a_script_can_compare(
     rows = _rows((BASE, 64 / 910), (b16, 16 / 895))
     run = write_run(tmp_path / "run", rows, env())
     ahead = [[900.0 + i for i in range(8)], [945.0 + i for i in range(8)]]
-    (run / confirmations.FILE).write_text(json.dumps({"partitions": [_record(rows, ahead)]}))
+    part = confirmations.Partition(**_record(rows, ahead))
+    confirmations.Confirmations(0.15, 1.0, 10.0, (part,)).write(run)
     assert main(["explain", str(run), "--json"]) == 0
     (answer,) = json.loads(capsys.readouterr().out)["verdicts"]
     assert answer["optimizer"] == "sgd" and answer["winner"]["batch_size"] == 16
@@ -188,6 +189,14 @@ def test_explain_json_gives_the_answer_a_script_can_compare(
     assert answer["bottleneck"]["kind"] and answer["levers"]
     (run / confirmations.FILE).write_text("{not json")
     assert main(["explain", str(run), "--json"]) == 2  # a corrupt record: one line, exit 2
+    whole = {"share": 0.15, "seconds": 1.0, "sweep_point_seconds": 10.0}
+    bad = _record(rows, ahead) | {"status": "maybe"}
+    (run / confirmations.FILE).write_text(json.dumps(whole | {"partitions": [bad]}))
+    capsys.readouterr()
+    assert main(["explain", str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "confirm.json is not a confirmation record: partitions[0]: status 'maybe'" in err
+    assert len(err.splitlines()) == 1
 
 
 TINY = """
@@ -246,7 +255,7 @@ def test_a_sweep_confirms_its_leaders_interleaved(
         assert not (out / confirmations.FILE).exists()
         assert "not re-measured (no confirmation in this run)" in printed
         return
-    (record,) = confirmations.read(out) or []
+    (record,) = confirmations.partitions(out) or []
     assert record["status"] == "confirmed"
     assert {c["batch_size"] for c in record["candidates"]} == {4, 8}
     assert all(len(x) >= leaders.MIN_ROUNDS for x in record["samples_per_s"])

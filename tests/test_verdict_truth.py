@@ -36,12 +36,12 @@ def test_one_configuration_left_to_compare_says_why_when_several_ran() -> None:
     ]
     # the pool is the one clean row: nothing to re-measure, and no runner is needed to say so
     record = confirm._confirm_partition([clean, *busy], None, None, None, 1.0, 1.0)  # type: ignore[arg-type]
-    assert record is not None and record["status"] == "not needed"
-    assert record["reason"] == (
+    assert record is not None and record.status == "not needed"
+    assert record.reason == (
         "one configuration to compare: 5 of the 6 that ran were contended (busy) and left out"
     )
     alone = confirm._confirm_partition([clean], None, None, None, 1.0, 1.0)  # type: ignore[arg-type]
-    assert alone is not None and alone["reason"] == "a single configuration ran"
+    assert alone is not None and alone.reason == "a single configuration ran"
 
 
 def test_a_setting_that_slows_the_step_is_not_a_lever() -> None:

@@ -16,7 +16,7 @@ from gpubench.config.errors import ConfigError
 from gpubench.probes.process_age import process_age_s
 from gpubench.run.interrupt import GracefulStop
 from gpubench.run.sweep import default_run_dir
-from gpubench.tune import trajectory as T
+from gpubench.store import tune_record as T
 from gpubench.tune.tuner import TuneRequest, tune
 
 

@@ -41,7 +41,7 @@ def run_verdicts(
     with each run's confirmation of its leaders (for a single run: several runs' rows compete
     together, and their leaders were never re-measured side by side); a lead of no more than
     `margin` (a share) is a tie."""
-    found = confirmations.read(runs[0].path) if len(runs) == 1 else None
+    found = confirmations.partitions(runs[0].path) if len(runs) == 1 else None
     rows = combine(runs) if frame is None else frame
     return verdicts(rows, cpu_energy_reason(runs), found, margin, command(runs))
 

@@ -7,18 +7,26 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from gpubench.report import html as H
 from gpubench.report import search_speed_chart as chart
 from gpubench.report import search_target
 from gpubench.report.figure import Chart, save
 from gpubench.report.runs import Run
-from gpubench.report.search_record import Round, SpeedSearch, Trial, parse, seconds, time_spent
+from gpubench.report.search_record import (
+    budget_s,
+    decided,
+    in_order,
+    label,
+    seconds,
+    start_s,
+    time_spent,
+)
 from gpubench.science.verdict import ModelVerdict
-from gpubench.store import wording
+from gpubench.store import tune_record, wording
+from gpubench.store.tune_record import RoundRecord, TrialRecord, TuneRecord
+from gpubench.store.typed_json import RecordError
 
-SPEED_FILE = "tune.json"
 TARGET_FILE = "tune_target.json"
 
 
@@ -32,45 +40,43 @@ def section(runs: Sequence[Run], plots_dir: Path, verdicts: Sequence[ModelVerdic
     parts: list[str] = []
     for i, r in enumerate(runs):
         suffix = "" if len(runs) == 1 else f"_{i + 1}"
-        for name in (SPEED_FILE, TARGET_FILE):
-            path = r.path / name
-            if not path.is_file():
-                continue
+        if (r.path / tune_record.FILE).is_file():
             try:
-                record = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as e:
-                parts.append(H.note(f"Run {r.name}: {name} cannot be read ({e})."))
-                continue
-            if not isinstance(record, dict) or not isinstance(record.get("trials"), list):
-                parts.append(H.note(f"Run {r.name}: {name} has no list of trials."))
-            elif name == SPEED_FILE:
-                parts.append(speed_section(r.name, record, plots_dir, f"search{suffix}.png", found))
+                speed = tune_record.read(r.path)
+            except RecordError as e:
+                parts.append(H.note(f"Run {r.name}: {tune_record.FILE} cannot be read ({e})."))
             else:
-                file = f"search_target{suffix}.png"
-                parts.append(search_target.section(r.name, record, plots_dir, file))
+                parts.append(speed_section(r.name, speed, plots_dir, f"search{suffix}.png", found))
+        path = r.path / TARGET_FILE
+        if not path.is_file():
+            continue
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            parts.append(H.note(f"Run {r.name}: {TARGET_FILE} cannot be read ({e})."))
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("trials"), list):
+            parts.append(H.note(f"Run {r.name}: {TARGET_FILE} has no list of trials."))
+        else:
+            file = f"search_target{suffix}.png"
+            parts.append(search_target.section(r.name, record, plots_dir, file))
     return "<h2>Search</h2>\n" + "\n".join(parts) if parts else ""
 
 
-def outcome(s: SpeedSearch) -> str:
+def outcome(s: TuneRecord) -> str:
     """Finished, stopped early and why, or neither said."""
-    planned = len(s.rounds) or None
-    decided = s.rounds_decided
-    if decided is None:
-        decided = sum(r.decided for r in s.rounds) if s.rounds else None
-    of = "" if decided is None else f"{decided} of {planned or '?'} rounds decided"
+    of = f"{s.rounds_decided} of {len(s.rounds)} rounds decided" if s.rounds else ""
     if s.finished:
         return f"Finished: the search ran all its rounds ({of or 'count not recorded'})."
     if s.stopped:
         return f"Stopped early: {s.stopped}" + (f"; {of}." if of else ".")
-    if s.finished is None and s.stopped is None and not s.rounds:
-        return "How the search ended is not recorded."
     return (
         "Not finished, and no reason recorded: the file was written while the search ran, or "
         "the search was cut off" + (f"; {of}." if of else ".")
     )
 
 
-def coverage(s: SpeedSearch) -> str:
+def coverage(s: TuneRecord) -> str:
     """Configurations measured of the space's, and setting combinations of the space's, as the
     file records them (else counted from the trials)."""
     c = s.coverage
@@ -91,18 +97,18 @@ def coverage(s: SpeedSearch) -> str:
     return text + "."
 
 
-def timing(s: SpeedSearch) -> str:
+def timing(s: TuneRecord) -> str:
     """The tune's wall time against its budget, and where it went: set-up before the first
     trial, the trials (compile's share), the gaps between them, what came after the last."""
     total = s.elapsed_s
-    head = time_spent(total, s.budget_s)
-    placed = s.placed
-    starts = [t.start_s for t in placed if t.start_s is not None]
+    head = time_spent(total, budget_s(s))
+    placed = in_order(s)
+    starts = [x for x in map(start_s, placed) if x is not None]
     if not placed or not starts:
         return head + "."
-    took = [t.took_s for t in placed if t.took_s is not None]
-    compiled = sum(t.compile_s or 0.0 for t in placed)
-    first, last = starts[0], placed[-1].end_s or 0.0
+    took = [t.point_time_s for t in placed if t.point_time_s is not None]
+    compiled = sum(t.compile_time_s or 0.0 for t in placed)
+    first, last = starts[0], placed[-1].elapsed_s
     parts = [f"{seconds(first)} of set-up before the first trial (start-up, max-batch search)"]
     trials = f"{len(placed)} trials took {seconds(sum(took))}"
     if compiled > 0:
@@ -111,14 +117,14 @@ def timing(s: SpeedSearch) -> str:
     between = last - first - sum(took)
     if between > 0:
         parts.append(f"{seconds(between)} between them")
-    if total is not None and total >= last:
+    if total >= last:
         status = (s.verdict or {}).get("confirmation_status")
         what = "the confirmation" + (f", {status}" if status and status != "confirmed" else "")
         parts.append(f"{seconds(total - last)} after the last trial ({what})")
     return f"{head}: " + ", ".join(parts) + "."
 
 
-def rounds_best(s: SpeedSearch) -> str | None:
+def rounds_best(s: TuneRecord) -> str | None:
     """The rounds' highest single figure, which is not the answer (one measurement each)."""
     best = s.best
     if not best or best.get("samples_per_s") is None:
@@ -126,12 +132,12 @@ def rounds_best(s: SpeedSearch) -> str | None:
     at = f", round {best['round']}" if best.get("round") is not None else ""
     return (
         f"Rounds' best: {wording.cell(best.get('samples_per_s'), ',.0f')} samples/s, "
-        f"{s.label(best.get('config'))}{at}: a single measurement, not the answer (the "
+        f"{label(s, best.get('config'))}{at}: a single measurement, not the answer (the "
         "confirmation re-measures the leaders side by side)."
     )
 
 
-def matching(s: SpeedSearch, found: list[ModelVerdict]) -> ModelVerdict | None:
+def matching(s: TuneRecord, found: list[ModelVerdict]) -> ModelVerdict | None:
     """The one verdict of the report's whose partition is this search's (model, size,
     optimizer), or None where none or several are."""
     request = s.request
@@ -142,16 +148,12 @@ def matching(s: SpeedSearch, found: list[ModelVerdict]) -> ModelVerdict | None:
     return hits[0] if len(hits) == 1 else None
 
 
-def answer(s: SpeedSearch, verdict: ModelVerdict | None) -> str:
+def answer(s: TuneRecord, verdict: ModelVerdict | None) -> str:
     """The answer where it is recorded, never at odds with the report's verdict: the verdict's
-    own headline where the report has one for this search; else the file's `answer`; else the
-    tune's record of its confirmation's verdict; else that none was named."""
+    own headline where the report has one for this search; else the tune's record of its
+    confirmation's verdict; else that none was named."""
     if verdict is not None:
         return f"Answer, as the verdict above names it: {verdict.headline()}."
-    a = s.answer
-    if a:
-        text = a.get("describe") or a.get("label") or s.label(a.get("config"))
-        return f"Answer, as the search recorded it: {text}."
     v = s.verdict
     if v and (v.get("headline") or v.get("leader")):
         how = f" ({v['confirmation_status']})" if v.get("confirmation_status") else ""
@@ -160,19 +162,19 @@ def answer(s: SpeedSearch, verdict: ModelVerdict | None) -> str:
     return "The search named no answer: no confirmation is recorded."
 
 
-def _round_state(r: Round) -> str:
+def _round_state(r: RoundRecord) -> str:
     if not r.measured:
         return "not reached"
-    if r.decided:
+    if decided(r):
         return f"decided at {seconds(r.ended_at_s)}"
     return "not decided: the search stopped"
 
 
-def rounds_table(s: SpeedSearch) -> str:
+def rounds_table(s: TuneRecord) -> str:
     """A row per round: its measuring limit, what it measured, what became of it, and when."""
     rows = [
         [
-            H.cell(r.number, "d"),
+            H.cell(r.round, "d"),
             (seconds(r.budget_s) if r.budget_s is not None else "fixed steps", r.budget_s),
             *(H.cell(n, "d") for n in (r.measured, r.kept, r.pruned, r.failed, r.final, r.open)),
             _round_state(r),
@@ -183,7 +185,7 @@ def rounds_table(s: SpeedSearch) -> str:
     return H.table([*heads, "final", "open", "state"], rows)
 
 
-def _fate(t: Trial, rounds: dict[int, Round]) -> str:
+def _fate(t: TrialRecord, rounds: dict[int, RoundRecord]) -> str:
     r = rounds.get(t.round)
     if t.outcome == "pruned":
         when = f" at {seconds(r.ended_at_s)}" if r and r.ended_at_s is not None else ""
@@ -199,19 +201,19 @@ def _fate(t: Trial, rounds: dict[int, Round]) -> str:
     return t.outcome or t.status
 
 
-def trials_table(s: SpeedSearch) -> str:
+def trials_table(s: TuneRecord) -> str:
     """A row per trial, by the order it ran: what it measured, its fate, when and at what cost."""
-    rounds = {r.number: r for r in s.rounds}
+    rounds = {r.round: r for r in s.rounds}
     rows = [
         [
             H.cell(t.number, "d"),
             H.cell(t.round, "d"),
-            s.label(t.config),
+            label(s, t.config),
             H.cell(t.samples_per_s, ",.1f"),
             _fate(t, rounds),
-            H.cell(t.end_s, ",.1f"),
-            H.cell(t.took_s, ",.1f"),
-            H.cell(t.compile_s, ",.1f"),
+            H.cell(t.elapsed_s, ",.1f"),
+            H.cell(t.point_time_s, ",.1f"),
+            H.cell(t.compile_time_s, ",.1f"),
         ]
         for t in sorted(s.trials, key=lambda t: t.number)
     ]
@@ -220,13 +222,13 @@ def trials_table(s: SpeedSearch) -> str:
 
 
 def speed_section(
-    name: str, record: dict[str, Any], plots_dir: Path, file: str, found: list[ModelVerdict]
+    name: str, s: TuneRecord, plots_dir: Path, file: str, found: list[ModelVerdict]
 ) -> str:
     """The speed search's part of the section: its words, chart, rounds and trials. `found`
     are the report's verdicts where they belong to this run alone ([] otherwise)."""
-    s = parse(record)
     words = [outcome(s), coverage(s), timing(s), rounds_best(s), answer(s, matching(s, found))]
-    title = f"Search: {s.model or 'model not recorded'} on {s.device or '?'}"
+    model = "/".join(str(s.request[k]) for k in ("model", "size") if s.request.get(k))
+    title = f"Search: {model or 'model not recorded'} on {s.request.get('device') or '?'}"
     fig = chart.figure(s, f"run {name}")
     save(fig, plots_dir, file, title, keys=chart.keys())
     caption = (

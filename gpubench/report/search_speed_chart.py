@@ -8,7 +8,8 @@ from typing import Any
 from matplotlib.figure import Figure as MplFigure
 
 from gpubench.report.figure import empty_panel, palette, panels
-from gpubench.report.search_record import SpeedSearch, best_so_far
+from gpubench.report.search_record import best_so_far, budget_s, decided, in_order, start_s
+from gpubench.store.tune_record import TuneRecord
 
 # A trial's fate as a marker: keyed once in grey in the legend (figure.save's keys).
 FATES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -17,7 +18,7 @@ FATES: dict[str, tuple[str, dict[str, Any]]] = {
     "final": ("measured in the last round", {"marker": "*", "markersize": 10}),
     "open": ("round never decided", {"marker": "o", "markerfacecolor": "none"}),
     "failed": ("failed: no figure (drawn at 0)", {"marker": "v"}),
-    "": ("fate not recorded", {"marker": "D", "markersize": 5}),
+    "cut": ("cut by the deadline", {"marker": "D", "markersize": 5}),
 }
 DECIDED = "round decided"
 BUDGET = "budget"
@@ -33,16 +34,16 @@ def keys() -> dict[str, dict[str, Any]]:
     return out
 
 
-def figure(s: SpeedSearch, title: str) -> MplFigure:
+def figure(s: TuneRecord, title: str) -> MplFigure:
     """The chart of search `s` (unsaved: figure.save gives it its title and legend)."""
     fig, axes = panels([title])
     fig.set_size_inches(WIDTH_IN, HEIGHT_IN)
     ax = axes[0][0]
-    placed = s.placed
+    placed = in_order(s)
     if not any(t.samples_per_s is not None for t in placed):
         empty_panel(ax, "no trial measured a throughput")
         return fig
-    numbers = sorted({t.round for t in placed} | {r.number for r in s.rounds})
+    numbers = sorted({t.round for t in placed} | {r.round for r in s.rounds})
     colors = palette(f"round {k}" for k in numbers)
     top = max(t.samples_per_s or 0.0 for t in placed)
     reached = {t.round for t in placed}
@@ -50,19 +51,19 @@ def figure(s: SpeedSearch, title: str) -> MplFigure:
         name = f"round {k}" + ("" if k in reached else " (not reached)")
         ax.plot([], [], "s", color=colors[f"round {k}"], label=name)
     for t in placed:
-        assert t.end_s is not None  # placed: every one has its end
         color = colors[f"round {t.round}"]
         y = 0.0 if t.samples_per_s is None else t.samples_per_s
-        label, style = FATES.get(t.outcome, FATES[""])
+        label, style = FATES[t.outcome]
         face, size = style.get("markerfacecolor", color), 9 if style["marker"] == "*" else 6
-        mark(ax, t.start_s, t.end_s, y, color, style["marker"], label, face=face, size=size)
+        mark(ax, start_s(t), t.elapsed_s, y, color, style["marker"], label, face=face, size=size)
     best = best_so_far(placed)
-    xs = [t.end_s or 0.0 for t, b in zip(placed, best, strict=True) if b is not None]
+    xs = [t.elapsed_s for t, b in zip(placed, best, strict=True) if b is not None]
     ys = [b for b in best if b is not None]
     ax.step(xs, ys, where="post", color="black", linewidth=1.6, label="best samples/s so far")
-    end = max(x for x in (s.elapsed_s, placed[-1].end_s) if x is not None)
-    if s.budget_s is not None and s.budget_s <= FAR * end:  # else the search would be a sliver
-        end = max(end, s.budget_s)
+    end = max(s.elapsed_s, placed[-1].elapsed_s)
+    budget = budget_s(s)
+    if budget is not None and budget <= FAR * end:  # else the search would be a sliver
+        end = max(end, budget)
     ax.set_xlim(0, end * 1.02)
     _phases(ax, s, end)
     failed = any(t.samples_per_s is None for t in placed)
@@ -93,13 +94,13 @@ def mark(
     ax.plot([end], [y], linestyle="none", color=color, label=label, zorder=3, **style)
 
 
-def _phases(ax: Any, s: SpeedSearch, end: float) -> None:
+def _phases(ax: Any, s: TuneRecord, end: float) -> None:
     """Round decisions, the set-up and after-the-last-trial spans, and the budget (named at the
     right edge where it lies far beyond the view's `end`)."""
-    placed = s.placed
+    placed = in_order(s)
     labelled: float | None = None
     for r in s.rounds:
-        if r.decided and r.ended_at_s is not None:
+        if decided(r) and r.ended_at_s is not None:
             ax.axvline(r.ended_at_s, color="grey", linestyle=":", linewidth=1, label=DECIDED)
             if labelled is not None and r.ended_at_s - labelled < LABEL_GAP * end:
                 continue  # its label would print over the last one's
@@ -107,7 +108,7 @@ def _phases(ax: Any, s: SpeedSearch, end: float) -> None:
             ax.text(
                 r.ended_at_s,
                 0.98,
-                f" round {r.number} decided",
+                f" round {r.round} decided",
                 transform=ax.get_xaxis_transform(),
                 rotation=90,
                 ha="right",
@@ -115,19 +116,20 @@ def _phases(ax: Any, s: SpeedSearch, end: float) -> None:
                 fontsize=8,
                 color="dimgrey",
             )
-    first = placed[0].start_s
+    first = start_s(placed[0])
     if first is not None and first > 0:
         ax.axvspan(0, first, color="0.88", zorder=0, label="set-up before the first trial")
-    last = placed[-1].end_s
-    if s.elapsed_s is not None and last is not None and s.elapsed_s > last:
+    last = placed[-1].elapsed_s
+    if s.elapsed_s > last:
         ax.axvspan(last, s.elapsed_s, color="#dbe8f7", zorder=0, label="after the last trial")
-    if s.budget_s is not None and s.budget_s <= end:
-        ax.axvline(s.budget_s, color="red", linestyle="--", linewidth=1.2, label=BUDGET)
-    elif s.budget_s is not None:
+    budget = budget_s(s)
+    if budget is not None and budget <= end:
+        ax.axvline(budget, color="red", linestyle="--", linewidth=1.2, label=BUDGET)
+    elif budget is not None:
         ax.text(
             0.995,
             0.5,
-            f"budget {s.budget_s:,.0f} s, beyond this edge",
+            f"budget {budget:,.0f} s, beyond this edge",
             transform=ax.transAxes,
             rotation=90,
             ha="right",

@@ -18,6 +18,7 @@ nothing. What it took is recorded.
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,7 @@ from gpubench.harness.interleave import Rounds
 from gpubench.run.worker import Call, WorkerError, WorkerRunner
 from gpubench.science import leaders, standing
 from gpubench.science.partition import FIXED, partition_key
-from gpubench.store.confirmations import FILE
-from gpubench.store.results import ResultStore
+from gpubench.store.confirmations import Confirmations, Partition
 
 SHARE = 0.15  # of the partition's measuring time
 WINDOW_S = 0.1  # seconds of steps per window
@@ -46,7 +46,7 @@ def confirm(
     max_memory: int | None = None,
     timeout_s: float | None = TIMEOUT_S,
     runner: WorkerRunner | None = None,
-) -> dict[str, Any]:
+) -> Confirmations:
     """Confirm the lead of every partition of `rows` (a speed sweep's), write confirm.json in
     `run_dir` and return what it holds: per partition its candidates, rounds, decision (or why
     there is none), and the seconds it took. The rounds run in `runner`'s worker (the sweep's,
@@ -71,20 +71,15 @@ def confirm(
             spent = time.perf_counter()
             record = _confirm_partition(group, runner, max_memory, timeout_s, share, left)
             # the rounds' cost: the set-up (compiling above all) is outside the budget
-            setup_s = float((record or {}).get("setup_s") or 0.0)
+            setup_s = (record.setup_s if record is not None else None) or 0.0
             left -= max(time.perf_counter() - spent - setup_s, 0.0)
             if record is not None:
                 records.append(record)
     finally:
         if own:
             runner.close()
-    out = {
-        "share": SHARE,
-        "seconds": time.perf_counter() - started,
-        "sweep_point_seconds": measured,
-        "partitions": records,
-    }
-    ResultStore(run_dir).write_json(FILE, out)
+    out = Confirmations(SHARE, time.perf_counter() - started, measured, tuple(records))
+    out.write(run_dir)
     return out
 
 
@@ -110,43 +105,44 @@ def _confirm_partition(
     timeout_s: float | None,
     share_s: float,
     left_s: float,
-) -> dict[str, Any] | None:
+) -> Partition | None:
     """Re-measure one partition's candidates within `share_s` seconds, or within what is
     `left_s` of the sweep's budget where its leader and runner-up need more than the share."""
     pool = standing.pool(rows)
     if not pool:
         return None
     chosen = leaders.candidates(pool)
-    record: dict[str, Any] = {
-        "fixed": {k: pool[0].get(k) for k in FIXED},
-        "candidates": [Point.of(r).to_dict() for r in chosen],
-        "decision": None,
-    }
+    fixed = {k: pool[0].get(k) for k in FIXED}
+    record = functools.partial(
+        Partition, fixed=fixed, candidates=[Point.of(r).to_dict() for r in chosen]
+    )
     if len(chosen) < 2:
-        return record | {"status": "not needed", "reason": standing.alone(rows)}
+        return record(status="not needed", reason=standing.alone(rows))
     parallel = [r for r in chosen if str(r.get("parallel") or "none") != "none"]
     if parallel:
-        return record | {
-            "status": "skipped",
-            "reason": "parallel points are not re-measured interleaved (one process each)",
-        }
+        why = "parallel points are not re-measured interleaved (one process each)"
+        return record(status="skipped", reason=why)
     budget_s = share_s
     fits = leaders.affordable(chosen, budget_s)
     if not fits and leaders.cost_s(chosen[:2]) <= left_s:
         budget_s = leaders.cost_s(chosen[:2])
         fits = chosen[:2]
     if not fits:
-        return record | {
-            "status": "skipped",
-            "budget_s": budget_s,
-            "reason": f"{leaders.MIN_ROUNDS} interleaved rounds of the leader and the runner-up "
+        return record(
+            status="skipped",
+            budget_s=budget_s,
+            reason=f"{leaders.MIN_ROUNDS} interleaved rounds of the leader and the runner-up "
             f"take about {leaders.cost_s(chosen[:2]):.3g} s, over the {max(left_s, 0):.3g} s "
             f"left of the sweep's budget ({SHARE:.0%} of the time its points took)",
-        }
+        )
     points = [Point.of(r) for r in fits]
-    record["candidates"] = [p.to_dict() for p in points]
-    # the others could be the fastest too: the verdict ties them with the leader, unmeasured
-    record["unmeasured"] = [Point.of(r).to_dict() for r in chosen[len(fits) :]]
+    record = functools.partial(
+        Partition,
+        fixed=fixed,
+        candidates=[p.to_dict() for p in points],
+        # the others could be the fastest too: the verdict ties them with the leader, unmeasured
+        unmeasured=[Point.of(r).to_dict() for r in chosen[len(fits) :]],
+    )
     # the sweep's peaks say whether the candidates fit the device together (issue 28)
     peaks = [r.get("torch_peak_reserved_bytes") for r in fits]
     call = Call(
@@ -159,40 +155,35 @@ def _confirm_partition(
     try:
         rounds = runner.call(call, timeout_s)
     except WorkerError as e:
-        return record | {
-            "status": "failed",
-            "reason": f"the re-measurement failed: {e}",
-            "traceback": e.traceback,
-            "seconds": time.perf_counter() - started,
-        }
+        return record(
+            status="failed",
+            reason=f"the re-measurement failed: {e}",
+            traceback=e.traceback,
+            seconds=time.perf_counter() - started,
+        )
+    measured = functools.partial(
+        record,
+        budget_s=budget_s,
+        seconds=time.perf_counter() - started,
+        setup_s=rounds.setup_s,
+        first_step_s=rounds.first_step_s,
+        resident=_resident(rounds),
+        samples_per_s=rounds.samples_per_s,
+    )
     done = min(len(x) for x in rounds.samples_per_s)
     if done < leaders.MIN_ROUNDS:
-        return record | {
-            "status": "cut short",
-            "reason": f"the machine slowed: {done} of {leaders.MIN_ROUNDS} rounds in "
+        return measured(
+            status="cut short",
+            reason=f"the machine slowed: {done} of {leaders.MIN_ROUNDS} rounds in "
             f"{DEADLINE:g}x the {budget_s:.3g} s budget",
-            "budget_s": budget_s,
-            "seconds": time.perf_counter() - started,
-            "setup_s": rounds.setup_s,
-            "first_step_s": rounds.first_step_s,
-            "resident": _resident(rounds),
-            "samples_per_s": rounds.samples_per_s,
-        }
-    decision = leaders.decide(rounds.samples_per_s)
-    return record | {
-        "status": "confirmed",
-        "reason": None,
-        "budget_s": budget_s,
-        "seconds": time.perf_counter() - started,
-        "setup_s": rounds.setup_s,
-        "first_step_s": rounds.first_step_s,
-        "resident": _resident(rounds),
-        "window_steps": rounds.window_steps,
-        "samples_per_s": rounds.samples_per_s,
-        "other_load_cores": rounds.other_load_cores,
-        "busy": rounds.busy,
-        "decision": decision.to_dict(),
-    }
+        )
+    return measured(
+        status="confirmed",
+        window_steps=rounds.window_steps,
+        other_load_cores=rounds.other_load_cores,
+        busy=rounds.busy,
+        decision=leaders.decide(rounds.samples_per_s).to_dict(),
+    )
 
 
 def _resident(rounds: Rounds) -> str:

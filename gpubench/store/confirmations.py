@@ -1,25 +1,98 @@
-"""A run folder's confirm.json: the verdict's interleaved re-measurement of its leaders
-(written by run.confirm, read by the verdict)."""
+"""A run folder's confirm.json: the verdict's interleaved re-measurement of its leaders, with its
+writer (run.confirm) and reader (the verdict: report.explain, tune.acceptance).
+
+```
+{"share": of the sweep's point seconds, "seconds": the whole confirmation,
+ "sweep_point_seconds": what the sweep's points took, "partitions": [Partition...]}
+```
+"""
 
 from __future__ import annotations
 
-import json
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpubench.store import typed_json
+from gpubench.store.results import ResultStore
+
 FILE = "confirm.json"
+STATUSES = ("confirmed", "cut short", "failed", "skipped", "not needed")
+# written whatever the status (null where it has none); every other field only where it has one
+_ALWAYS = ("fixed", "candidates", "decision", "status", "reason")
 
 
-def read(run_dir: str | Path) -> list[dict[str, Any]] | None:
-    """The partitions' records of `run_dir`'s confirm.json; None where it has none."""
+@dataclass(frozen=True, kw_only=True)
+class Partition:
+    """One partition's confirmation (run.confirm).
+
+    - fixed: the partition's fixed fields; candidates: the points re-measured (Point.to_dict),
+      unmeasured: the others the verdict ties with the leader unmeasured
+    - status: one of STATUSES; reason: why it is not confirmed (null: it is); decision:
+      science.leaders' decision over the rounds (null: none)
+    - budget_s: the rounds' budget; seconds: what the re-measurement took, setup_s of it the
+      building, compiling and warming (outside the budget); first_step_s: each candidate's
+      first step; resident: "together" or "one at a time"
+    - samples_per_s[c][r]: candidate c's figure in round r; window_steps[c]: the steps of its
+      first window; other_load_cores, busy: the machine's other load over the rounds
+    - traceback: where the re-measurement failed
+    """
+
+    fixed: dict[str, Any]
+    candidates: list[dict[str, Any]]
+    decision: dict[str, Any] | None = None
+    unmeasured: list[dict[str, Any]] | None = None
+    status: str
+    reason: str | None = None
+    budget_s: float | None = None
+    seconds: float | None = None
+    setup_s: float | None = None
+    first_step_s: list[float] | None = None
+    resident: str | None = None
+    window_steps: list[int] | None = None
+    samples_per_s: list[list[float]] | None = None
+    other_load_cores: float | None = None
+    busy: bool | None = None
+    traceback: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status {self.status!r} is none of {', '.join(STATUSES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The partition as confirm.json holds it, and as the verdict reads it."""
+        out = dataclasses.asdict(self)
+        return {k: v for k, v in out.items() if k in _ALWAYS or v is not None}
+
+
+@dataclass(frozen=True)
+class Confirmations:
+    """The whole of confirm.json: its budget's `share` of the sweep's `sweep_point_seconds`,
+    the `seconds` it took, and each partition's confirmation."""
+
+    share: float
+    seconds: float
+    sweep_point_seconds: float
+    partitions: tuple[Partition, ...]
+
+    def write(self, run_dir: Path) -> Path:
+        """confirm.json in `run_dir`, written whole and durably."""
+        data = {**dataclasses.asdict(self), "partitions": [p.to_dict() for p in self.partitions]}
+        return ResultStore(run_dir).write_json(FILE, data)
+
+
+def read(run_dir: str | Path) -> Confirmations | None:
+    """`run_dir`'s confirm.json (None where it has none); typed_json.RecordError (one line: the
+    file and what is wrong) where it is not what run.confirm writes."""
     path = Path(run_dir) / FILE
     if not path.is_file():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return list(data["partitions"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(
-            f"{path} is not a confirmation record ({e}); delete it, and the verdict goes by "
-            "the rows' intervals"
-        ) from None
+    return typed_json.read(path, Confirmations, "a confirmation record")
+
+
+def partitions(run_dir: str | Path) -> list[dict[str, Any]] | None:
+    """The partitions of `run_dir`'s confirm.json as the verdict reads them (science.standing
+    takes them as the file's objects); None where it has none."""
+    found = read(run_dir)
+    return None if found is None else [p.to_dict() for p in found.partitions]

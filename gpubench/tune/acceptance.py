@@ -168,7 +168,7 @@ def _in_rounds(
 
 def partitions(run_dir: Path) -> dict[tuple[Any, ...], tuple[list[dict[str, Any]], Any]]:
     """A speed run folder's rows per partition, each with its confirmation record (or None)."""
-    found = {partition_key(c["fixed"]): c for c in confirmations.read(run_dir) or []}
+    found = {partition_key(c["fixed"]): c for c in confirmations.partitions(run_dir) or []}
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in read_rows(run_dir):
         groups.setdefault(partition_key(r), []).append(r)

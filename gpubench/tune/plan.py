@@ -32,14 +32,55 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpubench.harness.interleave import WARMUP_SHARE
 from gpubench.run import confirm
 from gpubench.science import leaders
-from gpubench.tune.reserve import Candidate, confirmation_s
 from gpubench.tune.search import CLIMB_TRIALS, ETA, FINALISTS, ROUNDS, Combo, Space
 
 # A round's measuring time is never cut below this share of its default: shorter, its figures
 # are too noisy to rank by (round 0's default is already 1/ETA^2 of a sweep's).
 MIN_SCALE = 1 / ETA
+
+
+# What the confirmation (run.confirm over harness.interleave) will take after a search, from
+# what the search measured: its likely candidates' step times, warm-ups and set-up (a repeated
+# trial's fixed cost: a worker, the build, a first step whose compile the cache holds), and the
+# rounds its budget buys, counted as run.confirm and harness.interleave count them.
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration the confirmation is expected to re-measure: its median step time, its
+    warm-up (seconds after the first step, as its trial measured it; inf where its trial's
+    limit ended it unsteady: the confirmation's own limit ends it) and its set-up (the fixed
+    cost of measuring it again)."""
+
+    step_s: float
+    warmup_s: float
+    setup_s: float
+
+
+def confirmation_s(candidates: Sequence[Candidate], point_s: float) -> float:
+    """Seconds the confirmation of `candidates` takes after points that took `point_s` seconds
+    in all: the set-up (each candidate's, its warm-up up to interleave's share of the budget)
+    and the interleaved rounds, as many as the budget (run.confirm.SHARE of `point_s`) buys,
+    at least leaders.MIN_ROUNDS of one-step windows, at most confirm.MAX_ROUNDS, none begun
+    after confirm.DEADLINE times the budget. 0 with fewer than two candidates (not needed)."""
+    if len(candidates) < 2:
+        return 0.0
+    k = len(candidates)
+    budget = max(confirm.SHARE * point_s, confirm.MIN_BUDGET_S)
+    warm = sum(min(c.warmup_s, WARMUP_SHARE * budget / k) for c in candidates)
+    setup = sum(c.setup_s for c in candidates) + warm
+    switch = sum(c.step_s for c in candidates)  # each window's untimed first step
+    fit = int(budget / (confirm.WINDOW_S * k + switch)) if switch > 0 else confirm.MAX_ROUNDS
+    rounds = min(max(fit, leaders.MIN_ROUNDS), confirm.MAX_ROUNDS)
+    window = confirm.WINDOW_S
+    if fit < leaders.MIN_ROUNDS:
+        window = max(budget / leaders.MIN_ROUNDS - switch, 0.0) / k
+    per_round = sum(max(window, c.step_s) for c in candidates) + switch
+    # no round starts after DEADLINE x the budget: at most one round past it
+    return setup + min(rounds * per_round, confirm.DEADLINE * budget + per_round)
 
 
 @dataclass(frozen=True)
@@ -58,7 +99,7 @@ class TrialCost:
     scale: float = 1.0
     limit_s: float = float("inf")
     batch_size: int = 0  # the configuration's batch (0: not told)
-    # what the confirmation will weigh (gpubench.tune.reserve): the row's median step time,
+    # what the confirmation will weigh (confirmation_s): the row's median step time,
     # samples/s (None: no figure), warm-up after the compile, and the point's own seconds
     step_time_s: float = 0.0
     samples_per_s: float | None = None
@@ -87,7 +128,7 @@ class Planner:
     since the tune began). `measuring_s[r]`: round r's default measuring seconds per trial (an
     upper bound: warm-up and measuring limits), until trials show what it takes.
     The confirmation's reserve is what it is planned to take (`reserve_s`, from its likely
-    candidates' measured costs, gpubench.tune.reserve); `confirm_share` is its budget's share of
+    candidates' measured costs, confirmation_s); `confirm_share` is its budget's share of
     the points' seconds (run.confirm.SHARE).
     `own_fixed_s`: tune's own fixed costs (start-up, max-batch, environment capture) when the
     search began, the yard stick of measuring everything."""
@@ -256,7 +297,7 @@ class Planner:
 
     def reserve_s(self, more_point_s: float = 0.0) -> float:
         """Seconds the confirmation is planned to take after the points measured so far and
-        `more_point_s` seconds of points still to come (gpubench.tune.reserve), from the
+        `more_point_s` seconds of points still to come (confirmation_s), from the
         measured costs of its likely candidates (it runs in the trials' worker: no worker
         starts for it); before two configurations ran, FINALISTS candidates each set up at
         `prior_fixed_s` (max-batch's probes)."""
@@ -390,7 +431,7 @@ class Planner:
         return self.rounds[-1].scale if self.rounds else 1.0
 
     def to_dict(self) -> dict[str, Any]:
-        """The plan as tune.json's `plan` (see gpubench.tune.trajectory)."""
+        """The plan as tune.json's `plan` (see gpubench.store.tune_record)."""
         return {
             "measure_all": self.measure_all_why is not None,
             "measure_all_why": self.measure_all_why,

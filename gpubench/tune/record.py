@@ -1,4 +1,4 @@
-"""tune.json's record (gpubench.tune.trajectory) from the search's trials: each trial's figures,
+"""tune.json's record (gpubench.store.tune_record) from the search's trials: each trial's figures,
 costs and outcome, the rounds, the coverage, the best and the one-off compile costs.
 
 A trial row here is a measurement's result row with the tune's own fields beside it:
@@ -8,11 +8,12 @@ under) and `_cut`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any
 
-from gpubench.tune import trajectory as T
+from gpubench.store import tune_record as T
 from gpubench.tune.plan import Planner
 from gpubench.tune.search import ROUNDS, Outcome
 from gpubench.tune.space import TuneSpace
@@ -31,7 +32,7 @@ def trials(trial_rows: list[dict[str, Any]], outcome: Outcome | None) -> list[T.
         }
         for r in trial_rows
     ]
-    best = T.with_best_so_far(plain)
+    best = with_best_so_far(plain)
     out = []
     for n, r in enumerate(trial_rows):
         limit = r.get("_budget_s")
@@ -59,47 +60,57 @@ def trials(trial_rows: list[dict[str, Any]], outcome: Outcome | None) -> list[T.
     return out
 
 
-def fill(
+def filled(
     record: T.TuneRecord,
     outcome: Outcome,
     trial_rows: list[dict[str, Any]],
     budget_s: float | None,
     space: TuneSpace,
     planner: Planner,
-) -> None:
-    """The search's outcome into `record`: trials settled, rounds, coverage, best, one-offs,
-    the plan."""
-    record.trials = trials(trial_rows, outcome)
-    record.rounds_decided = outcome.rounds_decided
-    record.finished = outcome.rounds_decided == ROUNDS
-    record.plan = planner.to_dict()
+) -> T.TuneRecord:
+    """`record` with the search's outcome: trials settled, rounds, coverage, best, one-offs,
+    the plan (with the combos the search dropped)."""
+    settled = trials(trial_rows, outcome)
+    stopped = record.stopped
     if outcome.stopped_in_round is not None:
-        record.stopped = (
+        stopped = (
             f"budget: {budget_s:g} s reached in round {outcome.stopped_in_round} "
             f"(the rest kept for the confirmation)"
             if budget_s is not None
             else f"stopped in round {outcome.stopped_in_round}"
         )
-    configs = {json.dumps(t.config, sort_keys=True) for t in record.trials}
-    combos = {json.dumps(combo_of(t.config), sort_keys=True) for t in record.trials}
-    record.coverage = T.coverage(len(configs), space.space.size, len(combos), len(space.combos))
+    configs = {json.dumps(t.config, sort_keys=True) for t in settled}
+    combos = {json.dumps(combo_of(t.config), sort_keys=True) for t in settled}
+    best = record.best
     if outcome.best is not None:
         deepest = max(
             t.round for t in outcome.trials if t.config == outcome.best and t.outcome != "cut"
         )
-        record.best = {
+        best = {
             "config": outcome.best.settings(),
             "samples_per_s": outcome.best_samples_per_s,
             "round": deepest,
         }
+    one_off: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for t in record.trials:
+    for t in settled:
         combo = combo_of(t.config)
         key = json.dumps(combo, sort_keys=True)
         if t.compile_time_s is not None and key not in seen:
             seen.add(key)
-            record.one_off.append({"combo": combo, "compile_time_s": t.compile_time_s})
-    record.rounds = rounds(record.trials, planner)
+            one_off.append({"combo": combo, "compile_time_s": t.compile_time_s})
+    return dataclasses.replace(
+        record,
+        trials=tuple(settled),
+        rounds_decided=outcome.rounds_decided,
+        finished=outcome.rounds_decided == ROUNDS,
+        plan={**planner.to_dict(), "dropped": list(outcome.dropped.values())},
+        stopped=stopped,
+        coverage=coverage(len(configs), space.space.size, len(combos), len(space.combos)),
+        best=best,
+        one_off=(*record.one_off, *one_off),
+        rounds=tuple(rounds(settled, planner)),
+    )
 
 
 def combo_of(config: dict[str, Any]) -> dict[str, Any]:
@@ -126,4 +137,29 @@ def rounds(trials: list[T.TrialRecord], planner: Planner) -> list[T.RoundRecord]
                 **count,
             )
         )
+    return out
+
+
+def coverage(
+    configs_measured: int, space_size: int, combos_measured: int, combos: int
+) -> dict[str, Any]:
+    """The configurations and combos measured at any round, of the space's."""
+    return {
+        "configurations_measured": configs_measured,
+        "space_size": space_size,
+        "fraction": configs_measured / space_size if space_size else 0.0,
+        "combos_measured": combos_measured,
+        "combos": combos,
+    }
+
+
+def with_best_so_far(trials: list[dict[str, Any]]) -> list[tuple[float | None, Any]]:
+    """The running maximum of the trials' samples/s (null until one ran), with its config."""
+    best: tuple[float | None, Any] = (None, None)
+    out = []
+    for t in trials:
+        sps = t.get("samples_per_s")
+        if sps is not None and (best[0] is None or sps > best[0]):
+            best = (sps, t.get("config"))
+        out.append(best)
     return out

@@ -28,10 +28,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from gpubench.science.leaders import MARGIN
-from gpubench.tune.pacing import Combo, Config, Cut, Pacer, Space, Stop
 
 ETA = 3  # each round measures ETA times longer than the one before and keeps 1/ETA
 ROUNDS = 3
@@ -41,7 +40,86 @@ FINALISTS = 2  # the fewest configurations the last round measures (a leader and
 # dropped at once, with its reason, and never measured again: no noise makes up a factor of ten.
 DROP = 10
 
-__all__ = ["Combo", "Config", "Cut", "Pacer", "Space", "Stop"]  # its parts in pacing.py
+
+# The competing settings other than batch size, as (axis, value) pairs in axis order.
+Combo = tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Config:
+    """A combo at a batch size (the micro-batch where `effective_batch` is set)."""
+
+    combo: Combo
+    batch_size: int
+    effective_batch: int | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """The configuration as Point fields: the batch, and where accumulated, its steps."""
+        if self.effective_batch is None:
+            return {**dict(self.combo), "batch_size": self.batch_size}
+        steps = self.effective_batch // self.batch_size
+        return {**dict(self.combo), "batch_size": self.effective_batch, "accumulate": steps}
+
+
+@dataclass(frozen=True)
+class Space:
+    """`combos` (the first is the base) times `batch_sizes` (ascending, distinct; micro-batches
+    of `effective_batch` where that is set)."""
+
+    combos: tuple[Combo, ...]
+    batch_sizes: tuple[int, ...]
+    effective_batch: int | None = None  # set: batch_sizes are micro-batches that divide it
+    # (checkpoint mode, the largest batch it fits) where max-batch searched it; () where not
+    largest: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        assert self.combos and self.batch_sizes, "an empty space"
+        assert list(self.batch_sizes) == sorted(set(self.batch_sizes)), self.batch_sizes
+        e = self.effective_batch
+        assert e is None or all(e % b == 0 for b in self.batch_sizes), (e, self.batch_sizes)
+
+    def config(self, combo: Combo, batch_size: int) -> Config:
+        return Config(combo, batch_size, self.effective_batch)
+
+    @property
+    def size(self) -> int:
+        """Configurations in the space (what the full grid would measure)."""
+        return len(self.combos) * len(self.batch_sizes)
+
+    def fit_index(self, combo: Combo) -> int:
+        """The index of the largest batch `combo`'s checkpoint mode fits (the last where the
+        space does not know)."""
+        limit = dict(self.largest).get(dict(combo).get("checkpoint", "none"))
+        if limit is None:
+            return len(self.batch_sizes) - 1
+        inside = [i for i, b in enumerate(self.batch_sizes) if b <= limit]
+        return inside[-1] if inside else 0
+
+
+class Cut(Exception):
+    """Raised by a `measure` the deadline cut short, with its figure (recorded, never ranked)."""
+
+    def __init__(self, samples_per_s: float | None) -> None:
+        super().__init__("cut by the deadline")
+        self.samples_per_s = samples_per_s
+
+
+class Pacer(Protocol):
+    """What sizes the rounds to a budget (gpubench.tune.plan.Planner): whether round 0 measures
+    every configuration (`halving`: the trials planned per round); a round begins with `trials`
+    (their combos) planned, `later` in each round after; whether it has room for one more (of
+    `combo` at `batch_size`)."""
+
+    def measure_all(self, space: Space, halving: list[int]) -> bool: ...
+
+    def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None: ...
+
+    def room(self, rnd: int, combo: Combo, batch_size: int) -> bool: ...
+
+
+class Stop(Exception):
+    """Ends the search where it is: raised when `should_stop` says stop before a measurement,
+    or by a `measure` that will not start one (no time left for it)."""
 
 
 # (configuration, round) -> samples/s, or None where it could not run.
@@ -53,7 +131,7 @@ CLIMB_TRIALS = 5  # trials a surviving combo is planned to take in round 1 (it, 
 @dataclass
 class Trial:
     """One measurement: `config` in `round`, its samples/s (None: it could not run), and its
-    outcome (kept, pruned, final, failed, open or cut: trajectory.TrialRecord says which)."""
+    outcome (kept, pruned, final, failed, open or cut: store.tune_record.TrialRecord says which)."""
 
     number: int
     config: Config

@@ -39,11 +39,11 @@ from gpubench.run import confirm as leads
 from gpubench.run.batch_search import Probe
 from gpubench.run.worker import WorkerRunner
 from gpubench.science import bottleneck
+from gpubench.store import tune_record as T
 from gpubench.store.results import ResultStore, read_rows
 from gpubench.tune import record as tune_record
 from gpubench.tune import rows as tune_rows
 from gpubench.tune import space as tune_space
-from gpubench.tune import trajectory as T
 from gpubench.tune import trial
 from gpubench.tune.plan import Planner
 from gpubench.tune.search import ROUNDS, Config, Cut, Stop, search
@@ -248,6 +248,7 @@ def tune(
             return left is not None and left <= 0
 
         def measure(config: Config, rnd: int) -> float | None:
+            nonlocal record
             point = space.point(config)
             row = done.get((point.key(), rnd))
             number = len(trial_rows)
@@ -295,9 +296,9 @@ def tune(
                 elapsed = old_elapsed.get(number, offset)
             sps = row.get("samples_per_s") if row.get("status") == "ok" else None
             trial_rows.append({**row, **extra, "_config": config, "_elapsed_s": elapsed})
-            record.trials = tune_record.trials(trial_rows, None)
-            record.elapsed_s = elapsed
-            store.write_json(T.FILE, record.to_dict())
+            trials = tuple(tune_record.trials(trial_rows, None))
+            record = dataclasses.replace(record, trials=trials, elapsed_s=elapsed)
+            record.write(run_dir)
             if on_trial is not None:
                 on_trial(record.trials[-1], request)
             if extra.get("_cut"):
@@ -308,14 +309,17 @@ def tune(
             outcome = search(space.space, measure, deadline_passed, planner, note=say)
             if measurements:
                 tune_rows.write_results(run_dir, measurements)
-            tune_record.fill(record, outcome, trial_rows, request.budget_s, space, planner)
-            record.plan = {**(record.plan or {}), "dropped": list(outcome.dropped.values())}
+            record = tune_record.filled(
+                record, outcome, trial_rows, request.budget_s, space, planner
+            )
             left = planner.left_s()
-            record.search_deadline_s = None if left is None else offset + now() + left
-            store.write_json(T.FILE, record.to_dict())
+            deadline_s = None if left is None else offset + now() + left
+            record = dataclasses.replace(record, search_deadline_s=deadline_s)
+            record.write(run_dir)
             interrupted = should_stop is not None and should_stop()
             if interrupted:
-                record.stopped = "stopped on request (Ctrl-C): nothing confirmed"
+                stopped = "stopped on request (Ctrl-C): nothing confirmed"
+                record = dataclasses.replace(record, stopped=stopped)
             if confirm and measurements and not interrupted:
                 say("confirming the leaders (interleaved)")
                 # in the trials' worker, as the sweep does: no worker start of its own
@@ -323,11 +327,13 @@ def tune(
                 leads.confirm(run_dir, read_rows(run_dir), max_memory, point_timeout_s, runner)
         finally:
             runner.close()
-        record.verdict = _verdict(run_dir) if measurements else None
-        record.elapsed_s = offset + now()
-        if request.budget_s is not None:
-            record.overrun_s = now() - request.budget_s
-        store.write_json(T.FILE, record.to_dict())
+        record = dataclasses.replace(
+            record,
+            verdict=_verdict(run_dir) if measurements else None,
+            elapsed_s=offset + now(),
+            overrun_s=None if request.budget_s is None else now() - request.budget_s,
+        )
+        record.write(run_dir)
     return record
 
 

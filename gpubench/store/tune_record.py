@@ -1,5 +1,6 @@
-"""tune.json: the search's trajectory and outcome beside results.jsonl, read by the report's
-"search" section; versioned by SCHEMA. Times in seconds, throughput in samples/s; a figure that
+"""tune.json: the search's trajectory and outcome beside results.jsonl (written by gpubench.tune,
+read by its resume and the report's "search" section), with its writer and reader; versioned by
+SCHEMA. Times in seconds, throughput in samples/s; a figure that
 was not measured is null.
 
 ```
@@ -35,10 +36,15 @@ was not measured is null.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
+
+from gpubench.store import typed_json
+from gpubench.store.results import ResultStore
 
 SCHEMA = 1
 FILE = "tune.json"
+OUTCOMES = ("kept", "pruned", "final", "failed", "open", "cut")  # a trial's (TrialRecord)
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,10 @@ class TrialRecord:
     measuring_s: float | None = None
     cut: bool = False
 
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome {self.outcome!r} is none of {', '.join(OUTCOMES)}")
+
 
 @dataclass(frozen=True)
 class RoundRecord:
@@ -96,7 +106,7 @@ class RoundRecord:
     ended_at_s: float | None
 
 
-@dataclass
+@dataclass(frozen=True)
 class TuneRecord:
     """The whole of tune.json (see the module docstring)."""
 
@@ -111,37 +121,26 @@ class TuneRecord:
     plan: dict[str, Any] | None = None
     coverage: dict[str, Any] = field(default_factory=dict)
     best: dict[str, Any] | None = None
-    one_off: list[dict[str, Any]] = field(default_factory=list)
-    rounds: list[RoundRecord] = field(default_factory=list)
-    trials: list[TrialRecord] = field(default_factory=list)
+    one_off: tuple[dict[str, Any], ...] = ()
+    rounds: tuple[RoundRecord, ...] = ()
+    trials: tuple[TrialRecord, ...] = ()
     verdict: dict[str, Any] | None = None
     schema: int = SCHEMA
+
+    def __post_init__(self) -> None:
+        if self.schema != SCHEMA:
+            raise ValueError(f"schema {self.schema}, not {SCHEMA}")
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         return {"schema": out.pop("schema"), **out}
 
-
-def coverage(
-    configs_measured: int, space_size: int, combos_measured: int, combos: int
-) -> dict[str, Any]:
-    """The configurations and combos measured at any round, of the space's."""
-    return {
-        "configurations_measured": configs_measured,
-        "space_size": space_size,
-        "fraction": configs_measured / space_size if space_size else 0.0,
-        "combos_measured": combos_measured,
-        "combos": combos,
-    }
+    def write(self, run_dir: Path) -> Path:
+        """tune.json in `run_dir`, written whole and durably (a crash leaves the old one)."""
+        return ResultStore(run_dir).write_json(FILE, self.to_dict())
 
 
-def with_best_so_far(trials: list[dict[str, Any]]) -> list[tuple[float | None, Any]]:
-    """The running maximum of the trials' samples/s (null until one ran), with its config."""
-    best: tuple[float | None, Any] = (None, None)
-    out = []
-    for t in trials:
-        sps = t.get("samples_per_s")
-        if sps is not None and (best[0] is None or sps > best[0]):
-            best = (sps, t.get("config"))
-        out.append(best)
-    return out
+def read(run_dir: str | Path) -> TuneRecord:
+    """`run_dir`'s tune.json; typed_json.RecordError (one line: the file and what is wrong) where
+    it is missing or not what the tune writes."""
+    return typed_json.read(Path(run_dir) / FILE, TuneRecord, "a tune record")

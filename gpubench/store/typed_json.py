@@ -1,0 +1,104 @@
+"""A JSON object read into a frozen dataclass by the dataclass's own annotations, so that a record
+file has one definition of its fields (the dataclass) and a malformed file is named in one line:
+the file, the field's path in it, and what is wrong there."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gpubench.store.results import ResultsError
+
+R = TypeVar("R")
+
+
+class RecordError(ResultsError):
+    """A record file that is not what its writer writes (a user's input: exit status 2)."""
+
+
+def read(path: Path, cls: type[R], what: str) -> R:
+    """The record `cls` that the JSON file `path` holds; RecordError naming the file and what
+    is wrong otherwise (`what`: the record's name in the message, "a tune record")."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise RecordError(f"cannot read {path}: {e.strerror}") from None
+    except ValueError as e:
+        raise RecordError(f"{path} is not JSON ({e})") from None
+    try:
+        return of(cls, data, "")
+    except _Wrong as e:
+        raise RecordError(f"{path} is not {what}: {e}") from None
+
+
+class _Wrong(Exception):
+    """What is wrong, and where in the object."""
+
+
+def of(cls: type[R], value: Any, where: str) -> R:
+    """`value` (a JSON object) as the dataclass `cls`: every field without a default present,
+    each of its annotated type; a key that is no field is an error (a typo, or another file)."""
+    if not isinstance(value, dict):
+        raise _Wrong(f"{where or 'the file'} is {_shown(value)}, not an object")
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise _Wrong(f"{_at(where, unknown[0])} is not a field of it")
+    hints = typing.get_type_hints(cls)
+    given: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name in value:
+            given[name] = _typed(value[name], hints[name], _at(where, name))
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise _Wrong(f"{_at(where, name)} is missing")
+    try:
+        return cls(**given)
+    except ValueError as e:  # what the record's own check finds wrong
+        raise _Wrong(f"{where}: {e}" if where else str(e)) from None
+
+
+def _typed(value: Any, hint: Any, where: str) -> Any:
+    """`value` as the type `hint` (a float field takes a whole number too; a tuple field a
+    JSON array); _Wrong where it is not one."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _typed(value, inner, where)
+    if dataclasses.is_dataclass(hint):
+        return of(hint, value, where)  # type: ignore[arg-type]
+    if origin in (list, tuple):
+        if not isinstance(value, list):
+            raise _Wrong(f"{where} is {_shown(value)}, not a list")
+        items = [_typed(v, args[0], f"{where}[{i}]") for i, v in enumerate(value)]
+        return items if origin is list else tuple(items)
+    if (origin or hint) is dict:
+        if not isinstance(value, dict):
+            raise _Wrong(f"{where} is {_shown(value)}, not an object")
+        return value
+    if hint is float:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise _Wrong(f"{where} is {_shown(value)}, not a number")
+        return float(value)
+    if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
+        raise _Wrong(f"{where} is {_shown(value)}, not {_NAMES.get(hint, hint.__name__)}")
+    return value
+
+
+_NAMES = {str: "a string", int: "a whole number", bool: "true or false"}
+
+
+def _at(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _shown(value: Any) -> str:
+    shown = json.dumps(value, default=str)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
