@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -39,9 +40,8 @@ from gpubench.run import confirm as leads
 from gpubench.run.batch_search import Probe
 from gpubench.run.worker import WorkerRunner
 from gpubench.science import bottleneck
-from gpubench.store.results import ResultStore, read_rows
+from gpubench.store.results import ResultStore, read_rows, replace_durably
 from gpubench.tune import record as tune_record
-from gpubench.tune import rows as tune_rows
 from gpubench.tune import space as tune_space
 from gpubench.tune import trajectory as T
 from gpubench.tune import trial
@@ -51,6 +51,11 @@ from gpubench.tune.space_for import space_for
 from gpubench.tune.trial import round_budget
 
 OnTrial = Callable[[T.TrialRecord, "TuneRequest"], None]
+
+# Every measurement, appended durably (marked with its `tune_round`, and `tune_cut` where the
+# deadline cut it short); results.jsonl holds each configuration's deepest round's row (its
+# longest measurement), what the verdict and the report read, rewritten after each measurement.
+ROWS_FILE = "tune_rows.jsonl"
 
 
 @dataclass(frozen=True)
@@ -193,7 +198,7 @@ def tune(
     with folder.locked(run_dir):
         if resume:
             folder.check_same_machine(run_dir)
-            folder.repair_torn_tail(run_dir / tune_rows.FILE)  # a crash in mid-write
+            folder.repair_torn_tail(run_dir / ROWS_FILE)  # a crash in mid-write
         else:
             folder.check_fresh(run_dir)
             if (run_dir / T.FILE).exists():
@@ -223,7 +228,7 @@ def tune(
             store.write_json("env.json", captured)
         nvml.warn_if_unavailable(spec.resolved_devices())
         record = T.TuneRecord(request.to_dict(), space.to_dict())
-        measurements = tune_rows.read_measurements(run_dir)
+        measurements = read_measurements(run_dir)
         # a cut measurement is measured again (it never counted)
         done = {
             (Point.of(r).key(), int(r["tune_round"])): r
@@ -276,9 +281,9 @@ def tune(
                 row["tune_round"] = rnd
                 if cut:
                     row["tune_cut"] = True
-                tune_rows.append(run_dir, row)
+                append_measurement(run_dir, row)
                 measurements.append(row)
-                tune_rows.write_results(run_dir, measurements)
+                write_results(run_dir, measurements)
                 fresh = len(runner.startup_s) > workers
                 c = trial.cost(config, rnd, row, wall, planner.scale(), budget, fresh)
                 planner.observe(c)
@@ -307,7 +312,7 @@ def tune(
         try:
             outcome = search(space.space, measure, deadline_passed, planner, note=say)
             if measurements:
-                tune_rows.write_results(run_dir, measurements)
+                write_results(run_dir, measurements)
             tune_record.fill(record, outcome, trial_rows, request.budget_s, space, planner)
             record.plan = {**(record.plan or {}), "dropped": list(outcome.dropped.values())}
             left = planner.left_s()
@@ -363,3 +368,40 @@ def _verdict(run_dir: Path) -> dict[str, Any] | None:
         "confidence": v.confidence,
         "confirmation_status": (v.confirmation or {}).get("status"),
     }
+
+
+def read_measurements(run_dir: Path) -> list[dict[str, Any]]:
+    """Every measurement so far, in order ([] where none)."""
+    path = run_dir / ROWS_FILE
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def append_measurement(run_dir: Path, row: dict[str, Any]) -> None:
+    """Append one measurement's row to tune_rows.jsonl, durably."""
+    with open(run_dir / ROWS_FILE, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row, allow_nan=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def deepest(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per configuration: its deepest round's, in the order configurations were first
+    measured; a measurement the deadline cut short (`tune_cut`) is never one of them."""
+    by_point: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in measurements:
+        if row.get("tune_cut"):
+            continue
+        key = Point.of(row).key()
+        if key not in by_point or int(row["tune_round"]) >= int(by_point[key]["tune_round"]):
+            by_point[key] = row
+    return list(by_point.values())
+
+
+def write_results(run_dir: Path, measurements: list[dict[str, Any]]) -> None:
+    """Replace results.jsonl by the deepest row of each configuration, atomically and durably,
+    and results.csv with it."""
+    text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in deepest(measurements))
+    replace_durably(run_dir / "results.jsonl", text)
+    ResultStore(run_dir).write_csv()
