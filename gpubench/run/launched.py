@@ -35,7 +35,7 @@ from gpubench.config.spec import Point, SweepSpec
 from gpubench.config.validate import validate
 from gpubench.harness.failure import is_out_of_memory, one_line
 from gpubench.probes import process_tree
-from gpubench.run import folder
+from gpubench.run.context import RunContext, RunOptions
 from gpubench.run.sweep import _row_key, plan
 from gpubench.science import scaling
 from gpubench.store import env
@@ -73,15 +73,19 @@ def run_launched(
     dist.init_process_group(backend, timeout=dt.timedelta(seconds=group_timeout_s))
     with contextlib.ExitStack() as hold:
         hold.callback(dist.destroy_process_group)
-        if rank == 0:  # one sweep at a time in the folder, as a plain sweep holds it
-            hold.enter_context(folder.locked(out))
+        # rank 0 holds the folder as a plain sweep does; the folder is always resumed
+        run = None
+        if rank == 0:
+            options = RunOptions(resume=(out / "suite.json").is_file(), extend=True)
+            run = hold.enter_context(RunContext(out, options))
+            run.open(spec)
         hold.enter_context(_stopped_by_sigterm())
         store = dist.distributed_c10d._get_default_store()
         register(store, rank)
-        todo: list[Any] = [_todo(spec, out, local_world) if rank == 0 else None]
+        todo: list[Any] = [_todo(run, spec, local_world) if run is not None else None]
         dist.broadcast_object_list(todo, src=0)
         points: list[tuple[Point, str | None]] = todo[0]
-        results = ResultStore(out) if rank == 0 else None
+        results = run.store if run is not None else None
         known = read_rows(out) if results is not None and results.path.is_file() else []
         for i, (point, reason) in enumerate(points):
             started = time.perf_counter()
@@ -148,29 +152,24 @@ def _stopped_by_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _todo(spec: SweepSpec, out: Path, local_world: int) -> list[tuple[Point, str | None]]:
-    """Rank 0: prepare the run folder; the points to measure, each with the reason it cannot
-    run (None where it can)."""
+def _todo(run: RunContext, spec: SweepSpec, local_world: int) -> list[tuple[Point, str | None]]:
+    """Rank 0, its folder open: write suite.json and env.json; the points to measure, each with
+    the reason it cannot run (None where it can)."""
     import torch
 
     from gpubench.harness import parallel
     from gpubench.harness.step import unsupported_reason
 
-    store = ResultStore(out)
-    if (out / "suite.json").is_file():
-        # Launches of other --nproc-per-node share a folder: the axes may change, not settings,
-        # nor the machine (as a plain --resume checks).
-        folder.check_resumable(out, spec, extend=True)
-        folder.check_same_machine(out)
-        folder.repair_torn_tail(store.path)
-    store.write_json("suite.json", spec.to_dict())
-    if not (out / "env.json").is_file():
-        store.write_json("env.json", env.capture(spec.resolved_devices(), spec.precisions))
+    out = run.dir
+    run.write_suite(spec)
+    if not (out / "env.json").is_file():  # in this rank: the ranks hold the devices
+        run.store.write_json("env.json", env.capture(spec.resolved_devices(), spec.precisions))
         # the calibration's matmul and copy buffers go back to the device before rank 0's
         # points (a no-op where this rank never initialised CUDA)
         torch.cuda.empty_cache()
-    done = {_row_key(r) for r in read_rows(out)} if store.path.is_file() else set()
-    ours = [p for p in plan(spec, out) if p.parallel != "none" and p.nproc == local_world]
+    done = {_row_key(r) for r in read_rows(out)} if run.store.path.is_file() else set()
+    planned = plan(spec, out, RunOptions(point_timeout_s=None))
+    ours = [p for p in planned if p.parallel != "none" and p.nproc == local_world]
     # issue 23: the world (nproc * nodes) is in each point's identity
     points = spec.on_nodes(ours, int(os.environ["WORLD_SIZE"]) // local_world)
     if not points:
