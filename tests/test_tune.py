@@ -203,7 +203,7 @@ def test_one_worker_serves_the_check_the_calibration_the_trials_and_the_confirma
 ) -> None:
     # one worker started for the model check, the environment capture, the trials and the
     # confirmation (an H100 paid about 4 s a start)
-    from gpubench.run import calibration_process, preflight
+    from gpubench.run import calibration_process, context, preflight
     from gpubench.run import confirm as leads
     from gpubench.run.worker import WorkerRunner
     from gpubench.tune import tuner
@@ -215,7 +215,7 @@ def test_one_worker_serves_the_check_the_calibration_the_trials_and_the_confirma
             super().__init__(*args, **kwargs)  # type: ignore[arg-type]
             made.append(self)
 
-    monkeypatch.setattr(tuner, "WorkerRunner", Counted)
+    monkeypatch.setattr(context, "WorkerRunner", Counted)
     monkeypatch.setattr(preflight, "WorkerRunner", Counted)  # where the check made its own
     monkeypatch.setattr(calibration_process, "WorkerRunner", Counted)  # and the calibration
     monkeypatch.setattr(leads, "WorkerRunner", Counted)  # and the confirmation
