@@ -10,8 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpubench.config.spec import Point, SweepSpec
 from gpubench.probes import nvml
@@ -46,18 +45,16 @@ class RunOptions:
     plan_file: Path | None = None
 
 
-@dataclass(frozen=True)
-class Measured:
-    """A point's row from the run's worker: measured from `started` (epoch seconds) for
-    `wall_s`, of which `worker_s` went to starting a worker (0: the last one served)."""
+class Measured(NamedTuple):
+    """A point's row from the run's worker, measured in `wall_s` seconds, of which `worker_s`
+    went to starting a worker (0: the last one served)."""
 
     row: dict[str, Any]
-    started: float
     wall_s: float
     worker_s: float
 
 
-class RunContext:
+class RunContext(contextlib.ExitStack):
     """A run's folder and worker for a `with` block. The worker (started on first use) serves
     the checks, the calibration, the points and the confirmation, so their start-up is paid
     once; it is closed at the block's end, at once (what is in flight abandoned) where the
@@ -65,12 +62,13 @@ class RunContext:
     `log` records the phases, into phases.json once attached (the sweep's)."""
 
     def __init__(self, run_dir: Path, options: RunOptions) -> None:
+        super().__init__()
         self.dir = run_dir
         self.options = options
         self.store: ResultStore  # once `open`: nothing is written before the checks pass
         self.log = phases.PhaseLog()
         self._runner: WorkerRunner | None = None
-        self._held = contextlib.ExitStack()
+        self.push(self._close_worker)
 
     @property
     def runner(self) -> WorkerRunner:
@@ -78,25 +76,16 @@ class RunContext:
             self._runner = WorkerRunner(self.options.max_memory, self.options.point_timeout_s)
         return self._runner
 
-    def __enter__(self) -> RunContext:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        with self._held:  # the lock outlives the worker: no other run meets its memory
-            if self._runner is not None:
-                self._runner.close(grace_s=0) if kind is not None else self._runner.close()
+    def _close_worker(self, raised: type[BaseException] | None, *_: object) -> None:
+        if self._runner is not None:
+            self._runner.close(grace_s=0) if raised is not None else self._runner.close()
 
     def open(self, spec: SweepSpec | None = None, rows: Path | None = None) -> None:
         """Lock the folder (to the block's end). Fresh, it must hold no results. Resumed, it
         must have been started on this machine, with `spec`'s suite where given (other axis
         values only with `extend`); the torn last line of `rows` (results.jsonl by default)
         is cut, and with `retry_failed` the rows that ended `error` or `timeout` dropped."""
-        self._held.enter_context(folder.locked(self.dir))
+        self.enter_context(folder.locked(self.dir))
         self.store = ResultStore(self.dir)
         if not self.options.resume:
             folder.check_fresh(self.dir)
@@ -140,10 +129,9 @@ class RunContext:
 
     def measure(self, point: Point, task: Task) -> Measured:
         """`point`'s row from the run's worker, its bottleneck classified."""
-        started, t0, workers = time.time(), time.perf_counter(), len(self.runner.startup_s)
+        t0, workers = time.perf_counter(), len(self.runner.startup_s)
         row = bottleneck.classified(self.runner.run(point, task))
-        worker_s = sum(self.runner.startup_s[workers:])
-        return Measured(row, started, time.perf_counter() - t0, worker_s)
+        return Measured(row, time.perf_counter() - t0, sum(self.runner.startup_s[workers:]))
 
     def write_csv(self) -> None:
         """results.csv from results.jsonl, where there are rows."""
