@@ -5,8 +5,8 @@ lock (checking it as `--resume` does) and alone writes the rows. The folder is a
 a job torchrun restarts goes on where it stopped.
 
 A point that fails ends the launch: each rank that meets an error notes it in the rendezvous
-store, rank 0 writes one row naming first the rank that died or failed (`cause`), and
-every rank exits 1. A launch whose ranks were only stopped (SIGTERM) writes no row.
+store, rank 0 writes one row naming first the rank that died or failed (`cause`), and every
+rank exits 1. A launch whose ranks were only stopped (SIGTERM) writes no row.
 
 A killed rank (SIGKILL, the out-of-memory killer) says nothing and its peers see only a lost
 connection, so each rank registers its host and pid, and each that meets an error notes it in the
@@ -73,7 +73,8 @@ def run_launched(
     dist.init_process_group(backend, timeout=dt.timedelta(seconds=group_timeout_s))
     with contextlib.ExitStack() as hold:
         hold.callback(dist.destroy_process_group)
-        # rank 0 holds the folder as a plain sweep does; the folder is always resumed
+        # Rank 0 holds the folder as a plain sweep does, resumed where it was started: launches
+        # of other --nproc-per-node share it (the axes may change, not settings, nor machine).
         run = None
         if rank == 0:
             options = RunOptions(resume=(out / "suite.json").is_file(), extend=True)
@@ -134,8 +135,8 @@ _SIGTERM = types.SimpleNamespace(ignore=False)
 
 @contextlib.contextmanager
 def _stopped_by_sigterm() -> Iterator[None]:
-    """SIGTERM (torchrun stopping the group) raises Stopped in the running
-    point, so the rank notes why it ended; ignored while a failure is being recorded."""
+    """SIGTERM (torchrun stopping the group) raises Stopped in the running point, so the rank
+    notes why it ended; ignored while a failure is being recorded."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
