@@ -23,6 +23,7 @@ from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.config.suite import load_suite
 from gpubench.run import batch_growth, sweep
 from gpubench.run.batch_growth import MAX_DOUBLINGS, next_batch
+from gpubench.run.context import RunContext, RunOptions
 from gpubench.store.results import ResultStore, read_rows
 from gpubench.store.row import make_row
 
@@ -139,20 +140,19 @@ def _measure_with(
         return curve(point)
 
     monkeypatch.setattr(sweep, "_row", row)
-    store = ResultStore(run_dir)
-    done = read_rows(run_dir) if store.path.is_file() else []
     counts: list[tuple[int, int]] = []
-    sweep._measure(
-        spec,
-        spec.points(),
-        done,
-        store,
-        None,
-        None,
-        lambda _r, i, n: counts.append((i, n)),
-        None if stop_after is None else (lambda: len(measured) >= stop_after),
-        None,
-    )
+    with RunContext(run_dir, RunOptions()) as run:
+        run.store = ResultStore(run_dir)  # the folder as the sweep holds it, unlocked
+        done = read_rows(run_dir) if run.store.path.is_file() else []
+        sweep._measure(
+            run,
+            spec,
+            spec.points(),
+            done,
+            lambda _r, i, n: counts.append((i, n)),
+            None if stop_after is None else (lambda: len(measured) >= stop_after),
+            None,
+        )
     return counts
 
 

@@ -14,6 +14,7 @@ from isolation import cap_text, memory_cap, rows
 from gpubench.cli import main
 from gpubench.config.spec import Point, SweepSpec
 from gpubench.run import batch_plan
+from gpubench.run.context import RunOptions
 from gpubench.run.sweep import plan
 
 BASE = Point("mlp", "tiny", "cpu", "fp32", "adamw", 1)
@@ -74,7 +75,7 @@ def test_a_rank_is_searched_against_the_memory_its_layout_frees_or_takes() -> No
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        points = plan(spec, Path(tmp), memory_cap(640))
+        points = plan(spec, Path(tmp), RunOptions(memory_cap(640), None))
         searches = json.loads((Path(tmp) / "maxbatch.json").read_text())
     largest = {}
     for mode in ("ddp", "fsdp"):
@@ -137,6 +138,6 @@ def test_two_shards_given_one_plan_measure_one_plan(
         precisions=("fp32",),
         optimizers=("sgd",),
     )
-    planned = plan(spec, tmp_path / "reader", plan_file=plan_file)
+    planned = plan(spec, tmp_path / "reader", RunOptions(point_timeout_s=None, plan_file=plan_file))
     assert plan_file.read_bytes() == searched
     assert measured == sorted(p.batch_size for p in planned)  # each point once

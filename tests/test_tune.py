@@ -16,10 +16,9 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point
 from gpubench.store import tune_record as T
 from gpubench.store.confirmations import FILE as CONFIRM_FILE
-from gpubench.tune import rows as tune_rows
 from gpubench.tune import space as tune_space
 from gpubench.tune.search import ROUNDS, round_scale
-from gpubench.tune.tuner import round_budget
+from gpubench.tune.tuner import read_measurements, round_budget
 
 TINY = [
     "tune",
@@ -72,7 +71,7 @@ def test_a_tiny_tune_on_the_cpu_writes_its_run_folder_and_names_an_answer(
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     keys = [Point.of(r).key() for r in rows]
     assert len(keys) == len(set(keys)) == record["coverage"]["configurations_measured"]
-    measured = tune_rows.read_measurements(out)
+    measured = read_measurements(out)
     assert len(measured) == len(trials)
     for r in rows:
         assert r["tune_round"] == max(
@@ -88,7 +87,7 @@ def test_a_tiny_tune_on_the_cpu_writes_its_run_folder_and_names_an_answer(
     assert not (out / "tune.db").exists()
     # a resume replays the search on what was measured: nothing is measured twice
     assert main(["tune", "--resume", str(out), "--budget", "5m", "--quiet"]) == 0
-    assert len(tune_rows.read_measurements(out)) == len(measured)
+    assert len(read_measurements(out)) == len(measured)
     again = json.loads((out / T.FILE).read_text())["trials"]
     assert len(again) == len(trials) and again[0]["elapsed_s"] == trials[0]["elapsed_s"]
 
@@ -204,7 +203,7 @@ def test_one_worker_serves_the_check_the_calibration_the_trials_and_the_confirma
 ) -> None:
     # one worker started for the model check, the environment capture, the trials and the
     # confirmation (an H100 paid about 4 s a start)
-    from gpubench.run import calibration_process, preflight
+    from gpubench.run import calibration_process, context, preflight
     from gpubench.run import confirm as leads
     from gpubench.run.worker import WorkerRunner
     from gpubench.tune import tuner
@@ -216,7 +215,7 @@ def test_one_worker_serves_the_check_the_calibration_the_trials_and_the_confirma
             super().__init__(*args, **kwargs)  # type: ignore[arg-type]
             made.append(self)
 
-    monkeypatch.setattr(tuner, "WorkerRunner", Counted)
+    monkeypatch.setattr(context, "WorkerRunner", Counted)
     monkeypatch.setattr(preflight, "WorkerRunner", Counted)  # where the check made its own
     monkeypatch.setattr(calibration_process, "WorkerRunner", Counted)  # and the calibration
     monkeypatch.setattr(leads, "WorkerRunner", Counted)  # and the confirmation

@@ -299,7 +299,7 @@ def test_a_trial_with_the_deadline_in_its_middle_stops_at_a_step_near_it() -> No
 
 
 def test_a_cut_measurement_never_becomes_a_configurations_row() -> None:
-    from gpubench.tune.rows import deepest
+    from gpubench.tune.tuner import deepest
 
     row = {"model": "mlp", "model_size": "tiny", "device": "cpu", "precision": "fp32",
            "optimizer": "sgd", "batch_size": 4, "seed": 0}  # fmt: skip

@@ -235,7 +235,7 @@ def test_a_sweep_confirms_its_leaders_interleaved(
 
     monkeypatch.setattr(standing, "_clean_or_all", lambda ok: ok)
     # every worker the sweep and its confirmation start (calibration's own aside)
-    from gpubench.run import sweep, worker
+    from gpubench.run import context, worker
 
     runners: list[worker.WorkerRunner] = []
 
@@ -244,7 +244,7 @@ def test_a_sweep_confirms_its_leaders_interleaved(
             super().__init__(*args, **kwargs)
             runners.append(self)
 
-    monkeypatch.setattr(sweep, "WorkerRunner", Recorded)
+    monkeypatch.setattr(context, "WorkerRunner", Recorded)
     monkeypatch.setattr(confirm, "WorkerRunner", Recorded)
     suite = tmp_path / "tiny.toml"
     suite.write_text(TINY)

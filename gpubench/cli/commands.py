@@ -15,9 +15,10 @@ from gpubench.cli import console
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.run import accumulation_plan, maxbatch, phases
+from gpubench.run.context import DEFAULT_POINT_TIMEOUT_S
 from gpubench.run.interrupt import GracefulStop
 from gpubench.run.memory_cap import exact_size
-from gpubench.run.sweep import DEFAULT_POINT_TIMEOUT_S, default_run_dir, run_sweep
+from gpubench.run.sweep import default_run_dir, run_sweep
 from gpubench.store.results import ResultsError
 from gpubench.store.wording import plural
 

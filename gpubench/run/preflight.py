@@ -91,26 +91,15 @@ def check_points(spec: SweepSpec) -> list[list[Point]]:
 
 
 def check_models(
-    spec: SweepSpec,
-    max_memory: int | None = None,
-    timeout_s: float | None = None,
-    runner: WorkerRunner | None = None,
+    spec: SweepSpec, max_memory: int | None, timeout_s: float | None, runner: WorkerRunner
 ) -> None:
     """Raise ModelCheckFailed for the first model of `spec` whose check step fails on every
-    device it is tried on (see the module docstring). Each step runs in a worker under
-    `max_memory` bytes and `timeout_s` seconds (None: no limit): `runner`'s, left serving for
-    the caller's points (the first step of a model in a process pays one-off costs, seconds
-    for the cnn on a CPU, that its points then need not pay again), else one of its own."""
-    own = runner is None
-    runner = WorkerRunner(max_memory, timeout_s) if runner is None else runner
-    try:
-        for tries in check_points(spec):
-            _check_model(tries, runner, max_memory, timeout_s)
-    except BaseException:  # a second Ctrl-C, say: the step in flight is abandoned at once
-        runner.close(grace_s=0)
-        raise
-    if own:
-        runner.close()
+    device it is tried on (see the module docstring). Each step runs in `runner`'s worker under
+    `max_memory` bytes and `timeout_s` seconds (None: no limit), left serving for the caller's
+    points (the first step of a model in a process pays one-off costs, seconds for the cnn on
+    a CPU, that its points then need not pay again); the caller closes it (run.context)."""
+    for tries in check_points(spec):
+        _check_model(tries, runner, max_memory, timeout_s)
 
 
 def _check_model(

@@ -16,11 +16,9 @@ from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import AUTO, Budget, Point, SweepSpec
 from gpubench.config.validate import validate
-from gpubench.probes import nvml
 from gpubench.run import (
     batch_growth,
     batch_plan,
-    calibration_process,
     cost,
     folder,
     forkserver,
@@ -29,21 +27,14 @@ from gpubench.run import (
     preflight,
     ranks,
 )
-from gpubench.run import confirm as leads
 from gpubench.run import shard as shards
-from gpubench.run.worker import WorkerRunner
-from gpubench.science import batch_analysis, bottleneck, convergence, scaling
-from gpubench.store.results import ResultStore, load_results, read_rows
+from gpubench.run.context import DEFAULT_POINT_TIMEOUT_S, RunContext, RunOptions
+from gpubench.science import batch_analysis, convergence, scaling
+from gpubench.store.results import load_results, read_rows
 from gpubench.store.row import make_row
 
 OnRow = Callable[[dict[str, Any], int, int], None]
 OnStart = Callable[[int, int], None]  # (points in the sweep, points already measured)
-
-# What --retry-failed runs again: outcomes that say nothing about the point itself.
-RETRIED = ("error", "timeout")
-
-# Seconds a point may take once its worker is ready, unless --point-timeout says otherwise.
-DEFAULT_POINT_TIMEOUT_S = 600.0
 
 
 def default_run_dir(root: str | Path = "results") -> Path:
@@ -99,149 +90,65 @@ def run_sweep(
     `prepare`: modules the caller needs after the sweep (the report's), imported meanwhile
     (run.forkserver.imported_meanwhile), done before the calibration starts.
     """
-    runner = WorkerRunner(max_memory, point_timeout_s)
-    try:
-        rows = _run_sweep(
-            spec,
-            runner,
-            out,
-            on_row,
-            resume=resume,
-            extend=extend,
-            max_memory=max_memory,
-            point_timeout_s=point_timeout_s,
-            should_stop=should_stop,
-            on_start=on_start,
-            retry_failed=retry_failed,
-            shard=shard,
-            confirm=confirm,
-            plan_file=plan_file,
-            prepare=prepare,
-        )
-    except BaseException:  # a second Ctrl-C, say: what is in flight is abandoned at once
-        runner.close(grace_s=0)
-        raise
-    runner.close()  # after the points and their confirmation
-    return rows
-
-
-def _run_sweep(
-    spec: SweepSpec,
-    runner: WorkerRunner,
-    out: str | Path | None,
-    on_row: OnRow | None,
-    *,
-    resume: bool,
-    extend: bool,
-    max_memory: int | None,
-    point_timeout_s: float | None,
-    should_stop: Callable[[], bool] | None,
-    on_start: OnStart | None,
-    retry_failed: bool,
-    shard: tuple[int, int] | None,
-    confirm: bool,
-    plan_file: Path | None,
-    prepare: Sequence[str],
-) -> pd.DataFrame:
-    log = phases.PhaseLog()  # where the time goes (phases.json; scripts/sweep_phases.py)
+    options = RunOptions(
+        max_memory, point_timeout_s, resume, extend, retry_failed, confirm, shard, plan_file
+    )
     validate(spec)
-    with log.phase("model checks"), forkserver.imported_meanwhile(prepare):
-        # The fork server imports torch and the harness (seconds of one core) from the
-        # moment the command line starts (a no-op here then), beside the parent's imports.
-        forkserver.start()
-        # Built in the worker, which has imported what building needs (torch._dynamo).
-        preflight.check_builds(spec, runner)  # a typo is exit 2
-        if spec.mode == "convergence":
-            convergence.prepare(spec)  # load the data sets: a data problem is found first
-            _check_time_limit(spec.convergence, point_timeout_s)
-        run_dir = Path(out) if out is not None else default_run_dir()
-        shards.check_before_writing(shard, spec)  # issue 23: a bad count writes nothing
-        if resume:
-            folder.saved_suite(run_dir)  # a clear error before anything is created
-        # One training step per model, in a worker: a model that cannot train is exit 2, not
-        # a folder of `error` rows (issue 22). A resumed sweep checks too: the code may have
-        # changed.
-        preflight.check_models(spec, max_memory, point_timeout_s, runner)
-    with folder.locked(run_dir):
-        store = ResultStore(run_dir)
-        if resume:
-            folder.check_resumable(run_dir, spec, extend)
-            folder.check_same_machine(run_dir)
-            folder.repair_torn_tail(store.path)
-            if retry_failed:
-                store.drop(RETRIED)
-        else:
-            folder.check_fresh(run_dir)
-        store.write_json("suite.json", spec.to_dict())
-        log.attach(run_dir)
-        if not (run_dir / "env.json").is_file():
-            # Calibrates the matmul peaks at the start of the sweep, under its conditions, and
-            # notes how busy the machine was meanwhile (issue 14), in a worker of its own: the
-            # GPU memory calibration uses is given back before the first point (issue 28).
-            with log.phase("calibration"):
-                captured = calibration_process.captured(
-                    spec.resolved_devices(),
-                    spec.precisions,
-                    recalibrate=True,
-                    threads=[t for t in spec.threads if t is not None],
-                    timeout_s=point_timeout_s,
-                )
-                store.write_json("env.json", captured)
-        nvml.warn_if_unavailable(spec.resolved_devices())  # once: CUDA rows' NVML fields null
-        done = read_rows(run_dir) if store.path.is_file() else []
+    run_dir = Path(out) if out is not None else default_run_dir()
+    with RunContext(run_dir, options) as run:
+        with run.log.phase("model checks"), forkserver.imported_meanwhile(prepare):
+            # The fork server imports torch and the harness (seconds of one core) from the
+            # moment the command line starts (a no-op here then), beside the parent's imports.
+            forkserver.start()
+            # Built in the worker, which has imported what building needs (torch._dynamo).
+            preflight.check_builds(spec, run.runner)  # a typo is exit 2
+            if spec.mode == "convergence":
+                convergence.prepare(spec)  # load the data sets: a data problem is found first
+                _check_time_limit(spec.convergence, point_timeout_s)
+            shards.check_before_writing(shard, spec)  # issue 23: a bad count writes nothing
+            if resume:
+                folder.saved_suite(run_dir)  # a clear error before anything is created
+            # One training step per model, in a worker: a model that cannot train is exit 2,
+            # not a folder of `error` rows (issue 22). A resumed sweep checks too: the code may
+            # have changed.
+            preflight.check_models(spec, max_memory, point_timeout_s, run.runner)
+        run.open(spec)
+        run.write_suite(spec)
+        run.log.attach(run_dir)  # where the time goes (phases.json; scripts/sweep_phases.py)
+        threads = [t for t in spec.threads if t is not None]
+        run.capture_env(spec.resolved_devices(), spec.precisions, threads)
+        done = read_rows(run_dir) if run.store.path.is_file() else []
         try:
-            with log.phase("plan"):
-                points = plan(spec, run_dir, max_memory, point_timeout_s, plan_file)
-            shard = shards.saved(store, shard)  # issue 17
+            with run.log.phase("plan"):
+                points = plan(spec, run_dir, options)
+            shard = shards.saved(run.store, shard)  # issue 17
             if shard is not None:
                 points = shards.select(points, *shard, spec)
-            with log.phase("points"):
-                _measure(
-                    spec,
-                    points,
-                    done,
-                    store,
-                    max_memory,
-                    point_timeout_s,
-                    on_row,
-                    should_stop,
-                    on_start,
-                    sharded=shard is not None,
-                    log=log,
-                    runner=runner,
-                )
+            with run.log.phase("points"):
+                _measure(run, spec, points, done, on_row, should_stop, on_start, shard is not None)
         finally:
-            if store.path.is_file():
-                with log.phase("results.csv"):
-                    store.write_csv()
+            run.write_csv()
         stopped = should_stop is not None and should_stop()
         if confirm and spec.mode == "speed" and shard is None and not stopped:
-            with log.phase("confirmation"):
-                # in the worker that measured the points: their first-step costs are paid
-                leads.confirm(run_dir, read_rows(run_dir), max_memory, point_timeout_s, runner)
+            run.confirm()  # in the worker that measured the points: their first steps are paid
         if spec.mode == "convergence":
-            with log.phase("analysis"):
+            with run.log.phase("analysis"):
                 batch_analysis.write_analysis(run_dir)
     return load_results(run_dir)
 
 
 def _measure(
+    run: RunContext,
     spec: SweepSpec,
     points: list[Point],
     done_rows: list[dict[str, Any]],
-    store: ResultStore,
-    max_memory: int | None,
-    point_timeout_s: float | None,
     on_row: OnRow | None,
     should_stop: Callable[[], bool] | None,
     on_start: OnStart | None,
     sharded: bool = False,
-    log: phases.PhaseLog | None = None,
-    runner: WorkerRunner | None = None,
 ) -> None:
-    """Measure the points of `points` that `done_rows` lacks, in order, in `runner`'s worker
-    (left serving for the caller; without `runner`, in a new one, closed when they end),
-    appending each row to `store` (and each point's timings to `log`). A series that grows
+    """Measure the points of `points` that `done_rows` lacks, in order, in `run`'s worker,
+    appending each row to its store (and each point's timings to its log). A series that grows
     (run.batch_growth) gets its next batch size right after its last one, the sweep's count
     of points growing with it."""
     done = {_row_key(r): r for r in done_rows}
@@ -268,72 +175,61 @@ def _measure(
     finished = sum(1 for p in points if p.key() in done) + len(grown_before)
     if on_start is not None:
         on_start(total, finished)
-    own = runner is None
-    if runner is None:
-        runner = WorkerRunner(max_memory, point_timeout_s)
     task = spec.convergence if spec.mode == "convergence" else spec.budget
     if not spec.profile and isinstance(task, Budget):
         task = dataclasses.replace(task, profile_steps=0)
     queue = deque(points)
-    try:
-        while queue:
-            point = queue.popleft()
-            row = done.get(point.key())
-            if row is None:
-                if should_stop is not None and should_stop():
-                    break
-                started, workers = time.time(), len(runner.startup_s)
-                row = _row(point, task, runner, oom_at, done_rows, max_memory, point_timeout_s)
-                ended = time.time()
-                if row["status"] == "oom":
-                    _note_oom(oom_at, point)
-                row.update(cost.columns(row, spec.prices))  # issue 32: --price
-                store.append(row)
-                finished += 1
-                if on_row is not None:
-                    on_row(row, finished, total)
-                if log is not None:
-                    worker_s = sum(runner.startup_s[workers:])
-                    log.point(phases.point_name(point), started, ended, time.time(), worker_s)
-                series_rows.setdefault(batch_growth.series_key(point), []).append(row)
-            key = batch_growth.series_key(point)
-            to_come[key] -= 1
-            if to_come[key] or not batch_growth.grows(spec, point, sharded):
-                continue
-            grown = batch_growth.next_batch(series_rows.get(key, []), listed[key])
-            if grown is not None:
-                nxt = dataclasses.replace(point, batch_size=grown)
-                queue.appendleft(nxt)
-                to_come[key] += 1
-                total += 1  # never measured before: twice the largest batch the series has
-    except BaseException:  # a second Ctrl-C, say: the point in flight is abandoned at once
-        runner.close(grace_s=0)
-        raise
-    if own:
-        runner.close()
+    while queue:
+        point = queue.popleft()
+        row = done.get(point.key())
+        if row is None:
+            if should_stop is not None and should_stop():
+                break
+            started, workers = time.time(), len(run.runner.startup_s)
+            row = _row(point, task, run, oom_at, done_rows)
+            ended = time.time()
+            if row["status"] == "oom":
+                _note_oom(oom_at, point)
+            row.update(cost.columns(row, spec.prices))  # issue 32: --price
+            run.store.append(row)
+            finished += 1
+            if on_row is not None:
+                on_row(row, finished, total)
+            worker_s = sum(run.runner.startup_s[workers:])
+            run.log.point(phases.point_name(point), started, ended, time.time(), worker_s)
+            series_rows.setdefault(batch_growth.series_key(point), []).append(row)
+        key = batch_growth.series_key(point)
+        to_come[key] -= 1
+        if to_come[key] or not batch_growth.grows(spec, point, sharded):
+            continue
+        grown = batch_growth.next_batch(series_rows.get(key, []), listed[key])
+        if grown is not None:
+            nxt = dataclasses.replace(point, batch_size=grown)
+            queue.appendleft(nxt)
+            to_come[key] += 1
+            total += 1  # never measured before: twice the largest batch the series has
 
 
 def _row(
     point: Point,
     task: Budget | Convergence,
-    runner: WorkerRunner,
+    run: RunContext,
     oom_at: dict[tuple[Any, ...], int],
     done_rows: list[dict[str, Any]],
-    max_memory: int | None,
-    point_timeout_s: float | None,
 ) -> dict[str, Any]:
     """`point`'s row: `oom` unmeasured where a smaller batch of its memory group ran out of
-    memory, a torchrun launch for a parallel point, else a measurement in `runner`'s worker."""
+    memory, a torchrun launch for a parallel point, else a measurement in `run`'s worker."""
     smallest_oom = oom_at.get(memory_group(point))
     if smallest_oom is not None and point.batch_size > smallest_oom:
         return make_row(point, "oom", error=f"skipped: B={smallest_oom} ran out of memory")
     if point.parallel != "none":  # issue 17: a rank per process, launched here
         assert isinstance(task, Budget)
-        row = ranks.run_parallel_point(point, task, point_timeout_s, max_memory=max_memory)
+        timeout, cap = run.options.point_timeout_s, run.options.max_memory
+        row = ranks.run_parallel_point(point, task, timeout, max_memory=cap)
         scaling.fill_efficiency([row], done_rows)
         done_rows.append(row)
         return row
-    return bottleneck.classified(runner.run(point, task))
+    return run.measure(point, task).row
 
 
 def _check_time_limit(conv: Convergence, point_timeout_s: float | None) -> None:
@@ -356,20 +252,14 @@ def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
     return Point.of(row).key()
 
 
-def plan(
-    spec: SweepSpec,
-    run_dir: Path,
-    max_memory: int | None = None,
-    point_timeout_s: float | None = None,
-    plan_file: Path | None = None,
-) -> list[Point]:
+def plan(spec: SweepSpec, run_dir: Path, options: RunOptions) -> list[Point]:
     """The sweep's points in order. For batch_sizes = "auto", each point but for its batch size
     (its whole identity: speed options, seed and layout too) gets the powers of two up to the
     largest batch that fits one of its ranks, in its own batch_size (run.batch_plan: per rank
     under weak scaling, global under strong; a rank's training state as its layout holds it),
     found by the memory-model search (maxbatch, in fresh processes) and kept in
     run_dir/maxbatch.json so a resumed sweep plans the same points without probing again.
-    With `plan_file`, the searches are read from that file (and those it lacks searched and
+    With options.plan_file, the searches are read from that file (and those it lacks searched and
     added to it, under its lock), so every shard given the same file plans the same points.
 
     A search that stopped on an error or a timeout found no memory limit: its points go up to
@@ -379,14 +269,15 @@ def plan(
         return list(dict.fromkeys(spec.points()))  # an axis value given twice is one point
     bases = list(dataclasses.replace(spec, batch_sizes=(1,)).points())
     layouts = [batch_plan.rank_layout(base) for base in bases]
+    cap, timeout = options.max_memory, options.point_timeout_s
 
     def search(layout: batch_plan.RankLayout) -> dict[str, Any]:
         device = layout.probe.device
-        cap = max_memory if max_memory is not None else maxbatch.default_cap(device)
+        limit = cap if cap is not None else maxbatch.default_cap(device)
         saving = None if layout.same_as_probe else layout.saved_bytes
-        return maxbatch.find(layout.probe, cap, point_timeout_s, rank_saving=saving).to_dict()
+        return maxbatch.find(layout.probe, limit, timeout, rank_saving=saving).to_dict()
 
-    searches = batch_plan.resolve(layouts, run_dir, plan_file, search)
+    searches = batch_plan.resolve(layouts, run_dir, options.plan_file, search)
     points: list[Point] = []
     for base, layout in zip(bases, layouts, strict=True):
         entry = searches[layout.key()]

@@ -39,8 +39,8 @@ from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point
 from gpubench.config.suite import load_suite
 from gpubench.data import catalog
 from gpubench.harness.optimizers import DEFAULT_LR
-from gpubench.run import calibration_process, folder, maxbatch
-from gpubench.run.worker import WorkerRunner
+from gpubench.run import maxbatch
+from gpubench.run.context import RunContext, RunOptions
 from gpubench.science import lr_scaling
 from gpubench.science.curve import HIGHER_IS_BETTER
 from gpubench.science.target_time import TargetTime
@@ -291,66 +291,70 @@ def run_target(
     configs = space(optimizer, conv, sizes, rules)
     base = Point(model, size, device, precision, optimizer, 1, seed, data)
     base = dataclasses.replace(base, model_options=encode(options))
-
-    def point_of(r: Request) -> Point:
-        c = r.config
-        return dataclasses.replace(
-            base, batch_size=c.batch_size, seed=base.seed + r.seed, lr_scaling=c.lr_scaling
-        )
-
-    def steps_of(limit_s: float) -> int | None:
-        """A run's step cap: `max_steps` at the top rung, its share of them below."""
-        return None if max_steps is None else max(1, math.ceil(max_steps * limit_s / top_s))
-
+    record = Record(
+        base, ds.name, metric, value, budget_s, ladder, seeds, configs, sizes, max_steps
+    )
     started = time.perf_counter()
-    run_dir = Path(out)
-    with folder.locked(run_dir):
-        folder.check_fresh(run_dir)
-        store = ResultStore(run_dir)
-        # in a worker: the GPU memory calibration uses is given back (issue 28)
-        store.write_json("env.json", calibration_process.captured([device], [precision]))
-        record = Record(
-            base, ds.name, metric, value, budget_s, ladder, seeds, configs, sizes, max_steps
-        )
-        runner = WorkerRunner(max_memory, point_timeout_s)
+    with RunContext(Path(out), RunOptions(max_memory, point_timeout_s)) as run:
+        run.open()
+        run.capture_env([device], [precision], recalibrate=False)
         result = SearchResult(configs, ladder.eta, seed)
+        train = _Runs(run, base, conv, metric, top_s, max_steps)
 
-        def train(r: Request) -> TrialRun:
-            c = r.config
-            task = dataclasses.replace(
-                conv,
-                lr=c.lr_base,
-                lr_scaling=(c.lr_scaling,),
-                max_time_s=r.limit_s,
-                max_steps=steps_of(r.limit_s),
-                max_samples=None,
-            )
-            t0 = time.perf_counter()
-            row = runner.run(point_of(r), task)
-            cost = time.perf_counter() - t0
-            row.update(tune_run=r.index, tune_trial=r.trial, tune_rung=r.rung)
-            row.update(tune_limit_s=r.limit_s, tune_cost_s=cost)
-            store.append(row)
-            return trial_run(row, metric, cost)
-
-        def noted(run: dict[str, Any]) -> None:
-            record.write(store, result, time.perf_counter() - started)
+        def noted(trial: dict[str, Any]) -> None:
+            record.write(run.store, result, time.perf_counter() - started)
             if on_run is not None:
-                on_run(run)
+                on_run(trial)
 
         try:
             search(result, train, metric, value, ladder, budget_s, seeds, on_run=noted)
             spread = seed_spread(result, train, seeds, ladder, on_run=noted)
         finally:
-            runner.close()
-            if store.path.is_file():
-                store.write_csv()
+            run.write_csv()
         elapsed = time.perf_counter() - started
-        best = configs[result.best] if result.best is not None else None
-        covered = (result.trials_measured(), len(configs), result.stopped_by_budget)
-        answer = TargetResult(run_dir, metric, value, best, spread, elapsed, *covered)
-        record.write(store, result, elapsed, spread, finished=True)
-    return answer
+        record.write(run.store, result, elapsed, spread, finished=True)
+    best = configs[result.best] if result.best is not None else None
+    covered = (result.trials_measured(), len(configs), result.stopped_by_budget)
+    return TargetResult(run.dir, metric, value, best, spread, elapsed, *covered)
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """The search's runs: each trains `base` at its configuration's batch size, lr-scaling
+    rule and seed (`base`'s + the run's), under `conv` at its rate and rung's training time
+    (and its share of `max_steps`, the top rung's step cap, of `top_s`), in `run`'s worker;
+    its row goes to results.jsonl marked with its place in the search."""
+
+    run: RunContext
+    base: Point
+    conv: Convergence
+    metric: str
+    top_s: float
+    max_steps: int | None
+
+    def __call__(self, r: Request) -> TrialRun:
+        c = r.config
+        cap = self.max_steps
+        steps = None if cap is None else max(1, math.ceil(cap * r.limit_s / self.top_s))
+        task = dataclasses.replace(
+            self.conv,
+            lr=c.lr_base,
+            lr_scaling=(c.lr_scaling,),
+            max_time_s=r.limit_s,
+            max_steps=steps,
+            max_samples=None,
+        )
+        seed = self.base.seed + r.seed
+        point = dataclasses.replace(
+            self.base, batch_size=c.batch_size, seed=seed, lr_scaling=c.lr_scaling
+        )
+        t0 = time.perf_counter()
+        row = self.run.runner.run(point, task)
+        cost = time.perf_counter() - t0
+        row.update(tune_run=r.index, tune_trial=r.trial, tune_rung=r.rung)
+        row.update(tune_limit_s=r.limit_s, tune_cost_s=cost)
+        self.run.store.append(row)
+        return trial_run(row, self.metric, cost)
 
 
 def trial_run(row: dict[str, Any], metric: str, cost_s: float) -> TrialRun:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -33,24 +34,26 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import check_buildable, encode
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.config.validate import validate
-from gpubench.probes import nvml
-from gpubench.run import calibration_process, folder, preflight
 from gpubench.run import confirm as leads
+from gpubench.run import preflight
 from gpubench.run.batch_search import Probe
-from gpubench.run.worker import WorkerRunner
-from gpubench.science import bottleneck
+from gpubench.run.context import RunContext, RunOptions
 from gpubench.store import tune_record as T
-from gpubench.store.results import ResultStore, read_rows
+from gpubench.store.results import ResultStore, replace_durably
 from gpubench.tune import record as tune_record
-from gpubench.tune import rows as tune_rows
 from gpubench.tune import space as tune_space
 from gpubench.tune import trial
 from gpubench.tune.plan import Planner
-from gpubench.tune.search import ROUNDS, Config, Cut, Stop, search
+from gpubench.tune.search import ROUNDS, Config, Cut, Outcome, Stop, search
 from gpubench.tune.space_for import space_for
 from gpubench.tune.trial import round_budget
 
 OnTrial = Callable[[T.TrialRecord, "TuneRequest"], None]
+
+# Every measurement, appended durably (marked with its `tune_round`, and `tune_cut` where the
+# deadline cut it short); results.jsonl holds each configuration's deepest round's row (its
+# longest measurement), what the verdict and the report read, rewritten after each measurement.
+ROWS_FILE = "tune_rows.jsonl"
 
 
 @dataclass(frozen=True)
@@ -163,178 +166,207 @@ def tune(
     tune counts from its process's start). `on_progress` is given a line, elapsed and budget
     first, as each max-batch probe ends and each trial starts."""
     started = time.perf_counter() if started is None else started
+    saved = _saved_record(run_dir) if resume else {}
     if resume:
-        saved = _saved_record(run_dir)
         request = dataclasses.replace(
             TuneRequest.from_dict(saved["request"]), budget_s=request.budget_s
         )
-        offset = float(saved.get("elapsed_s") or 0.0)
-        old_elapsed = {int(t["number"]): float(t["elapsed_s"]) for t in saved.get("trials", [])}
-    else:
-        offset, old_elapsed = 0.0, {}
-    options = {request.model: request.model_options}
-    check_buildable((request.model,), request.size, options)
-    base = request.base_point()
-
-    def now() -> float:  # seconds since this run of the tune began (the budget's clock)
-        return time.perf_counter() - started
-
-    def say(text: str) -> None:
-        if on_progress is not None:
-            of = "" if request.budget_s is None else f" / {request.budget_s:g} s"
-            on_progress(f"[{now():6.1f} s{of}] {text}")
-
-    probe_s: list[float] = []
-
-    def probe_line(p: Probe) -> None:
-        probe_s.append(p.seconds)
-        say(f"max-batch: B={p.batch_size} {'fits' if p.fits else p.status} ({p.seconds:.1f} s)")
-
-    with folder.locked(run_dir):
-        if resume:
-            folder.check_same_machine(run_dir)
-            folder.repair_torn_tail(run_dir / tune_rows.FILE)  # a crash in mid-write
-        else:
-            folder.check_fresh(run_dir)
-            if (run_dir / T.FILE).exists():
-                raise ConfigError(
-                    f"run folder {str(run_dir)!r} already holds a tune; continue it with "
-                    f"--resume {run_dir}, or choose another --out"
-                )
-        say("the space: the model's axes, max-batch's memory model where no batch sizes given")
-        space = space_for(request, base, run_dir, max_memory, point_timeout_s, probe_line)
+    check_buildable((request.model,), request.size, {request.model: request.model_options})
+    clock = _Clock(started, request.budget_s, on_progress)
+    options = RunOptions(max_memory, point_timeout_s, resume=resume, confirm=confirm)
+    with RunContext(run_dir, options) as run:
+        run.open(rows=run_dir / ROWS_FILE)
+        if not resume and (run_dir / T.FILE).exists():
+            raise ConfigError(
+                f"run folder {str(run_dir)!r} already holds a tune; continue it with "
+                f"--resume {run_dir}, or choose another --out"
+            )
+        clock.say(
+            "the space: the model's axes, max-batch's memory model where no batch sizes given"
+        )
+        base = request.base_point()
+        space = space_for(request, base, run_dir, max_memory, point_timeout_s, clock.probe_line)
         spec = sweep_spec(request, space)
         # one worker for the check, the environment capture and the trials: a worker's start
         # (on an H100 about 4 s each of the 22 s tune spent before its first trial) paid once
-        runner = WorkerRunner(max_memory, point_timeout_s)
-        preflight.check_models(spec, max_memory, point_timeout_s, runner)
-        store = ResultStore(run_dir)
-        store.write_json("suite.json", spec.to_dict())
+        preflight.check_models(spec, max_memory, point_timeout_s, run.runner)
+        run.write_suite(spec)
         if not (run_dir / "env.json").is_file():
-            say("capturing the environment")
-            # in the trials' worker, which gives back the GPU memory it used (issue 28)
-            captured = calibration_process.captured(
-                [request.device],
-                space.values["precision"],
-                recalibrate=True,
-                timeout_s=point_timeout_s,
-                runner=runner,
-            )
-            store.write_json("env.json", captured)
-        nvml.warn_if_unavailable(spec.resolved_devices())
-        record = T.TuneRecord(request.to_dict(), space.to_dict())
-        measurements = tune_rows.read_measurements(run_dir)
-        # a cut measurement is measured again (it never counted)
-        done = {
-            (Point.of(r).key(), int(r["tune_round"])): r
-            for r in measurements
-            if not r.get("tune_cut")
-        }
-        trial_rows: list[dict[str, Any]] = []
-        limits = [trial.measuring_limit_s(round_budget(request.budget, r)) for r in range(ROUNDS)]
-        planner = Planner(
-            request.budget_s,
-            now,
-            [x if math.isfinite(x) else 0.0 for x in limits],
-            leads.SHARE,
-            own_fixed_s=now(),
-            prior_fixed_s=statistics.median(probe_s) if probe_s else 0.0,
+            clock.say("capturing the environment")
+        run.capture_env(spec.resolved_devices(), space.values["precision"], in_worker=True)
+        trials = _Trials(run, request, space, clock, saved, should_stop, on_trial)
+        outcome = search(
+            space.space, trials.measure, trials.deadline_passed, trials.planner, note=clock.say
         )
-
-        def deadline_passed() -> bool:
-            if should_stop is not None and should_stop():
-                return True
-            left = planner.left_s()
-            return left is not None and left <= 0
-
-        def measure(config: Config, rnd: int) -> float | None:
-            nonlocal record
-            point = space.point(config)
-            row = done.get((point.key(), rnd))
-            number = len(trial_rows)
-            budget = round_budget(request.budget, rnd, planner.scale())
-            extra: dict[str, Any] = {"_budget_s": budget.max_time_s}
-            if row is None:
-                left, cut = planner.left_s(), False
-                fixed = planner.fixed_s(config.combo, config.batch_size)
-                if left is not None:
-                    if left - fixed <= 0:
-                        raise Stop  # not even its fixed cost fits: the search ends here
-                    budget, cut = trial.bounded(budget, left - fixed)
-                    budget = trial.with_deadline(budget, left)
-                    runner.point_timeout_s = trial.kill_after_s(
-                        left - fixed, fixed, point_timeout_s
-                    )
-                say(
-                    f"round {rnd} trial {number}: {point.label()}"
-                    + (" (cut to the deadline)" if cut else "")
-                )
-                began, t0, workers = now(), time.perf_counter(), len(runner.startup_s)
-                row = bottleneck.classified(runner.run(point, budget))
-                wall = time.perf_counter() - t0
-                cut = cut or bool(row.get("deadline_cut"))
-                cut = cut or (left is not None and row["status"] == "timeout")
-                row["tune_round"] = rnd
-                if cut:
-                    row["tune_cut"] = True
-                tune_rows.append(run_dir, row)
-                measurements.append(row)
-                tune_rows.write_results(run_dir, measurements)
-                fresh = len(runner.startup_s) > workers
-                c = trial.cost(config, rnd, row, wall, planner.scale(), budget, fresh)
-                planner.observe(c)
-                extra = {
-                    "_budget_s": budget.max_time_s,
-                    "_started_s": offset + began,
-                    "_wall_s": wall,
-                    "_fixed_s": c.fixed_s,
-                    "_measuring_s": c.measuring_s,
-                    "_cut": cut,
-                }
-                elapsed = offset + now()
-            else:
-                elapsed = old_elapsed.get(number, offset)
-            sps = row.get("samples_per_s") if row.get("status") == "ok" else None
-            trial_rows.append({**row, **extra, "_config": config, "_elapsed_s": elapsed})
-            trials = tuple(tune_record.trials(trial_rows, None))
-            record = dataclasses.replace(record, trials=trials, elapsed_s=elapsed)
-            record.write(run_dir)
-            if on_trial is not None:
-                on_trial(record.trials[-1], request)
-            if extra.get("_cut"):
-                raise Cut(None if sps is None else float(sps))
-            return None if sps is None else float(sps)
-
-        try:
-            outcome = search(space.space, measure, deadline_passed, planner, note=say)
-            if measurements:
-                tune_rows.write_results(run_dir, measurements)
-            record = tune_record.filled(
-                record, outcome, trial_rows, request.budget_s, space, planner
-            )
-            left = planner.left_s()
-            deadline_s = None if left is None else offset + now() + left
-            record = dataclasses.replace(record, search_deadline_s=deadline_s)
-            record.write(run_dir)
-            interrupted = should_stop is not None and should_stop()
-            if interrupted:
-                stopped = "stopped on request (Ctrl-C): nothing confirmed"
-                record = dataclasses.replace(record, stopped=stopped)
-            if confirm and measurements and not interrupted:
-                say("confirming the leaders (interleaved)")
-                # in the trials' worker, as the sweep does: no worker start of its own
-                runner.point_timeout_s = point_timeout_s
-                leads.confirm(run_dir, read_rows(run_dir), max_memory, point_timeout_s, runner)
-        finally:
-            runner.close()
+        record = trials.searched(outcome)
+        interrupted = should_stop is not None and should_stop()
+        if interrupted:
+            stopped = "stopped on request (Ctrl-C): nothing confirmed"
+            record = dataclasses.replace(record, stopped=stopped)
+        if confirm and trials.measurements and not interrupted:
+            clock.say("confirming the leaders (interleaved)")
+            run.confirm()  # in the trials' worker, as the sweep does: no worker start of its own
         record = dataclasses.replace(
             record,
-            verdict=_verdict(run_dir) if measurements else None,
-            elapsed_s=offset + now(),
-            overrun_s=None if request.budget_s is None else now() - request.budget_s,
+            verdict=_verdict(run_dir) if trials.measurements else None,
+            elapsed_s=trials.offset + clock.now(),
+            overrun_s=None if request.budget_s is None else clock.now() - request.budget_s,
         )
         record.write(run_dir)
     return record
+
+
+@dataclass
+class _Clock:
+    """The budget's clock (seconds since `started`, a time.perf_counter() reading), the
+    progress lines stamped with it, and the seconds each max-batch probe took."""
+
+    started: float
+    budget_s: float | None
+    on_progress: Callable[[str], None] | None
+    probe_s: list[float] = field(default_factory=list)
+
+    def now(self) -> float:
+        return time.perf_counter() - self.started
+
+    def say(self, text: str) -> None:
+        if self.on_progress is not None:
+            of = "" if self.budget_s is None else f" / {self.budget_s:g} s"
+            self.on_progress(f"[{self.now():6.1f} s{of}] {text}")
+
+    def probe_line(self, p: Probe) -> None:
+        self.probe_s.append(p.seconds)
+        self.say(
+            f"max-batch: B={p.batch_size} {'fits' if p.fits else p.status} ({p.seconds:.1f} s)"
+        )
+
+
+class _Trials:
+    """The search's measurements: `measure` is given each configuration and round. A new one
+    is measured as a sweep measures a point (RunContext.measure), bounded to end by the plan's
+    deadline; its row goes to tune_rows.jsonl, results.jsonl is rewritten, and tune.json with
+    it. One measured before a resume (and not cut) is replayed from its row."""
+
+    def __init__(
+        self,
+        run: RunContext,
+        request: TuneRequest,
+        space: tune_space.TuneSpace,
+        clock: _Clock,
+        saved: dict[str, Any],
+        should_stop: Callable[[], bool] | None,
+        on_trial: OnTrial | None,
+    ) -> None:
+        self.run, self.request, self.space, self.clock = run, request, space, clock
+        self.should_stop, self.on_trial = should_stop, on_trial
+        self.offset = float(saved.get("elapsed_s") or 0.0)  # the time of the runs before
+        self.old_elapsed = {
+            int(t["number"]): float(t["elapsed_s"]) for t in saved.get("trials", [])
+        }
+        self.record = T.TuneRecord(request.to_dict(), space.to_dict())
+        self.measurements = read_measurements(run.dir)
+        # a cut measurement is measured again (it never counted)
+        self.done = {
+            (Point.of(r).key(), int(r["tune_round"])): r
+            for r in self.measurements
+            if not r.get("tune_cut")
+        }
+        self.rows: list[dict[str, Any]] = []
+        limits = [trial.measuring_limit_s(round_budget(request.budget, r)) for r in range(ROUNDS)]
+        self.planner = Planner(
+            request.budget_s,
+            clock.now,
+            [x if math.isfinite(x) else 0.0 for x in limits],
+            leads.SHARE,
+            own_fixed_s=clock.now(),
+            prior_fixed_s=statistics.median(clock.probe_s) if clock.probe_s else 0.0,
+        )
+
+    def deadline_passed(self) -> bool:
+        if self.should_stop is not None and self.should_stop():
+            return True
+        left = self.planner.left_s()
+        return left is not None and left <= 0
+
+    def measure(self, config: Config, rnd: int) -> float | None:
+        """`config`'s samples/s in round `rnd` (None: it has none); Cut where the deadline
+        cut its measurement short, Stop where not even its fixed cost fits before it."""
+        point = self.space.point(config)
+        row = self.done.get((point.key(), rnd))
+        if row is None:
+            row, extra = self._measured(config, point, rnd)
+            elapsed = self.offset + self.clock.now()
+        else:
+            budget = round_budget(self.request.budget, rnd, self.planner.scale())
+            extra = {"_budget_s": budget.max_time_s}
+            elapsed = self.old_elapsed.get(len(self.rows), self.offset)
+        sps = row.get("samples_per_s") if row.get("status") == "ok" else None
+        self.rows.append({**row, **extra, "_config": config, "_elapsed_s": elapsed})
+        trials = tuple(tune_record.trials(self.rows, None))
+        self.record = dataclasses.replace(self.record, trials=trials, elapsed_s=elapsed)
+        self.record.write(self.run.dir)
+        if self.on_trial is not None:
+            self.on_trial(self.record.trials[-1], self.request)
+        if extra.get("_cut"):
+            raise Cut(None if sps is None else float(sps))
+        return None if sps is None else float(sps)
+
+    def _measured(
+        self, config: Config, point: Point, rnd: int
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A new measurement's row (appended to tune_rows.jsonl) and what the trial notes of it:
+        its budget, start, wall time and cost, and whether the deadline cut it."""
+        budget = round_budget(self.request.budget, rnd, self.planner.scale())
+        left, cut = self.planner.left_s(), False
+        fixed = self.planner.fixed_s(config.combo, config.batch_size)
+        if left is not None:
+            if left - fixed <= 0:
+                raise Stop  # not even its fixed cost fits: the search ends here
+            budget, cut = trial.bounded(budget, left - fixed)
+            budget = trial.with_deadline(budget, left)
+            timeout = self.run.options.point_timeout_s
+            self.run.runner.point_timeout_s = trial.kill_after_s(left - fixed, fixed, timeout)
+        number = len(self.rows)
+        self.clock.say(
+            f"round {rnd} trial {number}: {point.label()}"
+            + (" (cut to the deadline)" if cut else "")
+        )
+        began = self.clock.now()
+        measured = self.run.measure(point, budget)
+        row = measured.row
+        cut = cut or bool(row.get("deadline_cut"))
+        cut = cut or (left is not None and row["status"] == "timeout")
+        row["tune_round"] = rnd
+        if cut:
+            row["tune_cut"] = True
+        append_measurement(self.run.dir, row)
+        self.measurements.append(row)
+        write_results(self.run.dir, self.measurements)
+        fresh = measured.worker_s > 0  # a worker started for it
+        c = trial.cost(config, rnd, row, measured.wall_s, self.planner.scale(), budget, fresh)
+        self.planner.observe(c)
+        return row, {
+            "_budget_s": budget.max_time_s,
+            "_started_s": self.offset + began,
+            "_wall_s": measured.wall_s,
+            "_fixed_s": c.fixed_s,
+            "_measuring_s": c.measuring_s,
+            "_cut": cut,
+        }
+
+    def searched(self, outcome: Outcome) -> T.TuneRecord:
+        """The record once the search has ended (tune.json written): its best, coverage,
+        plan, what it dropped, and the deadline it had."""
+        if self.measurements:
+            write_results(self.run.dir, self.measurements)
+        record = tune_record.filled(
+            self.record, outcome, self.rows, self.request.budget_s, self.space, self.planner
+        )
+        left = self.planner.left_s()
+        deadline_s = None if left is None else self.offset + self.clock.now() + left
+        self.record = dataclasses.replace(record, search_deadline_s=deadline_s)
+        self.record.write(self.run.dir)
+        return self.record
 
 
 def _saved_record(run_dir: Path) -> dict[str, Any]:
@@ -369,3 +401,40 @@ def _verdict(run_dir: Path) -> dict[str, Any] | None:
         "confidence": v.confidence,
         "confirmation_status": (v.confirmation or {}).get("status"),
     }
+
+
+def read_measurements(run_dir: Path) -> list[dict[str, Any]]:
+    """Every measurement so far, in order ([] where none)."""
+    path = run_dir / ROWS_FILE
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def append_measurement(run_dir: Path, row: dict[str, Any]) -> None:
+    """Append one measurement's row to tune_rows.jsonl, durably."""
+    with open(run_dir / ROWS_FILE, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row, allow_nan=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def deepest(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per configuration: its deepest round's, in the order configurations were first
+    measured; a measurement the deadline cut short (`tune_cut`) is never one of them."""
+    by_point: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in measurements:
+        if row.get("tune_cut"):
+            continue
+        key = Point.of(row).key()
+        if key not in by_point or int(row["tune_round"]) >= int(by_point[key]["tune_round"]):
+            by_point[key] = row
+    return list(by_point.values())
+
+
+def write_results(run_dir: Path, measurements: list[dict[str, Any]]) -> None:
+    """Replace results.jsonl by the deepest row of each configuration, atomically and durably,
+    and results.csv with it."""
+    text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in deepest(measurements))
+    replace_durably(run_dir / "results.jsonl", text)
+    ResultStore(run_dir).write_csv()

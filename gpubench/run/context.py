@@ -1,0 +1,153 @@
+"""One run in its folder, as sweep, tune, tune --target and a torchrun launch's rank 0 hold it:
+the folder's lock, fresh or resumed, suite.json and env.json, NVML's warning, the worker that
+measures (its lifetime), results.csv and the confirmation of the leaders; and the options that
+travel with a run (RunOptions), one object instead of a dozen parameters."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from gpubench.config.spec import Point, SweepSpec
+from gpubench.probes import nvml
+from gpubench.run import calibration_process, folder, phases
+from gpubench.run import confirm as leads
+from gpubench.run.worker import Task, WorkerRunner
+from gpubench.science import bottleneck
+from gpubench.store.results import ResultStore, read_rows
+
+# Seconds a point may take once its worker is ready, unless --point-timeout says otherwise.
+DEFAULT_POINT_TIMEOUT_S = 600.0
+# What --retry-failed runs again: outcomes that say nothing about the point itself.
+RETRIED = ("error", "timeout")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run measures and what it may do with its folder: each point's memory cap
+    (`max_memory`, bytes) and time once its worker is ready (`point_timeout_s`; None: no limit);
+    `resume` a folder started before, with new axis values where `extend`, its `error` and
+    `timeout` points measured again where `retry_failed`; `confirm` the leaders interleaved once
+    the points are measured; `shard` (i, n): the i-th of n shares of the points (run.shard);
+    `plan_file`: where batch_sizes = "auto" keeps its plan for every shard (run.batch_plan)."""
+
+    max_memory: int | None = None
+    point_timeout_s: float | None = DEFAULT_POINT_TIMEOUT_S
+    resume: bool = False
+    extend: bool = False
+    retry_failed: bool = False
+    confirm: bool = True
+    shard: tuple[int, int] | None = None
+    plan_file: Path | None = None
+
+
+class Measured(NamedTuple):
+    """A point's row from the run's worker, measured in `wall_s` seconds, of which `worker_s`
+    went to starting a worker (0: the last one served)."""
+
+    row: dict[str, Any]
+    wall_s: float
+    worker_s: float
+
+
+class RunContext(contextlib.ExitStack):
+    """A run's folder and worker for a `with` block. The worker (started on first use) serves
+    the checks, the calibration, the points and the confirmation, so their start-up is paid
+    once; it is closed at the block's end, at once (what is in flight abandoned) where the
+    block raised, a second Ctrl-C say. `open` takes the folder's lock, held to the block's end.
+    `log` records the phases, into phases.json once attached (the sweep's)."""
+
+    def __init__(self, run_dir: Path, options: RunOptions) -> None:
+        super().__init__()
+        self.dir = run_dir
+        self.options = options
+        self.store: ResultStore  # once `open`: nothing is written before the checks pass
+        self.log = phases.PhaseLog()
+        self._runner: WorkerRunner | None = None
+        self.push(self._close_worker)
+
+    @property
+    def runner(self) -> WorkerRunner:
+        if self._runner is None:
+            self._runner = WorkerRunner(self.options.max_memory, self.options.point_timeout_s)
+        return self._runner
+
+    def _close_worker(self, raised: type[BaseException] | None, *_: object) -> None:
+        if self._runner is not None:
+            self._runner.close(grace_s=0) if raised is not None else self._runner.close()
+
+    def open(self, spec: SweepSpec | None = None, rows: Path | None = None) -> None:
+        """Lock the folder (to the block's end). Fresh, it must hold no results. Resumed, it
+        must have been started on this machine, with `spec`'s suite where given (other axis
+        values only with `extend`); the torn last line of `rows` (results.jsonl by default)
+        is cut, and with `retry_failed` the rows that ended `error` or `timeout` dropped."""
+        self.enter_context(folder.locked(self.dir))
+        self.store = ResultStore(self.dir)
+        if not self.options.resume:
+            folder.check_fresh(self.dir)
+            return
+        if spec is not None:
+            folder.check_resumable(self.dir, spec, self.options.extend)
+        folder.check_same_machine(self.dir)
+        folder.repair_torn_tail(rows or self.store.path)
+        if self.options.retry_failed:
+            self.store.drop(RETRIED)
+
+    def write_suite(self, spec: SweepSpec) -> None:
+        self.store.write_json("suite.json", spec.to_dict())
+
+    def capture_env(
+        self,
+        devices: Sequence[str],
+        precisions: Sequence[str],
+        threads: Sequence[int] = (),
+        *,
+        recalibrate: bool = True,
+        in_worker: bool = False,
+    ) -> None:
+        """env.json where the folder lacks it: the machine, and the matmul peaks and memory
+        bandwidths calibrated now (`recalibrate`), under the run's conditions, with how busy
+        the machine was meanwhile (issue 14); in a worker (the run's with `in_worker`, else one
+        of its own) that gives back the GPU memory it used before the first point (issue 28).
+        Then NVML's warning, once, where the CUDA rows' NVML fields will be null."""
+        if not (self.dir / "env.json").is_file():
+            with self.log.phase("calibration"):
+                captured = calibration_process.captured(
+                    devices,
+                    precisions,
+                    recalibrate=recalibrate,
+                    threads=threads,
+                    timeout_s=self.options.point_timeout_s,
+                    runner=self.runner if in_worker else None,
+                )
+                self.store.write_json("env.json", captured)
+        nvml.warn_if_unavailable(devices)
+
+    def measure(self, point: Point, task: Task) -> Measured:
+        """`point`'s row from the run's worker, its bottleneck classified."""
+        t0, workers = time.perf_counter(), len(self.runner.startup_s)
+        row = bottleneck.classified(self.runner.run(point, task))
+        return Measured(row, time.perf_counter() - t0, sum(self.runner.startup_s[workers:]))
+
+    def write_csv(self) -> None:
+        """results.csv from results.jsonl, where there are rows."""
+        if self.store.path.is_file():
+            with self.log.phase("results.csv"):
+                self.store.write_csv()
+
+    def confirm(self) -> None:
+        """The leaders among the folder's rows re-measured interleaved (run.confirm) into
+        confirm.json, in the run's worker: the points' first-step costs are paid there."""
+        with self.log.phase("confirmation"):
+            self.runner.point_timeout_s = self.options.point_timeout_s  # a trial may bound it
+            leads.confirm(
+                self.dir,
+                read_rows(self.dir),
+                self.options.max_memory,
+                self.options.point_timeout_s,
+                self.runner,
+            )
