@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from gpubench.config import registry as R
 from gpubench.config.registry import normal
 
@@ -164,7 +166,7 @@ def cell(name: str, value: Any) -> str:
     ('auto' threads, 'default' model options, else 'none'), whole floats as whole numbers."""
     if R.null(value):
         return R.BY_NAME[name].unset if name in R.BY_NAME else "none"
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if isinstance(value, bool | np.bool_):
         return "on" if value else "off"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))

@@ -38,9 +38,6 @@ MODES = ("speed", "convergence")
 AUTO = "auto"
 # issue 28: the device types whose batch-size series may keep doubling (gpubench.run.batch_growth)
 GROW_DEVICE_TYPES = ("cpu", "cuda")
-# The SweepSpec fields that say which points there are, each with a CLI flag of its name (the
-# rest say how each point is measured).
-AXES = tuple(s.axis for s in SETTINGS if s.axis is not None and s.axis != "loader")
 
 
 class _PointMethods:
@@ -362,6 +359,12 @@ else:
     SweepSpec = _sweep_class()
     SweepSpec.__doc__ = "A whole sweep: the product of its axes, plus how to measure each point."
     SweepSpec.__module__ = __name__
+
+# The SweepSpec fields that say which points there are, in its order, each with a CLI flag of
+# its name (the rest say how each point is measured; `loader`, a factory, is the suite's).
+AXES = tuple(
+    f for f in SweepSpec.__dataclass_fields__ if f in {s.axis for s in SETTINGS} - {"loader"}
+)
 
 
 def _cuda_available() -> bool:
