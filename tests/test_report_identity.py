@@ -45,10 +45,10 @@ def test_a_series_is_the_whole_identity_and_its_label_names_what_differs(tmp_pat
     small = frame[frame["panel"] == "mlp/small"]
     names = set(S.labels(small, exclude=("model", "model_size")).values())
     assert names == {
-        "threads=auto lr=fixed default options",
-        "threads=1 lr=fixed default options",
-        "threads=auto lr=linear default options",
-        "threads=auto lr=fixed hidden=32",
+        "threads auto lr fixed default options",
+        "1 thread lr fixed default options",
+        "threads auto lr linear default options",
+        "threads auto lr fixed hidden=32",
     }
     # Across both sizes the size is named; fields the same for all (CPU, fp32, sgd) are not.
     assert all("size=" in n and "fp32" not in n for n in S.labels(frame).values())

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.config.labels import options
+from gpubench.config.labels import MAIN, options
 from gpubench.config.registry import BY_NAME
 
 
@@ -56,17 +56,10 @@ def _options(row: Mapping[str, Any]) -> str:
     return ", ".join(opts) if opts else "eager"
 
 
-def _layout(row: Mapping[str, Any]) -> str:
-    parallel = row.get("parallel")
-    if missing(parallel) or parallel == "none":
-        return "single process"
-    return f"{parallel} {'' if missing(row.get('scaling')) else row['scaling']}".strip()
-
-
 # The fields a series can differ in, in the order a label names them: (name, how a row's value
-# is written). Together they cover every IDENTITY column: the device by its name, the speed
-# options (config.registry's settings with a word) as one field, and the parallel
-# layout (parallel, scaling) beside its process count (nproc).
+# is written, config.labels' words where it has them). Together they cover every IDENTITY column:
+# the device by its name, the speed options (config.registry's settings with a word) as one
+# field, and the parallel layout (parallel, processes, nodes, scaling) as one.
 Render = Callable[[Mapping[str, Any]], str]
 FIELDS: dict[str, Render] = {
     "run": lambda r: f"[{r['series_run']}]" if r.get("series_run") else "",
@@ -77,19 +70,15 @@ FIELDS: dict[str, Render] = {
     "optimizer": lambda r: str(r["optimizer"]),
     "options": _options,
     "data": lambda r: f"{r.get('data')} data",
-    "threads": lambda r: f"threads={_int(r.get('threads'))}",
-    "parallel": _layout,
-    "nproc": lambda r: f"x{BY_NAME['nproc'].value(r)}",
-    "nodes": lambda r: f"nodes={BY_NAME['nodes'].value(r)}",
-    "lr_scaling": lambda r: f"lr={'fixed' if missing(r.get('lr_scaling')) else r['lr_scaling']}",
+    "threads": lambda r: str(MAIN["threads"]({"threads": r.get("threads")}, True)),  # as asked
+    "parallel": lambda r: str(MAIN["parallel"](r, True)),
+    "lr_scaling": lambda r: f"lr {BY_NAME['lr_scaling'].value(r) or 'fixed'}",
     "accumulate": lambda r: (
         f"accumulate={1 if missing(r.get('accumulate')) else _int(r['accumulate'])}"
     ),
-    "checkpoint": lambda r: (
-        f"checkpoint={'none' if missing(r.get('checkpoint')) else r['checkpoint']}"
-    ),
+    "checkpoint": lambda r: f"checkpoint {BY_NAME['checkpoint'].value(r)}",
     "model_options": lambda r: _model_options(r.get("model_options")),
-    "seed": lambda r: f"seed={_int(r.get('seed'))}",
+    "seed": lambda r: str(MAIN["seed"](r, True)),
     "batch_size": lambda r: f"B={_int(r.get('batch_size'))}",
 }
 # Fields a chart draws by line style and by marker; the rest set a series' colour.
