@@ -20,9 +20,9 @@ from gpubench.report import html as H
 from gpubench.report import scaling as parallel_report
 from gpubench.report import search_speed as search_report
 from gpubench.report import series as S
-from gpubench.report.explain import run_verdicts
+from gpubench.report.explain import run_frame, run_verdicts
 from gpubench.report.figure import Chart
-from gpubench.report.runs import Run, capacities, combine, load_runs
+from gpubench.report.runs import Run, capacities, load_runs
 from gpubench.report.verdict_section import verdict_section
 from gpubench.store.wording import plural
 
@@ -73,7 +73,7 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None) -> P
 
 
 def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
-    frame = combine(runs)
+    frame = run_frame(runs)  # one figure per configuration: the re-measured one where any
     capacity = capacities(runs)  # per (run, device name): each row's own machine (issue 23)
     threads = {r.name: r.cpu_threads() for r in runs}
     speedups = A.speedup_table(frame, threads)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.science import economy, leaders, standing, target_time
+from gpubench.science import economy, leaders, remeasured, standing, target_time
 from gpubench.science.bottleneck import BOTTLENECKS, Bottleneck, classify
 from gpubench.science.devices import Across, DeviceLead, across, device_leads, energy_lines
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
@@ -74,13 +74,23 @@ class ModelVerdict:
     economy: list[str] = field(default_factory=list)
     # issue 31: a loader's wait for its batches and the worker lever ([]: other data)
     input: list[str] = field(default_factory=list)
+    # issue 41: whether `samples_per_s` is the verdict's re-measurement (science.remeasured),
+    # the leader's measured samples per joule (tie order), and the rows of the partition whose
+    # own interval missed their re-measurement, said as lines
+    remeasured: bool = False
+    samples_per_j: float | None = None
+    unstable: list[str] = field(default_factory=list)
 
     def headline(self) -> str:
-        """The first line (standing.headline): the fastest, or the tie, its figures from one
-        measurement."""
-        return standing.headline(
-            self.fastest, self.samples_per_s, self.ties, self.rounds_samples_per_s, self.margin
-        )
+        """The first line (standing.headline): the fastest, or the tie, each figure the one
+        every view quotes for its configuration."""
+        leader = {
+            "label": self.fastest,
+            "samples_per_s": self.samples_per_s,
+            "identity": self.identity,
+            "samples_per_j": self.samples_per_j,
+        }
+        return standing.headline(leader, self.ties, self.margin, self.remeasured)
 
     def lines(self) -> list[str]:
         """The verdict as lines of text: the headline, then each item (the terminal's words)."""
@@ -91,6 +101,7 @@ class ModelVerdict:
         lines and the report's card are both drawn from these, so they cannot say different
         things."""
         out = [("how sure", self.confidence)]
+        out += [("unstable", line) for line in self.unstable]
         if self.stands_on:
             out.append(("stands on", self.stands_on))
         if self.time_to_target:
@@ -139,6 +150,8 @@ class ModelVerdict:
             **{k: self.identity.get(k) for k in FIXED},
             "heading": self.model,
             **answer(self.fastest, self.samples_per_s, self.identity, self.ties),
+            "remeasured": self.remeasured,
+            "unstable": self.unstable,
             "margin": self.margin,
             "rounds_samples_per_s": self.rounds_samples_per_s,
             "confidence": self.confidence,
@@ -177,6 +190,8 @@ def verdicts(
     leaders.check_margin(margin)
     if frame.empty:
         return []
+    if "remeasured" not in frame:  # one figure per configuration: the re-measured one
+        frame = remeasured.apply(frame, confirmations)
     records = frame.to_dict("records")
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in records:
@@ -213,6 +228,9 @@ def _verdict(
         confirmation=lead.record,
         rounds_samples_per_s=lead.rounds_samples_per_s,
         margin=margin,
+        remeasured=best.get("remeasured") is True,
+        samples_per_j=_per_joule(best),
+        unstable=_unstable(ok, among),
     )
     v.stands_on, v.stands_on_counts = standing.stands_on(ok, best, among)
     v.devices = device_leads(ok, confirmation, among, first=v.device, margin=margin)
@@ -240,6 +258,32 @@ def _verdict(
     v.effective_batch = effective_batches(all_rows)
     v.economy = economy.lines(best, ok, all_rows, among)  # issue 32
     return v
+
+
+def _per_joule(row: dict[str, Any]) -> float | None:
+    """The row's measured samples per joule (None where its energy was not measured)."""
+    v = row.get("samples_per_j")
+    return float(v) if v is not None and v == v and float(v) > 0 else None
+
+
+def _unstable(rows: list[dict[str, Any]], among: list[str]) -> list[str]:
+    """A line per row whose own 95% interval missed its re-measurement (science.remeasured):
+    its sweep figure, its interval, and the re-measured figure with its interval between
+    processes."""
+    out = []
+    for r in rows:
+        if r.get("unstable") is not True:
+            continue
+        low, high = leaders.interval({**r, "samples_per_s": r["sweep_samples_per_s"]})
+        out.append(
+            f"{label(r, among)}: its row read {float(r['sweep_samples_per_s']):,.0f} samples/s "
+            f"(95% interval {low:,.0f}-{high:,.0f}) and its re-measurement in fresh processes "
+            f"{float(r['samples_per_s']):,.0f} (95% CI "
+            f"{float(r['remeasured_low_samples_per_s']):,.0f}-"
+            f"{float(r['remeasured_high_samples_per_s']):,.0f}): the row's interval did not "
+            "hold between processes; the re-measured figure is quoted"
+        )
+    return out
 
 
 def _unclassified(best: dict[str, Any], command: str = "sweep") -> tuple[str, str | None]:
