@@ -22,6 +22,7 @@ from gpubench.cli.layout import plain_table
 from gpubench.config.precision import PRECISION_NOTE
 from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point, SweepSpec, model_label
 from gpubench.probes import load
+from gpubench.report import answer
 from gpubench.run import maxbatch
 from gpubench.run.accumulation_plan import AccumulationPlan
 from gpubench.science.verdict import ModelVerdict
@@ -119,6 +120,10 @@ def verdict(verdicts: list[ModelVerdict], runs: list[str]) -> None:
     stdout.print(f"verdict ({', '.join(runs)}):", highlight=False)
     if not verdicts:
         stdout.print("  no point ran: nothing to conclude", highlight=False)
+    else:  # the answer at a glance first, the same cells as the report's
+        stdout.print(
+            plain_table("the answer", answer.HEADERS, answer.rows(verdicts), answer.NUMBERS)
+        )
     for v in verdicts:
         for line in v.lines():
             stdout.print(escape(line), highlight=False, soft_wrap=True)

@@ -80,7 +80,10 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     # The page opens with what the answer stands on (suite, commit, contended and noisy points:
     # issue 21), then the answer; the long tables come after the charts (issue 15).
     verdicts = run_verdicts(runs, frame)
-    sections = [header(runs), *standing_notes(runs), verdict_section(verdicts)]
+    # issue 41: the answer at a glance and the verdict's bullets first, the summary table right
+    # after them, then what the answer stands on
+    sections = [header(runs), verdict_section(verdicts), tables.summary(frame, capacity)]
+    sections += standing_notes(runs)
     # What the page shows between the verdict and the tables, in order: a chart (None where
     # its data is absent, with the reason to list) or a section of HTML. Each is made by a job
     # that draws its PNGs; the jobs run in parallel (made_in_parallel), their output in order.
@@ -154,7 +157,6 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
             + "".join(f"<li>{H.e(m)}</li>" for m in missing)
             + "</ul>"
         )
-    sections.append(tables.summary(frame, capacity))
     sections.append(tables.failures(frame))
     sections.append(tables.all_rows(frame))
     sections.append(H.runs_section(runs))

@@ -118,7 +118,7 @@ def lead(
     tied = _other_configurations(best, tied)
     why = _not_confirmed(confirmation, among)
     if tied:
-        ties = [_row_tie(best, r, among, margin) for r in tied]
+        ties = [row_tie(best, r, among, margin) for r in tied]
         text = "; ".join(f"{t['label']}: {t['reason']}" for t in ties)
         return Lead(best, ties, f"tied by the rows ({text}); {why}", confirmation, None, margin)
     fastest_first = sorted(pool, key=lambda r: -float(r["samples_per_s"]))
@@ -152,7 +152,7 @@ def own_figure(row: dict[str, Any]) -> float:
     return float(row["samples_per_s"]) if own is None or own != own else float(own)
 
 
-def _row_tie(
+def row_tie(
     best: dict[str, Any], row: dict[str, Any], among: list[str], margin: float
 ) -> dict[str, Any]:
     """A row tied with `best` by the rows' own figures and intervals: the ratio, its interval
@@ -228,7 +228,7 @@ def _confirmed(
     close = [r for r in unmeasured if _rows_tie(best, r, margin)]
     slower = [r for r in unmeasured if not _rows_tie(best, r, margin)]
     untested = [
-        _row_tie(best, r, among, margin)
+        row_tie(best, r, among, margin)
         | {"re_measured": False, "reason": f"{_row_reason(best, r, margin)}, not re-measured"}
         for r in close
     ]

@@ -20,6 +20,7 @@ from gpubench.science.levers import levers, no_help
 from gpubench.science.partition import (
     FIXED,
     answer,
+    configuration,
     finite,
     heading,
     identity,
@@ -80,6 +81,12 @@ class ModelVerdict:
     remeasured: bool = False
     samples_per_j: float | None = None
     unstable: list[str] = field(default_factory=list)
+    # the leader's tokens/s (sequence models; in proportion to the quoted samples/s) and
+    # dollars per million samples where a price was given; its lead over the runner-up (the
+    # closest tie in a tie): label, ratio, its 95% interval low and high (None: none), source
+    tokens_per_s: float | None = None
+    usd_per_million_samples: float | None = None
+    lead_over: dict[str, Any] | None = None
 
     def headline(self) -> str:
         """The first line (standing.headline): the fastest, or the tie, each figure the one
@@ -231,6 +238,9 @@ def _verdict(
         remeasured=best.get("remeasured") is True,
         samples_per_j=_per_joule(best),
         unstable=_unstable(ok, among),
+        tokens_per_s=_positive(best.get("tokens_per_s")),
+        usd_per_million_samples=_positive(best.get("usd_per_million_samples")),
+        lead_over=_lead_over(lead, pool, among),
     )
     v.stands_on, v.stands_on_counts = standing.stands_on(ok, best, among)
     v.devices = device_leads(ok, confirmation, among, first=v.device, margin=margin)
@@ -262,8 +272,37 @@ def _verdict(
 
 def _per_joule(row: dict[str, Any]) -> float | None:
     """The row's measured samples per joule (None where its energy was not measured)."""
-    v = row.get("samples_per_j")
+    return _positive(row.get("samples_per_j"))
+
+
+def _positive(v: Any) -> float | None:
+    """`v` as a float where it is a positive number (None, NaN and 0 are not)."""
     return float(v) if v is not None and v == v and float(v) > 0 else None
+
+
+def _lead_over(
+    lead: standing.Lead, pool: list[dict[str, Any]], among: list[str]
+) -> dict[str, Any] | None:
+    """The leader's lead over the runner-up, as its ratio and 95% interval: in a tie over the
+    closest tied configuration; else the rounds' comparison with the closest candidate they
+    re-measured; else the rows' figures and intervals over the fastest other configuration.
+    None where the leader had nothing to compare with."""
+    keys = ("ratio", "low", "high")
+    if lead.ties:
+        t = standing.closest(lead.ties)[0]
+        return {"label": t["label"], **{k: t.get(k) for k in keys}, "tie": True}
+    by_id = {identity(r): r for r in pool}
+    if lead.paired:
+        ident, c = min(lead.paired.items(), key=lambda kv: kv[1].ratio)
+        other = by_id.get(ident)
+        name = label(other, among) if other is not None else "the runner-up"
+        return {"label": name, "ratio": c.ratio, "low": c.low, "high": c.high, "tie": False}
+    others = [r for r in pool if configuration(r) != configuration(lead.best)]
+    if not others:
+        return None
+    runner = max(others, key=lambda r: float(r["samples_per_s"]))
+    t = standing.row_tie(lead.best, runner, among, lead.margin)
+    return {"label": t["label"], **{k: t.get(k) for k in keys}, "tie": False}
 
 
 def _unstable(rows: list[dict[str, Any]], among: list[str]) -> list[str]:
@@ -277,7 +316,7 @@ def _unstable(rows: list[dict[str, Any]], among: list[str]) -> list[str]:
         low, high = leaders.interval({**r, "samples_per_s": r["sweep_samples_per_s"]})
         out.append(
             f"{label(r, among)}: its row read {float(r['sweep_samples_per_s']):,.0f} samples/s "
-            f"(95% interval {low:,.0f}-{high:,.0f}) and its re-measurement in fresh processes "
+            f"(95% interval {low:,.0f}-{high:,.0f}) and its interleaved re-measurement "
             f"{float(r['samples_per_s']):,.0f} (95% CI "
             f"{float(r['remeasured_low_samples_per_s']):,.0f}-"
             f"{float(r['remeasured_high_samples_per_s']):,.0f}): the row's interval did not "
