@@ -77,8 +77,8 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     capacity = capacities(runs)  # per (run, device name): each row's own machine (issue 23)
     threads = {r.name: r.cpu_threads() for r in runs}
     speedups = A.speedup_table(frame, threads)
-    # The page opens with what the answer stands on (suite, commit, contended and noisy points:
-    # issue 21), then the answer; the long tables come after the charts (issue 15).
+    # The page opens with the answer, then what it stands on (suite, commit, contended and noisy
+    # points: issue 21); the long tables come after the charts (issue 15).
     verdicts = run_verdicts(runs, frame)
     # issue 41: the answer at a glance and the verdict's bullets first, the summary table right
     # after them, then what the answer stands on

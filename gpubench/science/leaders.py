@@ -261,11 +261,13 @@ def spread(values: list[float], processes: list[int]) -> tuple[float, float, flo
     return float(np.median(v)), min([low, *each]), max([high, *each])
 
 
-def _compare(lead: np.ndarray, other: np.ndarray, index: int, processes: list[int]) -> Comparison:
+def _compare(
+    lead: np.ndarray, other: np.ndarray, index: int, processes: list[int] | None = None
+) -> Comparison:
     """The median per-round ratio and its distribution-free 95% interval: the sign test's
     (the order statistics a Binomial(n, 1/2) allows; every candidate of a round shares that
     round's machine, so the ratio pairs them), widened to each process's own median ratio."""
-    ratio, low, high = spread(list(lead / other), processes)
+    ratio, low, high = spread(list(lead / other), processes or [len(lead)])
     return Comparison(index, ratio, low, high)
 
 

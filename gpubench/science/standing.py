@@ -152,6 +152,13 @@ def own_figure(row: dict[str, Any]) -> float:
     return float(row["samples_per_s"]) if own is None or own != own else float(own)
 
 
+def as_measured(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with its own samples/s as the sweep measured it (own_figure()): what a comparison
+    with rows that were not re-measured weighs."""
+    own = own_figure(row)
+    return row if own == float(row["samples_per_s"]) else {**row, "samples_per_s": own}
+
+
 def row_tie(
     best: dict[str, Any], row: dict[str, Any], among: list[str], margin: float
 ) -> dict[str, Any]:
@@ -225,11 +232,13 @@ def _confirmed(
     # a row the budget left out ties with the leader only where the rows cannot tell them
     # apart (within the margin, or their intervals overlap); one clearly slower by the rows
     # is said so, never "tied" (a row 31% slower read "so tied with it")
-    close = [r for r in unmeasured if _rows_tie(best, r, margin)]
-    slower = [r for r in unmeasured if not _rows_tie(best, r, margin)]
+    # rows against rows: the leader's own row figure, not its re-measurement
+    mine = as_measured(best)
+    close = [r for r in unmeasured if _rows_tie(mine, r, margin)]
+    slower = [r for r in unmeasured if not _rows_tie(mine, r, margin)]
     untested = [
-        row_tie(best, r, among, margin)
-        | {"re_measured": False, "reason": f"{_row_reason(best, r, margin)}, not re-measured"}
+        row_tie(mine, r, among, margin)
+        | {"re_measured": False, "reason": f"{_row_reason(mine, r, margin)}, not re-measured"}
         for r in close
     ]
     also = (
@@ -240,7 +249,7 @@ def _confirmed(
     )
     if slower:
         also += "; not re-measured (over the budget), slower by the rows: " + ", ".join(
-            f"{label(r, among)} ({times(_ratio(best, r), 3)})" for r in slower
+            f"{label(r, among)} ({times(_ratio(mine, r), 3)})" for r in slower
         )
     if d.winner is not None:
         held = (

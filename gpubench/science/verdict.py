@@ -197,7 +197,8 @@ def verdicts(
     leaders.check_margin(margin)
     if frame.empty:
         return []
-    if "remeasured" not in frame:  # one figure per configuration: the re-measured one
+    if "remeasured" not in frame or frame["remeasured"].isna().all():
+        # rows not read through remeasured.apply: one figure per configuration all the same
         frame = remeasured.apply(frame, confirmations)
     records = frame.to_dict("records")
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
@@ -255,10 +256,14 @@ def _verdict(
         v.evidence = [judged.evidence, *([scaling] if scaling else [])]
         # rows tied with the leader by their own intervals: no lever figure comes from them
         tied = frozenset(identity(t["identity"]) for t in lead.ties)
+        # a lever's figure is a ratio of rows measured alike (the sweep's own figures), or the
+        # rounds' paired comparison where they measured both
+        mine, own_ok = standing.as_measured(best), [standing.as_measured(r) for r in ok]
+        own_all = [standing.as_measured(r) if standing.ran(r) else r for r in all_rows]
         v.levers, v.next_experiment = levers(
-            kind, best, ok, all_rows, among, margin, command, lead.paired, tied
+            kind, mine, own_ok, own_all, among, margin, command, lead.paired, tied
         )
-        v.not_levers = no_help(kind, best, ok, among, margin, lead.paired, tied)
+        v.not_levers = no_help(kind, mine, own_ok, among, margin, lead.paired, tied)
     else:
         v.evidence = [scaling] if scaling else []
         v.unclassified, v.next_experiment = _unclassified(best, command)
