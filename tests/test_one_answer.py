@@ -126,7 +126,7 @@ def test_the_leader_and_runner_up_are_re_measured_whatever_the_share(
     assert record.processes == [leaders.ROUNDS_PER_PROCESS] * leaders.PROCESSES
     # the budget is the two leaders' cost, not what was left of the share
     assert record.budget_s == pytest.approx(leaders.cost_s(rows))
-    assert seen == [pytest.approx(record.budget_s / leaders.PROCESSES)] * leaders.PROCESSES
+    assert seen == [pytest.approx(leaders.cost_s(rows) / leaders.PROCESSES)] * leaders.PROCESSES
 
 
 def test_ties_are_ordered_by_the_smaller_batch_then_energy_and_list_the_closest() -> None:

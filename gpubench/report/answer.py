@@ -31,7 +31,7 @@ def rows(verdicts: Sequence[ModelVerdict]) -> list[tuple[str, ...]]:
     interval, or 'tie' with the closest gap, the bottleneck in a word, and its samples per
     joule and dollars per million samples where measured ('' elsewhere). Where a verdict's rows
     span several devices, a row per device follows with that device's fastest."""
-    out = []
+    out: list[tuple[str, ...]] = []
     for v in verdicts:
         choice = _choice(v)
         sps = v.samples_per_s if choice is None else float(str(choice["samples_per_s"]))
@@ -77,11 +77,12 @@ def _choice(v: ModelVerdict) -> dict[str, object] | None:
 
 
 def _lead(v: ModelVerdict) -> str:
-    """'x1.36 (95% CI 1.29-1.44) over B', or 'tie (x1.04, 95% CI 0.99-1.08, with B)', or ''."""
+    """'x1.36 (95% CI 1.29-1.44) over B', or 'tie: A x1.04 (95% CI 0.99-1.08) over B' (A the
+    leader by its figure), or '' (nothing to compare with)."""
     d = v.lead_over
     if d is None:
         return ""
     gap = standing.gap(d)
-    if d.get("tie"):
-        return f"tie: {gap} with {d['label']}"
+    if d.get("tie"):  # the gap is the leader's over the closest, whichever is chosen
+        return f"tie: {v.fastest} {gap} over {d['label']}"
     return f"{gap} over {d['label']}"

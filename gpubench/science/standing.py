@@ -223,8 +223,7 @@ def _confirmed(
         else ""
     )
     against = "; ".join(
-        f"{times(c.ratio, 3)} over {label(rows[i], among)} "
-        f"(95% CI {times(c.low, 3)}-{times(c.high, 3)}"
+        f"x{c.ratio:.2f} over {label(rows[i], among)} (95% CI {c.low:.2f}-{c.high:.2f}"
         + ("" if c.holds(margin) else f": {_reading(c, margin)}")
         + ")"
         for i, c in sorted(comps.items())

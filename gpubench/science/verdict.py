@@ -325,7 +325,7 @@ def _unstable(rows: list[dict[str, Any]], among: list[str]) -> list[str]:
             f"{float(r['samples_per_s']):,.0f} (95% CI "
             f"{float(r['remeasured_low_samples_per_s']):,.0f}-"
             f"{float(r['remeasured_high_samples_per_s']):,.0f}): the row's interval did not "
-            "hold between processes; the re-measured figure is quoted"
+            "hold when re-measured; the re-measured figure is quoted"
         )
     return out
 
