@@ -129,6 +129,24 @@ def test_the_leader_and_runner_up_are_re_measured_whatever_the_share(
     assert seen == [pytest.approx(leaders.cost_s(rows) / leaders.PROCESSES)] * leaders.PROCESSES
 
 
+def test_the_throughput_chart_rings_an_unstable_point() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gpubench.report import plots
+
+    fig, ax = plt.subplots()
+    g = pd.DataFrame(
+        {"batch_size": [16, 64], "samples_per_s": [5.0, 9.0], "unstable": [None, True]}
+    )
+    plots._mark_unstable(ax, g, "samples_per_s")
+    ((x, y),) = np.asarray(ax.collections[0].get_offsets()).tolist()
+    assert (x, y) == (64, 9.0)
+    plt.close(fig)
+
+
 def test_ties_are_ordered_by_the_smaller_batch_then_energy_and_list_the_closest() -> None:
     def member(b: int, sps: float, per_j: float | None = None) -> dict[str, Any]:
         ident = {"batch_size": b}

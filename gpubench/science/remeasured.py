@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from gpubench.science import leaders
-from gpubench.science.partition import identity
+from gpubench.science.partition import configuration
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,9 @@ class Remeasured:
 
 
 def figures(partitions: list[dict[str, Any]] | None) -> dict[tuple[Any, ...], Remeasured]:
-    """Per configuration's identity, its re-measured figure, from confirm.json's partitions
-    (their decisions: a partition that decided nothing re-measured nothing)."""
+    """Per configuration (partition.configuration: its identity but the seed, which does not
+    change its speed), its re-measured figure, from confirm.json's partitions (their decisions:
+    a partition that decided nothing re-measured nothing)."""
     out: dict[tuple[Any, ...], Remeasured] = {}
     for p in partitions or []:
         if not p.get("decision"):
@@ -52,7 +53,7 @@ def figures(partitions: list[dict[str, Any]] | None) -> dict[tuple[Any, ...], Re
                 low, high = d.low_samples_per_s[c], d.high_samples_per_s[c]
             else:  # recorded before processes: one process ran every round
                 _, low, high = leaders.spread(rounds[c], d.processes or [len(rounds[c])])
-            out[identity(candidate)] = Remeasured(float(median), float(low), float(high))
+            out[configuration(candidate)] = Remeasured(float(median), float(low), float(high))
     return out
 
 
@@ -67,15 +68,16 @@ COLUMNS = [
 
 def apply(frame: pd.DataFrame, partitions: list[dict[str, Any]] | None) -> pd.DataFrame:
     """`frame` (one run's rows) with the COLUMNS above set from its confirm.json's
-    `partitions`, and each re-measured row's samples/s (and tokens/s) its re-measured figure; a
-    copy, `frame` itself untouched. Without partitions: `remeasured` false, the rest null."""
+    `partitions`, and the samples/s (and tokens/s) of each row of a re-measured configuration
+    (every seed's) its re-measured figure; a copy, `frame` itself untouched. Without
+    partitions: `remeasured` false, the rest null."""
     out = frame.copy()
     found = figures(partitions)
     records = out.to_dict("records")
     marks: dict[str, list[Any]] = {c: [] for c in COLUMNS}
     sps, tps = [], []
     for r in records:
-        m = found.get(identity(r)) if r.get("status") == "ok" else None
+        m = found.get(configuration(r)) if r.get("status") == "ok" else None
         own = r.get("samples_per_s")
         if m is None or own is None or pd.isna(own) or float(own) <= 0:
             for c in COLUMNS:
