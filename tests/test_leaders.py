@@ -83,7 +83,8 @@ def test_a_decision_survives_its_json_record() -> None:
 
 def test_the_candidates_are_trimmed_to_what_the_budget_can_re_measure() -> None:
     rows = [{"step_time_s": t} for t in (0.1, 0.1, 0.2, 0.4)]
-    per_step = leaders.SETUP_STEPS + leaders.MIN_ROUNDS  # steps each candidate costs at least
+    # steps each candidate costs at least: its set-up and its rounds in each process
+    per_step = (leaders.SETUP_STEPS + leaders.ROUNDS_PER_PROCESS) * leaders.PROCESSES
     assert leaders.affordable(rows, per_step * 0.8) == rows  # all four fit
     assert leaders.affordable(rows, per_step * 0.5) == rows[:3]  # the farthest is dropped
     assert leaders.affordable(rows, per_step * 0.2) == rows[:2]

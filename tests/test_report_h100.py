@@ -125,7 +125,8 @@ def test_the_effective_batch_report_leads_with_the_ways_it_measured(
     order = _sections(page)
     # one effective batch (B=256) in four ways: the ways lead; the charts against a batch
     # size that nothing varied come after the others
-    assert order[:2] == ["Verdict", "Effective batch"]
+    # issue 41: the answer (its table and bullets) and the summary table first
+    assert order[:3] == ["Verdict", "Summary", "Effective batch"]
     assert order.index("Roofline") < order.index("Throughput") < order.index("Memory")
     rows = pd.DataFrame(load_runs([run])[0].frame)
     assert rows["batch_size"].nunique() == 1
@@ -152,5 +153,5 @@ def test_a_sweep_over_batch_sizes_keeps_its_charts_against_the_batch_first(
 ) -> None:
     order = _sections(quick1[1])
     assert "Effective batch" not in order
-    assert order[:3] == ["Verdict", "Throughput", "Step time"]
+    assert order[:4] == ["Verdict", "Summary", "Throughput", "Step time"]
     assert order.index("Memory") < order.index("Speedup over the CPU")

@@ -74,7 +74,12 @@ def test_overlapping_intervals_without_a_confirmation_are_a_tie() -> None:
     rows = _rows((BASE, 64 / 910), (b16, 16 / 895), ci=0.03)
     (v,) = verdicts(_frame(rows))
     assert v.ties and v.ties[0]["label"] == "cpu fp32 B=16"
-    assert v.lines()[0].startswith("mlp/small, sgd: tie: cpu fp32 B=64 and cpu fp32 B=16 within")
+    # the smaller batch first, the measured gap with its interval, the one reason that held
+    assert v.lines()[0].startswith(
+        "mlp/small, sgd: tie: cpu fp32 B=16 and cpu fp32 B=64 (885 and 914 samples/s): "
+        "cpu fp32 B=64 x1.03 (95% CI "
+    )
+    assert v.lines()[0].endswith("over cpu fp32 B=16: the rows' 95% intervals overlap")
     assert "not re-measured" in v.confidence
     (clear,) = verdicts(_frame(_rows((BASE, 0.010), (b16, 0.010))))  # 4x the samples/s
     assert not clear.ties and "clears every other row's" in clear.confidence
@@ -258,27 +263,32 @@ def test_a_sweep_confirms_its_leaders_interleaved(
     (record,) = confirmations.partitions(out) or []
     assert record["status"] == "confirmed"
     assert {c["batch_size"] for c in record["candidates"]} == {4, 8}
+    assert all(len(x) == sum(record["processes"]) for x in record["samples_per_s"])
     assert all(len(x) >= leaders.MIN_ROUNDS for x in record["samples_per_s"])
     assert all(x > 0 for series in record["samples_per_s"] for x in series)
     assert "interleaved rounds" in printed
-    # each candidate's first step in the rounds, and the rounds in the worker that measured
-    # the points: one worker for the model check, the points and the confirmation
+    # each candidate's first step in the rounds; the rounds in leaders.PROCESSES fresh workers,
+    # each its own, beside the one worker of the model check and the points
     assert len(record["first_step_s"]) == 2 and all(s > 0 for s in record["first_step_s"])
-    assert sum(len(r.startup_s) for r in runners) == 1
+    assert [len(r.startup_s) for r in runners] == [1] + [1] * leaders.PROCESSES
+    assert len(record["processes"]) == leaders.PROCESSES
+    assert min(record["processes"]) >= leaders.ROUNDS_PER_PROCESS
     whole = json.loads((out / confirmations.FILE).read_text())
     assert whole["seconds"] > 0 and whole["sweep_point_seconds"] > 0
 
 
-def test_a_wide_tie_is_said_to_be_noise_not_closeness() -> None:
+def test_a_tie_states_the_measured_gap_with_its_interval() -> None:
     from gpubench.science.verdict import ModelVerdict
 
-    def tie(ratio: float, rate: float) -> ModelVerdict:
-        t = {"label": "cpu fp32 B=16", "ratio": ratio, "samples_per_s": rate}
+    def tie(ratio: float, rate: float, low: float, high: float) -> ModelVerdict:
+        t = {"label": "cpu fp32 B=16", "ratio": ratio, "samples_per_s": rate, "low": low}
+        t |= {"high": high, "reason": "the rows' 95% intervals overlap"}
         return ModelVerdict("mlp/tiny, adamw", "cpu fp32 B=64", 1000.0, "cpu", ties=[t])
 
-    assert tie(1.016, 984.0).headline() == (
-        "tie: cpu fp32 B=64 and cpu fp32 B=16 within 1.6% (1,000 and 984 samples/s)"
+    # the gap itself with its interval, not the interval's bound read as the gap ("within
+    # 19.8%" for figures 3.8% apart)
+    assert tie(1.016, 984.0, 0.99, 1.08).headline() == (
+        "tie: cpu fp32 B=64 and cpu fp32 B=16 (1,000 and 984 samples/s): cpu fp32 B=64 x1.02 "
+        "(95% CI 0.99-1.08) over cpu fp32 B=16: the rows' 95% intervals overlap"
     )
-    assert tie(1.68, 595.0).headline() == (
-        "tie: cpu fp32 B=64 and cpu fp32 B=16, too noisy to tell apart (1,000 and 595 samples/s)"
-    )
+    assert "x1.68 (95% CI 0.91-2.40)" in tie(1.68, 595.0, 0.91, 2.4).headline()

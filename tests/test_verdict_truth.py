@@ -35,12 +35,12 @@ def test_one_configuration_left_to_compare_says_why_when_several_ran() -> None:
         _row(dataclasses.replace(BASE, batch_size=b), 0.01, busy=True) for b in (4, 8, 16, 32, 128)
     ]
     # the pool is the one clean row: nothing to re-measure, and no runner is needed to say so
-    record = confirm._confirm_partition([clean, *busy], None, None, None, 1.0, 1.0)  # type: ignore[arg-type]
+    record = confirm._confirm_partition([clean, *busy], None, None, 1.0)
     assert record is not None and record.status == "not needed"
     assert record.reason == (
         "one configuration to compare: 5 of the 6 that ran were contended (busy) and left out"
     )
-    alone = confirm._confirm_partition([clean], None, None, None, 1.0, 1.0)  # type: ignore[arg-type]
+    alone = confirm._confirm_partition([clean], None, None, 1.0)
     assert alone is not None and alone.reason == "a single configuration ran"
 
 
@@ -119,10 +119,12 @@ def test_the_published_confirmed_run_reads_true() -> None:
         v.model: v for v in explain_runs([ROOT / "results" / "20261123-cpu-quick-confirmed"])[0]
     }
     assert not any("(nan)" in line for v in found.values() for line in v.energy)
-    # the rounds' own figures and bound, not the rows' (6,691 and 5,644, "within 9.0%")
+    # the rounds' own figures, the gap with its interval and the one reason that held (was
+    # "within 20.0%", the interval's bound read as the gap)
     assert found["mlp/small, adamw"].headline() == (
-        "tie: cpu bf16 B=64 and cpu fp32 B=64 within 20.0% "
-        "(6,843 and 6,460 samples/s, interleaved rounds)"
+        "tie: cpu bf16 B=64 and cpu fp32 B=64 (6,843 and 6,460 samples/s, re-measured): "
+        "cpu bf16 B=64 x1.09 (95% CI 0.91-1.20) over cpu fp32 B=64: the interval reaches x1: "
+        "the rounds cannot tell which is faster"
     )
     # the lever the rounds measured in the same minutes is judged by them: bf16 read 1.19x by
     # the rows while the headline could not tell the two apart

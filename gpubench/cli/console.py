@@ -22,9 +22,12 @@ from gpubench.cli.layout import plain_table
 from gpubench.config.precision import PRECISION_NOTE
 from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point, SweepSpec, model_label
 from gpubench.probes import load
+from gpubench.report import answer
 from gpubench.run import maxbatch
 from gpubench.run.accumulation_plan import AccumulationPlan
+from gpubench.science import remeasured
 from gpubench.science.verdict import ModelVerdict
+from gpubench.store import confirmations
 from gpubench.store.wording import cell, plural, size
 
 # Markup off: everything printed comes from results, suites, paths or exceptions, where "[...]"
@@ -105,11 +108,14 @@ def stopped(resume_hint: str, early: bool) -> None:
 
 
 def sweep_summary(frame: pd.DataFrame, run_dir: Path, convergence: bool) -> None:
-    """The finished sweep's tables (a convergence sweep's with its batch-size analysis)."""
+    """The finished sweep's tables (a convergence sweep's with its batch-size analysis), each
+    configuration's samples/s the one its verdict quotes (science.remeasured)."""
     if convergence:
         _print_convergence(frame, run_dir)
     else:
-        stdout.print(results_table.summary_table(frame, width=stdout.width))
+        # one figure per configuration: the verdict's re-measured one where it took one
+        shown = remeasured.apply(frame, confirmations.partitions(run_dir))
+        stdout.print(results_table.summary_table(shown, width=stdout.width))
     stdout.print(f"results: {run_dir}")
     busy(load.busy_line(read_env(run_dir), frame.to_dict("records")))
 
@@ -119,6 +125,10 @@ def verdict(verdicts: list[ModelVerdict], runs: list[str]) -> None:
     stdout.print(f"verdict ({', '.join(runs)}):", highlight=False)
     if not verdicts:
         stdout.print("  no point ran: nothing to conclude", highlight=False)
+    else:  # the answer at a glance first, the same cells as the report's
+        stdout.print(
+            plain_table("the answer", answer.HEADERS, answer.rows(verdicts), answer.NUMBERS)
+        )
     for v in verdicts:
         for line in v.lines():
             stdout.print(escape(line), highlight=False, soft_wrap=True)

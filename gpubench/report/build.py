@@ -20,9 +20,9 @@ from gpubench.report import html as H
 from gpubench.report import scaling as parallel_report
 from gpubench.report import search_speed as search_report
 from gpubench.report import series as S
-from gpubench.report.explain import run_verdicts
+from gpubench.report.explain import run_frame, run_verdicts
 from gpubench.report.figure import Chart
-from gpubench.report.runs import Run, capacities, combine, load_runs
+from gpubench.report.runs import Run, capacities, load_runs
 from gpubench.report.verdict_section import verdict_section
 from gpubench.store.wording import plural
 
@@ -73,14 +73,17 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None) -> P
 
 
 def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
-    frame = combine(runs)
+    frame = run_frame(runs)  # one figure per configuration: the re-measured one where any
     capacity = capacities(runs)  # per (run, device name): each row's own machine (issue 23)
     threads = {r.name: r.cpu_threads() for r in runs}
     speedups = A.speedup_table(frame, threads)
-    # The page opens with what the answer stands on (suite, commit, contended and noisy points:
-    # issue 21), then the answer; the long tables come after the charts (issue 15).
+    # The page opens with the answer, then what it stands on (suite, commit, contended and noisy
+    # points: issue 21); the long tables come after the charts (issue 15).
     verdicts = run_verdicts(runs, frame)
-    sections = [header(runs), *standing_notes(runs), verdict_section(verdicts)]
+    # issue 41: the answer at a glance and the verdict's bullets first, the summary table right
+    # after them, then what the answer stands on
+    sections = [header(runs), verdict_section(verdicts), tables.summary(frame, capacity)]
+    sections += standing_notes(runs)
     # What the page shows between the verdict and the tables, in order: a chart (None where
     # its data is absent, with the reason to list) or a section of HTML. Each is made by a job
     # that draws its PNGs; the jobs run in parallel (made_in_parallel), their output in order.
@@ -154,7 +157,6 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
             + "".join(f"<li>{H.e(m)}</li>" for m in missing)
             + "</ul>"
         )
-    sections.append(tables.summary(frame, capacity))
     sections.append(tables.failures(frame))
     sections.append(tables.all_rows(frame))
     sections.append(H.runs_section(runs))

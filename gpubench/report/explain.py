@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from gpubench.report.runs import Run, combine, load_runs
+from gpubench.science import remeasured
 from gpubench.science.leaders import MARGIN
 from gpubench.science.verdict import ModelVerdict, verdicts
 from gpubench.store import confirmations
@@ -34,16 +36,26 @@ def command(runs: Sequence[Run]) -> str:
 TUNE_FILE = "tune.json"
 
 
+def _found(runs: Sequence[Run]) -> list[dict[str, Any]] | None:
+    """The confirmation of the runs' leaders: a single run's confirm.json (several runs' rows
+    compete together, and their leaders were never re-measured side by side)."""
+    return confirmations.partitions(runs[0].path) if len(runs) == 1 else None
+
+
+def run_frame(runs: Sequence[Run]) -> pd.DataFrame:
+    """The runs' combined rows, each configuration's samples/s the one every view quotes: the
+    verdict's re-measurement where there is one (science.remeasured), else the row's."""
+    return remeasured.apply(combine(runs), _found(runs))
+
+
 def run_verdicts(
     runs: Sequence[Run], frame: pd.DataFrame | None = None, margin: float = MARGIN
 ) -> list[ModelVerdict]:
-    """One verdict per partition over all of `runs` together (`frame`: their combined rows),
-    with each run's confirmation of its leaders (for a single run: several runs' rows compete
-    together, and their leaders were never re-measured side by side); a lead of no more than
-    `margin` (a share) is a tie."""
-    found = confirmations.partitions(runs[0].path) if len(runs) == 1 else None
-    rows = combine(runs) if frame is None else frame
-    return verdicts(rows, cpu_energy_reason(runs), found, margin, command(runs))
+    """One verdict per partition over all of `runs` together (`frame`: their rows as
+    run_frame() reads them), with a single run's confirmation of its leaders; a lead of no
+    more than `margin` (a share) is a tie."""
+    rows = run_frame(runs) if frame is None else frame
+    return verdicts(rows, cpu_energy_reason(runs), _found(runs), margin, command(runs))
 
 
 def explain_runs(

@@ -84,6 +84,7 @@ def throughput(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
             if len(g):
                 ax.plot(g["batch_size"], g[metric], label="_", **styles.line(str(series)))
                 _star_best(ax, g, g[metric], color)
+                _mark_unstable(ax, g, metric)
             _mark_oom(ax, group, color)
         if good.empty:
             empty_panel(ax, "no point of this model ran")
@@ -98,8 +99,28 @@ def throughput(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
         "Throughput",
         "Samples per second (tokens per second for sequence models) from the median step time. "
         "A star marks the throughput-optimal batch: the smallest within 5% of the best "
-        "throughput. A dotted line marks the first batch that ran out of memory.",
+        "throughput. A dotted line marks the first batch that ran out of memory. A point is "
+        "the verdict's re-measurement where it re-measured that configuration; a ringed cross "
+        "marks one re-measured outside its row's own 95% interval (unstable).",
     )
+
+
+def _mark_unstable(ax: Axes, g: pd.DataFrame, metric: str) -> None:
+    """A ringed cross on each point of `g` flagged `unstable` (science.remeasured)."""
+    if "unstable" not in g:
+        return
+    bad = g[[v is True for v in g["unstable"]]]
+    if len(bad):
+        ax.scatter(
+            bad["batch_size"],
+            bad[metric],
+            marker="X",
+            s=90,
+            facecolors="none",
+            edgecolors="black",
+            linewidths=1.2,
+            zorder=5,
+        )
 
 
 def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:

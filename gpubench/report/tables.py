@@ -55,11 +55,12 @@ def summary(frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]) ->
     if s.empty:
         return "<h2>Summary</h2>\n" + H.note("These runs hold no rows.")
     names = S.labels(frame, exclude=("model", "model_size"))
+    marks = best_marks(frame)
     columns: list[H.Column] = [
         ("model", lambda r: r["model"]),
         ("series", lambda r: names[r["series"]]),
         ("points ok", lambda r: (str(r["points_ok"]), r["points_ok"])),
-        ("best samples/s", lambda r: H.cell(r["best_samples_per_s"], ",.0f")),
+        ("best samples/s", lambda r: _marked(r, marks)),
         ("throughput-optimal batch", lambda r: H.cell(r["throughput_optimal_batch"], "d")),
         ("latency floor (ms)", lambda r: H.cell(r["latency_floor_s"], ",.4g", 1e3)),
         ("memory per sample (MiB)", lambda r: H.cell(r["memory_per_sample_bytes"], ",.2f", 2**-20)),
@@ -80,9 +81,42 @@ def summary(frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]) ->
         f"{H.e(stated)} The throughput-optimal batch is the smallest "
         "within 5% of the best samples/s; the latency floor is the shortest median step; the "
         "memory per sample and predicted largest batch come from the fitted memory line and the "
-        f"device's memory (GPUs).{H.e(absent)} {H.e(PRECISION_NOTE)}</p>\n"
+        f"device's memory (GPUs). {H.e(MARKS_NOTE)}{H.e(absent)} {H.e(PRECISION_NOTE)}</p>\n"
         + H.columns_table(keep, records, sortable=True)
     )
+
+
+MARKS_NOTE = (
+    "A figure marked (re-measured) is the verdict's re-measurement of that configuration in "
+    "fresh processes, the one the verdict quotes; one marked (unstable) was re-measured outside "
+    "its row's own 95% interval."
+)
+
+
+def best_marks(frame: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """Per (model as the summary names it, series): ' (re-measured)' or ' (re-measured,
+    unstable)' where the series' best samples/s is the verdict's re-measurement
+    (science.remeasured), '' elsewhere."""
+    out: dict[tuple[str, str], str] = {}
+    if "remeasured" not in frame:
+        return out
+    one_size = frame["model_size"].nunique() == 1
+    ok = A.ok_rows(frame)
+    for (model, size, series), g in ok.groupby(["model", "model_size", "series"], sort=True):
+        if g["samples_per_s"].notna().sum() == 0:
+            continue
+        best = g.loc[g["samples_per_s"].idxmax()]
+        name = model if one_size else f"{model}/{size}"
+        if best.get("remeasured") is True:
+            unstable = best.get("unstable") is True
+            out[(name, str(series))] = " (re-measured, unstable)" if unstable else " (re-measured)"
+    return out
+
+
+def _marked(r: dict[str, Any], marks: dict[tuple[str, str], str]) -> tuple[str, object]:
+    """The best samples/s cell, marked where it is the verdict's re-measurement."""
+    text, value = H.cell(r["best_samples_per_s"], ",.0f")
+    return text + marks.get((str(r["model"]), str(r["series"])), ""), value
 
 
 def speedups(table: pd.DataFrame) -> tuple[str, str]:
@@ -154,6 +188,11 @@ ROW_COLUMNS = [
 ]
 
 
+def _any(frame: pd.DataFrame, flag: str) -> bool:
+    """Whether any row of `frame` has `flag` true (nulls are not)."""
+    return flag in frame and any(v is True or v == True for v in frame[flag])  # noqa: E712
+
+
 def _flag(flag: str) -> Callable[[dict[str, Any]], str]:
     return lambda r: flag if r.get(flag) is True else ""
 
@@ -170,10 +209,13 @@ def _status(row: dict[str, Any]) -> str:
 
 def all_rows(frame: pd.DataFrame) -> str:
     """Every point: its identity (a column per field that differs among the rows, the rest
-    stated once above), status, noisy and busy flags, and every measured column."""
+    stated once above), status, noisy, busy, remeasured and unstable flags (the last three
+    where any row has them), and every measured column (samples/s the re-measured figure where
+    `remeasured`)."""
     cols = [c for c in ROW_COLUMNS if c[0] in frame and frame[c[0]].notna().any()]
     differ, same = option_columns(frame, skip=("seed",))  # the seed has its column always
-    busy = "busy" in frame and bool((frame["busy"] == True).any())  # noqa: E712 (nulls too)
+    # issue 41: the verdict's re-measured configurations, and those it found unstable
+    shown = ["noisy", *[f for f in ("busy", "remeasured", "unstable") if _any(frame, f)]]
     columns: list[H.Column] = [
         *_identity(("run", "model"), []),
         ("size", lambda r: "" if ":" in r["model"] else r["model_size"]),  # user's models: none
@@ -181,7 +223,7 @@ def all_rows(frame: pd.DataFrame) -> str:
         BATCH,
         ("seed", lambda r: H.cell(r["seed"], ".0f")),
         ("status", _status),
-        *[(flag, _flag(flag)) for flag in ("noisy", "busy") if flag == "noisy" or busy],
+        *[(flag, _flag(flag)) for flag in shown],
         *[(heading, _number(c, f, scale)) for c, heading, f, scale in cols],
     ]
     rows = H.columns_table(columns, frame.to_dict("records"), sortable=True)

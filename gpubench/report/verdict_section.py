@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpubench.report import answer
 from gpubench.report import html as H
 from gpubench.science import bottleneck as B
 from gpubench.science.verdict import ModelVerdict
@@ -17,6 +18,7 @@ def verdict_section(verdicts: Sequence[ModelVerdict]) -> str:
     head = "<h2>Verdict</h2>\n"
     if not verdicts:
         return head + H.note("No point ran: there is nothing to conclude.")
+    head += answer_table(verdicts)
     cards = [_card(v) for v in verdicts]
     rules = (
         '<p class="caption">How the bottleneck is judged (first rule that holds): input-bound '
@@ -33,6 +35,23 @@ def verdict_section(verdicts: Sequence[ModelVerdict]) -> str:
         "else not classified.</p>\n"
     )
     return head + '<div class="verdicts">' + "".join(cards) + "</div>\n" + rules
+
+
+def answer_table(verdicts: Sequence[ModelVerdict]) -> str:
+    """The answer at a glance (report.answer): the terminal's cells, as an HTML table."""
+    numbers = [i for i, h in enumerate(answer.HEADERS) if h in answer.NUMBERS]
+    rows = [
+        [(c, c) if i in numbers and c else c for i, c in enumerate(r)]
+        for r in answer.rows(verdicts)
+    ]
+    caption = (
+        '<p class="caption">The answer at a glance: per model and optimizer the configuration '
+        "to choose (in a tie the smaller batch, then the more samples per joule), its "
+        "throughput as every view quotes it, its lead over the runner-up with the 95% interval "
+        "between processes, the bottleneck, and energy and cost where measured. The details "
+        "follow.</p>\n"
+    )
+    return caption + H.table(answer.HEADERS, rows) + "\n"
 
 
 def _card(v: ModelVerdict) -> str:

@@ -1,24 +1,29 @@
 """The verdict's confirmation: before a verdict names a fastest configuration, its candidates
-(science.leaders) are re-measured interleaved in a worker (harness.interleave), and the outcome
-is kept in the run folder's confirm.json for science.verdict to state.
+(science.leaders) are re-measured interleaved (harness.interleave) in leaders.PROCESSES fresh
+worker processes in turn, each one forked for it and closed after it, so that the figures'
+intervals cover the spread between processes (another memory layout, another worker state);
+the outcome is kept in the run folder's confirm.json for science.verdict to state.
 
 Its cost is bounded: SHARE of the seconds the sweep spent on its points (MIN_BUDGET_S a
-partition at the least), spent on the interleaved rounds; building, compiling and warming the
-candidates (again for each window where they are built one at a time, see harness.interleave)
-are recorded as `setup_s` and not counted against it. The budget is shared among the partitions
-in turn, the cheapest first: each may spend what its leader and runner-up need and an even share
-of what the needs of all leave over (or, where that cannot cover every need, an even share of
-what is left, or what its two need if that much is left). The candidates are
-trimmed, the farthest first, to those whose MIN_ROUNDS rounds (the fewest an interval of the
-median needs) fit the partition's budget by their measured step times; where not even two fit,
-there is no re-measurement and the verdict goes by the rows' intervals. Rounds stop at
-DEADLINE times the budget (a machine that slowed meanwhile); fewer than MIN_ROUNDS then decide
+partition at the least), spent on the interleaved rounds; starting the workers and building,
+compiling and warming the candidates in each (again for each window where they are built one
+at a time, see harness.interleave) are recorded as `setup_s` and not counted against it. The
+budget is shared among the partitions in turn, the cheapest first: each may spend what its
+leader and runner-up need and an even share of what the needs of all leave over (or, where
+that cannot cover every need, an even share of what is left, MIN_BUDGET_S at the least). The
+candidates are trimmed, the farthest first, to those whose MIN_ROUNDS rounds fit the
+partition's budget by their measured step times; the leader and the runner-up are always
+re-measured, whatever is left (MIN_ROUNDS rounds of one-step windows at the least: a few of
+their steps), so a tie is never the budget's doing. Rounds stop at DEADLINE times the budget
+(a machine that slowed meanwhile); fewer than ROUNDS_PER_PROCESS in a process then decide
 nothing. What it took is recorded.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -35,8 +40,9 @@ WINDOW_S = 0.1  # seconds of steps per window
 MAX_ROUNDS = 15
 DEADLINE = 3.0  # rounds stop at this many times the budget (a machine that slowed meanwhile)
 # The least budget of a partition: building, warming and the first steps of each candidate cost
-# tens of milliseconds whatever the points took (a tiny model's whole partition may take 1 s).
-MIN_BUDGET_S = 0.5
+# tens of milliseconds whatever the points took (a tiny model's whole partition may take 1 s),
+# and its rounds are split between leaders.PROCESSES processes.
+MIN_BUDGET_S = 1.0
 TIMEOUT_S = 600.0
 
 
@@ -45,13 +51,12 @@ def confirm(
     rows: list[dict[str, Any]],
     max_memory: int | None = None,
     timeout_s: float | None = TIMEOUT_S,
-    runner: WorkerRunner | None = None,
 ) -> Confirmations:
     """Confirm the lead of every partition of `rows` (a speed sweep's), write confirm.json in
     `run_dir` and return what it holds: per partition its candidates, rounds, decision (or why
-    there is none), and the seconds it took. The rounds run in `runner`'s worker (the sweep's,
-    which has paid its models' first-step costs already; left serving), else in one of its
-    own, closed at the end."""
+    there is none), and the seconds it took. The rounds run in fresh workers of their own, each
+    closed after its rounds (a sweep's worker is best closed before: on a GPU its cached
+    memory is not the candidates')."""
     started = time.perf_counter()
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
@@ -62,22 +67,16 @@ def confirm(
     left = max(SHARE * measured, MIN_BUDGET_S * len(groups))
     order = sorted(groups.values(), key=lambda g: leaders.cost_s(_chosen(g)[:2]))
     needs = [max(leaders.cost_s(_chosen(g)[:2]), MIN_BUDGET_S) for g in order]
-    own = runner is None
-    runner = WorkerRunner(max_memory, timeout_s) if runner is None else runner
     records = []
-    try:
-        for n, group in enumerate(order):
-            share = _share(left, needs[n:])
-            spent = time.perf_counter()
-            record = _confirm_partition(group, runner, max_memory, timeout_s, share, left)
-            # the rounds' cost: the set-up (compiling above all) is outside the budget
-            setup_s = (record.setup_s if record is not None else None) or 0.0
-            left -= max(time.perf_counter() - spent - setup_s, 0.0)
-            if record is not None:
-                records.append(record)
-    finally:
-        if own:
-            runner.close()
+    for n, group in enumerate(order):
+        share = _share(left, needs[n:])
+        spent = time.perf_counter()
+        record = _confirm_partition(group, max_memory, timeout_s, share)
+        # the rounds' cost: the set-up (workers, compiling above all) is outside the budget
+        setup_s = (record.setup_s if record is not None else None) or 0.0
+        left -= max(time.perf_counter() - spent - setup_s, 0.0)
+        if record is not None:
+            records.append(record)
     out = Confirmations(SHARE, time.perf_counter() - started, measured, tuple(records))
     out.write(run_dir)
     return out
@@ -100,14 +99,13 @@ def _chosen(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _confirm_partition(
     rows: list[dict[str, Any]],
-    runner: WorkerRunner,
     max_memory: int | None,
     timeout_s: float | None,
     share_s: float,
-    left_s: float,
 ) -> Partition | None:
-    """Re-measure one partition's candidates within `share_s` seconds, or within what is
-    `left_s` of the sweep's budget where its leader and runner-up need more than the share."""
+    """Re-measure one partition's candidates within `share_s` seconds, its leader and runner-up
+    whatever that share (MIN_ROUNDS rounds of one-step windows of theirs at the least), in
+    leaders.PROCESSES fresh workers in turn."""
     pool = standing.pool(rows)
     if not pool:
         return None
@@ -122,19 +120,11 @@ def _confirm_partition(
     if parallel:
         why = "parallel points are not re-measured interleaved (one process each)"
         return record(status="skipped", reason=why)
-    budget_s = share_s
+    budget_s = max(share_s, MIN_BUDGET_S)
     fits = leaders.affordable(chosen, budget_s)
-    if not fits and leaders.cost_s(chosen[:2]) <= left_s:
+    if not fits:  # the leader and the runner-up, whatever the budget: a tie is never its doing
         budget_s = leaders.cost_s(chosen[:2])
         fits = chosen[:2]
-    if not fits:
-        return record(
-            status="skipped",
-            budget_s=budget_s,
-            reason=f"{leaders.MIN_ROUNDS} interleaved rounds of the leader and the runner-up "
-            f"take about {leaders.cost_s(chosen[:2]):.3g} s, over the {max(left_s, 0):.3g} s "
-            f"left of the sweep's budget ({SHARE:.0%} of the time its points took)",
-        )
     points = [Point.of(r) for r in fits]
     record = functools.partial(
         Partition,
@@ -145,44 +135,79 @@ def _confirm_partition(
     )
     # the sweep's peaks say whether the candidates fit the device together (issue 28)
     peaks = [r.get("torch_peak_reserved_bytes") for r in fits]
-    call = Call(
-        "gpubench.harness.interleave:interleave",
-        (points, budget_s, WINDOW_S, leaders.MIN_ROUNDS, MAX_ROUNDS, DEADLINE * budget_s, peaks),
-        max_memory,
-        points[0].device,
-    )
+    each_s = budget_s / leaders.PROCESSES
+    most = math.ceil(MAX_ROUNDS / leaders.PROCESSES)
+    args = (points, each_s, WINDOW_S, leaders.ROUNDS_PER_PROCESS, most, DEADLINE * each_s, peaks)
+    call = Call("gpubench.harness.interleave:interleave", args, max_memory, points[0].device)
     started = time.perf_counter()
-    try:
-        rounds = runner.call(call, timeout_s)
-    except WorkerError as e:
-        return record(
-            status="failed",
-            reason=f"the re-measurement failed: {e}",
-            traceback=e.traceback,
-            seconds=time.perf_counter() - started,
-        )
+    done: list[Rounds] = []
+    for _ in range(leaders.PROCESSES):
+        runner = WorkerRunner(max_memory, timeout_s)
+        try:
+            t0 = time.perf_counter()
+            rounds = runner.call(call, timeout_s)
+            # the fresh worker's start is set-up too, outside the rounds' budget
+            done.append(_with_setup(rounds, time.perf_counter() - t0 - rounds.seconds))
+        except WorkerError as e:
+            return record(
+                status="failed",
+                reason=f"the re-measurement failed: {e}",
+                traceback=e.traceback,
+                seconds=time.perf_counter() - started,
+            )
+        finally:
+            runner.close()
+    joined = _joined(done)
+    processes = [min(len(x) for x in r.samples_per_s) for r in done]
+    samples = [
+        [v for r, n in zip(done, processes, strict=True) for v in r.samples_per_s[c][:n]]
+        for c in range(len(points))
+    ]
     measured = functools.partial(
         record,
         budget_s=budget_s,
         seconds=time.perf_counter() - started,
-        setup_s=rounds.setup_s,
-        first_step_s=rounds.first_step_s,
-        resident=_resident(rounds),
-        samples_per_s=rounds.samples_per_s,
+        setup_s=joined.setup_s,
+        first_step_s=joined.first_step_s,
+        resident=_resident(joined),
+        samples_per_s=samples,
+        processes=processes,
     )
-    done = min(len(x) for x in rounds.samples_per_s)
-    if done < leaders.MIN_ROUNDS:
+    if min(processes) < leaders.ROUNDS_PER_PROCESS:
         return measured(
             status="cut short",
-            reason=f"the machine slowed: {done} of {leaders.MIN_ROUNDS} rounds in "
-            f"{DEADLINE:g}x the {budget_s:.3g} s budget",
+            reason=f"the machine slowed: {min(processes)} of {leaders.ROUNDS_PER_PROCESS} rounds "
+            f"in a process in {DEADLINE:g}x its {each_s:.3g} s share of the budget",
         )
     return measured(
         status="confirmed",
-        window_steps=rounds.window_steps,
-        other_load_cores=rounds.other_load_cores,
-        busy=rounds.busy,
-        decision=leaders.decide(rounds.samples_per_s).to_dict(),
+        window_steps=joined.window_steps,
+        other_load_cores=joined.other_load_cores,
+        busy=joined.busy,
+        decision=leaders.decide(samples, processes=processes).to_dict(),
+    )
+
+
+def _with_setup(rounds: Rounds, extra_s: float) -> Rounds:
+    """`rounds` with `extra_s` (its worker's start and the call's transfer) added to its set-up."""
+    return dataclasses.replace(rounds, setup_s=rounds.setup_s + max(extra_s, 0.0))
+
+
+def _joined(done: list[Rounds]) -> Rounds:
+    """The processes' rounds as one record: the first's window steps and first steps, the
+    set-up and seconds summed, the most other load any saw, busy where any was, together
+    where every one was (samples_per_s: the first's; run.confirm records them all)."""
+    loads = [r.other_load_cores for r in done if r.other_load_cores is not None]
+    busy = [r.busy for r in done if r.busy is not None]
+    return Rounds(
+        done[0].samples_per_s,
+        done[0].window_steps,
+        sum(r.setup_s for r in done),
+        sum(r.seconds for r in done),
+        max(loads) if loads else None,
+        any(busy) if busy else None,
+        all(r.together for r in done),
+        done[0].first_step_s,
     )
 
 

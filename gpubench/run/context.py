@@ -141,13 +141,10 @@ class RunContext(contextlib.ExitStack):
 
     def confirm(self) -> None:
         """The leaders among the folder's rows re-measured interleaved (run.confirm) into
-        confirm.json, in the run's worker: the points' first-step costs are paid there."""
+        confirm.json, in fresh workers of its own: the run's worker is closed first (a later
+        point starts another), so that its cached device memory is not theirs."""
         with self.log.phase("confirmation"):
-            self.runner.point_timeout_s = self.options.point_timeout_s  # a trial may bound it
+            self.runner.close()
             leads.confirm(
-                self.dir,
-                read_rows(self.dir),
-                self.options.max_memory,
-                self.options.point_timeout_s,
-                self.runner,
+                self.dir, read_rows(self.dir), self.options.max_memory, self.options.point_timeout_s
             )

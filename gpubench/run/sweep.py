@@ -130,7 +130,7 @@ def run_sweep(
             run.write_csv()
         stopped = should_stop is not None and should_stop()
         if confirm and spec.mode == "speed" and shard is None and not stopped:
-            run.confirm()  # in the worker that measured the points: their first steps are paid
+            run.confirm()  # in fresh workers of its own (run.confirm): intervals between processes
         if spec.mode == "convergence":
             with run.log.phase("analysis"):
                 batch_analysis.write_analysis(run_dir)

@@ -16,12 +16,21 @@ its lead holds over every candidate; the others are tied with it, and the interv
 - its lower bound is above 1 but not above 1 + MARGIN: ahead, but perhaps by less than the
   margin (a 1-10% lead at a 3% margin is neither a clear win nor shown to be equivalent);
 - its lower bound is at or below 1: the rounds cannot tell which is faster.
+
+The rounds run in PROCESSES fresh worker processes in turn (run.confirm), since one
+configuration can run 17-38% apart in two processes (another memory layout, another worker
+state) and a window's interval within one process cannot see that. Every interval here covers
+the spread between the processes (as pyperf reports the spread between its processes): the
+sign test's interval over all rounds, widened where needed to the medians each process measured
+on its own. A row whose re-measured figure falls outside its own interval is *unstable*: its
+interval did not hold in another process.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -32,6 +41,9 @@ from gpubench.harness.timing import Stats, min_samples_for_ci
 CONFIDENCE = 0.95
 MAX_CANDIDATES = 4  # the leader and up to 3 contenders are re-measured
 MIN_ROUNDS = min_samples_for_ci(CONFIDENCE)  # 6: the fewest with an interval of the median
+# Fresh worker processes the rounds run in, and the fewest rounds each runs: together MIN_ROUNDS.
+PROCESSES = 2
+ROUNDS_PER_PROCESS = math.ceil(MIN_ROUNDS / PROCESSES)
 # A sweep measures its points minutes apart, and a machine's pace drifts between them by more
 # than one point's interval says (two quiet default sweeps here: the same point 10-30% apart):
 # a row within this share of the leader's interval is a candidate too.
@@ -93,8 +105,9 @@ def candidates(rows: list[dict[str, Any]], margin: float = MARGIN) -> list[dict[
     return ranked[:2] + [r for r in ranked[2:] if _within(r, ranked[0], margin)]
 
 
-# What re-measuring one candidate costs beyond its rounds, in its own steps: building it and
-# warming it up (harness.interleave runs at least two steps: the first creates its state).
+# What re-measuring one candidate costs beyond its rounds, in its own steps, in each process:
+# building it and warming it up (harness.interleave runs at least two steps: the first creates
+# its state).
 SETUP_STEPS = 2
 
 
@@ -109,9 +122,11 @@ def affordable(chosen: list[dict[str, Any]], budget_s: float) -> list[dict[str, 
 
 
 def cost_s(chosen: list[dict[str, Any]]) -> float:
-    """Seconds MIN_ROUNDS rounds of one-step windows and the set-up of `chosen` take, by their
-    rows' median step times (what affordable() weighs)."""
-    return (SETUP_STEPS + MIN_ROUNDS) * sum(float(r["step_time_s"]) for r in chosen)
+    """Seconds MIN_ROUNDS rounds of one-step windows (ROUNDS_PER_PROCESS in each of PROCESSES
+    processes) and the set-up of `chosen` in each process take, by their rows' median step
+    times (what affordable() weighs)."""
+    steps = SETUP_STEPS * PROCESSES + ROUNDS_PER_PROCESS * PROCESSES
+    return steps * sum(float(r["step_time_s"]) for r in chosen)
 
 
 @dataclass(frozen=True)
@@ -155,6 +170,11 @@ class Decision:
     comparisons: list[Comparison] = field(default_factory=list)
     median_samples_per_s: list[float] = field(default_factory=list)
     margin: float = MARGIN
+    # the rounds each process ran, in order (one process: [rounds]); each candidate's figure's
+    # interval over them, covering the spread between the processes
+    processes: list[int] = field(default_factory=list)
+    low_samples_per_s: list[float] = field(default_factory=list)
+    high_samples_per_s: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -171,29 +191,48 @@ class Decision:
             comps,
             [float(x) for x in d.get("median_samples_per_s", [])],
             float(d.get("margin") or 0.0),
+            [int(n) for n in d.get("processes", [])],
+            [float(x) for x in d.get("low_samples_per_s", [])],
+            [float(x) for x in d.get("high_samples_per_s", [])],
         )
 
     def at(self, margin: float) -> Decision:
         """The same rounds decided at `margin`: the winner and the tie from the comparisons."""
-        return _settle(
-            self.rounds, self.leader, self.comparisons, self.median_samples_per_s, margin
+        d = _settle(self.rounds, self.leader, self.comparisons, self.median_samples_per_s, margin)
+        return replace(
+            d,
+            processes=self.processes,
+            low_samples_per_s=self.low_samples_per_s,
+            high_samples_per_s=self.high_samples_per_s,
         )
 
 
-def decide(samples: list[list[float]], margin: float = MARGIN) -> Decision:
+def decide(
+    samples: list[list[float]], margin: float = MARGIN, processes: list[int] | None = None
+) -> Decision:
     """Decide from `samples[c][r]`, candidate c's samples/s in round r (every candidate measured
-    in every round), at the practical difference `margin`. Needs at least MIN_ROUNDS rounds and
-    two candidates."""
+    in every round), at the practical difference `margin`; `processes`: how many of the rounds,
+    in order, each worker process ran (None: one ran them all). Every interval covers the spread
+    between the processes (spread()). Needs at least MIN_ROUNDS rounds and two candidates."""
     check_margin(margin)
     x = np.asarray(samples, dtype=float)
     if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < MIN_ROUNDS:
         raise ValueError(f"need at least 2 candidates and {MIN_ROUNDS} rounds, got shape {x.shape}")
     if not np.all(np.isfinite(x)) or np.any(x <= 0):
         raise ValueError("samples/s must be finite and positive")
+    groups = [x.shape[1]] if processes is None else [int(n) for n in processes]
+    if sum(groups) != x.shape[1] or any(n < 1 for n in groups):
+        raise ValueError(f"processes {processes} do not split the {x.shape[1]} rounds")
     medians = np.median(x, axis=1)
     leader = int(np.argmax(medians))
-    comps = [_compare(x[leader], x[c], c) for c in range(x.shape[0]) if c != leader]
-    return _settle(x.shape[1], leader, comps, medians.tolist(), margin)
+    comps = [_compare(x[leader], x[c], c, groups) for c in range(x.shape[0]) if c != leader]
+    figures = [spread(list(row), groups) for row in x]
+    return replace(
+        _settle(x.shape[1], leader, comps, medians.tolist(), margin),
+        processes=groups,
+        low_samples_per_s=[f[1] for f in figures],
+        high_samples_per_s=[f[2] for f in figures],
+    )
 
 
 def _settle(
@@ -206,13 +245,37 @@ def _settle(
     return Decision(rounds, leader, None, tied, comps, medians, margin)
 
 
-def _compare(lead: np.ndarray, other: np.ndarray, index: int) -> Comparison:
+def spread(values: list[float], processes: list[int]) -> tuple[float, float, float]:
+    """The median of `values` (rounds in order, `processes[k]` of them from process k) and its
+    95% interval between processes: the sign test's over all of them, widened to the median of
+    each process's own rounds where one lies outside it (so it never claims more than the
+    processes agree on)."""
+    v = np.asarray(values, dtype=float)
+    ci = stats.quantile_test(v, q=float(np.median(v)), p=0.5).confidence_interval(CONFIDENCE)
+    low, high = float(ci.low), float(ci.high)
+    # a sign test's bound is an order statistic, or +-inf where too few rounds give none
+    low = float(v.min()) if not math.isfinite(low) else low
+    high = float(v.max()) if not math.isfinite(high) else high
+    edges = np.cumsum([0, *processes])
+    each = [float(np.median(v[a:b])) for a, b in itertools.pairwise(edges)]
+    return float(np.median(v)), min([low, *each]), max([high, *each])
+
+
+def _compare(
+    lead: np.ndarray, other: np.ndarray, index: int, processes: list[int] | None = None
+) -> Comparison:
     """The median per-round ratio and its distribution-free 95% interval: the sign test's
     (the order statistics a Binomial(n, 1/2) allows; every candidate of a round shares that
-    round's machine, so the ratio pairs them)."""
-    ratios = lead / other
-    ci = stats.quantile_test(ratios, q=1.0, p=0.5).confidence_interval(CONFIDENCE)
-    return Comparison(index, float(np.median(ratios)), float(ci.low), float(ci.high))
+    round's machine, so the ratio pairs them), widened to each process's own median ratio."""
+    ratio, low, high = spread(list(lead / other), processes or [len(lead)])
+    return Comparison(index, ratio, low, high)
+
+
+def unstable(row: dict[str, Any], remeasured_samples_per_s: float) -> bool:
+    """Whether `row`'s interval (interval()) misses the samples/s its configuration was
+    re-measured at: its interval did not hold in other processes."""
+    low, high = interval(row)
+    return not (low <= remeasured_samples_per_s <= high)
 
 
 def by_intervals(rows: list[dict[str, Any]], margin: float = MARGIN) -> list[dict[str, Any]]:

@@ -2,11 +2,11 @@
 was decided on (the interleaved confirmation of run.confirm, else the rows' own intervals), and
 which rows behind it were measured contended or noisy.
 
-headline() says it in the verdict's first line, its figures all from one measurement: the
-interleaved rounds' where they tied the leader with something (their medians; "within X%" the
-upper bound of their ratio's interval), else the rows' ("within X%" the most the leader's
-interval puts it ahead of a tied row's); a tied row the rounds did not re-measure is named
-after them, with its own row's figure.
+headline() says it in the verdict's first line, each configuration's figure the one every
+view quotes (science.remeasured: the re-measured one where there is one, else the row's); a
+tie states the leader's measured gap over each tied configuration with its 95% interval and the
+one reason that held, the tied configurations ordered by the smaller batch, then by samples
+per joule (tie_order), at most MAX_TIED beside the leader.
 """
 
 from __future__ import annotations
@@ -105,7 +105,8 @@ def lead(
     of one device's rows decides nothing across devices), else from the rows' intervals; a lead
     of no more than `margin` is a tie either way."""
     by_id = {identity(r): r for r in pool}
-    top = max(pool, key=lambda r: float(r["samples_per_s"]))
+    # the rows' leader by its own figure: the one the rounds had to re-measure
+    top = max(pool, key=own_figure)
     if confirmation is not None and confirmation.get("decision"):
         rows = [by_id.get(identity(c)) for c in confirmation["candidates"]]
         if any(r is top for r in rows) and None not in rows:
@@ -117,13 +118,9 @@ def lead(
     tied = _other_configurations(best, tied)
     why = _not_confirmed(confirmation, among)
     if tied:
-        text = (
-            f"the rows' 95% intervals overlap, or come within {leaders.DRIFT:.0%} (the drift "
-            f"between points measured minutes apart), or their figures within the "
-            f"{percent(margin)} margin"
-        )
-        ties = [_row_tie(best, r, among) for r in tied]
-        return Lead(best, ties, f"{text}; {why}", confirmation, None, margin)
+        ties = [row_tie(best, r, among, margin) for r in tied]
+        text = "; ".join(f"{t['label']}: {t['reason']}" for t in ties)
+        return Lead(best, ties, f"tied by the rows ({text}); {why}", confirmation, None, margin)
     fastest_first = sorted(pool, key=lambda r: -float(r["samples_per_s"]))
     runner_up = _other_configurations(best, fastest_first)[:1]
     text = "the only row"
@@ -148,16 +145,59 @@ def _other_configurations(best: dict[str, Any], rows: list[dict[str, Any]]) -> l
     return out
 
 
-def _row_tie(best: dict[str, Any], row: dict[str, Any], among: list[str]) -> dict[str, Any]:
-    """A row tied with `best` by the rows' own figures and intervals."""
+def own_figure(row: dict[str, Any]) -> float:
+    """A row's own samples/s as the sweep measured it (science.remeasured keeps it in
+    `sweep_samples_per_s` where the frame quotes the re-measured figure)."""
+    own = row.get("sweep_samples_per_s")
+    return float(row["samples_per_s"]) if own is None or own != own else float(own)
+
+
+def as_measured(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with its own samples/s as the sweep measured it (own_figure()): what a comparison
+    with rows that were not re-measured weighs."""
+    own = own_figure(row)
+    return row if own == float(row["samples_per_s"]) else {**row, "samples_per_s": own}
+
+
+def row_tie(
+    best: dict[str, Any], row: dict[str, Any], among: list[str], margin: float
+) -> dict[str, Any]:
+    """A row tied with `best` by the rows' own figures and intervals: the ratio, its interval
+    (best's interval over row's), and the one reason the rows cannot tell them apart."""
+    top_low, top_high = leaders.interval(best)
+    low, high = leaders.interval(row)
     return {
         "label": label(row, among),
         "samples_per_s": float(row["samples_per_s"]),
         "identity": identity_dict(row),
         "ratio": _ratio(best, row),
+        "low": top_low / high,
+        "high": top_high / low if low > 0 else float("inf"),
         "bound": leaders.bound(best, row),
+        "reason": _row_reason(best, row, margin),
         "source": "rows",
+        "samples_per_j": _per_joule(row),
     }
+
+
+def _row_reason(best: dict[str, Any], row: dict[str, Any], margin: float) -> str:
+    """The first reason that holds why the rows cannot tell `row` from `best`."""
+    top_low = leaders.interval(best)[0]
+    high = leaders.interval(row)[1]
+    if high >= top_low:
+        return "the rows' 95% intervals overlap"
+    if float(row["samples_per_s"]) * (1 + margin) >= float(best["samples_per_s"]):
+        return f"the figures are within the {percent(margin)} margin"
+    return (
+        f"the rows' intervals come within {leaders.DRIFT:.0%} of each other (the drift between "
+        "points measured minutes apart)"
+    )
+
+
+def _per_joule(row: dict[str, Any]) -> float | None:
+    """The row's measured samples per joule (None where energy was not measured)."""
+    v = row.get("samples_per_j")
+    return float(v) if v is not None and v == v and float(v) > 0 else None
 
 
 def _confirmed(
@@ -183,8 +223,7 @@ def _confirmed(
         else ""
     )
     against = "; ".join(
-        f"{times(c.ratio, 3)} over {label(rows[i], among)} "
-        f"(95% CI {times(c.low, 3)}-{times(c.high, 3)}"
+        f"x{c.ratio:.2f} over {label(rows[i], among)} (95% CI {c.low:.2f}-{c.high:.2f}"
         + ("" if c.holds(margin) else f": {_reading(c, margin)}")
         + ")"
         for i, c in sorted(comps.items())
@@ -192,9 +231,15 @@ def _confirmed(
     # a row the budget left out ties with the leader only where the rows cannot tell them
     # apart (within the margin, or their intervals overlap); one clearly slower by the rows
     # is said so, never "tied" (a row 31% slower read "so tied with it")
-    close = [r for r in unmeasured if _rows_tie(best, r, margin)]
-    slower = [r for r in unmeasured if not _rows_tie(best, r, margin)]
-    untested = [_row_tie(best, r, among) | {"re_measured": False} for r in close]
+    # rows against rows: the leader's own row figure, not its re-measurement
+    mine = as_measured(best)
+    close = [r for r in unmeasured if _rows_tie(mine, r, margin)]
+    slower = [r for r in unmeasured if not _rows_tie(mine, r, margin)]
+    untested = [
+        row_tie(mine, r, among, margin)
+        | {"re_measured": False, "reason": f"{_row_reason(mine, r, margin)}, not re-measured"}
+        for r in close
+    ]
     also = (
         f"; not re-measured (over the budget), so tied with it by the rows: "
         f"{', '.join(t['label'] for t in untested)}"
@@ -203,7 +248,7 @@ def _confirmed(
     )
     if slower:
         also += "; not re-measured (over the budget), slower by the rows: " + ", ".join(
-            f"{label(r, among)} ({times(_ratio(best, r), 3)})" for r in slower
+            f"{label(r, among)} ({times(_ratio(mine, r), 3)})" for r in slower
         )
     if d.winner is not None:
         held = (
@@ -222,7 +267,9 @@ def _confirmed(
             "high": comps[i].high,
             "bound": comps[i].high - 1,
             "reading": comps[i].reading(margin),
+            "reason": _reading(comps[i], margin),
             "source": "rounds",
+            "samples_per_j": _per_joule(rows[i]),
         }
         for i in d.tied[1:]
     ]
@@ -248,10 +295,10 @@ def _rows_tie(best: dict[str, Any], row: dict[str, Any], margin: float) -> bool:
 def _reading(c: leaders.Comparison, margin: float) -> str:
     reading = c.reading(margin)
     if reading == "equivalent":
-        return f"within the {percent(margin)} margin either way, no practical difference"
+        return f"within the {percent(margin)} margin either way: no practical difference"
     if reading == "cannot tell":
-        return "the rounds cannot tell which is faster"
-    return f"ahead, but perhaps by less than the {percent(margin)} margin"
+        return "the interval reaches x1: the rounds cannot tell which is faster"
+    return f"ahead, but not shown to be by more than the {percent(margin)} margin"
 
 
 def _not_confirmed(record: dict[str, Any] | None, among: list[str]) -> str:
@@ -325,51 +372,64 @@ def device_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     }
 
 
-# A tie whose bound is wider than this is no "within X%": its rows were too noisy for the
-# difference to count (a tie of x1.68 read "within 67.7%").
-WIDE_TIE = 0.25
+# A tie names at most this many configurations beside its leader: the closest (explain --json
+# lists them all).
+MAX_TIED = 3
+
+
+def tie_order(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Configurations that tie, in the order to prefer them: the smaller batch first (less
+    memory), then the more samples per joule where energy was measured, then the faster. Each
+    is a dict with `identity` (its batch_size), `samples_per_s` and `samples_per_j` (None: not
+    measured)."""
+
+    def key(m: dict[str, Any]) -> tuple[float, float, float]:
+        batch = (m.get("identity") or {}).get("batch_size")
+        per_j = m.get("samples_per_j")
+        return (
+            float(batch) if batch is not None else float("inf"),
+            -float(per_j) if per_j is not None else 0.0,
+            -float(m["samples_per_s"]),
+        )
+
+    return sorted(members, key=key)
+
+
+def closest(ties: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The MAX_TIED ties closest to the leader (by their ratio to it)."""
+    return sorted(ties, key=lambda t: float(t.get("ratio", 1.0)))[:MAX_TIED]
+
+
+def gap(t: dict[str, Any]) -> str:
+    """A tie's measured gap: 'x1.04 (95% CI 0.99-1.08)' (the leader over it)."""
+    low, high = t.get("low"), t.get("high")
+    text = f"x{float(t['ratio']):.2f}"
+    if low is None or high is None:
+        return text
+    top = f"{float(high):.2f}" if high != float("inf") else "unbounded"
+    return f"{text} (95% CI {float(low):.2f}-{top})"
 
 
 def headline(
-    fastest: str,
-    samples_per_s: float,
-    ties: list[dict[str, Any]],
-    rounds_samples_per_s: float | None,
-    margin: float,
+    leader: dict[str, Any], ties: list[dict[str, Any]], margin: float, remeasured: bool = False
 ) -> str:
-    """'fastest X, N samples/s'; 'tie: X and Y within 1.6% (N and M samples/s)'; where the
-    rounds put X ahead of every tied candidate (intervals above 1) but not surely by more than
-    the margin, and by more than it at their upper bound, 'tie at the 3% margin: X and Y; the
-    first ahead by 1.0%-10.0%, not shown to be more than 3% (...)'; where the bound is over
-    WIDE_TIE, 'tie: X and Y, too noisy to tell apart (...)'; then '; also Z, not re-measured
-    (K samples/s in the sweep's rows)' for the rows the rounds could not afford."""
+    """'fastest X, N samples/s' (', re-measured' where the figure is the verdict's
+    re-measurement); in a tie, 'tie: A and B (N and M samples/s): X x1.04 over B (95% CI
+    0.99-1.08), <the one reason that held>', the tied configurations in tie_order() (the
+    smaller batch first), at most MAX_TIED beside the leader (the closest), each figure the one
+    every view quotes. `leader`: label, samples_per_s, identity, samples_per_j."""
+    mark = ", re-measured" if remeasured else ""
+    fastest = leader["label"]
     if not ties:
-        return f"fastest {fastest}, {samples_per_s:,.0f} samples/s"
-    measured = [t for t in ties if t.get("source") == "rounds"]
-    if rounds_samples_per_s is None or not measured:
-        return _tie(fastest, samples_per_s, ties, "", margin)
-    rest = [t for t in ties if t.get("source") != "rounds"]
-    text = _tie(fastest, rounds_samples_per_s, measured, ", interleaved rounds", margin)
-    if rest:
-        figures = " and ".join(f"{float(t['samples_per_s']):,.0f}" for t in rest)
-        names = " and ".join(t["label"] for t in rest)
-        text += f"; also {names}, not re-measured ({figures} samples/s in the sweep's rows)"
-    return text
-
-
-def _tie(
-    fastest: str, leader_sps: float, ties: list[dict[str, Any]], where: str, margin: float
-) -> str:
-    names = " and ".join([fastest, *(t["label"] for t in ties)])
-    figures = [leader_sps, *(float(t["samples_per_s"]) for t in ties)]
-    rates = f"({' and '.join(f'{x:,.0f}' for x in figures)} samples/s{where})"
-    within = max(float(t.get("bound", abs(float(t["ratio"]) - 1))) for t in ties)
-    if where and all(float(t.get("low", 0.0)) > 1.0 and within > margin for t in ties):
-        low = min(float(t["low"]) for t in ties) - 1
-        return (
-            f"tie at the {percent(margin)} margin: {names}; the first ahead by "
-            f"{low:.1%}-{within:.1%}, not shown to be more than {percent(margin)} {rates}"
-        )
-    if within > WIDE_TIE:
-        return f"tie: {names}, too noisy to tell apart {rates}"
-    return f"tie: {names} within {within:.1%} {rates}"
+        return f"fastest {fastest}, {float(leader['samples_per_s']):,.0f} samples/s{mark}"
+    shown = closest(ties)
+    members = tie_order([leader, *shown])
+    names = " and ".join(m["label"] for m in members)
+    figures = " and ".join(f"{float(m['samples_per_s']):,.0f}" for m in members)
+    more = len(ties) - len(shown)
+    also = f"; {more} more further off (explain --json lists them)" if more else ""
+    why = "; ".join(
+        f"{fastest} {gap(t)} over {t['label']}" + (f": {t['reason']}" if t.get("reason") else "")
+        for t in shown
+    )
+    return f"tie: {names} ({figures} samples/s{mark}): {why}{also}"

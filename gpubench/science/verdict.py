@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.science import economy, leaders, standing, target_time
+from gpubench.science import economy, leaders, remeasured, standing, target_time
 from gpubench.science.bottleneck import BOTTLENECKS, Bottleneck, classify
 from gpubench.science.devices import Across, DeviceLead, across, device_leads, energy_lines
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
@@ -20,6 +20,7 @@ from gpubench.science.levers import levers, no_help
 from gpubench.science.partition import (
     FIXED,
     answer,
+    configuration,
     finite,
     heading,
     identity,
@@ -74,13 +75,29 @@ class ModelVerdict:
     economy: list[str] = field(default_factory=list)
     # issue 31: a loader's wait for its batches and the worker lever ([]: other data)
     input: list[str] = field(default_factory=list)
+    # issue 41: whether `samples_per_s` is the verdict's re-measurement (science.remeasured),
+    # the leader's measured samples per joule (tie order), and the rows of the partition whose
+    # own interval missed their re-measurement, said as lines
+    remeasured: bool = False
+    samples_per_j: float | None = None
+    unstable: list[str] = field(default_factory=list)
+    # the leader's tokens/s (sequence models; in proportion to the quoted samples/s) and
+    # dollars per million samples where a price was given; its lead over the runner-up (the
+    # closest tie in a tie): label, ratio, its 95% interval low and high (None: none), source
+    tokens_per_s: float | None = None
+    usd_per_million_samples: float | None = None
+    lead_over: dict[str, Any] | None = None
 
     def headline(self) -> str:
-        """The first line (standing.headline): the fastest, or the tie, its figures from one
-        measurement."""
-        return standing.headline(
-            self.fastest, self.samples_per_s, self.ties, self.rounds_samples_per_s, self.margin
-        )
+        """The first line (standing.headline): the fastest, or the tie, each figure the one
+        every view quotes for its configuration."""
+        leader = {
+            "label": self.fastest,
+            "samples_per_s": self.samples_per_s,
+            "identity": self.identity,
+            "samples_per_j": self.samples_per_j,
+        }
+        return standing.headline(leader, self.ties, self.margin, self.remeasured)
 
     def lines(self) -> list[str]:
         """The verdict as lines of text: the headline, then each item (the terminal's words)."""
@@ -91,6 +108,7 @@ class ModelVerdict:
         lines and the report's card are both drawn from these, so they cannot say different
         things."""
         out = [("how sure", self.confidence)]
+        out += [("unstable", line) for line in self.unstable]
         if self.stands_on:
             out.append(("stands on", self.stands_on))
         if self.time_to_target:
@@ -139,6 +157,8 @@ class ModelVerdict:
             **{k: self.identity.get(k) for k in FIXED},
             "heading": self.model,
             **answer(self.fastest, self.samples_per_s, self.identity, self.ties),
+            "remeasured": self.remeasured,
+            "unstable": self.unstable,
             "margin": self.margin,
             "rounds_samples_per_s": self.rounds_samples_per_s,
             "confidence": self.confidence,
@@ -177,6 +197,9 @@ def verdicts(
     leaders.check_margin(margin)
     if frame.empty:
         return []
+    if "remeasured" not in frame or frame["remeasured"].isna().all():
+        # rows not read through remeasured.apply: one figure per configuration all the same
+        frame = remeasured.apply(frame, confirmations)
     records = frame.to_dict("records")
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in records:
@@ -213,6 +236,12 @@ def _verdict(
         confirmation=lead.record,
         rounds_samples_per_s=lead.rounds_samples_per_s,
         margin=margin,
+        remeasured=best.get("remeasured") is True,
+        samples_per_j=_per_joule(best),
+        unstable=_unstable(ok, among),
+        tokens_per_s=_positive(best.get("tokens_per_s")),
+        usd_per_million_samples=_positive(best.get("usd_per_million_samples")),
+        lead_over=_lead_over(lead, pool, among),
     )
     v.stands_on, v.stands_on_counts = standing.stands_on(ok, best, among)
     v.devices = device_leads(ok, confirmation, among, first=v.device, margin=margin)
@@ -227,10 +256,14 @@ def _verdict(
         v.evidence = [judged.evidence, *([scaling] if scaling else [])]
         # rows tied with the leader by their own intervals: no lever figure comes from them
         tied = frozenset(identity(t["identity"]) for t in lead.ties)
+        # a lever's figure is a ratio of rows measured alike (the sweep's own figures), or the
+        # rounds' paired comparison where they measured both
+        mine, own_ok = standing.as_measured(best), [standing.as_measured(r) for r in ok]
+        own_all = [standing.as_measured(r) if standing.ran(r) else r for r in all_rows]
         v.levers, v.next_experiment = levers(
-            kind, best, ok, all_rows, among, margin, command, lead.paired, tied
+            kind, mine, own_ok, own_all, among, margin, command, lead.paired, tied
         )
-        v.not_levers = no_help(kind, best, ok, among, margin, lead.paired, tied)
+        v.not_levers = no_help(kind, mine, own_ok, among, margin, lead.paired, tied)
     else:
         v.evidence = [scaling] if scaling else []
         v.unclassified, v.next_experiment = _unclassified(best, command)
@@ -240,6 +273,61 @@ def _verdict(
     v.effective_batch = effective_batches(all_rows)
     v.economy = economy.lines(best, ok, all_rows, among)  # issue 32
     return v
+
+
+def _per_joule(row: dict[str, Any]) -> float | None:
+    """The row's measured samples per joule (None where its energy was not measured)."""
+    return _positive(row.get("samples_per_j"))
+
+
+def _positive(v: Any) -> float | None:
+    """`v` as a float where it is a positive number (None, NaN and 0 are not)."""
+    return float(v) if v is not None and v == v and float(v) > 0 else None
+
+
+def _lead_over(
+    lead: standing.Lead, pool: list[dict[str, Any]], among: list[str]
+) -> dict[str, Any] | None:
+    """The leader's lead over the runner-up, as its ratio and 95% interval: in a tie over the
+    closest tied configuration; else the rounds' comparison with the closest candidate they
+    re-measured; else the rows' figures and intervals over the fastest other configuration.
+    None where the leader had nothing to compare with."""
+    keys = ("ratio", "low", "high")
+    if lead.ties:
+        t = standing.closest(lead.ties)[0]
+        return {"label": t["label"], **{k: t.get(k) for k in keys}, "tie": True}
+    by_id = {identity(r): r for r in pool}
+    if lead.paired:
+        ident, c = min(lead.paired.items(), key=lambda kv: kv[1].ratio)
+        other = by_id.get(ident)
+        name = label(other, among) if other is not None else "the runner-up"
+        return {"label": name, "ratio": c.ratio, "low": c.low, "high": c.high, "tie": False}
+    others = [r for r in pool if configuration(r) != configuration(lead.best)]
+    if not others:
+        return None
+    runner = max(others, key=lambda r: float(r["samples_per_s"]))
+    t = standing.row_tie(lead.best, runner, among, lead.margin)
+    return {"label": t["label"], **{k: t.get(k) for k in keys}, "tie": False}
+
+
+def _unstable(rows: list[dict[str, Any]], among: list[str]) -> list[str]:
+    """A line per row whose own 95% interval missed its re-measurement (science.remeasured):
+    its sweep figure, its interval, and the re-measured figure with its interval between
+    processes."""
+    out = []
+    for r in rows:
+        if r.get("unstable") is not True:
+            continue
+        low, high = leaders.interval({**r, "samples_per_s": r["sweep_samples_per_s"]})
+        out.append(
+            f"{label(r, among)}: its row read {float(r['sweep_samples_per_s']):,.0f} samples/s "
+            f"(95% interval {low:,.0f}-{high:,.0f}) and its interleaved re-measurement "
+            f"{float(r['samples_per_s']):,.0f} (95% CI "
+            f"{float(r['remeasured_low_samples_per_s']):,.0f}-"
+            f"{float(r['remeasured_high_samples_per_s']):,.0f}): the row's interval did not "
+            "hold when re-measured; the re-measured figure is quoted"
+        )
+    return out
 
 
 def _unclassified(best: dict[str, Any], command: str = "sweep") -> tuple[str, str | None]:

@@ -34,8 +34,9 @@ class Partition:
     - budget_s: the rounds' budget; seconds: what the re-measurement took, setup_s of it the
       building, compiling and warming (outside the budget); first_step_s: each candidate's
       first step; resident: "together" or "one at a time"
-    - samples_per_s[c][r]: candidate c's figure in round r; window_steps[c]: the steps of its
-      first window; other_load_cores, busy: the machine's other load over the rounds
+    - samples_per_s[c][r]: candidate c's figure in round r; processes[k]: how many of the
+      rounds, in order, fresh worker process k ran; window_steps[c]: the steps of its first
+      window; other_load_cores, busy: the machine's other load over the rounds
     - traceback: where the re-measurement failed
     """
 
@@ -52,6 +53,7 @@ class Partition:
     resident: str | None = None
     window_steps: list[int] | None = None
     samples_per_s: list[list[float]] | None = None
+    processes: list[int] | None = None
     other_load_cores: float | None = None
     busy: bool | None = None
     traceback: str | None = None

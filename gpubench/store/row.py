@@ -186,6 +186,12 @@ COLUMNS += ["energy_to_target_j", "cpu_energy_to_target_j", "cpu_energy_to_targe
 # million samples, per epoch of `epoch_samples`, and to target (a convergence row)
 COLUMNS += ["usd_per_hour", "usd_per_million_samples", "epoch_samples", "usd_per_epoch"]
 COLUMNS += ["usd_to_target"]
+# issue 41: set when a run's rows are read with its confirm.json (science.remeasured), never by a
+# worker (null in results.csv): whether the row's configuration was re-measured by the verdict
+# (the frame's samples_per_s is then that figure), the row's own figure, the re-measured one's
+# 95% interval between processes, and whether the row's own interval missed it
+COLUMNS += ["remeasured", "sweep_samples_per_s", "remeasured_low_samples_per_s"]
+COLUMNS += ["remeasured_high_samples_per_s", "unstable"]
 TEXT += ["cpu_energy_method", "cpu_tdp_model"]
 TEXT += ["loader", "loader_dataset"]  # issue 31
 

@@ -205,7 +205,7 @@ def tune(
             record = dataclasses.replace(record, stopped=stopped)
         if confirm and trials.measurements and not interrupted:
             clock.say("confirming the leaders (interleaved)")
-            run.confirm()  # in the trials' worker, as the sweep does: no worker start of its own
+            run.confirm()  # in fresh workers of its own, as the sweep does
         record = dataclasses.replace(
             record,
             verdict=_verdict(run_dir) if trials.measurements else None,
