@@ -101,8 +101,9 @@ def table(fitted: Fitted, title: str, caption: str | None = None) -> Table:
 
 
 def plain_table(title: str, headers: Sequence[str], rows: Any, right: Sequence[str] = ()) -> Table:
-    """A rich table of `rows` (tuples of cells) under `headers`; those in `right` align right."""
-    out = Table(title=title)
+    """A rich table of `rows` (tuples of cells) under `headers`; those in `right` align right.
+    No rules between cells: it reads the same in a terminal, a log and a README."""
+    out = Table(title=title, box=None)
     for h in headers:
         out.add_column(h, justify="right" if h in right else "left")
     for row in rows:
