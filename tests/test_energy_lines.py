@@ -40,7 +40,7 @@ def test_an_estimate_is_said_once_as_an_estimate_with_its_basis() -> None:
         assert said.endswith("; RAPL: /sys/class/powercap does not exist")
 
 
-def _row(precision: str, batch: int, **energy: float) -> dict[str, Any]:
+def _row(precision: str, batch: int, **energy: Any) -> dict[str, Any]:
     return {
         "model": "mlp",
         "model_size": "base",

@@ -346,16 +346,3 @@ def classified(row: dict[str, Any], records: list[dict[str, Any]] | None = None)
         "bottleneck": None if b is None else b.kind,
         "bottleneck_evidence": None if b is None else b.evidence,
     }
-
-
-def relabelled(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every row of `rows` classified now among them (its batch-size series found there), as
-    the verdict judges a leader: a recorded label was judged without its series. A row the
-    rules give no verdict keeps what it recorded."""
-    out = []
-    for r in rows:
-        b = classify(r, rows)
-        out.append(
-            r if b is None else r | {"bottleneck": b.kind, "bottleneck_evidence": b.evidence}
-        )
-    return out
