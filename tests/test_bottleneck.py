@@ -97,7 +97,7 @@ def test_the_mixed_band_is_the_margin_on_either_side_of_the_ridge() -> None:
         assert B.near_ridge(100.0 * ratio, 100.0) == 0, ratio
         verdict = B.classify(_at(ratio, 0.5))
         assert verdict is not None and verdict.kind == "mixed", ratio
-        assert f"within {m:.0%} of each other" in verdict.evidence
+        assert f"within x{1 + m:.3g} of each other" in verdict.evidence
         assert "ridge 100" in verdict.evidence
     assert B.near_ridge(100.0 / (1 + m) * 0.999, 100.0) == -1
     assert B.near_ridge(100.0 * (1 + m) * 1.001, 100.0) == 1
