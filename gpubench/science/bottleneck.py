@@ -36,12 +36,15 @@ The band: the ratio of the two fractions moves with the ridge (matmul roof over 
 the FLOP count and the byte count. RIDGE_SPREAD is three calibrations of one H100 in a day
 (bf16 ridge 261.6-266.4 FLOP/B); CPU_RIDGE_SPREAD the bandwidth calibrations of the 2-core
 CPU at one thread count across eight published runs (18.1-55.3 GB/s at 2 threads, x3.05;
-21.2-25.7 at 1), its matmul roof steadier;
-FLOP_SPREAD the FLOP counter against the Transformer's analytic count; INTENSITY_SPREAD one
-point's byte count between runs. A calibration within the spread moves a row across at most
-the band, so one operating point can read "memory" and "mixed", or "mixed" and "compute",
-never "memory" and "compute"; and as OVERHEAD_ROOF is under BOUND_ROOF by a factor (6.7)
-wider than any spread, never "launch" and "memory" or "compute".
+21.2-25.7 at 1), its matmul roof steadier; FLOP_SPREAD the FLOP counter against the
+Transformer's analytic count; INTENSITY_SPREAD one point's byte count between runs. A
+calibration within the spread moves a row across at most the band, so one operating point can
+read "memory" and "mixed", or "mixed" and "compute", never "memory" and "compute"; and as
+OVERHEAD_ROOF is under BOUND_ROOF by a factor (6.7) wider than any spread, rule 4 never reads
+"launch" where another calibration reads "memory" or "compute". Rule 3 asks whether the
+smallest batch is overhead-bound, a threshold a calibration could move across where that step
+sits near OVERHEAD_ROOF; no published row does (tests/test_bottleneck_labels.py recalibrates
+every one by the spread).
 """
 
 from __future__ import annotations
