@@ -103,6 +103,7 @@ def why_values(step_s: float, floor_s: float, work_s: float, flops: float) -> di
         "busy_fraction": busy / step_s,
         "bytes_per_step": int(nbytes),
         "intensity_flop_per_byte": flops / nbytes,
+        "achieved_gb_per_s": nbytes / step_s / 1e9,
         "peak_tflops": 1e5,  # the fixture's FLOP counts are large: the roof is made to match
         "peak_bandwidth_gb_per_s": 2e6,  # ridge point 50 FLOP per byte
     }

@@ -158,6 +158,9 @@ def test_the_verdict_says_an_estimate_is_one_and_states_its_error() -> None:
     row = {"device": "cpu", "cpu_samples_per_j_estimate": 1234.5}
     row["cpu_energy_estimate_error_rel"] = 0.98
     said = of(row, "no RAPL here")
-    assert said.startswith("CPU not measured (no RAPL here); estimated 1,234.5 samples/J")
-    assert "error up to 98%" in said and "not measured" in said
-    assert of({"device": "cpu"}, "no RAPL here") == "CPU not measured (no RAPL here)"
+    # issue 41: said once, as an estimate, with its error; no "not measured" beside it
+    assert said == (
+        "estimated 1,234.5 samples/J from the CPU's TDP: may be off by up to 98%; "
+        "RAPL: no RAPL here"
+    )
+    assert of({"device": "cpu"}, "no RAPL here") == "no CPU energy figure (no RAPL here)"

@@ -210,9 +210,10 @@ def test_the_energy_line_describes_the_winner_or_says_why_it_has_none() -> None:
 
 def test_the_energy_wording_of_each_device() -> None:
     of = devices.of
-    assert of({"device": "cpu"}, "no RAPL here") == "CPU not measured (no RAPL here)"
+    assert of({"device": "cpu"}, "no RAPL here") == "no CPU energy figure (no RAPL here)"
     assert (
-        of({"device": "cpu", "cpu_energy_note": "too short"}, "x") == "CPU not measured (too short)"
+        of({"device": "cpu", "cpu_energy_note": "too short"}, "x")
+        == "no CPU energy figure (too short)"
     )
     gpu = {"device": "cuda", "avg_power_w": 100.0}
     assert of(gpu) == "no energy figure (its row has no NVML energy reading)"

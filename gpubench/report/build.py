@@ -131,7 +131,7 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
         against_batch()
         memory()
     draw(lambda: plots.compute(frame, plots_dir), "Compute: no TFLOP/s or MFU was measured.")
-    draw(lambda: plots.energy(frame, plots_dir), "Energy: no device energy was measured.")
+    draw(lambda: plots.energy(frame, plots_dir), plots.ENERGY_ABSENT)
     draw(  # issue 32: samples per joule and per dollar, the CPU's estimate drawn as one
         lambda: efficiency.efficiency(frame, plots_dir),
         "Energy and cost efficiency: no energy figure, measured or estimated, in these rows.",
@@ -146,9 +146,12 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     )
     missing: list[str] = []
     made = made_in_parallel([make for make, _ in jobs], CHART_PROCESSES)
+    drawn = {v.file for v in made if isinstance(v, Chart)}
     for value, (_, why_absent) in zip(made, jobs, strict=True):
-        if value is None:
-            missing.append(why_absent)
+        if value is None:  # issue 41: the list agrees with the charts drawn
+            missing.append(
+                plots.energy_absent(drawn) if why_absent == plots.ENERGY_ABSENT else why_absent
+            )
         else:
             sections.append(value if isinstance(value, str) else H.chart(value))
     if missing:

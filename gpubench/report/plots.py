@@ -12,6 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 
 from gpubench.report import analysis as A
+from gpubench.report.efficiency import FILE as EFFICIENCY_FILE
 from gpubench.report.figure import (
     STAR,
     Chart,
@@ -295,10 +296,40 @@ def compute(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     )
 
 
+ENERGY_FILE = "energy.png"
+ENERGY_ABSENT = "Energy: no energy was measured (no NVML or RAPL reading in these rows)."
+
+
+def energy_absent(drawn: set[str]) -> str:
+    """Why the energy chart is not drawn, agreeing with the charts that are: where the
+    efficiency chart (report.efficiency, its file among `drawn`) draws the CPU's TDP estimate,
+    that is said, as an estimate, not "no energy"."""
+    if EFFICIENCY_FILE in drawn:
+        return (
+            "Energy: no energy was measured (no NVML or RAPL reading in these rows); the CPU's "
+            "estimate from its TDP is drawn, as an estimate, under Energy and cost efficiency."
+        )
+    return ENERGY_ABSENT
+
+
+def _measured_j_per_step(rows: pd.DataFrame) -> pd.Series:
+    """Each row's measured energy per step on its training device (J): the GPU's (NVML), the
+    CPU package's (RAPL); NaN where none was measured (the CPU's TDP estimate is none)."""
+    gpu = pd.to_numeric(rows["energy_j_per_step"], errors="coerce")
+    if "cpu_energy_j_per_step" not in rows:
+        return gpu.where(rows["device"] != "cpu")
+    cpu = pd.to_numeric(rows["cpu_energy_j_per_step"], errors="coerce")
+    return gpu.where(rows["device"] != "cpu", cpu)
+
+
 def energy(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
-    """Energy per sample (J) against batch size, where the device's energy was measured."""
+    """Energy per sample (J) against batch size, where the training device's energy was
+    measured (NVML on a GPU, RAPL on the CPU)."""
     ok = A.ok_rows(frame)
-    ok = ok[ok["energy_j_per_step"].notna()]
+    if ok.empty or "energy_j_per_step" not in ok:
+        return None
+    ok = ok.assign(measured_j=_measured_j_per_step(ok))
+    ok = ok[ok["measured_j"].notna()]
     if ok.empty:
         return None
     models = sorted(ok["panel"].unique())
@@ -306,17 +337,17 @@ def energy(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     for model, (ax,) in zip(models, axes, strict=True):
         rows = ok[ok["panel"] == model]
         for series, g in rows.groupby("series"):
-            per_sample = g["energy_j_per_step"] / g["batch_size"]
+            per_sample = g["measured_j"] / g["batch_size"]
             ax.plot(g["batch_size"], per_sample * 1e3, label="_", **styles.line(str(series)))
         batch_axis(ax, rows["batch_size"])
         log_y(ax)
         ax.set_ylabel("energy per sample (mJ, log scale)")
-    file = "energy.png"
-    save(fig, plots_dir, file, "Energy per training sample against batch size", keys=keys)
+    save(fig, plots_dir, ENERGY_FILE, "Energy per training sample against batch size", keys=keys)
     return Chart(
-        file,
+        ENERGY_FILE,
         "Energy",
-        "Device energy over the measured steps divided by the samples they trained.",
+        "Measured energy of the training device over the measured steps (NVML on a GPU, the "
+        "RAPL package on the CPU) divided by the samples they trained.",
     )
 
 

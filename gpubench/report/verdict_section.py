@@ -24,15 +24,13 @@ def verdict_section(verdicts: Sequence[ModelVerdict]) -> str:
         '<p class="caption">How the bottleneck is judged (first rule that holds): input-bound '
         f"when batches come from the host and copies take {B.INPUT_COPY_SHARE:.0%} or more of "
         f"the device's busy time; launch/host-bound when the device is busy less than "
-        f"{B.LAUNCH_BUSY:.0%} of the unprofiled median step, or the step is under "
-        f"{B.OVERHEAD_ROOF:.0%} of both roofs; mixed when the arithmetic intensity (FLOPs over "
-        f"the minimum bytes the step moves) is within {B.MIXED_MARGIN:.0%} of the ridge point "
-        "(what the roofs and counts are uncertain by); memory-bound when it is under the ridge "
-        f"by more; compute-bound at {B.COMPUTE_ROOF:.0%} or more of the measured matmul roof; "
-        "memory-bound when memory-bound kernels (norms, elementwise, loss, optimizer, copies) "
-        f"take {B.MEMORY_SHARE:.0%} or more of the busy time; otherwise compute-bound where "
-        "matrix products (matmul, convolution, attention) lead the busy time, under the roof; "
-        "else not classified.</p>\n"
+        f"{B.LAUNCH_BUSY:.0%} of the unprofiled median step, when the step time hardly grows "
+        f"with the batch (a fixed per-step cost of {B.FIXED_SHARE:.0%} or more of the step) "
+        "from a smallest batch that is overhead-bound, or when the step is under "
+        f"{B.OVERHEAD_ROOF:.0%} of both roofs; compute- or memory-bound at {B.BOUND_ROOF:.0%} or "
+        "more of that roof (the measured matmul peak, the measured bandwidth) and clearly above "
+        "the other (by more than two calibrations of one machine differ); else mixed: both "
+        "roofs alike, or under a third of both.</p>\n"
     )
     return head + '<div class="verdicts">' + "".join(cards) + "</div>\n" + rules
 

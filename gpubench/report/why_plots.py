@@ -14,6 +14,7 @@ from gpubench.report import analysis as A
 from gpubench.report import series as S
 from gpubench.report.figure import Chart, log_y, panels, readable_log, save
 from gpubench.report.series_style import SeriesStyles
+from gpubench.science.bottleneck import busy_fraction
 from gpubench.store.wording import milliseconds
 
 CATEGORY_COLOURS = {
@@ -60,36 +61,46 @@ def breakdown(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
         "breakdown.png",
         "Step-time breakdown",
         "A few steps of each point profiled after its measured windows (torch.profiler): the "
-        "share of the step each category of work held on the device (kernel time on a GPU, "
-        "operator time on the CPU), and the share the device sat idle waiting on the host. Shown "
-        "for the series of each model's fastest point; the label on each bar is the measured "
-        "median step time (without the profiler).",
+        "device's busy time (kernel time on a GPU, operator time on the CPU) as a share of the "
+        "measured median step (without the profiler), split by category of work, and the rest "
+        "of the step, idle, waiting on the host. The busy share is the verdict's \"device "
+        'busy"; busy time above the median step (the profiler slows what it times) counts as '
+        "the whole step. Shown for the series of each model's fastest point; the label on each "
+        "bar is the median step time.",
     )
+
+
+def step_shares(row: dict[str, Any]) -> tuple[dict[str, float], float]:
+    """Each category's share of the row's median (unprofiled) step and the idle share, which
+    sum to 1: the busy share is the verdict's "device busy" (science.bottleneck.busy_fraction:
+    the profile's busy seconds over the median step, capped at 1), split among the categories
+    as the profile split its busy time (kernels may overlap, so by their sum)."""
+    measured = busy_fraction(row)
+    busy = 0.0 if measured is None else measured[0]
+    cats = {k: float(v or 0.0) for k, v in row["profile"]["category_s"].items()}
+    total = sum(cats.values())
+    shares = {k: (v / total * busy if total > 0 else 0.0) for k, v in cats.items()}
+    return shares, 1.0 - busy
 
 
 def _stack(ax: Any, g: pd.DataFrame) -> None:
     xs = np.arange(len(g))
     bottom = np.zeros(len(g))
-    profiles = list(g["profile"])
-    steps = np.array([float(p["step_time_s"]) for p in profiles])
-    busy = np.array([min(float(p["busy_s"]), float(p["step_time_s"])) for p in profiles])
-    sums = np.array([sum(float(v) for v in p["category_s"].values()) for p in profiles])
-    scale = np.where(sums > 0, busy / np.where(sums > 0, sums, 1), 0)  # kernels may overlap
+    split = [step_shares(r) for r in g.to_dict("records")]
     for cat in CATEGORIES:
-        share = np.array([float(p["category_s"].get(cat) or 0.0) for p in profiles])
-        share = share * scale / steps
+        share = np.array([shares.get(cat, 0.0) for shares, _ in split])
         if share.max(initial=0) <= 0:
             continue
         ax.bar(xs, share * 100, bottom=bottom, color=CATEGORY_COLOURS[cat], label=cat, width=0.7)
         bottom += share * 100
-    idle = (steps - busy) / steps * 100
+    idle = np.array([idle for _, idle in split]) * 100
     ax.bar(xs, idle, bottom=bottom, color="white", edgecolor="grey", hatch="//", label=IDLE)
     for x, top, t in zip(xs, bottom + idle, g["step_time_s"], strict=True):
         ax.text(x, top + 1, milliseconds(t), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(xs)
     ax.set_xticklabels([str(int(b)) for b in g["batch_size"]], fontsize=8)
     ax.set_xlabel("batch size (samples per step)")
-    ax.set_ylabel("share of the profiled step (%)")
+    ax.set_ylabel("share of the median step (%)")
     ax.set_ylim(0, 112)
 
 

@@ -1,5 +1,8 @@
-"""What holds a training step back, from the evidence its row carries. The rules, first match
-wins (thresholds below; the row's `bottleneck_evidence` says which numbers held):
+"""What holds a training step back, from the evidence its row carries (and, where given, the
+rows of its batch-size series). A label earns its name (DESIGN.md 4): memory-bound only at a
+real fraction of the bandwidth roof, compute-bound only at a real fraction of the matmul roof,
+overhead (launch/host) where the step is far under both or does not grow with the batch. The
+rules, first match wins (thresholds below; the row's `bottleneck_evidence` quotes the numbers):
 
 0. **input** (issue 31): a loader row whose steps waited at least INPUT_WAIT_SHARE of their time
    for their batches (science.input_bound).
@@ -7,30 +10,41 @@ wins (thresholds below; the row's `bottleneck_evidence` says which numbers held)
 2. **launch**: the device is busy under LAUNCH_BUSY of the *unprofiled* median step (the
    profiler's overhead inflates the profiled step and must not decide); busy time above the
    step counts as 1.0, and the evidence says so.
-3. **launch** too where the step is under OVERHEAD_ROOF of both the matmul and the bandwidth
-   roof, whatever the busy time says: on the CPU an operator's self time includes the
-   dispatcher's cost, so "busy" cannot see host overhead there (DESIGN.md, 4).
-4. **mixed**: the arithmetic intensity (FLOPs over the minimum bytes moved) is within a factor
-   1 + MIXED_MARGIN of the ridge (matmul roof over bandwidth) either side: which roof binds is
-   decided by less than the measurement can tell. Both kinds of lever apply.
-5. **memory**: the intensity is under the ridge by more than the margin. The byte count is a
-   lower bound, so the true intensity is lower still: this side is safe.
-6. **compute**: achieved TFLOP/s is at least COMPUTE_ROOF of the measured matmul roof.
-7. **memory**: memory-bound categories (norms, elementwise, loss, reductions, optimizer,
-   copies) hold at least MEMORY_SHARE of the busy time.
-8. **compute** where the products (PRODUCT_CATEGORIES) hold more of the busy time than any other
-   group (memory-bound work, collectives, other), though under the roof; else no verdict.
+3. **launch** where the series shows a fixed per-step cost that is overhead: from the series'
+   smallest batch to this row's the batch grew k >= FLAT_BATCH times and the step time r
+   times; read as a fixed cost F plus a cost w per sample, F holds (k - r) / (r (k - 1)) of
+   this row's step; at FIXED_SHARE or more, and the smallest batch's step overhead-bound by
+   itself (rules 2 or 4), the step is overhead-bound whatever the roofs say (on a GPU the work
+   runs under the host's fixed cost: the step does not grow until the work outlasts it). A
+   fixed cost that is device work (an optimizer's update, at a real fraction of a roof at the
+   smallest batch) is no overhead: the roofs decide.
+4. **launch** where the step is under OVERHEAD_ROOF of both the matmul and the bandwidth roof,
+   whatever the busy time says: on the CPU an operator's self time includes the dispatcher's
+   cost, so "busy" cannot see host overhead there (DESIGN.md, 4).
+5. **compute** or **memory**: the larger of the two roof fractions is at least BOUND_ROOF (a
+   third of that roof) and over the other by more than the ridge band (ridge_band(): the
+   factor the ratio of the two fractions, which is the intensity over the ridge, is uncertain
+   by between two calibrations of one machine).
+6. **mixed** otherwise: within the band (both roofs bind alike), or under a third of both
+   roofs yet over OVERHEAD_ROOF of one (no one roof binds; the profile's split is quoted).
 
-Without a profile rules 1, 2, 7 and 8 cannot be tested, without a byte count rules 4 and 5; a
-row they would decide, or without FLOPs or a roof, gets no verdict (None).
+Without a byte count (no bandwidth fraction) a row at least BOUND_ROOF of the matmul roof is
+compute-bound and any other gets no verdict; without FLOPs or a matmul roof rules 3-6 are not
+tested: no verdict (None) unless rules 0-2 held.
 
-The margin is what the intensity over the ridge is uncertain by, each part as measured on an
-H100 (tests/data/h100), where a hard threshold read one operating point "compute" at 50.2% of
-the roof in one run and "memory" at 49.8% in another: RIDGE_SPREAD, three calibrations of one
-H100 in a day (bf16 ridge 261.6-266.4 FLOP/B); FLOP_SPREAD, the FLOP counter against the
-Transformer's analytic count; INTENSITY_SPREAD, one point's byte count between runs. A
-run-to-run change moves a row across at most half of the band, so one operating point can read
-"memory" and "mixed", or "mixed" and "compute", but never "memory" and "compute".
+The band: the ratio of the two fractions moves with the ridge (matmul roof over bandwidth),
+the FLOP count and the byte count. RIDGE_SPREAD is three calibrations of one H100 in a day
+(bf16 ridge 261.6-266.4 FLOP/B); CPU_RIDGE_SPREAD the bandwidth calibrations of the 2-core
+CPU at one thread count across eight published runs (18.1-55.3 GB/s at 2 threads, x3.05;
+21.2-25.7 at 1), its matmul roof steadier; FLOP_SPREAD the FLOP counter against the
+Transformer's analytic count; INTENSITY_SPREAD one point's byte count between runs. A
+calibration within the spread moves a row across at most the band, so one operating point can
+read "memory" and "mixed", or "mixed" and "compute", never "memory" and "compute"; and as
+OVERHEAD_ROOF is under BOUND_ROOF by a factor (6.7) wider than any spread, rule 4 never reads
+"launch" where another calibration reads "memory" or "compute". Rule 3 asks whether the
+smallest batch is overhead-bound, a threshold a calibration could move across where that step
+sits near OVERHEAD_ROOF; no published row does (tests/test_bottleneck_labels.py recalibrates
+every one by the spread).
 """
 
 from __future__ import annotations
@@ -41,27 +55,37 @@ from typing import Any
 
 from gpubench.probes.profile import MEMORY_CATEGORIES
 from gpubench.science.input_bound import input_evidence
+from gpubench.science.partition import series
+from gpubench.store.wording import milliseconds, number, times
 
 LAUNCH_BUSY = 0.5
 INPUT_COPY_SHARE = 0.3
-COMPUTE_ROOF = 0.5
-MEMORY_SHARE = 0.5
+# A real fraction of a roof: a step at a third of it is held by what that roof measures.
+BOUND_ROOF = 1 / 3
 # "A few percent" of both roofs: a step this far under the matmul roof and the bandwidth roof
 # spends its time on neither arithmetic nor memory traffic.
 OVERHEAD_ROOF = 0.05
+# A fixed per-step cost (rule 3): over a batch grown FLAT_BATCH times or more, the fixed part
+# holds FIXED_SHARE of the step or more (the step grew at most x1.25 at k = 4, x1.5 as k grows).
+FLAT_BATCH = 4
+FIXED_SHARE = 2 / 3
 PRODUCT_CATEGORIES = ("matmul", "conv", "attention")
-# What the intensity over the ridge is uncertain by (the module's docstring: "The margin").
+# What the intensity over the ridge is uncertain by (the module's docstring: "The band").
 RIDGE_SPREAD = 0.019
+CPU_RIDGE_SPREAD = 2.05
 FLOP_SPREAD = 0.020
 INTENSITY_SPREAD = 0.002
 MIXED_MARGIN = RIDGE_SPREAD + FLOP_SPREAD + INTENSITY_SPREAD
+CPU_MIXED_MARGIN = CPU_RIDGE_SPREAD + FLOP_SPREAD + INTENSITY_SPREAD
 
 # Each kind, as the verdict says it.
 BOTTLENECKS = {
-    "launch": "launch/host-bound: the device waits on Python, autograd and kernel launches",
+    "launch": "launch/host-bound: a fixed per-step cost (Python, autograd, kernel launches) "
+    "sets the step time, not the device's arithmetic or memory",
     "memory": "memory-bound: moving bytes, not arithmetic, sets the step time",
     "compute": "compute-bound: arithmetic sets the step time",
-    "mixed": "mixed: near the ridge, the matmul and bandwidth roofs bind alike",
+    "mixed": "mixed: no one roof binds (both alike near the ridge, or the step runs well "
+    "under both)",
     "input": "input-bound: the step waits on its batches (the loader, or copies from the host)",
 }
 
@@ -103,22 +127,29 @@ def ridge(row: dict[str, Any]) -> float | None:
     return peak * 1e12 / (bw * 1e9)
 
 
-def near_ridge(intensity: float, ridge_point: float) -> int:
-    """-1 where `intensity` is under the ridge by more than MIXED_MARGIN (a factor of
-    1 + MIXED_MARGIN), +1 where it is over it by more, 0 within the band (both ends in it)."""
+def ridge_band(device: str | None) -> float:
+    """The margin (a factor 1 + it) the two roof fractions must differ by for one to bind:
+    MIXED_MARGIN on a GPU, CPU_MIXED_MARGIN on the CPU (whose calibrations spread wider)."""
+    return CPU_MIXED_MARGIN if device == "cpu" else MIXED_MARGIN
+
+
+def near_ridge(intensity: float, ridge_point: float, margin: float = MIXED_MARGIN) -> int:
+    """-1 where `intensity` is under the ridge by more than `margin` (a factor of
+    1 + `margin`), +1 where it is over it by more, 0 within the band (both ends in it)."""
     if ridge_point <= 0:
         raise ValueError(f"a ridge point must be positive, not {ridge_point}")
     ratio = intensity / ridge_point
-    if ratio < 1 / (1 + MIXED_MARGIN):
+    if ratio < 1 / (1 + margin):
         return -1
-    return 1 if ratio > 1 + MIXED_MARGIN else 0
+    return 1 if ratio > 1 + margin else 0
 
 
 def busy_fraction(row: dict[str, Any]) -> tuple[float, bool] | None:
     """The share of the median step (`step_time_s`, unprofiled) the device is busy: the
     profile's busy seconds per step over it, capped at 1.0, and whether the cap applied (busy
     time above the step: the profiler slowed the operators it timed). None without a profile.
-    A row without the profile's busy seconds falls back to its `busy_fraction` column."""
+    A row without the profile's busy seconds falls back to its `busy_fraction` column. The
+    verdict's "device busy" and the breakdown chart's busy share are this figure."""
     prof = row.get("profile")
     step = _num(row, "step_time_s")
     if isinstance(prof, dict) and step is not None and step > 0:
@@ -129,9 +160,69 @@ def busy_fraction(row: dict[str, Any]) -> tuple[float, bool] | None:
     return None if busy is None else (min(busy, 1.0), busy > 1.0)
 
 
-def classify(row: dict[str, Any]) -> Bottleneck | None:
+@dataclass(frozen=True)
+class Growth:
+    """How the step time grew from the smallest batch of a row's series to the row's batch."""
+
+    low: dict[str, Any]
+    row: dict[str, Any]
+
+    @property
+    def batch_ratio(self) -> float:
+        return int(self.row["batch_size"]) / int(self.low["batch_size"])
+
+    @property
+    def time_ratio(self) -> float:
+        return float(self.row["step_time_s"]) / float(self.low["step_time_s"])
+
+    @property
+    def fixed_share(self) -> float:
+        """The share of the row's step a fixed per-step cost holds, the step read as a fixed
+        cost plus a cost per sample (the module's rule 3), within 0-1."""
+        k, r = self.batch_ratio, self.time_ratio
+        return min(max((k - r) / (r * (k - 1)), 0.0), 1.0)
+
+    @property
+    def flat(self) -> bool:
+        """A fixed per-step cost sets the step (the module's rule 3)."""
+        return self.batch_ratio >= FLAT_BATCH and self.fixed_share >= FIXED_SHARE
+
+    def text(self) -> str:
+        """'step time 2.39 -> 2.24 ms (x0.94) from B=4 to B=65536' and what it means."""
+        said = (
+            f"step time {number(float(self.low['step_time_s']) * 1e3)} -> "
+            f"{milliseconds(float(self.row['step_time_s']))} ({times(self.time_ratio)}) from "
+            f"B={int(self.low['batch_size'])} to B={int(self.row['batch_size'])}"
+        )
+        share = f"about {self.fixed_share:.0%} of the step, as a fixed cost plus one per sample"
+        if self.flat:
+            return f"{said}: a fixed per-step cost ({share})"
+        if self.fixed_share >= 0.05:
+            return f"{said} (batch {times(self.batch_ratio)}): a fixed per-step cost holds {share}"
+        return f"{said} (batch {times(self.batch_ratio)}): the work grows with the batch"
+
+
+def growth(row: dict[str, Any], records: list[dict[str, Any]] | None) -> Growth | None:
+    """The step time's growth from the smallest batch of `row`'s series among `records` (its
+    identity but batch and seed; ok rows with a step time) to `row`; None where `row` is the
+    smallest or no records are given."""
+    if not records or _num(row, "step_time_s") is None:
+        return None
+    rows = [
+        r
+        for r in series(row, records)
+        if r.get("status") == "ok" and (_num(r, "step_time_s") or 0) > 0
+    ]
+    smaller = [r for r in rows if int(r["batch_size"]) < int(row["batch_size"])]
+    if not smaller:
+        return None
+    return Growth(min(smaller, key=lambda r: int(r["batch_size"])), row)
+
+
+def classify(row: dict[str, Any], records: list[dict[str, Any]] | None = None) -> Bottleneck | None:
     """The bottleneck of one ok row (see the module's rules), None where the row lacks the
-    evidence."""
+    evidence. `records`: rows among which the row's batch-size series is found (rule 3 and
+    the growth quoted as evidence); without them rule 3 is not tested."""
     if row.get("status") != "ok":
         return None
     waited = input_evidence(row)  # issue 31: the loader's measured wait for its batches
@@ -140,8 +231,6 @@ def classify(row: dict[str, Any]) -> Bottleneck | None:
     measured_busy = busy_fraction(row)
     busy = None if measured_busy is None else measured_busy[0]
     shares = _shares(row)
-    tflops, peak = _num(row, "tflops"), _num(row, "peak_tflops")
-    intensity, ridge_point = _num(row, "intensity_flop_per_byte"), ridge(row)
     copy = shares.get("copy", 0.0)
     if row.get("data") == "host" and shares and copy >= INPUT_COPY_SHARE:
         return Bottleneck("input", f"copies hold {copy:.0%} of the busy time (host data)")
@@ -150,74 +239,114 @@ def classify(row: dict[str, Any]) -> Bottleneck | None:
         busy_text = f"device busy {busy:.0%} of the median step"
         if measured_busy[1]:
             busy_text += " (capped: the profiled busy time exceeds the unprofiled step)"
-    if busy is not None and busy < LAUNCH_BUSY:
-        return Bottleneck("launch", busy_text)
+    grown = growth(row, records)
+    grown_text = "" if grown is None else grown.text()
+    tflops, peak = _num(row, "tflops"), _num(row, "peak_tflops")
     roof = None if tflops is None or peak is None or peak <= 0 else tflops / peak
     achieved, bw = _num(row, "achieved_gb_per_s"), _num(row, "peak_bandwidth_gb_per_s")
     bw_roof = None if achieved is None or bw is None or bw <= 0 else achieved / bw
+    roofs = _roofs_text(roof, bw_roof, row)
+    if busy is not None and busy < LAUNCH_BUSY:
+        return Bottleneck("launch", _join(busy_text, grown_text, roofs))
+    if roof is None:
+        return None
+    if grown is not None and grown.flat and _overhead(grown.low):
+        at = f"B={int(grown.low['batch_size'])}"
+        return Bottleneck(
+            "launch", _join(f"{grown_text}, overhead-bound at {at}", busy_text, roofs)
+        )
     if roof is not None and bw_roof is not None and max(roof, bw_roof) < OVERHEAD_ROOF:
         return Bottleneck(
             "launch",
-            f"{roof:.1%} of the matmul roof and {bw_roof:.1%} of the bandwidth roof: "
-            "overhead (launch/host) holds the step"
-            + (f", whatever the busy time says ({busy_text})" if busy_text else ""),
+            f"{roofs}: far under both, overhead (launch/host) holds the step"
+            + (f", whatever the busy time says ({busy_text})" if busy_text else "")
+            + (f"; {grown_text}" if grown_text else ""),
         )
-    if roof is None:
+    if bw_roof is None:  # no byte count: the matmul roof alone can speak
+        if roof >= BOUND_ROOF:
+            return Bottleneck("compute", _join(busy_text, roofs, grown_text))
         return None
-    assert tflops is not None and peak is not None
-    at_roof = f"{tflops:.3g} TFLOP/s = {roof:.0%} of the {peak:.3g} TFLOP/s roof"
-    if roof > 1:  # a point cannot beat the roof: the calibration ran slow (a busy machine?)
-        at_roof += " (above it: the roof was measured low, on a busy machine?)"
-    busy_text += "; " if busy_text else ""
-    memory_share = sum(shares.get(c, 0.0) for c in MEMORY_CATEGORIES)
-    if intensity is not None and ridge_point is not None and ridge_point > 0:
-        side = near_ridge(intensity, ridge_point)
-        at_bw = (
-            ""
-            if bw_roof is None
-            else f"; {achieved:.3g} GB/s = {bw_roof:.0%} of the bandwidth roof"
+    band = ridge_band(row.get("device"))
+    high, low = max(roof, bw_roof), min(roof, bw_roof)
+    kind = "compute" if roof >= bw_roof else "memory"
+    if high >= BOUND_ROOF and (low <= 0 or high / low > 1 + band):
+        return Bottleneck(kind, _join(busy_text, roofs, _intensity_text(row), grown_text))
+    if high >= BOUND_ROOF:
+        intensity = _intensity_text(row)
+        why = (
+            f"within x{1 + band:.3g} of each other, the band two calibrations of one machine "
+            f"can move them by{' (' + intensity + ')' if intensity else ''}: which roof binds "
+            "cannot be told, both may"
         )
-        if side == 0:
-            return Bottleneck(
-                "mixed",
-                busy_text
-                + f"intensity {intensity:.3g} FLOP/B within {MIXED_MARGIN:.0%} of the ridge "
-                f"{ridge_point:.3g}: the matmul and bandwidth roofs bind alike; {at_roof}{at_bw}",
-            )
-        if side < 0:
-            return Bottleneck(
-                "memory",
-                busy_text
-                + f"intensity {intensity:.3g} FLOP/B < ridge {ridge_point:.3g}; {at_roof}{at_bw}",
-            )
-    if roof >= COMPUTE_ROOF:
-        return Bottleneck("compute", busy_text + at_roof)
-    if shares and memory_share >= MEMORY_SHARE:
-        return Bottleneck(
-            "memory", busy_text + f"memory-bound kernels {memory_share:.0%} of busy time; {at_roof}"
+    else:
+        why = (
+            f"under {BOUND_ROOF:.0%} of both roofs, over {OVERHEAD_ROOF:.0%} of one: "
+            "no one roof binds" + _work_split(shares)
         )
+    return Bottleneck("mixed", _join(busy_text, f"{roofs}, {why}", grown_text))
+
+
+def _overhead(low: dict[str, Any]) -> bool:
+    """Whether the smallest batch's step is overhead-bound by itself (rules 2 and 4): then the
+    fixed per-step cost is overhead, not work that does not grow with the batch (an
+    optimizer's update moves the same bytes at every batch: memory-bound work)."""
+    judged = classify(low)
+    return judged is not None and judged.kind == "launch"
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def _roofs_text(roof: float | None, bw_roof: float | None, row: dict[str, Any]) -> str:
+    """'12% of the matmul roof (0.5 of 4.1 TFLOP/s) and 49% of the bandwidth roof (...)'."""
+    parts = []
+    if roof is not None:
+        text = (
+            f"{_share(roof)} of the matmul roof ({number(float(row['tflops']))} of "
+            f"{number(float(row['peak_tflops']))} TFLOP/s"
+        )
+        if roof > 1:  # a point cannot beat the roof: the calibration ran slow
+            text += "; above it: the roof was measured low, on a busy machine?"
+        parts.append(text + ")")
+    if bw_roof is not None:
+        parts.append(
+            f"{_share(bw_roof)} of the bandwidth roof ({number(float(row['achieved_gb_per_s']))}"
+            f" of {number(float(row['peak_bandwidth_gb_per_s']))} GB/s)"
+        )
+    return " and ".join(parts)
+
+
+def _share(fraction: float) -> str:
+    """A roof fraction as a percentage: one decimal under 10%, whole above."""
+    return f"{fraction:.1%}" if fraction < 0.1 else f"{fraction:.0%}"
+
+
+def _intensity_text(row: dict[str, Any]) -> str:
+    intensity, ridge_point = _num(row, "intensity_flop_per_byte"), ridge(row)
+    if intensity is None or ridge_point is None:
+        return ""
+    side = "<" if intensity < ridge_point else ">="
+    return f"intensity {number(intensity)} FLOP/B {side} ridge {number(ridge_point)}"
+
+
+def _work_split(shares: dict[str, float]) -> str:
+    """', the busy time: products 60%, memory-bound work 30%' from the profile ('' none)."""
     if not shares:
-        return None  # above the ridge but under the roof, no profile: what holds it is unknown
+        return ""
     groups = {
         "products": sum(shares.get(c, 0.0) for c in PRODUCT_CATEGORIES),
-        "memory-bound work": memory_share,
+        "memory-bound work": sum(shares.get(c, 0.0) for c in MEMORY_CATEGORIES),
         **{c: shares.get(c, 0.0) for c in ("collective", "other")},
     }
-    if max(groups, key=lambda g: groups[g]) != "products":
-        return None  # collectives or other work hold more: none of the kinds names that
-    rest = ", ".join(f"{g} {v:.0%}" for g, v in groups.items() if g != "products" and v > 0)
-    return Bottleneck(
-        "compute",
-        busy_text
-        + f"products {groups['products']:.0%} of busy time"
-        + (f" ({rest})" if rest else "")
-        + f", though under the roof: {at_roof}",
-    )
+    said = ", ".join(f"{g} {v:.0%}" for g, v in groups.items() if v > 0)
+    return f" (the busy time: {said})" if said else ""
 
 
-def classified(row: dict[str, Any]) -> dict[str, Any]:
-    """`row` with `bottleneck` and `bottleneck_evidence` set (None where it gets no verdict)."""
-    b = classify(row)
+def classified(row: dict[str, Any], records: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`row` with `bottleneck` and `bottleneck_evidence` set (None where it gets no verdict);
+    `records` as classify() takes them."""
+    b = classify(row, records)
     return row | {
         "bottleneck": None if b is None else b.kind,
         "bottleneck_evidence": None if b is None else b.evidence,

@@ -15,7 +15,7 @@ from typing import Any
 
 from gpubench.science import leaders, standing
 from gpubench.science.partition import answer, finite, identity_dict, label, norm, same_key
-from gpubench.store.wording import plural
+from gpubench.store.wording import number, plural
 
 
 @dataclass
@@ -100,17 +100,33 @@ class Across:
     low: float | None
     high: float | None
     configurations: int
+    # like with like (issue 41): the largest batch both devices ran, and the fastest row of
+    # each at it (None where they share no batch)
+    at_batch: SameBatch | None = None
 
     def line(self) -> str:
         """'cuda 5.96x cpu: the fastest on each, cuda fp32 B=64 (10,534 samples/s) over cpu
         fp32 B=64 (1,766); 5.96x the same configuration on cpu; per configuration measured on
         both, 1.43x to 5.96x (6 configurations, the speedup chart's figures)', and which
-        device's rows were all contended."""
+        device's rows were all contended. Where the two fastest ran at different batches the
+        line leads with the largest batch both ran, the fastest of each there named (like
+        with like), then the two fastest, said to be at different batches."""
         f, s = self.faster, self.slower
-        text = (
-            f"{f.device} {self.ratio:,.2f}x {s.device}: the fastest on each, {f.fastest} "
-            f"({f.samples_per_s:,.0f} samples/s) over {s.fastest} ({s.samples_per_s:,.0f})"
+        fastest = (
+            f"{f.fastest} ({f.samples_per_s:,.0f} samples/s) over {s.fastest} "
+            f"({s.samples_per_s:,.0f})"
         )
+        b = self.at_batch
+        if b is None or int(f.row["batch_size"]) == int(s.row["batch_size"]):
+            text = f"{f.device} {self.ratio:,.2f}x {s.device}: the fastest on each, {fastest}"
+        else:
+            text = (
+                f"{f.device} {b.ratio:,.2f}x {s.device} at B={b.batch_size}, the largest batch "
+                f"both ran: the fastest of each there, {b.faster_label} "
+                f"({b.faster_samples_per_s:,.0f} samples/s) over {b.slower_label} "
+                f"({b.slower_samples_per_s:,.0f}); the fastest on each, at different batches, "
+                f"{self.ratio:,.2f}x: {fastest}"
+            )
         if self.same is not None:
             text += f"; {self.same:,.2f}x the same configuration on {s.device}"
         if self.low is not None and self.high is not None:
@@ -132,8 +148,57 @@ class Across:
             "per_configuration_low": self.low,
             "per_configuration_high": self.high,
             "configurations": self.configurations,
+            "same_batch": None if self.at_batch is None else self.at_batch.to_dict(),
             "text": self.line(),
         }
+
+
+@dataclass(frozen=True)
+class SameBatch:
+    """The fastest row of each of two devices at one batch size both ran, and their ratio
+    (the faster device's samples/s over the slower's)."""
+
+    batch_size: int
+    faster_label: str
+    faster_samples_per_s: float
+    slower_label: str
+    slower_samples_per_s: float
+
+    @property
+    def ratio(self) -> float:
+        return self.faster_samples_per_s / self.slower_samples_per_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batch_size": self.batch_size,
+            "ratio": self.ratio,
+            "faster": {"label": self.faster_label, "samples_per_s": self.faster_samples_per_s},
+            "slower": {"label": self.slower_label, "samples_per_s": self.slower_samples_per_s},
+        }
+
+
+def same_batch(
+    faster: str, slower: str, ok: list[dict[str, Any]], among: list[str] | None = None
+) -> SameBatch | None:
+    """The largest batch size at which both devices `faster` and `slower` have rows in `ok`,
+    with the fastest row of each there (by its samples/s); None where they share none."""
+    by_batch: dict[str, dict[int, dict[str, Any]]] = {faster: {}, slower: {}}
+    for r in ok:
+        found = by_batch.get(str(r["device"]))
+        if found is None or not finite(r.get("samples_per_s")):
+            continue
+        b = int(r["batch_size"])
+        if b not in found or float(r["samples_per_s"]) > float(found[b]["samples_per_s"]):
+            found[b] = r
+    common = set(by_batch[faster]) & set(by_batch[slower])
+    if not common:
+        return None
+    b = max(common)
+    f, s = by_batch[faster][b], by_batch[slower][b]
+    names = among or []
+    return SameBatch(
+        b, label(f, names), float(f["samples_per_s"]), label(s, names), float(s["samples_per_s"])
+    )
 
 
 def across(leads: list[DeviceLead], ok: list[dict[str, Any]]) -> list[Across]:
@@ -164,6 +229,7 @@ def _against(faster: DeviceLead, slower: DeviceLead, ok: list[dict[str, Any]]) -
         min(ratios) if ratios else None,
         max(ratios) if ratios else None,
         len(ratios),
+        same_batch(faster.device, slower.device, ok),
     )
 
 
@@ -198,6 +264,11 @@ def energy_lines(
         if standing.identity(d.row) not in named:
             named.append(standing.identity(d.row))
             out.append(f"the fastest on {d.device} ({d.fastest}): {of(d.row, cpu_reason)}")
+    for d in leads:  # issue 41: measured energy breaks a tie on speed
+        tie = _tie_energy(d, ok, among)
+        if tie is not None:
+            out.append(tie[0])
+            named.append(standing.identity(tie[1]))
     for device, rows in standing.by_device(ok).items():
         column = "cpu_samples_per_j" if device == "cpu" else "samples_per_j"
         measured = [r for r in rows if finite(r.get(column))]
@@ -212,14 +283,43 @@ def energy_lines(
     return out
 
 
+def _tie_energy(
+    lead: DeviceLead, ok: list[dict[str, Any]], among: list[str]
+) -> tuple[str, dict[str, Any]] | None:
+    """Where the fastest on a device is tied with other configurations and two or more of
+    them have measured energy: the line naming the one that trains the most samples per
+    joule, against the others' figures (issue 41: measured energy breaks a tie on speed), and
+    its row; else None."""
+    if not lead.ties:
+        return None
+    tied = {standing.identity(t["identity"]) for t in lead.ties}
+    rows = [lead.row] + [r for r in ok if standing.identity(r) in tied]
+    measured = sorted(
+        ((per_j, r) for r in rows if (per_j := measured_samples_per_j(r)) is not None),
+        key=lambda m: -m[0],
+    )
+    if len(measured) < 2:
+        return None
+    (top_j, top), rest = measured[0], measured[1:]
+    others = ", ".join(f"{per_j:,.1f} ({label(r, among)})" for per_j, r in rest)
+    return (
+        f"tied on speed on {lead.device}, {label(top, among)} trains the most per joule: "
+        f"{top_j:,.1f} samples/J ({_method(top)}) against {others}"
+    ), top
+
+
 def of(row: dict[str, Any], cpu_reason: str | None = None) -> str:
     """One row's samples per joule and how it was measured, or why there is none: on the CPU
-    the RAPL package's, on a GPU the device's (NVML)."""
+    the RAPL package's, else its TDP estimate said once as an estimate with its basis; on a
+    GPU the device's (NVML)."""
     if row["device"] == "cpu":
         if finite(row.get("cpu_samples_per_j")):
             return f"{float(row['cpu_samples_per_j']):,.1f} samples/J (RAPL package)"
-        why = norm(row.get("cpu_energy_note")) or cpu_reason or "no RAPL reading in these rows"
-        return f"CPU not measured ({why}){estimated(row)}"
+        why = norm(row.get("cpu_energy_note")) or cpu_reason
+        guess = estimated(row)
+        if guess:
+            return f"{guess}; RAPL: {why or 'no reading in these rows'}"
+        return f"no CPU energy figure ({why or 'no RAPL reading in these rows'})"
     if finite(row.get("samples_per_j")):
         return f"{float(row['samples_per_j']):,.1f} samples/J ({_method(row)})"
     note = row.get("energy_note")
@@ -231,16 +331,43 @@ def of(row: dict[str, Any], cpu_reason: str | None = None) -> str:
 
 
 def estimated(row: dict[str, Any]) -> str:
-    """ "; estimated ..." with a row's TDP estimate of samples per joule and its stated error
+    """'estimated 19.1 samples/J from the CPU's TDP: 14 busy cores x 12 W per core, may be off
+    by up to 98%': a row's TDP estimate of samples per joule, its basis and its stated error
     (issue 32), or "" where the row has none."""
     if not finite(row.get("cpu_samples_per_j_estimate")):
         return ""
     value = float(row["cpu_samples_per_j_estimate"])
-    error = row.get("cpu_energy_estimate_error_rel")
-    bound = (
-        f", error up to {float(row['cpu_energy_estimate_error_rel']):.0%}" if finite(error) else ""
-    )
-    return f"; estimated {value:,.1f} samples/J from the CPU's TDP{bound}, not measured"
+    basis = []
+    if finite(row.get("cpu_busy_cores")) and finite(row.get("cpu_tdp_per_core_w")):
+        basis.append(
+            f"{number(float(row['cpu_busy_cores']))} busy cores x "
+            f"{number(float(row['cpu_tdp_per_core_w']))} W per core"
+        )
+        if norm(row.get("cpu_tdp_model")) == "default":
+            basis[-1] += " (a default: this CPU is not in the TDP table)"
+    if finite(row.get("cpu_energy_estimate_error_rel")):
+        basis.append(f"may be off by up to {float(row['cpu_energy_estimate_error_rel']):.0%}")
+    said = f"estimated {value:,.1f} samples/J from the CPU's TDP"
+    return said + (f": {', '.join(basis)}" if basis else "")
+
+
+def measured_samples_per_j(row: dict[str, Any]) -> float | None:
+    """The row's measured samples per joule on its training device: NVML on a GPU, the RAPL
+    package on the CPU; None where it was not measured (the CPU's TDP estimate is no
+    measurement and never breaks a tie)."""
+    column = "cpu_samples_per_j" if row.get("device") == "cpu" else "samples_per_j"
+    if not finite(row.get(column)) or float(row[column]) <= 0:
+        return None
+    return float(row[column])
+
+
+def tie_order(row: dict[str, Any]) -> tuple[int, float]:
+    """The key that orders configurations tied on speed (issue 41, item 3; sort ascending):
+    the smaller batch first (less memory), then the more samples per joule where energy was
+    measured, then those without a measurement. Compare rows of one device: joules of two
+    devices measure different things (a GPU's board, a CPU's package)."""
+    per_j = measured_samples_per_j(row)
+    return int(row["batch_size"]), -per_j if per_j is not None else float("inf")
 
 
 def _method(row: dict[str, Any]) -> str:

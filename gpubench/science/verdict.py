@@ -249,8 +249,15 @@ def _verdict(
     # every row of the partition, failed ones too: a seed that diverged did not reach the target
     v.time_to_target = _time_to_target(all_rows)
     v.cpu_speedup = _cpu_speedup(v.across)
-    judged = _bottleneck(best)
+    judged = _bottleneck(best, ok)
     scaling = _batch_scaling(best, ok)
+    if (
+        judged
+        and scaling
+        and "step time " in judged.evidence
+        and f"B={int(best['batch_size'])} (" in scaling
+    ):
+        scaling = None  # the label's evidence quotes the same growth (the leader is the largest)
     if judged is not None:
         kind = v.bottleneck = judged.kind
         v.evidence = [judged.evidence, *([scaling] if scaling else [])]
@@ -381,12 +388,15 @@ def _sweep_of(row: dict[str, Any]) -> str:
     return command + (f" --compile {compiled}" if compiled else "")
 
 
-def _bottleneck(row: dict[str, Any]) -> Bottleneck | None:
-    """The row's recorded bottleneck, or the rules applied now to rows recorded without one."""
+def _bottleneck(row: dict[str, Any], ok: list[dict[str, Any]]) -> Bottleneck | None:
+    """The rules applied now, with the row's batch-size series among `ok` (issue 41: a label
+    recorded by the worker was judged without it, or by older rules); the recorded label only
+    where the rules give none."""
+    judged = classify(row, ok)
     kind = row.get("bottleneck")
-    if isinstance(kind, str) and kind in BOTTLENECKS:
+    if judged is None and isinstance(kind, str) and kind in BOTTLENECKS:
         return Bottleneck(kind, str(row.get("bottleneck_evidence") or ""))
-    return classify(row)
+    return judged
 
 
 def _time_to_target(records: list[dict[str, Any]]) -> str | None:

@@ -1,0 +1,171 @@
+"""Issue 41, items 6 and 7: energy lines that help (an estimate said once, as an estimate, with
+its basis; the "charts not drawn" list agreeing with the charts drawn; measured energy breaking
+a tie on speed) and a cross-device ratio that compares like with like."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from report_fixture import env, speed_row, write_run
+
+from gpubench.config.spec import Point
+from gpubench.report.build import build_report
+from gpubench.science import devices
+from gpubench.science.devices import DeviceLead, energy_lines, same_batch, tie_order
+
+ROOT = Path(__file__).parent.parent
+H100_QUICK = ROOT / "results" / "20261125-h100-quick" / "run" / "results.jsonl"
+
+
+def _published() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in H100_QUICK.read_text().splitlines()]
+
+
+def test_an_estimate_is_said_once_as_an_estimate_with_its_basis() -> None:
+    """The H100 host's CPU has no RAPL: its line read "CPU not measured (...); estimated 24.6
+    samples/J from the CPU's TDP, error up to 98%, not measured"."""
+    cpu = [r for r in _published() if r["device"] == "cpu" and r["status"] == "ok"]
+    assert cpu
+    for r in cpu:
+        said = devices.of(r, "/sys/class/powercap does not exist")
+        assert said.count("estimated") == 1 and "not measured" not in said, said
+        assert said.startswith(
+            f"estimated {r['cpu_samples_per_j_estimate']:,.1f} samples/J from the CPU's TDP: "
+        )
+        assert "busy cores x 12 W per core (a default: this CPU is not in the TDP table)" in said
+        assert "may be off by up to 98%" in said
+        assert said.endswith("; RAPL: /sys/class/powercap does not exist")
+
+
+def _row(precision: str, batch: int, **energy: Any) -> dict[str, Any]:
+    return {
+        "model": "mlp",
+        "model_size": "base",
+        "device": "cuda",
+        "precision": precision,
+        "optimizer": "adamw",
+        "batch_size": batch,
+        "samples_per_s": 1000.0,
+        "status": "ok",
+        **energy,
+    }
+
+
+def test_ties_are_ordered_by_the_smaller_batch_then_measured_energy() -> None:
+    # H100 mlp/base: tf32 and bf16 tie on speed; bf16 trains 1,308 against 954 samples/J
+    tf32 = _row("tf32", 256, samples_per_j=954.0)
+    bf16 = _row("bf16", 256, samples_per_j=1308.0)
+    small = _row("fp32", 64)  # no energy figure, the smaller batch
+    unmeasured = _row("fp16", 256)
+    estimate = _row("fp32", 256) | {"device": "cpu", "cpu_samples_per_j_estimate": 5000.0}
+    ordered = sorted([unmeasured, tf32, estimate, bf16, small], key=tie_order)
+    assert ordered[:3] == [small, bf16, tf32]  # the CPU's estimate is no measurement
+    assert devices.measured_samples_per_j(estimate) is None
+    assert devices.measured_samples_per_j(bf16) == 1308.0
+
+
+def test_measured_energy_is_said_between_tied_configurations() -> None:
+    tf32 = _row("tf32", 256, samples_per_j=954.0, energy_method="counter")
+    bf16 = _row("bf16", 256, samples_per_j=1308.0, energy_method="counter")
+    lead = DeviceLead(
+        "cuda",
+        "cuda tf32 B=256",
+        1000.0,
+        {},
+        [{"label": "cuda bf16 B=256", "identity": bf16, "samples_per_s": 990.0}],
+        "",
+        {"rows": 2, "busy": 0, "noisy": 0, "clean": 2},
+        tf32,
+    )
+    lines = energy_lines(tf32, [lead], [tf32, bf16], None, ["precision"])
+    assert lines == [
+        "the fastest (cuda tf32 B=256): 954.0 samples/J (NVML energy counter)",
+        "tied on speed on cuda, cuda bf16 B=256 trains the most per joule: 1,308.0 samples/J "
+        "(NVML energy counter) against 954.0 (cuda tf32 B=256)",
+    ]  # and not again as "most samples/J of any cuda row"
+
+
+def test_a_cross_device_ratio_compares_like_with_like() -> None:
+    """results/20261125-h100-quick, mlp/small sgd: "cuda 1,051.63x cpu" set the GPU at
+    B=65536 against the CPU's largest, B=64. At B=64, where both ran, the fastest of each."""
+    ok = [
+        r
+        for r in _published()
+        if r["status"] == "ok" and (r["model"], r["optimizer"]) == ("mlp", "sgd")
+    ]
+    at = same_batch("cuda", "cpu", ok, ["precision"])
+    assert at is not None and at.batch_size == 64
+    assert (at.faster_label, at.slower_label) == ("cuda fp32 B=64", "cpu bf16 B=64")
+    assert round(at.ratio, 2) == 1.26
+    fastest = {
+        d: max((r for r in ok if r["device"] == d), key=lambda r: r["samples_per_s"])
+        for d in ("cuda", "cpu")
+    }
+    leads = [
+        DeviceLead(
+            d,
+            f"{d} B={int(r['batch_size'])}",
+            r["samples_per_s"],
+            {},
+            [],
+            "",
+            {"rows": 1, "busy": 0, "noisy": 0, "clean": 1},
+            r,
+        )
+        for d, r in fastest.items()
+    ]
+    (a,) = devices.across(leads, ok)
+    line = a.line()
+    assert line.startswith("cuda 1.26x cpu at B=64, the largest batch both ran: the fastest of ")
+    assert "the fastest on each, at different batches, 1,051.63x: cuda B=65536" in line
+    assert a.to_dict()["same_batch"]["batch_size"] == 64
+    # the two fastest at one batch: the line as before, leader against leader
+    at_64 = [r for r in ok if r["batch_size"] == 64]
+    top_64 = {
+        d: max((r for r in at_64 if r["device"] == d), key=lambda r: r["samples_per_s"])
+        for d in ("cuda", "cpu")
+    }
+    leads_64 = [
+        DeviceLead(
+            d,
+            f"{d} B=64",
+            r["samples_per_s"],
+            {},
+            [],
+            "",
+            {"rows": 1, "busy": 0, "noisy": 0, "clean": 1},
+            r,
+        )
+        for d, r in top_64.items()
+    ]
+    (plain,) = devices.across(leads_64, at_64)
+    assert plain.line().startswith("cuda 1.26x cpu: the fastest on each, cuda B=64")
+
+
+def test_charts_not_drawn_agree_with_the_charts_drawn(tmp_path: Path) -> None:
+    """On a CPU without RAPL the efficiency chart draws the TDP estimate: the list of charts
+    not drawn said "Energy: no device energy was measured" under it."""
+    rng = np.random.default_rng(0)
+    rows = [
+        speed_row(
+            Point("mlp", "small", "cpu", "fp32", "sgd", b),
+            1e-3,
+            1e-5,
+            rng,
+            cpu_energy_method="tdp_estimate",
+            cpu_energy_estimate_j_per_step=0.01 * b,
+            cpu_samples_per_j_estimate=100.0,
+            cpu_energy_estimate_error_rel=0.98,
+        )
+        for b in (4, 16)
+    ]
+    page = build_report([write_run(tmp_path / "c", rows, env())]).read_text()
+    assert "plots/efficiency.png" in page and "plots/energy.png" not in page
+    assert "no device energy was measured" not in page
+    assert (
+        "Energy: no energy was measured (no NVML or RAPL reading in these rows); the CPU&#x27;s "
+        "estimate from its TDP is drawn, as an estimate, under Energy and cost efficiency."
+    ) in page
