@@ -25,7 +25,7 @@ from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.config.suite import load_suite
 from gpubench.run import batch_growth, sweep
 from gpubench.run.context import RunContext, RunOptions
-from gpubench.science.growth import CEILING, Growth, decide
+from gpubench.science.growth import CEILING, SERIES_BUDGET_S, Growth, decide
 from gpubench.store.results import ResultStore, read_rows
 from gpubench.store.row import make_row
 
@@ -142,7 +142,7 @@ def test_the_h100_default_sweep_replayed_brackets_every_cuda_series_within_budge
     its 12 s budget (the listed points included), and the ten recorded series take 88 s in
     all: the twelve of the quick suite fit about two minutes. Each is bracketed, except the
     MLP's bf16 series, launch-bound all the way to the ceiling (reported as the ceiling)."""
-    budget = batch_growth.SERIES_BUDGET_S["cuda"]
+    budget = SERIES_BUDGET_S["cuda"]
     series = _by_series(H100_GROWN)
     assert len(series) == 10  # the transformer's bf16 rows were never reached
     total = 0.0
@@ -171,7 +171,7 @@ def test_every_series_of_the_h100_default_sweep_at_b64_would_have_grown() -> Non
     series = _by_series(H100_ROWS)
     assert len(series) == 12
     for recorded in series.values():
-        g = decide(list(recorded.values()), batch_growth.SERIES_BUDGET_S["cuda"])
+        g = decide(list(recorded.values()), SERIES_BUDGET_S["cuda"])
         assert g.batch is not None and g.batch > 64
 
 
@@ -179,12 +179,12 @@ def test_the_cpu_default_sweep_replayed_brackets_or_grows_within_budget() -> Non
     """Real rows: the 2-core CPU's default sweep (2026-11-25) measured 4, 16, 64 and named
     B=64 the fastest in most series. Under the rule every series is bracketed or asks for a
     batch that fits its 8 s budget: none is left unanswered by the budget."""
-    budget = batch_growth.SERIES_BUDGET_S["cpu"]
+    budget = SERIES_BUDGET_S["cpu"]
     series = _by_series(CPU_ROWS)
     assert len(series) == 12
     asked = 0
     for key, recorded in series.items():
-        rows, g = _replay(recorded, budget)
+        _, g = _replay(recorded, budget)
         assert g.bracketed or g.batch is not None, (key, g)
         asked += g.batch is not None and g.batch > 64
     assert asked >= 6  # the series still speeding up at B=64 go on

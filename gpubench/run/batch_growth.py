@@ -15,16 +15,8 @@ from typing import Any
 
 from gpubench.config.spec import AUTO, Point, SweepSpec
 from gpubench.science import growth
-from gpubench.science.growth import Growth
+from gpubench.science.growth import AUTO_BUDGET_S, SERIES_BUDGET_S, Growth
 
-# Seconds of its points' wall time (point_time_s, listed points included) each series may take,
-# by device type. The default suite on a 2-core CPU: 12 series, 36 listed points in about 30 s
-# quiet (results/20261125-cpu-sweep-phases), the growth keeping the sweep near a minute; on an
-# H100 a replay of the recorded rows brackets every CUDA series in at most 10.4 s
-# (tests/test_batch_growth.py), 12 series within about two minutes.
-SERIES_BUDGET_S = {"cpu": 8.0, "cuda": 12.0}
-# `--batch-sizes auto`: one series is what the user asked for, so it may take longer.
-AUTO_BUDGET_S = {"cpu": 30.0, "cuda": 30.0}
 AUTO_START = 1
 GROWTH_FILE = "growth.json"  # each grown series' last decision, by its label
 

@@ -36,6 +36,14 @@ LAUNCH_EXPONENT = 0.25
 LAUNCH_STEP = 4
 # 64 grows to 65,536 at the most, where max-batch's search stops too (run.maxbatch.CEILING).
 CEILING = 2**16
+# Seconds of its points' wall time (point_time_s, listed points included) each series may take,
+# by device type. The default suite on a 2-core CPU: 12 series, 36 listed points in about 30 s
+# quiet (results/20261125-cpu-sweep-phases), the growth keeping the sweep near a minute; on an
+# H100 a replay of the recorded rows brackets every CUDA series in at most 10.4 s
+# (tests/test_batch_growth.py), 12 series within about two minutes.
+SERIES_BUDGET_S = {"cpu": 8.0, "cuda": 12.0}
+# `--batch-sizes auto`: one series is what the user asked for, so it may take longer.
+AUTO_BUDGET_S = {"cpu": 30.0, "cuda": 30.0}
 # A point whose step time is predicted from the two largest rows is never assumed to grow more
 # slowly than its batch over this (a jump past a flat stretch may land on the knee).
 _SLOPE_FLOOR = 1 / 8
@@ -113,6 +121,19 @@ def decide(
         f"{rising}; B={nxt} would take about {_predicted_s(ok, nxt):.1f} s, "
         f"{max(budget_s or 0.0, 0.0) - spent:.1f} s of its {budget_s:g} s left",
     )
+
+
+def flattened(rows: Sequence[dict[str, Any]]) -> str | None:
+    """Where throughput flattened in the series `rows`, in words (None: the largest that ran is
+    the fastest and still rose beyond the noise, or nothing ran): a larger batch measured no
+    faster than the fastest, beyond the noise."""
+    ok = sorted((r for r in rows if _ran(r)), key=_b)
+    if not ok:
+        return None
+    best = max(ok, key=_rate)
+    if best is not ok[-1] or _flat(ok):
+        return _flattened_words(ok, best)
+    return None
 
 
 def noise(a: dict[str, Any], b: dict[str, Any]) -> float:
