@@ -326,6 +326,14 @@ def test_a_resumed_sweep_grows_on_where_it_stopped(
 ) -> None:
     _measure_with(monkeypatch, tmp_path, SPEC, _flattens_at(256), stop_after=10)
     assert len(read_rows(tmp_path)) == 10  # cpu's 6, then cuda sgd 4 to 256
+    # the stopped sweep says what it planned and did not reach, and why each series stood
+    record = json.loads((tmp_path / batch_growth.GROWTH_FILE).read_text())
+    assert [p.split()[-1] for p in record["not_reached"]] == ["B=1024", "B=4", "B=16", "B=64"]
+    assert "sgd" in record["not_reached"][0] and "adamw" in record["not_reached"][1]
+    sgd = next(v for k, v in record["series"].items() if "cuda" in k and "sgd" in k)
+    assert (sgd["reason"], sgd["next_batch"]) == ("launch-bound", 1024)
+    cpu = [v["reason"] for k, v in record["series"].items() if "cpu" in k]
+    assert cpu == [], "the CPU's series of this suite do not grow"
     counts = _measure_with(monkeypatch, tmp_path, SPEC, _flattens_at(256))
     got = _batches(tmp_path)
     assert got[("cuda", "sgd")] == got[("cuda", "adamw")] == [4, 16, 64, 256, 1024, 128]

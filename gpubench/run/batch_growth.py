@@ -55,9 +55,14 @@ def next_batch(spec: SweepSpec, point: Point, rows: Sequence[dict[str, Any]]) ->
     return dataclasses.replace(decided, batch=batch)
 
 
-def record(decisions: dict[str, Growth]) -> dict[str, dict[str, Any]]:
-    """growth.json's content: per series label, where and why it stopped (or what is next)."""
+def record(decisions: dict[str, Growth], unreached: Sequence[Point] = ()) -> dict[str, Any]:
+    """growth.json's content: `series`, per series label, where and why it stopped (or the
+    batch it measures next); `not_reached`, the labels of the points planned and not measured
+    where the sweep was stopped before its end (a grown series' next batch among them)."""
     return {
-        name: {"reason": g.reason, "detail": g.detail, "next_batch": g.batch}
-        for name, g in decisions.items()
+        "series": {
+            name: {"reason": g.reason, "detail": g.detail, "next_batch": g.batch}
+            for name, g in decisions.items()
+        },
+        "not_reached": [p.label() for p in unreached],
     }

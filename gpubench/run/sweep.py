@@ -185,6 +185,10 @@ def _measure(
         row = done.get(point.key())
         if row is None:
             if should_stop is not None and should_stop():
+                # issue 42: what was planned and not reached is said, not left to be guessed
+                unreached = [point, *(p for p in queue if p.key() not in done)]
+                record = batch_growth.record(decisions, unreached)
+                run.store.write_json(batch_growth.GROWTH_FILE, record)
                 break
             started, workers = time.time(), len(run.runner.startup_s)
             row = _row(point, task, run, oom_at, done_rows)
