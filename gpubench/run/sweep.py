@@ -305,8 +305,9 @@ def plan(spec: SweepSpec, run_dir: Path, options: RunOptions) -> list[Point]:
         layout = batch_plan.rank_layout(base)
         entry = searches[layout.key()]
         sizes = batch_plan.batch_sizes(base, int(entry["largest_batch"]))
-        if entry.get("stopped"):
-            failed = batch_plan.point_batch(base, int(entry["probes"][-1]["batch_size"]))
+        last = entry["probes"][-1] if entry.get("probes") else {}
+        if entry.get("stopped") and last.get("phase") != "skipped":  # not started: no point
+            failed = batch_plan.point_batch(base, int(last["batch_size"]))
             sizes = sorted({*(b for b in sizes if b < failed), failed})
         points.extend(dataclasses.replace(base, batch_size=b) for b in sizes)
     return list(dict.fromkeys(points))
