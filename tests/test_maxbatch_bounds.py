@@ -61,3 +61,19 @@ def test_a_probe_over_the_bound_is_not_started() -> None:
     assert "over the 1e-06 s bound on a probe" in result.stopped
     assert result.largest == ran[1].batch_size and not result.ceiling_reached
     assert len(result.search_probes) == 2  # the skipped probe was no search probe
+
+
+def test_time_follows_the_growth_rule_and_stops_where_throughput_flattens() -> None:
+    """`max-batch --time` timed every power of two up to the answer (B=65,536: 17 full
+    measurements, the largest the slowest); by the growth rule it stops past the knee."""
+    timed: list[int] = []
+
+    def probe(batch: int, phase: str, budget: object) -> Probe:
+        timed.append(batch)
+        step = 0.002 * max(1.0, batch / 256)  # flat (launch-bound) to 256, then per sample
+        return Probe(batch, "ok", None, 0.5, phase, step, batch / step, step_time_ci_rel=0.01)
+
+    result = MaxBatch(POINT, 65536, ceiling_reached=True)
+    maxbatch._time(probe, None, result)  # type: ignore[arg-type]
+    assert max(timed) <= 1024 and len(timed) <= 8, timed
+    assert result.best_batch in (256, 512, 1024)

@@ -4,8 +4,9 @@ CUDA the allocator's peak reserved bytes) decides where the next goes (run.batch
 
 A probe that fits in a few steps can still run out of memory over a full measurement (the
 allocator fragments), so the answer is confirmed by one, searching down with full runs where it
-fails (batch_search.confirm). Optionally each power of two up to the answer is timed for the
-throughput-optimal batch, often smaller than the largest.
+fails (batch_search.confirm). Optionally batches up to the answer are timed for the
+throughput-optimal batch, often smaller than the largest, by the growth rule (science.growth):
+from B=1 until throughput flattens or the answer is reached.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gpubench.config.spec import Budget, Point
 from gpubench.run import batch_search, memory_cap
 from gpubench.run.batch_search import Probe, resolution
 from gpubench.run.worker import WorkerRunner
+from gpubench.science import growth
 
 # A probe: one warm-up step, then this many measured steps (optimizer state exists after step 1).
 PROBE_STEPS = 3
@@ -333,15 +335,32 @@ def _device_bytes(point: Point) -> int | None:
 
 
 def _time(probe: Callable[[int, str, Budget], Probe], budget: Budget, result: MaxBatch) -> None:
-    """Time every power of two up to the answer, and the answer (unless its confirming run
-    timed it already), and record the batch size with the most samples per second."""
-    timed = [p for p in result.probes if p.phase == "confirm" and p.fits]
-    done = {p.batch_size for p in timed}
-    for batch in sorted({*powers_of_two(result.largest), result.largest} - done):
-        timed.append(probe(batch, "time", budget))
-    fast = [p for p in timed if p.fits and p.samples_per_s is not None]
+    """Time batches from 1 up to the answer by the growth rule (science.growth: doubling, 4-fold
+    where the step time is flat, refined near the knee, stopping where throughput flattens or
+    at the answer), a batch the confirming run timed already not again, and record the batch
+    size with the most samples per second."""
+    timed = {p.batch_size: p for p in result.probes if p.phase == "confirm" and p.fits}
+    seen: list[Probe] = []
+    batch: int | None = 1
+    while batch is not None:
+        done = timed.get(batch)
+        seen.append(done if done is not None else probe(batch, "time", budget))
+        batch = growth.decide([_as_row(p) for p in seen], None, ceiling=result.largest).batch
+    fast = [p for p in seen if p.fits and p.samples_per_s is not None]
     if fast:
         result.best_batch = max(fast, key=lambda p: p.samples_per_s or 0.0).batch_size
+
+
+def _as_row(p: Probe) -> dict[str, Any]:
+    """A probe as the growth rule reads a row."""
+    return {
+        "batch_size": p.batch_size,
+        "status": "ok" if p.fits else p.status,
+        "samples_per_s": p.samples_per_s,
+        "step_time_s": p.step_time_s,
+        "step_time_ci_rel": p.step_time_ci_rel,
+        "point_time_s": p.seconds,
+    }
 
 
 def default_cap(device: str) -> int | None:
