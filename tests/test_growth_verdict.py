@@ -71,3 +71,20 @@ def test_the_ceiling_is_named_as_the_ceiling() -> None:
         "not measured"
     )
     assert todo == f"measure larger batches: --batch-sizes {2 * CEILING},{4 * CEILING}"
+
+
+def test_tune_does_not_claim_it_searched_to_the_memory_limit() -> None:
+    """tune answered "B=4 is the largest searched ... (tune searches up to the largest that
+    fits)" where max-batch timed B=65,536 at 40 times its samples/s: a tune's series still
+    rising says so, and names larger batches to measure."""
+    rows = _rows("mlp", "fp32", "sgd", [4, 16, 64])
+    line, todo = levers._larger_batch(rows[-1], rows, rows, command="tune")
+    assert line == (
+        "a larger batch: B=64 is the largest tune measured and the fastest, throughput still "
+        "rising there (not bracketed)"
+    )
+    assert todo == "measure larger batches: --batch-sizes 64,128,256"
+    # where it flattened, tune's rows say so like a sweep's
+    flat = _rows("cnn", "fp32", "sgd", [64, 256, 512, 1024])
+    best = max(flat, key=lambda r: r["samples_per_s"])
+    assert levers._larger_batch(best, flat, flat, command="tune")[1] is None
