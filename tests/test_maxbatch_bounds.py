@@ -28,6 +28,10 @@ def test_a_ceiling_is_reported_as_a_ceiling() -> None:
     below = MaxBatch(POINT, 88, smallest_failed=96, resolution=8)
     assert below.answer() == "largest batch that fits: 88, within 8 samples (96 did not fit)"
     assert MaxBatch(POINT, 0).answer() == "not even a batch of one fits"
+    stopped = MaxBatch(POINT, 512, stopped="B=4096 not started", resolution=10)
+    assert stopped.answer() == (
+        "largest batch that fits: at least 512 (the search stopped before memory ended)"
+    )
 
 
 def test_two_timings_of_one_batch_that_disagree_are_flagged() -> None:
@@ -61,6 +65,7 @@ def test_a_probe_over_the_bound_is_not_started() -> None:
     assert "over the 1e-06 s bound on a probe" in result.stopped
     assert result.largest == ran[1].batch_size and not result.ceiling_reached
     assert len(result.search_probes) == 2  # the skipped probe was no search probe
+    assert result.answer().endswith("(the search stopped before memory ended)")
 
 
 def test_time_follows_the_growth_rule_and_stops_where_throughput_flattens() -> None:

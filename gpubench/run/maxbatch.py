@@ -67,14 +67,20 @@ class MaxBatch:
 
     def answer(self) -> str:
         """The answer in words: at the ceiling a ceiling ("more may fit", no resolution: nothing
-        above it was tried); else the largest that fits, within the resolution, and the
-        smallest that did not fit."""
+        above it was tried); where the search stopped before anything ran out of memory, a
+        lower bound; else the largest that fits, within the resolution, and the smallest that
+        did not fit."""
         if self.largest == 0:
             return "not even a batch of one fits"
         if self.ceiling_reached:
             return (
                 f"largest batch that fits: at least {self.largest}, the --ceiling (nothing "
                 "above it was tried; more may fit)"
+            )
+        if self.stopped is not None and self.smallest_failed is None:
+            return (
+                f"largest batch that fits: at least {self.largest} (the search stopped "
+                "before memory ended)"
             )
         within = "" if self.resolution <= 1 else f", within {self.resolution} samples"
         if self.smallest_failed is not None:
