@@ -339,3 +339,13 @@ def test_a_resumed_sweep_grows_on_where_it_stopped(
     assert got[("cuda", "sgd")] == got[("cuda", "adamw")] == [4, 16, 64, 256, 1024, 128]
     assert len(read_rows(tmp_path)) == 18, "no point measured twice"
     assert counts[0] == (11, 14) and counts[-1] == (18, 18)
+
+
+def test_a_batch_that_failed_inside_the_series_is_not_asked_for_again() -> None:
+    # a jump past a flat stretch overshot the knee; the batch inside it then failed: the rule
+    # would ask for it again (a sweep would loop): it stops instead
+    rows = _series({4: 1000.0, 16: 4000.0, 64: 16000.0}, step_s=0.004)
+    rows += _series({256: 20000.0, 128: "error"})
+    g = decide(rows)
+    assert (g.batch, g.reason) == (None, "failed")
+    assert g.detail.startswith("B=128 measured already")

@@ -74,7 +74,16 @@ def decide(
 ) -> Growth:
     """The next batch of the series `rows` (any order, one seed), or why it stops (see the
     module's docstring). `budget_s`: seconds of the points' wall time (`point_time_s`) the
-    series may take in all (None: unbounded); `ceiling`: the largest batch it may measure."""
+    series may take in all (None: unbounded); `ceiling`: the largest batch it may measure.
+    The batch it names is never one the rows hold (a series cannot loop)."""
+    decided = _decide(rows, budget_s, ceiling)
+    if decided.batch is not None and decided.batch in {_b(r) for r in rows}:
+        # a batch measured already (one that failed inside the series): nothing new to learn
+        return Growth(None, "failed", f"B={decided.batch} measured already: {decided.detail}")
+    return decided
+
+
+def _decide(rows: Sequence[dict[str, Any]], budget_s: float | None, ceiling: int) -> Growth:
     measured = {int(r["batch_size"]) for r in rows}
     ok = sorted((r for r in rows if _ran(r)), key=lambda r: int(r["batch_size"]))
     if not ok:
