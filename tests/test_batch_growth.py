@@ -1,9 +1,11 @@
-"""Issue 28, item 7: on a GPU the default sweep's batch sizes keep doubling past the suite's
-largest until the series answers (a larger batch no faster, or memory ends), within a bound;
-the CPU keeps the suite's batch sizes. The stop rule is tested on synthetic throughput
-sequences and on the H100's default-sweep rows, the sweep's loop with a synthetic measurement
-(each point's samples/s from a given curve), and the default suite's expansion with CUDA
-reported present."""
+"""Issues 28 and 42: one batch-growth rule (science.growth) for the default sweep on every
+device and `--batch-sizes auto`: a series grows while throughput rises by more than the noise,
+jumps where the step time is flat, refines near the knee, and stops where throughput flattens,
+memory ends or its time budget is spent (a probe that would not fit is not started). The rule is
+tested on synthetic series and replayed on recorded rows (the H100's default sweep of
+2026-11-25, the 2-core CPU's of the same day); the sweep's loop with a synthetic measurement
+(each point's samples/s from a given curve); the default suite's expansion with CUDA reported
+present."""
 
 from __future__ import annotations
 
@@ -22,63 +24,170 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.config.suite import load_suite
 from gpubench.run import batch_growth, sweep
-from gpubench.run.batch_growth import MAX_DOUBLINGS, next_batch
 from gpubench.run.context import RunContext, RunOptions
+from gpubench.science.growth import CEILING, SERIES_BUDGET_S, Growth, decide
 from gpubench.store.results import ResultStore, read_rows
 from gpubench.store.row import make_row
 
-H100_ROWS = Path(__file__).parent / "data" / "h100" / "quick2-cuda-series.jsonl"
+DATA = Path(__file__).parent / "data"
+H100_ROWS = DATA / "h100" / "quick2-cuda-series.jsonl"  # 2026-11-24: every series to B=64
+H100_GROWN = DATA / "h100" / "quick-20261125-cuda-series.jsonl"  # grown to B=65,536
+CPU_ROWS = DATA / "cpu-quick-20261125-series.jsonl"  # results/20261125-cpu-sweep-phases
 BASE = Point("mlp", "tiny", "cuda", "fp32", "sgd", 4)
 
 
-def _series(rates: dict[int, float | str]) -> list[dict[str, Any]]:
-    """Rows of one series: batch size -> samples/s, or a status for a point that did not run."""
+def _series(rates: dict[int, float | str], step_s: float | None = None) -> list[dict[str, Any]]:
+    """Rows of one series: batch size -> samples/s, or a status for a point that did not run;
+    the step time b / rate unless `step_s` holds it flat; each point 0.5 s."""
     return [
-        {"batch_size": b, "status": "ok", "samples_per_s": v}
+        {
+            "batch_size": b,
+            "status": "ok",
+            "samples_per_s": v,
+            "step_time_s": step_s if step_s is not None else b / v,
+            "step_time_ci_rel": 0.01,
+            "point_time_s": 0.5,
+        }
         if not isinstance(v, str)
-        else {"batch_size": b, "status": v, "samples_per_s": None}
+        else {"batch_size": b, "status": v, "samples_per_s": None, "point_time_s": 0.1}
         for b, v in rates.items()
     ]
 
 
-def test_a_series_grows_while_its_largest_batch_is_its_fastest() -> None:
-    assert next_batch(_series({4: 100.0, 16: 390.0, 64: 1500.0}), 64) == 128
-    assert next_batch(_series({4: 100.0, 16: 390.0, 64: 1500.0, 128: 1510.0}), 64) == 256
-    assert next_batch(_series({64: 1500.0}), 64) == 128  # one batch listed: nothing above it
+def test_a_series_grows_while_throughput_rises_beyond_the_noise() -> None:
+    # the step time grows with the batch (not launch-bound): twice the largest
+    g = decide(_series({4: 100.0, 16: 200.0, 64: 300.0}))
+    assert (g.batch, g.reason) == (128, "rising")
+    assert decide(_series({64: 1500.0})).batch == 128  # one batch: nothing to judge a rise by
+
+
+def test_a_flat_step_time_takes_large_steps() -> None:
+    # launch-bound: the step time stays at 2 ms while the batch grows 16-fold
+    g = decide(_series({4: 2000.0, 16: 8000.0, 64: 32000.0}, step_s=0.002))
+    assert (g.batch, g.reason) == (256, "launch-bound")
 
 
 @pytest.mark.parametrize(
-    "rates",
+    ("rates", "reason"),
     [
-        {4: 100.0, 16: 390.0, 64: 1500.0, 128: 1450.0},  # flattened: a larger batch no faster
-        {4: 100.0, 16: 390.0, 64: 1500.0, 128: 1500.0},  # equal is no faster
-        {4: 100.0, 16: 390.0, 64: 380.0},  # the CPU: 16 already the fastest
-        {4: 100.0, 16: 390.0, 64: 1500.0, 128: "oom"},  # memory ends
-        {4: 100.0, 16: 390.0, 64: 1500.0, 128: "error"},
-        {4: 100.0, 16: 390.0, 64: 1500.0, 128: "timeout"},
+        ({16: 200.0, 32: 260.0, 64: 300.0, 128: 290.0}, "flattened"),  # a larger batch slower
+        ({16: 200.0, 32: 260.0, 64: 300.0, 128: 310.0}, "flattened"),  # +3%: within the noise
+        ({8: 200.0, 16: 390.0, 32: 380.0}, "flattened"),  # 16 already the fastest
+        ({4: 100.0, 8: 200.0, 16: 390.0, 32: 500.0, 64: "oom"}, "memory ends"),
+        ({4: 100.0, 16: 200.0, 64: 300.0, 128: "error"}, "failed"),
+        ({4: 100.0, 16: 200.0, 64: 300.0, 128: "timeout"}, "failed"),
     ],
 )
-def test_a_series_stops_once_it_has_answered(rates: dict[int, float | str]) -> None:
-    assert next_batch(_series(rates), 64) is None
+def test_a_series_stops_once_it_has_answered(rates: dict[int, float | str], reason: str) -> None:
+    g = decide(_series(rates))
+    assert (g.batch, g.reason) == (None, reason)
+    assert g.bracketed == (reason in ("flattened", "memory ends"))
 
 
-def test_growth_is_bounded() -> None:
-    top = 64 * 2**MAX_DOUBLINGS
-    still = {b: float(b) for b in (64 * 2**i for i in range(MAX_DOUBLINGS))}
-    assert next_batch(_series(still), 64) == top
-    assert next_batch(_series({**still, top: float(top)}), 64) is None
-    assert next_batch([], 64) is None
+def test_it_refines_near_the_knee() -> None:
+    # flat from B=64 to B=256 after a 4-fold jump: the knee is inside it
+    g = decide(_series({4: 100.0, 16: 400.0, 64: 1600.0, 256: 1620.0}, step_s=0.01))
+    assert (g.batch, g.reason) == (32, "refine")  # between B=16 and the knee, B=64
+    # a jump past a flat stretch that lands beyond the knee: measured inside before going on
+    rows = _series({4: 1000.0, 16: 4000.0, 64: 16000.0}, step_s=0.004)
+    rows += _series({256: 20000.0})  # step 12.8 ms: grew as B^0.83
+    assert decide(rows) == Growth(128, "refine", "between B=64 and B=256")
+    # memory ends more than two-fold above the fastest: the batch between is measured
+    g = decide(_series({4: 100.0, 16: 400.0, 64: 1000.0, 256: "oom"}))
+    assert (g.batch, g.reason) == (128, "refine")
 
 
-def test_every_series_of_the_h100_default_sweep_would_have_grown() -> None:
-    """Real rows: the default sweep on the H100 stopped every CUDA series at B=64, its
-    fastest; each would have measured B=128 next."""
-    rows = [json.loads(line) for line in H100_ROWS.read_text().splitlines()]
-    series: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in rows:
-        series.setdefault(batch_growth.series_key(Point.of(r)), []).append(r)
+def test_a_probe_that_would_not_fit_the_budget_is_not_started() -> None:
+    rows = _series({4: 100.0, 16: 200.0, 64: 300.0})  # 1.5 s spent
+    assert decide(rows, budget_s=2.5).batch == 128  # predicted 0.5 s x 1.8 (the step's growth)
+    g = decide(rows, budget_s=2.0)
+    assert (g.batch, g.reason) == (None, "over budget")
+    assert "B=128 would take about 0.9 s, 0.5 s of its 2 s left" in g.detail
+    g = decide(rows, budget_s=1.5)
+    assert (g.batch, g.reason) == (None, "budget spent")
+    assert not g.bracketed
+
+
+def test_growth_stops_at_the_ceiling() -> None:
+    rows = _series({CEILING // 4: 1.0e6, CEILING: 4.0e6}, step_s=0.002)
+    assert decide(rows) == Growth(None, "ceiling", f"B={CEILING} is the ceiling, still the fastest")
+    assert decide(_series({CEILING // 2: 1.0e6}, step_s=0.002)).batch == CEILING
+    assert decide([]).reason == "failed"
+
+
+def _by_series(path: Path) -> dict[tuple[Any, ...], dict[int, dict[str, Any]]]:
+    series: dict[tuple[Any, ...], dict[int, dict[str, Any]]] = {}
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        series.setdefault(batch_growth.series_key(Point.of(r)), {})[int(r["batch_size"])] = r
+    return series
+
+
+def _replay(
+    recorded: dict[int, dict[str, Any]], budget_s: float
+) -> tuple[list[dict[str, Any]], Growth]:
+    """The rows the rule would have measured from the listed 4, 16, 64, and its last decision
+    (a batch it asks for that was not recorded ends the replay with that decision)."""
+    got = [recorded[b] for b in (4, 16, 64)]
+    while True:
+        g = decide(got, budget_s)
+        if g.batch is None or g.batch not in recorded:
+            return got, g
+        got.append(recorded[g.batch])
+
+
+def test_the_h100_default_sweep_replayed_brackets_every_cuda_series_within_budget() -> None:
+    """Real rows: the H100 sweep of 2026-11-25 doubled every CUDA series from 64 (to B=65,536
+    for the MLP) and had not finished after 230 s. Under the rule each series takes at most
+    its 12 s budget (the listed points included), and the ten recorded series take 88 s in
+    all: the twelve of the quick suite fit about two minutes. Each is bracketed, except the
+    MLP's bf16 series, launch-bound all the way to the ceiling (reported as the ceiling)."""
+    budget = SERIES_BUDGET_S["cuda"]
+    series = _by_series(H100_GROWN)
+    assert len(series) == 10  # the transformer's bf16 rows were never reached
+    total = 0.0
+    for key, recorded in series.items():
+        rows, g = _replay(recorded, budget)
+        assert g.batch is None, (key, g)  # every batch it asked for was recorded
+        seconds = sum(r["point_time_s"] for r in rows)
+        assert seconds <= budget
+        total += seconds
+        if key[0] == "mlp" and key[3] == "bf16":
+            assert g.reason == "ceiling" and max(r["batch_size"] for r in rows) == CEILING
+        else:
+            assert g.bracketed, (key, g)
+            assert len(rows) <= 9
+    assert total <= 90.0
+    # cnn/small fp32 sgd: 512 and 1024 within the noise (57,134 and 58,459 samples/s)
+    cnn = next(v for k, v in series.items() if k[:5] == ("cnn", "small", "cuda", "fp32", "sgd"))
+    rows, g = _replay(cnn, budget)
+    assert [r["batch_size"] for r in rows] == [4, 16, 64, 256, 1024, 512]
+    assert g.reason == "flattened"
+
+
+def test_every_series_of_the_h100_default_sweep_at_b64_would_have_grown() -> None:
+    """Real rows: the default sweep on the H100 (2026-11-24) stopped every CUDA series at
+    B=64, its fastest, the step time flat: each would have jumped to B=256 next."""
+    series = _by_series(H100_ROWS)
     assert len(series) == 12
-    assert all(next_batch(s, 64) == 128 for s in series.values())
+    for recorded in series.values():
+        g = decide(list(recorded.values()), SERIES_BUDGET_S["cuda"])
+        assert g.batch is not None and g.batch > 64
+
+
+def test_the_cpu_default_sweep_replayed_brackets_or_grows_within_budget() -> None:
+    """Real rows: the 2-core CPU's default sweep (2026-11-25) measured 4, 16, 64 and named
+    B=64 the fastest in most series. Under the rule every series is bracketed or asks for a
+    batch that fits its 8 s budget: none is left unanswered by the budget."""
+    budget = SERIES_BUDGET_S["cpu"]
+    series = _by_series(CPU_ROWS)
+    assert len(series) == 12
+    asked = 0
+    for key, recorded in series.items():
+        _, g = _replay(recorded, budget)
+        assert g.bracketed or g.batch is not None, (key, g)
+        asked += g.batch is not None and g.batch > 64
+    assert asked >= 6  # the series still speeding up at B=64 go on
 
 
 def _cuda_present(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,20 +196,21 @@ def _cuda_present(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
 
 
-def test_the_default_suite_grows_on_cuda_and_keeps_the_cpu_batch_sizes(
+def test_the_default_suite_grows_on_every_device(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _cuda_present(monkeypatch)
     spec = load_suite("quick")
     assert spec.resolved_devices() == ("cpu", "cuda")
-    assert spec.grow_batch_sizes == ("cuda",)
+    assert spec.grow_batch_sizes == ("cpu", "cuda")
     points = spec.points()
     for device in ("cpu", "cuda"):
         assert sorted({p.batch_size for p in points if p.device == device}) == [4, 16, 64]
-    assert all(batch_growth.grows(spec, p, sharded=False) == (p.device == "cuda") for p in points)
+    assert all(batch_growth.grows(spec, p, sharded=False) for p in points)
     cuda = next(p for p in points if p.device == "cuda")
     assert not batch_growth.grows(spec, cuda, sharded=True)
-    assert not batch_growth.grows(dataclasses.replace(spec, batch_sizes="auto"), cuda, False)
+    assert batch_growth.grows(dataclasses.replace(spec, batch_sizes="auto"), cuda, False)
+    assert not batch_growth.grows(dataclasses.replace(spec, grow_batch_sizes=()), cuda, False)
     ddp = dataclasses.replace(cuda, parallel="ddp", nproc=2, scaling="weak")
     assert not batch_growth.grows(spec, ddp, sharded=False)
 
@@ -110,7 +220,7 @@ def _args(*argv: str) -> argparse.Namespace:
 
 
 def test_batch_sizes_given_on_the_command_line_are_the_ones_measured() -> None:
-    assert spec_from_args(_args()).grow_batch_sizes == ("cuda",)
+    assert spec_from_args(_args()).grow_batch_sizes == ("cpu", "cuda")
     assert spec_from_args(_args("--batch-sizes", "16,32")).grow_batch_sizes == ()
 
 
@@ -196,7 +306,9 @@ def test_the_sweep_brackets_where_throughput_flattens(
     got = _batches(tmp_path)
     assert got[("cpu", "sgd")] == got[("cpu", "adamw")] == [4, 16, 64]  # the CPU keeps its own
     # 512 is no faster than 256: the fastest is bracketed, and nothing beyond is measured
-    assert got[("cuda", "sgd")] == got[("cuda", "adamw")] == [4, 16, 64, 128, 256, 512]
+    # flat step times to 256 (launch-bound): 4-fold jumps; 1024 no faster than 256, so the
+    # knee is refined (128) and nothing beyond is measured
+    assert got[("cuda", "sgd")] == got[("cuda", "adamw")] == [4, 16, 64, 256, 1024, 128]
     assert counts[-1] == (18, 18) and [i for i, _ in counts] == list(range(1, 19))
 
 
@@ -205,7 +317,7 @@ def test_the_sweep_brackets_where_memory_ends(
 ) -> None:
     _measure_with(monkeypatch, tmp_path, SPEC, _flattens_at(2**20, oom_from=1024))
     got = _batches(tmp_path)
-    assert got[("cuda", "sgd")] == [4, 16, 64, 128, 256, 512, 1024]
+    assert got[("cuda", "sgd")] == [4, 16, 64, 256, 1024, 512]  # 512 between 256 and the oom
     assert {r["status"] for r in read_rows(tmp_path) if r["batch_size"] == 1024} == {"oom"}
 
 
@@ -213,9 +325,27 @@ def test_a_resumed_sweep_grows_on_where_it_stopped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _measure_with(monkeypatch, tmp_path, SPEC, _flattens_at(256), stop_after=10)
-    assert len(read_rows(tmp_path)) == 10  # cpu's 6, then cuda sgd 4 to 128
+    assert len(read_rows(tmp_path)) == 10  # cpu's 6, then cuda sgd 4 to 256
+    # the stopped sweep says what it planned and did not reach, and why each series stood
+    record = json.loads((tmp_path / batch_growth.GROWTH_FILE).read_text())
+    assert [p.split()[-1] for p in record["not_reached"]] == ["B=1024", "B=4", "B=16", "B=64"]
+    assert "sgd" in record["not_reached"][0] and "adamw" in record["not_reached"][1]
+    sgd = next(v for k, v in record["series"].items() if "cuda" in k and "sgd" in k)
+    assert (sgd["reason"], sgd["next_batch"]) == ("launch-bound", 1024)
+    cpu = [v["reason"] for k, v in record["series"].items() if "cpu" in k]
+    assert cpu == [], "the CPU's series of this suite do not grow"
     counts = _measure_with(monkeypatch, tmp_path, SPEC, _flattens_at(256))
     got = _batches(tmp_path)
-    assert got[("cuda", "sgd")] == got[("cuda", "adamw")] == [4, 16, 64, 128, 256, 512]
+    assert got[("cuda", "sgd")] == got[("cuda", "adamw")] == [4, 16, 64, 256, 1024, 128]
     assert len(read_rows(tmp_path)) == 18, "no point measured twice"
     assert counts[0] == (11, 14) and counts[-1] == (18, 18)
+
+
+def test_a_batch_that_failed_inside_the_series_is_not_asked_for_again() -> None:
+    # a jump past a flat stretch overshot the knee; the batch inside it then failed: the rule
+    # would ask for it again (a sweep would loop): it stops instead
+    rows = _series({4: 1000.0, 16: 4000.0, 64: 16000.0}, step_s=0.004)
+    rows += _series({256: 20000.0, 128: "error"})
+    g = decide(rows)
+    assert (g.batch, g.reason) == (None, "failed")
+    assert g.detail.startswith("B=128 measured already")

@@ -138,6 +138,7 @@ def test_two_shards_given_one_plan_measure_one_plan(
         precisions=("fp32",),
         optimizers=("sgd",),
     )
-    planned = plan(spec, tmp_path / "reader", RunOptions(point_timeout_s=None, plan_file=plan_file))
+    options = RunOptions(point_timeout_s=None, shard=(1, 2), plan_file=plan_file)
+    planned = plan(spec, tmp_path / "reader", options)
     assert plan_file.read_bytes() == searched
     assert measured == sorted(p.batch_size for p in planned)  # each point once

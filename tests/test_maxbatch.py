@@ -57,7 +57,12 @@ def test_max_batch_command_times_the_candidates(capsys: pytest.CaptureFixture[st
     assert result["best_batch"] == max(timed, key=timed.__getitem__)
     assert main([*args, *common]) == 0
     printed = capsys.readouterr().out
-    assert "largest batch that fits: 4 (the --ceiling; more may fit)" in printed
+    # issue 42: a ceiling is a ceiling, with no resolution: nothing above it was tried
+    assert (
+        "largest batch that fits: at least 4, the --ceiling (nothing above it was tried; more "
+        "may fit)"
+    ) in printed
+    assert "within" not in printed.partition("largest batch that fits")[2].splitlines()[0]
     assert "throughput-optimal batch:" in printed
     assert "probes: 2 to search (" in printed
 

@@ -22,7 +22,7 @@ SHRINK = (
     "import dataclasses\n"
     "spec = dataclasses.replace(spec, models=('mlp',), size='tiny', devices=('cpu',), "
     "batch_sizes=(2,), precisions=('fp32',), optimizers=('sgd',), seeds=(0,), "
-    "budget=gpubench.Budget.fixed(2, 1), profile=False)\n"
+    "budget=gpubench.Budget.fixed(2, 1), profile=False, grow_batch_sizes=())\n"
 )
 
 

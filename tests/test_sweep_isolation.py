@@ -16,7 +16,6 @@ from isolation import cap_text, rows
 from gpubench.cli import main
 from gpubench.config.spec import Point, SweepSpec
 from gpubench.run import batch_plan, preflight
-from gpubench.run.maxbatch import powers_of_two
 
 FAULTS = """
 name = "faults"
@@ -134,36 +133,29 @@ optimizers = ["sgd"]
 """
 
 
-def test_auto_batch_sizes_are_the_powers_of_two_that_fit(tmp_path: Path) -> None:
+def test_auto_batch_sizes_grow_until_the_series_answers(tmp_path: Path) -> None:
+    """Issue 42: `--batch-sizes auto` on a single-process speed sweep probes no memory limit (a
+    probe at B=65,536 took 64.5 s on the CPU): the series starts at B=1 and grows by the growth
+    rule until throughput flattens or memory ends (here a cap a few hundred MiB up)."""
     suite = tmp_path / "auto.toml"
     suite.write_text(AUTO)
     out = tmp_path / "run"
     args = ["sweep", str(suite), "--out", str(out), "--quiet", "--steps", "1"]
     assert main([*args, "--max-memory", cap_text()]) == 0
-    found = json.loads((out / "maxbatch.json").read_text())
-    (search,) = found.values()
-    largest = search["largest_batch"]
-    # the memory-model search: every probe fits or runs out of memory, and the smallest that
-    # did not fit lies above the answer
-    probes = [(p["batch_size"], p["status"]) for p in search["probes"]]
-    assert {s for _, s in probes} == {"ok", "oom"} and search["stopped"] is None
-    assert all(b <= largest for b, s in probes if s == "ok")
-    assert min(b for b, s in probes if s == "oom") > largest
-    batches = [r["batch_size"] for r in rows(out)]
-    assert batches == [2**i for i in range(largest.bit_length())]
-    # The search probes each batch in a fresh process; the sweep's worker serves point after
-    # point and holds what the earlier ones left (allocator caches) under the same cap, so the
-    # batches nearest the answer may run out of memory there (one did in most runs, two in one
-    # fresh-clone run of the suite): those far below it fit, and a failure is `oom`, never an
-    # error, above every batch that fitted.
-    statuses = [r["status"] for r in rows(out)]
-    assert set(statuses) <= {"ok", "oom"}
-    assert all(s == "ok" for b, s in zip(batches, statuses, strict=True) if 4 * b <= largest)
-    assert statuses == sorted(statuses, key=lambda s: s != "ok")  # the fitting ones first
-    # a resumed sweep plans the same points from maxbatch.json, without probing again
-    before = (out / "maxbatch.json").read_bytes()
+    assert not (out / "maxbatch.json").exists()
+    got = rows(out)
+    batches = [r["batch_size"] for r in got]
+    assert batches[0] == 1 and len(set(batches)) == len(batches)
+    assert {r["status"] for r in got} <= {"ok", "oom"}
+    (decision,) = json.loads((out / "growth.json").read_text())["series"].values()
+    assert decision["next_batch"] is None
+    assert decision["reason"] in ("flattened", "memory ends"), decision
+    oom = [r["batch_size"] for r in got if r["status"] == "oom"]
+    if decision["reason"] == "memory ends":
+        assert oom and all(b < min(oom) for b in batches if b not in oom)
+    # a resumed sweep measures nothing again
     assert main(["sweep", "--resume", str(out), "--quiet", "--max-memory", cap_text()]) == 0
-    assert (out / "maxbatch.json").read_bytes() == before and len(rows(out)) == len(batches)
+    assert [r["batch_size"] for r in rows(out)] == batches
 
 
 def test_auto_search_is_kept_per_whole_identity() -> None:
@@ -181,18 +173,22 @@ def test_auto_search_is_kept_per_whole_identity() -> None:
     assert batch_plan.rank_layout(wider).key() == batch_plan.rank_layout(base).key()
 
 
-def test_an_auto_search_that_errs_is_no_memory_limit(tmp_path: Path) -> None:
+def test_an_auto_series_that_errs_stops_there(tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = ["sweep", "--models", "fault_workloads:picky", "--size", "tiny", "--devices", "cpu"]
     args += ["--precisions", "fp32", "--optimizers", "sgd", "--batch-sizes", "auto"]
     assert (
         main([*args, "--out", str(out), "--quiet", "--steps", "1", "--max-memory", cap_text()]) == 0
     )
-    (search,) = json.loads((out / "maxbatch.json").read_text()).values()
-    failed = search["probes"][-1]["batch_size"]
-    assert failed > 4 and search["largest_batch"] <= 4
-    assert search["stopped"] and f"injected failure at a batch of {failed}" in search["stopped"]
-    # the batch size that failed is a point of its own, its row the error, not a limit
+    # grown from B=1 while throughput rose; the batch that failed is a row of its own, its
+    # error, and the series stops there (on a contended machine a one-step reading may show
+    # throughput flat before the failure: then it stops as flattened, never past a failure)
     got = {r["batch_size"]: r["status"] for r in rows(out)}
-    fitted = {b: "ok" for b in powers_of_two(search["largest_batch"])}
-    assert got == {**fitted, failed: "error"}
+    (decision,) = json.loads((out / "growth.json").read_text())["series"].values()
+    assert got[1] == "ok" and all(s == "ok" for b, s in got.items() if b <= 4)
+    failed = [b for b, s in got.items() if s != "ok"]
+    if decision["reason"] == "failed":
+        assert failed == [max(got)] and failed[0] > 4 and got[failed[0]] == "error"
+        assert f"B={failed[0]} ended error" in decision["detail"]
+    else:
+        assert decision["reason"] == "flattened" and not failed

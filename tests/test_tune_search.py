@@ -250,3 +250,26 @@ def test_round_1_climbs_the_best_start_first_by_its_own_reading() -> None:
     climbed = [t.config.batch_size for t in out.trials if t.round == 1 and t.config.combo == fast]
     assert len(climbed) > 1 and max(climbed) > min(climbed)
     assert out.best is not None and out.best.combo == fast and out.best.batch_size >= 512
+
+
+def test_a_climb_goes_on_past_readings_within_the_noise_of_the_one_before() -> None:
+    """Issue 42: tune's climb stopped at B=16 on one noisy reading while throughput rose to far
+    larger batches. A plateau read 1% up and down (within round 1's noise) is no fall: the
+    climb goes on along it and finds the rise beyond, PATIENCE steps past its last reading."""
+    from gpubench.tune.search import _Searcher
+
+    values = dict(zip(BATCHES, (0.3, 0.5, 0.8, 0.79, 0.80, 0.79, 1.0, 1.1, 1.05), strict=True))
+    combo = COMBOS[0]
+    searcher = _Searcher(
+        Space((combo,), BATCHES), lambda config, rnd: values[config.batch_size], lambda: False, None
+    )
+    measured = searcher._climb(combo, BATCHES.index(16))
+    assert max(c.batch_size for c in measured) == 1024
+    assert Config(combo, 512) in measured  # the peak, past the plateau
+    # a clear fall (a fifth down each step) still ends the climb PATIENCE steps past its best
+    falls = dict(zip(BATCHES, (0.3, 0.5, 0.8, 0.64, 0.51, 0.41, 1.0, 1.0, 1.0), strict=True))
+    searcher = _Searcher(
+        Space((combo,), BATCHES), lambda config, rnd: falls[config.batch_size], lambda: False, None
+    )
+    measured = searcher._climb(combo, BATCHES.index(16))
+    assert max(c.batch_size for c in measured) == 64

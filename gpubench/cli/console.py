@@ -243,14 +243,9 @@ def max_batch_result(result: maxbatch.MaxBatch) -> None:
     stdout.print(probe_table(result))
     if result.stopped:
         stdout.print(f"search stopped early: {result.stopped}")
-    if result.largest == 0:
-        stdout.print("not even a batch of one fits")
-    else:
-        more = " (the --ceiling; more may fit)" if result.ceiling_reached else ""
-        within = "" if result.resolution <= 1 else f", within {result.resolution} samples"
-        if result.smallest_failed is not None:
-            within += f" ({result.smallest_failed} did not fit)"
-        stdout.print(f"largest batch that fits: {result.largest}{more}{within}")
+    stdout.print(result.answer())
+    for line in maxbatch.timing_conflicts(result.probes):  # issue 42
+        stdout.print(f"warning: {line}")
     searched = len(result.search_probes)
     stdout.print(
         f"probes: {searched} to search ({result.search_seconds:.1f} s), "

@@ -56,7 +56,7 @@ AXES: dict[str, Axis] = {
     ),
     "--batch-sizes": (
         values.auto_or(values.csv(lambda text: check_batch_size(values.int_value(text)))),
-        'comma-separated, or "auto": powers of two up to the largest that fits',
+        'comma-separated, or "auto": grown from 1 until throughput flattens (docs/suites.md)',
     ),
     **{
         str(s.flag): _axis(s)

@@ -49,7 +49,8 @@ def add_parser(sub: Any) -> None:
     mb.add_argument(
         "--time",
         action="store_true",
-        help="also time the powers of two up to the answer, to find the throughput-optimal one",
+        help="also time batches up to the answer by the growth rule (from 1 until throughput "
+        "flattens), to find the throughput-optimal one",
     )
     mb.add_argument("--json", action="store_true", help="print the result as JSON")
     mb.add_argument(  # issue 25

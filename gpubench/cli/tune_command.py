@@ -4,6 +4,7 @@ what it covered, the one-off costs, the verdict and the report's path."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from gpubench.probes.process_age import process_age_s
 from gpubench.run.interrupt import GracefulStop
 from gpubench.run.sweep import default_run_dir
 from gpubench.store import tune_record as T
+from gpubench.tune.record import combo_of
 from gpubench.tune.tuner import TuneRequest, tune
 
 
@@ -150,10 +152,39 @@ def summary(record: T.TuneRecord, run_dir: Path) -> None:
         print(f"best of the search: {b['config']} at {b['samples_per_s']:,.0f} samples/s")
     for one in record.one_off:
         print(f"one-off: torch.compile took {one['compile_time_s']:.1f} s for {one['combo']}")
+    for line in dropped_lines(record):
+        print(line)
     if record.overrun_s is not None:
         over = record.overrun_s
         print(f"budget: {'over' if over > 0 else 'under'} by {abs(over):.1f} s before the report")
     print(f"trajectory: {run_dir / T.FILE}")
+
+
+def dropped_lines(record: T.TuneRecord) -> list[str]:
+    """What the search measured and dropped, with why (issue 42: never "not measured" for a
+    setting that ran): the combos dropped as far slower than the best (the search's own
+    words), and each compiled combo none of whose trials was ranked (cut by the deadline or
+    failed), with the compile's seconds against the budget."""
+    out = list((record.plan or {}).get("dropped", []))
+    budget = record.request.get("budget_s")
+    of = f" of a {budget:g} s budget" if budget is not None else ""
+    by_combo: dict[str, list[T.TrialRecord]] = {}
+    for t in record.trials:
+        by_combo.setdefault(json.dumps(combo_of(t.config), sort_keys=True), []).append(t)
+    for trials in by_combo.values():
+        combo = combo_of(trials[0].config)  # in the space's order
+        if combo.get("compile") != "compile" or any(
+            t.samples_per_s is not None and not t.cut for t in trials
+        ):
+            continue
+        spent = [t.compile_time_s or t.fixed_s or t.wall_s or 0.0 for t in trials]
+        name = ", ".join(f"{k}={v}" for k, v in combo.items())
+        how = "cut by the deadline" if any(t.cut for t in trials) else "no figure"
+        out.append(
+            f"dropped: {name}: compile took {max(spent):.0f} s{of} ({len(trials)} trial"
+            f"{'s' if len(trials) != 1 else ''}, {how}: measured, not ranked)"
+        )
+    return out
 
 
 def _report_and_verdict(run_dir: Path) -> None:

@@ -36,7 +36,8 @@ __all__ += ["PRECISIONS", "SCALING_MODES", "SIZES", "model_label"]
 MODES = ("speed", "convergence")
 # batch_sizes = "auto": the powers of two up to the largest batch that fits (gpubench.run.maxbatch).
 AUTO = "auto"
-# issue 28: the device types whose batch-size series may keep doubling (gpubench.run.batch_growth)
+# issues 28, 42: the device types whose batch-size series grow past their listed batches by the
+# growth rule (gpubench.science.growth, applied by gpubench.run.batch_growth)
 GROW_DEVICE_TYPES = ("cpu", "cuda")
 
 
@@ -334,8 +335,8 @@ def _sweep_class() -> type:
             ("model_options", dict[str, dict[str, Any]], field(default_factory=dict)),
             # profile a few steps of each point after its windows (issue 15)
             ("profile", bool, field(default=True)),
-            # device types ("cuda") on which each batch-size series keeps doubling past its
-            # largest listed batch while that is its fastest (gpubench.run.batch_growth)
+            # device types ("cpu", "cuda") on which each batch-size series grows past its
+            # largest listed batch by the growth rule (gpubench.science.growth)
             ("grow_batch_sizes", tuple[str, ...], field(default=())),
             # dollars per hour per device and the epoch's samples (--price, --epoch, [prices])
             ("prices", Prices, field(default_factory=Prices)),

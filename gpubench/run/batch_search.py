@@ -37,11 +37,12 @@ class Probe:
     status: str
     error: str | None
     seconds: float
-    phase: str  # "fit", "jump", "search", "confirm" or "time"
+    phase: str  # "fit", "jump", "search", "confirm", "time"; "skipped": over the time bound
     step_time_s: float | None = None
     samples_per_s: float | None = None
     memory_bytes: int | None = None  # the peak that --max-memory limits (None: not measured)
     sample_bytes: float | None = None
+    step_time_ci_rel: float | None = None  # the step time's 95% interval over it (issue 42)
 
     @property
     def fits(self) -> bool:

@@ -4,8 +4,9 @@ CUDA the allocator's peak reserved bytes) decides where the next goes (run.batch
 
 A probe that fits in a few steps can still run out of memory over a full measurement (the
 allocator fragments), so the answer is confirmed by one, searching down with full runs where it
-fails (batch_search.confirm). Optionally each power of two up to the answer is timed for the
-throughput-optimal batch, often smaller than the largest.
+fails (batch_search.confirm). Optionally batches up to the answer are timed for the
+throughput-optimal batch, often smaller than the largest, by the growth rule (science.growth):
+from B=1 until throughput flattens or the answer is reached.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gpubench.config.spec import Budget, Point
 from gpubench.run import batch_search, memory_cap
 from gpubench.run.batch_search import Probe, resolution
 from gpubench.run.worker import WorkerRunner
+from gpubench.science import growth
 
 # A probe: one warm-up step, then this many measured steps (optimizer state exists after step 1).
 PROBE_STEPS = 3
@@ -29,6 +31,12 @@ CEILING = 2**16
 # and its ceiling grows at most GROWTH-fold per stage (a step's time is known only below it).
 PLANNED_PROBES = 4
 GROWTH = 16
+# issue 42: a probe predicted to take longer than this (its steps, by the step times of the
+# probes below it) is not started: one probe at B=65,536 took 64.5 s on a 2-core CPU
+PROBE_LIMIT_S = 20.0
+# Two timings of one batch disagree where they differ by more than their intervals together,
+# and at least this share (a short probe's few steps give no interval: the growth rule's floor)
+TIMING_NOISE = 0.05
 
 
 @dataclass
@@ -57,6 +65,28 @@ class MaxBatch:
     def search_seconds(self) -> float:
         return sum(p.seconds for p in self.search_probes)
 
+    def answer(self) -> str:
+        """The answer in words: at the ceiling a ceiling ("more may fit", no resolution: nothing
+        above it was tried); where the search stopped before anything ran out of memory, a
+        lower bound; else the largest that fits, within the resolution, and the smallest that
+        did not fit."""
+        if self.largest == 0:
+            return "not even a batch of one fits"
+        if self.ceiling_reached:
+            return (
+                f"largest batch that fits: at least {self.largest}, the --ceiling (nothing "
+                "above it was tried; more may fit)"
+            )
+        if self.stopped is not None and self.smallest_failed is None:
+            return (
+                f"largest batch that fits: at least {self.largest} (the search stopped "
+                "before memory ended)"
+            )
+        within = "" if self.resolution <= 1 else f", within {self.resolution} samples"
+        if self.smallest_failed is not None:
+            within += f" ({self.smallest_failed} did not fit)"
+        return f"largest batch that fits: {self.largest}{within}"
+
     def to_dict(self) -> dict[str, Any]:
         plain: tuple[str, ...] = ("best_batch", "ceiling_reached", "stopped", "smallest_failed")
         plain += ("resolution", "limit_bytes", "rank_saved_bytes", "time_ceiling")
@@ -67,7 +97,52 @@ class MaxBatch:
             "search_probe_count": len(self.search_probes),
             "search_seconds": self.search_seconds,
             "probes": [dataclasses.asdict(p) for p in self.probes],
+            "timing_conflicts": timing_conflicts(self.probes),
         }
+
+
+def timing_conflicts(probes: list[Probe]) -> list[str]:
+    """Each batch timed twice (a search probe and a full run, say) whose step times differ by
+    more than their 95% intervals together (at least TIMING_NOISE): the machine's speed
+    changed between them, so neither alone is the batch's speed. In words, in batch order."""
+    by_batch: dict[int, list[Probe]] = {}
+    for p in probes:
+        if p.fits and p.step_time_s:
+            by_batch.setdefault(p.batch_size, []).append(p)
+    out = []
+    for batch, timed in sorted(by_batch.items()):
+        fast = min(timed, key=lambda p: p.step_time_s or 0.0)
+        slow = max(timed, key=lambda p: p.step_time_s or 0.0)
+        a, b = fast.step_time_s or 0.0, slow.step_time_s or 0.0
+        allowed = max(TIMING_NOISE, _ci(fast) + _ci(slow))
+        if b > a * (1 + allowed):
+            out.append(
+                f"B={batch} timed twice, {a * 1e3:.3g} ms ({fast.phase}) and {b * 1e3:.3g} ms "
+                f"({slow.phase}) a step ({b / a:.1f}x, beyond their intervals): the machine's "
+                "speed changed between them; neither alone is this batch's speed"
+            )
+    return out
+
+
+def _ci(p: Probe) -> float:
+    c = p.step_time_ci_rel
+    return c if c is not None and c == c and c != float("inf") else 0.0
+
+
+def predicted_probe_s(probes: list[Probe], batch: int, steps: int) -> float | None:
+    """The seconds `steps` training steps at `batch` are predicted to take, on the line through
+    the step times of the two largest fitted probes (never flatter than 1/GROWTH of
+    proportional growth); None where fewer than two were timed (one small probe's step is
+    mostly fixed cost: in proportion to the batch it would bar every jump)."""
+    timed = sorted(
+        {p.batch_size: p.step_time_s for p in probes if p.fits and p.step_time_s}.items()
+    )
+    if len(timed) < 2:
+        return None
+    (b1, s1), (b2, s2) = timed[-2:]
+    assert s1 is not None and s2 is not None
+    slope = max((s2 - s1) / (b2 - b1), s2 / b2 / GROWTH)
+    return steps * max(s2 + slope * (batch - b2), s2)
 
 
 def find(
@@ -83,6 +158,7 @@ def find(
     on_probe: Callable[[Probe], None] | None = None,
     rank_saving: Callable[[dict[str, Any]], int] | None = None,
     seconds: float | None = None,
+    probe_limit_s: float | None = PROBE_LIMIT_S,
 ) -> MaxBatch:
     """Search the largest batch size of `point` that fits, between `start` and `ceiling`, to
     max(8, 2% of the answer) samples (1 with `exact`).
@@ -94,7 +170,8 @@ def find(
     the limit moves by that (run.batch_plan; without a cap only a negative saving applies).
     `seconds` (None: no limit) climbs in stages, each to the largest batch whose probe the step
     times so far say fits 1/PLANNED_PROBES of the seconds left; `result.time_ceiling` is where
-    time stopped it.
+    time stopped it. A search probe whose steps the step times so far predict to take over
+    `probe_limit_s` (None: no bound) is not started: the search stops there, saying so.
     """
     if not 1 <= start <= ceiling:
         raise ConfigError(f"invalid start batch size {start}; allowed: 1 to the ceiling {ceiling}")
@@ -116,6 +193,7 @@ def find(
             row["samples_per_s"],
             memory_cap.capped_peak(row, point.device),
             _sample_bytes(row, batch),
+            row.get("step_time_ci_rel"),
         )
         result.probes.append(p)
         if on_probe is not None:
@@ -151,6 +229,17 @@ def find(
                 return done
             if seconds is not None and batch in known:  # a timed search goes on from its top
                 return known[batch]
+            # issue 42: a probe predicted past the bound is not started (a warm-up step too)
+            cost = predicted_probe_s(result.probes, batch, probe_steps + 1)
+            if probe_limit_s is not None and cost is not None and cost > probe_limit_s:
+                why = (
+                    f"B={batch} not started: its {probe_steps + 1} steps would take about "
+                    f"{cost:.0f} s, over the {probe_limit_s:g} s bound on a probe"
+                )
+                result.stopped = why
+                skipped = Probe(batch, "timeout", why, 0.0, "skipped")
+                result.probes.append(skipped)
+                return skipped
             known[batch] = probe(batch, phase, short)
             return known[batch]
 
@@ -252,15 +341,32 @@ def _device_bytes(point: Point) -> int | None:
 
 
 def _time(probe: Callable[[int, str, Budget], Probe], budget: Budget, result: MaxBatch) -> None:
-    """Time every power of two up to the answer, and the answer (unless its confirming run
-    timed it already), and record the batch size with the most samples per second."""
-    timed = [p for p in result.probes if p.phase == "confirm" and p.fits]
-    done = {p.batch_size for p in timed}
-    for batch in sorted({*powers_of_two(result.largest), result.largest} - done):
-        timed.append(probe(batch, "time", budget))
-    fast = [p for p in timed if p.fits and p.samples_per_s is not None]
+    """Time batches from 1 up to the answer by the growth rule (science.growth: doubling, 4-fold
+    where the step time is flat, refined near the knee, stopping where throughput flattens or
+    at the answer), a batch the confirming run timed already not again, and record the batch
+    size with the most samples per second."""
+    timed = {p.batch_size: p for p in result.probes if p.phase == "confirm" and p.fits}
+    seen: list[Probe] = []
+    batch: int | None = 1
+    while batch is not None:
+        done = timed.get(batch)
+        seen.append(done if done is not None else probe(batch, "time", budget))
+        batch = growth.decide([_as_row(p) for p in seen], None, ceiling=result.largest).batch
+    fast = [p for p in seen if p.fits and p.samples_per_s is not None]
     if fast:
         result.best_batch = max(fast, key=lambda p: p.samples_per_s or 0.0).batch_size
+
+
+def _as_row(p: Probe) -> dict[str, Any]:
+    """A probe as the growth rule reads a row."""
+    return {
+        "batch_size": p.batch_size,
+        "status": "ok" if p.fits else p.status,
+        "samples_per_s": p.samples_per_s,
+        "step_time_s": p.step_time_s,
+        "step_time_ci_rel": p.step_time_ci_rel,
+        "point_time_s": p.seconds,
+    }
 
 
 def default_cap(device: str) -> int | None:

@@ -171,6 +171,7 @@ def _measure(
         for r in done_rows
         if _row_key(r) not in planned and batch_growth.series_key(Point.of(r)) in listed
     ]
+    decisions: dict[str, batch_growth.Growth] = {}  # issue 42: why each grown series stopped
     total = len(points) + len(grown_before)
     finished = sum(1 for p in points if p.key() in done) + len(grown_before)
     if on_start is not None:
@@ -184,6 +185,10 @@ def _measure(
         row = done.get(point.key())
         if row is None:
             if should_stop is not None and should_stop():
+                # issue 42: what was planned and not reached is said, not left to be guessed
+                unreached = [point, *(p for p in queue if p.key() not in done)]
+                record = batch_growth.record(decisions, unreached)
+                run.store.write_json(batch_growth.GROWTH_FILE, record)
                 break
             started, workers = time.time(), len(run.runner.startup_s)
             row = _row(point, task, run, oom_at, done_rows)
@@ -202,12 +207,15 @@ def _measure(
         to_come[key] -= 1
         if to_come[key] or not batch_growth.grows(spec, point, sharded):
             continue
-        grown = batch_growth.next_batch(series_rows.get(key, []), listed[key])
-        if grown is not None:
-            nxt = dataclasses.replace(point, batch_size=grown)
+        grown = batch_growth.next_batch(spec, point, series_rows.get(key, []))
+        decisions[point.label(batch=False)] = grown
+        run.store.write_json(batch_growth.GROWTH_FILE, batch_growth.record(decisions))
+        if grown.batch is not None:
+            nxt = dataclasses.replace(point, batch_size=grown.batch)
             queue.appendleft(nxt)
             to_come[key] += 1
-            total += 1  # never measured before: twice the largest batch the series has
+            if nxt.key() not in done:
+                total += 1  # a batch the plan did not hold
 
 
 def _row(
@@ -248,6 +256,10 @@ def _note_oom(oom_at: dict[tuple[Any, ...], int], point: Point) -> None:
     oom_at[group] = min(oom_at.get(group, point.batch_size), point.batch_size)
 
 
+def replace_batch(point: Point, batch: int) -> Point:
+    return dataclasses.replace(point, batch_size=batch)
+
+
 def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
     return Point.of(row).key()
 
@@ -262,13 +274,20 @@ def plan(spec: SweepSpec, run_dir: Path, options: RunOptions) -> list[Point]:
     With options.plan_file, the searches are read from that file (and those it lacks searched and
     added to it, under its lock), so every shard given the same file plans the same points.
 
+    A sweep of single-process speed points (not sharded) searches no memory limit: each series
+    starts at run.batch_growth.AUTO_START and grows while the growth rule says so.
+
     A search that stopped on an error or a timeout found no memory limit: its points go up to
     the batch size that failed, which runs as a point of its own (its row says what happened),
     and a resumed sweep searches again."""
     if spec.batch_sizes != AUTO:
         return list(dict.fromkeys(spec.points()))  # an axis value given twice is one point
     bases = list(dataclasses.replace(spec, batch_sizes=(1,)).points())
-    layouts = [batch_plan.rank_layout(base) for base in bases]
+    # issue 42: a single-process speed series starts small and grows by the growth rule
+    # (science.growth) to where throughput flattens or memory ends, not to the memory limit
+    grown = {b for b in bases if batch_growth.grows(spec, b, options.shard is not None)}
+    searched = [b for b in bases if b not in grown]
+    layouts = [batch_plan.rank_layout(base) for base in searched]
     cap, timeout = options.max_memory, options.point_timeout_s
 
     def search(layout: batch_plan.RankLayout) -> dict[str, Any]:
@@ -277,13 +296,18 @@ def plan(spec: SweepSpec, run_dir: Path, options: RunOptions) -> list[Point]:
         saving = None if layout.same_as_probe else layout.saved_bytes
         return maxbatch.find(layout.probe, limit, timeout, rank_saving=saving).to_dict()
 
-    searches = batch_plan.resolve(layouts, run_dir, options.plan_file, search)
+    searches = batch_plan.resolve(layouts, run_dir, options.plan_file, search) if layouts else {}
     points: list[Point] = []
-    for base, layout in zip(bases, layouts, strict=True):
+    for base in bases:
+        if base in grown:
+            points.append(replace_batch(base, batch_growth.AUTO_START * base.accumulate))
+            continue
+        layout = batch_plan.rank_layout(base)
         entry = searches[layout.key()]
         sizes = batch_plan.batch_sizes(base, int(entry["largest_batch"]))
-        if entry.get("stopped"):
-            failed = batch_plan.point_batch(base, int(entry["probes"][-1]["batch_size"]))
+        last = entry["probes"][-1] if entry.get("probes") else {}
+        if entry.get("stopped") and last.get("phase") != "skipped":  # not started: no point
+            failed = batch_plan.point_batch(base, int(last["batch_size"]))
             sizes = sorted({*(b for b in sizes if b < failed), failed})
         points.extend(dataclasses.replace(base, batch_size=b) for b in sizes)
     return list(dict.fromkeys(points))

@@ -9,6 +9,7 @@ from typing import Any
 
 from gpubench.config import registry
 from gpubench.config.registry import Setting, lever_name
+from gpubench.science import growth
 from gpubench.science.input_bound import workers_lever
 from gpubench.science.leaders import MARGIN, Comparison
 from gpubench.science.partition import identity, label, norm, same_key, series
@@ -189,23 +190,54 @@ def _larger_batch(
             f"B={min(oom)} ran out of memory",
             None,
         )
-    if command == "tune":
+    # issue 42: the growth rule's own reading of the series (science.growth): a largest batch
+    # within the noise of the one below it is where throughput flattened, not a batch to grow
+    # from; one still rising says why the series stopped there
+    measured = [r for r in series(best, all_rows or records) if r.get("status") == "ok"]
+    flat = growth.flattened(measured)
+    if flat is not None:
+        return f"a larger batch: throughput flattened ({flat})", None
+    device_type = str(best["device"]).split(":")[0]
+    stopped = _stopped(measured, device_type)
+    if largest >= growth.CEILING:
         return (
-            f"a larger batch: B={largest} is the largest searched and the fastest (tune searches "
-            "up to the largest that fits unless --batch-sizes restricts it)",
-            None,
+            f"a larger batch: B={largest} is the growth's ceiling and the fastest, "
+            "larger batches not measured",
+            f"measure larger batches: --batch-sizes {2 * largest},{4 * largest}",
+        )
+    if command == "tune":
+        # issue 42: "tune searches up to the largest that fits" was said of B=4 where max-batch
+        # timed B=65,536 at 40 times its samples/s: what tune measured is all this can say
+        return (
+            f"a larger batch: B={largest} is the largest tune measured and the fastest, "
+            "throughput still rising there (not bracketed)",
+            f"measure larger batches: --batch-sizes {largest},{2 * largest},{4 * largest}",
         )
     if len({str(r["device"]) for r in records}) > 1:
         # the answer is one device's: measure that device's larger batches, not every device's
         device = str(best["device"])
         return (
-            f"a larger batch: B={largest} is the largest measured on {device} and the fastest",
+            f"a larger batch: B={largest} is the largest measured on {device} and the "
+            f"fastest{stopped}",
             f"measure larger batches on {device}: --devices {device} --batch-sizes auto",
         )
     return (
-        f"a larger batch: B={largest} is the largest measured and the fastest",
+        f"a larger batch: B={largest} is the largest measured and the fastest{stopped}",
         "measure larger batches: --batch-sizes auto",
     )
+
+
+def _stopped(measured: list[dict[str, Any]], device_type: str) -> str:
+    """Why a series whose largest batch is its fastest, still rising, stopped there: its time
+    budget by the growth rule (a sweep's, or `--batch-sizes auto`'s), else not grown."""
+    if len(measured) < 2:
+        return ""
+    for budgets in (growth.SERIES_BUDGET_S, growth.AUTO_BUDGET_S):
+        budget = budgets.get(device_type, budgets["cpu"])
+        decided = growth.decide(measured, budget)
+        if decided.reason in ("budget spent", "over budget"):
+            return f"; the series' {budget:g} s time budget ended it before throughput flattened"
+    return "; throughput still rising there (not bracketed)"
 
 
 def _applies(setting: Setting, best: dict[str, Any]) -> bool:

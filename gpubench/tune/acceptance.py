@@ -3,6 +3,12 @@ tune's own figure for its pick is biased high by its selection, so the pick is j
 grid's figure for it against the grid's best, and is *within the margin* where that ratio is at
 least 1 - margin. It *agrees* where it is the grid's winner or inside the grid's tie; a tie of
 more than `max_tie` configurations answered nothing ("the grid could not tell").
+
+Issue 42 decided the acceptance instead: tune's pick and the grid's, re-measured interleaved in
+fresh worker processes after both runs, are judged head to head (`head_to_head`): accepted where
+tune's pick is not slower than the grid's by more than the margin (the interval's upper bound
+of tune/grid at or above 1 - margin), or is the same configuration; the grid-against-grid
+agreement is reported beside it as the noise floor.
 """
 
 from __future__ import annotations
@@ -11,8 +17,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from scipy import stats
+
 from gpubench.science import standing
-from gpubench.science.leaders import MARGIN  # the verdict's practical difference, one figure
+from gpubench.science.leaders import (
+    CONFIDENCE,
+    MARGIN,  # the verdict's practical difference, one figure
+    MIN_ROUNDS,
+)
 from gpubench.science.partition import configuration as config_key
 from gpubench.science.partition import heading, label, partition_key, varying
 from gpubench.store import confirmations
@@ -236,3 +249,65 @@ def compare_runs(
 def _named(a: Answer) -> str:
     among = varying(a.members) if a.tied else []
     return label(a.best, among) + (f" (a tie of {len(a.members)})" if a.tied else "")
+
+
+@dataclass(frozen=True)
+class HeadToHead:
+    """Tune's pick against the grid's pick re-measured interleaved (issue 42): `ratio`, the
+    median over rounds of tune's samples/s over the grid's in the same round, and its 95%
+    interval (`low`, `high`: the sign test's order statistics); `same`: one configuration
+    (nothing to measure); `floor`: the grid-against-grid agreement beside it (the share of
+    grids of one space whose picks were within the margin of each other), None where unknown."""
+
+    rounds: int
+    ratio: float
+    low: float
+    high: float
+    same: bool
+    margin: float
+    floor: float | None = None
+
+    @property
+    def accepted(self) -> bool:
+        """Tune's pick is the grid's, or not slower than it by more than the margin: the
+        interval's upper bound of tune over grid at or above 1 - margin."""
+        return self.same or self.high >= 1 - self.margin
+
+    def line(self) -> str:
+        """'tune/grid x0.991 (95% CI 0.975-1.006) over 6 interleaved rounds: accepted ...'."""
+        if self.same:
+            said = "the same configuration as the grid's pick: accepted"
+        else:
+            verdict = "accepted" if self.accepted else "NOT accepted"
+            said = (
+                f"tune/grid x{self.ratio:.3f} (95% CI {self.low:.3f}-{self.high:.3f}) over "
+                f"{self.rounds} interleaved rounds: {verdict} at the {self.margin:.0%} margin"
+            )
+        if self.floor is not None:
+            said += f"; grid against grid agreed {self.floor:.0%} of the time (the noise floor)"
+        return said
+
+
+def head_to_head(
+    tune_samples: list[float],
+    grid_samples: list[float],
+    same: bool = False,
+    margin: float = MARGIN,
+    floor: float | None = None,
+) -> HeadToHead:
+    """Judge tune's pick against the grid's from interleaved rounds in fresh worker processes:
+    `tune_samples[r]` and `grid_samples[r]`, each pick's samples/s in round r (the two share a
+    round's machine, so their ratio pairs them). Needs MIN_ROUNDS rounds of finite, positive
+    figures (ValueError otherwise); `same`: the two picks are one configuration."""
+    t, g = np.asarray(tune_samples, dtype=float), np.asarray(grid_samples, dtype=float)
+    if t.shape != g.shape or t.ndim != 1 or len(t) < MIN_ROUNDS:
+        raise ValueError(
+            f"need {MIN_ROUNDS} or more paired rounds of each pick, got {t.shape} and {g.shape}"
+        )
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(g))) or np.any(t <= 0) or np.any(g <= 0):
+        raise ValueError("samples/s must be finite and positive")
+    ratios = t / g
+    ci = stats.quantile_test(ratios, q=1.0, p=0.5).confidence_interval(CONFIDENCE)
+    return HeadToHead(
+        len(t), float(np.median(ratios)), float(ci.low), float(ci.high), same, margin, floor
+    )

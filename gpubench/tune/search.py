@@ -8,9 +8,10 @@ round 0 brackets the batch on the base combo at every other power of two from th
 fits down (a curve that rises then flattens or falls peaks within one step of the best of every
 other step), refines the base's best by its neighbours, then screens every other combo at the
 base's refined best (a checkpoint mode that fits a larger batch at the largest only it fits);
-round 1 climbs each survivor's batch both ways, larger batches first, PATIENCE steps past its
-best (a recorded curve has bumps a one-way climb stops at); round 2 measures the finalists as a
-sweep measures a point.
+round 1 climbs each survivor's batch both ways, larger batches first, PATIENCE steps past the
+last reading not clearly below the one before it (a reading within the round's noise of its
+neighbour is a plateau, not a fall; a recorded curve has bumps a one-way climb stops at);
+round 2 measures the finalists as a sweep measures a point.
 
 A round keeps what is within its margin of its leader: the verdict's MARGIN widened by
 1/sqrt(share) of a sweep's measuring time (3 x MARGIN in round 0, sqrt(3) x in round 1), so a
@@ -387,15 +388,21 @@ class _Searcher:
             return self.value(config, 1)
 
         at(start)
+        noise = MARGIN / math.sqrt(round_scale(1))  # what the round cannot tell apart
         for step in (1, -1):  # up first: where a batch the screen read low has its best
-            best, here = start, start + step
+            best = alive = start
+            here = start + step
             # on a plateau or a bump a step can lose by noise alone: go PATIENCE steps past
-            while 0 <= here < len(batches) and abs(here - best) <= PATIENCE:
+            # the last reading that was not clearly below the one before it (issue 42: a climb
+            # stopped at B=16 on one noisy reading where throughput rose to B=65,536)
+            while 0 <= here < len(batches) and abs(here - alive) <= PATIENCE:
                 figure = at(here)
                 if figure == -math.inf:
                     break  # it cannot run here (or the round has no room): nor further out
                 if figure > at(best):
                     best = here
+                if figure >= at(here - step) * (1 - noise):
+                    alive = here  # within the noise of the one before: not a fall
                 here += step
         return [self.space.config(combo, batches[i]) for i in done]
 
