@@ -271,3 +271,78 @@ def test_a_fresh_run_writes_its_own_env_json(tmp_path: Path) -> None:
         ctx.capture_env(["cpu"], ["fp32"], recalibrate=False)
     written = json.loads((run / "env.json").read_text())
     assert written["hostname"] == env.hostname() and written["cpu"]["model"] != "Old CPU"
+
+
+def test_a_folder_that_cannot_be_written_is_refused_before_the_first_point(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    (run / "results.jsonl").mkdir(parents=True)  # not a file: nothing can be appended to it
+    refused = pytest.raises(
+        ConfigError, match=r"cannot write into the run folder: .*results\.jsonl"
+    )
+    with refused, RunContext(run, RunOptions()) as ctx:
+        ctx.open()
+
+
+def test_a_row_that_cannot_be_written_is_kept_and_its_path_named(tmp_path: Path) -> None:
+    from gpubench.store.results import ResultStore, RowNotWritten
+
+    store = ResultStore(tmp_path)
+    store.path.mkdir()
+    row = _rows(1)[0]
+    with pytest.raises(RowNotWritten) as e:
+        store.append(row)
+    assert e.value.filename == str(store.path)
+    kept = e.value.keep()
+    assert kept is not None and json.loads(kept.read_text().splitlines()[-1]) == row
+    kept.unlink()
+
+
+def test_a_resume_removes_what_a_full_disk_left_half_written(tmp_path: Path) -> None:
+    run = _folder(tmp_path / "run", _line(_rows(1)[0]))
+    for name in ("phases.4242.tmp", "env.json.tmp", "results.csv.tmp"):
+        (run / name).write_text("{")
+    _resume(run)
+    assert not list(run.glob("*.tmp"))
+    assert len(read_rows(run)) == 1
+
+
+def test_an_os_error_is_one_line_naming_the_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _folder(tmp_path / "run", _line(_rows(1)[0]))
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    capsys.readouterr()
+    assert main(["report", str(run), "--out", str(afile / "x.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(afile) in err and "Not a directory" in err, err
+    assert main(["merge", str(run), "--out", str(afile)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(afile) in err, err
+
+
+def test_sigterm_ends_a_sweep_with_one_line_and_the_resume_command(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    from isolation import rows
+    from test_resume import SLOW, _start, _wait_for
+
+    suite = tmp_path / "slow.toml"
+    suite.write_text(SLOW)
+    out, marker = tmp_path / "run", tmp_path / "slow-started"
+    env_vars = {"GPUBENCH_TEST_SLOW_MARKER": str(marker), "GPUBENCH_TEST_SLOW_S": "120"}
+    proc = _start("sweep", str(suite), "--out", str(out), "--steps", "1", env=env_vars)
+    _wait_for(proc, marker.exists)  # the mlp points are done; slow B=1 is in flight
+    os.kill(proc.pid, signal.SIGTERM)  # as a scheduler does: the sweep's process alone
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr
+    assert "Traceback" not in stderr
+    assert (
+        stderr.strip()
+        .splitlines()[-1]
+        .endswith(f"resume with: python -m gpubench sweep --resume {out}")
+    )
+    assert [r["batch_size"] for r in rows(out)] == [1, 2] and (out / "results.csv").is_file()

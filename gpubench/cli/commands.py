@@ -19,7 +19,7 @@ from gpubench.run.context import DEFAULT_POINT_TIMEOUT_S
 from gpubench.run.interrupt import GracefulStop, Terminated
 from gpubench.run.memory_cap import exact_size
 from gpubench.run.sweep import default_run_dir, run_sweep
-from gpubench.store.results import ResultsError
+from gpubench.store.results import ResultsError, RowNotWritten
 from gpubench.store.wording import plural
 
 # The exit status of a sweep in which every point of some model ended `error`: it ran (its rows
@@ -74,6 +74,15 @@ def sweep(
                 plan_file=plan_file,
                 prepare=REPORT_MODULES,
             )
+    except RowNotWritten as e:
+        progress.stop()
+        kept = e.keep()
+        where = f"kept in {kept} (append it to results.jsonl)" if kept else f"lost: {e.line}"
+        console.say(
+            f"gpubench: error: could not write {e.filename!r} ({e.strerror}); the point just "
+            f"measured is {where}; once there is room, resume with: {hint}"
+        )
+        return 2
     except ResultsError:
         if not stop.requested:
             raise

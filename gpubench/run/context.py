@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,15 @@ class RunContext(contextlib.ExitStack):
         row before the last is a ResultsError: nothing is appended after it."""
         self.enter_context(folder.locked(self.dir))
         self.store = ResultStore(self.dir)
+        # what an earlier run left half written (a full disk, a kill mid-replace): its whole
+        # files stand, the temporary ones are no part of the run
+        for leftover in [
+            *self.dir.glob("phases.*.tmp"),
+            *self.dir.glob("*.json.tmp"),
+            *self.dir.glob("*.csv.tmp"),
+        ]:
+            leftover.unlink()
+        self.store.check_writable()  # before the first point, not after it is measured
         if not self.options.resume:
             folder.check_fresh(self.dir)
             return
@@ -144,7 +154,16 @@ class RunContext(contextlib.ExitStack):
         """results.csv from results.jsonl, where there are rows."""
         if self.store.path.is_file():
             with self.log.phase("results.csv"):
-                self.store.write_csv()
+                try:
+                    self.store.write_csv()
+                except OSError as e:
+                    # results.csv is results.jsonl's table (a resume writes it again): not
+                    # writing it loses nothing, and must not hide why the run ended
+                    warnings.warn(
+                        f"results.csv not written ({e.strerror or e}: {e.filename}); the rows "
+                        "are in results.jsonl, and a resume writes it",
+                        stacklevel=2,
+                    )
 
     def confirm(self) -> None:
         """The leaders among the folder's rows re-measured interleaved (run.confirm) into

@@ -25,11 +25,38 @@ class ResultStore:
         self.path = self.dir / "results.jsonl"
 
     def append(self, row: dict[str, Any]) -> None:
+        """`row` as one line at the file's end, flushed and fsynced; where that fails (a full
+        disk, a file made read-only), RowNotWritten, which holds the row."""
         line = json.dumps(row, allow_nan=False) + "\n"
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise RowNotWritten(e, self.path, line) from e
+
+    def check_writable(self) -> None:
+        """Before the first point: the folder takes a new file the size of a large row and
+        results.jsonl (where it exists) opens for appending, or a ConfigError names the path
+        and why (read-only, not a folder, no space), before anything is measured."""
+        probe = self.dir / ".write-check.tmp"
+        try:
+            with open(probe, "wb") as f:
+                f.write(b"\0" * ROW_ROOM)
+                f.flush()
+                os.fsync(f.fileno())
+            probe.unlink()
+            if self.path.exists():
+                with open(self.path, "ab"):
+                    pass
+        except OSError as e:
+            probe.unlink(missing_ok=True)
+            where = e.filename if e.filename is not None else self.dir
+            raise ConfigError(
+                f"cannot write into the run folder: {str(where)!r}: {e.strerror or e}; "
+                "make it writable, free space, or choose another --out"
+            ) from None
 
     def write_json(self, name: str, obj: Any) -> Path:
         """Write `name` whole or not at all, and durably: suite.json and env.json are what make
@@ -51,15 +78,48 @@ class ResultStore:
         return replace_durably(self.dir / "results.csv", csv_text(self.dir))
 
 
+# Bytes a row may take on disk (a row with its raw step times is some 6 KB): the room the
+# check before the first point asks for.
+ROW_ROOM = 64 * 1024
+
+
+class RowNotWritten(OSError):
+    """A measured row that results.jsonl did not take (its OS error's errno, message and path):
+    `line` is the row, kept so that the caller can save it elsewhere and say where."""
+
+    def __init__(self, cause: OSError, path: Path, line: str) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause), str(path))
+        self.line = line
+
+    def keep(self) -> Path | None:
+        """The row saved in the temporary folder (gpubench-unwritten-PID.jsonl, appended), or
+        None where that cannot be written either."""
+        import tempfile
+
+        aside = Path(tempfile.gettempdir()) / f"gpubench-unwritten-{os.getpid()}.jsonl"
+        try:
+            with open(aside, "a", encoding="utf-8") as f:
+                f.write(self.line)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            return None
+        return aside
+
+
 def replace_durably(path: Path, text: str) -> Path:
     """Replace `path` by `text` atomically: written to a temporary file and fsynced, renamed
     into place, and the rename fsynced in the folder."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no half file behind
+        raise
     fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(fd)
