@@ -346,3 +346,24 @@ def test_sigterm_ends_a_sweep_with_one_line_and_the_resume_command(tmp_path: Pat
         .endswith(f"resume with: python -m gpubench sweep --resume {out}")
     )
     assert [r["batch_size"] for r in rows(out)] == [1, 2] and (out / "results.csv").is_file()
+
+
+@pytest.mark.parametrize(
+    ("model", "options", "named"),
+    [
+        ("mlp", {"hidden": "abc"}, "mlp.hidden = 'abc'; allowed: a list of whole numbers"),
+        ("mlp", {"hidden": 8}, "mlp.hidden = 8; allowed: a list of whole numbers of 1 or more"),
+        ("mlp", {"hidden": [0]}, "mlp.hidden = [0]; allowed: a list of whole numbers"),
+        ("mlp", {"classes": 0}, "mlp.classes = 0; allowed: a whole number of 1 or more"),
+        ("transformer", {"layers": -1}, "transformer.layers = -1; allowed: a whole number"),
+        ("builtins:dict", {}, "'builtins:dict' returned dict {}, not a Workload"),
+    ],
+)
+def test_a_bad_model_option_or_factory_is_named_with_what_is_allowed(
+    model: str, options: dict[str, Any], named: str
+) -> None:
+    from gpubench.config.model_options import check_buildable
+
+    with pytest.raises(ConfigError) as e:
+        check_buildable((model,), "tiny", {model: options})
+    assert named in str(e.value) and "\n" not in str(e.value)
