@@ -227,7 +227,7 @@ def test_a_second_sweep_into_a_folder_in_use_refuses(
     assert not (out / "results.jsonl").exists()
 
 
-def test_a_torn_last_line_is_cut_before_resuming(
+def test_a_torn_last_line_is_moved_aside_before_resuming(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     suite = tmp_path / "two.toml"
@@ -238,8 +238,9 @@ def test_a_torn_last_line_is_cut_before_resuming(
     whole = (out / "results.jsonl").read_bytes()
     first_line = whole[: whole.index(b"\n") + 1]
     (out / "results.jsonl").write_bytes(whole[: len(first_line) + 40])  # a crash mid-write
-    with pytest.warns(UserWarning, match="torn last line"):
+    with pytest.warns(UserWarning, match="moved its last line, not a row"):
         assert main(["sweep", str(suite), "--resume", str(out), *args]) == 0
+    assert (out / "results.jsonl.rejected").read_bytes() == whole[len(first_line) :][:40] + b"\n"
     again = (out / "results.jsonl").read_bytes()
     assert again.startswith(first_line) and [r["batch_size"] for r in rows(out)] == [2, 4]
 

@@ -16,10 +16,10 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.run import accumulation_plan, maxbatch, phases
 from gpubench.run.context import DEFAULT_POINT_TIMEOUT_S
-from gpubench.run.interrupt import GracefulStop
+from gpubench.run.interrupt import GracefulStop, Terminated
 from gpubench.run.memory_cap import exact_size
 from gpubench.run.sweep import default_run_dir, run_sweep
-from gpubench.store.results import ResultsError
+from gpubench.store.results import ResultsError, RowNotWritten
 from gpubench.store.wording import plural
 
 # The exit status of a sweep in which every point of some model ended `error`: it ran (its rows
@@ -53,7 +53,7 @@ def sweep(
 
     if launched.under_torchrun():  # issue 17: this process is one rank of a torchrun launch
         return _launched_sweep(spec, out, point_timeout_s)
-    run_dir = out if out is not None else default_run_dir()
+    run_dir = out if out is not None else reserved_run_dir()
     hint = resume_command(run_dir, max_memory, point_timeout_s)
     progress = console.SweepProgress(spec, run_dir, quiet, overridden)
     try:
@@ -74,12 +74,30 @@ def sweep(
                 plan_file=plan_file,
                 prepare=REPORT_MODULES,
             )
-    except KeyboardInterrupt:
+    except RowNotWritten as e:
+        progress.stop()
+        kept = e.keep()
+        where = f"kept in {kept} (append it to results.jsonl)" if kept else f"lost: {e.line}"
+        console.say(
+            f"gpubench: error: could not write {e.filename!r} ({e.strerror}); the point just "
+            f"measured is {where}; once there is room, resume with: {hint}"
+        )
+        return 2
+    except ResultsError:
+        if not stop.requested:
+            raise
+        # Ctrl-C before the first point was measured: nothing to show, nothing lost
+        progress.stop()
+        console.stopped(hint, early=True)
+        return 130
+    except KeyboardInterrupt as e:
         progress.stop()
         console.stopped(hint, early=False)
-        return 130
+        return 143 if isinstance(e, Terminated) else 130
     finally:
         progress.stop()
+        if out is None:
+            _drop_if_unused(run_dir)
     reported = time.time()
     console.sweep_summary(frame, run_dir, convergence=spec.mode == "convergence")
     _render_report(run_dir)
@@ -94,6 +112,28 @@ def sweep(
         console.stopped(hint, early=True)
         return 130
     return FAILED_MODEL if failed else 0
+
+
+def reserved_run_dir() -> Path:
+    """A new results/<timestamp> folder, made now: two sweeps started in the same second
+    without --out each get their own (the second takes the next suffix), never one folder."""
+    while True:
+        path = default_run_dir()
+        try:
+            path.mkdir(parents=True)
+            return path
+        except FileExistsError:
+            continue  # another sweep took it between the check and the mkdir
+
+
+def _drop_if_unused(run_dir: Path) -> None:
+    """Remove the reserved `run_dir` where the sweep wrote nothing into it (a mistake found
+    before the first file): no empty folder is left behind under results/."""
+    from gpubench.run.folder import LOCK_NAME
+
+    if {p.name for p in run_dir.iterdir()} <= {LOCK_NAME}:
+        (run_dir / LOCK_NAME).unlink(missing_ok=True)
+        run_dir.rmdir()
 
 
 def failed_models(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -175,22 +215,23 @@ def merge(
 
 def _print_verdict(dirs: list[Path]) -> None:
     """The verdict per model (the last thing a sweep prints)."""
-    from gpubench.report.explain import explain_runs
+    from gpubench.report.explain import explain_runs, nothing_concluded
 
-    console.verdict(*explain_runs(dirs))
+    found, names = explain_runs(dirs)
+    console.verdict(found, names, nothing_concluded(dirs) if not found else "")
 
 
 def explain(dirs: list[Path], as_json: bool = False, margin_pct: float | None = None) -> int:
     """`gpubench explain DIR...`: the verdict of run folders (as JSON with `as_json`), a lead
     under `margin_pct` percent being a tie (None: the default margin)."""
-    from gpubench.report.explain import explain_runs
+    from gpubench.report.explain import explain_runs, nothing_concluded
 
     margin = [] if margin_pct is None else [margin_pct / 100]
     try:
-        if not as_json:
-            console.verdict(*explain_runs(dirs, *margin))
-            return 0
         found, names = explain_runs(dirs, *margin)
+        if not as_json:
+            console.verdict(found, names, nothing_concluded(dirs) if not found else "")
+            return 0
     except (ResultsError, ValueError) as e:
         raise ConfigError(str(e)) from e
     print_json({"runs": names, "verdicts": [v.to_dict() for v in found]})

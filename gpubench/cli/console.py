@@ -120,11 +120,12 @@ def sweep_summary(frame: pd.DataFrame, run_dir: Path, convergence: bool) -> None
     busy(load.busy_line(read_env(run_dir), frame.to_dict("records")))
 
 
-def verdict(verdicts: list[ModelVerdict], runs: list[str]) -> None:
-    """The verdict per model (`explain`, and the last thing a sweep prints)."""
+def verdict(verdicts: list[ModelVerdict], runs: list[str], nothing: str = "") -> None:
+    """The verdict per model (`explain`, and the last thing a sweep prints); `nothing`: why
+    there is none (report.explain.nothing_concluded)."""
     stdout.print(f"verdict ({', '.join(runs)}):", highlight=False)
     if not verdicts:
-        stdout.print("  no point ran: nothing to conclude", highlight=False)
+        stdout.print(f"  {nothing or 'no point ran'}: nothing to conclude", highlight=False)
     else:  # the answer at a glance first, the same cells as the report's
         stdout.print(
             plain_table("the answer", answer.HEADERS, answer.rows(verdicts), answer.NUMBERS)

@@ -55,7 +55,9 @@ AXES: dict[str, Axis] = {
         "comma-separated: auto (the CPU, plus CUDA where present), cpu, cuda, cuda:N",
     ),
     "--batch-sizes": (
-        values.auto_or(values.csv(lambda text: check_batch_size(values.int_value(text)))),
+        values.auto_or(
+            values.csv(lambda text: check_batch_size(values.int_value(text)), gaps=False)
+        ),
         'comma-separated, or "auto": grown from 1 until throughput flattens (docs/suites.md)',
     ),
     **{

@@ -27,16 +27,16 @@ _LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 def main(argv: Sequence[str] | None = None) -> int:
     current_folder_on_path()  # before the fork server starts: its workers inherit sys.path
     given = sys.argv[1:] if argv is None else list(argv)
-    if next((a for a in given if not a.startswith("-")), None) in _WORKER_COMMANDS:
-        from gpubench.run import forkserver
-
-        forkserver.start()
-    from gpubench.cli import parser
-
     with warnings.catch_warnings():  # restores Python's warning display on the way out
         warnings.formatwarning = _format_warning
         try:
-            args = parser.build_parser().parse_args(argv)
+            if next((a for a in given if not a.startswith("-")), None) in _WORKER_COMMANDS:
+                from gpubench.run import forkserver
+
+                forkserver.start()
+            from gpubench.cli import parser
+
+            args = parser.build_parser().parse_args(negative_values_joined(given))
             # a command of its own process (not main([...]) from Python): a wall-clock budget
             # counts from the process's start (tune)
             args.own_process = argv is None
@@ -47,7 +47,44 @@ def main(argv: Sequence[str] | None = None) -> int:
             for line in getattr(e, "frames", ()):
                 print(line, file=sys.stderr)
             status = 2
+        except OSError as e:
+            # a user's folder or file (unwritable, not a folder, a full disk): one line naming
+            # it, as for any other input of theirs; a bug of gpubench's own keeps its traceback
+            print(f"gpubench: error: {_one_line(os_error_line(e))}", file=sys.stderr)
+            status = 2
+        except KeyboardInterrupt:
+            # Ctrl-C outside a sweep's points (start-up, imports, a report): nothing measured
+            # is lost (a sweep's rows are on disk as each ends)
+            print("\ngpubench: stopped (Ctrl-C)", file=sys.stderr)
+            status = 130
     return leave(status) if argv is None else status
+
+
+def os_error_line(e: OSError) -> str:
+    """`e` (permission, not a folder, no space...) as one line naming the path it was about."""
+    what = e.strerror or str(e) or type(e).__name__
+    if e.filename is None:
+        return f"{what} ({type(e).__name__})"
+    second = f" -> {str(e.filename2)!r}" if e.filename2 is not None else ""
+    return f"{what}: {str(e.filename)!r}{second}"
+
+
+# Flags whose value a user may give negative by mistake: argparse takes "-5G" for an option and
+# says only "expected one argument"; joined as --max-memory=-5G, the value's check names it.
+_NUMBER_FLAGS = ("--max-memory", "--point-timeout", "--max-time", "--steps", "--batch-sizes")
+_NEGATIVE = re.compile(r"-[\d.]")
+
+
+def negative_values_joined(args: Sequence[str]) -> list[str]:
+    """`args` with each number flag of _NUMBER_FLAGS that is followed by a negative-looking
+    value ("-5G", "-1e3") joined to it by "=", so that its check, not argparse, refuses it."""
+    out: list[str] = []
+    for a in args:
+        if out and out[-1] in _NUMBER_FLAGS and _NEGATIVE.match(a):
+            out[-1] = f"{out[-1]}={a}"
+        else:
+            out.append(a)
+    return out
 
 
 def leave(status: int) -> int:

@@ -26,10 +26,16 @@ def arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return wrapped
 
 
-def csv(check: Callable[[str], Any]) -> Callable[[str], tuple[Any, ...]]:
-    """Comma-separated values, each read by `check`; an empty list names what `check` allows."""
+def csv(check: Callable[[str], Any], gaps: bool = True) -> Callable[[str], tuple[Any, ...]]:
+    """Comma-separated values, each read by `check`; an empty list names what `check` allows.
+    Without `gaps`, an empty value between commas ("4,,8": a number dropped) is refused."""
 
     def parse(text: str) -> tuple[Any, ...]:
+        if not gaps and any(not part.strip() for part in text.split(",")):
+            raise ConfigError(
+                f"invalid list {text!r}: a value between commas is empty; allowed: "
+                f"comma-separated values, each: {_allows(check)}"
+            )
         items = tuple(check(part.strip()) for part in text.split(",") if part.strip())
         if not items:
             raise ConfigError(

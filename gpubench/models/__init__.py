@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -75,6 +76,10 @@ def _reference_options(name: str, cfg: Any, options: dict[str, Any]) -> dict[str
         raise ValueError(
             f"model {name!r} has no option {', '.join(map(repr, unknown))}; allowed: {allowed}"
         )
+    hints = typing.get_type_hints(type(cfg))
+    for key, value in options.items():
+        field = _COMMON_OPTIONS.get(key, key)
+        _check_option(name, key, value, int if key == "image_size" else hints[field])
     changes = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
     for alias, field in _COMMON_OPTIONS.items():
         if alias in changes:
@@ -85,18 +90,56 @@ def _reference_options(name: str, cfg: Any, options: dict[str, Any]) -> dict[str
     return changes
 
 
+def _check_option(model: str, key: str, value: Any, kind: Any) -> None:
+    """`value` of option `key` fits its config field's type `kind` (a whole number of 1 or
+    more, or a list of them, of the field's length where it has one), or a ValueError naming
+    the option, the value and what is allowed: a bad value must not reach torch, whose error
+    names neither, nor build a model other than the one asked for (layers=-1 as layers=0)."""
+
+    def whole(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+    if kind is int:
+        if whole(value):
+            return
+        allowed = "a whole number of 1 or more"
+    else:
+        args = typing.get_args(kind)
+        fixed = None if Ellipsis in args else len(args)
+        items = value if isinstance(value, list | tuple) else None
+        if items and all(whole(v) for v in items) and fixed in (None, len(items)):
+            return
+        count = f"a list of {fixed} whole numbers" if fixed else "a list of whole numbers"
+        allowed = f"{count} of 1 or more, such as [{', '.join(['8'] * (fixed or 2))}]"
+    raise ValueError(f"invalid model option {model}.{key} = {value!r}; allowed: {allowed}")
+
+
 def _build_user(name: str, size: str, overrides: dict[str, Any]) -> Workload:
     module_name, _, func_name = name.partition(":")
     try:
         func = getattr(importlib.import_module(module_name), func_name)
     except (ImportError, AttributeError) as e:
         raise ValueError(f"cannot load user model {name!r}: {e}") from e
+    if not callable(func):
+        raise ValueError(
+            f"user model {name!r} is a {type(func).__name__}, not a function; allowed: a "
+            "function that returns a gpubench.models.Workload"
+        )
     kwargs = dict(overrides)
-    if "size" in inspect.signature(func).parameters:
+    try:
+        takes_size = "size" in inspect.signature(func).parameters
+    except (TypeError, ValueError):  # a builtin or C type has no signature to read
+        takes_size = False
+    if takes_size:
         kwargs["size"] = size
     workload = func(**kwargs)
     if not isinstance(workload, Workload):
-        raise ValueError(f"user model {name!r} returned {type(workload).__name__}, not a Workload")
+        shown = repr(workload)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise ValueError(
+            f"user model {name!r} returned {type(workload).__name__} {shown}, not a Workload; "
+            "allowed: a function that returns a gpubench.models.Workload"
+        )
     return workload
 
 

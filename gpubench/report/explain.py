@@ -53,9 +53,30 @@ def run_verdicts(
 ) -> list[ModelVerdict]:
     """One verdict per partition over all of `runs` together (`frame`: their rows as
     run_frame() reads them), with a single run's confirmation of its leaders; a lead of no
-    more than `margin` (a share) is a tie."""
+    more than `margin` (a share) is a tie. On a merge of several machines the fastest names
+    its machine."""
     rows = run_frame(runs) if frame is None else frame
-    return verdicts(rows, cpu_energy_reason(runs), _found(runs), margin, command(runs))
+    out = verdicts(rows, cpu_energy_reason(runs), _found(runs), margin, command(runs))
+    for v in out:
+        v.fastest += machine_of_fastest(rows, v)
+    return out
+
+
+def machine_of_fastest(rows: pd.DataFrame, v: ModelVerdict) -> str:
+    """ " on HOST (DEVICE)": the machine of `v`'s fastest row where `rows` (a merge of several
+    machines) come from more than one; "" where they share one (it goes without saying)."""
+    machine = ["host", "device_name"]
+    if not set(machine) <= set(rows.columns) or len(rows[machine].drop_duplicates()) < 2:
+        return ""
+    match = rows["status"] == "ok"
+    for key, value in v.identity.items():
+        # a setting at None (unset) is matched by any row: pandas' None == None is False
+        if key in rows.columns and value is not None and not isinstance(value, (list, dict)):
+            match &= rows[key] == value
+    if not match.any():
+        return ""
+    best = rows[match].sort_values("samples_per_s", ascending=False).iloc[0]
+    return f" on {best['host']} ({best['device_name']})"
 
 
 def explain_runs(
@@ -65,3 +86,17 @@ def explain_runs(
     folders' names."""
     runs = load_runs(dirs)
     return run_verdicts(runs, margin=margin), [r.name for r in runs]
+
+
+def nothing_concluded(dirs: Sequence[str | Path]) -> str:
+    """Why the run folders `dirs` have no verdict: no row at all ("no point ran"), or rows none
+    of which ended ok, by status ("no point ran ok (1 oom)"): an oom is an answer too."""
+    from collections import Counter
+
+    from gpubench.store.results import read_rows
+
+    statuses = Counter(str(r.get("status")) for d in dirs for r in read_rows(d))
+    if not statuses:
+        return "no point ran"
+    counts = ", ".join(f"{n} {s}" for s, n in statuses.most_common())
+    return f"no point ran ok ({counts})"

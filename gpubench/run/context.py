@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from gpubench.run import calibration_process, folder, phases
 from gpubench.run import confirm as leads
 from gpubench.run.worker import Task, WorkerRunner
 from gpubench.science import bottleneck
-from gpubench.store.results import ResultStore, read_rows
+from gpubench.store.results import ResultStore, read_rows, repair_tail
 
 # Seconds a point may take once its worker is ready, unless --point-timeout says otherwise.
 DEFAULT_POINT_TIMEOUT_S = 600.0
@@ -68,6 +69,7 @@ class RunContext(contextlib.ExitStack):
         self.store: ResultStore  # once `open`: nothing is written before the checks pass
         self.log = phases.PhaseLog()
         self._runner: WorkerRunner | None = None
+        self._env_written = False
         self.push(self._close_worker)
 
     @property
@@ -83,17 +85,28 @@ class RunContext(contextlib.ExitStack):
     def open(self, spec: SweepSpec | None = None, rows: Path | None = None) -> None:
         """Lock the folder (to the block's end). Fresh, it must hold no results. Resumed, it
         must have been started on this machine, with `spec`'s suite where given (other axis
-        values only with `extend`); the torn last line of `rows` (results.jsonl by default)
-        is cut, and with `retry_failed` the rows that ended `error` or `timeout` dropped."""
+        values only with `extend`); a last line of `rows` (results.jsonl by default) that is
+        not a row is moved aside (store.results.repair_tail: no row is ever cut), and with
+        `retry_failed` the rows that ended `error` or `timeout` dropped. A line that is not a
+        row before the last is a ResultsError: nothing is appended after it."""
         self.enter_context(folder.locked(self.dir))
         self.store = ResultStore(self.dir)
+        # what an earlier run left half written (a full disk, a kill mid-replace): its whole
+        # files stand, the temporary ones are no part of the run
+        for leftover in [
+            *self.dir.glob("phases.*.tmp"),
+            *self.dir.glob("*.json.tmp"),
+            *self.dir.glob("*.csv.tmp"),
+        ]:
+            leftover.unlink()
+        self.store.check_writable()  # before the first point, not after it is measured
         if not self.options.resume:
             folder.check_fresh(self.dir)
             return
         if spec is not None:
             folder.check_resumable(self.dir, spec, self.options.extend)
         folder.check_same_machine(self.dir)
-        folder.repair_torn_tail(rows or self.store.path)
+        repair_tail(rows or self.store.path)
         if self.options.retry_failed:
             self.store.drop(RETRIED)
 
@@ -114,7 +127,10 @@ class RunContext(contextlib.ExitStack):
         the machine was meanwhile (issue 14); in a worker (the run's with `in_worker`, else one
         of its own) that gives back the GPU memory it used before the first point (issue 28).
         Then NVML's warning, once, where the CUDA rows' NVML fields will be null."""
-        if not (self.dir / "env.json").is_file():
+        # A fresh run writes its own: an env.json left in the folder by a run that measured
+        # no row describes another run's machine and calibration (issue 43).
+        fresh = not self.options.resume and not self._env_written
+        if fresh or not (self.dir / "env.json").is_file():
             with self.log.phase("calibration"):
                 captured = calibration_process.captured(
                     devices,
@@ -125,6 +141,7 @@ class RunContext(contextlib.ExitStack):
                     runner=self.runner if in_worker else None,
                 )
                 self.store.write_json("env.json", captured)
+                self._env_written = True
         nvml.warn_if_unavailable(devices)
 
     def measure(self, point: Point, task: Task) -> Measured:
@@ -137,7 +154,16 @@ class RunContext(contextlib.ExitStack):
         """results.csv from results.jsonl, where there are rows."""
         if self.store.path.is_file():
             with self.log.phase("results.csv"):
-                self.store.write_csv()
+                try:
+                    self.store.write_csv()
+                except OSError as e:
+                    # results.csv is results.jsonl's table (a resume writes it again): not
+                    # writing it loses nothing, and must not hide why the run ended
+                    warnings.warn(
+                        f"results.csv not written ({e.strerror or e}: {e.filename}); the rows "
+                        "are in results.jsonl, and a resume writes it",
+                        stacklevel=2,
+                    )
 
     def confirm(self) -> None:
         """The leaders among the folder's rows re-measured interleaved (run.confirm) into

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -119,7 +118,7 @@ def check_resumable(run_dir: Path, spec: SweepSpec, extend: bool) -> None:
     if not changed:
         return
     where = str(run_dir)
-    diff = "; ".join(f"{k}: {saved.get(k)!r} there, {here.get(k)!r} here" for k in changed[:3])
+    diff = "; ".join(_differences(saved, here, changed)[:3])
     settings = [k for k in changed if k not in AXES and k != "name"]
     if settings:
         raise ConfigError(
@@ -131,6 +130,20 @@ def check_resumable(run_dir: Path, spec: SweepSpec, extend: bool) -> None:
             f"cannot resume {where!r}: the suite differs from the one it was started with "
             f"({diff}); add --extend to measure the new points into it, or choose another --out"
         )
+
+
+def _differences(saved: dict[str, Any], here: dict[str, Any], changed: list[str]) -> list[str]:
+    """Each changed setting as "key: old there, new here"; a table (budget) by the keys of it
+    that changed (budget.min_steps), not as two whole tables."""
+    out = []
+    for k in changed:
+        old, new = saved.get(k), here.get(k)
+        if isinstance(old, dict) and isinstance(new, dict):
+            keys = sorted(j for j in {*old, *new} if old.get(j) != new.get(j))
+            out += [f"{k}.{j}: {old.get(j)!r} there, {new.get(j)!r} here" for j in keys]
+        else:
+            out.append(f"{k}: {old!r} there, {new!r} here")
+    return out
 
 
 def check_same_machine(run_dir: Path) -> None:
@@ -158,31 +171,3 @@ def check_same_machine(run_dir: Path) -> None:
             f"cannot resume {str(run_dir)!r}: it was measured on another machine ({diff}); "
             "rows of two machines would be mixed, so resume it there or choose another --out"
         )
-
-
-def repair_torn_tail(path: Path) -> None:
-    """Cut an incomplete last line (a crash in mid-write) off results.jsonl before appending to
-    it, with a warning, so the rows appended next stay whole lines."""
-    if not path.is_file():
-        return
-    data = path.read_bytes()
-    cut = len(data)
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-    else:
-        start = data.rfind(b"\n", 0, max(len(data) - 1, 0)) + 1
-        try:
-            if data[start:].strip():
-                json.loads(data[start:])
-        except ValueError:
-            cut = start
-    if cut == len(data):
-        return
-    warnings.warn(
-        f"{path}: removing a torn last line ({len(data) - cut} bytes) left by an interrupted run",
-        stacklevel=2,
-    )
-    with open(path, "r+b") as f:
-        f.truncate(cut)
-        f.flush()
-        os.fsync(f.fileno())

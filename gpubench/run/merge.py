@@ -107,6 +107,9 @@ def merge(
             sources.append((d, read_rows(d), _env(d)))
         except ResultsError as e:
             raise ConfigError(str(e)) from e
+    if not any(run_rows for _, run_rows, _ in sources):
+        names = ", ".join(repr(str(d)) for d in dirs)
+        raise ConfigError(f"nothing to merge: {names} hold no rows; allowed: run folders with rows")
     owner: dict[tuple[Any, ...], tuple[int, dict[str, Any]]] = {}  # point: (position, machine)
     rows: list[dict[str, Any]] = []
     dropped = replaced = 0

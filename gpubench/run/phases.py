@@ -65,8 +65,12 @@ class PhaseLog:
 def _write(path: Path, data: dict[str, Any]) -> None:
     """phases.json replaced whole (a reader never sees half a file)."""
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no half file behind
+        raise
 
 
 REPORT_PHASE = "summary and report (HTML, PNG charts)"

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench.config.errors import ConfigError
 from gpubench.config.registry import SETTINGS, null
 from gpubench.store.row import COLUMNS, RENAMED, SERIES
 
@@ -24,11 +25,38 @@ class ResultStore:
         self.path = self.dir / "results.jsonl"
 
     def append(self, row: dict[str, Any]) -> None:
+        """`row` as one line at the file's end, flushed and fsynced; where that fails (a full
+        disk, a file made read-only), RowNotWritten, which holds the row."""
         line = json.dumps(row, allow_nan=False) + "\n"
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise RowNotWritten(e, self.path, line) from e
+
+    def check_writable(self) -> None:
+        """Before the first point: the folder takes a new file the size of a large row and
+        results.jsonl (where it exists) opens for appending, or a ConfigError names the path
+        and why (read-only, not a folder, no space), before anything is measured."""
+        probe = self.dir / ".write-check.tmp"
+        try:
+            with open(probe, "wb") as f:
+                f.write(b"\0" * ROW_ROOM)
+                f.flush()
+                os.fsync(f.fileno())
+            probe.unlink()
+            if self.path.exists():
+                with open(self.path, "ab"):
+                    pass
+        except OSError as e:
+            probe.unlink(missing_ok=True)
+            where = e.filename if e.filename is not None else self.dir
+            raise ConfigError(
+                f"cannot write into the run folder: {str(where)!r}: {e.strerror or e}; "
+                "make it writable, free space, or choose another --out"
+            ) from None
 
     def write_json(self, name: str, obj: Any) -> Path:
         """Write `name` whole or not at all, and durably: suite.json and env.json are what make
@@ -50,15 +78,48 @@ class ResultStore:
         return replace_durably(self.dir / "results.csv", csv_text(self.dir))
 
 
+# Bytes a row may take on disk (a row with its raw step times is some 6 KB): the room the
+# check before the first point asks for.
+ROW_ROOM = 64 * 1024
+
+
+class RowNotWritten(OSError):
+    """A measured row that results.jsonl did not take (its OS error's errno, message and path):
+    `line` is the row, kept so that the caller can save it elsewhere and say where."""
+
+    def __init__(self, cause: OSError, path: Path, line: str) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause), str(path))
+        self.line = line
+
+    def keep(self) -> Path | None:
+        """The row saved in the temporary folder (gpubench-unwritten-PID.jsonl, appended), or
+        None where that cannot be written either."""
+        import tempfile
+
+        aside = Path(tempfile.gettempdir()) / f"gpubench-unwritten-{os.getpid()}.jsonl"
+        try:
+            with open(aside, "a", encoding="utf-8") as f:
+                f.write(self.line)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            return None
+        return aside
+
+
 def replace_durably(path: Path, text: str) -> Path:
     """Replace `path` by `text` atomically: written to a temporary file and fsynced, renamed
     into place, and the rename fsynced in the folder."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no half file behind
+        raise
     fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -67,32 +128,104 @@ def replace_durably(path: Path, text: str) -> Path:
     return path
 
 
-class ResultsError(ValueError):
-    """A results folder or file that cannot be read (a user's input: exit status 2)."""
+class ResultsError(ConfigError):
+    """A results folder or file that cannot be read (a user's input: exit status 2, one line)."""
+
+
+# The keys without which a line is not a row: what names its point everywhere (explain, compare,
+# merge, a resume's skip list). A setting added later may be missing (upgraded gives its default);
+# these were in every row gpubench ever wrote.
+REQUIRED = ("model", "model_size", "device", "precision", "optimizer", "batch_size")
+# Where a resume moves a last line that is not a row: kept for the user, never deleted.
+REJECTED_SUFFIX = ".rejected"
+
+
+def parse_row(line: str) -> dict[str, Any] | str:
+    """`line` (one line of results.jsonl) as its row, or why it is not one: not JSON, not a
+    JSON object, or an object without a key of REQUIRED. The one rule of what a row is, for
+    the reader and a resume's repair alike."""
+    try:
+        row = json.loads(line)
+    except ValueError as e:
+        return f"not JSON: {e}"
+    if not isinstance(row, dict):
+        return f"not a JSON object but {type(row).__name__}"
+    missing = [k for k in REQUIRED if k not in row]
+    if missing:
+        return f"a JSON object without {', '.join(missing)}"
+    return row
+
+
+def _lines(data: bytes) -> list[str]:
+    """`data`'s lines as the reader and the repair both split them: on newlines only (a JSON
+    row holds no raw line break of another kind), each decoded on its own."""
+    return [b.decode("utf-8", errors="replace") for b in data.split(b"\n")]
+
+
+def checked_lines(path: Path) -> tuple[list[dict[str, Any]], int | None, str]:
+    """The rows of the results file `path`, and where its last non-blank line is not a row,
+    the byte offset that line starts at and why (else None and ""). A line that is not a row
+    before the last is a ResultsError naming file and line: rows were written after it, so it
+    is no crash in mid-write, and nothing may be appended after it."""
+    data = path.read_bytes()
+    lines = _lines(data)
+    filled = [i for i, line in enumerate(lines) if line.strip()]
+    rows: list[dict[str, Any]] = []
+    for i in filled:
+        parsed = parse_row(lines[i])
+        if isinstance(parsed, dict):
+            rows.append(parsed)
+        elif i == filled[-1]:
+            offset = sum(len(b) + 1 for b in data.split(b"\n")[:i])
+            return rows, offset, parsed
+        else:
+            raise ResultsError(f"{path}, line {i + 1}: corrupt row ({parsed})")
+    return rows, None, ""
 
 
 def read_rows(run_dir: str | Path) -> list[dict[str, Any]]:
-    """Every complete row of `run_dir`'s results.jsonl. A torn last line (a crash mid-write) is
-    skipped with a warning; a corrupt line elsewhere is an error naming file and line."""
+    """Every row of `run_dir`'s results.jsonl (parse_row). A last line that is not a row (a
+    crash mid-write) is skipped with a warning; one elsewhere is a ResultsError naming file and
+    line. A valid last row without its final newline is a row."""
     path = Path(run_dir) / "results.jsonl"
     if not path.is_file():
         raise ResultsError(f"no results.jsonl in {str(run_dir)!r}; expected a gpubench run folder")
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    rows = []
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            if not isinstance(row, dict):
-                raise ValueError("not a JSON object")
-        except ValueError as e:
-            if i == len(lines):
-                warnings.warn(f"{path}: skipping a torn last line {i}", stacklevel=2)
-                continue
-            raise ResultsError(f"{path}, line {i}: corrupt row ({e})") from e
-        rows.append(row)
+    rows, torn, why = checked_lines(path)
+    if torn is not None:
+        warnings.warn(f"{path}: skipping its last line, not a row ({why})", stacklevel=2)
     return rows
+
+
+def repair_tail(path: Path) -> None:
+    """Make `path` (a results file) safe to append to, its rows untouched: a last line that is
+    not a row (checked_lines) is moved to `path`.rejected (appended, fsynced, never deleted)
+    with one warning, and a last row without its final newline gets one. A line that is not a
+    row before the last is a ResultsError (checked_lines): nothing is appended after it."""
+    if not path.is_file():
+        return
+    _, torn, why = checked_lines(path)
+    data = path.read_bytes()
+    if torn is not None:
+        aside = path.with_name(path.name + REJECTED_SUFFIX)
+        with open(aside, "ab") as f:
+            f.write(data[torn:] if data.endswith(b"\n") else data[torn:] + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        with open(path, "r+b") as f:
+            f.truncate(torn)
+            f.flush()
+            os.fsync(f.fileno())
+        warnings.warn(
+            f"{path}: moved its last line, not a row ({why}; {len(data) - torn} bytes, left by "
+            f"an interrupted run), to {aside}; its point is measured again",
+            stacklevel=2,
+        )
+        data = data[:torn]
+    if data and not data.endswith(b"\n"):
+        with open(path, "ab") as f:
+            f.write(b"\n")
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def upgraded(row: dict[str, Any]) -> dict[str, Any]:
