@@ -203,3 +203,15 @@ def hungry() -> Workload:
     w.model = _Hungry()
     w.flops_per_sample = None
     return w
+
+
+def hang_building() -> Workload:
+    """Never returns: it hangs while being built."""
+    time.sleep(10**6)
+    raise AssertionError("unreachable")
+
+
+def die_building() -> Workload:
+    """Kills its own process while being built."""
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable")

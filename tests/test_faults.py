@@ -367,3 +367,19 @@ def test_a_bad_model_option_or_factory_is_named_with_what_is_allowed(
     with pytest.raises(ConfigError) as e:
         check_buildable((model,), "tiny", {model: options})
     assert named in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("factory", "said"),
+    [("hang_building", "no result within 3 s"), ("die_building", "died (signal SIGKILL)")],
+)
+def test_a_factory_that_hangs_or_dies_while_built_is_one_line_under_the_point_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], factory: str, said: str
+) -> None:
+    model = f"fault_workloads:{factory}"
+    out = tmp_path / "run"
+    args = ["--models", model, "--devices", "cpu", "--point-timeout", "3", "--quiet"]
+    assert main(["sweep", "quick", *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"building '{model}' failed" in err and said in err, err
+    assert not (out / "results.jsonl").exists()

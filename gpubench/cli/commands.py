@@ -134,6 +134,8 @@ def _drop_if_unused(run_dir: Path) -> None:
     if {p.name for p in run_dir.iterdir()} <= {LOCK_NAME}:
         (run_dir / LOCK_NAME).unlink(missing_ok=True)
         run_dir.rmdir()
+        if not any(run_dir.parent.iterdir()):
+            run_dir.parent.rmdir()  # results/, made with it
 
 
 def failed_models(rows: Sequence[dict[str, Any]]) -> list[str]:

@@ -44,11 +44,18 @@ class ModelCheckFailed(ConfigError):
 
 def check_builds(spec: SweepSpec, runner: WorkerRunner) -> None:
     """Raise the ConfigError check_buildable raises for `spec`'s models (a typo, a missing
-    library, an unknown option), built in `runner`'s worker, left serving. Building is set-up,
-    not a point: it runs under the worker's start-up limit, not --point-timeout."""
+    library, an unknown option), built in `runner`'s worker, left serving, under
+    --point-timeout (a factory that hangs is no wait of minutes); a build that hangs or kills
+    its worker is a ConfigError of one line too (issue 43)."""
     args = (spec.models, spec.size, spec.model_options)
     call = Call(f"{__name__}:build_error", args, None, "cpu")
-    message = runner.call(call, STARTUP_TIMEOUT_S)
+    limit = min(STARTUP_TIMEOUT_S, runner.point_timeout_s or STARTUP_TIMEOUT_S)
+    try:
+        message = runner.call(call, limit)
+    except WorkerError as e:
+        names = ", ".join(map(repr, spec.models))
+        hung = " (--point-timeout)" if "no result within" in str(e) else ""
+        message = f"building {names} failed before the sweep: {e}{hung}"
     if message is not None:
         raise ConfigError(message)
 
