@@ -65,8 +65,9 @@ def run_verdicts(
 def machine_of_fastest(rows: pd.DataFrame, v: ModelVerdict) -> str:
     """ " on HOST (DEVICE)": the machine of `v`'s fastest row where `rows` (a merge of several
     machines) come from more than one; "" where they share one (it goes without saying)."""
-    machine = ["host", "device_name"]
-    if not set(machine) <= set(rows.columns) or len(rows[machine].drop_duplicates()) < 2:
+    # a machine is its host: one host's CPU and GPU rows are one machine; a row written before
+    # rows named their host names none
+    if not {"host", "device_name"} <= set(rows.columns) or rows["host"].dropna().nunique() < 2:
         return ""
     match = rows["status"] == "ok"
     for key, value in v.identity.items():
@@ -76,7 +77,7 @@ def machine_of_fastest(rows: pd.DataFrame, v: ModelVerdict) -> str:
     if not match.any():
         return ""
     best = rows[match].sort_values("samples_per_s", ascending=False).iloc[0]
-    return f" on {best['host']} ({best['device_name']})"
+    return "" if pd.isna(best["host"]) else f" on {best['host']} ({best['device_name']})"
 
 
 def explain_runs(
