@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from gpubench.config import registry as R
+from gpubench.config.loader import TORCH_PREFETCH  # a label names only another prefetch
 from gpubench.config.registry import normal
 
 Row = Mapping[str, Any]
-TORCH_PREFETCH = 2  # PyTorch's own prefetch_factor: a label names only another
 
 
 def model_label(model: str, size: str | None) -> str:
