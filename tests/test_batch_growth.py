@@ -26,6 +26,7 @@ from gpubench.config.suite import load_suite
 from gpubench.run import batch_growth, sweep
 from gpubench.run.context import RunContext, RunOptions
 from gpubench.science.growth import CEILING, SERIES_BUDGET_S, Growth, decide
+from gpubench.store import growth_record
 from gpubench.store.results import ResultStore, read_rows
 from gpubench.store.row import make_row
 
@@ -327,9 +328,11 @@ def test_a_resumed_sweep_grows_on_where_it_stopped(
     _measure_with(monkeypatch, tmp_path, SPEC, _flattens_at(256), stop_after=10)
     assert len(read_rows(tmp_path)) == 10  # cpu's 6, then cuda sgd 4 to 256
     # the stopped sweep says what it planned and did not reach, and why each series stood
-    record = json.loads((tmp_path / batch_growth.GROWTH_FILE).read_text())
-    assert [p.split()[-1] for p in record["not_reached"]] == ["B=1024", "B=4", "B=16", "B=64"]
-    assert "sgd" in record["not_reached"][0] and "adamw" in record["not_reached"][1]
+    record = json.loads((tmp_path / growth_record.FILE).read_text())
+    gone = [u["point"] for u in record["unmeasured"]]
+    assert {u["reason"] for u in record["unmeasured"]} == {"stopped"}
+    assert [p["batch_size"] for p in gone] == [1024, 4, 16, 64]
+    assert [p["optimizer"] for p in gone] == ["sgd", "adamw", "adamw", "adamw"]
     sgd = next(v for k, v in record["series"].items() if "cuda" in k and "sgd" in k)
     assert (sgd["reason"], sgd["next_batch"]) == ("launch-bound", 1024)
     cpu = [v["reason"] for k, v in record["series"].items() if "cpu" in k]
@@ -339,6 +342,31 @@ def test_a_resumed_sweep_grows_on_where_it_stopped(
     assert got[("cuda", "sgd")] == got[("cuda", "adamw")] == [4, 16, 64, 256, 1024, 128]
     assert len(read_rows(tmp_path)) == 18, "no point measured twice"
     assert counts[0] == (11, 14) and counts[-1] == (18, 18)
+
+
+def test_a_listed_batch_its_series_budget_cannot_hold_is_not_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a slow series (bf16 emulated on a CPU without bf16 instructions), still speeding up:
+    # B=4 and 16 take 1.3 and 3.6 s; B=64 is predicted at 12.4 s, over the 8 s series budget
+    def slow(point: Point) -> dict[str, Any]:
+        b = point.batch_size
+        rate = 25.0 * (1 + b / 20)
+        row = make_row(point, "ok", samples_per_s=rate, step_time_s=b / rate)
+        return {**row, "point_time_s": 10 * b / rate}
+
+    spec = dataclasses.replace(SPEC, devices=("cpu",), optimizers=("sgd",))
+    spec = dataclasses.replace(spec, grow_batch_sizes=("cpu",))
+    counts = _measure_with(monkeypatch, tmp_path, spec, slow)
+    assert _batches(tmp_path)[("cpu", "sgd")] == [4, 16]
+    record = growth_record.read(tmp_path)
+    assert record is not None
+    (skipped,) = record.unmeasured
+    assert (skipped.point["batch_size"], skipped.reason) == (64, "over budget")
+    assert skipped.detail == "B=64 would take about 12.4 s, 3.1 s of its series' 8 s left"
+    (stop,) = record.series.values()
+    assert stop.reason in ("budget spent", "over budget") and stop.next_batch is None
+    assert counts == [(1, 3), (2, 3)], "the count drops the point not started"
 
 
 def test_a_batch_that_failed_inside_the_series_is_not_asked_for_again() -> None:

@@ -16,9 +16,9 @@ from typing import Any
 from gpubench.config.spec import AUTO, Point, SweepSpec
 from gpubench.science import growth
 from gpubench.science.growth import AUTO_BUDGET_S, SERIES_BUDGET_S, Growth
+from gpubench.store.growth_record import GrowthRecord, Stop, Unmeasured
 
 AUTO_START = 1
-GROWTH_FILE = "growth.json"  # each grown series' last decision, by its label
 
 
 def series_key(point: Point) -> tuple[Any, ...]:
@@ -55,14 +55,27 @@ def next_batch(spec: SweepSpec, point: Point, rows: Sequence[dict[str, Any]]) ->
     return dataclasses.replace(decided, batch=batch)
 
 
-def record(decisions: dict[str, Growth], unreached: Sequence[Point] = ()) -> dict[str, Any]:
-    """growth.json's content: `series`, per series label, where and why it stopped (or the
-    batch it measures next); `not_reached`, the labels of the points planned and not measured
-    where the sweep was stopped before its end (a grown series' next batch among them)."""
-    return {
-        "series": {
-            name: {"reason": g.reason, "detail": g.detail, "next_batch": g.batch}
-            for name, g in decisions.items()
-        },
-        "not_reached": [p.label() for p in unreached],
-    }
+def record(decisions: dict[str, Growth], unmeasured: Sequence[Unmeasured] = ()) -> GrowthRecord:
+    """growth.json's content (store.growth_record): per grown series label, where and why it
+    stopped (or the batch it measures next), and the points planned and not measured."""
+    series = {name: Stop(g.reason, g.detail, g.batch) for name, g in decisions.items()}
+    return GrowthRecord(series, tuple(unmeasured))
+
+
+def over_budget(spec: SweepSpec, point: Point, rows: Sequence[dict[str, Any]]) -> str | None:
+    """Why a listed `point` of a growing series is not started (None: it is): the rows of its
+    series so far have spent its time budget, or its predicted time (science.growth's, from the
+    two largest batches measured) is more than the budget has left. The first batch of a
+    series always runs."""
+    ok = sorted((r for r in rows if growth.ran(r)), key=lambda r: int(r["batch_size"]))
+    if not ok:
+        return None
+    budget = budget_s(spec, point)
+    spent = sum(growth.seconds(r) for r in rows)
+    cost = growth.predicted_s(ok, point.batch_size)
+    if spent + cost <= budget:
+        return None
+    return (
+        f"B={point.batch_size} would take about {cost:.1f} s, "
+        f"{max(budget - spent, 0.0):.1f} s of its series' {budget:g} s left"
+    )

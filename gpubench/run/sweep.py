@@ -30,6 +30,7 @@ from gpubench.run import (
 from gpubench.run import shard as shards
 from gpubench.run.context import DEFAULT_POINT_TIMEOUT_S, RunContext, RunOptions
 from gpubench.science import batch_analysis, convergence, scaling
+from gpubench.store.growth_record import Unmeasured
 from gpubench.store.results import load_results, read_rows
 from gpubench.store.row import make_row
 
@@ -172,6 +173,13 @@ def _measure(
         if _row_key(r) not in planned and batch_growth.series_key(Point.of(r)) in listed
     ]
     decisions: dict[str, batch_growth.Growth] = {}  # issue 42: why each grown series stopped
+    unmeasured: list[Unmeasured] = []  # listed points a series' budget could not hold
+
+    def write_growth(stopped: list[Point] = []) -> None:  # noqa: B006 (read only)
+        why = "the sweep was stopped before it"
+        gone = [Unmeasured(p.to_dict(), "stopped", why) for p in stopped]
+        batch_growth.record(decisions, [*unmeasured, *gone]).write(run.store.dir)
+
     total = len(points) + len(grown_before)
     finished = sum(1 for p in points if p.key() in done) + len(grown_before)
     if on_start is not None:
@@ -182,14 +190,20 @@ def _measure(
     queue = deque(points)
     while queue:
         point = queue.popleft()
+        key = batch_growth.series_key(point)
+        grows = batch_growth.grows(spec, point, sharded)
         row = done.get(point.key())
-        if row is None:
-            if should_stop is not None and should_stop():
-                # issue 42: what was planned and not reached is said, not left to be guessed
-                unreached = [point, *(p for p in queue if p.key() not in done)]
-                record = batch_growth.record(decisions, unreached)
-                run.store.write_json(batch_growth.GROWTH_FILE, record)
-                break
+        if row is None and should_stop is not None and should_stop():
+            # issue 42: what was planned and not reached is said, not left to be guessed
+            write_growth([point, *(p for p in queue if p.key() not in done)])
+            break
+        why = batch_growth.over_budget(spec, point, series_rows.get(key, [])) if grows else None
+        if row is None and why is not None:
+            # issue 42: a listed batch its series' budget cannot hold is not started, and said
+            unmeasured.append(Unmeasured(point.to_dict(), "over budget", why))
+            total -= 1
+            write_growth()
+        elif row is None:
             started, workers = time.time(), len(run.runner.startup_s)
             row = _row(point, task, run, oom_at, done_rows)
             ended = time.time()
@@ -202,14 +216,13 @@ def _measure(
                 on_row(row, finished, total)
             worker_s = sum(run.runner.startup_s[workers:])
             run.log.point(phases.point_name(point), started, ended, time.time(), worker_s)
-            series_rows.setdefault(batch_growth.series_key(point), []).append(row)
-        key = batch_growth.series_key(point)
+            series_rows.setdefault(key, []).append(row)
         to_come[key] -= 1
-        if to_come[key] or not batch_growth.grows(spec, point, sharded):
+        if to_come[key] or not grows:
             continue
         grown = batch_growth.next_batch(spec, point, series_rows.get(key, []))
         decisions[point.label(batch=False)] = grown
-        run.store.write_json(batch_growth.GROWTH_FILE, batch_growth.record(decisions))
+        write_growth()
         if grown.batch is not None:
             nxt = dataclasses.replace(point, batch_size=grown.batch)
             queue.appendleft(nxt)

@@ -85,21 +85,21 @@ def decide(
 
 def _decide(rows: Sequence[dict[str, Any]], budget_s: float | None, ceiling: int) -> Growth:
     measured = {int(r["batch_size"]) for r in rows}
-    ok = sorted((r for r in rows if _ran(r)), key=lambda r: int(r["batch_size"]))
+    ok = sorted((r for r in rows if ran(r)), key=lambda r: int(r["batch_size"]))
     if not ok:
         return Growth(None, "failed", "no batch of the series ran")
     top = ok[-1]
     above = sorted((r for r in rows if int(r["batch_size"]) > int(top["batch_size"])), key=_b)
     best = max(ok, key=_rate)
     knee = _knee(ok, best)
-    spent = sum(_seconds(r) for r in rows)
+    spent = sum(seconds(r) for r in rows)
     if above and above[0].get("status") != "oom":
         failed = above[0]
         return Growth(None, "failed", f"B={_b(failed)} ended {failed.get('status')}")
     if above or best is not top or _flat(ok):
         refine = _refinement(ok, knee, above[0] if above else None, measured)
         if refine is not None:
-            cost = _predicted_s(ok, refine)
+            cost = predicted_s(ok, refine)
             if budget_s is None or spent + cost <= budget_s:
                 return Growth(refine, "refine", f"between B={_below(ok, knee)} and B={_b(knee)}")
         if above:
@@ -113,11 +113,11 @@ def _decide(rows: Sequence[dict[str, Any]], budget_s: float | None, ceiling: int
         # a jump past a flat stretch landed beyond the knee (the step time grew, throughput
         # rose by less than the square root of the jump): measure inside it before going on
         mid = _middle(_b(ok[-2]), _b(top))
-        if budget_s is None or spent + _predicted_s(ok[:-1], mid) <= budget_s:
+        if budget_s is None or spent + predicted_s(ok[:-1], mid) <= budget_s:
             return Growth(mid, "refine", f"between B={_b(ok[-2])} and B={_b(top)}")
     for factor in (LAUNCH_STEP, 2) if launch else (2,):
         nxt = min(_b(top) * factor, ceiling)
-        cost = _predicted_s(ok, nxt)
+        cost = predicted_s(ok, nxt)
         if budget_s is None or spent + cost <= budget_s:
             reason = "launch-bound" if factor > 2 else "rising"
             return Growth(nxt, reason, rising)
@@ -127,7 +127,7 @@ def _decide(rows: Sequence[dict[str, Any]], budget_s: float | None, ceiling: int
     return Growth(
         None,
         "over budget",
-        f"{rising}; B={nxt} would take about {_predicted_s(ok, nxt):.1f} s, "
+        f"{rising}; B={nxt} would take about {predicted_s(ok, nxt):.1f} s, "
         f"{max(budget_s or 0.0, 0.0) - spent:.1f} s of its {budget_s:g} s left",
     )
 
@@ -136,7 +136,7 @@ def flattened(rows: Sequence[dict[str, Any]]) -> str | None:
     """Where throughput flattened in the series `rows`, in words (None: the largest that ran is
     the fastest and still rose beyond the noise, or nothing ran): a larger batch measured no
     faster than the fastest, beyond the noise."""
-    ok = sorted((r for r in rows if _ran(r)), key=_b)
+    ok = sorted((r for r in rows if ran(r)), key=_b)
     if not ok:
         return None
     best = max(ok, key=_rate)
@@ -218,20 +218,20 @@ def _exponent(a: dict[str, Any], b: dict[str, Any]) -> float:
     return math.log(sb / sa) / math.log(_b(b) / _b(a))
 
 
-def _predicted_s(ok: list[dict[str, Any]], batch: int) -> float:
+def predicted_s(ok: list[dict[str, Any]], batch: int) -> float:
     """The wall time a point at `batch` is predicted to take: the largest row's, scaled by the
     step time the line through the two largest rows predicts (never below the largest's), the
     line never flatter than _SLOPE_FLOOR of proportional growth."""
     top = ok[-1]
     s_top = _step(top)
     if not s_top:
-        return _seconds(top)
+        return seconds(top)
     slope = s_top / _b(top) * _SLOPE_FLOOR
     if len(ok) >= 2 and _step(ok[-2]):
         prev = ok[-2]
         slope = max(slope, (s_top - _step(prev)) / (_b(top) - _b(prev)))
     step = s_top + slope * max(batch - _b(top), 0)
-    return _seconds(top) * step / s_top
+    return seconds(top) * step / s_top
 
 
 def _rising_words(ok: list[dict[str, Any]]) -> str:
@@ -256,7 +256,7 @@ def _flattened_words(ok: list[dict[str, Any]], best: dict[str, Any]) -> str:
     )
 
 
-def _ran(row: dict[str, Any]) -> bool:
+def ran(row: dict[str, Any]) -> bool:
     rate = row.get("samples_per_s")
     return row.get("status") == "ok" and rate is not None and rate == rate and float(rate) > 0
 
@@ -279,7 +279,7 @@ def _ci(row: dict[str, Any]) -> float:
     return float(c) if c is not None and c == c and math.isfinite(c) else 0.0
 
 
-def _seconds(row: dict[str, Any]) -> float:
+def seconds(row: dict[str, Any]) -> float:
     """The point's wall time (`point_time_s`), else its steps' (measured, warm-up, one profiled)."""
     t = row.get("point_time_s")
     if t is not None and t == t:

@@ -82,6 +82,8 @@ def _typed(value: Any, hint: Any, where: str) -> Any:
     if (origin or hint) is dict:
         if not isinstance(value, dict):
             raise _Wrong(f"{where} is {_shown(value)}, not an object")
+        if len(args) == 2:  # dict[str, T]: each value a T
+            return {k: _typed(v, args[1], _at(where, str(k))) for k, v in value.items()}
         return value
     if hint is float:
         if not isinstance(value, int | float) or isinstance(value, bool):
