@@ -38,7 +38,17 @@ from pathlib import Path
 
 import grid_runs  # scripts/ is sys.path[0] when run as a script
 
-from gpubench.tune.acceptance import MARGIN, judge_runs
+from gpubench.config.spec import Point
+from gpubench.run import confirm
+from gpubench.science.partition import configuration, heading
+from gpubench.tune.acceptance import (
+    MARGIN,
+    HeadToHead,
+    answer,
+    head_to_head,
+    judge_runs,
+    partitions,
+)
 
 BATCHES = ",".join(str(2**k) for k in range(2, 11))  # 4 ... 1024
 
@@ -54,6 +64,28 @@ def run_gpubench(argv: list[str]) -> float:
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "gpubench", *argv], check=True, env=env)
         return time.perf_counter() - started
+
+
+def rematch(
+    grid_dir: Path, tune_dir: Path, margin: float, floor: float | None, budget_s: float
+) -> list[str]:
+    """Issue 42's acceptance: per partition, tune's pick and the grid's re-measured interleaved
+    in fresh worker processes now (run.confirm's rounds, `budget_s` seconds of rounds), judged
+    head to head (tune.acceptance.head_to_head), one line each."""
+    grid = partitions(grid_dir)
+    lines = []
+    for key, (rows, record) in partitions(tune_dir).items():
+        pick, best = answer(rows, record).best, answer(*grid[key]).best
+        if configuration(pick) == configuration(best):
+            judged = HeadToHead(0, 1.0, 1.0, 1.0, True, margin, floor)
+        else:
+            both = [pick, best]
+            peaks = [r.get("torch_peak_reserved_bytes") for r in both]
+            done = confirm.rounds_in_fresh_workers([Point.of(r) for r in both], budget_s, peaks)
+            tune_s, grid_s = confirm.paired_samples(done)
+            judged = head_to_head(tune_s, grid_s, margin=margin, floor=floor)
+        lines.append(f"{heading(pick)}: head to head: {judged.line()}")
+    return lines
 
 
 def main() -> int:
@@ -76,6 +108,14 @@ def main() -> int:
     p.add_argument("--cudnn-benchmark", default="false", help="CUDA only; fixed likewise")
     p.add_argument("--margin", type=float, default=MARGIN)
     p.add_argument("--judge-only", action="store_true")
+    p.add_argument(
+        "--head-to-head",
+        type=float,
+        metavar="SECONDS",
+        help="also re-measure tune's pick and the grid's interleaved in fresh workers for this "
+        "many seconds of rounds, and judge them head to head (issue 42's acceptance)",
+    )
+    p.add_argument("--floor", type=float, help="the grid-against-grid agreement, to print beside")
     a = p.parse_args()
     try:
         shares = grid_runs.budget_shares(a.budget_share)
@@ -96,6 +136,9 @@ def main() -> int:
         dirs = grid_runs.judged_dirs(a.out, a.model, shares)
         found = [j for d in dirs for j in judge_runs(grid_dir, d, a.margin)]
         print("\n".join(j.line() for j in found))
+        if a.head_to_head:
+            for d in dirs:
+                print("\n".join(rematch(grid_dir, d, a.margin, a.floor, a.head_to_head)))
         return 0 if all(j.within for j in found) else 1
     if a.grid is None:
         load = os.getloadavg()[0]
@@ -120,6 +163,8 @@ def main() -> int:
         found = judge_runs(grid_dir, tune_dir, a.margin)
         took = f"tune took {tune_s:.0f} s ({tune_s / grid_s:.0%} of the grid's {grid_s:.0f} s)"
         print(f"at {share:.0%}: {took}: " + "; ".join(j.line() for j in found), flush=True)
+        if a.head_to_head:
+            print("\n".join(rematch(grid_dir, tune_dir, a.margin, a.floor, a.head_to_head)))
         within = all(j.within for j in found) and tune_s <= (share + a.overrun) * grid_s
         ok = ok and within
         summary["shares"].append(

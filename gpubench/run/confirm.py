@@ -135,34 +135,20 @@ def _confirm_partition(
     )
     # the sweep's peaks say whether the candidates fit the device together (issue 28)
     peaks = [r.get("torch_peak_reserved_bytes") for r in fits]
-    each_s = budget_s / leaders.PROCESSES
-    most = math.ceil(MAX_ROUNDS / leaders.PROCESSES)
-    args = (points, each_s, WINDOW_S, leaders.ROUNDS_PER_PROCESS, most, DEADLINE * each_s, peaks)
-    call = Call("gpubench.harness.interleave:interleave", args, max_memory, points[0].device)
     started = time.perf_counter()
-    done: list[Rounds] = []
-    for _ in range(leaders.PROCESSES):
-        runner = WorkerRunner(max_memory, timeout_s)
-        try:
-            t0 = time.perf_counter()
-            rounds = runner.call(call, timeout_s)
-            # the fresh worker's start is set-up too, outside the rounds' budget
-            done.append(_with_setup(rounds, time.perf_counter() - t0 - rounds.seconds))
-        except WorkerError as e:
-            return record(
-                status="failed",
-                reason=f"the re-measurement failed: {e}",
-                traceback=e.traceback,
-                seconds=time.perf_counter() - started,
-            )
-        finally:
-            runner.close()
+    try:
+        done = rounds_in_fresh_workers(points, budget_s, peaks, max_memory, timeout_s)
+    except WorkerError as e:
+        return record(
+            status="failed",
+            reason=f"the re-measurement failed: {e}",
+            traceback=e.traceback,
+            seconds=time.perf_counter() - started,
+        )
+    each_s = budget_s / leaders.PROCESSES
     joined = _joined(done)
     processes = [min(len(x) for x in r.samples_per_s) for r in done]
-    samples = [
-        [v for r, n in zip(done, processes, strict=True) for v in r.samples_per_s[c][:n]]
-        for c in range(len(points))
-    ]
+    samples = paired_samples(done)
     measured = functools.partial(
         record,
         budget_s=budget_s,
@@ -186,6 +172,46 @@ def _confirm_partition(
         busy=joined.busy,
         decision=leaders.decide(samples, processes=processes).to_dict(),
     )
+
+
+def rounds_in_fresh_workers(
+    points: list[Point],
+    budget_s: float,
+    peaks: list[Any] | None = None,
+    max_memory: int | None = None,
+    timeout_s: float | None = TIMEOUT_S,
+) -> list[Rounds]:
+    """`points` timed interleaved (harness.interleave) in leaders.PROCESSES fresh worker
+    processes in turn, each with its even share of `budget_s` (its start and the candidates'
+    set-up outside it) and closed after its rounds; `peaks`: the points' peak reserved bytes
+    where known (whether they fit the device together). WorkerError where one fails."""
+    each_s = budget_s / leaders.PROCESSES
+    most = math.ceil(MAX_ROUNDS / leaders.PROCESSES)
+    peaks = peaks if peaks is not None else [None] * len(points)
+    args = (points, each_s, WINDOW_S, leaders.ROUNDS_PER_PROCESS, most, DEADLINE * each_s, peaks)
+    call = Call("gpubench.harness.interleave:interleave", args, max_memory, points[0].device)
+    done: list[Rounds] = []
+    for _ in range(leaders.PROCESSES):
+        runner = WorkerRunner(max_memory, timeout_s)
+        try:
+            t0 = time.perf_counter()
+            rounds = runner.call(call, timeout_s)
+            # the fresh worker's start is set-up too, outside the rounds' budget
+            done.append(_with_setup(rounds, time.perf_counter() - t0 - rounds.seconds))
+        finally:
+            runner.close()
+    return done
+
+
+def paired_samples(done: list[Rounds]) -> list[list[float]]:
+    """Each candidate's samples/s over the rounds of every process in turn, each process's cut
+    to the rounds every candidate ran in it (round r of one candidate pairs with round r of
+    another: they shared its machine)."""
+    processes = [min(len(x) for x in r.samples_per_s) for r in done]
+    return [
+        [v for r, n in zip(done, processes, strict=True) for v in r.samples_per_s[c][:n]]
+        for c in range(len(done[0].samples_per_s))
+    ]
 
 
 def _with_setup(rounds: Rounds, extra_s: float) -> Rounds:
