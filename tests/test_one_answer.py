@@ -158,6 +158,9 @@ def test_ties_are_ordered_by_the_smaller_batch_then_energy_and_list_the_closest(
         (4096, None),
         (32768, None),
     ]
+    # a member the rounds could not tell apart, x12 slower, is not put first for its batch
+    order = standing.tie_order([member(64, 6873.0), member(4, 696.0), member(32, 6500.0)])
+    assert [m["identity"]["batch_size"] for m in order] == [32, 64, 4]
     leader = member(64, 1000.0)
     ties = [
         member(b, 1000.0 / r) | {"ratio": r, "low": 0.9, "high": 1.2, "reason": "why"}
