@@ -253,3 +253,24 @@ def test_the_cpu_calibrations_of_one_host_that_flipped_now_agree() -> None:
         at_34 = _recalibrated(r, ridge / 34.0)  # the other host's ridge, 34 FLOP/B
         kinds = {k.kind for k in (B.classify(r, rows), B.classify(at_34, rows)) if k}
         assert kinds != {"memory", "compute"}, kinds
+
+
+def test_a_lever_measured_only_at_other_batches_is_found_for_a_copy_of_the_fastest() -> None:
+    """/tmp default sweep, mlp/small sgd: fp32 B=512 the fastest, bf16 measured at B=4-128; the
+    verdict passes a copy of the fastest row (its own figure), and the lever said "a lower
+    precision (bf16): not measured" (the copy counted as a row at the same batch)."""
+    from gpubench.config.spec import Point
+    from gpubench.science.levers import no_help
+    from gpubench.store.row import make_row
+
+    def row(precision: str, batch: int, rate: float) -> dict[str, Any]:
+        p = Point.of(
+            {"model": "mlp", "model_size": "small", "device": "cpu", "optimizer": "sgd"}
+            | {"precision": precision, "batch_size": batch}
+        )
+        return make_row(p, "ok", samples_per_s=rate, step_time_s=batch / rate)
+
+    rows = [row("fp32", 256, 15000.0), row("fp32", 512, 17000.0), row("bf16", 128, 1300.0)]
+    best = dict(rows[1])
+    said = no_help("compute", best, rows, ["precision", "batch_size"])
+    assert any(line.startswith("a lower precision (bf16): 0.08x") for line in said), said

@@ -89,7 +89,11 @@ def _effects(
         if not _applies(setting, best):
             continue
         # The same point but this setting; failing that, the best at any batch size.
-        same = [r for r in records if same_key(r, fld) == same_key(best, fld) and r is not best]
+        same = [
+            r
+            for r in records
+            if same_key(r, fld) == same_key(best, fld) and identity(r) != identity(best)
+        ]
         anyb = [
             r
             for r in records
