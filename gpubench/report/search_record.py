@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpubench.config import labels
 from gpubench.store.tune_record import RoundRecord, TrialRecord, TuneRecord
 
 
@@ -62,15 +63,12 @@ def decided(r: RoundRecord) -> bool:
 
 
 def varying(s: TuneRecord) -> list[str]:
-    """The config keys worth printing: those whose values differ between trials, and the batch
-    size."""
-    keys: dict[str, set[str]] = {}
-    for t in s.trials:
-        for k, v in t.config.items():
-            keys.setdefault(k, set()).add(repr(v))
+    """The config keys worth printing: those whose values differ between trials (the one
+    labeler's `varying`), and the batch size."""
+    keys = list(dict.fromkeys(k for t in s.trials for k in t.config))
+    among = labels.varying([t.config for t in s.trials], keys)
     # the batch always: with a fixed effective batch it names what the micro-batches add to
-    many = [k for k, vs in keys.items() if len(vs) > 1 or k == "batch_size"]
-    return many or list(keys)
+    return [k for k in keys if k in among or k == "batch_size"] or keys
 
 
 def label(s: TuneRecord, config: Any) -> str:
