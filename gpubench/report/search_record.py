@@ -1,6 +1,6 @@
 """What the report's search section says of a search's record (tune.json: gpubench.store.
-tune_record; tune_target.json: report.search_target): its numbers, seconds and times, and the
-speed search's trials as the report shows them."""
+tune_record; tune_target.json: store.target_record): its seconds and times, and the speed
+search's trials as the report shows them."""
 
 from __future__ import annotations
 
@@ -9,19 +9,6 @@ from typing import Any
 
 from gpubench.config import labels
 from gpubench.store.tune_record import RoundRecord, TrialRecord, TuneRecord
-
-
-def num(value: Any) -> float | None:
-    """A finite number, or None (a null, a string, a bool, NaN)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def whole(value: Any) -> int | None:
-    """A whole number, or None."""
-    v = num(value)
-    return None if v is None else int(v)
 
 
 def seconds(value: float | None) -> str:
@@ -43,8 +30,11 @@ def time_spent(elapsed: float | None, budget: float | None) -> str:
 
 
 def budget_s(s: TuneRecord) -> float | None:
-    """The wall-clock budget the tune was given (None: none)."""
-    return num(s.request.get("budget_s"))
+    """The wall-clock budget the tune was given (None: none, or not a finite number)."""
+    b = s.request.get("budget_s")  # the request is a plain dict
+    if isinstance(b, bool) or not isinstance(b, int | float) or not math.isfinite(b):
+        return None
+    return float(b)
 
 
 def in_order(s: TuneRecord) -> list[TrialRecord]:

@@ -8,16 +8,7 @@ run folder holds results.jsonl (every run, marked with `tune_run`, its place in 
 and `tune_trial`, its configuration), env.json, results.csv and tune_target.json, rewritten after
 every run.
 
-tune_target.json schema (version 1; times in seconds; a reader tolerates extra keys):
-{"version": 1, "kind": "target", "model", "size", "device", "precision", "optimizer",
- "dataset", "metric", "target", "budget_s", "seed" (the first seed), "data", "max_steps" (the
- top rung's step cap, or null), "model_options", "elapsed_s" (wall seconds so far), "spent_s" (the
- runs' cost), "eta", "rungs_s": [training-time limit of each rung], "seeds",
- "space": {"batch_sizes", "configs": [{batch_size, lr_scaling, lr_base, lr}]},
- "covered": {"measured", "space_size"}, "stopped_by_budget", "finished",
- "trials": [target_search.SearchResult.runs()], "best_so_far_s", "answer": null or
- {"config", "label", "time_to_target": TargetTime.as_dict(), "describe"},
- "optuna": {"sampler", "pruner", "reduction_factor", "states": {Optuna trial state: count}}}
+tune_target.json: store.target_record.
 """
 
 from __future__ import annotations
@@ -45,6 +36,7 @@ from gpubench.science import lr_scaling
 from gpubench.science.curve import HIGHER_IS_BETTER
 from gpubench.science.target_time import TargetTime
 from gpubench.store.results import ResultStore
+from gpubench.store.target_record import OptunaStudy, TargetAnswer, TargetRecord, TargetRun
 from gpubench.tune.target_search import (
     OnRun,
     Request,
@@ -62,8 +54,6 @@ SETTINGS_SUITE = "convergence"
 ETA = 3  # each rung eta times the last; the top 1/eta go on (the eta of Li et al.'s Hyperband)
 RUNG_COUNT = 3
 
-FILE = "tune_target.json"
-VERSION = 1
 # what tune_target.json takes as it is from the runs' Point, and from the Record
 _OF_POINT = ("model", "device", "precision", "optimizer", "seed", "data")
 _AS_IS = ("dataset", "metric", "target", "budget_s", "max_steps")
@@ -96,42 +86,37 @@ class Record:
         answer = None
         if result.best is not None:
             best = self.configs[result.best]
-            answer = {
-                "config": best.as_dict(),
-                "label": best.label(),
-                "time_to_target": spread.as_dict() if spread else None,
-                "describe": spread.describe() if spread else None,
-            }
-        record = {
-            "version": VERSION,
-            "kind": "target",
+            describe = spread.describe() if spread else None
+            time_to_target = spread.as_dict() if spread else None
+            answer = TargetAnswer(best.as_dict(), best.label(), time_to_target, describe)
+        study = result.study
+        TargetRecord(
             **{name: getattr(self.point, name) for name in _OF_POINT},
-            "size": self.point.model_size,
-            "model_options": decode(self.point.model_options),
+            size=self.point.model_size,
+            model_options=decode(self.point.model_options),
             **{name: getattr(self, name) for name in _AS_IS},
-            "elapsed_s": elapsed_s,
-            "spent_s": result.spent_s,
-            "eta": self.rungs.eta,
-            "rungs_s": list(self.rungs.limits_s),
-            "seeds": self.seeds,
-            "space": {
+            elapsed_s=elapsed_s,
+            spent_s=result.spent_s,
+            eta=self.rungs.eta,
+            rungs_s=tuple(self.rungs.limits_s),
+            seeds=self.seeds,
+            space={
                 "batch_sizes": list(self.batch_sizes),
                 "configs": [c.as_dict() for c in self.configs],
             },
-            "covered": {"measured": result.trials_measured(), "space_size": len(self.configs)},
-            "stopped_by_budget": result.stopped_by_budget,
-            "finished": finished,
-            "trials": result.runs(),
-            "best_so_far_s": result.best_s,
-            "answer": answer,
-            "optuna": {
-                "sampler": type(result.study.sampler).__name__,
-                "pruner": type(result.study.pruner).__name__,
-                "reduction_factor": result.eta,
-                "states": dict(Counter(t.state.name for t in result.study.trials)),
-            },
-        }
-        store.write_json(FILE, record)
+            covered={"measured": result.trials_measured(), "space_size": len(self.configs)},
+            stopped_by_budget=result.stopped_by_budget,
+            finished=finished,
+            trials=tuple(TargetRun(**r) for r in result.runs()),
+            best_so_far_s=result.best_s,
+            answer=answer,
+            optuna=OptunaStudy(
+                type(study.sampler).__name__,
+                type(study.pruner).__name__,
+                result.eta,
+                dict(Counter(t.state.name for t in study.trials)),
+            ),
+        ).write(store)
 
 
 @dataclass(frozen=True)
