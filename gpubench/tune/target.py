@@ -51,6 +51,7 @@ from gpubench.tune.target_search import (
 # The shipped suite whose [convergence] settings (data, evaluation gaps, warm-up, base rate,
 # top rung) a target search uses: the grid it is compared with is that suite's sweep.
 SETTINGS_SUITE = "convergence"
+RUN_OPTIONS = RunOptions()  # the sweep's: no memory cap, its point timeout
 ETA = 3  # each rung eta times the last; the top 1/eta go on (the eta of Li et al.'s Hyperband)
 RUNG_COUNT = 3
 
@@ -214,8 +215,7 @@ def run_target(
     model_options: Mapping[str, Any] | None = None,
     rungs: int = RUNG_COUNT,
     eta: int = ETA,
-    max_memory: int | None = None,
-    point_timeout_s: float | None = 600.0,
+    options: RunOptions = RUN_OPTIONS,
     on_run: OnRun | None = None,
 ) -> TargetResult:
     """Search batch size x learning rate of `model` on `device` for the least training time
@@ -226,7 +226,7 @@ def run_target(
     training set's size, every lr-scaling rule, a top rung of the settings' time limit. Lower
     rungs cap `max_steps` at their share of the top rung's time. The runs carry `data`,
     `model_options` and seed `seed` (a contender's re-runs seed + 1, ...), each a worker's
-    convergence point under `max_memory` bytes and `point_timeout_s` seconds. Bad input raises
+    convergence point under `options`' memory cap and point timeout. Bad input raises
     ConfigError before anything is written."""
     metric, value = parse_target(target)
     default_size, default_conv = default_settings(optimizer)
@@ -248,8 +248,8 @@ def run_target(
             f"invalid --data {data!r} with --target; allowed: device (a convergence run keeps "
             "its data set on the device)"
         )
-    options = dict(model_options or {})
-    check_buildable((model,), size, {model: options})
+    model_kwargs = dict(model_options or {})
+    check_buildable((model,), size, {model: model_kwargs})
     try:
         ds, _ = catalog.load(model, size, conv.dataset, conv.data_dir, conv.image_size)
     except ValueError as e:
@@ -257,9 +257,10 @@ def run_target(
     top_s = max_time_s if max_time_s is not None else conv.time_limit_s()
     if top_s is None:
         raise ConfigError("a target search needs a training-time limit; allowed: --max-time S")
-    if point_timeout_s is not None and top_s >= point_timeout_s:
+    timeout = options.point_timeout_s
+    if timeout is not None and top_s >= timeout:
         raise ConfigError(
-            f"top rung {top_s:g} s does not fit in --point-timeout {point_timeout_s:g} s; "
+            f"top rung {top_s:g} s does not fit in --point-timeout {timeout:g} s; "
             "allowed: a training time below the point timeout"
         )
     try:
@@ -275,12 +276,12 @@ def run_target(
             )
     configs = space(optimizer, conv, sizes, rules)
     base = Point(model, size, device, precision, optimizer, 1, seed, data)
-    base = dataclasses.replace(base, model_options=encode(options))
+    base = dataclasses.replace(base, model_options=encode(model_kwargs))
     record = Record(
         base, ds.name, metric, value, budget_s, ladder, seeds, configs, sizes, max_steps
     )
     started = time.perf_counter()
-    with RunContext(Path(out), RunOptions(max_memory, point_timeout_s)) as run:
+    with RunContext(Path(out), options) as run:
         run.open()
         run.capture_env([device], [precision], recalibrate=False)
         result = SearchResult(configs, ladder.eta, seed)
