@@ -14,12 +14,11 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from gpubench.config.labels import label
-from gpubench.report.series import missing
 from gpubench.science.partition import identity, identity_dict
 from gpubench.store.benchjson import rows_from_benchmark_json
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import IDENTITY
-from gpubench.store.wording import plural
+from gpubench.store.wording import missing, plural
 
 THRESHOLD_PCT = 5.0  # a change smaller than this is not a regression, however significant
 ALPHA = 0.01  # significance level of the two-sided Mann-Whitney U test

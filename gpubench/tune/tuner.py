@@ -166,10 +166,10 @@ def tune(
     first, as each max-batch probe ends and each trial starts."""
     started = time.perf_counter() if started is None else started
     resume = options.resume
-    saved = _saved_record(run_dir) if resume else {}
-    if resume:
+    saved = _saved_record(run_dir) if resume else None
+    if saved is not None:
         request = dataclasses.replace(
-            TuneRequest.from_dict(saved["request"]), budget_s=request.budget_s
+            TuneRequest.from_dict(saved.request), budget_s=request.budget_s
         )
     check_buildable((request.model,), request.size, {request.model: request.model_options})
     clock = _Clock(started, request.budget_s, on_progress)
@@ -252,16 +252,14 @@ class _Trials:
         request: TuneRequest,
         space: tune_space.TuneSpace,
         clock: _Clock,
-        saved: dict[str, Any],
+        saved: T.TuneRecord | None,
         should_stop: Callable[[], bool] | None,
         on_trial: OnTrial | None,
     ) -> None:
         self.run, self.request, self.space, self.clock = run, request, space, clock
         self.should_stop, self.on_trial = should_stop, on_trial
-        self.offset = float(saved.get("elapsed_s") or 0.0)  # the time of the runs before
-        self.old_elapsed = {
-            int(t["number"]): float(t["elapsed_s"]) for t in saved.get("trials", [])
-        }
+        self.offset = saved.elapsed_s if saved else 0.0  # the time of the runs before
+        self.old_elapsed = {t.number: t.elapsed_s for t in saved.trials} if saved else {}
         self.record = T.TuneRecord(request.to_dict(), space.to_dict())
         self.measurements = read_measurements(run.dir)
         # a cut measurement is measured again (it never counted)
@@ -368,18 +366,18 @@ class _Trials:
         return self.record
 
 
-def _saved_record(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / T.FILE
-    if not path.is_file():
+def _saved_record(run_dir: Path) -> T.TuneRecord:
+    """The tune.json a resumed tune goes on from (store.tune_record), its request readable."""
+    if not (run_dir / T.FILE).is_file():
         raise ConfigError(
             f"nothing to resume in {str(run_dir)!r}: it has no {T.FILE}; "
             "allowed: the folder of a tune started by gpubench"
         )
+    saved = T.read(run_dir)
     try:
-        saved: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        TuneRequest.from_dict(saved["request"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"cannot read {path}: {e}") from None
+        TuneRequest.from_dict(saved.request)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"cannot read {run_dir / T.FILE}: {e}") from None
     return saved
 
 
