@@ -12,6 +12,7 @@ from gpubench import models
 from gpubench.cli import main
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError
+from gpubench.store import target_record
 from gpubench.store.results import read_rows
 from gpubench.tune.target import parse_target, run_target, space
 
@@ -62,6 +63,9 @@ def test_a_tiny_search_on_digits_writes_its_trajectory_and_an_answer_over_seeds(
     assert sum(ended.values()) == 2 + len(reruns)
     assert {t["optuna_trial"] for t in trials} == set(range(2 + len(reruns)))
     assert len(heard) == len(trials)
+    typed = target_record.read(out)  # the reader takes what the writer wrote, whole
+    assert typed.answer is not None and len(typed.trials) == len(trials)
+    assert [t.decision for t in typed.trials] == [t["decision"] for t in trials]
 
     rows = read_rows(out)
     assert len(rows) == len(trials)

@@ -15,6 +15,7 @@ from gpubench.cli.tune_args import budget_s, request_from_args
 from gpubench.config import labels
 from gpubench.config.errors import ConfigError
 from gpubench.probes.process_age import process_age_s
+from gpubench.run.context import RunOptions
 from gpubench.run.interrupt import GracefulStop
 from gpubench.run.sweep import default_run_dir
 from gpubench.store import tune_record as T
@@ -39,12 +40,14 @@ def run(args: argparse.Namespace) -> int:
             record = tune(
                 request,
                 run_dir,
-                resume=args.resume is not None,
-                max_memory=args.max_memory,
-                point_timeout_s=args.point_timeout,
+                RunOptions(
+                    args.max_memory,
+                    args.point_timeout,
+                    resume=args.resume is not None,
+                    confirm=args.confirm,
+                ),
                 on_trial=None if args.quiet else trial_line,
                 on_progress=None if args.quiet else progress_line,
-                confirm=args.confirm,
                 should_stop=lambda: stop.requested,
                 started=started,
             )
@@ -105,8 +108,7 @@ def _run_target(args: argparse.Namespace) -> int:
         seed=request.seed,
         data=request.data,
         model_options=request.model_options,
-        max_memory=args.max_memory,
-        point_timeout_s=args.point_timeout,
+        options=RunOptions(args.max_memory, args.point_timeout),
         on_run=None if args.quiet else run_line,
     )
     print(result.describe())

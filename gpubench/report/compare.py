@@ -14,12 +14,11 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from gpubench.config.labels import label
-from gpubench.report.series import missing
 from gpubench.science.partition import identity, identity_dict
 from gpubench.store.benchjson import rows_from_benchmark_json
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import IDENTITY
-from gpubench.store.wording import plural
+from gpubench.store.wording import missing, plural
 
 THRESHOLD_PCT = 5.0  # a change smaller than this is not a regression, however significant
 ALPHA = 0.01  # significance level of the two-sided Mann-Whitney U test
@@ -42,6 +41,11 @@ def point_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
     """A row's point: its identity (config.registry; a column an old row lacks, or holds null,
     at the setting's default) and its EXTRA_IDENTITY."""
     return (*identity(row), *(_identity_value(row.get(c)) for c in EXTRA_IDENTITY))
+
+
+def point_fields(row: Mapping[str, Any]) -> dict[str, Any]:
+    """point_key's fields by name (an EXTRA_IDENTITY column only where the row has it)."""
+    return {**identity_dict(row), **{c: row[c] for c in EXTRA_IDENTITY if c in row}}
 
 
 def load_input(path: str | Path) -> tuple[pd.DataFrame, int]:
@@ -150,7 +154,7 @@ def compare_point(
     base: dict[str, Any], new: dict[str, Any], threshold_pct: float, alpha: float
 ) -> PointChange:
     """The change from `base` to `new` (two rows of the same point) and its verdict."""
-    point = {**identity_dict(base), **{c: base[c] for c in EXTRA_IDENTITY if c in base}}
+    point = point_fields(base)
     b_status, n_status = str(base["status"]), str(new["status"])
     if b_status != "ok" or n_status != "ok":
         verdict = "broken" if b_status == "ok" else "fixed" if n_status == "ok" else "unchanged"
@@ -196,7 +200,6 @@ def compare(
     """Match the points of `base` and `new` on their whole identity and compare each pair; the
     points of one side that the other lacks are listed, never dropped."""
     (b, b_replaced), (n, n_replaced) = load_input(base), load_input(new)
-    ident = lambda r: {**identity_dict(r), **{c: r[c] for c in EXTRA_IDENTITY if c in r}}  # noqa: E731
     b_rows = {point_key(r): r for r in b.to_dict("records")}
     n_rows = {point_key(r): r for r in n.to_dict("records")}
     out = Comparison(str(base), str(new), threshold_pct, alpha)
@@ -205,8 +208,8 @@ def compare(
         if k in n_rows:
             out.points.append(compare_point(row, n_rows[k], threshold_pct, alpha))
         else:
-            out.only_in_base.append(ident(row))
-    out.only_in_new = [ident(r) for k, r in n_rows.items() if k not in b_rows]
+            out.only_in_base.append(point_fields(row))
+    out.only_in_new = [point_fields(r) for k, r in n_rows.items() if k not in b_rows]
     return out
 
 
@@ -244,7 +247,7 @@ HEADERS = ["point", "status", "base ms", "new ms", "time", "throughput", "memory
 
 def summary(c: Comparison) -> str:
     n = len(c.regressions)
-    head = f"{n} regression{'s' if n != 1 else ''}" if n else "no regression"
+    head = plural(n, "regression") if n else "no regression"
     if not c.points:
         head = "FAILED: no point is in both runs, nothing was compared"
     text = (
@@ -254,8 +257,8 @@ def summary(c: Comparison) -> str:
     )
     for side, n in (("base", c.replaced_in_base), ("new", c.replaced_in_new)):
         if n:
-            text += f"; {n} earlier row{'s' if n != 1 else ''} of points measured twice in {side}"
-            text += " set aside for the latest"
+            text += f"; {plural(n, 'earlier row')} of points measured twice in {side} set "
+            text += "aside for the latest"
     return text
 
 

@@ -1,26 +1,14 @@
 """What the report's search section says of a search's record (tune.json: gpubench.store.
-tune_record; tune_target.json: report.search_target): its numbers, seconds and times, and the
-speed search's trials as the report shows them."""
+tune_record; tune_target.json: store.target_record): its seconds and times, and the speed
+search's trials as the report shows them."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+from gpubench.config import labels
 from gpubench.store.tune_record import RoundRecord, TrialRecord, TuneRecord
-
-
-def num(value: Any) -> float | None:
-    """A finite number, or None (a null, a string, a bool, NaN)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def whole(value: Any) -> int | None:
-    """A whole number, or None."""
-    v = num(value)
-    return None if v is None else int(v)
 
 
 def seconds(value: float | None) -> str:
@@ -42,8 +30,11 @@ def time_spent(elapsed: float | None, budget: float | None) -> str:
 
 
 def budget_s(s: TuneRecord) -> float | None:
-    """The wall-clock budget the tune was given (None: none)."""
-    return num(s.request.get("budget_s"))
+    """The wall-clock budget the tune was given (None: none, or not a finite number)."""
+    b = s.request.get("budget_s")  # the request is a plain dict
+    if isinstance(b, bool) or not isinstance(b, int | float) or not math.isfinite(b):
+        return None
+    return float(b)
 
 
 def in_order(s: TuneRecord) -> list[TrialRecord]:
@@ -62,15 +53,12 @@ def decided(r: RoundRecord) -> bool:
 
 
 def varying(s: TuneRecord) -> list[str]:
-    """The config keys worth printing: those whose values differ between trials, and the batch
-    size."""
-    keys: dict[str, set[str]] = {}
-    for t in s.trials:
-        for k, v in t.config.items():
-            keys.setdefault(k, set()).add(repr(v))
+    """The config keys worth printing: those whose values differ between trials (the one
+    labeler's `varying`), and the batch size."""
+    keys = list(dict.fromkeys(k for t in s.trials for k in t.config))
+    among = labels.varying([t.config for t in s.trials], keys)
     # the batch always: with a fixed effective batch it names what the micro-batches add to
-    many = [k for k, vs in keys.items() if len(vs) > 1 or k == "batch_size"]
-    return many or list(keys)
+    return [k for k in keys if k in among or k == "batch_size"] or keys
 
 
 def label(s: TuneRecord, config: Any) -> str:

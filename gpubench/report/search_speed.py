@@ -4,7 +4,6 @@ names it, the rounds, each trial's fate) and tune_target.json (report.search_tar
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,11 +22,9 @@ from gpubench.report.search_record import (
     time_spent,
 )
 from gpubench.science.verdict import ModelVerdict
-from gpubench.store import tune_record, wording
+from gpubench.store import target_record, tune_record, wording
 from gpubench.store.tune_record import RoundRecord, TrialRecord, TuneRecord
 from gpubench.store.typed_json import RecordError
-
-TARGET_FILE = "tune_target.json"
 
 
 def section(runs: Sequence[Run], plots_dir: Path, verdicts: Sequence[ModelVerdict] = ()) -> str:
@@ -47,19 +44,14 @@ def section(runs: Sequence[Run], plots_dir: Path, verdicts: Sequence[ModelVerdic
                 parts.append(H.note(f"Run {r.name}: {tune_record.FILE} cannot be read ({e})."))
             else:
                 parts.append(speed_section(r.name, speed, plots_dir, f"search{suffix}.png", found))
-        path = r.path / TARGET_FILE
-        if not path.is_file():
-            continue
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            parts.append(H.note(f"Run {r.name}: {TARGET_FILE} cannot be read ({e})."))
-            continue
-        if not isinstance(record, dict) or not isinstance(record.get("trials"), list):
-            parts.append(H.note(f"Run {r.name}: {TARGET_FILE} has no list of trials."))
-        else:
-            file = f"search_target{suffix}.png"
-            parts.append(search_target.section(r.name, record, plots_dir, file))
+        if (r.path / target_record.FILE).is_file():
+            try:
+                target = target_record.read(r.path)
+            except RecordError as e:
+                parts.append(H.note(f"Run {r.name}: {target_record.FILE} cannot be read ({e})."))
+            else:
+                file = f"search_target{suffix}.png"
+                parts.append(search_target.section(r.name, target, plots_dir, file))
     return "<h2>Search</h2>\n" + "\n".join(parts) if parts else ""
 
 

@@ -1,11 +1,9 @@
-"""The time-to-target search (tune_target.json, gpubench.tune.target) in the report's
-search section: its words, chart and table of runs. Only `trials` is required; every other key
-may be absent and then reads as not recorded."""
+"""The time-to-target search (tune_target.json: gpubench.store.target_record) in the report's
+search section: its words, chart and table of runs."""
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +11,9 @@ from matplotlib.axes import Axes
 
 from gpubench.report import html as H
 from gpubench.report.figure import Chart, empty_panel, palette, panels, save
-from gpubench.report.search_record import num, seconds, time_spent, whole
+from gpubench.report.search_record import seconds, time_spent
 from gpubench.report.search_speed_chart import mark
+from gpubench.store.target_record import TargetRecord, TargetRun
 
 MARKERS = {"reached": "*", "kept": "o", "stopped": "x", "seed": "D"}
 FATE = {
@@ -25,53 +24,17 @@ FATE = {
 }
 
 
-@dataclass(frozen=True)
-class Run:
-    """One run of the search: a configuration at a rung on a seed, between two wall seconds."""
-
-    label: str
-    rung: int
-    seed: int | None
-    limit_s: float | None
-    best_metric: float | None
-    time_to_target_s: float | None
-    decision: str
-    reason: str
-    start_s: float | None
-    end_s: float | None
-
-
-def _run(t: dict[str, Any]) -> Run:
-    config = t.get("config")
-    label = t.get("label") or (
-        " ".join(f"{k}={v}" for k, v in config.items()) if isinstance(config, dict) else ""
-    )
-    return Run(
-        label=str(label),
-        rung=whole(t.get("rung")) or 0,
-        seed=whole(t.get("seed")),
-        limit_s=num(t.get("limit_s")),
-        best_metric=num(t.get("best_metric")),
-        time_to_target_s=num(t.get("time_to_target_s")),
-        decision=str(t.get("decision") or ""),
-        reason=str(t.get("reason") or ""),
-        start_s=num(t.get("t_start_s")),
-        end_s=num(t.get("t_end_s")),
-    )
-
-
-def lines(record: dict[str, Any], runs: list[Run]) -> list[str]:
+def lines(record: TargetRecord) -> list[str]:
     """The search in words: how it ended, its coverage and runs' fates, time, best, answer."""
-    out = []
-    if record.get("finished"):
+    out, runs = [], record.trials
+    if record.finished:
         out.append("Finished: every rung decided and the answer re-run on its further seeds.")
-    elif record.get("stopped_by_budget"):
+    elif record.stopped_by_budget:
         out.append("Stopped early by its budget.")
     else:
         out.append(
             "Not finished, and no reason recorded: written while the search ran, or cut off."
         )
-    covered: dict[str, Any] = record["covered"] if isinstance(record.get("covered"), dict) else {}
     fates = Counter(r.decision for r in runs)
     told = [f"{fates[d]} {FATE[d]}" for d in FATE if fates[d] and d != "stopped"]
     if fates["stopped"]:
@@ -81,18 +44,19 @@ def lines(record: dict[str, Any], runs: list[Run]) -> list[str]:
         )
     told += [f"{n} {d or 'undecided'}" for d, n in fates.items() if d not in FATE]
     out.append(
-        f"Coverage: {covered.get('measured', '?')} of {covered.get('space_size', '?')} "
+        f"Coverage: {record.covered.get('measured', '?')} of "
+        f"{record.covered.get('space_size', '?')} "
         f"configurations run; {len(runs)} runs: " + ", ".join(told) + "."
     )
-    study = record.get("optuna") if isinstance(record.get("optuna"), dict) else None
+    study = record.optuna
     if study:
-        ended = ", ".join(f"{n} {s.lower()}" for s, n in (study.get("states") or {}).items())
+        ended = ", ".join(f"{n} {s.lower()}" for s, n in study.states.items())
         out.append(
-            f"Run on Optuna: {study.get('sampler')} and {study.get('pruner')} (reduction factor "
-            f"{study.get('reduction_factor')}); its trials: {ended or 'none'}."
+            f"Run on Optuna: {study.sampler} and {study.pruner} (reduction factor "
+            f"{study.reduction_factor}); its trials: {ended or 'none'}."
         )
-    time = time_spent(num(record.get("elapsed_s")), num(record.get("budget_s")))
-    spent = num(record.get("spent_s"))
+    time = time_spent(record.elapsed_s, record.budget_s)
+    spent = record.spent_s
     out.append(time + (f"; the runs cost {seconds(spent)}." if spent is not None else "."))
     reached = [r for r in runs if r.decision == "reached" and r.time_to_target_s is not None]
     if reached:
@@ -101,9 +65,9 @@ def lines(record: dict[str, Any], runs: list[Run]) -> list[str]:
             f"Fastest single run: {seconds(best.time_to_target_s)} of training to the target "
             f"({best.label}, seed {best.seed}); one seed, not the answer."
         )
-    answer = record.get("answer") if isinstance(record.get("answer"), dict) else None
+    answer = record.answer
     if answer:
-        text = ": ".join(str(x) for x in (answer.get("label"), answer.get("describe")) if x)
+        text = ": ".join(x for x in (answer.label, answer.describe) if x)
         out.append(f"Answer, as the search recorded it: {text or 'not described'}.")
     else:
         out.append(
@@ -112,22 +76,22 @@ def lines(record: dict[str, Any], runs: list[Run]) -> list[str]:
     return out
 
 
-def chart(name: str, record: dict[str, Any], runs: list[Run], plots_dir: Path, file: str) -> Chart:
+def chart(name: str, record: TargetRecord, plots_dir: Path, file: str) -> Chart:
     """Best time to target so far (left) and each run's best metric (right) against wall time."""
-    metric = str(record.get("metric", "metric"))
+    metric = record.metric or "metric"
     fig, axes = panels(["time to the target", f"each run's best {metric}"])
     fig.set_size_inches(12.0, 4.4)
     best_ax, metric_ax = axes[0][0], axes[1][0]
-    done = sorted((r for r in runs if r.end_s is not None), key=lambda r: r.end_s or 0.0)
-    n_rungs = len(record.get("rungs_s") or [])
+    done = sorted((r for r in record.trials if r.t_end_s is not None), key=lambda r: r.t_end_s or 0)
+    n_rungs = len(record.rungs_s)
     names = {r.rung: "seed re-runs" if r.rung >= n_rungs > 0 else f"rung {r.rung}" for r in done}
     colors = palette(names.values())
     for k in sorted(names):
         best_ax.plot([], [], "s", color=colors[names[k]], label=names[k])
     _time_panel(best_ax, record, done, names, colors)
     _metric_panel(metric_ax, record, done, names, colors)
-    budget = num(record.get("budget_s"))
-    ends = [x for x in (num(record.get("elapsed_s")), budget, *(r.end_s for r in done)) if x]
+    budget = record.budget_s
+    ends = [x for x in (record.elapsed_s, budget, *(r.t_end_s for r in done)) if x]
     for ax in (best_ax, metric_ax):
         if ax.get_gid() is None:
             if budget is not None:
@@ -142,11 +106,11 @@ def chart(name: str, record: dict[str, Any], runs: list[Run], plots_dir: Path, f
     for d, m in MARKERS.items():
         metric_ax.plot([], [], marker=m, linestyle="none", label=FATE[d])
     title = (
-        f"Time-to-target search: {record.get('model', '')} on {record.get('dataset', '')}, "
-        f"{metric} {record.get('target', '')}"
+        f"Time-to-target search: {record.model or ''} on {record.dataset or ''}, "
+        f"{metric} {'' if record.target is None else record.target}"
     )
     save(fig, plots_dir, file, title, keys=keys)
-    rungs = ", ".join(f"{x:.3g}" for x in record.get("rungs_s") or [] if num(x) is not None)
+    rungs = ", ".join(f"{x:.3g}" for x in record.rungs_s)
     caption = (
         "Left: each run that reached the target, at the wall second it ended, by the training "
         "seconds it took (seed re-runs as diamonds); the black step line is the least known so "
@@ -159,7 +123,7 @@ def chart(name: str, record: dict[str, Any], runs: list[Run], plots_dir: Path, f
 
 
 def _time_panel(
-    ax: Axes, record: dict[str, Any], done: list[Run], names: dict, colors: dict
+    ax: Axes, record: TargetRecord, done: list[TargetRun], names: dict, colors: dict
 ) -> None:
     xs: list[float] = []
     ys: list[float] = []
@@ -167,18 +131,19 @@ def _time_panel(
     for r in done:
         if r.decision == "reached" and r.time_to_target_s is not None:
             best = r.time_to_target_s if best is None else min(best, r.time_to_target_s)
-        if best is not None and r.end_s is not None:
-            xs.append(r.end_s)
+        if best is not None and r.t_end_s is not None:
+            xs.append(r.t_end_s)
             ys.append(best)
     if not xs:
         empty_panel(ax, "no run reached the target")
         return
     ax.step(xs, ys, where="post", color="black", linewidth=1.6, label="least time to target so far")
     for r in done:
-        if r.time_to_target_s is not None and r.end_s is not None and r.decision in MARKERS:
-            mark(ax, None, r.end_s, r.time_to_target_s, colors[names[r.rung]], MARKERS[r.decision])
-    spread = (record.get("answer") or {}).get("time_to_target") or {}
-    median, low, high = (num(spread.get(k)) for k in ("median", "min", "max"))
+        if r.time_to_target_s is not None and r.t_end_s is not None and r.decision in MARKERS:
+            color = colors[names[r.rung]]
+            mark(ax, None, r.t_end_s, r.time_to_target_s, color, MARKERS[r.decision])
+    spread = (record.answer.time_to_target if record.answer else None) or {}
+    median, low, high = (spread.get(k) for k in ("median", "min", "max"))
     if median is not None:
         ax.axhline(
             median,
@@ -196,26 +161,25 @@ def _time_panel(
 
 
 def _metric_panel(
-    ax: Axes, record: dict[str, Any], done: list[Run], names: dict, colors: dict
+    ax: Axes, record: TargetRecord, done: list[TargetRun], names: dict, colors: dict
 ) -> None:
     shown = [r for r in done if r.best_metric is not None]
     if not shown:
         empty_panel(ax, "no run was evaluated")
         return
     for r in shown:
-        assert r.best_metric is not None and r.end_s is not None  # shown, done: both known
+        assert r.best_metric is not None and r.t_end_s is not None  # shown, done: both known
         color = colors[names[r.rung]]
-        mark(ax, r.start_s, r.end_s, r.best_metric, color, MARKERS.get(r.decision, "."))
-    target = num(record.get("target"))
-    if target is not None:
-        ax.axhline(target, color="red", linewidth=1, label="target")
-    ax.set_ylabel(f"best {record.get('metric', 'metric')} reached")
+        mark(ax, r.t_start_s, r.t_end_s, r.best_metric, color, MARKERS.get(r.decision, "."))
+    if record.target is not None:
+        ax.axhline(record.target, color="red", linewidth=1, label="target")
+    ax.set_ylabel(f"best {record.metric or 'metric'} reached")
 
 
-def table(record: dict[str, Any], runs: list[Run]) -> str:
+def table(record: TargetRecord) -> str:
     """A row per run, in the order it ran: what it trained, how far, and why it was kept or
     stopped."""
-    n_rungs = len(record.get("rungs_s") or [])
+    n_rungs = len(record.rungs_s)
     rows = [
         [
             r.label,
@@ -225,18 +189,17 @@ def table(record: dict[str, Any], runs: list[Run]) -> str:
             H.cell(r.best_metric, ".3g"),
             ("" if r.time_to_target_s is None else seconds(r.time_to_target_s), r.time_to_target_s),
             f"{FATE.get(r.decision, r.decision)}: {r.reason}",
-            H.cell(r.end_s, ",.1f"),
+            H.cell(r.t_end_s, ",.1f"),
         ]
-        for r in runs
+        for r in record.trials
     ]
-    metric = record.get("metric", "metric")
+    metric = record.metric or "metric"
     heads = ["config", "rung", "seed", "trained up to", f"best {metric}", "time to target"]
     return H.table([*heads, "kept or stopped, and why", "ended at (s)"], rows, True)
 
 
-def section(name: str, record: dict[str, Any], plots_dir: Path, file: str) -> str:
+def section(name: str, record: TargetRecord, plots_dir: Path, file: str) -> str:
     """The target search's part of the section: its words, chart and table."""
-    runs = [_run(t) for t in record["trials"] if isinstance(t, dict)]
-    words = "<ul>" + "".join(f"<li>{H.e(line)}</li>" for line in lines(record, runs)) + "</ul>\n"
-    c = chart(name, record, runs, plots_dir, file)
-    return f"<h3>{H.e(c.title)}</h3>\n" + words + H.figure(c) + table(record, runs)
+    words = "<ul>" + "".join(f"<li>{H.e(line)}</li>" for line in lines(record)) + "</ul>\n"
+    c = chart(name, record, plots_dir, file)
+    return f"<h3>{H.e(c.title)}</h3>\n" + words + H.figure(c) + table(record)

@@ -13,6 +13,7 @@ import pandas as pd
 
 from gpubench.config.labels import MAIN, options
 from gpubench.config.registry import BY_NAME
+from gpubench.store.wording import missing
 
 
 def short_device(device_name: str) -> str:
@@ -25,11 +26,6 @@ def short_device(device_name: str) -> str:
         return device_name
     name = m.group(2).removeprefix("NVIDIA ").strip()
     return f"cuda{m.group(1)} {name}" if m.group(1) not in (None, ":0") else name
-
-
-def missing(value: Any) -> bool:
-    """Whether a cell is null: None, or the NaN pandas reads a null as."""
-    return value is None or (isinstance(value, float) and value != value)
 
 
 def _int(value: Any) -> str:

@@ -40,14 +40,10 @@ def expected_cost(point: Point, spec: SweepSpec) -> float:
     return per_point * point.nproc
 
 
-def _series(point: Point) -> tuple[Any, ...]:
-    return point.baseline().key()  # issue 23: weak and strong share one baseline
-
-
 def check_count(shard: tuple[int, int], points: list[Point], spec: SweepSpec) -> None:
     """Refuse a shard count above the number of series in `points`: such shards would hold
     nothing, and the count is a typo."""
-    series = len({_series(p) for p in points})
+    series = len({p.baseline().key() for p in points})  # weak and strong: one series (#23)
     if shard[1] > series:
         raise ConfigError(
             f"invalid shard {shard[0]}/{shard[1]}: suite {spec.name!r} has {series} point "
@@ -68,8 +64,8 @@ def select(points: list[Point], index: int, count: int, spec: SweepSpec) -> list
     and hold every point once."""
     check_count((index, count), points, spec)
     costs: dict[tuple[Any, ...], float] = {}
-    for p in points:
-        costs[_series(p)] = costs.get(_series(p), 0.0) + expected_cost(p, spec)
+    for p in points:  # a series: a point and its baseline's other process counts
+        costs[p.baseline().key()] = costs.get(p.baseline().key(), 0.0) + expected_cost(p, spec)
     load = [0.0] * count
     chosen: set[tuple[Any, ...]] = set()
     for key in sorted(costs, key=lambda k: -costs[k]):  # stable: ties keep the points' order
@@ -77,7 +73,7 @@ def select(points: list[Point], index: int, count: int, spec: SweepSpec) -> list
         load[shard] += costs[key]
         if shard == index - 1:
             chosen.add(key)
-    return [p for p in points if _series(p) in chosen]
+    return [p for p in points if p.baseline().key() in chosen]
 
 
 def saved(store: ResultStore, shard: tuple[int, int] | None) -> tuple[int, int] | None:

@@ -5,13 +5,13 @@ median (science.target_time) is what the pick is judged by, against the grid's f
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from gpubench.science.target_time import TargetTime, fastest, summarise
+from gpubench.store import target_record
 from gpubench.store.results import read_rows
 
 TOLERANCE = 0.2  # a pick whose time to target is at most this much over the grid's best passes
@@ -92,9 +92,9 @@ def judge_target_runs(
     grid_dir: Path, tune_dir: Path, tolerance: float = TOLERANCE
 ) -> TargetJudgement:
     """Tune's answer in `tune_dir`/tune_target.json judged by the grid's rows in `grid_dir`."""
-    path = tune_dir / "tune_target.json"
-    answer = json.loads(path.read_text(encoding="utf-8")).get("answer")
-    if not answer:
+    answer = target_record.read(tune_dir).answer
+    if answer is None:
+        path = tune_dir / target_record.FILE
         raise ValueError(f"{path} names no answer: tune found no configuration to judge")
-    tune_s = (answer.get("time_to_target") or {}).get("median")
-    return judge_target(read_rows(grid_dir), answer["config"], tune_s, tolerance)
+    tune_s = (answer.time_to_target or {}).get("median")
+    return judge_target(read_rows(grid_dir), answer.config, tune_s, tolerance)

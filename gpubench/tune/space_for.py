@@ -16,6 +16,7 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Point
 from gpubench.run import maxbatch
 from gpubench.run.batch_search import Probe
+from gpubench.run.context import RunOptions
 from gpubench.store.results import ResultStore
 from gpubench.tune import space as tune_space
 
@@ -31,14 +32,14 @@ def space_for(
     request: TuneRequest,
     base: Point,
     run_dir: Path,
-    max_memory: int | None,
-    point_timeout_s: float | None,
+    options: RunOptions,
     on_probe: Callable[[Probe], None] | None = None,
 ) -> tune_space.TuneSpace:
     """The space (module docstring): the batch sizes are the powers of two up to the largest
     the base combo fits, probed within MAXBATCH_SHARE of a budget; with a fixed effective
     batch, the largest micro-batch each checkpoint mode fits is kept too (`largest`).
-    `on_probe` is told of each max-batch probe as it ends."""
+    Each probe is measured under `options`' memory cap and timeout; `on_probe` is told of each
+    as it ends."""
     import torch
 
     from gpubench import models
@@ -59,9 +60,7 @@ def space_for(
     first = dataclasses.replace(base, **dict(combos[0]))
     if effective is None:
         batches = sizes or maxbatch.powers_of_two(
-            _largest(
-                first, run_dir, "maxbatch.json", max_memory, point_timeout_s, on_probe, seconds
-            )
+            _largest(first, run_dir, "maxbatch.json", options, on_probe, seconds)
         )
         return tune_space.TuneSpace(first, values, tuple(sorted(set(batches))), combos)
     by_mode: dict[str, int] = {}
@@ -71,9 +70,7 @@ def space_for(
             # no micro-batch is larger than the effective batch: the search stops there
             name = f"maxbatch-{mode}.json"
             each = None if seconds is None else seconds / len(values["checkpoint"])
-            by_mode[mode] = _largest(
-                micro, run_dir, name, max_memory, point_timeout_s, on_probe, each, effective
-            )
+            by_mode[mode] = _largest(micro, run_dir, name, options, on_probe, each, effective)
     largest = max(by_mode.values(), default=0)
     micro_sizes = tune_space.micro_batches(effective, largest, accumulate)
     return tune_space.TuneSpace(
@@ -85,8 +82,7 @@ def _largest(
     base: Point,
     run_dir: Path,
     name: str,
-    max_memory: int | None,
-    point_timeout_s: float | None,
+    options: RunOptions,
     on_probe: Callable[[Probe], None] | None = None,
     seconds: float | None = None,
     ceiling: int = maxbatch.CEILING,
@@ -96,10 +92,10 @@ def _largest(
     path = run_dir / name
     if path.is_file():
         return int(json.loads(path.read_text(encoding="utf-8"))["largest_batch"])
-    cap = max_memory if max_memory is not None else maxbatch.default_cap(base.device)
-    found = maxbatch.find(
-        base, cap, point_timeout_s, ceiling=ceiling, on_probe=on_probe, seconds=seconds
-    )
+    cap = options.max_memory
+    cap = cap if cap is not None else maxbatch.default_cap(base.device)
+    timeout = options.point_timeout_s
+    found = maxbatch.find(base, cap, timeout, ceiling=ceiling, on_probe=on_probe, seconds=seconds)
     if found.largest < 1:
         raise ConfigError(
             f"{base.label()}: not even one sample fits in memory ({found.stopped or 'oom'})"

@@ -8,16 +8,7 @@ run folder holds results.jsonl (every run, marked with `tune_run`, its place in 
 and `tune_trial`, its configuration), env.json, results.csv and tune_target.json, rewritten after
 every run.
 
-tune_target.json schema (version 1; times in seconds; a reader tolerates extra keys):
-{"version": 1, "kind": "target", "model", "size", "device", "precision", "optimizer",
- "dataset", "metric", "target", "budget_s", "seed" (the first seed), "data", "max_steps" (the
- top rung's step cap, or null), "model_options", "elapsed_s" (wall seconds so far), "spent_s" (the
- runs' cost), "eta", "rungs_s": [training-time limit of each rung], "seeds",
- "space": {"batch_sizes", "configs": [{batch_size, lr_scaling, lr_base, lr}]},
- "covered": {"measured", "space_size"}, "stopped_by_budget", "finished",
- "trials": [target_search.SearchResult.runs()], "best_so_far_s", "answer": null or
- {"config", "label", "time_to_target": TargetTime.as_dict(), "describe"},
- "optuna": {"sampler", "pruner", "reduction_factor", "states": {Optuna trial state: count}}}
+tune_target.json: store.target_record.
 """
 
 from __future__ import annotations
@@ -45,6 +36,7 @@ from gpubench.science import lr_scaling
 from gpubench.science.curve import HIGHER_IS_BETTER
 from gpubench.science.target_time import TargetTime
 from gpubench.store.results import ResultStore
+from gpubench.store.target_record import OptunaStudy, TargetAnswer, TargetRecord, TargetRun
 from gpubench.tune.target_search import (
     OnRun,
     Request,
@@ -59,11 +51,10 @@ from gpubench.tune.target_search import (
 # The shipped suite whose [convergence] settings (data, evaluation gaps, warm-up, base rate,
 # top rung) a target search uses: the grid it is compared with is that suite's sweep.
 SETTINGS_SUITE = "convergence"
+RUN_OPTIONS = RunOptions()  # the sweep's: no memory cap, its point timeout
 ETA = 3  # each rung eta times the last; the top 1/eta go on (the eta of Li et al.'s Hyperband)
 RUNG_COUNT = 3
 
-FILE = "tune_target.json"
-VERSION = 1
 # what tune_target.json takes as it is from the runs' Point, and from the Record
 _OF_POINT = ("model", "device", "precision", "optimizer", "seed", "data")
 _AS_IS = ("dataset", "metric", "target", "budget_s", "max_steps")
@@ -96,42 +87,37 @@ class Record:
         answer = None
         if result.best is not None:
             best = self.configs[result.best]
-            answer = {
-                "config": best.as_dict(),
-                "label": best.label(),
-                "time_to_target": spread.as_dict() if spread else None,
-                "describe": spread.describe() if spread else None,
-            }
-        record = {
-            "version": VERSION,
-            "kind": "target",
+            describe = spread.describe() if spread else None
+            time_to_target = spread.as_dict() if spread else None
+            answer = TargetAnswer(best.as_dict(), best.label(), time_to_target, describe)
+        study = result.study
+        TargetRecord(
             **{name: getattr(self.point, name) for name in _OF_POINT},
-            "size": self.point.model_size,
-            "model_options": decode(self.point.model_options),
+            size=self.point.model_size,
+            model_options=decode(self.point.model_options),
             **{name: getattr(self, name) for name in _AS_IS},
-            "elapsed_s": elapsed_s,
-            "spent_s": result.spent_s,
-            "eta": self.rungs.eta,
-            "rungs_s": list(self.rungs.limits_s),
-            "seeds": self.seeds,
-            "space": {
+            elapsed_s=elapsed_s,
+            spent_s=result.spent_s,
+            eta=self.rungs.eta,
+            rungs_s=tuple(self.rungs.limits_s),
+            seeds=self.seeds,
+            space={
                 "batch_sizes": list(self.batch_sizes),
                 "configs": [c.as_dict() for c in self.configs],
             },
-            "covered": {"measured": result.trials_measured(), "space_size": len(self.configs)},
-            "stopped_by_budget": result.stopped_by_budget,
-            "finished": finished,
-            "trials": result.runs(),
-            "best_so_far_s": result.best_s,
-            "answer": answer,
-            "optuna": {
-                "sampler": type(result.study.sampler).__name__,
-                "pruner": type(result.study.pruner).__name__,
-                "reduction_factor": result.eta,
-                "states": dict(Counter(t.state.name for t in result.study.trials)),
-            },
-        }
-        store.write_json(FILE, record)
+            covered={"measured": result.trials_measured(), "space_size": len(self.configs)},
+            stopped_by_budget=result.stopped_by_budget,
+            finished=finished,
+            trials=tuple(TargetRun(**r) for r in result.runs()),
+            best_so_far_s=result.best_s,
+            answer=answer,
+            optuna=OptunaStudy(
+                type(study.sampler).__name__,
+                type(study.pruner).__name__,
+                result.eta,
+                dict(Counter(t.state.name for t in study.trials)),
+            ),
+        ).write(store)
 
 
 @dataclass(frozen=True)
@@ -229,8 +215,7 @@ def run_target(
     model_options: Mapping[str, Any] | None = None,
     rungs: int = RUNG_COUNT,
     eta: int = ETA,
-    max_memory: int | None = None,
-    point_timeout_s: float | None = 600.0,
+    options: RunOptions = RUN_OPTIONS,
     on_run: OnRun | None = None,
 ) -> TargetResult:
     """Search batch size x learning rate of `model` on `device` for the least training time
@@ -241,7 +226,7 @@ def run_target(
     training set's size, every lr-scaling rule, a top rung of the settings' time limit. Lower
     rungs cap `max_steps` at their share of the top rung's time. The runs carry `data`,
     `model_options` and seed `seed` (a contender's re-runs seed + 1, ...), each a worker's
-    convergence point under `max_memory` bytes and `point_timeout_s` seconds. Bad input raises
+    convergence point under `options`' memory cap and point timeout. Bad input raises
     ConfigError before anything is written."""
     metric, value = parse_target(target)
     default_size, default_conv = default_settings(optimizer)
@@ -263,8 +248,8 @@ def run_target(
             f"invalid --data {data!r} with --target; allowed: device (a convergence run keeps "
             "its data set on the device)"
         )
-    options = dict(model_options or {})
-    check_buildable((model,), size, {model: options})
+    model_kwargs = dict(model_options or {})
+    check_buildable((model,), size, {model: model_kwargs})
     try:
         ds, _ = catalog.load(model, size, conv.dataset, conv.data_dir, conv.image_size)
     except ValueError as e:
@@ -272,9 +257,10 @@ def run_target(
     top_s = max_time_s if max_time_s is not None else conv.time_limit_s()
     if top_s is None:
         raise ConfigError("a target search needs a training-time limit; allowed: --max-time S")
-    if point_timeout_s is not None and top_s >= point_timeout_s:
+    timeout = options.point_timeout_s
+    if timeout is not None and top_s >= timeout:
         raise ConfigError(
-            f"top rung {top_s:g} s does not fit in --point-timeout {point_timeout_s:g} s; "
+            f"top rung {top_s:g} s does not fit in --point-timeout {timeout:g} s; "
             "allowed: a training time below the point timeout"
         )
     try:
@@ -290,12 +276,12 @@ def run_target(
             )
     configs = space(optimizer, conv, sizes, rules)
     base = Point(model, size, device, precision, optimizer, 1, seed, data)
-    base = dataclasses.replace(base, model_options=encode(options))
+    base = dataclasses.replace(base, model_options=encode(model_kwargs))
     record = Record(
         base, ds.name, metric, value, budget_s, ladder, seeds, configs, sizes, max_steps
     )
     started = time.perf_counter()
-    with RunContext(Path(out), RunOptions(max_memory, point_timeout_s)) as run:
+    with RunContext(Path(out), options) as run:
         run.open()
         run.capture_env([device], [precision], recalibrate=False)
         result = SearchResult(configs, ladder.eta, seed)

@@ -54,6 +54,7 @@ OnTrial = Callable[[T.TrialRecord, "TuneRequest"], None]
 # deadline cut it short); results.jsonl holds each configuration's deepest round's row (its
 # longest measurement), what the verdict and the report read, rewritten after each measurement.
 ROWS_FILE = "tune_rows.jsonl"
+UNBOUNDED = RunOptions(point_timeout_s=None)  # a tune called as a function: no point timeout
 
 
 @dataclass(frozen=True)
@@ -148,32 +149,30 @@ def sweep_spec(request: TuneRequest, space: tune_space.TuneSpace) -> SweepSpec:
 def tune(
     request: TuneRequest,
     run_dir: Path,
+    options: RunOptions = UNBOUNDED,
     *,
-    resume: bool = False,
-    max_memory: int | None = None,
-    point_timeout_s: float | None = None,
     on_trial: OnTrial | None = None,
-    confirm: bool = True,
     should_stop: Callable[[], bool] | None = None,
     started: float | None = None,
     on_progress: Callable[[str], None] | None = None,
 ) -> T.TuneRecord:
     """Tune `request` into `run_dir` (see the module docstring) and return tune.json's record.
-    With `resume`, `run_dir` holds a tune to go on with: its own request is used, with this
-    `request`'s budget_s. `should_stop` (Ctrl-C, say) is asked before each measurement: once it
+    `options`: each point's memory cap and timeout; with `resume`, `run_dir` holds a tune to go
+    on with: its own request is used, with this `request`'s budget_s; `confirm`: the leaders
+    confirmed at the end. `should_stop` (Ctrl-C, say) is asked before each measurement: once it
     says stop, the search ends there and nothing is confirmed. `started`: the
     time.perf_counter() reading from which the budget counts (None: now; the command line's
     tune counts from its process's start). `on_progress` is given a line, elapsed and budget
     first, as each max-batch probe ends and each trial starts."""
     started = time.perf_counter() if started is None else started
-    saved = _saved_record(run_dir) if resume else {}
-    if resume:
+    resume = options.resume
+    saved = _saved_record(run_dir) if resume else None
+    if saved is not None:
         request = dataclasses.replace(
-            TuneRequest.from_dict(saved["request"]), budget_s=request.budget_s
+            TuneRequest.from_dict(saved.request), budget_s=request.budget_s
         )
     check_buildable((request.model,), request.size, {request.model: request.model_options})
     clock = _Clock(started, request.budget_s, on_progress)
-    options = RunOptions(max_memory, point_timeout_s, resume=resume, confirm=confirm)
     with RunContext(run_dir, options) as run:
         run.open(rows=run_dir / ROWS_FILE)
         if not resume and (run_dir / T.FILE).exists():
@@ -185,11 +184,11 @@ def tune(
             "the space: the model's axes, max-batch's memory model where no batch sizes given"
         )
         base = request.base_point()
-        space = space_for(request, base, run_dir, max_memory, point_timeout_s, clock.probe_line)
+        space = space_for(request, base, run_dir, options, clock.probe_line)
         spec = sweep_spec(request, space)
         # one worker for the check, the environment capture and the trials: a worker's start
         # (on an H100 about 4 s each of the 22 s tune spent before its first trial) paid once
-        preflight.check_models(spec, max_memory, point_timeout_s, run.runner)
+        preflight.check_models(spec, options.max_memory, options.point_timeout_s, run.runner)
         run.write_suite(spec)
         if not (run_dir / "env.json").is_file():
             clock.say("capturing the environment")
@@ -203,7 +202,7 @@ def tune(
         if interrupted:
             stopped = "stopped on request (Ctrl-C): nothing confirmed"
             record = dataclasses.replace(record, stopped=stopped)
-        if confirm and trials.measurements and not interrupted:
+        if options.confirm and trials.measurements and not interrupted:
             clock.say("confirming the leaders (interleaved)")
             run.confirm()  # in fresh workers of its own, as the sweep does
         record = dataclasses.replace(
@@ -253,16 +252,14 @@ class _Trials:
         request: TuneRequest,
         space: tune_space.TuneSpace,
         clock: _Clock,
-        saved: dict[str, Any],
+        saved: T.TuneRecord | None,
         should_stop: Callable[[], bool] | None,
         on_trial: OnTrial | None,
     ) -> None:
         self.run, self.request, self.space, self.clock = run, request, space, clock
         self.should_stop, self.on_trial = should_stop, on_trial
-        self.offset = float(saved.get("elapsed_s") or 0.0)  # the time of the runs before
-        self.old_elapsed = {
-            int(t["number"]): float(t["elapsed_s"]) for t in saved.get("trials", [])
-        }
+        self.offset = saved.elapsed_s if saved else 0.0  # the time of the runs before
+        self.old_elapsed = {t.number: t.elapsed_s for t in saved.trials} if saved else {}
         self.record = T.TuneRecord(request.to_dict(), space.to_dict())
         self.measurements = read_measurements(run.dir)
         # a cut measurement is measured again (it never counted)
@@ -369,18 +366,18 @@ class _Trials:
         return self.record
 
 
-def _saved_record(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / T.FILE
-    if not path.is_file():
+def _saved_record(run_dir: Path) -> T.TuneRecord:
+    """The tune.json a resumed tune goes on from (store.tune_record), its request readable."""
+    if not (run_dir / T.FILE).is_file():
         raise ConfigError(
             f"nothing to resume in {str(run_dir)!r}: it has no {T.FILE}; "
             "allowed: the folder of a tune started by gpubench"
         )
+    saved = T.read(run_dir)
     try:
-        saved: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        TuneRequest.from_dict(saved["request"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"cannot read {path}: {e}") from None
+        TuneRequest.from_dict(saved.request)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"cannot read {run_dir / T.FILE}: {e}") from None
     return saved
 
 
