@@ -120,7 +120,7 @@ def _by_series(path: Path) -> dict[tuple[Any, ...], dict[int, dict[str, Any]]]:
     series: dict[tuple[Any, ...], dict[int, dict[str, Any]]] = {}
     for line in path.read_text().splitlines():
         r = json.loads(line)
-        series.setdefault(batch_growth.series_key(Point.of(r)), {})[int(r["batch_size"])] = r
+        series.setdefault(Point.of(r).key(drop=("batch_size",)), {})[int(r["batch_size"])] = r
     return series
 
 

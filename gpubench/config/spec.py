@@ -104,11 +104,6 @@ class _PointMethods:
         return Point(**values)
 
 
-def _types(kind: Any) -> tuple[Any, ...]:
-    """The types a setting's type admits: (int, NoneType) for int | None."""
-    return tuple(getattr(kind, "__args__", (kind,)))
-
-
 def _point_class() -> type:
     """Point made from the registry: a frozen dataclass with a field per setting (those a
     Point must be given first), and _PointMethods."""

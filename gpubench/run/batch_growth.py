@@ -21,11 +21,6 @@ from gpubench.store.growth_record import GrowthRecord, Stop, Unmeasured
 AUTO_START = 1
 
 
-def series_key(point: Point) -> tuple[Any, ...]:
-    """The series `point` belongs to: every identity field but the batch size."""
-    return dataclasses.replace(point, batch_size=0).key()
-
-
 def grows(spec: SweepSpec, point: Point, sharded: bool) -> bool:
     """Whether `point`'s series may grow past its planned batch sizes in `spec`'s sweep."""
     return (

@@ -36,7 +36,7 @@ from gpubench.config.validate import validate
 from gpubench.harness.failure import is_out_of_memory, one_line
 from gpubench.probes import process_tree
 from gpubench.run.context import RunContext, RunOptions
-from gpubench.run.sweep import _row_key, plan
+from gpubench.run.sweep import plan
 from gpubench.science import scaling
 from gpubench.store import env
 from gpubench.store.results import ResultStore, read_rows
@@ -168,7 +168,7 @@ def _todo(run: RunContext, spec: SweepSpec, local_world: int) -> list[tuple[Poin
         # the calibration's matmul and copy buffers go back to the device before rank 0's
         # points (a no-op where this rank never initialised CUDA)
         torch.cuda.empty_cache()
-    done = {_row_key(r) for r in read_rows(out)} if run.store.path.is_file() else set()
+    done = {Point.of(r).key() for r in read_rows(out)} if run.store.path.is_file() else set()
     planned = plan(spec, out, RunOptions(point_timeout_s=None))
     ours = [p for p in planned if p.parallel != "none" and p.nproc == local_world]
     # issue 23: the world (nproc * nodes) is in each point's identity

@@ -11,7 +11,6 @@ from typing import Any
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Point
 from gpubench.run import folder
-from gpubench.run.sweep import _row_key
 from gpubench.science import scaling
 from gpubench.store import env
 from gpubench.store.results import ResultsError, ResultStore, read_rows
@@ -118,7 +117,7 @@ def merge(
         for row in run_rows:
             row = _own_machine(row, machines)
             # The same point on two devices (an A100 and an H100) is two rows, not a duplicate.
-            key = (*_row_key(row), row.get("device_name"))
+            key = (*Point.of(row).key(), row.get("device_name"))
             if key not in owner:
                 owner[key] = (len(rows), machines[0])
                 rows.append(row)

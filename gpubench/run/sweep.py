@@ -34,6 +34,10 @@ from gpubench.store.growth_record import Unmeasured
 from gpubench.store.results import load_results, read_rows
 from gpubench.store.row import make_row
 
+# The points that share a memory boundary differ only in these; a batch-size series only in the
+# batch (run.batch_growth).
+MEMORY_GROUP = ("batch_size", "seed")
+SERIES = ("batch_size",)
 OnRow = Callable[[dict[str, Any], int, int], None]
 OnStart = Callable[[int, int], None]  # (points in the sweep, points already measured)
 
@@ -47,11 +51,6 @@ def default_run_dir(root: str | Path = "results") -> Path:
         n += 1
         path = Path(root) / f"{stamp}-{n}"
     return path
-
-
-def memory_group(point: Point) -> tuple[Any, ...]:
-    """The points that share a memory boundary: all but batch size and seed are equal."""
-    return dataclasses.replace(point, batch_size=0, seed=0).key()
 
 
 def run_sweep(
@@ -152,7 +151,7 @@ def _measure(
     appending each row to its store (and each point's timings to its log). A series that grows
     (run.batch_growth) gets its next batch size right after its last one, the sweep's count
     of points growing with it."""
-    done = {_row_key(r): r for r in done_rows}
+    done = {Point.of(r).key(): r for r in done_rows}
     oom_at: dict[tuple[Any, ...], int] = {}
     for r in done_rows:
         if r.get("status") == "oom" and not str(r.get("error") or "").startswith("skipped:"):
@@ -160,17 +159,17 @@ def _measure(
     # issue 28: each growing series' rows so far, and its points still to come in the plan
     series_rows: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in done_rows:
-        series_rows.setdefault(batch_growth.series_key(Point.of(r)), []).append(r)
-    to_come = Counter(batch_growth.series_key(p) for p in points)
+        series_rows.setdefault(Point.of(r).key(drop=SERIES), []).append(r)
+    to_come = Counter(p.key(drop=SERIES) for p in points)
     listed: dict[tuple[Any, ...], int] = {}  # each series' largest batch size in the plan
     for p in points:
-        key = batch_growth.series_key(p)
+        key = p.key(drop=SERIES)
         listed[key] = max(listed.get(key, 0), p.batch_size)
     planned = {p.key() for p in points}
     grown_before = [  # rows of grown points measured before this sweep was resumed
         r
         for r in done_rows
-        if _row_key(r) not in planned and batch_growth.series_key(Point.of(r)) in listed
+        if Point.of(r).key() not in planned and Point.of(r).key(drop=SERIES) in listed
     ]
     decisions: dict[str, batch_growth.Growth] = {}  # issue 42: why each grown series stopped
     unmeasured: list[Unmeasured] = []  # listed points a series' budget could not hold
@@ -190,7 +189,7 @@ def _measure(
     queue = deque(points)
     while queue:
         point = queue.popleft()
-        key = batch_growth.series_key(point)
+        key = point.key(drop=SERIES)
         grows = batch_growth.grows(spec, point, sharded)
         row = done.get(point.key())
         if row is None and should_stop is not None and should_stop():
@@ -240,7 +239,7 @@ def _row(
 ) -> dict[str, Any]:
     """`point`'s row: `oom` unmeasured where a smaller batch of its memory group ran out of
     memory, a torchrun launch for a parallel point, else a measurement in `run`'s worker."""
-    smallest_oom = oom_at.get(memory_group(point))
+    smallest_oom = oom_at.get(point.key(drop=MEMORY_GROUP))
     if smallest_oom is not None and point.batch_size > smallest_oom:
         return make_row(point, "oom", error=f"skipped: B={smallest_oom} ran out of memory")
     if point.parallel != "none":  # issue 17: a rank per process, launched here
@@ -265,16 +264,12 @@ def _check_time_limit(conv: Convergence, point_timeout_s: float | None) -> None:
 
 
 def _note_oom(oom_at: dict[tuple[Any, ...], int], point: Point) -> None:
-    group = memory_group(point)
+    group = point.key(drop=MEMORY_GROUP)
     oom_at[group] = min(oom_at.get(group, point.batch_size), point.batch_size)
 
 
 def replace_batch(point: Point, batch: int) -> Point:
     return dataclasses.replace(point, batch_size=batch)
-
-
-def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    return Point.of(row).key()
 
 
 def plan(spec: SweepSpec, run_dir: Path, options: RunOptions) -> list[Point]:

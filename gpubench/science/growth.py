@@ -49,7 +49,6 @@ AUTO_BUDGET_S = {"cpu": 30.0, "cuda": 30.0}
 _SLOPE_FLOOR = 1 / 8
 
 BRACKETED = ("flattened", "memory ends")  # reasons under which the fastest batch is answered
-GROWING = ("rising", "launch-bound", "refine")  # reasons that measure a next batch
 
 
 @dataclass(frozen=True)

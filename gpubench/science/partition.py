@@ -23,8 +23,6 @@ IDENTITY = registry.names()
 FIXED = registry.fixed()
 # The columns that name a configuration: the identity but the seed.
 CONFIGURATION = [c for c in IDENTITY if c != "seed"]
-# What competes within a partition (and a label may have to name).
-COMPETING = registry.competing()
 
 
 def finite(v: Any) -> bool:
