@@ -16,22 +16,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from gpubench.config.spec import Point
 from gpubench.science.partition import norm
 from gpubench.science.standing import ran
-from gpubench.store.row import IDENTITY
 
-# What a baseline is, whatever the point: one process on one node, with no scaling of its own.
-BASELINE = {"nproc": 1, "nodes": 1, "scaling": None}
 # An identity field a row written before it existed lacks (or holds as null): its value then.
 DEFAULTS = {"nodes": 1}
 
 
 def baseline_key(row: dict[str, Any], across_machines: bool = False) -> tuple[Any, ...]:
-    """The identity of `row`'s baseline: the same point in one process on one node, on the same
-    machine (`host`; a row without one, written before rows named their machine, is on an
-    unknown one, matched only by other such rows) unless `across_machines`. A null read back as
-    NaN, or a number read back as a float, compares as it was written."""
-    key = tuple(BASELINE[c] if c in BASELINE else _value(row, c) for c in IDENTITY)
+    """The identity of `row`'s baseline (Point.baseline: the same point in one process on one
+    node), on the same machine (`host`; a row without one, written before rows named their
+    machine, is on an unknown one, matched only by other such rows) unless `across_machines`."""
+    key = Point.of(row).baseline().key()
     return key if across_machines else (*key, _value(row, "host"))
 
 
