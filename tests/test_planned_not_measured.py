@@ -17,6 +17,7 @@ from gpubench.cli.main import main
 from gpubench.config.spec import Point, SweepSpec
 from gpubench.report.explain import explain_runs
 from gpubench.report.verdict_section import verdict_section
+from gpubench.run import shard
 from gpubench.run.folder import as_saved
 from gpubench.science import levers, plan
 from gpubench.science.partition import identity_dict
@@ -32,8 +33,8 @@ def _point(precision: str, batch: int) -> Point:
     return Point("mlp", "tiny", "cpu", precision, "sgd", batch)
 
 
-def _suite() -> dict[str, Any]:
-    spec = SweepSpec(
+def _spec() -> SweepSpec:
+    return SweepSpec(
         name="t",
         models=("mlp",),
         size="tiny",
@@ -42,7 +43,10 @@ def _suite() -> dict[str, Any]:
         precisions=("fp32", "bf16"),
         optimizers=("sgd",),
     )
-    return as_saved(spec)
+
+
+def _suite() -> dict[str, Any]:
+    return as_saved(_spec())
 
 
 def _folder(root: Path, measured: list[Point], **files: Any) -> Path:
@@ -199,4 +203,27 @@ def test_the_h100_quick_run_says_its_transformer_bf16_was_never_reached() -> Non
         "cuda 2.02x cpu at B=64, the largest batch both ran: the fastest of each there, "
         "cuda fp32 B=64 (32,769 samples/s) over cpu bf16 B=64 (16,205); the fastest on each, "
         "at different batches, 1,808.76x: cuda bf16 B=65536"
+    )
+
+
+def test_a_point_another_folder_measured_is_measured(tmp_path: Path) -> None:
+    # folder a planned bf16 B=64 and never reached it; folder b measured it
+    every = [_point(p, b) for p in ("fp32", "bf16") for b in BATCHES]
+    a = _folder(tmp_path / "a", every[:-1])
+    b = _folder(tmp_path / "b", every[-1:])
+    assert _verdict(a).planned is not None
+    (v,) = explain_runs([a, b])[0]
+    assert v.planned is None
+
+
+def test_a_shard_plans_only_its_own_points(tmp_path: Path) -> None:
+    spec = _spec()
+    mine = shard.select(list(spec.points()), 1, 2, spec)
+    assert 0 < len(mine) < len(spec.points())
+    run = _folder(tmp_path, mine, shard={"index": 1, "count": 2})
+    assert _verdict(run).planned is None  # the other shard's points are its own to measure
+    run = _folder(tmp_path / "short", mine[:-1], shard={"index": 1, "count": 2})
+    last = mine[-1]
+    assert _verdict(run).planned == (
+        f"cpu {last.precision} B={last.batch_size} (not reached: the run ended before it)"
     )

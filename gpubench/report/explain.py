@@ -70,21 +70,23 @@ def run_verdicts(
 
 
 def unreached(runs: Sequence[Run]) -> list[plan.Unreached]:
-    """The points the runs' sweeps planned and did not measure (science.plan), each run's plan
-    (its suite.json) against its own rows, with growth.json's reasons where it recorded them.
+    """The points the runs' sweeps planned and no run measured (science.plan): each run's plan
+    (its suite.json) against the rows, with growth.json's reasons where it recorded them.
     A tune's folder plans no grid (its suite.json is the space it searched); a folder without
     suite.json, or of `--batch-sizes auto` (whose batches the sweep chose as it went), has
     only what growth.json recorded."""
     out: list[plan.Unreached] = []
+    # a point one folder planned and another measured is measured: the verdict has its row
+    every = [r for run in runs for r in run.frame.to_dict("records")]
     for run in runs:
         if (Path(run.path) / TUNE_FILE).is_file():
             continue
         record = growth_record.read(run.path)
         # a merge of folders is finished by resuming its sources, not the merge
         where = None if (Path(run.path) / MERGE_FILE).is_file() else str(run.path)
-        rows = run.frame.to_dict("records")
         recorded = record.unmeasured if record is not None else ()
-        out += plan.unreached(_planned(run, rows), rows, recorded, where)
+        planned = _planned(run, run.frame.to_dict("records"))
+        out += plan.unreached(planned, every, recorded, where)
     return out
 
 
