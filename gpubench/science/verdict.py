@@ -160,7 +160,8 @@ class ModelVerdict:
         """The answer for a script (`explain --json`): the partition, the winner's whole identity
         (None in a tie), the leader, the ties, how sure, what it stands on, the bottleneck with
         its evidence, the levers; per device its leader (`devices`, the fastest device first)
-        and the fastest device against each other (`across_devices`)."""
+        and the fastest device against each other (`across_devices`); the points planned and
+        not measured (`planned_not_measured`: the verdict's line and each point, with why)."""
         return {
             **{k: self.identity.get(k) for k in FIXED},
             "heading": self.model,
