@@ -3,17 +3,22 @@ sweep and the top of the report."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import AUTO, Point
 from gpubench.report.runs import Run, combine, load_runs
-from gpubench.science import remeasured
+from gpubench.run import folder, shard
+from gpubench.science import plan, remeasured
 from gpubench.science.leaders import MARGIN
 from gpubench.science.verdict import ModelVerdict, verdicts
-from gpubench.store import confirmations
+from gpubench.store import confirmations, growth_record
+from gpubench.store.results import ResultStore
 
 
 def cpu_energy_reason(runs: Sequence[Run]) -> str | None:
@@ -56,10 +61,65 @@ def run_verdicts(
     more than `margin` (a share) is a tie. On a merge of several machines the fastest names
     its machine."""
     rows = run_frame(runs) if frame is None else frame
-    out = verdicts(rows, cpu_energy_reason(runs), _found(runs), margin, command(runs))
+    out = verdicts(
+        rows, cpu_energy_reason(runs), _found(runs), margin, command(runs), unreached(runs)
+    )
     for v in out:
         v.fastest += machine_of_fastest(rows, v)
     return out
+
+
+def unreached(runs: Sequence[Run]) -> list[plan.Unreached]:
+    """The points the runs' sweeps planned and no run measured (science.plan): each run's plan
+    (its suite.json) against the rows, with growth.json's reasons where it recorded them.
+    A tune's folder plans no grid (its suite.json is the space it searched); a folder without
+    suite.json, or of `--batch-sizes auto` (whose batches the sweep chose as it went), has
+    only what growth.json recorded."""
+    out: list[plan.Unreached] = []
+    # a point one folder planned and another measured is measured: the verdict has its row
+    every = [r for run in runs for r in run.frame.to_dict("records")]
+    for run in runs:
+        if (Path(run.path) / TUNE_FILE).is_file():
+            continue
+        record = growth_record.read(run.path)
+        # a merge of folders is finished by resuming its sources, not the merge
+        where = None if (Path(run.path) / MERGE_FILE).is_file() else str(run.path)
+        recorded = record.unmeasured if record is not None else ()
+        planned = _planned(run, run.frame.to_dict("records"))
+        out += plan.unreached(planned, every, recorded, where)
+    return out
+
+
+# written by merge beside the merged rows (run.merge owns it; only its presence is read here)
+MERGE_FILE = "merge.json"
+
+
+def _planned(run: Run, rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The points `run`'s suite.json plans (its shard's, where it is one), each by setting
+    name; [] where it has no suite or its batches were chosen as it went ("auto"). Devices
+    "auto" are the CPU and, where the run's machine had one (env.json or a row), CUDA."""
+    if not run.suite:
+        return []
+    saved = folder.with_defaults(run.suite)
+    try:
+        # validated as on a CPU: the plan is the run's machine's, which may have had CUDA
+        spec = folder.spec_from_saved({**saved, "devices": ["cpu"]})
+    except ConfigError:
+        # a suite this version cannot read back (its --resume refuses it too) plans nothing
+        # here; growth.json, where the run wrote one, still says what it recorded
+        return []
+    devices = [str(d) for d in saved["devices"]]
+    if "auto" in devices:
+        cuda = bool(run.env.get("gpus")) or any(str(r["device"]).startswith("cuda") for r in rows)
+        devices = ["cpu", *(["cuda"] if cuda else []), *(d for d in devices if d != "auto")]
+    spec = dataclasses.replace(spec, devices=tuple(dict.fromkeys(devices)))
+    if spec.batch_sizes == AUTO:
+        return []
+    points: list[Point] = list(dict.fromkeys(spec.points()))
+    part = shard.saved(ResultStore(run.path), None)  # reads shard.json; writes nothing
+    if part is not None:
+        points = shard.select(points, *part, spec)
+    return [p.to_dict() for p in points]
 
 
 def machine_of_fastest(rows: pd.DataFrame, v: ModelVerdict) -> str:

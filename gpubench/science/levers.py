@@ -4,15 +4,17 @@ experiment worth running: never one the run already did."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gpubench.config import registry
 from gpubench.config.registry import Setting, lever_name
-from gpubench.science import growth
+from gpubench.science import growth, plan
 from gpubench.science.input_bound import workers_lever
 from gpubench.science.leaders import MARGIN, Comparison
 from gpubench.science.partition import identity, label, norm, same_key, series
+from gpubench.science.plan import Unreached
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ def levers(
     command: str = "sweep",
     paired: dict[tuple[Any, ...], Comparison] | None = None,
     tied: frozenset[tuple[Any, ...]] = frozenset(),
+    unreached: Sequence[Unreached] = (),
 ) -> tuple[list[str], str | None]:
     """The levers for `kind`: each measured one that helps by more than `margin` (its
     samples/s with it over without, naming the row it is measured against) and each one not
@@ -44,15 +47,18 @@ def levers(
     identity): where a lever's two rows are among them, its effect is the rounds' ratio.
     `tied`: the identities of the rows the verdict could not tell from `best` by the rows'
     own intervals: a lever measured against one of them is within noise, never a figure.
+    `unreached`: the partition's points planned and not measured (science.plan): a lever or
+    larger batch among them is said to be planned, not measured, and why.
     A setting measured slower, or within the margin, is no lever: see no_help()."""
-    found = [e for e in _effects(kind, best, records, among, margin, paired, tied) if e.helps]
+    effects = _effects(kind, best, records, among, margin, paired, tied, unreached)
+    found = [e for e in effects if e.helps]
     lines, todo = [e.line for e in found], [e.todo for e in found if e.todo]
     if kind == "input":  # issue 31: the loader's workers, against the fewest measured
         more, todo_more = workers_lever(best, records, margin, tied)
         lines += more
         todo[:0] = [todo_more] if todo_more else []
     if kind in ("launch", "memory", "mixed"):
-        line, todo_first = _larger_batch(best, records, all_rows, command)
+        line, todo_first = _larger_batch(best, records, all_rows, command, unreached)
         lines.append(line)
         todo[:0] = [todo_first] if todo_first else []
     return lines, (todo[0] if todo else None)
@@ -82,6 +88,7 @@ def _effects(
     margin: float,
     paired: dict[tuple[Any, ...], Comparison] | None,
     tied: frozenset[tuple[Any, ...]],
+    unreached: Sequence[Unreached] = (),
 ) -> list[Effect]:
     out = []
     for setting in registry.levers(kind):
@@ -107,7 +114,8 @@ def _effects(
             full = [r for r in off if fld == "precision" and r.get("precision") == "fp32"]
             off = full or off
             if not off:
-                out.append(Effect(f"{name}: in use; not measured without it", True))
+                planned = _planned(setting, best, unreached, on=False)
+                out.append(planned or Effect(f"{name}: in use; not measured without it", True))
                 continue
             other = max(off, key=lambda r: float(r["samples_per_s"]))
             rounds = (paired or {}).get(identity(other))
@@ -130,7 +138,9 @@ def _effects(
             if not with_it:
                 if fld == "precision":  # beside the fastest's own precision
                     flag = f"--precisions {best.get('precision')},{on}"
-                out.append(Effect(f"{name}: not measured", True, f"measure {name}: {flag}"))
+                todo = f"measure {name}: {flag}"
+                planned = _planned(setting, best, unreached, on=True, todo=todo)
+                out.append(planned or Effect(f"{name}: not measured", True, todo))
                 continue
             top = max(with_it, key=lambda r: float(r["samples_per_s"]))
             ratio = float(top["samples_per_s"]) / float(best["samples_per_s"])
@@ -140,6 +150,33 @@ def _effects(
             )
             out.append(_judged(text, ratio, margin, identity(top) in tied))
     return out
+
+
+def _planned(
+    setting: Setting,
+    best: dict[str, Any],
+    unreached: Sequence[Unreached],
+    on: bool,
+    todo: str | None = None,
+) -> Effect | None:
+    """Where the fastest point with `setting` turned `on` (or off) was planned and not
+    measured (issue 41: never "not measured" as if it had not been planned): the lever said
+    so with why, and its next step (finish the run, else `todo`); None where it was not
+    planned."""
+    fld = setting.name
+    planned = [
+        u
+        for u in unreached
+        if same_key(u.point, fld, "batch_size") == same_key(best, fld, "batch_size")
+        and setting.is_on(u.point) == on
+    ]
+    if not planned:
+        return None
+    name, why = lever_name(setting), planned[0].why()
+    without = "" if on else " without it"
+    return Effect(
+        f"{name}: planned{without}, not measured ({why})", True, plan.resume(planned) or todo
+    )
 
 
 def _unshown(text: str, margin: float) -> Effect:
@@ -163,12 +200,15 @@ def _larger_batch(
     records: list[dict[str, Any]],
     all_rows: list[dict[str, Any]],
     command: str = "sweep",
+    unreached: Sequence[Unreached] = (),
 ) -> tuple[str, str | None]:
     """Whether a larger batch is worth measuring: not where the fastest point's series already
     ran out of memory above it (all_rows holds the failed points too), nor where every row
     trains one effective batch in several ways (the batch is the user's; the micro-batch is the
     lever, weighed under "effective batch"), nor after a tune, which searches up to the largest
-    batch that fits unless told otherwise."""
+    batch that fits unless told otherwise. Larger batches of the series that were planned and
+    not measured (`unreached`) are named as such: the fastest is then the fastest measured,
+    never "the largest" nor "no faster" than them."""
     batches = {int(r["batch_size"]) for r in all_rows or records}
     ways = {
         (int(norm(r.get("accumulate")) or 1), norm(r.get("checkpoint")))
@@ -186,8 +226,16 @@ def _larger_batch(
         for r in series(best, all_rows)
         if r.get("status") == "oom" and int(r["batch_size"]) > largest
     ]
+    above = plan.larger(best, unreached)
+    planned = ""
+    if above:
+        planned = (
+            f"; B={', '.join(str(u.point['batch_size']) for u in above)} planned, not "
+            f"measured ({above[0].why()})"
+        )
     if int(best["batch_size"]) != largest:
-        return f"a larger batch: measured up to B={largest}, no faster", None
+        faster = f"no faster there{planned}" if planned else "no faster"
+        return f"a larger batch: measured up to B={largest}, {faster}", None
     if oom:
         return (
             f"a larger batch: B={largest} is the largest that fitted and the fastest; "
@@ -198,6 +246,14 @@ def _larger_batch(
     # within the noise of the one below it is where throughput flattened, not a batch to grow
     # from; one still rising says why the series stopped there
     measured = [r for r in series(best, all_rows or records) if r.get("status") == "ok"]
+    if above:
+        first = int(above[0].point["batch_size"])
+        devices = len({str(r["device"]) for r in records}) > 1
+        where = f" --devices {best['device']}" if devices else ""
+        return (
+            f"a larger batch: B={largest} is the fastest measured{planned}",
+            plan.resume(above) or f"measure B={first}:{where} --batch-sizes {first}",
+        )
     flat = growth.flattened(measured)
     if flat is not None:
         return f"a larger batch: throughput flattened ({flat})", None

@@ -2,16 +2,18 @@
 (science.devices), how much faster one device is than another, what holds its step back
 (science.bottleneck) with the numbers behind it, the levers that address that bottleneck with
 their measured effect where the sweep measured them, the next experiment worth running, and the
-samples per joule of each device's fastest (or why it has none)."""
+samples per joule of each device's fastest (or why it has none); and what the run planned and did
+not measure (science.plan), so that a run that stopped early says so."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from gpubench.science import economy, leaders, remeasured, standing, target_time
+from gpubench.science import economy, leaders, plan, remeasured, standing, target_time
 from gpubench.science.bottleneck import BOTTLENECKS, Bottleneck, classify
 from gpubench.science.devices import Across, DeviceLead, across, device_leads, energy_lines
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
@@ -87,6 +89,10 @@ class ModelVerdict:
     tokens_per_s: float | None = None
     usd_per_million_samples: float | None = None
     lead_over: dict[str, Any] | None = None
+    # issues 41 and 42: the partition's points planned and not measured (science.plan), as one
+    # line and per point (label, identity, reason, why)
+    planned: str | None = None
+    unmeasured: list[dict[str, Any]] = field(default_factory=list)
 
     def headline(self) -> str:
         """The first line (standing.headline): the fastest, or the tie, each figure the one
@@ -111,6 +117,8 @@ class ModelVerdict:
         out += [("unstable", line) for line in self.unstable]
         if self.stands_on:
             out.append(("stands on", self.stands_on))
+        if self.planned:
+            out.append(("planned, not measured", self.planned))
         if self.time_to_target:
             out.append(("fastest to target", self.time_to_target))
         out += self.device_items()
@@ -152,7 +160,8 @@ class ModelVerdict:
         """The answer for a script (`explain --json`): the partition, the winner's whole identity
         (None in a tie), the leader, the ties, how sure, what it stands on, the bottleneck with
         its evidence, the levers; per device its leader (`devices`, the fastest device first)
-        and the fastest device against each other (`across_devices`)."""
+        and the fastest device against each other (`across_devices`); the points planned and
+        not measured (`planned_not_measured`: the verdict's line and each point, with why)."""
         return {
             **{k: self.identity.get(k) for k in FIXED},
             "heading": self.model,
@@ -164,6 +173,7 @@ class ModelVerdict:
             "confidence": self.confidence,
             "confirmation": self.confirmation,
             "stands_on": {"text": self.stands_on, **self.stands_on_counts},
+            "planned_not_measured": {"text": self.planned, "points": self.unmeasured},
             "bottleneck": None
             if self.bottleneck is None
             else {"kind": self.bottleneck, "evidence": self.evidence},
@@ -188,12 +198,14 @@ def verdicts(
     confirmations: list[dict[str, Any]] | None = None,
     margin: float = leaders.MARGIN,
     command: str = "sweep",
+    unreached: Sequence[plan.Unreached] = (),
 ) -> list[ModelVerdict]:
     """One verdict per partition (model, size, model options, optimizer, lr rule: see
     science.partition) with a point that ran, in order. `confirmations`: the interleaved
     re-measurements of the leaders (run.confirm's records), where they were taken; `margin`:
     the practical difference (a share) under which a lead is a tie; `command`: what made the
-    rows ("sweep" or "tune"), so that the next experiment is one that command can run."""
+    rows ("sweep" or "tune"), so that the next experiment is one that command can run;
+    `unreached`: the points the runs planned and did not measure (science.plan.unreached)."""
     leaders.check_margin(margin)
     if frame.empty:
         return []
@@ -209,7 +221,8 @@ def verdicts(
     for key in sorted(groups, key=lambda k: tuple(str(x) for x in k)):
         rows = groups[key]
         if any(standing.ran(r) for r in rows):
-            out.append(_verdict(rows, found.get(key), cpu_energy_reason, margin, command))
+            missing = plan.of_partition(unreached, rows[0])
+            out.append(_verdict(rows, found.get(key), cpu_energy_reason, margin, command, missing))
     return out
 
 
@@ -219,6 +232,7 @@ def _verdict(
     cpu_reason: str | None,
     margin: float,
     command: str,
+    missing: list[plan.Unreached],
 ) -> ModelVerdict:
     ok = [r for r in all_rows if standing.ran(r)]
     pool = standing.pool(all_rows)  # per device: a filter on rows never decides between them
@@ -244,6 +258,10 @@ def _verdict(
         lead_over=_lead_over(lead, pool, among),
     )
     v.stands_on, v.stands_on_counts = standing.stands_on(ok, best, among)
+    # a planned point's label names what tells it from the rows, beside what they vary in
+    named = varying([*all_rows, *(u.point for u in missing)])
+    v.planned = plan.line(missing, named)
+    v.unmeasured = [u.to_dict(named) for u in missing]
     v.devices = device_leads(ok, confirmation, among, first=v.device, margin=margin)
     v.across = across(v.devices, ok)
     # every row of the partition, failed ones too: a seed that diverged did not reach the target
@@ -268,12 +286,14 @@ def _verdict(
         mine, own_ok = standing.as_measured(best), [standing.as_measured(r) for r in ok]
         own_all = [standing.as_measured(r) if standing.ran(r) else r for r in all_rows]
         v.levers, v.next_experiment = levers(
-            kind, mine, own_ok, own_all, among, margin, command, lead.paired, tied
+            kind, mine, own_ok, own_all, among, margin, command, lead.paired, tied, missing
         )
         v.not_levers = no_help(kind, mine, own_ok, among, margin, lead.paired, tied)
     else:
         v.evidence = [scaling] if scaling else []
         v.unclassified, v.next_experiment = _unclassified(best, command)
+    # a run that stopped before points it planned: finishing it comes first
+    v.next_experiment = plan.resume(missing) or v.next_experiment
     ties = frozenset(identity(t["identity"]) for t in lead.ties)
     v.input = input_lines(best, ok, margin, ties)  # issue 31
     v.energy = energy_lines(best, v.devices, ok, cpu_reason, among)
