@@ -77,6 +77,20 @@ def test_a_lower_precision_is_measured_against_fp32_and_names_what_it_is_measure
     assert todo == "measure a lower precision (bf16): --precisions fp16,bf16"
 
 
+def test_a_compute_bound_fastest_still_rising_at_its_largest_batch_says_which_batch_is_open() -> (
+    None
+):
+    # the default sweep's mlp/small SGD on the CPU: compute-bound, B=512 the fastest and the
+    # largest measured, 1.11x B=256: the label's levers come first, the open batch after
+    rows = [_gpu("bf16", 200.0) | {"batch_size": 32}, _gpu("bf16", 300.0)]
+    lines, todo = levers("compute", rows[1], rows, rows, ["batch_size"])
+    assert lines[-1].startswith("a larger batch: B=64 is the largest measured and the fastest")
+    assert todo == "measure larger batches: --batch-sizes auto"
+    # one batch measured: nothing says the series is still rising
+    lines, _ = levers("compute", rows[1], rows[1:], rows[1:], ["batch_size"])
+    assert not any(line.startswith("a larger batch") for line in lines)
+
+
 def test_a_tunes_advice_is_one_tune_or_a_sweep_can_follow(tmp_path: Path) -> None:
     unprofiled = {
         "profile": None,

@@ -57,10 +57,15 @@ def levers(
         more, todo_more = workers_lever(best, records, margin, tied)
         lines += more
         todo[:0] = [todo_more] if todo_more else []
-    if kind in ("launch", "memory", "mixed"):
-        line, todo_first = _larger_batch(best, records, all_rows, command, unreached)
+    line, todo_first = _larger_batch(best, records, all_rows, command, unreached)
+    if kind in ("launch", "memory", "mixed"):  # a larger batch cures overhead, memory traffic
         lines.append(line)
         todo[:0] = [todo_first] if todo_first else []
+    elif todo_first and len(series(best, records)) >= 2:
+        # under any label, a fastest that is the largest of its measured batches and still
+        # rising leaves "which batch" open: said, and measured after the label's own levers
+        lines.append(line)
+        todo.append(todo_first)
     return lines, (todo[0] if todo else None)
 
 
