@@ -370,16 +370,30 @@ def test_a_bad_model_option_or_factory_is_named_with_what_is_allowed(
 
 
 @pytest.mark.parametrize(
-    ("factory", "said"),
-    [("hang_building", "no result within 3 s"), ("die_building", "died (signal SIGKILL)")],
+    ("factory", "status", "said", "exit_status"),
+    [
+        ("hang_building", "timeout", "no result within 1 s (--point-timeout)", 0),
+        ("die_building", "error", "the worker process died while measuring", 1),
+    ],
 )
-def test_a_factory_that_hangs_or_dies_while_built_is_one_line_under_the_point_timeout(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], factory: str, said: str
+def test_a_factory_that_hangs_or_dies_while_built_is_a_row_and_the_sweep_goes_on(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    factory: str,
+    status: str,
+    said: str,
+    exit_status: int,
 ) -> None:
+    from isolation import rows
+
     model = f"fault_workloads:{factory}"
     out = tmp_path / "run"
-    args = ["--models", model, "--devices", "cpu", "--point-timeout", "3", "--quiet"]
-    assert main(["sweep", "quick", *args, "--out", str(out)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and f"building '{model}' failed" in err and said in err, err
-    assert not (out / "results.jsonl").exists()
+    args = ["--models", model, "--devices", "cpu", "--batch-sizes", "1,2", "--steps", "1"]
+    args += ["--precisions", "fp32", "--optimizers", "sgd", "--point-timeout", "1"]
+    args += ["--no-profile", "--no-confirm", "--quiet"]
+    assert main(["sweep", "quick", *args, "--out", str(out)]) == exit_status
+    assert "Traceback" not in capsys.readouterr().err
+    measured = rows(out)
+    assert [(r["batch_size"], r["status"]) for r in measured] == [(1, status), (2, status)]
+    assert all(said in r["error"] for r in measured), measured
+    assert (out / "results.csv").is_file()

@@ -17,7 +17,7 @@ from gpubench.config.spec import Point, SweepSpec
 from gpubench.probes import nvml
 from gpubench.run import calibration_process, folder, phases
 from gpubench.run import confirm as leads
-from gpubench.run.worker import Task, WorkerRunner
+from gpubench.run.worker import STARTUP_TIMEOUT_S, Task, WorkerRunner
 from gpubench.science import bottleneck
 from gpubench.store.results import ResultStore, read_rows, repair_tail
 
@@ -44,6 +44,13 @@ class RunOptions:
     confirm: bool = True
     shard: tuple[int, int] | None = None
     plan_file: Path | None = None
+
+
+def _setup_limit(point_timeout_s: float | None) -> float | None:
+    """The seconds the calibration may take: set-up, not a point, so a --point-timeout
+    shorter than a worker's start-up limit (one of a second, for tiny points) does not cut it
+    (issue 43); None where points have no limit."""
+    return None if point_timeout_s is None else max(point_timeout_s, STARTUP_TIMEOUT_S)
 
 
 class Measured(NamedTuple):
@@ -137,7 +144,7 @@ class RunContext(contextlib.ExitStack):
                     precisions,
                     recalibrate=recalibrate,
                     threads=threads,
-                    timeout_s=self.options.point_timeout_s,
+                    timeout_s=_setup_limit(self.options.point_timeout_s),
                     runner=self.runner if in_worker else None,
                 )
                 self.store.write_json("env.json", captured)
