@@ -348,6 +348,46 @@ def test_sigterm_ends_a_sweep_with_one_line_and_the_resume_command(tmp_path: Pat
     assert [r["batch_size"] for r in rows(out)] == [1, 2] and (out / "results.csv").is_file()
 
 
+def test_ctrl_c_while_a_command_imports_is_one_line(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    from test_resume import _start, _wait_for
+
+    run = _folder(tmp_path / "run", b"".join(map(_line, _rows(2))))
+    proc = _start("report", str(run), "--out", str(tmp_path / "r.html"))
+
+    def importing_torch() -> bool:  # the command's imports are under way (seconds of them)
+        return "libtorch" in Path(f"/proc/{proc.pid}/maps").read_text()
+
+    _wait_for(proc, importing_torch)
+    os.kill(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip() == "gpubench: stopped (Ctrl-C)", stderr
+
+
+def test_ctrl_c_before_the_first_point_is_one_line_and_the_resume_command(
+    tmp_path: Path,
+) -> None:
+    import os
+    import signal
+
+    from test_resume import _start, _wait_for
+
+    out = tmp_path / "run"
+    args = ["--models", "mlp", "--size", "tiny", "--devices", "cpu", "--batch-sizes", "1"]
+    args += ["--precisions", "fp32", "--optimizers", "sgd", "--steps", "1"]
+    proc = _start("sweep", *args, "--out", str(out), new_session=True)
+    _wait_for(proc, out.exists)  # checked, locked: the calibration, then the first point
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the sweep and its workers
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.endswith(f"resume with: python -m gpubench sweep --resume {out}"), stderr
+    assert not (out / "results.jsonl").exists() or not read_rows(out)
+
+
 @pytest.mark.parametrize(
     ("model", "options", "named"),
     [
