@@ -1,11 +1,14 @@
 """Issue 43: every fault a clear line and nothing measured lost. The results file's reader and a
 resume's repair agree on what a row is; a valid row is never cut; what is not a row is moved
 aside, never deleted; a file a resume would append after a rejected line is refused in one line.
-Synthetic rows (store.row.make_row) and the repair itself: no sweep is run here."""
+Mostly synthetic rows (store.row.make_row) and the repair itself; a few tiny sweeps where a
+fault must be met by the command itself (a full disk mid-sweep, a factory that hangs or dies
+while built, Ctrl-C and SIGTERM sent to a real process)."""
 
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -299,9 +302,53 @@ def test_a_row_that_cannot_be_written_is_kept_and_its_path_named(tmp_path: Path)
     kept.unlink()
 
 
+def test_a_full_disk_mid_sweep_is_one_line_and_loses_no_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import builtins
+    import errno
+    import tempfile
+
+    from gpubench.store import results
+
+    out = tmp_path / "run"
+    appended: list[str] = []
+
+    def disk_full_after_one_row(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        # the OS's answer once results.jsonl has its first row: no space left on the device
+        if str(file) == str(out / "results.jsonl") and mode == "a":
+            if appended:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(file))
+            appended.append(str(file))
+        return builtins.open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(results, "open", disk_full_after_one_row, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the unwritten row is kept
+    args = ["--models", "mlp", "--size", "tiny", "--devices", "cpu", "--batch-sizes", "1,2,3"]
+    args += ["--precisions", "fp32", "--optimizers", "sgd", "--steps", "1", "--no-profile"]
+    args += ["--no-confirm", "--quiet"]
+    assert main(["sweep", *args, "--out", str(out)]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    error = [line for line in err if line.startswith("gpubench: error:")]
+    assert len(error) == 1 and "Traceback" not in "\n".join(err), err
+    assert str(out / "results.jsonl") in error[0] and "No space left on device" in error[0]
+    assert error[0].endswith(f"resume with: python -m gpubench sweep --resume {out}")
+    kept = tmp_path / f"gpubench-unwritten-{os.getpid()}.jsonl"
+    assert f"kept in {kept}" in error[0]
+    assert [r["batch_size"] for r in read_rows(out)] == [1]  # the row written before stands
+    assert [json.loads(line)["batch_size"] for line in kept.read_text().splitlines()] == [2]
+    # once there is room: the kept row appended as the line says, the resume measures the rest
+    monkeypatch.undo()
+    with open(out / "results.jsonl", "a") as f:
+        f.write(kept.read_text())
+    assert main(["sweep", "--resume", str(out), "--quiet", "--no-confirm"]) == 0
+    assert [r["batch_size"] for r in read_rows(out)] == [1, 2, 3]
+
+
 def test_a_resume_removes_what_a_full_disk_left_half_written(tmp_path: Path) -> None:
     run = _folder(tmp_path / "run", _line(_rows(1)[0]))
-    for name in ("phases.4242.tmp", "env.json.tmp", "results.csv.tmp"):
+    left = ("phases.4242.tmp", "env.json.tmp", "results.csv.tmp", "results.jsonl.tmp")
+    for name in (*left, ".write-check.tmp"):
         (run / name).write_text("{")
     _resume(run)
     assert not list(run.glob("*.tmp"))
@@ -324,7 +371,6 @@ def test_an_os_error_is_one_line_naming_the_path(
 
 
 def test_sigterm_ends_a_sweep_with_one_line_and_the_resume_command(tmp_path: Path) -> None:
-    import os
     import signal
 
     from isolation import rows
@@ -349,7 +395,6 @@ def test_sigterm_ends_a_sweep_with_one_line_and_the_resume_command(tmp_path: Pat
 
 
 def test_ctrl_c_while_a_command_imports_is_one_line(tmp_path: Path) -> None:
-    import os
     import signal
 
     from test_resume import _start, _wait_for
@@ -370,7 +415,6 @@ def test_ctrl_c_while_a_command_imports_is_one_line(tmp_path: Path) -> None:
 def test_ctrl_c_before_the_first_point_is_one_line_and_the_resume_command(
     tmp_path: Path,
 ) -> None:
-    import os
     import signal
 
     from test_resume import _start, _wait_for

@@ -99,12 +99,9 @@ class RunContext(contextlib.ExitStack):
         self.enter_context(folder.locked(self.dir))
         self.store = ResultStore(self.dir)
         # what an earlier run left half written (a full disk, a kill mid-replace): its whole
-        # files stand, the temporary ones are no part of the run
-        for leftover in [
-            *self.dir.glob("phases.*.tmp"),
-            *self.dir.glob("*.json.tmp"),
-            *self.dir.glob("*.csv.tmp"),
-        ]:
+        # files stand, the temporary ones (every *.tmp: a durable replace's, phases.PID.tmp,
+        # the write check's) are no part of the run, and the lock keeps any other run out
+        for leftover in self.dir.glob("*.tmp"):
             leftover.unlink()
         self.store.check_writable()  # before the first point, not after it is measured
         if not self.options.resume:
