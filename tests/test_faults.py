@@ -433,6 +433,23 @@ def test_ctrl_c_before_the_first_point_is_one_line_and_the_resume_command(
 
 
 @pytest.mark.parametrize(
+    ("factory", "said"),
+    [
+        ("hang_building", "B=1 ended with timeout: no result within 1 s (--point-timeout)"),
+        ("die_building", "B=1 ended with error: the worker process died"),
+    ],
+)
+def test_max_batch_meets_a_factory_that_hangs_or_dies_in_its_probe(
+    capsys: pytest.CaptureFixture[str], factory: str, said: str
+) -> None:
+    args = ["--model", f"fault_workloads:{factory}", "--size", "tiny", "--device", "cpu"]
+    # before, its build in the command's own process hung it for good, or killed it
+    assert main(["max-batch", *args, "--point-timeout", "1", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["largest_batch"] == 0 and found["stopped"].startswith(said), found
+
+
+@pytest.mark.parametrize(
     ("model", "options", "named"),
     [
         ("mlp", {"hidden": "abc"}, "mlp.hidden = 'abc'; allowed: a list of whole numbers"),

@@ -291,10 +291,19 @@ def max_batch(
     """Search the largest batch of `point` that fits under the memory cap and print it; with
     `target_batch` or `checkpoints`, the largest micro-batch per checkpoint mode and the fewest
     accumulation steps for the target (run.accumulation_plan)."""
-    from gpubench.config.model_options import check_buildable, decode
+    from gpubench.config.model_options import decode
     from gpubench.harness.step import unsupported_reason
+    from gpubench.run import preflight
+    from gpubench.run.worker import WorkerRunner
 
-    check_buildable((point.model,), point.model_size, {point.model: decode(point.model_options)})
+    # built in a worker: a factory that hangs or kills its process is met by the search's
+    # probes under --point-timeout, not by this command (issue 43)
+    options = {point.model: decode(point.model_options)}
+    checker = WorkerRunner(None, point_timeout_s)
+    try:
+        preflight.check_built((point.model,), point.model_size, options, checker)
+    finally:
+        checker.close()
     reason = unsupported_reason(point)
     if reason is not None:
         raise ConfigError(f"{point.label(batch=False)}: {reason}")

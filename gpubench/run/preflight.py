@@ -51,9 +51,17 @@ def check_builds(spec: SweepSpec, runner: WorkerRunner) -> None:
     kills its worker is no ConfigError: like a fault inside a point it is the model's, its
     points end `timeout` or `error` rows and the sweep goes on (issue 43); the other models
     are checked all the same."""
+    check_built(spec.models, spec.size, spec.model_options, runner)
+
+
+def check_built(
+    models: tuple[str, ...], size: str, options: dict[str, dict[str, Any]], runner: WorkerRunner
+) -> None:
+    """check_builds for `models` at `size` with their `options` (decoded): for a command
+    without a SweepSpec (max-batch), which then meets a hang or a death in its own probes."""
     limit = min(STARTUP_TIMEOUT_S, runner.point_timeout_s or STARTUP_TIMEOUT_S)
-    for model in dict.fromkeys(spec.models):
-        args = ((model,), spec.size, spec.model_options)
+    for model in dict.fromkeys(models):
+        args = ((model,), size, options)
         try:
             message = runner.call(Call(f"{__name__}:build_error", args, None, "cpu"), limit)
         except WorkerError as e:
