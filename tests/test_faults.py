@@ -7,6 +7,8 @@ while built, Ctrl-C and SIGTERM sent to a real process)."""
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import warnings
@@ -302,27 +304,46 @@ def test_a_row_that_cannot_be_written_is_kept_and_its_path_named(tmp_path: Path)
     kept.unlink()
 
 
+class _FillingFile(io.FileIO):
+    """A file on a disk with room for half of the next write: it takes that half, then says
+    there is no space left, as a full disk does."""
+
+    taken = False
+
+    def write(self, data: Any) -> int:
+        if self.taken:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.taken = True
+        return super().write(bytes(data)[: len(data) // 2])
+
+
 def test_a_full_disk_mid_sweep_is_one_line_and_loses_no_row(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import builtins
-    import errno
     import tempfile
 
+    from gpubench.run import phases
     from gpubench.store import results
 
     out = tmp_path / "run"
-    appended: list[str] = []
+    full: list[bool] = []  # the disk fills once results.jsonl has its first row
 
-    def disk_full_after_one_row(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        # the OS's answer once results.jsonl has its first row: no space left on the device
-        if str(file) == str(out / "results.jsonl") and mode == "a":
-            if appended:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(file))
-            appended.append(str(file))
+    def disk_filling(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if str(file) == str(out / "results.jsonl") and mode.startswith("a"):
+            if full:
+                return _FillingFile(file, mode)
+            full.append(True)
         return builtins.open(file, mode, *args, **kwargs)
 
-    monkeypatch.setattr(results, "open", disk_full_after_one_row, raising=False)
+    def phases_written(path: Path, data: dict[str, Any]) -> None:
+        if full:  # the writes after the row's fail too (phases.json's, when the sweep ends)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        write_phases(path, data)
+
+    write_phases = phases._write
+    monkeypatch.setattr(results, "open", disk_filling, raising=False)
+    monkeypatch.setattr(phases, "_write", phases_written)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the unwritten row is kept
     args = ["--models", "mlp", "--size", "tiny", "--devices", "cpu", "--batch-sizes", "1,2,3"]
     args += ["--precisions", "fp32", "--optimizers", "sgd", "--steps", "1", "--no-profile"]
@@ -335,7 +356,9 @@ def test_a_full_disk_mid_sweep_is_one_line_and_loses_no_row(
     assert error[0].endswith(f"resume with: python -m gpubench sweep --resume {out}")
     kept = tmp_path / f"gpubench-unwritten-{os.getpid()}.jsonl"
     assert f"kept in {kept}" in error[0]
-    assert [r["batch_size"] for r in read_rows(out)] == [1]  # the row written before stands
+    # the row written before stands, and no half of the next one is left after it
+    assert (out / "results.jsonl").read_bytes().count(b"\n") == 1
+    assert [r["batch_size"] for r in read_rows(out)] == [1]
     assert [json.loads(line)["batch_size"] for line in kept.read_text().splitlines()] == [2]
     # once there is room: the kept row appended as the line says, the resume measures the rest
     monkeypatch.undo()
