@@ -1,11 +1,16 @@
 """Issue 43: every fault a clear line and nothing measured lost. The results file's reader and a
 resume's repair agree on what a row is; a valid row is never cut; what is not a row is moved
 aside, never deleted; a file a resume would append after a rejected line is refused in one line.
-Synthetic rows (store.row.make_row) and the repair itself: no sweep is run here."""
+Mostly synthetic rows (store.row.make_row) and the repair itself; a few tiny sweeps where a
+fault must be met by the command itself (a full disk mid-sweep, a factory that hangs or dies
+while built, Ctrl-C and SIGTERM sent to a real process)."""
 
 from __future__ import annotations
 
+import errno
+import io
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -299,9 +304,74 @@ def test_a_row_that_cannot_be_written_is_kept_and_its_path_named(tmp_path: Path)
     kept.unlink()
 
 
+class _FillingFile(io.FileIO):
+    """A file on a disk with room for half of the next write: it takes that half, then says
+    there is no space left, as a full disk does."""
+
+    taken = False
+
+    def write(self, data: Any) -> int:
+        if self.taken:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.taken = True
+        return super().write(bytes(data)[: len(data) // 2])
+
+
+def test_a_full_disk_mid_sweep_is_one_line_and_loses_no_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import builtins
+    import tempfile
+
+    from gpubench.run import phases
+    from gpubench.store import results
+
+    out = tmp_path / "run"
+    full: list[bool] = []  # the disk fills once results.jsonl has its first row
+
+    def disk_filling(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if str(file) == str(out / "results.jsonl") and mode.startswith("a"):
+            if full:
+                return _FillingFile(file, mode)
+            full.append(True)
+        return builtins.open(file, mode, *args, **kwargs)
+
+    def phases_written(path: Path, data: dict[str, Any]) -> None:
+        if full:  # the writes after the row's fail too (phases.json's, when the sweep ends)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        write_phases(path, data)
+
+    write_phases = phases._write
+    monkeypatch.setattr(results, "open", disk_filling, raising=False)
+    monkeypatch.setattr(phases, "_write", phases_written)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the unwritten row is kept
+    args = ["--models", "mlp", "--size", "tiny", "--devices", "cpu", "--batch-sizes", "1,2,3"]
+    args += ["--precisions", "fp32", "--optimizers", "sgd", "--steps", "1", "--no-profile"]
+    args += ["--no-confirm", "--quiet"]
+    assert main(["sweep", *args, "--out", str(out)]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    error = [line for line in err if line.startswith("gpubench: error:")]
+    assert len(error) == 1 and "Traceback" not in "\n".join(err), err
+    assert str(out / "results.jsonl") in error[0] and "No space left on device" in error[0]
+    assert error[0].endswith(f"resume with: python -m gpubench sweep --resume {out}")
+    kept = tmp_path / f"gpubench-unwritten-{os.getpid()}.jsonl"
+    assert f"kept in {kept}" in error[0]
+    # the row written before stands, and no half of the next one is left after it
+    assert (out / "results.jsonl").read_bytes().count(b"\n") == 1
+    assert [r["batch_size"] for r in read_rows(out)] == [1]
+    assert [json.loads(line)["batch_size"] for line in kept.read_text().splitlines()] == [2]
+    # once there is room: the kept row appended as the line says, the resume measures the rest
+    monkeypatch.undo()
+    with open(out / "results.jsonl", "a") as f:
+        f.write(kept.read_text())
+    assert main(["sweep", "--resume", str(out), "--quiet", "--no-confirm"]) == 0
+    assert [r["batch_size"] for r in read_rows(out)] == [1, 2, 3]
+
+
 def test_a_resume_removes_what_a_full_disk_left_half_written(tmp_path: Path) -> None:
     run = _folder(tmp_path / "run", _line(_rows(1)[0]))
-    for name in ("phases.4242.tmp", "env.json.tmp", "results.csv.tmp"):
+    left = ("phases.4242.tmp", "env.json.tmp", "results.csv.tmp", "results.jsonl.tmp")
+    for name in (*left, ".write-check.tmp"):
         (run / name).write_text("{")
     _resume(run)
     assert not list(run.glob("*.tmp"))
@@ -324,7 +394,6 @@ def test_an_os_error_is_one_line_naming_the_path(
 
 
 def test_sigterm_ends_a_sweep_with_one_line_and_the_resume_command(tmp_path: Path) -> None:
-    import os
     import signal
 
     from isolation import rows
@@ -346,6 +415,61 @@ def test_sigterm_ends_a_sweep_with_one_line_and_the_resume_command(tmp_path: Pat
         .endswith(f"resume with: python -m gpubench sweep --resume {out}")
     )
     assert [r["batch_size"] for r in rows(out)] == [1, 2] and (out / "results.csv").is_file()
+
+
+def test_ctrl_c_while_a_command_imports_is_one_line(tmp_path: Path) -> None:
+    import signal
+
+    from test_resume import _start, _wait_for
+
+    run = _folder(tmp_path / "run", b"".join(map(_line, _rows(2))))
+    proc = _start("report", str(run), "--out", str(tmp_path / "r.html"))
+
+    def importing_torch() -> bool:  # the command's imports are under way (seconds of them)
+        return "libtorch" in Path(f"/proc/{proc.pid}/maps").read_text()
+
+    _wait_for(proc, importing_torch)
+    os.kill(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip() == "gpubench: stopped (Ctrl-C)", stderr
+
+
+def test_ctrl_c_before_the_first_point_is_one_line_and_the_resume_command(
+    tmp_path: Path,
+) -> None:
+    import signal
+
+    from test_resume import _start, _wait_for
+
+    out = tmp_path / "run"
+    args = ["--models", "mlp", "--size", "tiny", "--devices", "cpu", "--batch-sizes", "1"]
+    args += ["--precisions", "fp32", "--optimizers", "sgd", "--steps", "1"]
+    proc = _start("sweep", *args, "--out", str(out), new_session=True)
+    _wait_for(proc, out.exists)  # checked, locked: the calibration, then the first point
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the sweep and its workers
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.endswith(f"resume with: python -m gpubench sweep --resume {out}"), stderr
+    assert not (out / "results.jsonl").exists() or not read_rows(out)
+
+
+@pytest.mark.parametrize(
+    ("factory", "said"),
+    [
+        ("hang_building", "B=1 ended with timeout: no result within 1 s (--point-timeout)"),
+        ("die_building", "B=1 ended with error: the worker process died"),
+    ],
+)
+def test_max_batch_meets_a_factory_that_hangs_or_dies_in_its_probe(
+    capsys: pytest.CaptureFixture[str], factory: str, said: str
+) -> None:
+    args = ["--model", f"fault_workloads:{factory}", "--size", "tiny", "--device", "cpu"]
+    # before, its build in the command's own process hung it for good, or killed it
+    assert main(["max-batch", *args, "--point-timeout", "1", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["largest_batch"] == 0 and found["stopped"].startswith(said), found
 
 
 @pytest.mark.parametrize(
@@ -370,16 +494,30 @@ def test_a_bad_model_option_or_factory_is_named_with_what_is_allowed(
 
 
 @pytest.mark.parametrize(
-    ("factory", "said"),
-    [("hang_building", "no result within 3 s"), ("die_building", "died (signal SIGKILL)")],
+    ("factory", "status", "said", "exit_status"),
+    [
+        ("hang_building", "timeout", "no result within 1 s (--point-timeout)", 0),
+        ("die_building", "error", "the worker process died while measuring", 1),
+    ],
 )
-def test_a_factory_that_hangs_or_dies_while_built_is_one_line_under_the_point_timeout(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], factory: str, said: str
+def test_a_factory_that_hangs_or_dies_while_built_is_a_row_and_the_sweep_goes_on(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    factory: str,
+    status: str,
+    said: str,
+    exit_status: int,
 ) -> None:
+    from isolation import rows
+
     model = f"fault_workloads:{factory}"
     out = tmp_path / "run"
-    args = ["--models", model, "--devices", "cpu", "--point-timeout", "3", "--quiet"]
-    assert main(["sweep", "quick", *args, "--out", str(out)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and f"building '{model}' failed" in err and said in err, err
-    assert not (out / "results.jsonl").exists()
+    args = ["--models", model, "--devices", "cpu", "--batch-sizes", "1,2", "--steps", "1"]
+    args += ["--precisions", "fp32", "--optimizers", "sgd", "--point-timeout", "1"]
+    args += ["--no-profile", "--no-confirm", "--quiet"]
+    assert main(["sweep", "quick", *args, "--out", str(out)]) == exit_status
+    assert "Traceback" not in capsys.readouterr().err
+    measured = rows(out)
+    assert [(r["batch_size"], r["status"]) for r in measured] == [(1, status), (2, status)]
+    assert all(said in r["error"] for r in measured), measured
+    assert (out / "results.csv").is_file()

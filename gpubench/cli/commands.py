@@ -74,13 +74,30 @@ def sweep(
                 plan_file=plan_file,
                 prepare=REPORT_MODULES,
             )
-    except RowNotWritten as e:
+    except OSError as e:
         progress.stop()
-        kept = e.keep()
-        where = f"kept in {kept} (append it to results.jsonl)" if kept else f"lost: {e.line}"
+        unwritten = _unwritten_row(e)
+        if unwritten is not None:
+            kept = unwritten.keep()
+            where = (
+                f"kept in {kept} (append it to results.jsonl)"
+                if kept
+                else f"this row (append it to results.jsonl): {unwritten.line.strip()}"
+            )
+            console.say(
+                f"gpubench: error: could not write {unwritten.filename!r} "
+                f"({unwritten.strerror}); the point just measured is {where}; once there is "
+                f"room, resume with: {hint}"
+            )
+            return 2
+        if not (run_dir / "results.jsonl").is_file():
+            raise  # nothing measured: the command's one line (cli.main)
+        from gpubench.cli.main import os_error_line
+
+        what = os_error_line(e) if e.filename else f"{e.strerror or e}: in {str(run_dir)!r}"
         console.say(
-            f"gpubench: error: could not write {e.filename!r} ({e.strerror}); the point just "
-            f"measured is {where}; once there is room, resume with: {hint}"
+            f"gpubench: error: {what}; every row measured is in results.jsonl; once there is "
+            f"room, resume with: {hint}"
         )
         return 2
     except ResultsError:
@@ -112,6 +129,17 @@ def sweep(
         console.stopped(hint, early=True)
         return 130
     return FAILED_MODEL if failed else 0
+
+
+def _unwritten_row(e: BaseException) -> RowNotWritten | None:
+    """The RowNotWritten `e` is or arose while handling (a full disk fails the writes after a
+    row's too, phases.json's say, and the last of them is the one raised), else None."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, RowNotWritten):
+            return seen
+        seen = seen.__context__
+    return None
 
 
 def reserved_run_dir() -> Path:
@@ -291,10 +319,19 @@ def max_batch(
     """Search the largest batch of `point` that fits under the memory cap and print it; with
     `target_batch` or `checkpoints`, the largest micro-batch per checkpoint mode and the fewest
     accumulation steps for the target (run.accumulation_plan)."""
-    from gpubench.config.model_options import check_buildable, decode
+    from gpubench.config.model_options import decode
     from gpubench.harness.step import unsupported_reason
+    from gpubench.run import preflight
+    from gpubench.run.worker import WorkerRunner
 
-    check_buildable((point.model,), point.model_size, {point.model: decode(point.model_options)})
+    # built in a worker: a factory that hangs or kills its process is met by the search's
+    # probes under --point-timeout, not by this command (issue 43)
+    options = {point.model: decode(point.model_options)}
+    checker = WorkerRunner(None, point_timeout_s)
+    try:
+        preflight.check_built((point.model,), point.model_size, options, checker)
+    finally:
+        checker.close()
     reason = unsupported_reason(point)
     if reason is not None:
         raise ConfigError(f"{point.label(batch=False)}: {reason}")

@@ -17,7 +17,7 @@ from gpubench.config.spec import Point, SweepSpec
 from gpubench.probes import nvml
 from gpubench.run import calibration_process, folder, phases
 from gpubench.run import confirm as leads
-from gpubench.run.worker import Task, WorkerRunner
+from gpubench.run.worker import STARTUP_TIMEOUT_S, Task, WorkerRunner
 from gpubench.science import bottleneck
 from gpubench.store.results import ResultStore, read_rows, repair_tail
 
@@ -44,6 +44,13 @@ class RunOptions:
     confirm: bool = True
     shard: tuple[int, int] | None = None
     plan_file: Path | None = None
+
+
+def _setup_limit(point_timeout_s: float | None) -> float | None:
+    """The seconds the calibration may take: set-up, not a point, so a --point-timeout
+    shorter than a worker's start-up limit (one of a second, for tiny points) does not cut it
+    (issue 43); None where points have no limit."""
+    return None if point_timeout_s is None else max(point_timeout_s, STARTUP_TIMEOUT_S)
 
 
 class Measured(NamedTuple):
@@ -92,12 +99,9 @@ class RunContext(contextlib.ExitStack):
         self.enter_context(folder.locked(self.dir))
         self.store = ResultStore(self.dir)
         # what an earlier run left half written (a full disk, a kill mid-replace): its whole
-        # files stand, the temporary ones are no part of the run
-        for leftover in [
-            *self.dir.glob("phases.*.tmp"),
-            *self.dir.glob("*.json.tmp"),
-            *self.dir.glob("*.csv.tmp"),
-        ]:
+        # files stand, the temporary ones (every *.tmp: a durable replace's, phases.PID.tmp,
+        # the write check's) are no part of the run, and the lock keeps any other run out
+        for leftover in self.dir.glob("*.tmp"):
             leftover.unlink()
         self.store.check_writable()  # before the first point, not after it is measured
         if not self.options.resume:
@@ -137,7 +141,7 @@ class RunContext(contextlib.ExitStack):
                     precisions,
                     recalibrate=recalibrate,
                     threads=threads,
-                    timeout_s=self.options.point_timeout_s,
+                    timeout_s=_setup_limit(self.options.point_timeout_s),
                     runner=self.runner if in_worker else None,
                 )
                 self.store.write_json("env.json", captured)

@@ -8,7 +8,9 @@ sweep that worker, not the command. It is tried on the sweep's devices in turn, 
 a model "cannot run on the CPU" when its step fails there, and it then passes the check on the
 first of the sweep's other devices where its step runs (a model that only works on CUDA, say).
 It fails the check when its step fails on every device of the sweep. Running out of memory is
-no failure: the sweep's rows say `oom`.
+no failure: the sweep's rows say `oom`. Nor is a factory that hangs or kills its process while
+being built (its model built alone hangs or dies too): each of its points meets that fault as it
+would one inside the point, and ends a `timeout` or `error` row while the sweep goes on (issue 43).
 
 Before those steps, every model is built on the meta device (config.model_options.
 check_buildable, in the same worker: building imports torch._dynamo, which the worker has and the
@@ -43,21 +45,31 @@ class ModelCheckFailed(ConfigError):
 
 
 def check_builds(spec: SweepSpec, runner: WorkerRunner) -> None:
-    """Raise the ConfigError check_buildable raises for `spec`'s models (a typo, a missing
-    library, an unknown option), built in `runner`'s worker, left serving, under
-    --point-timeout (a factory that hangs is no wait of minutes); a build that hangs or kills
-    its worker is a ConfigError of one line too (issue 43)."""
-    args = (spec.models, spec.size, spec.model_options)
-    call = Call(f"{__name__}:build_error", args, None, "cpu")
+    """Raise the ConfigError check_buildable raises for a model of `spec` (a typo, a missing
+    library, an unknown option, a factory that raises or returns no Workload), each model built
+    alone in `runner`'s worker, left serving, under --point-timeout. A build that hangs or
+    kills its worker is no ConfigError: like a fault inside a point it is the model's, its
+    points end `timeout` or `error` rows and the sweep goes on (issue 43); the other models
+    are checked all the same."""
+    check_built(spec.models, spec.size, spec.model_options, runner)
+
+
+def check_built(
+    models: tuple[str, ...], size: str, options: dict[str, dict[str, Any]], runner: WorkerRunner
+) -> None:
+    """check_builds for `models` at `size` with their `options` (decoded): for a command
+    without a SweepSpec (max-batch), which then meets a hang or a death in its own probes."""
     limit = min(STARTUP_TIMEOUT_S, runner.point_timeout_s or STARTUP_TIMEOUT_S)
-    try:
-        message = runner.call(call, limit)
-    except WorkerError as e:
-        names = ", ".join(map(repr, spec.models))
-        hung = " (--point-timeout)" if "no result within" in str(e) else ""
-        message = f"building {names} failed before the sweep: {e}{hung}"
-    if message is not None:
-        raise ConfigError(message)
+    for model in dict.fromkeys(models):
+        args = ((model,), size, options)
+        try:
+            message = runner.call(Call(f"{__name__}:build_error", args, None, "cpu"), limit)
+        except WorkerError as e:
+            if e.traceback is not None:  # the check itself raised: a bug of gpubench's own
+                raise
+            continue  # hung or died: check_models tells it from a failing step, the rows say it
+        if message is not None:
+            raise ConfigError(message)
 
 
 def build_error(
@@ -115,13 +127,19 @@ def _check_model(
     failures: list[tuple[Point, WorkerError]] = []
     for point in tries:
         # check_step applies the cap itself: a cap the worker cannot start under is `oom` too
-        call = Call("gpubench.run.preflight:check_step", (point, max_memory), None, point.device)
+        call = Call(f"{__name__}:check_step", (point, max_memory), None, point.device)
         try:
             runner.call(call, timeout_s)
             return
         except WorkerError as e:
             failures.append((point, e))
     first, error = failures[0]
+    if all(e.traceback is None for _, e in failures) and _faults_building(
+        first, runner, max_memory, timeout_s
+    ):
+        # issue 43: a factory that hangs or dies while being built is the model's fault, met by
+        # each of its points as by a fault inside one: rows (`timeout`, `error`), not exit 2
+        return
     where = "; ".join(f"on {p.device}: {e}" for p, e in failures)
     if timeout_s is not None and "no result within" in where:
         where += " (--point-timeout)"
@@ -132,11 +150,24 @@ def _check_model(
     raise ModelCheckFailed(message, last_frames(error.traceback or ""))
 
 
-def check_step(point: Point, max_memory: int | None = None) -> dict[str, Any]:
-    """Build `point`'s model and run one training step of it in this process (a worker's)
-    under `max_memory` bytes (None: no cap), then wait for the device. Returns {"oom": the
-    reason} where it ran out of memory (no fault of the model's: the sweep's rows will say
-    `oom`), else {"oom": None}; any other error is raised."""
+def _faults_building(
+    point: Point, runner: WorkerRunner, max_memory: int | None, timeout_s: float | None
+) -> bool:
+    """Whether building `point`'s model alone, with no step, hangs past `timeout_s` or ends its
+    worker: its check step hung or died in the factory, not in training."""
+    call = Call(f"{__name__}:check_step", (point, max_memory, False), None, point.device)
+    try:
+        runner.call(call, timeout_s)
+    except WorkerError as e:
+        return e.traceback is None
+    return False
+
+
+def check_step(point: Point, max_memory: int | None = None, step: bool = True) -> dict[str, Any]:
+    """Build `point`'s model and (where `step`) run one training step of it in this process (a
+    worker's) under `max_memory` bytes (None: no cap), then wait for the device. Returns
+    {"oom": the reason} where it ran out of memory (no fault of the model's: the sweep's rows
+    will say `oom`), else {"oom": None}; any other error is raised."""
     import torch
 
     from gpubench import models
@@ -152,7 +183,8 @@ def check_step(point: Point, max_memory: int | None = None) -> dict[str, Any]:
     try:
         with memory_cap.capped(max_memory, device.type, device.index), made_current(device):
             workload = models.build(point.model, point.model_size, **decode(point.model_options))
-            prepare(point, workload).step()
+            if step:
+                prepare(point, workload).step()
             synchronize(device)
     except Exception as e:
         if is_out_of_memory(e):

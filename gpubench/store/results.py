@@ -25,14 +25,22 @@ class ResultStore:
         self.path = self.dir / "results.jsonl"
 
     def append(self, row: dict[str, Any]) -> None:
-        """`row` as one line at the file's end, flushed and fsynced; where that fails (a full
-        disk, a file made read-only), RowNotWritten, which holds the row."""
+        """`row` as one line at the file's end, fsynced; where that fails (a full disk, a file
+        made read-only), RowNotWritten, which holds the row, and the file ends where it ended
+        before: no part of the row is left in it (a resume would take it for a torn line, and
+        a row appended after it for a corrupt middle line)."""
         line = json.dumps(row, allow_nan=False) + "\n"
         try:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(line)
-                f.flush()
-                os.fsync(f.fileno())
+            with open(self.path, "ab", buffering=0) as f:
+                end = f.tell()
+                try:
+                    data = memoryview(line.encode("utf-8"))
+                    while data:  # a full disk may take part of it before it refuses
+                        data = data[f.write(data) :]
+                    os.fsync(f.fileno())
+                except OSError:
+                    f.truncate(end)
+                    raise
         except OSError as e:
             raise RowNotWritten(e, self.path, line) from e
 
