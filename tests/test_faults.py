@@ -435,6 +435,28 @@ def test_ctrl_c_while_a_command_imports_is_one_line(tmp_path: Path) -> None:
     assert stderr.strip() == "gpubench: stopped (Ctrl-C)", stderr
 
 
+def test_ctrl_c_while_the_report_draws_its_charts_is_one_line(tmp_path: Path) -> None:
+    import signal
+
+    from test_resume import _start, _wait_for
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("the charts are drawn in parallel only with two cores or more")
+    run = _folder(tmp_path / "run", b"".join(map(_line, _rows(2))))
+    proc = _start("report", str(run), "--out", str(tmp_path / "r.html"), new_session=True)
+
+    def drawing() -> bool:  # the chart workers are forked: two children or more
+        tasks = Path(f"/proc/{proc.pid}/task")
+        kids = [c for t in tasks.iterdir() for c in (t / "children").read_text().split()]
+        return len(kids) >= 2
+
+    _wait_for(proc, drawing)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the command and its workers
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip() == "gpubench: stopped (Ctrl-C)", stderr
+
+
 def test_ctrl_c_before_the_first_point_is_one_line_and_the_resume_command(
     tmp_path: Path,
 ) -> None:

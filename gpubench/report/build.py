@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -181,7 +182,20 @@ def made_in_parallel(makes: Sequence[Callable[[], T]], processes: int) -> list[T
     _JOBS = makes  # a forked worker inherits them: closures need not pickle, only values
     try:
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-            return [f.result() for f in [pool.submit(_call, i) for i in range(len(makes))]]
+            # the workers are forked with Ctrl-C blocked: this process alone meets it and ends
+            # them (one line, not a traceback from each worker)
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                futures = [pool.submit(_call, i) for i in range(len(makes))]
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            try:
+                return [f.result() for f in futures]
+            except KeyboardInterrupt:
+                pool.shutdown(wait=False, cancel_futures=True)
+                for child in mp.active_children():
+                    child.terminate()
+                raise
     finally:
         _JOBS = ()
 
