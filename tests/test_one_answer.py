@@ -129,6 +129,34 @@ def test_the_leader_and_runner_up_are_re_measured_whatever_the_share(
     assert seen == [pytest.approx(leaders.cost_s(rows) / leaders.PROCESSES)] * leaders.PROCESSES
 
 
+def test_every_candidate_is_re_measured_whatever_the_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the five default sweeps' cnn/small AdamW: B=64 led, B=128 ran second and B=32, 10% under
+    # B=64 by its row, was left out for the budget and called slower; the next run it led x1.21
+    from gpubench.run import confirm
+
+    b = [dataclasses.replace(BASE, model="cnn", batch_size=n) for n in (64, 128, 32)]
+    rows = _rows((b[0], 64 / 1000), (b[1], 128 / 950), (b[2], 32 / 900), ci=0.04)
+    for r in rows:
+        r["point_time_s"] = 0.1  # 15% of it: far under three candidates' cost
+    assert len(leaders.candidates(rows)) == 3
+    measured: list[int] = []
+
+    def call(self: Any, c: Any, timeout_s: float | None) -> interleave.Rounds:
+        measured.append(len(c.args[0]))  # the points the process re-measures
+        n = leaders.ROUNDS_PER_PROCESS
+        samples = [[900.0 + i for i in range(n)], [850.0 + i for i in range(n)]]
+        samples.append([1000.0 + i for i in range(n)])  # B=32 leads, re-measured
+        return interleave.Rounds(samples, [1, 1, 1], 0.1, 1.0, 0.0, False)
+
+    monkeypatch.setattr(confirm.WorkerRunner, "call", call)
+    (record,) = confirm.confirm(tmp_path, rows).partitions
+    assert measured == [3] * leaders.PROCESSES and not record.unmeasured
+    assert record.budget_s == pytest.approx(leaders.cost_s(rows))
+    assert record.decision is not None and record.decision["leader"] == 2
+
+
 def test_the_throughput_chart_rings_an_unstable_point() -> None:
     import matplotlib
 

@@ -9,12 +9,13 @@ partition at the least), spent on the interleaved rounds; starting the workers a
 compiling and warming the candidates in each (again for each window where they are built one
 at a time, see harness.interleave) are recorded as `setup_s` and not counted against it. The
 budget is shared among the partitions in turn, the cheapest first: each may spend what its
-leader and runner-up need and an even share of what the needs of all leave over (or, where
-that cannot cover every need, an even share of what is left, MIN_BUDGET_S at the least). The
-candidates are trimmed, the farthest first, to those whose MIN_ROUNDS rounds fit the
-partition's budget by their measured step times; the leader and the runner-up are always
-re-measured, whatever is left (MIN_ROUNDS rounds of one-step windows at the least: a few of
-their steps), so a tie is never the budget's doing. Rounds stop at DEADLINE times the budget
+candidates need and an even share of what the needs of all leave over (or, where that cannot
+cover every need, an even share of what is left, MIN_BUDGET_S at the least). Every candidate
+(the leader, the runner-up and each row the rows cannot tell from the leader beyond
+leaders.DRIFT, leaders.MAX_CANDIDATES at most) is re-measured, whatever is left (MIN_ROUNDS
+rounds of one-step windows at the least: a few of their steps), so neither a tie nor a lead is
+the budget's doing: a third row 10% slower by its row, never re-measured, was once called
+slower where in the next run it led. Rounds stop at DEADLINE times the budget
 (a machine that slowed meanwhile); fewer than ROUNDS_PER_PROCESS in a process then decide
 nothing. What it took is recorded.
 """
@@ -65,8 +66,8 @@ def confirm(
     # One budget for the sweep, shared in turn: each partition may spend an even share of
     # what is left, a cheap one leaving the rest to the next; the cheapest go first.
     left = max(SHARE * measured, MIN_BUDGET_S * len(groups))
-    order = sorted(groups.values(), key=lambda g: leaders.cost_s(_chosen(g)[:2]))
-    needs = [max(leaders.cost_s(_chosen(g)[:2]), MIN_BUDGET_S) for g in order]
+    order = sorted(groups.values(), key=lambda g: leaders.cost_s(_floor(g)))
+    needs = [max(leaders.cost_s(_floor(g)), MIN_BUDGET_S) for g in order]
     records = []
     for n, group in enumerate(order):
         share = _share(left, needs[n:])
@@ -84,7 +85,7 @@ def confirm(
 
 def _share(left_s: float, needs_s: list[float]) -> float:
     """What the first of the partitions still to confirm may spend of the `left_s` seconds,
-    where each needs `needs_s` for its leader and runner-up: its need and an even share of what
+    where each needs `needs_s` for its candidates: its need and an even share of what
     the needs leave over; an even share of what is left where that does not cover them all."""
     surplus = left_s - sum(needs_s)
     if surplus < 0:
@@ -92,9 +93,10 @@ def _share(left_s: float, needs_s: list[float]) -> float:
     return needs_s[0] + surplus / len(needs_s)
 
 
-def _chosen(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The candidates of one partition's rows (science.leaders over the verdict's pool)."""
-    return leaders.candidates(standing.pool(rows))
+def _floor(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The candidates of one partition's rows that are re-measured whatever the budget
+    (science.leaders over the verdict's pool, MAX_CANDIDATES at most)."""
+    return leaders.candidates(standing.pool(rows))[: leaders.MAX_CANDIDATES]
 
 
 def _confirm_partition(
@@ -103,7 +105,7 @@ def _confirm_partition(
     timeout_s: float | None,
     share_s: float,
 ) -> Partition | None:
-    """Re-measure one partition's candidates within `share_s` seconds, its leader and runner-up
+    """Re-measure one partition's candidates within `share_s` seconds, every one of them
     whatever that share (MIN_ROUNDS rounds of one-step windows of theirs at the least), in
     leaders.PROCESSES fresh workers in turn."""
     pool = standing.pool(rows)
@@ -120,11 +122,9 @@ def _confirm_partition(
     if parallel:
         why = "parallel points are not re-measured interleaved (one process each)"
         return record(status="skipped", reason=why)
-    budget_s = max(share_s, MIN_BUDGET_S)
-    fits = leaders.affordable(chosen, budget_s)
-    if not fits:  # the leader and the runner-up, whatever the budget: a tie is never its doing
-        budget_s = leaders.cost_s(chosen[:2])
-        fits = chosen[:2]
+    # every candidate, whatever the share: neither a tie nor a lead is the budget's doing
+    fits = chosen[: leaders.MAX_CANDIDATES]
+    budget_s = max(share_s, MIN_BUDGET_S, leaders.cost_s(fits))
     points = [Point.of(r) for r in fits]
     record = functools.partial(
         Partition,

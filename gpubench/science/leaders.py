@@ -98,7 +98,8 @@ def _within(row: dict[str, Any], top: dict[str, Any], margin: float) -> bool:
 def candidates(rows: list[dict[str, Any]], margin: float = MARGIN) -> list[dict[str, Any]]:
     """The rows that could be the fastest, fastest first: the leader, every row whose interval
     reaches the leader's widened by DRIFT or whose figure is within `margin` of it, and the
-    runner-up (affordable() picks the ones a budget re-measures)."""
+    runner-up (run.confirm re-measures the first MAX_CANDIDATES whatever its budget; tune's
+    plan the ones its budget affords, affordable())."""
     ranked = sorted(rows, key=lambda r: -float(r["samples_per_s"]))
     if len(ranked) < 2:
         return ranked
