@@ -489,9 +489,14 @@ def test_max_batch_meets_a_factory_that_hangs_or_dies_in_its_probe(
 ) -> None:
     args = ["--model", f"fault_workloads:{factory}", "--size", "tiny", "--device", "cpu"]
     # before, its build in the command's own process hung it for good, or killed it
-    assert main(["max-batch", *args, "--point-timeout", "1", "--json"]) == 0
+    assert main(["max-batch", *args, "--point-timeout", "1", "--json"]) == 1
     found = json.loads(capsys.readouterr().out)
     assert found["largest_batch"] == 0 and found["stopped"].startswith(said), found
+    # in words, nothing was measured: not "not even a batch of one fits" (nothing ran out of
+    # memory), and the exit status says no answer
+    assert main(["max-batch", *args, "--point-timeout", "1"]) == 1
+    printed = capsys.readouterr().out
+    assert "no batch size measured: " + said in printed and "not even" not in printed
 
 
 @pytest.mark.parametrize(

@@ -367,7 +367,7 @@ def max_batch(
         print_json(result.to_dict())
     else:
         console.max_batch_result(result)
-    return 0
+    return 1 if result.measured_none else 0  # a search that measured nothing answered nothing
 
 
 def print_json(value: Any) -> None:

@@ -58,6 +58,12 @@ class MaxBatch:
     time_ceiling: int | None = None  # the largest batch the search's `seconds` reached
 
     @property
+    def measured_none(self) -> bool:
+        """Whether the search ended before any batch ran, for a reason other than memory (a
+        probe that timed out or failed): nothing is known of what fits."""
+        return self.largest == 0 and self.stopped is not None and self.smallest_failed is None
+
+    @property
     def search_probes(self) -> list[Probe]:
         return [p for p in self.probes if p.phase in ("fit", "jump", "search")]
 
@@ -70,8 +76,10 @@ class MaxBatch:
         above it was tried); where the search stopped before anything ran out of memory, a
         lower bound; else the largest that fits, within the resolution, and the smallest that
         did not fit."""
-        if self.largest == 0:
+        if self.largest == 0 and not self.measured_none:
             return "not even a batch of one fits"
+        if self.largest == 0:
+            return f"no batch size measured: {self.stopped}"
         if self.ceiling_reached:
             return (
                 f"largest batch that fits: at least {self.largest}, the --ceiling (nothing "
