@@ -63,6 +63,20 @@ def test_a_series_not_grown_says_it_is_still_rising() -> None:
     assert todo == "measure larger batches: --batch-sizes auto"
 
 
+def test_a_largest_batch_that_leads_once_re_measured_leaves_the_batch_open() -> None:
+    # a default sweep's mlp/small AdamW on the CPU: the rows read B=512 no faster than B=128, so
+    # the series stopped; re-measured, B=512 led x1.52: it is not "throughput flattened"
+    rows = _rows("mlp", "fp32", "adamw", [4, 16, 64, 256, 1024])
+    rows[-2]["samples_per_s"] = rows[-1]["samples_per_s"] * 1.01  # B=256 by its row
+    line, todo = levers._larger_batch(rows[-1], rows, rows)
+    assert line == (
+        "a larger batch: B=1024 is the largest measured and the fastest once re-measured; its "
+        "row read it no faster than B=256, so the series stopped growing there: larger batches "
+        "not measured"
+    )
+    assert todo == "measure larger batches: --batch-sizes auto"
+
+
 def test_the_ceiling_is_named_as_the_ceiling() -> None:
     rows = _rows("mlp", "bf16", "sgd", [4, 16, 64, 256, 1024, 4096, 16384, CEILING])
     line, todo = levers._larger_batch(rows[-1], rows, rows)

@@ -260,10 +260,18 @@ def _larger_batch(
             plan.resume(above) or f"measure B={first}:{where} --batch-sizes {first}",
         )
     flat = growth.flattened(measured)
-    if flat is not None:
+    by_rows = max(measured, key=lambda r: float(r["samples_per_s"]), default=best)
+    if flat is not None and int(by_rows["batch_size"]) == largest:
         return f"a larger batch: throughput flattened ({flat})", None
     device_type = str(best["device"]).split(":")[0]
-    stopped = _stopped(measured, device_type)
+    # the rows read a smaller batch the fastest, the re-measurement the largest: what stopped
+    # the series was the rows' noise, and larger batches may be faster still
+    stopped = (
+        f" once re-measured; its row read it no faster than B={int(by_rows['batch_size'])}, "
+        "so the series stopped growing there: larger batches not measured"
+        if flat is not None
+        else _stopped(measured, device_type)
+    )
     if largest >= growth.CEILING:
         return (
             f"a larger batch: B={largest} is the growth's ceiling and the fastest, "
