@@ -37,10 +37,11 @@ LAUNCH_STEP = 4
 # 64 grows to 65,536 at the most, where max-batch's search stops too (run.maxbatch.CEILING).
 CEILING = 2**16
 # Seconds of its points' wall time (point_time_s, listed points included) each series may take,
-# by device type. The default suite on a 2-core CPU: 12 series, 36 listed points in about 30 s
-# quiet (results/20261125-cpu-sweep-phases), the growth keeping the sweep near a minute; on an
-# H100 a replay of the recorded rows brackets every CUDA series in at most 10.4 s
-# (tests/test_batch_growth.py), 12 series within about two minutes.
+# by device type. The default suite on this project's 2-core AVX2 CPU: 12 series whose points
+# take 68-79 s in all, 2-5 of them still rising when their budget ends (mlp/small at B=512-2048,
+# bf16 at 10-20x fp32's step time: results/20261128-cpu-five-sweeps-b); on an H100 a replay of
+# the recorded rows brackets every CUDA series in at most 10.4 s (tests/test_batch_growth.py),
+# 12 series within about two minutes.
 SERIES_BUDGET_S = {"cpu": 8.0, "cuda": 12.0}
 # `--batch-sizes auto`: one series is what the user asked for, so it may take longer.
 AUTO_BUDGET_S = {"cpu": 30.0, "cuda": 30.0}
