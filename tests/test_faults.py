@@ -500,6 +500,22 @@ def test_max_batch_meets_a_factory_that_hangs_or_dies_in_its_probe(
 
 
 @pytest.mark.parametrize(
+    ("factory", "said"),
+    [("hang_building", "no result within 1 s"), ("die_building", "the worker process died")],
+)
+def test_tune_meets_a_factory_that_hangs_or_dies_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], factory: str, said: str
+) -> None:
+    # before, tune built the model in its own process: it hung for good, or was killed
+    args = ["--model", f"fault_workloads:{factory}", "--size", "tiny", "--device", "cpu"]
+    args += ["--budget", "30s", "--point-timeout", "1", "--out", str(tmp_path / "t")]
+    assert main(["tune", *args]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"model 'fault_workloads:{factory}' at tiny: building it failed: " in line
+    assert said in line, line
+
+
+@pytest.mark.parametrize(
     ("model", "options", "named"),
     [
         ("mlp", {"hidden": "abc"}, "mlp.hidden = 'abc'; allowed: a list of whole numbers"),

@@ -25,13 +25,14 @@ from typing import Any
 from gpubench.config.checks import check_one_of
 from gpubench.config.convergence import TARGET_METRICS, Convergence, check, check_models
 from gpubench.config.errors import ConfigError
-from gpubench.config.model_options import check_buildable, decode, encode
+from gpubench.config.model_options import decode, encode
 from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point
 from gpubench.config.suite import load_suite
 from gpubench.data import catalog
 from gpubench.harness.optimizers import DEFAULT_LR
-from gpubench.run import maxbatch
+from gpubench.run import maxbatch, preflight
 from gpubench.run.context import RunContext, RunOptions
+from gpubench.run.worker import WorkerRunner
 from gpubench.science import lr_scaling
 from gpubench.science.curve import HIGHER_IS_BETTER
 from gpubench.science.target_time import TargetTime
@@ -249,7 +250,12 @@ def run_target(
             "its data set on the device)"
         )
     model_kwargs = dict(model_options or {})
-    check_buildable((model,), size, {model: model_kwargs})
+    # built in a worker: a factory that hangs or kills its process is one line (issue 43)
+    checker = WorkerRunner(None, options.point_timeout_s)
+    try:
+        preflight.check_built_alone(model, size, model_kwargs, checker)
+    finally:
+        checker.close()
     try:
         ds, _ = catalog.load(model, size, conv.dataset, conv.data_dir, conv.image_size)
     except ValueError as e:

@@ -31,7 +31,7 @@ from typing import Any
 
 from gpubench.config import loader as loader_axes
 from gpubench.config.errors import ConfigError
-from gpubench.config.model_options import check_buildable, encode
+from gpubench.config.model_options import encode
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.config.validate import validate
 from gpubench.run import confirm as leads
@@ -171,10 +171,13 @@ def tune(
         request = dataclasses.replace(
             TuneRequest.from_dict(saved.request), budget_s=request.budget_s
         )
-    check_buildable((request.model,), request.size, {request.model: request.model_options})
     clock = _Clock(started, request.budget_s, on_progress)
     with RunContext(run_dir, options) as run:
         run.open(rows=run_dir / ROWS_FILE)
+        # built in the run's worker: a factory that hangs or kills its process is one line
+        # (issue 43), not this process hung or killed
+        model_options = dict(request.model_options or {})
+        preflight.check_built_alone(request.model, request.size, model_options, run.runner)
         if not resume and (run_dir / T.FILE).exists():
             raise ConfigError(
                 f"run folder {str(run_dir)!r} already holds a tune; continue it with "
