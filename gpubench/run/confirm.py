@@ -147,7 +147,7 @@ def _confirm_partition(
         )
     each_s = budget_s / leaders.PROCESSES
     joined = _joined(done)
-    processes = [min(len(x) for x in r.samples_per_s) for r in done]
+    processes = _rounds_each(done)
     samples = paired_samples(done)
     measured = functools.partial(
         record,
@@ -207,11 +207,16 @@ def paired_samples(done: list[Rounds]) -> list[list[float]]:
     """Each candidate's samples/s over the rounds of every process in turn, each process's cut
     to the rounds every candidate ran in it (round r of one candidate pairs with round r of
     another: they shared its machine)."""
-    processes = [min(len(x) for x in r.samples_per_s) for r in done]
+    processes = _rounds_each(done)
     return [
         [v for r, n in zip(done, processes, strict=True) for v in r.samples_per_s[c][:n]]
         for c in range(len(done[0].samples_per_s))
     ]
+
+
+def _rounds_each(done: list[Rounds]) -> list[int]:
+    """The rounds every candidate ran, in each process in turn."""
+    return [min(len(x) for x in r.samples_per_s) for r in done]
 
 
 def _with_setup(rounds: Rounds, extra_s: float) -> Rounds:

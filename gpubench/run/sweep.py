@@ -174,7 +174,7 @@ def _measure(
     decisions: dict[str, batch_growth.Growth] = {}  # issue 42: why each grown series stopped
     unmeasured: list[Unmeasured] = []  # listed points a series' budget could not hold
 
-    def write_growth(stopped: list[Point] = []) -> None:  # noqa: B006 (read only)
+    def write_growth(stopped: Sequence[Point] = ()) -> None:
         why = "the sweep was stopped before it"
         gone = [Unmeasured(p.to_dict(), "stopped", why) for p in stopped]
         batch_growth.record(decisions, [*unmeasured, *gone]).write(run.store.dir)
@@ -196,8 +196,10 @@ def _measure(
             # issue 42: what was planned and not reached is said, not left to be guessed
             write_growth([point, *(p for p in queue if p.key() not in done)])
             break
-        why = batch_growth.over_budget(spec, point, series_rows.get(key, [])) if grows else None
-        if row is None and why is not None:
+        # only a point still to measure is weighed against its series' budget
+        weigh = grows and row is None
+        why = batch_growth.over_budget(spec, point, series_rows.get(key, [])) if weigh else None
+        if why is not None:
             # issue 42: a listed batch its series' budget cannot hold is not started, and said
             unmeasured.append(Unmeasured(point.to_dict(), "over budget", why))
             total -= 1
