@@ -58,6 +58,10 @@ class Machine:
     compile_s: float = 10.0
     start_s: float = 5.0  # start-up and max-batch, before the search
     worker_start_s: float = 0.0  # what the first trial pays more: its worker's start
+    # a CPU's step time at a configuration (None: steps too fast to matter): a trial runs at
+    # least `fewest_steps` of them whatever its limit
+    step_s: Callable[[Config], float] | None = None
+    fewest_steps: int = 14
     clock: float = 0.0
     compiled: set[tuple[Combo, int]] = field(default_factory=set)
     planner: Planner = field(init=False)
@@ -67,6 +71,7 @@ class Machine:
         self.clock = self.start_s
         limits = [trial.measuring_limit_s(trial.round_budget(SWEEP, r)) for r in range(ROUNDS)]
         self.planner = Planner(self.budget_s, lambda: self.clock, limits, 0.15, self.start_s)
+        self.planner.fewest_steps = self.fewest_steps if self.step_s is not None else 0
 
     def measure(self, surface: Callable[[Config], float | None]) -> Callable[..., float | None]:
         def run(config: Config, rnd: int) -> float | None:
@@ -82,14 +87,17 @@ class Machine:
             key = (config.combo, config.batch_size)  # a static graph per batch, as torch's
             compile_s = self.compile_s if compiling and key not in self.compiled else 0.0
             self.compiled.add(key)
-            measuring = trial.measuring_limit_s(budget)
+            limit = trial.measuring_limit_s(budget)
+            step = self.step_s(config) if self.step_s is not None else 0.0
+            measuring = max(limit, self.fewest_steps * step)
             fresh = not p.costs
             fixed = self.fixed_s + compile_s + (self.worker_start_s if fresh else 0.0)
             self.clock += fixed + measuring
             if left is not None:  # past the search's deadline: only by a compile not planned
                 self.overrun_s.append(self.clock - (self.clock - measuring - self.fixed_s) - left)
             p.observe(TrialCost(config.combo, rnd, fixed, measuring, compile_s, p.scale(),
-                                measuring, config.batch_size, fresh_worker=fresh))  # fmt: skip
+                                limit, config.batch_size, step, surface(config),
+                                fresh_worker=fresh))  # fmt: skip
             if cut:
                 raise Cut(surface(config))
             return surface(config)
@@ -224,7 +232,7 @@ def test_a_workers_start_in_the_first_trial_does_not_price_every_other_setting_o
 
 def test_a_space_measured_whole_but_cut_short_has_screened_every_setting() -> None:
     # the plan chose to measure it all, then trials cost more than it saw: breadth first, each
-    # setting was measured at its largest batches before any got its smaller ones
+    # setting was measured at its smallest batch before any got a larger one
     precisions = ("fp32", "bf16", "fp16", "tf32")
     space = Space(tuple((("precision", p), ("compile", "eager")) for p in precisions), BATCHES)
     m = Machine(90.0, fixed_s=0.3, start_s=30.0)
@@ -239,7 +247,7 @@ def test_a_space_measured_whole_but_cut_short_has_screened_every_setting() -> No
     first = [t.config for t in out.trials if t.round == 0]
     assert out.measure_all and len(first) < len(space.combos) * len(BATCHES)
     assert {c.combo for c in first} == set(space.combos)
-    assert {c.batch_size for c in first[:4]} == {max(BATCHES)}
+    assert {c.batch_size for c in first[:4]} == {min(BATCHES)}
 
 
 def test_checkpointing_is_screened_at_a_micro_batch_that_only_fits_with_it() -> None:
@@ -355,3 +363,27 @@ def test_a_configuration_whose_steps_took_long_is_not_started_without_room_for_t
     assert p.room(1, fast, 8) and not p.room(1, slow, 64)
     assert p.room(1, slow, 8)  # another batch of it has shown nothing of the kind
     assert not p.room(1, COMBOS[2], 64)  # another combo at that batch: its steps as slow
+
+
+def test_a_cpu_whose_large_batches_take_seconds_a_step_is_searched_from_its_small_batches() -> None:
+    # issue 42's head to head (cnn small on the 2-core CPU, 25% of a 506 s grid): tune began
+    # with B=1024 (2.3 s a step, 30 s a trial), priced everything else out with it and answered
+    # B=1024 at x0.36 of the grid's B=128. Cheap batches first, each larger one priced at its
+    # fewest steps from the nearest measured batch, it screens every setting near the peak.
+    combos = tuple(
+        (("precision", "fp32"), ("compile", c), ("threads", t))
+        for c, t in (("eager", 2), ("compile", 2), ("eager", 1), ("compile", 1))
+    )
+    space = Space(combos, BATCHES)
+
+    def cnn(config: Config) -> float:
+        s, b = dict(config.combo), config.batch_size
+        f = (1.05 if s["compile"] == "compile" else 1.0) * (1.0 if s["threads"] == 2 else 0.6)
+        return 700 * f * b / (b + 8) * (1 if b <= 128 else (128 / b) ** 0.2)
+
+    m = Machine(126.0, fixed_s=0.5, compile_s=8.0, step_s=lambda c: c.batch_size / cnn(c))
+    out = search(space, m.measure(cnn), pacer=m.planner)
+    best = max((Config(c, b) for c in combos for b in BATCHES), key=cnn)
+    assert out.best is not None and cnn(out.best) >= 0.9 * cnn(best)
+    assert {dict(t.config.combo)["threads"] for t in out.trials if t.round == 0} == {1, 2}
+    assert m.clock <= 126.0 + m.compile_s

@@ -373,6 +373,12 @@ def _window_size(n_done: int, wall_s: float, step_estimate_s: float, budget: Bud
     return max(1, int(min(n, max(steps_left_in_budget, _ci_floor(budget) - n_done))))
 
 
+def fewest_steps(budget: Budget) -> int:
+    """Steps a point runs after its first whatever its time limits: warm-up's fewest and the
+    measuring's (a slow point's floor: a 2.3 s step makes a 0.5 s trial last 20 s)."""
+    return budget.warmup_steps + _ci_floor(budget)
+
+
 def _ci_floor(budget: Budget) -> int:
     """Steps the time budget never stops short of: min_steps, up to the fewest that give the
     median a confidence interval (6), so a slow point still has one (max_steps still rules)."""

@@ -131,7 +131,8 @@ class Planner:
     candidates' measured costs, confirmation_s); `confirm_share` is its budget's share of
     the points' seconds (run.confirm.SHARE).
     `own_fixed_s`: tune's own fixed costs (start-up, max-batch, environment capture) when the
-    search began, the yard stick of measuring everything."""
+    search began, the yard stick of measuring everything. `fewest_steps`: the steps a trial
+    runs after its first whatever its limits (harness.timing.fewest_steps; 0: not told)."""
 
     budget_s: float | None
     now: Callable[[], float]
@@ -139,6 +140,7 @@ class Planner:
     confirm_share: float = 0.0
     own_fixed_s: float = 0.0
     prior_fixed_s: float = 0.0
+    fewest_steps: int = 0
     costs: list[TrialCost] = field(default_factory=list)
     rounds: list[RoundPlan] = field(default_factory=list)
     measure_all_why: str | None = None
@@ -401,15 +403,20 @@ class Planner:
 
     def _floor_s(self, combo: Combo, batch_size: int) -> float:
         """The least measuring seconds of a trial of `combo` at `batch_size`, whatever its limit:
-        the fewest steps the harness runs (as trials that ran past their limit showed) at the
-        combo's step time there, scaled from its nearest measured batch (samples/s flat);
-        before the combo ran, the floor other combos showed at that batch (a step's time is
-        the batch's more than the setting's). 0 where no trial ran past its limit."""
+        the fewest steps the harness runs (`fewest_steps`, or more where trials that ran past
+        their limit showed more) at the step time there, scaled from the nearest measured batch
+        (samples/s flat) of the combo, else of any combo (a step's time is the batch's more than
+        the setting's); else what trials at that batch that ran past their limit took. 0 where
+        nothing says (a CPU's B=1024 priced at B=4's 0.5 s began a tune with a 30 s trial)."""
         over = [c for c in self.costs if c.measuring_s > c.limit_s]
         timed = [c for c in over if c.step_time_s > 0]
-        mine = [c for c in self.costs if c.combo == combo and c.step_time_s > 0 and c.batch_size]
-        if timed and mine and batch_size:
-            steps = statistics.median(c.measuring_s / c.step_time_s for c in timed)
+        steps = max(
+            self.fewest_steps,
+            statistics.median(c.measuring_s / c.step_time_s for c in timed) if timed else 0,
+        )
+        ran = [c for c in self.costs if c.step_time_s > 0 and c.batch_size]
+        mine = [c for c in ran if c.combo == combo] or ran
+        if steps and mine and batch_size:
             near = min(mine, key=lambda c: abs(math.log(c.batch_size / batch_size)))
             return steps * near.step_time_s * batch_size / near.batch_size
         at_b = [c for c in over if c.batch_size == batch_size]

@@ -302,15 +302,16 @@ class _Searcher:
         return [(c, at[c]) for c in _kept(figure, 0, fewest, len(at))]
 
     def _measure_all(self, combos: tuple[Combo, ...]) -> dict[Combo, int]:
-        """Round 0 over every configuration breadth first (each combo at its largest batch, then
-        one step down, ...) while the round has room: a round cut short has screened every
-        setting (one combo's whole curve first left an H100 tune with fp32 alone). Each combo's
-        best batch index, where it ran."""
+        """Round 0 over every configuration breadth first, from the smallest batch up (each
+        combo at its smallest, then one step up, ...) while the round has room: a round cut
+        short has screened every setting (one combo's whole curve first left an H100 tune with
+        fp32 alone), and a batch is priced from the smaller ones measured before it (a CPU
+        tune that began at B=1024, 30 s a trial, measured nothing else). Each combo's best
+        batch index, where it ran."""
         fits = {c: self.space.fit_index(c) for c in combos}
-        for depth in range(max(fits.values()) + 1):
+        for i in range(max(fits.values()) + 1):
             for c in combos:
-                i = fits[c] - depth
-                if i < 0 or self.dropped(c):
+                if i > fits[c] or self.dropped(c):
                     continue
                 config = self.space.config(c, self.space.batch_sizes[i])
                 if not self.figures or self.room(0, config):

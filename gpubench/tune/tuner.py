@@ -34,6 +34,7 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import encode
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.config.validate import validate
+from gpubench.harness import timing
 from gpubench.run import confirm as leads
 from gpubench.run import preflight
 from gpubench.run.batch_search import Probe
@@ -280,6 +281,7 @@ class _Trials:
             leads.SHARE,
             own_fixed_s=clock.now(),
             prior_fixed_s=statistics.median(clock.probe_s) if clock.probe_s else 0.0,
+            fewest_steps=timing.fewest_steps(request.budget),
         )
 
     def deadline_passed(self) -> bool:
