@@ -102,3 +102,27 @@ def test_tune_does_not_claim_it_searched_to_the_memory_limit() -> None:
     flat = _rows("cnn", "fp32", "sgd", [64, 256, 512, 1024])
     best = max(flat, key=lambda r: r["samples_per_s"])
     assert levers._larger_batch(best, flat, flat, command="tune")[1] is None
+
+
+def test_a_grid_of_listed_batches_is_not_said_to_be_ended_by_a_budget_it_never_had() -> None:
+    # the same 11.4 s series, but as a grid of listed batches (no growth.json series): before,
+    # the rule read on its rows blamed "the series' 12 s time budget" (a CPU grid of 4-1024
+    # was told "8 s")
+    rows = [r | {"point_time_s": 2.6} for r in _rows("cnn", "bf16", "adamw", [4, 16, 64, 256])]
+    rows += [
+        r | {"point_time_s": 1.0, "samples_per_s": r["samples_per_s"] * 1.2}
+        for r in _rows("cnn", "bf16", "adamw", [1024])
+    ]
+    line, _ = levers._larger_batch(rows[-1], rows, rows, stops={})
+    assert line.endswith("the fastest; throughput still rising there (not bracketed)")
+    # grown, its growth.json's stop says what ended it, in its own figures
+    from gpubench.config.spec import Point
+    from gpubench.store.growth_record import Stop
+
+    detail = "throughput still rising at B=1024: 1.20x B=256's; 11.4 s of its 12 s spent"
+    stops = {Point.of(rows[-1]).label(batch=False): Stop("budget spent", detail)}
+    line, todo = levers._larger_batch(rows[-1], rows, rows, stops=stops)
+    assert line.endswith(
+        f"the fastest; its series' time budget ended it before throughput flattened ({detail})"
+    )
+    assert todo == "measure larger batches: --batch-sizes auto"

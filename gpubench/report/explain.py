@@ -18,6 +18,7 @@ from gpubench.science import plan, remeasured
 from gpubench.science.leaders import MARGIN
 from gpubench.science.verdict import ModelVerdict, verdicts
 from gpubench.store import confirmations, growth_record
+from gpubench.store.growth_record import Stop
 from gpubench.store.results import ResultStore
 
 
@@ -62,7 +63,13 @@ def run_verdicts(
     its machine."""
     rows = run_frame(runs) if frame is None else frame
     out = verdicts(
-        rows, cpu_energy_reason(runs), _found(runs), margin, command(runs), unreached(runs)
+        rows,
+        cpu_energy_reason(runs),
+        _found(runs),
+        margin,
+        command(runs),
+        unreached(runs),
+        stops(runs),
     )
     for v in out:
         v.fastest += machine_of_fastest(rows, v)
@@ -87,6 +94,16 @@ def unreached(runs: Sequence[Run]) -> list[plan.Unreached]:
         recorded = record.unmeasured if record is not None else ()
         planned = _planned(run, run.frame.to_dict("records"))
         out += plan.unreached(planned, every, recorded, where)
+    return out
+
+
+def stops(runs: Sequence[Run]) -> dict[str, Stop]:
+    """Why each series the runs' sweeps grew stopped, by the series' label (growth.json's; a
+    series no run grew is not in it: its largest batch is not a budget's doing)."""
+    out: dict[str, Stop] = {}
+    for run in runs:
+        record = growth_record.read(run.path)
+        out.update(record.series if record is not None else {})
     return out
 
 

@@ -4,17 +4,19 @@ experiment worth running: never one the run already did."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gpubench.config import registry
 from gpubench.config.registry import Setting, lever_name
+from gpubench.config.spec import Point
 from gpubench.science import growth, plan
 from gpubench.science.input_bound import workers_lever
 from gpubench.science.leaders import MARGIN, Comparison
 from gpubench.science.partition import identity, label, norm, same_key, series
 from gpubench.science.plan import Unreached
+from gpubench.store.growth_record import Stop
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ def levers(
     paired: dict[tuple[Any, ...], Comparison] | None = None,
     tied: frozenset[tuple[Any, ...]] = frozenset(),
     unreached: Sequence[Unreached] = (),
+    stops: Mapping[str, Stop] | None = None,
 ) -> tuple[list[str], str | None]:
     """The levers for `kind`: each measured one that helps by more than `margin` (its
     samples/s with it over without, naming the row it is measured against) and each one not
@@ -49,6 +52,8 @@ def levers(
     own intervals: a lever measured against one of them is within noise, never a figure.
     `unreached`: the partition's points planned and not measured (science.plan): a lever or
     larger batch among them is said to be planned, not measured, and why.
+    `stops`: why each grown series stopped, by its label (growth.json's; {}: none grew; None:
+    not known, read from the rows by the growth rule).
     A setting measured slower, or within the margin, is no lever: see no_help()."""
     effects = _effects(kind, best, records, among, margin, paired, tied, unreached)
     found = [e for e in effects if e.helps]
@@ -57,7 +62,7 @@ def levers(
         more, todo_more = workers_lever(best, records, margin, tied)
         lines += more
         todo[:0] = [todo_more] if todo_more else []
-    line, todo_first = _larger_batch(best, records, all_rows, command, unreached)
+    line, todo_first = _larger_batch(best, records, all_rows, command, unreached, stops)
     if kind in ("launch", "memory", "mixed"):  # a larger batch cures overhead, memory traffic
         lines.append(line)
         todo[:0] = [todo_first] if todo_first else []
@@ -206,6 +211,7 @@ def _larger_batch(
     all_rows: list[dict[str, Any]],
     command: str = "sweep",
     unreached: Sequence[Unreached] = (),
+    stops: Mapping[str, Stop] | None = None,
 ) -> tuple[str, str | None]:
     """Whether a larger batch is worth measuring: not where the fastest point's series already
     ran out of memory above it (all_rows holds the failed points too), nor where every row
@@ -270,7 +276,7 @@ def _larger_batch(
         f" once re-measured; its row read it no faster than B={int(by_rows['batch_size'])}, "
         "so the series stopped growing there: larger batches not measured"
         if flat is not None
-        else _stopped(measured, device_type)
+        else _stopped(measured, device_type, best, stops)
     )
     if largest >= growth.CEILING:
         return (
@@ -300,17 +306,30 @@ def _larger_batch(
     )
 
 
-def _stopped(measured: list[dict[str, Any]], device_type: str) -> str:
+def _stopped(
+    measured: list[dict[str, Any]],
+    device_type: str,
+    best: dict[str, Any],
+    stops: Mapping[str, Stop] | None,
+) -> str:
     """Why a series whose largest batch is its fastest, still rising, stopped there: its time
-    budget by the growth rule (a sweep's, or `--batch-sizes auto`'s), else not grown."""
+    budget, where the growth rule stopped it so (growth.json's `stops`; without them, the rule
+    read on the rows under a sweep's or `--batch-sizes auto`'s budget), else not grown (a grid
+    of listed batches is not ended by a budget it never had)."""
     if len(measured) < 2:
         return ""
+    rising = "; throughput still rising there (not bracketed)"
+    if stops is not None:
+        stop = stops.get(Point.of(best).label(batch=False))
+        if stop is not None and stop.reason in ("budget spent", "over budget"):
+            return f"; its series' time budget ended it before throughput flattened ({stop.detail})"
+        return rising
     for budgets in (growth.SERIES_BUDGET_S, growth.AUTO_BUDGET_S):
         budget = budgets.get(device_type, budgets["cpu"])
         decided = growth.decide(measured, budget)
         if decided.reason in ("budget spent", "over budget"):
             return f"; the series' {budget:g} s time budget ended it before throughput flattened"
-    return "; throughput still rising there (not bracketed)"
+    return rising
 
 
 def _applies(setting: Setting, best: dict[str, Any]) -> bool:

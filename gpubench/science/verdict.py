@@ -7,7 +7,7 @@ not measure (science.plan), so that a run that stopped early says so."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,7 @@ from gpubench.science.partition import (
     varying,
 )
 from gpubench.science.partition import norm as _norm
+from gpubench.store.growth_record import Stop
 from gpubench.store.wording import milliseconds, number, times
 
 
@@ -199,13 +200,15 @@ def verdicts(
     margin: float = leaders.MARGIN,
     command: str = "sweep",
     unreached: Sequence[plan.Unreached] = (),
+    stops: Mapping[str, Stop] | None = None,
 ) -> list[ModelVerdict]:
     """One verdict per partition (model, size, model options, optimizer, lr rule: see
     science.partition) with a point that ran, in order. `confirmations`: the interleaved
     re-measurements of the leaders (run.confirm's records), where they were taken; `margin`:
     the practical difference (a share) under which a lead is a tie; `command`: what made the
     rows ("sweep" or "tune"), so that the next experiment is one that command can run;
-    `unreached`: the points the runs planned and did not measure (science.plan.unreached)."""
+    `unreached`: the points the runs planned and did not measure (science.plan.unreached);
+    `stops`: why each grown series stopped, by its label (growth.json's; None: not known)."""
     leaders.check_margin(margin)
     if frame.empty:
         return []
@@ -222,7 +225,9 @@ def verdicts(
         rows = groups[key]
         if any(standing.ran(r) for r in rows):
             missing = plan.of_partition(unreached, rows[0])
-            out.append(_verdict(rows, found.get(key), cpu_energy_reason, margin, command, missing))
+            out.append(
+                _verdict(rows, found.get(key), cpu_energy_reason, margin, command, missing, stops)
+            )
     return out
 
 
@@ -233,6 +238,7 @@ def _verdict(
     margin: float,
     command: str,
     missing: list[plan.Unreached],
+    stops: Mapping[str, Stop] | None = None,
 ) -> ModelVerdict:
     ok = [r for r in all_rows if standing.ran(r)]
     pool = standing.pool(all_rows)  # per device: a filter on rows never decides between them
@@ -286,7 +292,7 @@ def _verdict(
         mine, own_ok = standing.as_measured(best), [standing.as_measured(r) for r in ok]
         own_all = [standing.as_measured(r) if standing.ran(r) else r for r in all_rows]
         v.levers, v.next_experiment = levers(
-            kind, mine, own_ok, own_all, among, margin, command, lead.paired, tied, missing
+            kind, mine, own_ok, own_all, among, margin, command, lead.paired, tied, missing, stops
         )
         v.not_levers = no_help(kind, mine, own_ok, among, margin, lead.paired, tied)
     else:
