@@ -377,3 +377,46 @@ def test_a_batch_that_failed_inside_the_series_is_not_asked_for_again() -> None:
     g = decide(rows)
     assert (g.batch, g.reason) == (None, "failed")
     assert g.detail.startswith("B=128 measured already")
+
+
+def test_a_series_that_flattened_early_leaves_its_unspent_budget_to_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CPU's default sweep (results/20261128-cpu-five-sweeps-b): mlp fp32 AdamW still rising
+    at B=2,048 when its own 8 s ended, beside series that flattened in 3-5 s. The growing series
+    of a device type share one pool: SGD flattens at B=16 in 4 s of its 8, so AdamW may take 12."""
+    spec = dataclasses.replace(SPEC, devices=("cpu",), grow_batch_sizes=("cpu",))
+
+    def curve(point: Point) -> dict[str, Any]:
+        b, sgd = point.batch_size, point.optimizer == "sgd"
+        rate = 10.0 * min(b, 16 if sgd else 256) * (0.99 if b > (16 if sgd else 256) else 1.0)
+        row = make_row(point, "ok", samples_per_s=rate, step_time_s=b / rate)
+        return row | {"point_time_s": 1.0 if sgd else 2.0}
+
+    _measure_with(monkeypatch, tmp_path, spec, curve)
+    got = _batches(tmp_path)
+    assert got[("cpu", "sgd")] == [4, 16, 64, 8]  # flattened, the knee refined: 4 s of its 8
+    # 4 to 256 in 4-fold jumps (flat step time), 1024 no faster, the knee refined: 12 s of 12
+    assert got[("cpu", "adamw")] == [4, 16, 64, 256, 1024, 128]
+    stops = growth_record.read(tmp_path)
+    assert stops is not None
+    assert {s.reason for s in stops.series.values()} == {"flattened"}
+    # on its own 8 s, AdamW stops short of its knee
+    alone = dataclasses.replace(spec, optimizers=("adamw",))
+    _measure_with(monkeypatch, tmp_path / "alone", alone, curve)
+    assert _batches(tmp_path / "alone")[("cpu", "adamw")] == [4, 16, 64]
+    alone_stops = growth_record.read(tmp_path / "alone")
+    assert alone_stops is not None
+    assert [s.reason for s in alone_stops.series.values()] == ["over budget"]
+
+
+def test_the_pool_carries_only_what_finished_series_of_the_device_type_left() -> None:
+    spec = dataclasses.replace(SPEC, devices=("cpu",), grow_batch_sizes=("cpu",))
+    point = dataclasses.replace(BASE, device="cpu")
+    done = [make_row(point, "ok") | {"point_time_s": 1.5} for _ in range(2)]  # 3 s of 8
+    over = [make_row(point, "ok") | {"point_time_s": 5.0} for _ in range(2)]  # 10 s: 2 past
+    gpu = [make_row(BASE, "ok") | {"point_time_s": 0.5}]
+    assert batch_growth.carried(spec, point, [done]) == 5.0
+    assert batch_growth.carried(spec, point, [done], [over]) == 3.0
+    assert batch_growth.carried(spec, point, [done, gpu]) == 5.0  # another device's pool
+    assert batch_growth.carried(spec, point, [], [over]) == 0.0
