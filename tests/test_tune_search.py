@@ -183,6 +183,9 @@ class EveryPacer:
     def measure_all(self, space: Space, halving: list[int]) -> bool:
         return True
 
+    def still_measure_all(self, left: list[Config]) -> bool:
+        return True
+
     def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
         pass
 

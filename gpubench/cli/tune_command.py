@@ -142,6 +142,8 @@ def summary(record: T.TuneRecord, run_dir: Path) -> None:
     plan = record.plan or {}
     if plan.get("measure_all"):
         print(f"search: measured the whole space: {plan['measure_all_why']}")
+    elif plan.get("measure_all_why"):
+        print(f"search: {plan['measure_all_why']}")
     ended = "ran all its rounds" if record.finished else f"stopped early ({record.stopped})"
     print(
         f"search: {ended}; measured {cov.get('configurations_measured', 0)} of "

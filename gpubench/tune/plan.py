@@ -35,7 +35,7 @@ from typing import Any
 from gpubench.harness.interleave import WARMUP_SHARE
 from gpubench.run import confirm
 from gpubench.science import leaders
-from gpubench.tune.search import CLIMB_TRIALS, ETA, FINALISTS, ROUNDS, Combo, Space
+from gpubench.tune.search import CLIMB_TRIALS, ETA, FINALISTS, ROUNDS, Combo, Config, Space
 
 # A round's measuring time is never cut below this share of its default: shorter, its figures
 # are too noisy to rank by (round 0's default is already 1/ETA^2 of a sweep's).
@@ -144,6 +144,7 @@ class Planner:
     costs: list[TrialCost] = field(default_factory=list)
     rounds: list[RoundPlan] = field(default_factory=list)
     measure_all_why: str | None = None
+    abandoned_why: str | None = None  # why measuring the whole space was dropped midway
     # the round under way: (round, its planned trials' combos, later rounds' trial counts)
     _round: tuple[int, list[Combo], list[int]] = (0, [], [])
     _done: int = 0  # trials of it ended
@@ -345,6 +346,32 @@ class Planner:
         )
         return True
 
+    def still_measure_all(self, left: Sequence[Config]) -> bool:
+        """Whether round 0 still measures every configuration: the ones `left` (not measured)
+        fit the time left at what the trials so far showed they cost (each one's fixed cost,
+        a compile per new batch of a compiled combo, and its measuring, no less than its
+        fewest steps). Where not, the search goes on by the halving from what was measured,
+        and measure_all_why says why."""
+        if self.measure_all_why is None:
+            return False
+        if all(c.fresh_worker for c in self.costs):
+            return True  # a worker's start is paid once: it prices no other trial
+        rest = sum(
+            self.fixed_s(c.combo, c.batch_size)
+            + max(self.measuring_est_s(0, 1.0), self._floor_s(c.combo, c.batch_size))
+            for c in left
+        )
+        spendable = self._spendable_s()
+        if spendable is None or rest <= spendable:
+            return True
+        self.measure_all_why = None
+        self.abandoned_why = (
+            f"measuring the whole space was dropped after {len(self.costs)} trials: the "
+            f"{len(left)} configurations left would take {rest:.0f} s of the {spendable:.0f} s "
+            "left; the halving went on from what they measured"
+        )
+        return False
+
     def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None:
         """Round `rnd` begins: choose the measuring scale and the round's share."""
         self._round = (rnd, list(trials), list(later))
@@ -441,7 +468,7 @@ class Planner:
         """The plan as tune.json's `plan` (see gpubench.store.tune_record)."""
         return {
             "measure_all": self.measure_all_why is not None,
-            "measure_all_why": self.measure_all_why,
+            "measure_all_why": self.measure_all_why or self.abandoned_why,
             "own_fixed_s": self.own_fixed_s,
             "rounds": [asdict(r) for r in self.rounds],
         }

@@ -107,11 +107,14 @@ class Cut(Exception):
 
 class Pacer(Protocol):
     """What sizes the rounds to a budget (gpubench.tune.plan.Planner): whether round 0 measures
-    every configuration (`halving`: the trials planned per round); a round begins with `trials`
-    (their combos) planned, `later` in each round after; whether it has room for one more (of
-    `combo` at `batch_size`)."""
+    every configuration (`halving`: the trials planned per round), and whether it still does
+    once trials showed what they cost (`left`: the configurations not measured); a round
+    begins with `trials` (their combos) planned, `later` in each round after; whether it has
+    room for one more (of `combo` at `batch_size`)."""
 
     def measure_all(self, space: Space, halving: list[int]) -> bool: ...
+
+    def still_measure_all(self, left: list[Config]) -> bool: ...
 
     def begin(self, rnd: int, trials: list[Combo], later: list[int]) -> None: ...
 
@@ -262,10 +265,13 @@ class _Searcher:
         combos = self.space.combos
         plan = [combos[0]] * (len(self._bracket_order(combos[0])) + 2) + list(combos[1:])
         if self.out.measure_all:
-            plan = [c for c in combos for _ in batches]
+            self.begin(0, [c for c in combos for _ in batches], self.planned_counts()[1:])
+            measured = self._measure_all(combos)
+            if measured is not None:
+                return self._survivors(measured)
+            # the trials cost more than planned: the halving goes on from what they measured
+            self.out.measure_all = False
         self.begin(0, plan, self.planned_counts()[1:])
-        if self.out.measure_all:
-            return self._survivors(self._measure_all(combos))
         at: dict[Combo, int] = {}
         anchor: int | None = None
         anchor_fit = 0
@@ -301,21 +307,31 @@ class _Searcher:
         fewest = max(1, math.ceil(min(len(at), len(self.space.combos)) / ETA))
         return [(c, at[c]) for c in _kept(figure, 0, fewest, len(at))]
 
-    def _measure_all(self, combos: tuple[Combo, ...]) -> dict[Combo, int]:
+    def _measure_all(self, combos: tuple[Combo, ...]) -> dict[Combo, int] | None:
         """Round 0 over every configuration breadth first, from the smallest batch up (each
         combo at its smallest, then one step up, ...) while the round has room: a round cut
         short has screened every setting (one combo's whole curve first left an H100 tune with
         fp32 alone), and a batch is priced from the smaller ones measured before it (a CPU
         tune that began at B=1024, 30 s a trial, measured nothing else). Each combo's best
-        batch index, where it ran."""
+        batch index, where it ran; None where, after a trial, the configurations left no
+        longer fit the time left at what trials cost (the pacer's still_measure_all: a CPU's
+        torch.compile took 20-35 s per batch where nothing had priced it)."""
         fits = {c: self.space.fit_index(c) for c in combos}
-        for i in range(max(fits.values()) + 1):
-            for c in combos:
-                if i > fits[c] or self.dropped(c):
-                    continue
-                config = self.space.config(c, self.space.batch_sizes[i])
-                if not self.figures or self.room(0, config):
-                    self.measure(config, 0)
+        order = [(c, i) for i in range(max(fits.values()) + 1) for c in combos if i <= fits[c]]
+        for n, (c, i) in enumerate(order):
+            if self.dropped(c):
+                continue
+            config = self.space.config(c, self.space.batch_sizes[i])
+            if self.figures and self.pacer is not None:
+                left = [
+                    self.space.config(k, self.space.batch_sizes[j])
+                    for k, j in order[n:]
+                    if not self.dropped(k)
+                ]
+                if not self.pacer.still_measure_all(left):
+                    return None
+            if not self.figures or self.room(0, config):
+                self.measure(config, 0)
         ran = {c: self._best_at(c) for c in combos if not self.dropped(c)}
         return {c: i for c, i in ran.items() if i is not None}
 
