@@ -286,3 +286,13 @@ def test_budget_step_counts_are_whole_numbers(
     assert main(["sweep", str(suite), "--out", str(tmp_path / "run")]) == 2
     assert "budget.min_steps 2.5" in _one_line_error(capsys)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_saved_convergence_suite_with_targets_by_model_reads_back() -> None:
+    # results/20261122-cpu-convergence: its per-model targets are JSON pairs in suite.json,
+    # which read back as lists, and `--resume` of that folder failed ("'<' not supported
+    # between instances of 'int' and 'list'")
+    saved = json.loads((ROOT / "results/20261122-cpu-convergence/suite.json").read_text())
+    spec = folder.spec_from_saved(folder.with_defaults(saved))
+    assert spec.convergence.target == (("cnn", 0.8), ("mlp", 0.9), ("transformer", 3.0))
+    assert folder.spec_from_saved(folder.as_saved(spec)) == spec

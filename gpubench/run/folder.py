@@ -81,13 +81,18 @@ def spec_from_saved(saved: dict[str, Any]) -> SweepSpec:
             value = saved[f.name]
             default = f.default_factory() if callable(f.default_factory) else f.default
             if dataclasses.is_dataclass(default) and isinstance(value, dict):
-                value = dataclasses.replace(default, **value)  # type: ignore[type-var]
-            elif isinstance(value, list):
-                value = tuple(value)
-            kwargs[f.name] = value
+                # a nested setting kept as JSON lists (convergence's per-model targets: pairs)
+                fields = {k: _tuples(v) for k, v in value.items()}
+                value = dataclasses.replace(default, **fields)  # type: ignore[type-var]
+            kwargs[f.name] = _tuples(value)
         return validate(SweepSpec(**kwargs))
     except (TypeError, ConfigError) as e:
         raise ConfigError(f"the saved suite.json cannot be used: {e}") from None
+
+
+def _tuples(value: Any) -> Any:
+    """`value` with JSON's lists as the tuples a spec holds, nested ones too."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def as_saved(spec: SweepSpec) -> dict[str, Any]:
