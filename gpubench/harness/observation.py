@@ -23,6 +23,7 @@ from gpubench.harness.timing import ALONE, Group, Measurement, measure
 from gpubench.probes import breakdown, load, memory, nvml
 from gpubench.probes import profile as step_profile
 from gpubench.probes.cpu_energy import CpuEnergy
+from gpubench.probes.current_device import cuda_index
 from gpubench.probes.sampler_process import ProcessSampler
 from gpubench.probes.step_count import CountStep, StepCount
 
@@ -124,8 +125,7 @@ def nvml_sampler(device: torch.device) -> ProcessSampler | None:
     null)."""
     if device.type != "cuda" or nvml.unavailable_reason() is not None:
         return None
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    uuid = nvml.Device(index).uuid()
+    uuid = nvml.Device(cuda_index(device)).uuid()
     return ProcessSampler("gpubench.probes.nvml:device_reader", (uuid, os.getpid()))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from typing import Any
 
@@ -11,10 +10,11 @@ import torch
 from gpubench.config.spec import Budget, Point
 from gpubench.harness import parallel_probes
 from gpubench.harness.parallel_probes import largest, median
-from gpubench.harness.point import _datasheet_peak, profile_values
+from gpubench.harness.point import _datasheet_peak, loss_status, profile_values, roofline_values
 from gpubench.harness.timing import Stats
-from gpubench.probes import calibration, communication, flops, load
+from gpubench.probes import calibration, flops, load
 from gpubench.probes.bandwidth import cached_bandwidth
+from gpubench.probes.profile import COLLECTIVE_METHOD
 from gpubench.store.row import make_row
 
 # The process group's backend per device type (the row's `backend`).
@@ -60,23 +60,32 @@ def group_row(
     medians = [x.median_s for x in stats]
     global_batch = common["global_batch_size"]
     tokens = None if r0["tokens_per_step"] is None else r0["tokens_per_step"] * world
-    last = r0["loss_last"]
-    status = "ok" if math.isfinite(last) else "diverged"
     threads = r0["torch_threads"]
     others = parallel_probes.outside_load([r["other_load_cores"] for r in ranks])
     # this node's ranks' cores: one each on a GPU, their threads' on the CPU
     per_rank = load.needed_cores(point.device, threads)
     needed = point.nproc * per_rank
+    sheet = _datasheet_peak(device, point.precision)  # rank 0's
+    bandwidth = cached_bandwidth(torch.device(point.device))
     return make_row(
         point,
-        status,
-        error=None if status == "ok" else f"loss became {last} during measurement",
+        **loss_status(r0["loss_last"]),
         **{k: r0[k] for k in _AS_RANK0},
         samples_per_step=global_batch,
         tokens_per_step=tokens,
         **s.columns(),
-        noisy=not math.isfinite(s.ci_rel) or s.ci_rel > budget.target_rel_ci,
-        **_compute_values(point, ranks, world, s.median_s, peak, device),
+        noisy=s.noisy(budget.target_rel_ci),
+        # the group's FLOPs and bytes, against `world` times one rank's roofs
+        **roofline_values(
+            sum(r["flops_per_step"] for r in ranks),
+            sum(r["model_flops_per_step"] for r in ranks),
+            sum(r["bytes_per_step"] for r in ranks),
+            s.median_s,
+            None if peak is None else peak.tflops * world,
+            None if sheet is None else sheet * world,
+            None if bandwidth is None else bandwidth.gb_per_s * world,
+        ),
+        flops_method=flops.COUNTER,
         **profile_values(r0["step_profile"], s.median_s),
         # the busy check of a single process, for the group's threads: processes outside it
         other_load_cores=others,
@@ -85,7 +94,7 @@ def group_row(
         wall_time_s=ranks[slowest]["wall_time_s"],
         samples_per_s=global_batch / s.median_s,
         tokens_per_s=None if tokens is None else tokens / s.median_s,
-        loss_last=last,
+        loss_last=r0["loss_last"],
         step_times_s=ranks[slowest]["step_times_s"],
         step_time_sum_s=ranks[slowest]["step_time_sum_s"],
         **{k: largest(r[k] for r in ranks) for k in _LARGEST},
@@ -97,7 +106,7 @@ def group_row(
         rank_step_time_spread=(max(medians) - min(medians)) / statistics.median(medians),
         collective_time_s=median(r["collective_time_s"] for r in ranks),
         collective_fraction=median(r["collective_fraction"] for r in ranks),
-        collective_method=None if r0["collective_time_s"] is None else communication.METHOD,
+        collective_method=None if r0["collective_time_s"] is None else COLLECTIVE_METHOD,
         rank_peak_rss_bytes=largest(r["host_peak_rss_bytes"] for r in ranks),
         rank_peak_allocated_bytes=largest(r["torch_peak_allocated_bytes"] for r in ranks),
         rank_parameters_bytes=max(r["memory_parameters_bytes"] for r in ranks),
@@ -122,39 +131,4 @@ def _rank_summary(r: dict[str, Any], s: Stats) -> dict[str, Any]:
         parameters_bytes=r["memory_parameters_bytes"],
         step_time_s=s.median_s,
         collective_time_s=r["collective_time_s"],
-    )
-
-
-def _compute_values(
-    point: Point,
-    ranks: list[dict[str, Any]],
-    world: int,
-    median_s: float,
-    peak: calibration.Peak | None,
-    rank0_device: torch.device,
-) -> dict[str, Any]:
-    """The group's FLOPs, MFU, fraction of the matmul roof and place on the roofline, against
-    `world` times one rank's roofs."""
-    device = torch.device(point.device)
-    flop_count = sum(r["flops_per_step"] for r in ranks)
-    nbytes = sum(r["bytes_per_step"] for r in ranks)
-    tflops = flop_count / median_s / 1e12
-    sheet = _datasheet_peak(rank0_device, point.precision)
-    roof = None if peak is None else peak.tflops * world
-    bandwidth = cached_bandwidth(device)
-    return dict(
-        flops_per_step=flop_count,
-        tflops=tflops,
-        # MFU counts the model's FLOPs, recomputations left out (PaLM), as a single process does
-        mfu=None
-        if sheet is None
-        else sum(r["model_flops_per_step"] for r in ranks) / median_s / 1e12 / (sheet * world),
-        matmul_roof_fraction=None if roof is None else tflops / roof,
-        flops_method=flops.COUNTER,
-        peak_tflops=roof,
-        datasheet_peak_tflops=None if sheet is None else sheet * world,
-        bytes_per_step=nbytes,
-        intensity_flop_per_byte=flop_count / nbytes if nbytes else None,
-        achieved_gb_per_s=nbytes / median_s / 1e9,
-        peak_bandwidth_gb_per_s=None if bandwidth is None else bandwidth.gb_per_s * world,
     )

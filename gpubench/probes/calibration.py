@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from gpubench.config import precision as P
-from gpubench.probes.current_device import made_current, stream_of
+from gpubench.probes.current_device import cuda_index, made_current, stream_of
 
 CACHE_ENV = "GPUBENCH_CACHE_DIR"
 
@@ -83,7 +83,7 @@ def cpu_model() -> str | None:
 def device_key(device: torch.device) -> str:
     """What a peak depends on: the device's identity, torch's version and (CPU) thread count."""
     if device.type == "cuda":
-        index = device.index if device.index is not None else torch.cuda.current_device()
+        index = cuda_index(device)
         props = torch.cuda.get_device_properties(index)
         ident = f"cuda|{props.name}|{getattr(props, 'uuid', index)}"
     else:
