@@ -161,7 +161,7 @@ def measure_rank(
             torch.set_num_threads(rank_threads(point))
         peak = calibration.matmul_peak(point.device, point.precision)
     device = rank_device(point)
-    group = Group(rank, world, lambda values: _max_over_ranks(values, device))
+    group = Group(rank, world, lambda values: _over_ranks(values, device, dist.ReduceOp.MAX))
     with load.OtherLoad() as whole:
         values = _rank_values(point, budget, group)
         if "unsupported" not in values and values["other_load_cores"] is None:
@@ -219,11 +219,6 @@ def _rank_values(point: Point, budget: Budget, group: Group) -> dict[str, Any]:
         collective_fraction=share,
         step_profile=seen.profiled if group.rank == 0 else None,
     )
-
-
-def _max_over_ranks(values: list[float], device: torch.device) -> list[float]:
-    """Each of `values`' largest over every rank (a collective: every rank must call it)."""
-    return _over_ranks(values, device, dist.ReduceOp.MAX)
 
 
 def _over_ranks(values: list[float], device: torch.device, op: Any) -> list[float]:

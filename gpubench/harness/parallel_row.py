@@ -67,9 +67,11 @@ def group_row(
     needed = point.nproc * per_rank
     sheet = _datasheet_peak(device, point.precision)  # rank 0's
     bandwidth = cached_bandwidth(torch.device(point.device))
+    status, error = loss_status(r0["loss_last"])
     return make_row(
         point,
-        **loss_status(r0["loss_last"]),
+        status,
+        error=error,
         **{k: r0[k] for k in _AS_RANK0},
         samples_per_step=global_batch,
         tokens_per_step=tokens,

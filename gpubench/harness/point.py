@@ -89,8 +89,10 @@ def row_values(
     # Calibrated by the sweep at its start; a point never measures it (its buffers would count
     # in the worker's peak address space, which --max-memory caps).
     bandwidth = cached_bandwidth(device)
+    status, error = loss_status(last)
     return dict(
-        **loss_status(last),
+        status=status,
+        error=error,
         optimizer_impl=trainer.optimizer_impl,
         workload=workload.name,
         parameters=workload.parameter_count(),
@@ -148,11 +150,11 @@ def row_values(
     )
 
 
-def loss_status(last: float) -> dict[str, Any]:
+def loss_status(last: float) -> tuple[str, str | None]:
     """A measured row's status and error from its last loss: `diverged` where not finite."""
     if math.isfinite(last):
-        return dict(status="ok", error=None)
-    return dict(status="diverged", error=f"loss became {last} during measurement")
+        return "ok", None
+    return "diverged", f"loss became {last} during measurement"
 
 
 def roofline_values(

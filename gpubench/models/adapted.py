@@ -4,6 +4,7 @@ Workload at a model's own input size, the option checks, and the missing-extra m
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -12,7 +13,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from gpubench.models.workload import Workload, generator, teacher_classes
+from gpubench.models.workload import Workload, image_classification
 
 
 class Logits(nn.Module):
@@ -86,10 +87,5 @@ def image_classifier(
     `classes`. Labels come from a fixed random teacher on a 4 x 4 pooled image, as for the
     reference CNN, so the task is learnable. Analytic FLOPs are unknown (None): the counted
     FLOPs of the row still measure them."""
-    h, w = image_size
-
-    def make_batch(batch_size: int, device: torch.device, seed: int) -> tuple[Tensor, Tensor]:
-        x = torch.randn(batch_size, 3, h, w, generator=generator(device, seed), device=device)
-        return x, teacher_classes(F.adaptive_avg_pool2d(x, 4), classes)
-
-    return Workload(name=name, model=Logits(model), make_batch=make_batch, loss_fn=F.cross_entropy)
+    pooled = functools.partial(F.adaptive_avg_pool2d, output_size=4)
+    return image_classification(name, Logits(model), (3, *image_size), classes, None, pooled)

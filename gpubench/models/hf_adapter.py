@@ -11,10 +11,9 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from gpubench.models import adapted, library_import
-from gpubench.models.workload import Workload, generator
+from gpubench.models.workload import Workload, generator, language_model
 
 PREFIX = "hf"
 # Tokens per sample unless the suite sets seq_len: GPT-2's context, capped by the model's own.
@@ -80,25 +79,12 @@ def build(model_type: str, options: dict[str, Any]) -> Workload:
         raise
     vocab = int(config.vocab_size)
 
-    def make_batch(batch_size: int, device: torch.device, seed: int) -> tuple[Tensor, Tensor]:
-        ids = torch.randint(
-            vocab, (batch_size, seq_len + 1), generator=generator(device, seed), device=device
-        )
-        return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+    def sequences(batch_size: int, device: torch.device, seed: int) -> Tensor:
+        g = generator(device, seed)
+        return torch.randint(vocab, (batch_size, seq_len + 1), generator=g, device=device)
 
-    return Workload(
-        name=name,
-        model=adapted.Logits(model),
-        make_batch=make_batch,
-        loss_fn=_next_token_loss,
-        tokens_per_sample=seq_len,
-        flops_per_sample=training_flops_per_sample(model, config, seq_len),
-        task="language-model",
-    )
-
-
-def _next_token_loss(logits: Tensor, targets: Tensor) -> Tensor:
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    flops = training_flops_per_sample(model, config, seq_len)
+    return language_model(name, adapted.Logits(model), sequences, seq_len, flops)
 
 
 def training_flops_per_sample(model: nn.Module, config: Any, seq_len: int) -> float:
