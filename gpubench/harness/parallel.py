@@ -17,8 +17,6 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from gpubench import models
-from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
 from gpubench.harness import step as step_mod
 from gpubench.harness.observation import observe
@@ -27,7 +25,6 @@ from gpubench.harness.point import nvml_values, row_values
 from gpubench.harness.timing import Group, synchronize
 from gpubench.probes import calibration, load, memory
 from gpubench.probes import profile as step_profile
-from gpubench.probes.profile import StepProfile
 
 CPU_THREADS_PER_RANK = 1
 
@@ -184,8 +181,7 @@ def _rank_values(point: Point, budget: Budget, group: Group) -> dict[str, Any]:
     if device.type == "cpu":
         torch.set_num_threads(rank_threads(point))
     with memory.HostPeakRSS() as rss:
-        torch.manual_seed(point.seed)  # the same initial weights on every rank
-        workload = models.build(point.model, point.model_size, **decode(point.model_options))
+        workload = step_mod.build_workload(point)  # the same initial weights on every rank
         reason = step_mod.unsupported_reason(point, workload)
         if reason is not None:
             return {"unsupported": reason}
@@ -199,7 +195,7 @@ def _rank_values(point: Point, budget: Budget, group: Group) -> dict[str, Any]:
     cpu_time = seen.package.cpu_time
     assert cpu_time is not None and cpu_time.cpu_s is not None
     group_cpu_s = _over_ranks([cpu_time.cpu_s], device, dist.ReduceOp.SUM)[0]  # every rank
-    whole = seen.profiled if isinstance(seen.profiled, StepProfile) else None
+    whole = seen.profiled if isinstance(seen.profiled, step_profile.StepProfile) else None
     collective = None if whole is None else whole.category_s["collective"]
     share = None if whole is None else whole.category_s["collective"] / whole.step_time_s
     # a single process's values of this rank's share, and what the group's row adds up

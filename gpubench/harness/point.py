@@ -9,10 +9,9 @@ from typing import Any
 import torch
 
 from gpubench import models
-from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.observation import Observation, observe
-from gpubench.harness.step import unsupported_reason
+from gpubench.harness.step import build_workload, unsupported_reason
 from gpubench.harness.timing import Measurement
 from gpubench.probes import calibration, datasheet, flops, memory
 from gpubench.probes import profile as step_profile
@@ -32,7 +31,7 @@ def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
     # Calibrated once per device and precision (then cached), outside the point's RSS peak.
     peak = calibration.matmul_peak(point.device, point.precision)
     with memory.HostPeakRSS() as rss:
-        values = _measure(point, budget, peak, rss)
+        values, _ = measure_workload(point, build_workload(point), budget, peak, rss=rss)
     return make_row(
         point,
         values.pop("status"),
@@ -42,15 +41,6 @@ def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
         host_address_space_start_bytes=start_address_space,
         point_time_s=time.perf_counter() - started,
     )
-
-
-def _measure(
-    point: Point, budget: Budget, peak: calibration.Peak | None, rss: memory.HostPeakRSS
-) -> dict[str, Any]:
-    torch.manual_seed(point.seed)
-    workload = models.build(point.model, point.model_size, **decode(point.model_options))
-    values, _ = measure_workload(point, workload, budget, peak, rss=rss)
-    return values
 
 
 def measure_workload(

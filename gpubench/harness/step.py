@@ -12,7 +12,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from gpubench import models
 from gpubench.config import precision
+from gpubench.config.model_options import decode
 from gpubench.config.spec import Point
 from gpubench.data import synthetic
 from gpubench.harness.checkpointing import checkpoint_blocks
@@ -21,6 +23,13 @@ from gpubench.harness.timing import synchronize
 from gpubench.harness.train import Trainer, make_trainer
 from gpubench.models import blocks
 from gpubench.models.workload import Workload
+
+
+def build_workload(point: Point) -> Workload:
+    """`point`'s workload, its weights drawn after seeding torch with the point's seed (so every
+    rank of a parallel point, and every rebuild, starts from the same weights)."""
+    torch.manual_seed(point.seed)
+    return models.build(point.model, point.model_size, **decode(point.model_options))
 
 
 def unsupported_reason(point: Point, workload: Workload | None = None) -> str | None:

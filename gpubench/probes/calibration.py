@@ -91,12 +91,17 @@ def device_key(device: torch.device) -> str:
     return f"{ident}|torch={torch.__version__}"
 
 
+def cache_dir() -> Path:
+    """gpubench's cache folder (the module docstring's order)."""
+    own = os.environ.get(CACHE_ENV)
+    if own:
+        return Path(own)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "gpubench"
+
+
 def cache_file() -> Path:
-    root = os.environ.get(CACHE_ENV) or os.environ.get("XDG_CACHE_HOME")
-    base = Path(root) if root else Path.home() / ".cache"
-    if not os.environ.get(CACHE_ENV):
-        base = base / "gpubench"
-    return base / "matmul_peaks.json"
+    return cache_dir() / "matmul_peaks.json"
 
 
 def read_cache(path: Path) -> dict[str, Any]:
