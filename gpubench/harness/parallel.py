@@ -1,6 +1,6 @@
 """One parallel point on one rank: the process group, the model in DistributedDataParallel or
 sharded by FSDP2's fully_shard, measured by the single process's code (harness.point.observe)
-on the rank's share; rank 0 builds the group's row (harness.parallel_row). Every rank must
+on the rank's share; rank 0 builds the group's row (harness.parallel_probes). Every rank must
 issue the same collectives in the same order, so nothing decides alone: the warm-up, the
 windows and the profile take each decision through a timing.Group, whose all-reduce gives
 every rank the group's answer."""
@@ -20,7 +20,7 @@ from torch import nn
 from gpubench.config.spec import Budget, Point
 from gpubench.harness import step as step_mod
 from gpubench.harness.observation import observe
-from gpubench.harness.parallel_row import BACKENDS, group_row
+from gpubench.harness.parallel_probes import BACKENDS, group_row
 from gpubench.harness.point import nvml_values, row_values
 from gpubench.harness.timing import Group, synchronize
 from gpubench.probes import calibration, load, memory
