@@ -24,6 +24,7 @@ from gpubench.probes import breakdown, load, memory, nvml
 from gpubench.probes import profile as step_profile
 from gpubench.probes.cpu_energy import CpuEnergy
 from gpubench.probes.current_device import cuda_index
+from gpubench.probes.probe import Probe
 from gpubench.probes.sampler_process import ProcessSampler
 from gpubench.probes.step_count import CountStep, StepCount
 
@@ -100,7 +101,7 @@ def observe(
             prepared.step,
             device,
             budget,
-            probe=_window(torch_peaks, sampler, package, others),
+            probe=_all(torch_peaks, package, others, sampler),
             observed_step=observed_step,
             group=group,
         )
@@ -130,16 +131,12 @@ def nvml_sampler(device: torch.device) -> ProcessSampler | None:
 
 
 @contextlib.contextmanager
-def _window(
-    torch_peaks: memory.TorchPeaks,
-    sampler: ProcessSampler | None,
-    package: CpuEnergy,
-    others: load.OtherLoad,
-) -> Iterator[None]:
-    with contextlib.ExitStack() as probes:
-        for probe in (torch_peaks, package, others, sampler):
+def _all(*probes: Probe | None) -> Iterator[None]:
+    """Every one of `probes` (None: none) entered in order over the block."""
+    with contextlib.ExitStack() as stack:
+        for probe in probes:
             if probe is not None:
-                probes.enter_context(probe)
+                stack.enter_context(probe)
         yield
 
 

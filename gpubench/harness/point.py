@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
@@ -189,7 +190,7 @@ def profile_values(
         return {}
     top, share = profiled.top_category()
     return dict(
-        profile=profiled.to_dict(),
+        profile=dataclasses.asdict(profiled),
         # the profiler's own overhead inflates the profiled step: recorded, but the busy
         # fraction is taken against the unprofiled median step (capped at 1: the profiler
         # slows the operators it times too)
@@ -238,9 +239,7 @@ def _compile_time(point: Point, m: Measurement) -> float | None:
     first run's own costs (allocation, the optimizer's state), as small as a step or two, and
     is near 0 where the compile was already made in this process. None, too, where the first
     step was not slower than the median (nothing to attribute to compiling) or was not timed."""
-    if point.compile != "compile":
-        return None
-    if m.first_step_s is None:
+    if point.compile != "compile" or m.first_step_s is None:
         return None
     extra = m.first_step_s - m.stats.median_s
     return extra if extra > 0 else None

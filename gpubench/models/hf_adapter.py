@@ -24,20 +24,13 @@ def _library(name: str) -> Any:
     try:
         import transformers
     except (ImportError, RuntimeError) as e:
-        _blame_torchvision(name, e)
+        # transformers imports torchvision whenever it is installed, and then reports only
+        # that some model class "could not be imported"
+        library_import.blame_torchvision(name, "transformers", e)
         if not isinstance(e, ImportError):
             raise
         raise adapted.missing_extra("transformers", "hf", name, e) from e
     return transformers
-
-
-def _blame_torchvision(name: str, error: BaseException) -> None:
-    """Raise the torchvision error instead of `error` when an installed torchvision does not
-    import: transformers imports it whenever it is installed, and then reports only that some
-    model class "could not be imported"."""
-    blamed = library_import.blame_torchvision(name, "transformers", error)
-    if blamed is not None:
-        raise blamed from error
 
 
 def build(model_type: str, options: dict[str, Any]) -> Workload:
@@ -75,7 +68,7 @@ def build(model_type: str, options: dict[str, Any]) -> Workload:
     try:
         model = tf.AutoModelForCausalLM.from_config(config)
     except (ImportError, RuntimeError) as e:  # the model's module failed to import
-        _blame_torchvision(name, e)
+        library_import.blame_torchvision(name, "transformers", e)
         raise
     vocab = int(config.vocab_size)
 

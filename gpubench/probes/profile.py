@@ -27,8 +27,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
@@ -140,9 +139,6 @@ class StepProfile:
         name = max(self.category_s, key=lambda c: self.category_s[c])
         total = sum(self.category_s.values())
         return name, (self.category_s[name] / total if total > 0 else 0.0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def profile_steps(step: Callable[[], object], device: torch.device, steps: int) -> StepProfile:
