@@ -1,5 +1,5 @@
 """What the ecosystem adapters share: a module that returns plain logits, an image-classifier
-Workload at a model's own input size, the option checks, and the missing-extra message."""
+Workload at a model's own input size, and the option checks."""
 
 from __future__ import annotations
 
@@ -35,14 +35,6 @@ class Logits(nn.Module):
         if isinstance(out, tuple) and out and isinstance(out[0], Tensor):
             return out[0]
         raise TypeError(f"{type(self.inner).__name__} returned {type(out).__name__}, not logits")
-
-
-def missing_extra(library: str, extra: str, name: str, error: ImportError) -> ValueError:
-    """The one-line error for a model whose library is not installed (or does not import)."""
-    return ValueError(
-        f"model {name!r} needs {library}, which cannot be imported ({error}); "
-        f"install it with: pip install 'gpubench[{extra}]'"
-    )
 
 
 def unknown_model(name: str, known: Iterable[str], library: str) -> ValueError:

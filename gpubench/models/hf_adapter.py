@@ -29,7 +29,10 @@ def _library(name: str) -> Any:
         library_import.blame_torchvision(name, "transformers", e)
         if not isinstance(e, ImportError):
             raise
-        raise adapted.missing_extra("transformers", "hf", name, e) from e
+        raise ValueError(
+            f"model {name!r} needs transformers, which cannot be imported ({e}); "
+            "install it with: pip install 'gpubench[hf]'"
+        ) from e
     return transformers
 
 
