@@ -14,7 +14,7 @@ from torch import nn
 from gpubench import models
 from gpubench.config.spec import Budget, Point
 from gpubench.models.workload import Workload
-from gpubench.probes import load
+from gpubench.probes import load, process_tree
 from gpubench.run.worker import run_point
 
 OTHERS_S = [0.0]  # the synthetic counter's share: seconds of CPU others used so far
@@ -51,7 +51,7 @@ def every_step() -> Workload:
 @pytest.fixture(autouse=True)
 def _synthetic_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     OTHERS_S[0] = 0.0
-    monkeypatch.setattr(load, "_machine_busy_s", lambda: load._own_cpu_s() + OTHERS_S[0])
+    monkeypatch.setattr(load, "_machine_busy_s", lambda: process_tree.tree_cpu_s() + OTHERS_S[0])
 
 
 def _row(model: str) -> dict[str, object]:

@@ -59,7 +59,8 @@ def test_a_sweep_calibrates_in_a_worker_and_its_points_get_the_roofs(tmp_path: P
     # the point's worker read the roof the calibration worker cached
     (row,) = frame.to_dict("records")
     assert row["status"] == "ok" and row["peak_tflops"] == pytest.approx(peak["measured_tflops"])
-    assert not calibration._memo and not bandwidth._memo, "nothing was calibrated here"
+    # one memo holds every calibration (the matmul peaks and the bandwidth)
+    assert not calibration._memo, "nothing was calibrated here"
     assert cuda_before or not torch.cuda.is_initialized(), (
         "the sweep's parent created a CUDA context"
     )

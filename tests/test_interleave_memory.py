@@ -52,7 +52,7 @@ class _Alive:
             self.at_windows.append(sum(ref() is not None for ref in self.models))
             return window(*args)
 
-        monkeypatch.setattr(interleave.models, "build", built)
+        monkeypatch.setattr(models, "build", built)  # as harness.step.build_workload calls it
         monkeypatch.setattr(interleave, "_window", timed)
 
 
@@ -119,7 +119,7 @@ def test_building_and_compiling_are_outside_the_rounds_budget(
 
         return dataclasses.replace(prepared, step=tick)
 
-    monkeypatch.setattr(interleave.models, "build", slow_build)
+    monkeypatch.setattr(models, "build", slow_build)
     monkeypatch.setattr(interleave, "prepare", counted)
     monkeypatch.setattr(interleave, "fits_together", lambda *_: False)
     rounds = interleave.interleave(POINTS, 60.0, 2.0, 6, 15, deadline_s=3 * 60.0)

@@ -134,12 +134,12 @@ def test_a_parallel_rows_mfu_divides_the_ranks_model_flops(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from gpubench.config.spec import Point
-    from gpubench.harness import parallel_row
+    from gpubench.harness import parallel_probes
 
-    monkeypatch.setattr(parallel_row, "_datasheet_peak", lambda device, precision: 989.4)
+    monkeypatch.setattr(parallel_probes, "_datasheet_peak", lambda device, precision: 989.4)
     point = Point("transformer", "small", "cpu", "bf16", "adamw", 64, parallel="ddp", nproc=2)
     # each rank ran 5e12 FLOPs, of which 1e12 recomputed (checkpointing, attention's scores)
     ranks = [dict(flops_per_step=5e12, model_flops_per_step=4e12, bytes_per_step=1e9)] * 2
-    values = parallel_row._compute_values(point, ranks, 2, 0.1, None, torch.device("cpu"))
+    values = parallel_probes._compute_values(point, ranks, 2, 0.1, None, torch.device("cpu"))
     assert values["tflops"] == pytest.approx(100.0)  # all the work: 1e13 FLOPs in 0.1 s
     assert values["mfu"] == pytest.approx(80.0 / (2 * 989.4))  # the model's: 8e12 in 0.1 s

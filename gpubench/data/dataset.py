@@ -20,12 +20,15 @@ from gpubench.models.workload import generator
 Batch = tuple[Tensor, Tensor]
 
 
-def digest(*tensors: Tensor) -> str:
-    """sha256 of the tensors' bytes (first 16 hex digits): names exactly what was trained on."""
-    h = hashlib.sha256()
-    for t in tensors:
-        h.update(t.contiguous().cpu().numpy().tobytes())
-    return h.hexdigest()[:16]
+def digest(info: dict[str, Any], *tensors: Tensor) -> str:
+    """sha256 of the tensors' bytes (first 16 hex digits): names exactly what was trained on.
+    Computed once, then kept in the data set's `info`."""
+    if "sha256" not in info:
+        h = hashlib.sha256()
+        for t in tensors:
+            h.update(t.contiguous().cpu().numpy().tobytes())
+        info["sha256"] = h.hexdigest()[:16]
+    return str(info["sha256"])
 
 
 @dataclass
@@ -57,9 +60,7 @@ class ImageDataSet:
         return (int(c), int(h), int(w))
 
     def sha256(self) -> str:
-        if "sha256" not in self.info:
-            self.info["sha256"] = digest(self.train_x, self.train_y, self.eval_x, self.eval_y)
-        return str(self.info["sha256"])
+        return digest(self.info, self.train_x, self.train_y, self.eval_x, self.eval_y)
 
     def _normalise(self, x: Tensor) -> Tensor:
         mean = self.mean.to(x.device).view(1, -1, 1, 1)
@@ -118,9 +119,7 @@ class TextDataSet:
         return (len(self.eval_tokens) - 1) // self.seq_len
 
     def sha256(self) -> str:
-        if "sha256" not in self.info:
-            self.info["sha256"] = digest(self.train_tokens, self.eval_tokens)
-        return str(self.info["sha256"])
+        return digest(self.info, self.train_tokens, self.eval_tokens)
 
     def _windows(self, tokens: Tensor, starts: Tensor) -> Batch:
         idx = starts[:, None] + torch.arange(self.seq_len + 1, device=starts.device)

@@ -10,7 +10,6 @@ points that write it at once both end with the same complete folder."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -18,25 +17,18 @@ from pathlib import Path
 
 import numpy as np
 
+from gpubench.probes.calibration import cache_dir
+
 # Bumped when what a folder holds changes, so an old cache is never read as the new format.
 FORMAT_VERSION = 1
 META = "meta.json"
 TOKENS = "tokens.bin"  # little-endian uint16 token ids
 
 
-def cache_root() -> Path:
-    """The folder the written data sets live in."""
-    own = os.environ.get("GPUBENCH_CACHE_DIR")
-    if own:
-        return Path(own) / "data"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "gpubench" / "data"
-
-
 def _written(name: str, write: Callable[[Path], dict[str, object]]) -> Path:
     """The folder `name` in the cache, written by `write(folder)` (which returns its meta)
     unless a complete one is there already."""
-    final = cache_root() / name
+    final = cache_dir() / "data" / name
     if (final / META).is_file():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)

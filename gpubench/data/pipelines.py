@@ -9,7 +9,6 @@ factory 'package.module:function' called with the workload and the point's Loade
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 from gpubench.data import files
-from gpubench.models.workload import Workload
+from gpubench.models.workload import Workload, imported_function
 
 # A worker that delivers no batch for this long is taken as hung: the point ends as an error
 # row naming the loader (DataLoader's own timeout), and the sweep goes on.
@@ -157,16 +156,6 @@ def builtin_dataset(workload: Workload) -> tuple[Dataset[Any], str]:
     )
 
 
-def factory(name: str) -> Any:
-    """The user's factory 'package.module:function'; a ValueError of one line where it does not
-    import."""
-    module_name, _, func_name = name.partition(":")
-    try:
-        return getattr(importlib.import_module(module_name), func_name)
-    except (ImportError, AttributeError) as e:
-        raise ValueError(f"cannot load loader {name!r}: {e}") from e
-
-
 def build_loader(
     workload: Workload, settings: LoaderSettings, loader: str | None = None
 ) -> tuple[DataLoader[Any], str]:
@@ -176,7 +165,7 @@ def build_loader(
     if loader is None:
         dataset, what = builtin_dataset(workload)
         return settings.dataloader(dataset), what
-    made = factory(loader)(workload, settings)
+    made = imported_function(loader, "loader")(workload, settings)
     if isinstance(made, DataLoader):
         return made, f"{loader} (its own DataLoader)"
     if isinstance(made, Dataset):

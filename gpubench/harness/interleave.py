@@ -19,10 +19,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gpubench import models
-from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
-from gpubench.harness.step import PreparedStep, backend_flags, prepare
+from gpubench.harness.step import PreparedStep, backend_flags, build_workload, prepare
 from gpubench.harness.threads import intra_op_threads
 from gpubench.harness.timing import time_window, warm_up
 from gpubench.probes import load
@@ -81,9 +79,7 @@ class _Candidate:
         at the least)."""
         p = self.point
         with _settings(p):
-            torch.manual_seed(p.seed)
-            workload = models.build(p.model, p.model_size, **decode(p.model_options))
-            self.prepared = prepare(p, workload)
+            self.prepared = prepare(p, build_workload(p))
             budget = Budget(warmup_steps=2, warmup_min_s=0.0, warmup_max_s=warm_s)
             warm = warm_up(self.prepared.step, torch.device(p.device), budget)
         if not self.estimate:  # the later steps' median: never the compiling first step's

@@ -23,6 +23,8 @@ from gpubench.harness.timing import ALONE, Group, Measurement, measure
 from gpubench.probes import breakdown, load, memory, nvml
 from gpubench.probes import profile as step_profile
 from gpubench.probes.cpu_energy import CpuEnergy
+from gpubench.probes.current_device import cuda_index
+from gpubench.probes.probe import Probe
 from gpubench.probes.sampler_process import ProcessSampler
 from gpubench.probes.step_count import CountStep, StepCount
 
@@ -99,7 +101,7 @@ def observe(
             prepared.step,
             device,
             budget,
-            probe=_window(torch_peaks, sampler, package, others),
+            probe=_all(torch_peaks, package, others, sampler),
             observed_step=observed_step,
             group=group,
         )
@@ -124,22 +126,17 @@ def nvml_sampler(device: torch.device) -> ProcessSampler | None:
     null)."""
     if device.type != "cuda" or nvml.unavailable_reason() is not None:
         return None
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    uuid = nvml.Device(index).uuid()
+    uuid = nvml.Device(cuda_index(device)).uuid()
     return ProcessSampler("gpubench.probes.nvml:device_reader", (uuid, os.getpid()))
 
 
 @contextlib.contextmanager
-def _window(
-    torch_peaks: memory.TorchPeaks,
-    sampler: ProcessSampler | None,
-    package: CpuEnergy,
-    others: load.OtherLoad,
-) -> Iterator[None]:
-    with contextlib.ExitStack() as probes:
-        for probe in (torch_peaks, package, others, sampler):
+def _all(*probes: Probe | None) -> Iterator[None]:
+    """Every one of `probes` (None: none) entered in order over the block."""
+    with contextlib.ExitStack() as stack:
+        for probe in probes:
             if probe is not None:
-                probes.enter_context(probe)
+                stack.enter_context(probe)
         yield
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 
@@ -24,17 +25,15 @@ def make(
 ) -> tuple[torch.optim.Optimizer, str]:
     """Build optimizer `name` over `params`; returns it and the implementation used.
     `capturable` keeps Adam's step count on the device so a CUDA graph can capture the step."""
+    if name not in DEFAULT_LR:
+        raise ValueError(f"unknown optimizer {name!r}; allowed: {', '.join(DEFAULT_LR)}")
     impl = implementation(device)
     fused, foreach = (True, None) if impl == "fused" else (None, True)
+    table: dict[str, tuple[Callable[..., torch.optim.Optimizer], dict[str, Any]]] = {
+        "sgd": (torch.optim.SGD, dict(momentum=0.9)),
+        "adam": (torch.optim.Adam, dict(capturable=capturable)),
+        "adamw": (torch.optim.AdamW, dict(weight_decay=0.01, capturable=capturable)),
+    }
+    cls, settings = table[name]
     lr = DEFAULT_LR[name] if lr is None else lr
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9, fused=fused, foreach=foreach), impl
-    if name == "adam":
-        return torch.optim.Adam(
-            params, lr=lr, fused=fused, foreach=foreach, capturable=capturable
-        ), impl
-    if name == "adamw":
-        return torch.optim.AdamW(
-            params, lr=lr, weight_decay=0.01, fused=fused, foreach=foreach, capturable=capturable
-        ), impl
-    raise ValueError(f"unknown optimizer {name!r}; allowed: {', '.join(DEFAULT_LR)}")
+    return cls(params, lr=lr, fused=fused, foreach=foreach, **settings), impl

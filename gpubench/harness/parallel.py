@@ -1,6 +1,6 @@
 """One parallel point on one rank: the process group, the model in DistributedDataParallel or
 sharded by FSDP2's fully_shard, measured by the single process's code (harness.point.observe)
-on the rank's share; rank 0 builds the group's row (harness.parallel_row). Every rank must
+on the rank's share; rank 0 builds the group's row (harness.parallel_probes). Every rank must
 issue the same collectives in the same order, so nothing decides alone: the warm-up, the
 windows and the profile take each decision through a timing.Group, whose all-reduce gives
 every rank the group's answer."""
@@ -17,17 +17,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from gpubench import models
-from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
 from gpubench.harness import step as step_mod
 from gpubench.harness.observation import observe
-from gpubench.harness.parallel_row import BACKENDS, group_row
+from gpubench.harness.parallel_probes import BACKENDS, group_row
 from gpubench.harness.point import nvml_values, row_values
 from gpubench.harness.timing import Group, synchronize
 from gpubench.probes import calibration, load, memory
 from gpubench.probes import profile as step_profile
-from gpubench.probes.profile import StepProfile
 
 CPU_THREADS_PER_RANK = 1
 
@@ -161,7 +158,7 @@ def measure_rank(
             torch.set_num_threads(rank_threads(point))
         peak = calibration.matmul_peak(point.device, point.precision)
     device = rank_device(point)
-    group = Group(rank, world, lambda values: _max_over_ranks(values, device))
+    group = Group(rank, world, lambda values: _over_ranks(values, device, dist.ReduceOp.MAX))
     with load.OtherLoad() as whole:
         values = _rank_values(point, budget, group)
         if "unsupported" not in values and values["other_load_cores"] is None:
@@ -184,8 +181,7 @@ def _rank_values(point: Point, budget: Budget, group: Group) -> dict[str, Any]:
     if device.type == "cpu":
         torch.set_num_threads(rank_threads(point))
     with memory.HostPeakRSS() as rss:
-        torch.manual_seed(point.seed)  # the same initial weights on every rank
-        workload = models.build(point.model, point.model_size, **decode(point.model_options))
+        workload = step_mod.build_workload(point)  # the same initial weights on every rank
         reason = step_mod.unsupported_reason(point, workload)
         if reason is not None:
             return {"unsupported": reason}
@@ -199,7 +195,7 @@ def _rank_values(point: Point, budget: Budget, group: Group) -> dict[str, Any]:
     cpu_time = seen.package.cpu_time
     assert cpu_time is not None and cpu_time.cpu_s is not None
     group_cpu_s = _over_ranks([cpu_time.cpu_s], device, dist.ReduceOp.SUM)[0]  # every rank
-    whole = seen.profiled if isinstance(seen.profiled, StepProfile) else None
+    whole = seen.profiled if isinstance(seen.profiled, step_profile.StepProfile) else None
     collective = None if whole is None else whole.category_s["collective"]
     share = None if whole is None else whole.category_s["collective"] / whole.step_time_s
     # a single process's values of this rank's share, and what the group's row adds up
@@ -219,11 +215,6 @@ def _rank_values(point: Point, budget: Budget, group: Group) -> dict[str, Any]:
         collective_fraction=share,
         step_profile=seen.profiled if group.rank == 0 else None,
     )
-
-
-def _max_over_ranks(values: list[float], device: torch.device) -> list[float]:
-    """Each of `values`' largest over every rank (a collective: every rank must call it)."""
-    return _over_ranks(values, device, dist.ReduceOp.MAX)
 
 
 def _over_ranks(values: list[float], device: torch.device, op: Any) -> list[float]:

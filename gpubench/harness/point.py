@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
@@ -9,15 +10,13 @@ from typing import Any
 import torch
 
 from gpubench import models
-from gpubench.config.model_options import decode
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.observation import Observation, observe
-from gpubench.harness.step import unsupported_reason
+from gpubench.harness.step import build_workload, unsupported_reason
 from gpubench.harness.timing import Measurement
 from gpubench.probes import calibration, datasheet, flops, memory
 from gpubench.probes import profile as step_profile
 from gpubench.probes.bandwidth import cached_bandwidth
-from gpubench.probes.bytes import StepBytes
 from gpubench.probes.sampler_process import ProcessSampler
 from gpubench.store.row import make_row
 
@@ -33,7 +32,7 @@ def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
     # Calibrated once per device and precision (then cached), outside the point's RSS peak.
     peak = calibration.matmul_peak(point.device, point.precision)
     with memory.HostPeakRSS() as rss:
-        values = _measure(point, budget, peak, rss)
+        values, _ = measure_workload(point, build_workload(point), budget, peak, rss=rss)
     return make_row(
         point,
         values.pop("status"),
@@ -43,15 +42,6 @@ def measure_point(point: Point, budget: Budget) -> dict[str, Any]:
         host_address_space_start_bytes=start_address_space,
         point_time_s=time.perf_counter() - started,
     )
-
-
-def _measure(
-    point: Point, budget: Budget, peak: calibration.Peak | None, rss: memory.HostPeakRSS
-) -> dict[str, Any]:
-    torch.manual_seed(point.seed)
-    workload = models.build(point.model, point.model_size, **decode(point.model_options))
-    values, _ = measure_workload(point, workload, budget, peak, rss=rss)
-    return values
 
 
 def measure_workload(
@@ -87,16 +77,13 @@ def row_values(
     s = m.stats
     tokens = workload.tokens(point.batch_size)
     step_flops = seen.counted.flops
-    flop_count = step_flops.total
-    tflops = flop_count / s.median_s / 1e12
-    # MFU counts the model's FLOPs, not those recomputed by activation checkpointing or by a
-    # fused attention kernel's backward (PaLM)
-    model_tflops = step_flops.model / s.median_s / 1e12
-    status = "ok" if math.isfinite(last) else "diverged"
-    datasheet_peak = _datasheet_peak(device, point.precision)
-    values = dict(
+    # Calibrated by the sweep at its start; a point never measures it (its buffers would count
+    # in the worker's peak address space, which --max-memory caps).
+    bandwidth = cached_bandwidth(device)
+    status, error = loss_status(last)
+    return dict(
         status=status,
-        error=None if status == "ok" else f"loss became {last} during measurement",
+        error=error,
         optimizer_impl=trainer.optimizer_impl,
         workload=workload.name,
         parameters=workload.parameter_count(),
@@ -111,11 +98,15 @@ def row_values(
         wall_time_s=m.wall_time_s,
         samples_per_s=point.batch_size / s.median_s,
         tokens_per_s=None if tokens is None else tokens / s.median_s,
-        flops_per_step=flop_count,
-        tflops=tflops,
-        # MFU as PaLM, nanoGPT and torchtitan define it: against the datasheet dense peak
-        mfu=None if datasheet_peak is None else model_tflops / datasheet_peak,
-        matmul_roof_fraction=None if peak is None else tflops / peak.tflops,
+        **roofline_values(
+            step_flops.total,
+            step_flops.model,
+            seen.counted.bytes.total,
+            s.median_s,
+            None if peak is None else peak.tflops,
+            _datasheet_peak(device, point.precision),
+            None if bandwidth is None else bandwidth.gb_per_s,
+        ),
         torch_peak_allocated_bytes=torch_peaks.allocated_bytes,
         torch_peak_reserved_bytes=torch_peaks.reserved_bytes,
         loss_first=first,
@@ -137,8 +128,6 @@ def row_values(
         flops_recomputed_per_step=step_flops.recomputed,  # issue 25
         micro_batch_size=point.batch_size // point.accumulate,
         accumulation_steps=point.accumulate,
-        peak_tflops=None if peak is None else peak.tflops,
-        datasheet_peak_tflops=datasheet_peak,
         memory_parameters_bytes=state.parameters_bytes,
         memory_gradients_bytes=state.gradients_bytes,
         memory_optimizer_bytes=state.optimizer_bytes,
@@ -146,32 +135,48 @@ def row_values(
         memory_inputs_bytes=prepared.batches.held_bytes,
         memory_remainder_bytes=state.remainder_bytes(torch_peaks.allocated_bytes),
         **nvml_values(seen.sampler, m.stats.n, point.batch_size),
-        **_why_values(seen.profiled, seen.counted.bytes, flop_count, m, device),
+        **profile_values(seen.profiled, s.median_s),
         **seen.package.columns(m.stats.n, point.batch_size),
         **seen.fed,  # issue 31: the loader's wait and rate ({}: other data)
     )
-    return values
 
 
-def _why_values(
-    profiled: step_profile.StepProfile | str | None,
-    moved: StepBytes,
+def loss_status(last: float) -> tuple[str, str | None]:
+    """A measured row's status and error from its last loss: `diverged` where not finite."""
+    if math.isfinite(last):
+        return "ok", None
+    return "diverged", f"loss became {last} during measurement"
+
+
+def roofline_values(
     flop_count: int,
-    m: Measurement,
-    device: torch.device,
+    model_flops: int,
+    nbytes: int,
+    median_s: float,
+    peak_tflops: float | None,
+    datasheet_tflops: float | None,
+    bandwidth_gb_per_s: float | None,
 ) -> dict[str, Any]:
-    """Where the step's time goes (the profile, when taken) and its place on the roofline."""
-    nbytes = moved.total
-    # Calibrated by the sweep at its start; a point never measures it (its buffers would count
-    # in the worker's peak address space, which --max-memory caps).
-    bandwidth = cached_bandwidth(device)
-    values: dict[str, Any] = dict(
+    """The FLOP and byte columns of a step of `median_s` seconds that does `flop_count` FLOPs
+    (`model_flops` of them the model's) and moves `nbytes`: its TFLOPS against the measured
+    matmul roof, MFU, its intensity and bandwidth against the measured roof (None where a roof
+    is unknown)."""
+    tflops = flop_count / median_s / 1e12
+    return dict(
+        flops_per_step=flop_count,
+        tflops=tflops,
+        # MFU as PaLM, nanoGPT and torchtitan define it: the model's FLOPs (not those recomputed
+        # by activation checkpointing or a fused attention kernel's backward) against the
+        # datasheet dense peak
+        mfu=None if datasheet_tflops is None else model_flops / median_s / 1e12 / datasheet_tflops,
+        matmul_roof_fraction=None if peak_tflops is None else tflops / peak_tflops,
+        peak_tflops=peak_tflops,
+        datasheet_peak_tflops=datasheet_tflops,
         bytes_per_step=nbytes,
         intensity_flop_per_byte=flop_count / nbytes if nbytes else None,
-        achieved_gb_per_s=nbytes / m.stats.median_s / 1e9,
-        peak_bandwidth_gb_per_s=None if bandwidth is None else bandwidth.gb_per_s,
+        achieved_gb_per_s=nbytes / median_s / 1e9,
+        peak_bandwidth_gb_per_s=bandwidth_gb_per_s,
     )
-    return values | profile_values(profiled, m.stats.median_s)
 
 
 def profile_values(
@@ -185,7 +190,7 @@ def profile_values(
         return {}
     top, share = profiled.top_category()
     return dict(
-        profile=profiled.to_dict(),
+        profile=dataclasses.asdict(profiled),
         # the profiler's own overhead inflates the profiled step: recorded, but the busy
         # fraction is taken against the unprofiled median step (capped at 1: the profiler
         # slows the operators it times too)
@@ -234,9 +239,7 @@ def _compile_time(point: Point, m: Measurement) -> float | None:
     first run's own costs (allocation, the optimizer's state), as small as a step or two, and
     is near 0 where the compile was already made in this process. None, too, where the first
     step was not slower than the median (nothing to attribute to compiling) or was not timed."""
-    if point.compile != "compile":
-        return None
-    if m.first_step_s is None:
+    if point.compile != "compile" or m.first_step_s is None:
         return None
     extra = m.first_step_s - m.stats.median_s
     return extra if extra > 0 else None

@@ -14,6 +14,7 @@ import torch
 
 from gpubench.config.spec import Point
 from gpubench.probes import nvml
+from gpubench.probes.current_device import cuda_index
 
 
 class Refused(Exception):
@@ -36,7 +37,7 @@ def applied(point: Point) -> Iterator[None]:
     reason = nvml.unavailable_reason()
     if reason is not None:
         raise Refused(f"power limit {watts} W: NVML unavailable ({reason})")
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = cuda_index(device)
     span = nvml.power_limit_range_w(index)
     if span is not None and not span[0] <= watts <= span[1]:
         raise Refused(

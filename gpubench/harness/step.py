@@ -12,7 +12,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from gpubench import models
 from gpubench.config import precision
+from gpubench.config.model_options import decode
 from gpubench.config.spec import Point
 from gpubench.data import synthetic
 from gpubench.harness.checkpointing import checkpoint_blocks
@@ -23,16 +25,20 @@ from gpubench.models import blocks
 from gpubench.models.workload import Workload
 
 
+def build_workload(point: Point) -> Workload:
+    """`point`'s workload, its weights drawn after seeding torch with the point's seed (so every
+    rank of a parallel point, and every rebuild, starts from the same weights)."""
+    torch.manual_seed(point.seed)
+    return models.build(point.model, point.model_size, **decode(point.model_options))
+
+
 def unsupported_reason(point: Point, workload: Workload | None = None) -> str | None:
     """Why `point` cannot run on its device, or None (the model's checks only with `workload`)."""
     device = torch.device(point.device)
     reason = precision.unsupported_reason(point.precision, device)
     reason = reason or synthetic.unsupported_reason(point.data, device)
     reason = reason or loader_reason(point, device)  # issue 31
-    if reason is None and point.cuda_graph:
-        reason = _graph_reason(
-            precision.get(point.precision).scaler, point.compile == "compile", device
-        )
+    reason = reason or _graph_reason(point, device)
     has_conv = workload is None or any(isinstance(m, nn.Conv2d) for m in workload.model.modules())
     if reason is None and point.channels_last and not has_conv:
         reason = f"channels_last applies to convolutional models; {point.model} has no Conv2d"
@@ -89,14 +95,14 @@ def backend_flags(point: Point) -> Iterator[None]:
 _GRAPH_WARMUP_STEPS = 3
 
 
-def _graph_reason(
-    trainer_precision_scaled: bool, compiled: bool, device: torch.device
-) -> str | None:
+def _graph_reason(point: Point, device: torch.device) -> str | None:
+    if not point.cuda_graph:
+        return None
     if device.type != "cuda":
         return "CUDA graphs need a CUDA device"
-    if trainer_precision_scaled:
+    if precision.get(point.precision).scaler:
         return "fp16 loss scaling checks for inf on the host every step, which a graph cannot hold"
-    if compiled:
+    if point.compile == "compile":
         return (
             "torch.compile manages its own CUDA graphs (mode='reduce-overhead'); whole-step "
             "capture applies to eager steps"

@@ -24,7 +24,7 @@ import torch
 from scipy.special import bdtr  # not scipy.stats: 0.5-1.4 s to import in every worker
 
 from gpubench.config.spec import Budget
-from gpubench.probes.current_device import stream_of
+from gpubench.probes.current_device import stream_of, synchronize
 
 # Aim for windows of about this many seconds between the checks of the stopping rule.
 _WINDOW_S = 0.25
@@ -74,11 +74,6 @@ class StepMarks:
             used = self._events[: self._n]
             return [a.elapsed_time(b) / 1e3 for a, b in itertools.pairwise(used)]
         return [b - a for a, b in itertools.pairwise(self._stamps)]
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 @dataclass
@@ -197,9 +192,7 @@ def _measure_windows(
         if late or warm.cut:  # at a step boundary, its own rule not met
             cut = True
             break
-    # From the interval itself, whatever stopped the measurement: no interval at all (too few
-    # steps) is noisy too.
-    noisy = not math.isfinite(stats.ci_rel) or stats.ci_rel > budget.target_rel_ci
+    noisy = stats.noisy(budget.target_rel_ci)
     timer = "cuda_event" if device.type == "cuda" else "perf_counter"
     outputs = [warm.first_output, window.last_output]
     return Measurement(
@@ -408,6 +401,11 @@ class Stats:
     p90_s: float
     cv: float
     ci_rel: float
+
+    def noisy(self, target_rel_ci: float) -> bool:
+        """Whether the median's interval is wider than `target_rel_ci`, whatever stopped the
+        measurement: no interval at all (too few steps) is noisy too."""
+        return not math.isfinite(self.ci_rel) or self.ci_rel > target_rel_ci
 
     def columns(self) -> dict[str, float]:
         """The row's step-time columns: the count and the statistics (seconds)."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpubench.models import cnn, mlp, transformer
-from gpubench.models.workload import Workload
+from gpubench.models.workload import Workload, imported_function
 
 _REGISTRY: dict[str, tuple[dict[str, Any], Callable[[Any], Workload]]] = {
     "mlp": (mlp.PRESETS, mlp.build),
@@ -115,11 +115,7 @@ def _check_option(model: str, key: str, value: Any, kind: Any) -> None:
 
 
 def _build_user(name: str, size: str, overrides: dict[str, Any]) -> Workload:
-    module_name, _, func_name = name.partition(":")
-    try:
-        func = getattr(importlib.import_module(module_name), func_name)
-    except (ImportError, AttributeError) as e:
-        raise ValueError(f"cannot load user model {name!r}: {e}") from e
+    func = imported_function(name, "user model")
     if not callable(func):
         raise ValueError(
             f"user model {name!r} is a {type(func).__name__}, not a function; allowed: a "

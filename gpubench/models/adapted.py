@@ -1,9 +1,10 @@
 """What the ecosystem adapters share: a module that returns plain logits, an image-classifier
-Workload at a model's own input size, the option checks, and the missing-extra message."""
+Workload at a model's own input size, and the option checks."""
 
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -12,7 +13,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from gpubench.models.workload import Workload, generator, teacher_classes
+from gpubench.models.workload import Workload, image_classification
 
 
 class Logits(nn.Module):
@@ -34,14 +35,6 @@ class Logits(nn.Module):
         if isinstance(out, tuple) and out and isinstance(out[0], Tensor):
             return out[0]
         raise TypeError(f"{type(self.inner).__name__} returned {type(out).__name__}, not logits")
-
-
-def missing_extra(library: str, extra: str, name: str, error: ImportError) -> ValueError:
-    """The one-line error for a model whose library is not installed (or does not import)."""
-    return ValueError(
-        f"model {name!r} needs {library}, which cannot be imported ({error}); "
-        f"install it with: pip install 'gpubench[{extra}]'"
-    )
 
 
 def unknown_model(name: str, known: Iterable[str], library: str) -> ValueError:
@@ -86,10 +79,5 @@ def image_classifier(
     `classes`. Labels come from a fixed random teacher on a 4 x 4 pooled image, as for the
     reference CNN, so the task is learnable. Analytic FLOPs are unknown (None): the counted
     FLOPs of the row still measure them."""
-    h, w = image_size
-
-    def make_batch(batch_size: int, device: torch.device, seed: int) -> tuple[Tensor, Tensor]:
-        x = torch.randn(batch_size, 3, h, w, generator=generator(device, seed), device=device)
-        return x, teacher_classes(F.adaptive_avg_pool2d(x, 4), classes)
-
-    return Workload(name=name, model=Logits(model), make_batch=make_batch, loss_fn=F.cross_entropy)
+    pooled = functools.partial(F.adaptive_avg_pool2d, output_size=4)
+    return image_classification(name, Logits(model), (3, *image_size), classes, None, pooled)

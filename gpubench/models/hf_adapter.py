@@ -11,10 +11,9 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from gpubench.models import adapted, library_import
-from gpubench.models.workload import Workload, generator
+from gpubench.models.workload import Workload, generator, language_model
 
 PREFIX = "hf"
 # Tokens per sample unless the suite sets seq_len: GPT-2's context, capped by the model's own.
@@ -25,20 +24,16 @@ def _library(name: str) -> Any:
     try:
         import transformers
     except (ImportError, RuntimeError) as e:
-        _blame_torchvision(name, e)
+        # transformers imports torchvision whenever it is installed, and then reports only
+        # that some model class "could not be imported"
+        library_import.blame_torchvision(name, "transformers", e)
         if not isinstance(e, ImportError):
             raise
-        raise adapted.missing_extra("transformers", "hf", name, e) from e
+        raise ValueError(
+            f"model {name!r} needs transformers, which cannot be imported ({e}); "
+            "install it with: pip install 'gpubench[hf]'"
+        ) from e
     return transformers
-
-
-def _blame_torchvision(name: str, error: BaseException) -> None:
-    """Raise the torchvision error instead of `error` when an installed torchvision does not
-    import: transformers imports it whenever it is installed, and then reports only that some
-    model class "could not be imported"."""
-    blamed = library_import.blame_torchvision(name, "transformers", error)
-    if blamed is not None:
-        raise blamed from error
 
 
 def build(model_type: str, options: dict[str, Any]) -> Workload:
@@ -76,29 +71,16 @@ def build(model_type: str, options: dict[str, Any]) -> Workload:
     try:
         model = tf.AutoModelForCausalLM.from_config(config)
     except (ImportError, RuntimeError) as e:  # the model's module failed to import
-        _blame_torchvision(name, e)
+        library_import.blame_torchvision(name, "transformers", e)
         raise
     vocab = int(config.vocab_size)
 
-    def make_batch(batch_size: int, device: torch.device, seed: int) -> tuple[Tensor, Tensor]:
-        ids = torch.randint(
-            vocab, (batch_size, seq_len + 1), generator=generator(device, seed), device=device
-        )
-        return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+    def sequences(batch_size: int, device: torch.device, seed: int) -> Tensor:
+        g = generator(device, seed)
+        return torch.randint(vocab, (batch_size, seq_len + 1), generator=g, device=device)
 
-    return Workload(
-        name=name,
-        model=adapted.Logits(model),
-        make_batch=make_batch,
-        loss_fn=_next_token_loss,
-        tokens_per_sample=seq_len,
-        flops_per_sample=training_flops_per_sample(model, config, seq_len),
-        task="language-model",
-    )
-
-
-def _next_token_loss(logits: Tensor, targets: Tensor) -> Tensor:
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    flops = training_flops_per_sample(model, config, seq_len)
+    return language_model(name, adapted.Logits(model), sequences, seq_len, flops)
 
 
 def training_flops_per_sample(model: nn.Module, config: Any, seq_len: int) -> float:

@@ -81,11 +81,12 @@ def torchvision_error(
     )
 
 
-def blame_torchvision(name: str, library: str, error: BaseException) -> ValueError | None:
-    """When `library` failed with `error` while an installed torchvision does not import, the
-    torchvision error (the library's own message names some other thing); else None."""
+def blame_torchvision(name: str, library: str, error: BaseException) -> None:
+    """When `library` failed with `error` while an installed torchvision does not import, raise
+    the torchvision error from it (the library's own message names some other thing)."""
     failure = _torchvision_failure(None)
-    return None if failure is None else torchvision_error(name, library, failure)
+    if failure is not None:
+        raise torchvision_error(name, library, failure) from error
 
 
 def installed_builds() -> str:

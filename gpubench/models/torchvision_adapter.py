@@ -17,17 +17,13 @@ PREFIX = "torchvision"
 DEFAULT_IMAGE_SIZE = 224  # torchvision's classification models without weights metadata
 
 
-def _library(name: str) -> Any:
-    # a missing torchvision, or one built for another torch (a RuntimeError of its operators),
-    # is a one-line error naming the installed builds and the command that matches them
-    return library_import.load("torchvision.models", name)
-
-
 def build(arch: str, options: dict[str, Any]) -> Workload:
     """The Workload of torchvision classification model `arch`; `options` are its constructor's
     keyword arguments plus `image_size` (pixels, square) and `num_classes`."""
     name = f"{PREFIX}:{arch}"
-    tvm = _library(name)
+    # a missing torchvision, or one built for another torch (a RuntimeError of its operators),
+    # is a one-line error naming the installed builds and the command that matches them
+    tvm = library_import.load("torchvision.models", name)
     known = tvm.list_models(module=tvm)  # the classification models only
     if arch not in known:
         raise adapted.unknown_model(arch, known, "torchvision")

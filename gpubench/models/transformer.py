@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from gpubench.models.workload import Workload, generator
+from gpubench.models.workload import Workload, generator, language_model
 
 
 @dataclass(frozen=True)
@@ -94,19 +95,6 @@ def _sequences(cfg: TransformerConfig, batch_size: int, device: torch.device, se
 
 
 def build(cfg: TransformerConfig) -> Workload:
-    def make_batch(batch_size: int, device: torch.device, seed: int):
-        tokens = _sequences(cfg, batch_size, device, seed)
-        return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-
-    def loss(logits: Tensor, targets: Tensor) -> Tensor:
-        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-
-    return Workload(
-        name="transformer",
-        model=GPT(cfg),
-        make_batch=make_batch,
-        loss_fn=loss,
-        tokens_per_sample=cfg.seq_len,
-        flops_per_sample=training_flops_per_sample(cfg),
-        task="language-model",
-    )
+    sequences = functools.partial(_sequences, cfg)
+    flops = training_flops_per_sample(cfg)
+    return language_model("transformer", GPT(cfg), sequences, cfg.seq_len, flops)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 BatchMaker = Callable[[int, torch.device, int], tuple[Tensor, Tensor]]
 
@@ -71,7 +74,7 @@ def image_classification(
     model: nn.Module,
     image_shape: tuple[int, ...],
     classes: int,
-    flops_per_sample: float,
+    flops_per_sample: float | None,
     teacher_view: Callable[[Tensor], Tensor] = lambda x: x,
 ) -> Workload:
     """A Workload of random images of `image_shape`, each labelled by teacher_classes from
@@ -81,10 +84,39 @@ def image_classification(
         x = torch.randn(batch_size, *image_shape, generator=generator(device, seed), device=device)
         return x, teacher_classes(teacher_view(x), classes)
 
+    return Workload(name, model, make_batch, F.cross_entropy, flops_per_sample=flops_per_sample)
+
+
+def next_token_loss(logits: Tensor, targets: Tensor) -> Tensor:
+    """Cross-entropy of every position's prediction: logits (N, T, V), targets (N, T)."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def language_model(
+    name: str,
+    model: nn.Module,
+    sequences: Callable[[int, torch.device, int], Tensor],
+    seq_len: int,
+    flops_per_sample: float | None,
+) -> Workload:
+    """A Workload of next-token prediction: `sequences(batch_size, device, seed)` makes token
+    ids (N, seq_len + 1); the inputs are their first seq_len, the targets the same shifted by
+    one."""
+
+    def make_batch(batch_size: int, device: torch.device, seed: int) -> tuple[Tensor, Tensor]:
+        tokens = sequences(batch_size, device, seed)
+        return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+
     return Workload(
-        name=name,
-        model=model,
-        make_batch=make_batch,
-        loss_fn=nn.functional.cross_entropy,
-        flops_per_sample=flops_per_sample,
+        name, model, make_batch, next_token_loss, seq_len, flops_per_sample, "language-model"
     )
+
+
+def imported_function(name: str, what: str) -> Any:
+    """What 'package.module:function' names (a user's model or loader factory); a ValueError of
+    one line, naming it as `what`, where it does not import."""
+    module_name, _, func_name = name.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), func_name)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"cannot load {what} {name!r}: {e}") from e

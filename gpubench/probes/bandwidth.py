@@ -6,24 +6,17 @@ is (probes.calibration) in `bandwidth.json`. With the matmul peak it gives the r
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from gpubench.probes.calibration import (
-    cache_file,
-    device_key,
-    device_seconds,
-    read_cache,
-    write_cache,
-)
+from gpubench.probes.calibration import cache_file, cached, device_key, device_seconds, keep
+from gpubench.probes.calibration import clear_memo as clear_memo  # the memo is shared
 
 # Bytes of the copied buffer: far beyond any cache, small enough to allocate anywhere.
 _BUFFER_BYTES = {"cpu": 64 * 2**20, "cuda": 2 * 2**30}
 _ROUNDS = {"cpu": 5, "cuda": 10}
-
-_memo: dict[str, Bandwidth] = {}
 
 
 @dataclass(frozen=True)
@@ -45,30 +38,20 @@ def memory_bandwidth(device: torch.device | str, refresh: bool = False) -> Bandw
     """The device's measured copy bandwidth. Measured on first use (under a second), then served
     from the caches unless `refresh`."""
     device = torch.device(device)
-    cached = None if refresh else cached_bandwidth(device)
-    if cached is not None:
-        return cached
+    found = None if refresh else cached_bandwidth(device)
+    if found is not None:
+        return found
     nbytes = _buffer_bytes(device)
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     bw = Bandwidth(measure_copy_gb_per_s(device, nbytes), nbytes, stamp, "measured")
-    key = device_key(device)
-    _memo[key] = bw
-    data = read_cache(bandwidth_file())
-    data[key] = asdict(bw) | {"source": "cache"}
-    write_cache(bandwidth_file(), data)
+    keep(bandwidth_file(), (device_key(device),), bw)
     return bw
 
 
 def cached_bandwidth(device: torch.device | str) -> Bandwidth | None:
     """The device's bandwidth if it was calibrated before (this process or the disk cache),
     else None; never measures."""
-    key = device_key(torch.device(device))
-    if key not in _memo:
-        cached = read_cache(bandwidth_file()).get(key)
-        if cached is None:
-            return None
-        _memo[key] = Bandwidth(**cached)
-    return _memo[key]
+    return cached(bandwidth_file(), (device_key(torch.device(device)),), Bandwidth)
 
 
 def measure_copy_gb_per_s(device: torch.device, nbytes: int) -> float:
@@ -90,7 +73,3 @@ def _buffer_bytes(device: torch.device) -> int:
         free, _ = torch.cuda.mem_get_info(device)
         nbytes = min(nbytes, free // 4)
     return nbytes
-
-
-def clear_memo() -> None:
-    _memo.clear()

@@ -15,14 +15,15 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from gpubench.config import precision as P
-from gpubench.probes.current_device import made_current, stream_of
+from gpubench.probes.current_device import cuda_index, made_current, stream_of
 
 CACHE_ENV = "GPUBENCH_CACHE_DIR"
+T = TypeVar("T")
 
 # Per precision: the dtype of the product and torch's float32 matmul precision.
 _MATMUL = {
@@ -41,7 +42,8 @@ _ROUNDS = 3
 # Seconds one calibration should take: a larger size is not tried when it would run past this.
 _BUDGET_S = {"cpu": 1.5, "cuda": 5.0}
 
-_memo: dict[tuple[str, str], Peak] = {}
+# What this process has calibrated or read from a cache file: (file name, *keys) -> entry.
+_memo: dict[tuple[str, ...], Any] = {}
 
 
 @dataclass(frozen=True)
@@ -57,16 +59,34 @@ class Peak:
     round_spread: float | None = None
 
 
-def _cached_peak(entry: object) -> Peak | None:
-    """The peak a cache entry holds, or None (measured again) where its fields are not Peak's:
+def cached(file: Path, keys: tuple[str, ...], kind: type[T]) -> T | None:
+    """The calibration of type `kind` found under `keys` (this process's, else in the cache
+    `file`), or None (to be measured again), as also where the entry's fields are not `kind`'s:
     every gpubench version on the machine shares the cache."""
-    names = {f.name for f in fields(Peak)}
-    if not isinstance(entry, dict) or not set(entry) <= names:
-        return None
-    try:
-        return Peak(**entry)
-    except TypeError:  # a field this version requires is missing
-        return None
+    if (file.name, *keys) not in _memo:
+        entry: Any = read_cache(file)
+        for key in keys:
+            entry = entry.get(key) if isinstance(entry, dict) else None
+        names = {f.name for f in fields(kind)}  # type: ignore[arg-type]
+        if not isinstance(entry, dict) or not set(entry) <= names:
+            return None
+        try:
+            _memo[(file.name, *keys)] = kind(**entry)
+        except TypeError:  # a field this version requires is missing
+            return None
+    return _memo[(file.name, *keys)]
+
+
+def keep(file: Path, keys: tuple[str, ...], measured: Any) -> None:
+    """Keep a calibration `measured` in this process, under `keys`, and in the cache `file`
+    (where its source reads "cache")."""
+    _memo[(file.name, *keys)] = measured
+    data = read_cache(file)
+    node = data
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    node[keys[-1]] = asdict(measured) | {"source": "cache"}
+    write_cache(file, data)
 
 
 def cpu_model() -> str | None:
@@ -83,7 +103,7 @@ def cpu_model() -> str | None:
 def device_key(device: torch.device) -> str:
     """What a peak depends on: the device's identity, torch's version and (CPU) thread count."""
     if device.type == "cuda":
-        index = device.index if device.index is not None else torch.cuda.current_device()
+        index = cuda_index(device)
         props = torch.cuda.get_device_properties(index)
         ident = f"cuda|{props.name}|{getattr(props, 'uuid', index)}"
     else:
@@ -91,12 +111,17 @@ def device_key(device: torch.device) -> str:
     return f"{ident}|torch={torch.__version__}"
 
 
+def cache_dir() -> Path:
+    """gpubench's cache folder (the module docstring's order)."""
+    own = os.environ.get(CACHE_ENV)
+    if own:
+        return Path(own)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "gpubench"
+
+
 def cache_file() -> Path:
-    root = os.environ.get(CACHE_ENV) or os.environ.get("XDG_CACHE_HOME")
-    base = Path(root) if root else Path.home() / ".cache"
-    if not os.environ.get(CACHE_ENV):
-        base = base / "gpubench"
-    return base / "matmul_peaks.json"
+    return cache_dir() / "matmul_peaks.json"
 
 
 def read_cache(path: Path) -> dict[str, Any]:
@@ -122,23 +147,16 @@ def matmul_peak(device: torch.device | str, precision: str, refresh: bool = Fals
     device = torch.device(device)
     if P.unsupported_reason(precision, device) is not None:
         return None
-    key = device_key(device)
-    if not refresh:
-        if (key, precision) in _memo:
-            return _memo[(key, precision)]
-        cached = _cached_peak(read_cache(cache_file()).get(key, {}).get(precision))
-        if cached is not None:
-            _memo[(key, precision)] = cached
-            return cached
+    keys = (device_key(device), precision)
+    found = None if refresh else cached(cache_file(), keys, Peak)
+    if found is not None:
+        return found
     with made_current(device):
         tflops, n, spread = measure_matmul_tflops(device, precision)
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     dtype = str(_MATMUL[precision][0]).removeprefix("torch.")
     peak = Peak(tflops, n, dtype, stamp, "measured", spread)
-    _memo[(key, precision)] = peak
-    data = read_cache(cache_file())
-    data.setdefault(key, {})[precision] = asdict(peak) | {"source": "cache"}
-    write_cache(cache_file(), data)
+    keep(cache_file(), keys, peak)
     return peak
 
 
@@ -213,5 +231,6 @@ def device_seconds(device: torch.device, work: Callable[[], object], reps: int =
 
 
 def clear_memo() -> None:
-    """Forget the in-process cache (tests; after changing the thread count it is keyed anyway)."""
+    """Forget the in-process cache, of every calibration (tests; after changing the thread
+    count it is keyed anyway)."""
     _memo.clear()

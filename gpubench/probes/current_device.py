@@ -24,3 +24,14 @@ def made_current(device: torch.device | str) -> AbstractContextManager[Any]:
 def stream_of(device: torch.device) -> torch.cuda.Stream:
     """The current stream of `device` (not of the current device): where its work runs."""
     return torch.cuda.current_stream(device)
+
+
+def cuda_index(device: torch.device) -> int:
+    """The index of CUDA device `device` (a bare "cuda": the current device's)."""
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for `device`'s work to finish (nothing to wait for on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

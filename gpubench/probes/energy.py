@@ -39,19 +39,20 @@ def trapezoid(times_s: list[float], values: list[float]) -> float:
 
 
 @dataclass(frozen=True)
-class CounterEnergy:
-    """Energy in joules over a window, the bound on its relative error, the counter's update
-    period seen (seconds, median), and `note`: why `energy_j` is None, else None."""
+class Energy:
+    """Energy in joules over a window, the bound on its relative error (from_power's:
+    POWER_SIGMAS standard deviations), `note`: why `energy_j` is None, else None, and
+    (from_counter's) the counter's update period seen (seconds, median)."""
 
     energy_j: float | None
     error_rel: float | None
-    resolution_s: float | None
     note: str | None
+    resolution_s: float | None = None
 
 
 def from_counter(
     times_s: list[float], counter_j: list[float], max_error_rel: float = MAX_ERROR_REL
-) -> CounterEnergy:
+) -> Energy:
     """The window's energy from counter readings `counter_j` taken at `times_s` (seconds, in
     order, the first at the window's start and the last at its end), by the module's rule."""
     if len(times_s) != len(counter_j) or len(times_s) < 2:
@@ -59,8 +60,7 @@ def from_counter(
     duration = times_s[-1] - times_s[0]
     changes = [i for i in range(1, len(counter_j)) if counter_j[i] != counter_j[i - 1]]
     if len(changes) < 2:
-        return CounterEnergy(
-            None,
+        return Energy(
             None,
             None,
             f"the energy counter moved {len(changes)} time(s) in the {duration:.3g} s window: "
@@ -72,33 +72,23 @@ def from_counter(
     updates = [times_s[j] - times_s[i] for i, j in itertools.pairwise(changes)]
     resolution = statistics.median(updates)
     if energy <= 0:
-        return CounterEnergy(None, None, resolution, "the energy counter went backwards")
+        return Energy(None, None, "the energy counter went backwards", resolution)
     error = ((times_s[a] - times_s[a - 1]) + (times_s[b] - times_s[b - 1])) / span
     if error > max_error_rel:
-        return CounterEnergy(
+        return Energy(
             None,
             error,
-            resolution,
             f"the energy counter moves every {resolution * 1e3:.3g} ms: over this "
             f"{duration:.3g} s window its error bound is {error:.1%}, above "
             f"{max_error_rel:.0%}; measure longer (budget.min_time_s)",
+            resolution,
         )
-    return CounterEnergy(energy / span * duration, error, resolution, None)
-
-
-@dataclass(frozen=True)
-class PowerEnergy:
-    """Energy in joules over a window from sampled power, the bound on its relative error
-    (POWER_SIGMAS standard deviations), and `note`: why `energy_j` is None, else None."""
-
-    energy_j: float | None
-    error_rel: float | None
-    note: str | None
+    return Energy(energy / span * duration, error, None, resolution)
 
 
 def from_power(
     times_s: list[float], power_w: list[float], max_error_rel: float = MAX_STATED_ERROR_REL
-) -> PowerEnergy:
+) -> Energy:
     """The window's energy from power readings `power_w` at `times_s` (in order, spanning the
     window): their trapezoid integral and the module's error bound; None, with the reason,
     under MIN_POWER_READINGS readings, for an integral not positive, or a bound over
@@ -107,7 +97,7 @@ def from_power(
         raise ValueError("need one time per power reading")
     n = len(power_w)
     if n < MIN_POWER_READINGS:
-        return PowerEnergy(
+        return Energy(
             None,
             None,
             f"{n} power reading(s) in the window: too few to bound the power integral's error "
@@ -118,15 +108,15 @@ def from_power(
         raise ValueError("power readings must be in time order")
     joules = trapezoid(times_s, power_w)
     if joules <= 0:
-        return PowerEnergy(None, None, f"the power integral is {joules:.3g} J, not positive")
+        return Energy(None, None, f"the power integral is {joules:.3g} J, not positive")
     weights = [gaps[0] / 2, *((a + b) / 2 for a, b in itertools.pairwise(gaps)), gaps[-1] / 2]
     variance = sum((p1 - p0) ** 2 for p0, p1 in itertools.pairwise(power_w)) / (2 * (n - 1))
     error = POWER_SIGMAS * math.sqrt(variance * sum(w * w for w in weights)) / joules
     if error > max_error_rel:
-        return PowerEnergy(
+        return Energy(
             None,
             error,
             f"the power varies so much between readings that its integral's error bound is "
             f"{error:.1%}, above {max_error_rel:.0%}",
         )
-    return PowerEnergy(joules, error, None)
+    return Energy(joules, error, None)

@@ -25,14 +25,12 @@ aten = torch.ops.aten
 COUNTER = "FlopCounterMode"
 
 
-def _cpu_sdpa(
-    query: Any, key: Any, value: Any, *args: Any, out_shape: Any = None, **kw: Any
-) -> int:
+def _cpu_sdpa(query: Any, key: Any, value: Any, *args: Any, **kw: Any) -> int:
     return fc.sdpa_flop_count(query, key, value)
 
 
 def _cpu_sdpa_backward(
-    grad_out: Any, query: Any, key: Any, value: Any, *args: Any, out_shape: Any = None, **kw: Any
+    grad_out: Any, query: Any, key: Any, value: Any, *args: Any, **kw: Any
 ) -> int:
     return fc.sdpa_backward_flop_count(grad_out, query, key, value)
 
@@ -49,7 +47,7 @@ MISSED: dict[Any, Callable[..., int]] = {
 
 
 def _scores_recomputed(
-    grad_out: Any, query: Any, key: Any, value: Any, *args: Any, out_shape: Any = None, **kw: Any
+    grad_out: Any, query: Any, key: Any, value: Any, *args: Any, **kw: Any
 ) -> int:
     # the backward's first matmul, Q K^T again: [b, h, s_q, d] @ [b, h, d, s_k]
     b, h, s_q, d = query

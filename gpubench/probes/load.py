@@ -53,10 +53,6 @@ def _machine_busy_s() -> float | None:
     return busy / os.sysconf("SC_CLK_TCK")
 
 
-def _own_cpu_s() -> float:
-    return process_tree.tree_cpu_s()
-
-
 class OtherLoad(Probe):
     """`cores`: the mean cores processes outside gpubench's tree kept busy in the block;
     `own_cores`: the tree's (this process included); `wall_s`: the block's seconds. Cores are
@@ -69,7 +65,7 @@ class OtherLoad(Probe):
         self._start: tuple[float, float | None, float] | None = None
 
     def start(self) -> None:
-        self._start = (time.perf_counter(), _machine_busy_s(), _own_cpu_s())
+        self._start = (time.perf_counter(), _machine_busy_s(), process_tree.tree_cpu_s())
 
     def lengthen(self) -> None:
         """Wait until the window is long enough (_MIN_WINDOW_S) to tell its load, so that a
@@ -82,7 +78,8 @@ class OtherLoad(Probe):
     def stop(self, failed: bool = False) -> None:
         assert self._start is not None
         wall0, busy0, own0 = self._start
-        wall, busy, own = time.perf_counter() - wall0, _machine_busy_s(), _own_cpu_s() - own0
+        wall, busy = time.perf_counter() - wall0, _machine_busy_s()
+        own = process_tree.tree_cpu_s() - own0
         self.wall_s = wall
         if wall < _MIN_WINDOW_S:
             return

@@ -107,23 +107,18 @@ def summarise(readings: list[Reading]) -> Summary:
 
 
 def _energy(
-    counter: energy.CounterEnergy | None, power: list[tuple[float, float]]
+    counter: energy.Energy | None, power: list[tuple[float, float]]
 ) -> tuple[float | None, str | None, float | None, list[str]]:
     """The window's energy, its method and error bound, by Summary's rule; and why the
     methods that gave no figure gave none."""
     found: list[tuple[float, str, float]] = []  # (bound, method, joules)
     notes = []
-    if counter is not None:
-        if counter.energy_j is not None and counter.error_rel is not None:
-            found.append((counter.error_rel, "counter", counter.energy_j))
-        elif counter.note is not None:
-            notes.append(counter.note)
-    if power:
-        integral = energy.from_power([p[0] for p in power], [p[1] for p in power])
-        if integral.energy_j is not None and integral.error_rel is not None:
-            found.append((integral.error_rel, "power_integral", integral.energy_j))
-        elif integral.note is not None:
-            notes.append(integral.note)
+    integral = energy.from_power([p[0] for p in power], [p[1] for p in power]) if power else None
+    for method, got in (("counter", counter), ("power_integral", integral)):
+        if got is not None and got.energy_j is not None and got.error_rel is not None:
+            found.append((got.error_rel, method, got.energy_j))
+        elif got is not None and got.note is not None:
+            notes.append(got.note)
     if not found:
         return None, None, None, notes
     bound, method, joules = min(found)  # the smaller bound; the counter on a tie ("c" < "p")

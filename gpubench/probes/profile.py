@@ -26,14 +26,13 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from gpubench.probes.communication import is_collective, union_length
+from gpubench.probes.current_device import synchronize
 from gpubench.probes.profile_events import Event, read
 
 # The categories of work, in the order charts stack them. `other` holds allocation, views and
@@ -78,6 +77,11 @@ _ELEMENTWISE_HINT = re.compile(
 _COLLECTIVE = re.compile(
     r"nccl|gloo|c10d|record_param_comms|all_?reduce|all_?gather|all_?to_?all|reduce_?scatter"
 )
+# Time in collectives (the `collective` category) is the wall time during which any
+# communication event was in flight: gloo names its work "gloo:all_reduce" and so on; NCCL's
+# kernels are "ncclDevKernel_..." (older releases: "ncclKernel_...").
+_IN_FLIGHT = ("gloo:", "nccl")
+COLLECTIVE_METHOD = "profiler: union of communication events per step (in flight, overlap included)"
 
 
 def _base(name: str) -> str:
@@ -136,9 +140,6 @@ class StepProfile:
         total = sum(self.category_s.values())
         return name, (self.category_s[name] / total if total > 0 else 0.0)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def profile_steps(step: Callable[[], object], device: torch.device, steps: int) -> StepProfile:
     """Run `step` `steps` times under torch.profiler and attribute their time. On a GPU one
@@ -181,17 +182,10 @@ def _without_kineto_notices() -> Iterator[None]:
     them) off the user's terminal: stderr is held in a file over the block and every other
     line is written back, in order, when it ends. Torch's cycle notice (_CYCLE_NOTICE) is not
     shown either; every other warning is."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=_CYCLE_NOTICE, category=UserWarning)
-        with _stderr_without_usdt():
-            yield
-
-
-@contextlib.contextmanager
-def _stderr_without_usdt() -> Iterator[None]:
     sys.stderr.flush()
     saved = os.dup(2)
-    with tempfile.TemporaryFile(mode="w+b") as held:
+    with warnings.catch_warnings(), tempfile.TemporaryFile(mode="w+b") as held:
+        warnings.filterwarnings("ignore", message=_CYCLE_NOTICE, category=UserWarning)
         os.dup2(held.fileno(), 2)
         try:
             yield
@@ -226,11 +220,8 @@ def attribute(events: list[Event], kind: str, steps: int, wall_s: float) -> Step
     # the wall time during which any was in flight (a parallel point's; 0 for one process).
     spans = [(e.start_ns, e.end_ns) for e in events if is_collective(e.name)]
     categories["collective"] += union_length(spans) / 1e9
-    if kind == "cuda":
-        busy = _union_s(events)
-        if busy is None:  # no kernel intervals came back: the kernels' summed time
-            busy = sum(categories.values())
-    else:
+    busy = _union_s(events) if kind == "cuda" else None
+    if busy is None:  # the CPU, or no kernel intervals came back: the summed time
         busy = sum(categories.values())
     top = sorted(by_op.items(), key=lambda kv: -kv[1])[:8]
     return StepProfile(
@@ -266,9 +257,21 @@ def _category(e: Event) -> str:
     return cat
 
 
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+def is_collective(name: str) -> bool:
+    """Whether an event is communication (gloo's work items on the CPU, NCCL's kernels)."""
+    return any(m in name.lower() for m in _IN_FLIGHT)
+
+
+def union_length(intervals: Iterable[tuple[float, float]]) -> float:
+    """Total length covered by `intervals` (start, end), each point counted once."""
+    total = 0.0
+    end = float("-inf")
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
 
 
 def _union_s(events: list[Event]) -> float | None:

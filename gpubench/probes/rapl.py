@@ -14,22 +14,18 @@ from gpubench.probes.probe import Probe
 POWERCAP = Path("/sys/class/powercap")
 
 
+def _zones(root: Path) -> list[Path]:
+    return sorted(root.glob("intel-rapl:*")) if root.is_dir() else []
+
+
 def packages(root: Path = POWERCAP) -> list[Path]:
     """The package-level RAPL domains (not their core/uncore/dram subzones)."""
-    if not root.is_dir():
-        return []
-    return sorted(
-        p
-        for p in root.glob("intel-rapl:*")
-        if p.name.count(":") == 1 and _read_text(p / "name", "").startswith("package")
-    )
+    return [p for p in _zones(root) if p.name.count(":") == 1 and _name(p).startswith("package")]
 
 
 def dram_domains(root: Path = POWERCAP) -> list[Path]:
     """The DRAM RAPL domains (subzones of a package, or top-level zones), [] where none."""
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.glob("intel-rapl:*") if _read_text(p / "name", "") == "dram")
+    return [p for p in _zones(root) if _name(p) == "dram"]
 
 
 def unavailable_reason(root: Path = POWERCAP) -> str | None:
@@ -121,8 +117,8 @@ def _read_uj(domain: Path) -> int:
     return int((domain / "energy_uj").read_text())
 
 
-def _read_text(path: Path, default: str) -> str:
+def _name(domain: Path) -> str:
     try:
-        return path.read_text().strip()
+        return (domain / "name").read_text().strip()
     except OSError:
-        return default
+        return ""

@@ -66,19 +66,14 @@ class CountStep(Probe):
 
     def __init__(self) -> None:
         self.result: StepCount | None = None
-        self._flops: Counter[str] = Counter()
-        self._bytes: Counter[str] = Counter()
-        self._added = 0
-        self._recomputed = 0
-        self._attention_recomputed = 0
-        self._recomputing = 0  # > 0 inside a checkpointed block's recomputation
         self._mode: _CountingMode | None = None
 
     def start(self) -> None:
         self.result = None
-        self._flops.clear()
-        self._bytes.clear()
-        self._added = self._recomputed = self._attention_recomputed = self._recomputing = 0
+        self._flops: Counter[str] = Counter()
+        self._bytes: Counter[str] = Counter()
+        self._added = self._recomputed = self._attention_recomputed = 0
+        self._recomputing = 0  # > 0 inside a checkpointed block's recomputation
         self._mode = _CountingMode(self)
         self._mode.__enter__()
         with _LOCK:

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from gpubench.probes import calibration, cpu_power, nvml, rapl
+from gpubench.probes.current_device import cuda_index
 
 
 @dataclass
@@ -82,8 +83,7 @@ def _gpu_reader(device: torch.device) -> nvml.Device | None:
     """An NVML reader of `device` where it is a GPU whose driver has the energy counter."""
     if device.type != "cuda" or nvml.unavailable_reason() is not None:
         return None
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    reader = nvml.Device(index)
+    reader = nvml.Device(cuda_index(device))
     return reader if reader.energy_counter else None
 
 
