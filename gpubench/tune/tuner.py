@@ -89,23 +89,18 @@ class TuneRequest:
     @staticmethod
     def from_dict(d: dict[str, Any]) -> TuneRequest:
         # a time limit of null is infinite; a deadline of null is none
-        limits: dict[str, Any] = {
+        limits = {
             k: math.inf if v is None and k != "deadline" else v for k, v in d["budget"].items()
         }
-        budget = Budget(**limits)
         sizes = d.get("batch_sizes")
         return TuneRequest(
-            d["model"],
-            d["size"],
-            d["device"],
-            d["optimizer"],
-            d["data"],
-            int(d["seed"]),
-            dict(d["model_options"]),
-            {k: tuple(v) for k, v in d["named"].items()},
-            None if sizes is None else tuple(sizes),
-            d.get("budget_s"),
-            budget,
+            **{k: d[k] for k in ("model", "size", "device", "optimizer", "data")},
+            seed=int(d["seed"]),
+            model_options=dict(d["model_options"]),
+            named={k: tuple(v) for k, v in d["named"].items()},
+            batch_sizes=None if sizes is None else tuple(sizes),
+            budget_s=d.get("budget_s"),
+            budget=Budget(**limits),
         )
 
     def base_point(self) -> Point:
@@ -202,8 +197,7 @@ def tune(
             space.space, trials.measure, trials.deadline_passed, trials.planner, note=clock.say
         )
         record = trials.searched(outcome)
-        interrupted = should_stop is not None and should_stop()
-        if interrupted:
+        if interrupted := should_stop is not None and should_stop():
             stopped = "stopped on request (Ctrl-C): nothing confirmed"
             record = dataclasses.replace(record, stopped=stopped)
         if options.confirm and trials.measurements and not interrupted:
