@@ -52,6 +52,14 @@ def start() -> None:
         ensure_running(ctx)
 
 
+def start_process(ctx: Any, proc: Any) -> None:
+    """Start `proc`, a process of `ctx` (context's), from the fork server, started first where
+    it is not running yet."""
+    with main_module_hidden():
+        ensure_running(ctx)
+        proc.start()
+
+
 def ensure_running(ctx: Any) -> None:
     """Start the fork server (if that is where workers come from) with SIGINT ignored, which it
     inherits: a Ctrl-C meant for the sweep must not kill it halfway through its imports."""

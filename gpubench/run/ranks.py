@@ -24,7 +24,7 @@ from typing import Any
 
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.failure import is_out_of_memory, one_line
-from gpubench.run import memory_cap
+from gpubench.run import forkserver, memory_cap
 from gpubench.run.worker import context, describe_exit
 from gpubench.store.row import make_row
 from gpubench.store.wording import size
@@ -87,7 +87,7 @@ def launch(
                 name=f"gpubench-rank{rank}",
                 daemon=True,
             )
-            _start(ctx, proc)
+            forkserver.start_process(ctx, proc)
             child.close()  # so that the rank's death reads as end-of-file here
             lifeline_r.close()
             procs.append(proc)
@@ -98,14 +98,6 @@ def launch(
         _stop(procs)
         for c in (*conns, *lifelines):
             c.close()
-
-
-def _start(ctx: Any, proc: BaseProcess) -> None:
-    from gpubench.run.worker import _ensure_fork_server, _main_module_hidden
-
-    with _main_module_hidden():
-        _ensure_fork_server(ctx)
-        proc.start()
 
 
 def _collect(

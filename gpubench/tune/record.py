@@ -91,14 +91,11 @@ def filled(
             "samples_per_s": outcome.best_samples_per_s,
             "round": deepest,
         }
-    one_off: list[dict[str, Any]] = []
-    seen: set[str] = set()
+    one_off: dict[str, dict[str, Any]] = {}  # each combo's first compile
     for t in settled:
-        combo = combo_of(t.config)
-        key = json.dumps(combo, sort_keys=True)
-        if t.compile_time_s is not None and key not in seen:
-            seen.add(key)
-            one_off.append({"combo": combo, "compile_time_s": t.compile_time_s})
+        if t.compile_time_s is not None:
+            combo = {"combo": combo_of(t.config), "compile_time_s": t.compile_time_s}
+            one_off.setdefault(json.dumps(combo["combo"], sort_keys=True), combo)
     return dataclasses.replace(
         record,
         trials=tuple(settled),
@@ -108,7 +105,7 @@ def filled(
         stopped=stopped,
         coverage=coverage(len(configs), space.space.size, len(combos), len(space.combos)),
         best=best,
-        one_off=(*record.one_off, *one_off),
+        one_off=(*record.one_off, *one_off.values()),
         rounds=tuple(rounds(settled, planner)),
     )
 

@@ -89,7 +89,7 @@ class TuneRequest:
     @staticmethod
     def from_dict(d: dict[str, Any]) -> TuneRequest:
         # a time limit of null is infinite; a deadline of null is none
-        limits = {
+        limits: dict[str, Any] = {
             k: math.inf if v is None and k != "deadline" else v for k, v in d["budget"].items()
         }
         sizes = d.get("batch_sizes")
