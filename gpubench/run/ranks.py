@@ -79,20 +79,13 @@ def launch(
     lifelines: list[Connection] = []
     try:
         for rank in range(nproc):
-            parent, child = ctx.Pipe(duplex=False)
-            lifeline_r, lifeline_w = ctx.Pipe(duplex=False)
-            proc = ctx.Process(
-                target=_rank_main,
-                args=(target, rank, nproc, init_method, group_timeout_s, args, child, lifeline_r),
-                name=f"gpubench-rank{rank}",
-                daemon=True,
+            own = (target, rank, nproc, init_method, group_timeout_s, args)
+            proc, parent, lifeline = forkserver.spawn(
+                ctx, _rank_main, own, f"gpubench-rank{rank}", duplex=False
             )
-            forkserver.start_process(ctx, proc)
-            child.close()  # so that the rank's death reads as end-of-file here
-            lifeline_r.close()
             procs.append(proc)
             conns.append(parent)
-            lifelines.append(lifeline_w)
+            lifelines.append(lifeline)
         return _collect(procs, conns, timeout_s)
     finally:
         _stop(procs)

@@ -258,15 +258,8 @@ class WorkerRunner:
             return self._proc, self._conn
         self._stop_worker()
         t0 = time.perf_counter()
-        parent, child = self._ctx.Pipe()
-        lifeline_r, lifeline_w = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(
-            target=worker_main, args=(child, lifeline_r), name="gpubench-worker", daemon=True
-        )
-        forkserver.start_process(self._ctx, proc)
-        child.close()  # so that the worker's death reads as end-of-file here
-        lifeline_r.close()
-        self._proc, self._conn, self._lifeline = proc, parent, lifeline_w
+        proc, parent, lifeline = forkserver.spawn(self._ctx, worker_main, (), "gpubench-worker")
+        self._proc, self._conn, self._lifeline = proc, parent, lifeline
         try:
             ready = parent.poll(STARTUP_TIMEOUT_S) and parent.recv()
         except EOFError:

@@ -161,12 +161,9 @@ def tune(
     tune counts from its process's start). `on_progress` is given a line, elapsed and budget
     first, as each max-batch probe ends and each trial starts."""
     started = time.perf_counter() if started is None else started
-    resume = options.resume
-    saved = _saved_record(run_dir) if resume else None
-    if saved is not None:
-        request = dataclasses.replace(
-            TuneRequest.from_dict(saved.request), budget_s=request.budget_s
-        )
+    resume, saved = options.resume, None
+    if resume:
+        saved, request = _saved_record(run_dir, request.budget_s)
     clock = _Clock(started, request.budget_s, on_progress)
     with RunContext(run_dir, options) as run:
         run.open(rows=run_dir / ROWS_FILE)
@@ -365,8 +362,9 @@ class _Trials:
         return self.record
 
 
-def _saved_record(run_dir: Path) -> T.TuneRecord:
-    """The tune.json a resumed tune goes on from (store.tune_record), its request readable."""
+def _saved_record(run_dir: Path, budget_s: float | None) -> tuple[T.TuneRecord, TuneRequest]:
+    """The tune.json a resumed tune goes on from (store.tune_record), and its request, with
+    `budget_s` (a resume's own budget)."""
     if not (run_dir / T.FILE).is_file():
         raise ConfigError(
             f"nothing to resume in {str(run_dir)!r}: it has no {T.FILE}; "
@@ -374,10 +372,10 @@ def _saved_record(run_dir: Path) -> T.TuneRecord:
         )
     saved = T.read(run_dir)
     try:
-        TuneRequest.from_dict(saved.request)
+        request = TuneRequest.from_dict(saved.request)
     except (ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"cannot read {run_dir / T.FILE}: {e}") from None
-    return saved
+    return saved, dataclasses.replace(request, budget_s=budget_s)
 
 
 def _verdict(run_dir: Path) -> dict[str, Any] | None:
