@@ -7,6 +7,7 @@ measured). Pure but for the search and the measurement it is given.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -151,8 +152,7 @@ def measured(
     point_timeout_s: float | None = None,
 ) -> AccumulationPlan:
     """`plan`, each target measured under `budget` in a fresh worker capped at `max_memory`."""
-    fresh = WorkerRunner(max_memory, point_timeout_s, reuse=False)
-    try:
+    with contextlib.closing(WorkerRunner(max_memory, point_timeout_s, reuse=False)) as fresh:
         return plan(
             point,
             target_batch,
@@ -161,5 +161,3 @@ def measured(
             lambda p: fresh.run(p, budget),
             lambda row: memory_cap.capped_peak(row, point.device),
         )
-    finally:
-        fresh.close()

@@ -11,7 +11,9 @@ import signal
 import sys
 import threading
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from gpubench.probes import process_tree
@@ -50,6 +52,24 @@ def start() -> None:
     ctx = context()
     with main_module_hidden():
         ensure_running(ctx)
+
+
+def spawn(
+    ctx: Any, target: Callable[..., Any], args: tuple[Any, ...], name: str, duplex: bool = True
+) -> tuple[BaseProcess, Connection, Connection]:
+    """`target(*args, its end of a pipe, a lifeline)` started as daemon process `name` of `ctx`
+    (context's), from the fork server, started first where it is not running yet. Returns the
+    process, this end of the pipe (the reading end where not `duplex`) and the lifeline's
+    writing end, never written: its closing, at this process's exit too, ends the process."""
+    parent, child = ctx.Pipe(duplex=duplex)
+    lifeline_r, lifeline_w = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=target, args=(*args, child, lifeline_r), name=name, daemon=True)
+    with main_module_hidden():
+        ensure_running(ctx)
+        proc.start()
+    child.close()  # so that the process's death reads as end-of-file here
+    lifeline_r.close()
+    return proc, parent, lifeline_w
 
 
 def ensure_running(ctx: Any) -> None:

@@ -11,6 +11,7 @@ from B=1 until throughput flattens or the answer is reached.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -184,7 +185,6 @@ def find(
     if not 1 <= start <= ceiling:
         raise ConfigError(f"invalid start batch size {start}; allowed: 1 to the ceiling {ceiling}")
     result = MaxBatch(point, 0)
-    fresh = WorkerRunner(max_memory, point_timeout_s, reuse=False)
     last_row: list[dict[str, Any]] = []
 
     def probe(batch: int, phase: str, budget: Budget) -> Probe:
@@ -209,10 +209,11 @@ def find(
         if p.status == "unsupported":
             raise ConfigError(f"{point.label()} cannot run here: {p.error}")
         if not p.fits and p.status != "oom":
-            result.stopped = f"B={batch} ended with {p.status}: {p.error}"
+            how = f"B={batch} ended with {p.status}: {p.error}"
+            result.stopped = f"confirming {how}" if phase == "confirm" else how
         return p
 
-    try:
+    with contextlib.closing(WorkerRunner(max_memory, point_timeout_s, reuse=False)) as fresh:
         # a probe asks only whether the batch fits: no profile of where its time goes
         short = dataclasses.replace(Budget.fixed(probe_steps, warmup_steps=1), profile_steps=0)
         result.limit_bytes = max_memory if max_memory is not None else _device_bytes(point)
@@ -232,9 +233,8 @@ def find(
         def search_probe(batch: int, phase: str) -> Probe:
             nonlocal first
             if first is not None and batch == start:  # the first probe, made above
-                done, first = first, None
-                known[batch] = done
-                return done
+                known[batch], first = first, None
+                return known[batch]
             if seconds is not None and batch in known:  # a timed search goes on from its top
                 return known[batch]
             # issue 42: a probe predicted past the bound is not started (a warm-up step too)
@@ -262,10 +262,6 @@ def find(
             full = batch_search.confirm(
                 lambda batch, phase: probe(batch, phase, confirm_budget), probes, exact
             )
-            if full and not full[-1].fits and full[-1].status != "oom":
-                result.stopped = f"confirming B={full[-1].batch_size} ended with " + (
-                    f"{full[-1].status}: {full[-1].error}"
-                )
         result.largest, result.smallest_failed = batch_search.bracket(probes, full)
         result.ceiling_reached = result.largest >= ceiling
         result.resolution = (
@@ -275,8 +271,6 @@ def find(
         )
         if time_budget is not None and result.largest > 0:
             _time(probe, time_budget, result)
-    finally:
-        fresh.close()
     return result
 
 

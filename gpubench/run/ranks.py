@@ -24,7 +24,7 @@ from typing import Any
 
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.failure import is_out_of_memory, one_line
-from gpubench.run import memory_cap
+from gpubench.run import forkserver, memory_cap
 from gpubench.run.worker import context, describe_exit
 from gpubench.store.row import make_row
 from gpubench.store.wording import size
@@ -79,33 +79,18 @@ def launch(
     lifelines: list[Connection] = []
     try:
         for rank in range(nproc):
-            parent, child = ctx.Pipe(duplex=False)
-            lifeline_r, lifeline_w = ctx.Pipe(duplex=False)
-            proc = ctx.Process(
-                target=_rank_main,
-                args=(target, rank, nproc, init_method, group_timeout_s, args, child, lifeline_r),
-                name=f"gpubench-rank{rank}",
-                daemon=True,
+            own = (target, rank, nproc, init_method, group_timeout_s, args)
+            proc, parent, lifeline = forkserver.spawn(
+                ctx, _rank_main, own, f"gpubench-rank{rank}", duplex=False
             )
-            _start(ctx, proc)
-            child.close()  # so that the rank's death reads as end-of-file here
-            lifeline_r.close()
             procs.append(proc)
             conns.append(parent)
-            lifelines.append(lifeline_w)
+            lifelines.append(lifeline)
         return _collect(procs, conns, timeout_s)
     finally:
         _stop(procs)
         for c in (*conns, *lifelines):
             c.close()
-
-
-def _start(ctx: Any, proc: BaseProcess) -> None:
-    from gpubench.run.worker import _ensure_fork_server, _main_module_hidden
-
-    with _main_module_hidden():
-        _ensure_fork_server(ctx)
-        proc.start()
 
 
 def _collect(

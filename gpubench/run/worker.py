@@ -34,10 +34,8 @@ from gpubench.harness.failure import is_out_of_memory, one_line
 from gpubench.probes import load
 from gpubench.run import forkserver, memory_cap
 
-# ranks.py (and tests) take these from here
+# ranks.py (and tests) take it from here
 from gpubench.run.forkserver import context  # noqa: F401
-from gpubench.run.forkserver import ensure_running as _ensure_fork_server  # noqa: F401
-from gpubench.run.forkserver import main_module_hidden as _main_module_hidden  # noqa: F401
 from gpubench.store.row import make_row
 from gpubench.store.wording import size
 
@@ -260,17 +258,8 @@ class WorkerRunner:
             return self._proc, self._conn
         self._stop_worker()
         t0 = time.perf_counter()
-        parent, child = self._ctx.Pipe()
-        lifeline_r, lifeline_w = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(
-            target=worker_main, args=(child, lifeline_r), name="gpubench-worker", daemon=True
-        )
-        with forkserver.main_module_hidden():
-            forkserver.ensure_running(self._ctx)
-            proc.start()
-        child.close()  # so that the worker's death reads as end-of-file here
-        lifeline_r.close()
-        self._proc, self._conn, self._lifeline = proc, parent, lifeline_w
+        proc, parent, lifeline = forkserver.spawn(self._ctx, worker_main, (), "gpubench-worker")
+        self._proc, self._conn, self._lifeline = proc, parent, lifeline
         try:
             ready = parent.poll(STARTUP_TIMEOUT_S) and parent.recv()
         except EOFError:

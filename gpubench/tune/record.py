@@ -23,16 +23,12 @@ def trials(trial_rows: list[dict[str, Any]], outcome: Outcome | None) -> list[T.
     """The trajectory: each trial's figures, its outcome (open until the search settles it;
     cut where the deadline cut it), and the best so far (cut trials never count)."""
     outcomes = [t.outcome for t in outcome.trials] if outcome is not None else []
-    plain = [
-        {
-            "config": r["_config"].settings(),
-            "samples_per_s": (
-                r.get("samples_per_s") if r.get("status") == "ok" and not r.get("_cut") else None
-            ),
-        }
+    configs = [r["_config"].settings() for r in trial_rows]
+    ranked = [
+        r.get("samples_per_s") if r.get("status") == "ok" and not r.get("_cut") else None
         for r in trial_rows
     ]
-    best = with_best_so_far(plain)
+    best = with_best_so_far(ranked, configs)
     out = []
     for n, r in enumerate(trial_rows):
         limit = r.get("_budget_s")
@@ -40,7 +36,7 @@ def trials(trial_rows: list[dict[str, Any]], outcome: Outcome | None) -> list[T.
             T.TrialRecord(
                 number=n,
                 round=int(r["tune_round"]),
-                config=plain[n]["config"],
+                config=configs[n],
                 budget_s=limit if limit is not None and math.isfinite(limit) else None,
                 status=str(r["status"]),
                 samples_per_s=r.get("samples_per_s") if r.get("status") == "ok" else None,
@@ -91,14 +87,11 @@ def filled(
             "samples_per_s": outcome.best_samples_per_s,
             "round": deepest,
         }
-    one_off: list[dict[str, Any]] = []
-    seen: set[str] = set()
+    one_off: dict[str, dict[str, Any]] = {}  # each combo's first compile
     for t in settled:
-        combo = combo_of(t.config)
-        key = json.dumps(combo, sort_keys=True)
-        if t.compile_time_s is not None and key not in seen:
-            seen.add(key)
-            one_off.append({"combo": combo, "compile_time_s": t.compile_time_s})
+        if t.compile_time_s is not None:
+            combo = {"combo": combo_of(t.config), "compile_time_s": t.compile_time_s}
+            one_off.setdefault(json.dumps(combo["combo"], sort_keys=True), combo)
     return dataclasses.replace(
         record,
         trials=tuple(settled),
@@ -108,7 +101,7 @@ def filled(
         stopped=stopped,
         coverage=coverage(len(configs), space.space.size, len(combos), len(space.combos)),
         best=best,
-        one_off=(*record.one_off, *one_off),
+        one_off=(*record.one_off, *one_off.values()),
         rounds=tuple(rounds(settled, planner)),
     )
 
@@ -153,13 +146,14 @@ def coverage(
     }
 
 
-def with_best_so_far(trials: list[dict[str, Any]]) -> list[tuple[float | None, Any]]:
-    """The running maximum of the trials' samples/s (null until one ran), with its config."""
+def with_best_so_far(
+    samples_per_s: list[float | None], configs: list[Any]
+) -> list[tuple[float | None, Any]]:
+    """The running maximum of the trials' `samples_per_s` (null until one ran), with its config."""
     best: tuple[float | None, Any] = (None, None)
     out = []
-    for t in trials:
-        sps = t.get("samples_per_s")
+    for sps, config in zip(samples_per_s, configs, strict=True):
         if sps is not None and (best[0] is None or sps > best[0]):
-            best = (sps, t.get("config"))
+            best = (sps, config)
         out.append(best)
     return out

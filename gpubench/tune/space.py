@@ -144,6 +144,8 @@ def axis_values(
     cuda = base.device.startswith("cuda")
     import torch
 
+    from gpubench.run.maxbatch import powers_of_two
+
     device = torch.device(base.device)
     has = {"cuda": cuda, "conv": has_conv, "loader": base.data == "loader"}
     out: dict[str, tuple[Any, ...]] = {
@@ -155,7 +157,7 @@ def axis_values(
         "precision": tuple(
             p for p in S.PRECISIONS if precision.unsupported_reason(p, device) is None
         ),
-        "threads": (None,) if cuda else _thread_counts(cpu_threads),
+        "threads": (None,) if cuda else tuple(sorted({*powers_of_two(cpu_threads), cpu_threads})),
         "checkpoint": S.CHECKPOINT_MODES if has_blocks and fixed_batch else ("none",),
     }
     for axis, given in named.items():
@@ -163,11 +165,6 @@ def axis_values(
             continue  # accumulate: the size axis of a fixed effective batch (micro_batches)
         out[axis] = tuple(dict.fromkeys(given))
     return out
-
-
-def _thread_counts(most: int) -> tuple[int, ...]:
-    powers = [2**i for i in range(max(most, 1).bit_length()) if 2**i <= most]
-    return tuple(sorted({*powers, max(most, 1)}))
 
 
 def combos(
@@ -189,21 +186,19 @@ def combos(
             reason = "no repeated blocks"
         if reason is None:
             out.append(combo)
-    if out:
-        base_combo = dict(out[0])
-
-        def screen_key(combo: Combo) -> tuple[int, list[int]]:
-            changed = [a for a, v in combo if base_combo[a] != v]
-            return len(changed), sorted(SCREEN_ORDER.index(a) for a in changed)
-
-        out = sorted(out, key=screen_key)  # stable: the product's order among equals
     if not out:
         named = ", ".join(f"{k}={list(v)}" for k, v in values.items() if len(v) > 0)
         raise ConfigError(
             f"nothing to search: no combination of {named} runs on {base.device} for "
             f"{base.model}; allowed: values the device supports"
         )
-    return tuple(out)
+    base_combo = dict(out[0])
+
+    def screen_key(combo: Combo) -> tuple[int, list[int]]:
+        changed = [a for a, v in combo if base_combo[a] != v]
+        return len(changed), sorted(SCREEN_ORDER.index(a) for a in changed)
+
+    return tuple(sorted(out, key=screen_key))  # stable: the product's order among equals
 
 
 def _base_first(axis: str, values: tuple[Any, ...]) -> tuple[Any, ...]:

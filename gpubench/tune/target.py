@@ -13,6 +13,7 @@ tune_target.json: store.target_record.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -56,69 +57,44 @@ RUN_OPTIONS = RunOptions()  # the sweep's: no memory cap, its point timeout
 ETA = 3  # each rung eta times the last; the top 1/eta go on (the eta of Li et al.'s Hyperband)
 RUNG_COUNT = 3
 
-# what tune_target.json takes as it is from the runs' Point, and from the Record
+# what tune_target.json takes as it is from the runs' Point
 _OF_POINT = ("model", "device", "precision", "optimizer", "seed", "data")
-_AS_IS = ("dataset", "metric", "target", "budget_s", "max_steps")
 
 
-@dataclass(frozen=True)
-class Record:
-    """What a target search writes beside its trajectory."""
-
-    point: Point  # the runs' settings but batch size and lr scaling: seed is the first seed
-    dataset: str
-    metric: str
-    target: float
-    budget_s: float
-    rungs: Rungs
-    seeds: int
-    configs: Sequence[TargetConfig]
-    batch_sizes: Sequence[int]
-    max_steps: int | None = None
-
-    def write(
-        self,
-        store: ResultStore,
-        result: SearchResult,
-        elapsed_s: float,
-        spread: TargetTime | None = None,
-        finished: bool = False,
-    ) -> None:
-        """Write tune_target.json whole (durably) as the search stands."""
-        answer = None
-        if result.best is not None:
-            best = self.configs[result.best]
-            describe = spread.describe() if spread else None
-            time_to_target = spread.as_dict() if spread else None
-            answer = TargetAnswer(best.as_dict(), best.label(), time_to_target, describe)
-        study = result.study
-        TargetRecord(
-            **{name: getattr(self.point, name) for name in _OF_POINT},
-            size=self.point.model_size,
-            model_options=decode(self.point.model_options),
-            **{name: getattr(self, name) for name in _AS_IS},
-            elapsed_s=elapsed_s,
-            spent_s=result.spent_s,
-            eta=self.rungs.eta,
-            rungs_s=tuple(self.rungs.limits_s),
-            seeds=self.seeds,
-            space={
-                "batch_sizes": list(self.batch_sizes),
-                "configs": [c.as_dict() for c in self.configs],
-            },
-            covered={"measured": result.trials_measured(), "space_size": len(self.configs)},
-            stopped_by_budget=result.stopped_by_budget,
-            finished=finished,
-            trials=tuple(TargetRun(**r) for r in result.runs()),
-            best_so_far_s=result.best_s,
-            answer=answer,
-            optuna=OptunaStudy(
-                type(study.sampler).__name__,
-                type(study.pruner).__name__,
-                result.eta,
-                dict(Counter(t.state.name for t in study.trials)),
-            ),
-        ).write(store)
+def _write_record(
+    store: ResultStore,
+    fixed: TargetRecord,
+    result: SearchResult,
+    elapsed_s: float,
+    spread: TargetTime | None = None,
+    finished: bool = False,
+) -> None:
+    """Write tune_target.json whole (durably) as the search stands: `fixed` (what the search
+    was given) with `result`'s trajectory, answer and study."""
+    answer = None
+    if result.best is not None:
+        best = result.configs[result.best]
+        describe = spread.describe() if spread else None
+        time_to_target = spread.as_dict() if spread else None
+        answer = TargetAnswer(best.as_dict(), best.label(), time_to_target, describe)
+    study = result.study
+    dataclasses.replace(
+        fixed,
+        elapsed_s=elapsed_s,
+        spent_s=result.spent_s,
+        covered={"measured": result.trials_measured(), "space_size": len(result.configs)},
+        stopped_by_budget=result.stopped_by_budget,
+        finished=finished,
+        trials=tuple(TargetRun(**r) for r in result.runs()),
+        best_so_far_s=result.best_s,
+        answer=answer,
+        optuna=OptunaStudy(
+            type(study.sampler).__name__,
+            type(study.pruner).__name__,
+            result.eta,
+            dict(Counter(t.state.name for t in study.trials)),
+        ),
+    ).write(store)
 
 
 @dataclass(frozen=True)
@@ -251,11 +227,8 @@ def run_target(
         )
     model_kwargs = dict(model_options or {})
     # built in a worker: a factory that hangs or kills its process is one line (issue 43)
-    checker = WorkerRunner(None, options.point_timeout_s)
-    try:
+    with contextlib.closing(WorkerRunner(None, options.point_timeout_s)) as checker:
         preflight.check_built_alone(model, size, model_kwargs, checker)
-    finally:
-        checker.close()
     try:
         ds, _ = catalog.load(model, size, conv.dataset, conv.data_dir, conv.image_size)
     except ValueError as e:
@@ -283,8 +256,20 @@ def run_target(
     configs = space(optimizer, conv, sizes, rules)
     base = Point(model, size, device, precision, optimizer, 1, seed, data)
     base = dataclasses.replace(base, model_options=encode(model_kwargs))
-    record = Record(
-        base, ds.name, metric, value, budget_s, ladder, seeds, configs, sizes, max_steps
+    fixed = TargetRecord(
+        (),
+        **{name: getattr(base, name) for name in _OF_POINT},
+        size=size,
+        model_options=decode(base.model_options),
+        dataset=ds.name,
+        metric=metric,
+        target=value,
+        budget_s=budget_s,
+        max_steps=max_steps,
+        eta=ladder.eta,
+        rungs_s=tuple(ladder.limits_s),
+        seeds=seeds,
+        space={"batch_sizes": list(sizes), "configs": [c.as_dict() for c in configs]},
     )
     started = time.perf_counter()
     with RunContext(Path(out), options) as run:
@@ -294,7 +279,7 @@ def run_target(
         train = _Runs(run, base, conv, metric, top_s, max_steps)
 
         def noted(trial: dict[str, Any]) -> None:
-            record.write(run.store, result, time.perf_counter() - started)
+            _write_record(run.store, fixed, result, time.perf_counter() - started)
             if on_run is not None:
                 on_run(trial)
 
@@ -304,7 +289,7 @@ def run_target(
         finally:
             run.write_csv()
         elapsed = time.perf_counter() - started
-        record.write(run.store, result, elapsed, spread, finished=True)
+        _write_record(run.store, fixed, result, elapsed, spread, finished=True)
     best = configs[result.best] if result.best is not None else None
     covered = (result.trials_measured(), len(configs), result.stopped_by_budget)
     return TargetResult(run.dir, metric, value, best, spread, elapsed, *covered)

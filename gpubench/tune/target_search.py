@@ -163,7 +163,7 @@ class SearchResult:
 
     def runs(self) -> list[dict[str, Any]]:
         """Every run in the order it ran, as the study's trials record them: the trials of
-        tune_target.json (target.Record)."""
+        tune_target.json (target._write_record)."""
         trials = self.study.get_trials(deepcopy=False)
         return sorted((r for t in trials for r in t.user_attrs["runs"]), key=lambda r: r["run"])
 

@@ -92,20 +92,15 @@ class TuneRequest:
         limits: dict[str, Any] = {
             k: math.inf if v is None and k != "deadline" else v for k, v in d["budget"].items()
         }
-        budget = Budget(**limits)
         sizes = d.get("batch_sizes")
         return TuneRequest(
-            d["model"],
-            d["size"],
-            d["device"],
-            d["optimizer"],
-            d["data"],
-            int(d["seed"]),
-            dict(d["model_options"]),
-            {k: tuple(v) for k, v in d["named"].items()},
-            None if sizes is None else tuple(sizes),
-            d.get("budget_s"),
-            budget,
+            **{k: d[k] for k in ("model", "size", "device", "optimizer", "data")},
+            seed=int(d["seed"]),
+            model_options=dict(d["model_options"]),
+            named={k: tuple(v) for k, v in d["named"].items()},
+            batch_sizes=None if sizes is None else tuple(sizes),
+            budget_s=d.get("budget_s"),
+            budget=Budget(**limits),
         )
 
     def base_point(self) -> Point:
@@ -166,12 +161,9 @@ def tune(
     tune counts from its process's start). `on_progress` is given a line, elapsed and budget
     first, as each max-batch probe ends and each trial starts."""
     started = time.perf_counter() if started is None else started
-    resume = options.resume
-    saved = _saved_record(run_dir) if resume else None
-    if saved is not None:
-        request = dataclasses.replace(
-            TuneRequest.from_dict(saved.request), budget_s=request.budget_s
-        )
+    resume, saved = options.resume, None
+    if resume:
+        saved, request = _saved_record(run_dir, request.budget_s)
     clock = _Clock(started, request.budget_s, on_progress)
     with RunContext(run_dir, options) as run:
         run.open(rows=run_dir / ROWS_FILE)
@@ -202,8 +194,7 @@ def tune(
             space.space, trials.measure, trials.deadline_passed, trials.planner, note=clock.say
         )
         record = trials.searched(outcome)
-        interrupted = should_stop is not None and should_stop()
-        if interrupted:
+        if interrupted := should_stop is not None and should_stop():
             stopped = "stopped on request (Ctrl-C): nothing confirmed"
             record = dataclasses.replace(record, stopped=stopped)
         if options.confirm and trials.measurements and not interrupted:
@@ -371,8 +362,9 @@ class _Trials:
         return self.record
 
 
-def _saved_record(run_dir: Path) -> T.TuneRecord:
-    """The tune.json a resumed tune goes on from (store.tune_record), its request readable."""
+def _saved_record(run_dir: Path, budget_s: float | None) -> tuple[T.TuneRecord, TuneRequest]:
+    """The tune.json a resumed tune goes on from (store.tune_record), and its request, with
+    `budget_s` (a resume's own budget)."""
     if not (run_dir / T.FILE).is_file():
         raise ConfigError(
             f"nothing to resume in {str(run_dir)!r}: it has no {T.FILE}; "
@@ -380,10 +372,10 @@ def _saved_record(run_dir: Path) -> T.TuneRecord:
         )
     saved = T.read(run_dir)
     try:
-        TuneRequest.from_dict(saved.request)
+        request = TuneRequest.from_dict(saved.request)
     except (ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"cannot read {run_dir / T.FILE}: {e}") from None
-    return saved
+    return saved, dataclasses.replace(request, budget_s=budget_s)
 
 
 def _verdict(run_dir: Path) -> dict[str, Any] | None:
