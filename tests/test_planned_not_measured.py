@@ -227,3 +227,26 @@ def test_a_shard_plans_only_its_own_points(tmp_path: Path) -> None:
     assert _verdict(run).planned == (
         f"cpu {last.precision} B={last.batch_size} (not reached: the run ended before it)"
     )
+
+
+def test_a_sweep_still_running_calls_its_remaining_points_not_measured_yet(
+    tmp_path: Path,
+) -> None:
+    # explain on a folder whose sweep holds its lock: the rest of the plan is still to come,
+    # not "not reached: the run ended before it", and there is nothing to resume yet
+    from gpubench.run import folder
+
+    measured = [_point(p, b) for p in ("fp32", "bf16") for b in BATCHES if (p, b) != ("bf16", 64)]
+    run = _folder(tmp_path, measured)
+    assert not folder.in_use(run)
+    with folder.locked(run):
+        assert folder.in_use(run)
+        v = _verdict(run)
+    assert _item(v, "planned, not measured") == [
+        "cpu bf16 B=64 (not measured yet: the sweep is still running)"
+    ]
+    assert "--resume" not in (v.next_experiment or "")
+    assert not folder.in_use(run)  # the lock went with its holder
+    assert _item(_verdict(run), "planned, not measured") == [
+        "cpu bf16 B=64 (not reached: the run ended before it)"
+    ]

@@ -93,7 +93,8 @@ def unreached(runs: Sequence[Run]) -> list[plan.Unreached]:
         where = None if (Path(run.path) / MERGE_FILE).is_file() else str(run.path)
         recorded = record.unmeasured if record is not None else ()
         planned = _planned(run, run.frame.to_dict("records"))
-        out += plan.unreached(planned, every, recorded, where)
+        running = folder.in_use(Path(run.path))
+        out += plan.unreached(planned, every, recorded, where, running)
     return out
 
 

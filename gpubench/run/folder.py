@@ -44,6 +44,24 @@ def locked(run_dir: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+def in_use(run_dir: Path) -> bool:
+    """Whether a sweep holds `run_dir`'s lock now (it is still running): a shared lock on its
+    lock file is refused. A folder without one was never locked."""
+    import fcntl
+
+    path = run_dir / LOCK_NAME
+    if not path.is_file():
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # releases a lock taken
+    return False
+
+
 def check_fresh(run_dir: Path) -> None:
     """A new sweep never appends to another run's results."""
     results = run_dir / "results.jsonl"

@@ -18,6 +18,7 @@ from gpubench.science.partition import identity, identity_dict, label, partition
 from gpubench.store.growth_record import Unmeasured
 
 STOPPED, OVER_BUDGET, NOT_REACHED = "stopped", "over budget", "not reached"
+RUNNING = "running"  # the run that planned it still holds its folder: not measured yet
 # a line names this many series at most (the JSON lists every point)
 SHOWN = 4
 
@@ -25,8 +26,9 @@ SHOWN = 4
 @dataclass(frozen=True)
 class Unreached:
     """A point planned and not measured: its identity (`point`, by setting name), `reason`
-    (STOPPED, OVER_BUDGET or NOT_REACHED), `detail` (growth.json's words, where it said) and
-    `folder` (the run folder that planned it: a stopped one is finished by resuming it)."""
+    (STOPPED, OVER_BUDGET, NOT_REACHED or RUNNING), `detail` (growth.json's words, where it
+    said) and `folder` (the run folder that planned it: a stopped one is finished by resuming
+    it)."""
 
     point: dict[str, Any]
     reason: str
@@ -41,6 +43,8 @@ class Unreached:
             return "over its series' time budget" + (f": {self.detail}" if self.detail else "")
         if self.reason == STOPPED:
             return "the sweep was stopped before it"
+        if self.reason == RUNNING:
+            return "not measured yet: the sweep is still running"
         return "not reached: the run ended before it"
 
     def to_dict(self, among: Iterable[str] = ()) -> dict[str, Any]:
@@ -58,12 +62,13 @@ def unreached(
     rows: Iterable[Mapping[str, Any]],
     recorded: Sequence[Unmeasured] = (),
     folder: str | None = None,
+    running: bool = False,
 ) -> list[Unreached]:
     """The points of `planned` (a run's plan, each point's settings by name) and of `recorded`
     (growth.json's unmeasured points) that no row of `rows` measured (a row of any status
     counts: a failed point says what happened), in that order, each once: recorded ones with
-    their reason, the rest NOT_REACHED. A recorded point measured since (a resumed sweep) is
-    not unreached."""
+    their reason, the rest NOT_REACHED, or RUNNING where the run is `running` (its sweep still
+    holds the folder). A recorded point measured since (a resumed sweep) is not unreached."""
     measured = {identity(r) for r in rows}
     out: dict[tuple[Any, ...], Unreached] = {}
     for u in recorded:
@@ -73,7 +78,8 @@ def unreached(
     for p in planned:
         key = identity(p)
         if key not in measured and key not in out:
-            out[key] = Unreached(identity_dict(p), NOT_REACHED, folder=folder)
+            reason = RUNNING if running else NOT_REACHED
+            out[key] = Unreached(identity_dict(p), reason, folder=folder)
     return list(out.values())
 
 
@@ -118,9 +124,10 @@ def larger(best: Mapping[str, Any], items: Iterable[Unreached]) -> list[Unreache
 def resume(items: Iterable[Unreached]) -> str | None:
     """The next experiment where a run stopped or ended before points it planned: finish it
     ('measure what was planned and not reached: gpubench sweep --resume DIR'); None where every
-    unmeasured point was left out for its series' budget, or none names a folder that can be
-    resumed (a merge of folders is resumed in its sources)."""
-    named = sorted({u.folder for u in items if u.reason != OVER_BUDGET and u.folder})
+    unmeasured point was left out for its series' budget or is still to come in a running
+    sweep, or none names a folder that can be resumed (a merge of folders is resumed in its
+    sources)."""
+    named = sorted({u.folder for u in items if u.reason in (STOPPED, NOT_REACHED) and u.folder})
     if not named:
         return None
     where = "; ".join(f"gpubench sweep --resume {f}" for f in named)
