@@ -47,8 +47,6 @@ CHECKPOINT_MODES = ("none", "blocks")  # activation checkpointing of the repeate
 # parallel layouts, the loader layouts); None: not swept (set by a convergence rule, the model
 # options table, or torchrun).
 Sweep = str | None
-# The bottleneck kinds a lever can cure (science.bottleneck).
-KINDS = ("launch", "memory", "compute", "mixed", "input")
 
 
 def null(value: Any) -> bool:
