@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any
 
 from gpubench.config import loader
@@ -51,7 +52,7 @@ Sweep = str | None
 
 def null(value: Any) -> bool:
     """Whether a value is unset: None, or the NaN a frame reads a null as."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    return value is None or (isinstance(value, Real) and math.isnan(value))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench.science.partition import finite
+from gpubench.science.partition import figure
 from gpubench.science.standing import positive, ran
 
 # Throughput must rise by more than this share to count as rising: a row's own interval covers
@@ -272,8 +272,7 @@ def _step(row: dict[str, Any]) -> float:
 
 
 def _ci(row: dict[str, Any]) -> float:
-    c = row.get("step_time_ci_rel")
-    return float(c) if finite(c) else 0.0
+    return figure(row.get("step_time_ci_rel")) or 0.0
 
 
 def seconds(row: dict[str, Any]) -> float:

@@ -27,7 +27,19 @@ CONFIGURATION = [c for c in IDENTITY if c != "seed"]
 
 def finite(v: Any) -> bool:
     """A number that is not a bool, None or NaN/inf."""
-    return v is not None and not isinstance(v, bool) and math.isfinite(float(v))
+    return figure(v) is not None
+
+
+def figure(v: Any) -> float | None:
+    """`v` as a float where it is a finite number (not a bool); None where it is null,
+    infinite or not a number."""
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
 
 
 def key(row: Mapping[str, Any], names: list[str] | tuple[str, ...]) -> tuple[Any, ...]:
