@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.science import leaders
-from gpubench.science.partition import configuration, identity, identity_dict, label, norm
+from gpubench.science.partition import configuration, grouped, identity, identity_dict, label, norm
 from gpubench.store.wording import percent, plural, times
 
 
@@ -80,11 +80,7 @@ def _clean_or_all(ok: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def by_device(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The rows that ran, per device ("cpu", "cuda"), devices in the order they first appear."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        if ran(r):
-            out.setdefault(str(r["device"]), []).append(r)
-    return out
+    return grouped((r for r in rows if ran(r)), lambda r: str(r["device"]))
 
 
 def lead(

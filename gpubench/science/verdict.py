@@ -24,6 +24,7 @@ from gpubench.science.partition import (
     answer,
     configuration,
     finite,
+    grouped,
     heading,
     identity,
     identity_dict,
@@ -212,10 +213,7 @@ def verdicts(
     if "remeasured" not in frame or frame["remeasured"].isna().all():
         # rows not read through remeasured.apply: one figure per configuration all the same
         frame = remeasured.apply(frame, confirmations)
-    records = frame.to_dict("records")
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in records:
-        groups.setdefault(partition_key(r), []).append(r)
+    groups = grouped(frame.to_dict("records"), partition_key)
     found = {partition_key(c["fixed"]): c for c in confirmations or []}
     out = []
     for key in sorted(groups, key=lambda k: tuple(str(x) for x in k)):
