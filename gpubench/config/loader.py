@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass
+from typing import Any
 
-from gpubench.config.checks import whole
+from gpubench.config.checks import check_bool, whole
 from gpubench.config.errors import ConfigError
-
-if TYPE_CHECKING:
-    pass
 
 AUTO = "auto"
 # The most workers "auto" picks: past a few, a small model's batches arrive faster than it
@@ -57,9 +54,7 @@ def check_prefetch(value: object) -> int | None:
 
 
 def check_persistent(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"invalid persistent_workers {value!r}; allowed: true, false")
-    return value
+    return check_bool(value, "persistent_workers")
 
 
 def check_factory(value: object) -> str | None:
@@ -91,14 +86,6 @@ class LoaderLayout:
     prefetch: int | None  # None with 0 workers: nothing loads ahead
     persistent_workers: bool  # False with 0 workers: there are none to keep
 
-    def fields(self) -> dict[str, Any]:
-        return dict(
-            loader_workers=self.loader_workers,
-            pin_memory=self.pin_memory,
-            prefetch=self.prefetch,
-            persistent_workers=self.persistent_workers,
-        )
-
 
 def layouts(
     device: str,
@@ -118,7 +105,7 @@ def layouts(
                 for keep in persistent:
                     ahead = None if n == 0 else (TORCH_PREFETCH if pf is None else pf)
                     out.append(LoaderLayout(n, pinned, ahead, keep and n > 0))
-    return [lay.fields() for lay in dict.fromkeys(out)]
+    return [asdict(lay) for lay in dict.fromkeys(out)]
 
 
 def default_fields(device: str, data: str) -> dict[str, Any]:

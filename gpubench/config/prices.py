@@ -98,17 +98,14 @@ def from_table(table: Any) -> Prices:
     """A suite's `[prices]` table: device keys with dollars per hour, and `epoch`."""
     if not isinstance(table, dict):
         raise ConfigError(f"[prices] must be a table, got {table!r}")
-    usd = {k: price(k, v, "[prices]") for k, v in table.items() if k != "epoch"}
-    if "epoch" not in table:
-        return Prices(usd)
-    name, samples = epoch(table["epoch"], "[prices] epoch")
-    return Prices(usd, name, samples)
+    return _checked({k: v for k, v in table.items() if k != "epoch"}, table.get("epoch"))
 
 
 def check(p: Prices) -> Prices:
     """`p` (as read back from a run's suite.json) with every price and the epoch checked."""
-    usd = {k: price(k, v, "[prices]") for k, v in p.usd_per_hour.items()}
-    if p.epoch is None:
-        return Prices(usd)
-    name, samples = epoch(p.epoch, "[prices] epoch")
-    return Prices(usd, name, samples)
+    return _checked(p.usd_per_hour, p.epoch)
+
+
+def _checked(usd_per_hour: dict[str, Any], given: Any) -> Prices:
+    usd = {k: price(k, v, "[prices]") for k, v in usd_per_hour.items()}
+    return Prices(usd) if given is None else Prices(usd, *epoch(given, "[prices] epoch"))

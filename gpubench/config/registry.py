@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any
 
 from gpubench.config import loader
@@ -47,13 +48,11 @@ CHECKPOINT_MODES = ("none", "blocks")  # activation checkpointing of the repeate
 # parallel layouts, the loader layouts); None: not swept (set by a convergence rule, the model
 # options table, or torchrun).
 Sweep = str | None
-# The bottleneck kinds a lever can cure (science.bottleneck).
-KINDS = ("launch", "memory", "compute", "mixed", "input")
 
 
 def null(value: Any) -> bool:
     """Whether a value is unset: None, or the NaN a frame reads a null as."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    return value is None or (isinstance(value, Real) and math.isnan(value))
 
 
 @dataclass(frozen=True)

@@ -98,10 +98,5 @@ def check_budget(b: Budget) -> None:
             f"invalid budget: min_steps={b.min_steps}, max_steps={b.max_steps}; "
             "allowed: 1 <= min_steps <= max_steps"
         )
-    if not isinstance(b.profile_steps, int):
-        raise ConfigError(
-            f"invalid budget.profile_steps {b.profile_steps!r}; "
-            "allowed: a whole number of 0 or more"
-        )
     if b.target_rel_ci <= 0:
         raise ConfigError(f"invalid budget.target_rel_ci {b.target_rel_ci!r}; allowed: above 0")

@@ -22,7 +22,7 @@ import pandas as pd
 
 from gpubench.science import target_time
 from gpubench.science.curve import spread
-from gpubench.science.partition import CONFIGURATION, configuration
+from gpubench.science.partition import CONFIGURATION, configuration, grouped
 from gpubench.science.target_time import TargetTime
 from gpubench.science.throughput import throughput_optimal_batch
 from gpubench.store.results import ResultStore, load_results
@@ -134,9 +134,8 @@ def _comparison(entry: dict[str, Any], times: dict[int, TargetTime]) -> str:
 def analyse(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """One entry per series of convergence rows (rows without lr_scaling are speed rows), in
     the order of each series' first row."""
-    series: dict[tuple[Any, ...], list[TargetTime]] = {}
-    for summary in target_time.summarise(frame.to_dict("records")):
-        series.setdefault(configuration(summary.row, "batch_size"), []).append(summary)
+    summaries = target_time.summarise(frame.to_dict("records"))
+    series = grouped(summaries, lambda s: configuration(s.row, "batch_size"))
     entries = []
     for summaries in series.values():
         times = {s.batch_size: s for s in summaries}

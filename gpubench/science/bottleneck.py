@@ -49,13 +49,12 @@ every one by the spread).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from gpubench.probes.profile import MEMORY_CATEGORIES
 from gpubench.science.input_bound import input_evidence
-from gpubench.science.partition import series
+from gpubench.science.partition import figure, series
 from gpubench.store.wording import milliseconds, number, times
 
 LAUNCH_BUSY = 0.5
@@ -98,17 +97,6 @@ class Bottleneck:
     evidence: str
 
 
-def _num(row: dict[str, Any], key: str) -> float | None:
-    v = row.get(key)
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
 def _shares(row: dict[str, Any]) -> dict[str, float]:
     """Each category's share of the busy time, from the row's profile ({} without one)."""
     prof = row.get("profile")
@@ -121,7 +109,7 @@ def _shares(row: dict[str, Any]) -> dict[str, float]:
 
 def ridge(row: dict[str, Any]) -> float | None:
     """The ridge point in FLOP per byte: measured matmul roof over measured bandwidth."""
-    peak, bw = _num(row, "peak_tflops"), _num(row, "peak_bandwidth_gb_per_s")
+    peak, bw = figure(row.get("peak_tflops")), figure(row.get("peak_bandwidth_gb_per_s"))
     if peak is None or bw is None or bw <= 0:
         return None
     return peak * 1e12 / (bw * 1e9)
@@ -151,12 +139,12 @@ def busy_fraction(row: dict[str, Any]) -> tuple[float, bool] | None:
     A row without the profile's busy seconds falls back to its `busy_fraction` column. The
     verdict's "device busy" and the breakdown chart's busy share are this figure."""
     prof = row.get("profile")
-    step = _num(row, "step_time_s")
+    step = figure(row.get("step_time_s"))
     if isinstance(prof, dict) and step is not None and step > 0:
-        busy_s = _num(prof, "busy_s")
+        busy_s = figure(prof.get("busy_s"))
         if busy_s is not None:
             return min(busy_s / step, 1.0), busy_s > step
-    busy = _num(row, "busy_fraction")
+    busy = figure(row.get("busy_fraction"))
     return None if busy is None else (min(busy, 1.0), busy > 1.0)
 
 
@@ -206,12 +194,12 @@ def growth(row: dict[str, Any], records: list[dict[str, Any]] | None) -> Growth 
     """The step time's growth from the smallest batch of `row`'s series among `records` (its
     identity but batch and seed; ok rows with a step time) to `row`; None where `row` is the
     smallest or no records are given."""
-    if not records or _num(row, "step_time_s") is None:
+    if not records or figure(row.get("step_time_s")) is None:
         return None
     rows = [
         r
         for r in series(row, records)
-        if r.get("status") == "ok" and (_num(r, "step_time_s") or 0) > 0
+        if r.get("status") == "ok" and (figure(r.get("step_time_s")) or 0) > 0
     ]
     smaller = [r for r in rows if int(r["batch_size"]) < int(row["batch_size"])]
     if not smaller:
@@ -241,9 +229,9 @@ def classify(row: dict[str, Any], records: list[dict[str, Any]] | None = None) -
             busy_text += " (capped: the profiled busy time exceeds the unprofiled step)"
     grown = growth(row, records)
     grown_text = "" if grown is None else grown.text()
-    tflops, peak = _num(row, "tflops"), _num(row, "peak_tflops")
+    tflops, peak = figure(row.get("tflops")), figure(row.get("peak_tflops"))
     roof = None if tflops is None or peak is None or peak <= 0 else tflops / peak
-    achieved, bw = _num(row, "achieved_gb_per_s"), _num(row, "peak_bandwidth_gb_per_s")
+    achieved, bw = figure(row.get("achieved_gb_per_s")), figure(row.get("peak_bandwidth_gb_per_s"))
     bw_roof = None if achieved is None or bw is None or bw <= 0 else achieved / bw
     roofs = _roofs_text(roof, bw_roof, row)
     if busy is not None and busy < LAUNCH_BUSY:
@@ -323,7 +311,7 @@ def _share(fraction: float) -> str:
 
 
 def _intensity_text(row: dict[str, Any]) -> str:
-    intensity, ridge_point = _num(row, "intensity_flop_per_byte"), ridge(row)
+    intensity, ridge_point = figure(row.get("intensity_flop_per_byte")), ridge(row)
     if intensity is None or ridge_point is None:
         return ""
     side = "<" if intensity < ridge_point else ">="

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpubench.science import standing, target_time
-from gpubench.science.partition import finite, label
+from gpubench.science.partition import figure, finite, label
 from gpubench.store.wording import dollars, number
 
 Figure = Callable[[dict[str, Any]], float | None]
@@ -25,11 +25,9 @@ Figure = Callable[[dict[str, Any]], float | None]
 def joules_to_target(row: dict[str, Any]) -> float | None:
     """The training device's joules to target (module docstring), or None."""
     if row.get("device") == "cpu":
-        for column in ("cpu_energy_to_target_j", "cpu_energy_to_target_estimate_j"):
-            if finite(row.get(column)):
-                return float(row[column])
-        return None
-    return float(row["energy_to_target_j"]) if finite(row.get("energy_to_target_j")) else None
+        found = figure(row.get("cpu_energy_to_target_j"))
+        return figure(row.get("cpu_energy_to_target_estimate_j")) if found is None else found
+    return figure(row.get("energy_to_target_j"))
 
 
 def estimated(row: dict[str, Any]) -> bool:
@@ -39,28 +37,28 @@ def estimated(row: dict[str, Any]) -> bool:
 
 def usd_to_target(row: dict[str, Any]) -> float | None:
     """The row's dollars to target (run.cost, from --price), or None."""
-    return float(row["usd_to_target"]) if finite(row.get("usd_to_target")) else None
+    return figure(row.get("usd_to_target"))
 
 
-def _median(s: target_time.TargetTime, figure: Figure) -> float | None:
-    """The configuration's median `figure` over its seeds; None unless every seed reached the
+def _median(s: target_time.TargetTime, of_row: Figure) -> float | None:
+    """The configuration's median `of_row` over its seeds; None unless every seed reached the
     target with one."""
     if not s.complete:
         return None
-    values = [figure(r) for r in s.rows]
+    values = [of_row(r) for r in s.rows]
     if any(v is None for v in values):
         return None
     return statistics.median(v for v in values if v is not None)
 
 
 def _least(
-    summaries: list[target_time.TargetTime], figure: Figure
+    summaries: list[target_time.TargetTime], of_row: Figure
 ) -> target_time.TargetTime | None:
-    """The configuration with the least median `figure` (ties: the smaller batch)."""
+    """The configuration with the least median `of_row` (ties: the smaller batch)."""
     found = [
         (m, s.batch_size, i)
         for i, s in enumerate(summaries)
-        if (m := _median(s, figure)) is not None
+        if (m := _median(s, of_row)) is not None
     ]
     return summaries[min(found)[2]] if found else None
 
@@ -85,20 +83,20 @@ def target_lines(records: list[dict[str, Any]]) -> list[str]:
     if fastest is None:
         return []
     out = []
-    for name, figure, say in (
+    for name, of_row, say in (
         ("least energy to target", joules_to_target, _joules),
         ("cheapest to target", usd_to_target, dollars),
     ):
-        least = _least(summaries, figure)
+        least = _least(summaries, of_row)
         if least is None:
             continue
-        value = _median(least, figure)
+        value = _median(least, of_row)
         assert value is not None
-        note = _estimate_note(least, fastest) if figure is joules_to_target else ""
+        note = _estimate_note(least, fastest) if of_row is joules_to_target else ""
         if least is fastest:
             out.append(f"{name}: the fastest to target too, {say(value)} median{note}")
             continue
-        theirs = _median(fastest, figure)
+        theirs = _median(fastest, of_row)
         beside = "" if theirs is None else f"; the fastest to target, {label(fastest.row)}: "
         beside += "" if theirs is None else say(theirs)
         out.append(f"{name}: {label(least.row)}, {say(value)} median{beside}{note}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from gpubench.science import standing
 from gpubench.science.leaders import interval
-from gpubench.science.partition import label, norm, same_key, varying
+from gpubench.science.partition import grouped, label, norm, same_key, varying
 
 CHOICE = ("accumulate", "checkpoint")
 # What a row's peak memory is read from, in order of preference: (column, its name in words).
@@ -109,15 +109,11 @@ def effective_batches(rows: list[dict[str, Any]]) -> list[EffectiveBatch]:
     run swept neither accumulate nor checkpoint)."""
     if not any(_choice(r) != (1, "none") for r in rows):
         return []
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault(same_key(r, *CHOICE, "seed"), []).append(r)
+    groups = grouped(rows, lambda r: same_key(r, *CHOICE, "seed"))
     among = [k for k in varying(rows) if k not in (*CHOICE, "seed")]
     out = []
     for group in groups.values():
-        ways: dict[tuple[int, str], list[dict[str, Any]]] = {}
-        for r in group:
-            ways.setdefault(_choice(r), []).append(r)
+        ways = grouped(group, _choice)
         if len(ways) < 2:
             continue
         out.append(_answer([_median(w) for w in ways.values()], among))

@@ -27,6 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpubench.science.partition import figure
+from gpubench.science.standing import positive, ran
+
 # Throughput must rise by more than this share to count as rising: a row's own interval covers
 # the steps of one window in one process, not the variation between worker processes (DESIGN
 # section 4), so an interval narrower than this does not make a smaller rise real.
@@ -258,11 +261,6 @@ def _flattened_words(ok: list[dict[str, Any]], best: dict[str, Any]) -> str:
     )
 
 
-def ran(row: dict[str, Any]) -> bool:
-    rate = row.get("samples_per_s")
-    return row.get("status") == "ok" and rate is not None and rate == rate and float(rate) > 0
-
-
 def _b(row: dict[str, Any]) -> int:
     return int(row["batch_size"])
 
@@ -272,13 +270,11 @@ def _rate(row: dict[str, Any]) -> float:
 
 
 def _step(row: dict[str, Any]) -> float:
-    s = row.get("step_time_s")
-    return float(s) if s is not None and s == s and s > 0 else 0.0
+    return positive(row.get("step_time_s")) or 0.0
 
 
 def _ci(row: dict[str, Any]) -> float:
-    c = row.get("step_time_ci_rel")
-    return float(c) if c is not None and c == c and math.isfinite(c) else 0.0
+    return figure(row.get("step_time_ci_rel")) or 0.0
 
 
 def seconds(row: dict[str, Any]) -> float:

@@ -9,14 +9,16 @@ a partition batch size, precision, device, threads, speed options and parallel l
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from gpubench.config import registry
 from gpubench.config.labels import heading, label, options, varying
 from gpubench.config.registry import normal as norm
 
 __all__ = ["heading", "label", "norm", "options", "varying"]
+
+T = TypeVar("T")
 
 IDENTITY = registry.names()
 # The fields that partition a verdict (the user's choices), in the order a heading names them.
@@ -27,7 +29,27 @@ CONFIGURATION = [c for c in IDENTITY if c != "seed"]
 
 def finite(v: Any) -> bool:
     """A number that is not a bool, None or NaN/inf."""
-    return v is not None and not isinstance(v, bool) and math.isfinite(float(v))
+    return figure(v) is not None
+
+
+def figure(v: Any) -> float | None:
+    """`v` as a float where it is a finite number (not a bool); None where it is null,
+    infinite or not a number."""
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def grouped(items: Iterable[T], by: Callable[[T], Any]) -> dict[Any, list[T]]:
+    """`items` in lists by `by`'s value, the groups in the order each first appears."""
+    out: dict[Any, list[T]] = {}
+    for item in items:
+        out.setdefault(by(item), []).append(item)
+    return out
 
 
 def key(row: Mapping[str, Any], names: list[str] | tuple[str, ...]) -> tuple[Any, ...]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.science import leaders
-from gpubench.science.partition import configuration, identity, identity_dict, label, norm
+from gpubench.science.partition import configuration, grouped, identity, identity_dict, label, norm
 from gpubench.store.wording import percent, plural, times
 
 
@@ -46,13 +46,7 @@ def contended(row: dict[str, Any]) -> bool:
 
 def ran(row: dict[str, Any]) -> bool:
     """An ok row with a samples/s figure."""
-    sps = row.get("samples_per_s")
-    return (
-        row.get("status") == "ok"
-        and sps is not None
-        and norm(sps) == norm(sps)
-        and (float(sps) > 0)
-    )
+    return row.get("status") == "ok" and positive(row.get("samples_per_s")) is not None
 
 
 def pool(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -86,11 +80,7 @@ def _clean_or_all(ok: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def by_device(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The rows that ran, per device ("cpu", "cuda"), devices in the order they first appear."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        if ran(r):
-            out.setdefault(str(r["device"]), []).append(r)
-    return out
+    return grouped((r for r in rows if ran(r)), lambda r: str(r["device"]))
 
 
 def lead(
@@ -176,7 +166,7 @@ def row_tie(
         "bound": leaders.bound(best, row),
         "reason": _row_reason(best, row, margin),
         "source": "rows",
-        "samples_per_j": _per_joule(row),
+        "samples_per_j": positive(row.get("samples_per_j")),
     }
 
 
@@ -194,9 +184,9 @@ def _row_reason(best: dict[str, Any], row: dict[str, Any], margin: float) -> str
     )
 
 
-def _per_joule(row: dict[str, Any]) -> float | None:
-    """The row's measured samples per joule (None where energy was not measured)."""
-    v = row.get("samples_per_j")
+def positive(v: Any) -> float | None:
+    """`v` as a float where it is a positive number (None, NaN and 0 are not): a row's
+    samples per joule is None where energy was not measured."""
     return float(v) if v is not None and v == v and float(v) > 0 else None
 
 
@@ -269,7 +259,7 @@ def _confirmed(
             "reading": comps[i].reading(margin),
             "reason": _reading(comps[i], margin),
             "source": "rounds",
-            "samples_per_j": _per_joule(rows[i]),
+            "samples_per_j": positive(rows[i].get("samples_per_j")),
         }
         for i in d.tied[1:]
     ]

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench.science.partition import configuration, finite
+from gpubench.science.partition import configuration, finite, grouped
 from gpubench.science.partition import norm as _norm
 from gpubench.store.wording import number, seconds
 
@@ -130,10 +130,7 @@ class TargetTime:
 def summarise(rows: Iterable[Mapping[str, Any]]) -> list[TargetTime]:
     """One TargetTime per configuration among the convergence rows of `rows` (others are
     ignored), in the order of each configuration's first row."""
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for row in rows:
-        if is_convergence(row):
-            groups.setdefault(configuration(row), []).append(dict(row))
+    groups = grouped((dict(r) for r in rows if is_convergence(r)), configuration)
     out = []
     for group in groups.values():
         runs = _last_runs(group)

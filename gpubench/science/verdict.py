@@ -24,6 +24,7 @@ from gpubench.science.partition import (
     answer,
     configuration,
     finite,
+    grouped,
     heading,
     identity,
     identity_dict,
@@ -215,10 +216,7 @@ def verdicts(
     if "remeasured" not in frame or frame["remeasured"].isna().all():
         # rows not read through remeasured.apply: one figure per configuration all the same
         frame = remeasured.apply(frame, confirmations)
-    records = frame.to_dict("records")
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in records:
-        groups.setdefault(partition_key(r), []).append(r)
+    groups = grouped(frame.to_dict("records"), partition_key)
     found = {partition_key(c["fixed"]): c for c in confirmations or []}
     out = []
     for key in sorted(groups, key=lambda k: tuple(str(x) for x in k)):
@@ -257,10 +255,10 @@ def _verdict(
         rounds_samples_per_s=lead.rounds_samples_per_s,
         margin=margin,
         remeasured=best.get("remeasured") is True,
-        samples_per_j=_per_joule(best),
+        samples_per_j=standing.positive(best.get("samples_per_j")),
         unstable=_unstable(ok, among),
-        tokens_per_s=_positive(best.get("tokens_per_s")),
-        usd_per_million_samples=_positive(best.get("usd_per_million_samples")),
+        tokens_per_s=standing.positive(best.get("tokens_per_s")),
+        usd_per_million_samples=standing.positive(best.get("usd_per_million_samples")),
         lead_over=_lead_over(lead, pool, among),
     )
     v.stands_on, v.stands_on_counts = standing.stands_on(ok, best, among)
@@ -306,16 +304,6 @@ def _verdict(
     v.effective_batch = effective_batches(all_rows)
     v.economy = economy.lines(best, ok, all_rows, among)  # issue 32
     return v
-
-
-def _per_joule(row: dict[str, Any]) -> float | None:
-    """The row's measured samples per joule (None where its energy was not measured)."""
-    return _positive(row.get("samples_per_j"))
-
-
-def _positive(v: Any) -> float | None:
-    """`v` as a float where it is a positive number (None, NaN and 0 are not)."""
-    return float(v) if v is not None and v == v and float(v) > 0 else None
 
 
 def _lead_over(

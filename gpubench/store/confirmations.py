@@ -87,10 +87,7 @@ class Confirmations:
 def read(run_dir: str | Path) -> Confirmations | None:
     """`run_dir`'s confirm.json (None where it has none); typed_json.RecordError (one line: the
     file and what is wrong) where it is not what run.confirm writes."""
-    path = Path(run_dir) / FILE
-    if not path.is_file():
-        return None
-    return typed_json.read(path, Confirmations, "a confirmation record")
+    return typed_json.read_in(run_dir, FILE, Confirmations, "a confirmation record")
 
 
 def partitions(run_dir: str | Path) -> list[dict[str, Any]] | None:

@@ -65,7 +65,4 @@ class GrowthRecord:
 def read(run_dir: str | Path) -> GrowthRecord | None:
     """`run_dir`'s growth.json (None where it has none); typed_json.RecordError (one line: the
     file and what is wrong) where it is not what run.sweep writes."""
-    path = Path(run_dir) / FILE
-    if not path.is_file():
-        return None
-    return typed_json.read(path, GrowthRecord, "a growth record")
+    return typed_json.read_in(run_dir, FILE, GrowthRecord, "a growth record")

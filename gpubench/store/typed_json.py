@@ -35,6 +35,13 @@ def read(path: Path, cls: type[R], what: str) -> R:
         raise RecordError(f"{path} is not {what}: {e}") from None
 
 
+def read_in(run_dir: str | Path, name: str, cls: type[R], what: str) -> R | None:
+    """The record `cls` in the file `name` of `run_dir` (None where the folder has none);
+    RecordError as `read` says where it is there and not what its writer writes."""
+    path = Path(run_dir) / name
+    return read(path, cls, what) if path.is_file() else None
+
+
 class _Wrong(Exception):
     """What is wrong, and where in the object."""
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 import re
-from numbers import Real
 from typing import Any
+
+from gpubench.config.registry import null as missing  # the one null check, re-exported
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
@@ -34,11 +35,6 @@ def number(value: float, digits: int = 3) -> str:
 def times(ratio: float, digits: int = 2) -> str:
     """A ratio as 'x1.9', 'x100', 'x0.5'."""
     return "x" + number(ratio, digits)
-
-
-def missing(value: Any) -> bool:
-    """Whether a value is null: None, or the NaN a frame reads a null as."""
-    return value is None or (isinstance(value, Real) and math.isnan(value))
 
 
 _SIGNIFICANT = re.compile(r",?\.(\d+)g")
