@@ -10,7 +10,7 @@ under --shard (a shard holds only part of a series).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from gpubench.config.spec import AUTO, Point, SweepSpec
@@ -31,49 +31,16 @@ def grows(spec: SweepSpec, point: Point, sharded: bool) -> bool:
     )
 
 
-def budget_s(spec: SweepSpec, point: Point, carry_s: float = 0.0) -> float:
-    """The seconds `point`'s series may take: its own (SERIES_BUDGET_S, AUTO_BUDGET_S for
-    "auto") and `carry_s`, what the series of its device type before it left unspent
-    (carried())."""
+def budget_s(spec: SweepSpec, point: Point) -> float:
+    """The seconds `point`'s series may take (SERIES_BUDGET_S, AUTO_BUDGET_S for "auto")."""
     table = AUTO_BUDGET_S if spec.batch_sizes == AUTO else SERIES_BUDGET_S
-    return table.get(point.device.split(":")[0], table["cpu"]) + carry_s
+    return table.get(point.device.split(":")[0], table["cpu"])
 
 
-def carried(
-    spec: SweepSpec,
-    point: Point,
-    finished: Iterable[Sequence[dict[str, Any]]],
-    under_way: Iterable[Sequence[dict[str, Any]]] = (),
-) -> float:
-    """The seconds `point`'s series may take beyond its own budget: the growing series of its
-    device type share one pool (each one's budget times their number), so what a series that
-    flattened early left unspent goes to the ones after it (a CPU's mlp still rising at
-    B=2,048 when its own 8 s ended, beside a bf16 series that flattened in 3 s). `finished`:
-    the rows of each other series that stopped growing; `under_way`: the rows of each other
-    series not finished (one past its own budget takes that from the pool). Each series still
-    to come keeps its own budget: the sweep's bound stays the pool."""
-    device = point.device.split(":")[0]
-    own = budget_s(spec, point)
-
-    def spent(rows: Sequence[dict[str, Any]]) -> float:
-        return sum(growth.seconds(r) for r in rows) if _device(rows) == device else own
-
-    left = sum(own - spent(rows) for rows in finished if rows)
-    left -= sum(max(spent(rows) - own, 0.0) for rows in under_way if rows)
-    return max(left, 0.0)
-
-
-def _device(rows: Sequence[dict[str, Any]]) -> str:
-    return str(rows[0]["device"]).split(":")[0]
-
-
-def next_batch(
-    spec: SweepSpec, point: Point, rows: Sequence[dict[str, Any]], carry_s: float = 0.0
-) -> Growth:
-    """The rule's decision for `point`'s series from its rows so far (science.growth) under
-    its budget and `carry_s` (carried()), its batch a multiple of the point's micro-batches (a
-    batch that does not split is no point)."""
-    decided = growth.decide(rows, budget_s(spec, point, carry_s))
+def next_batch(spec: SweepSpec, point: Point, rows: Sequence[dict[str, Any]]) -> Growth:
+    """The rule's decision for `point`'s series from its rows so far (science.growth), its
+    batch a multiple of the point's micro-batches (a batch that does not split is no point)."""
+    decided = growth.decide(rows, budget_s(spec, point))
     k = point.accumulate
     if decided.batch is None or decided.batch % k == 0:
         return decided
@@ -90,9 +57,7 @@ def record(decisions: dict[str, Growth], unmeasured: Sequence[Unmeasured] = ()) 
     return GrowthRecord(series, tuple(unmeasured))
 
 
-def over_budget(
-    spec: SweepSpec, point: Point, rows: Sequence[dict[str, Any]], carry_s: float = 0.0
-) -> str | None:
+def over_budget(spec: SweepSpec, point: Point, rows: Sequence[dict[str, Any]]) -> str | None:
     """Why a listed `point` of a growing series is not started (None: it is): the rows of its
     series so far have spent its time budget, or its predicted time (science.growth's, from the
     two largest batches measured) is more than the budget has left. The first batch of a
@@ -100,12 +65,12 @@ def over_budget(
     ok = sorted((r for r in rows if growth.ran(r)), key=lambda r: int(r["batch_size"]))
     if not ok:
         return None
-    budget = budget_s(spec, point, carry_s)
+    budget = budget_s(spec, point)
     spent = sum(growth.seconds(r) for r in rows)
     cost = growth.predicted_s(ok, point.batch_size)
     if spent + cost <= budget:
         return None
     return (
         f"B={point.batch_size} would take about {cost:.1f} s, "
-        f"{max(budget - spent, 0.0):.1f} s of its series' {budget:.3g} s left"
+        f"{max(budget - spent, 0.0):.1f} s of its series' {budget:g} s left"
     )

@@ -172,16 +172,6 @@ def _measure(
         if Point.of(r).key() not in planned and Point.of(r).key(drop=SERIES) in listed
     ]
     decisions: dict[str, batch_growth.Growth] = {}  # issue 42: why each grown series stopped
-    stopped_growing: set[tuple[Any, ...]] = set()  # the growing series that stopped growing
-    growing: set[tuple[Any, ...]] = set()
-
-    def carry(key: tuple[Any, ...], point: Point) -> float:
-        """What the growing series before `point`'s left unspent (run.batch_growth.carried)."""
-        others = [k for k in growing if k != key]
-        finished = [series_rows.get(k, []) for k in others if k in stopped_growing]
-        under_way = [series_rows.get(k, []) for k in others if k not in stopped_growing]
-        return batch_growth.carried(spec, point, finished, under_way)
-
     unmeasured: list[Unmeasured] = []  # listed points a series' budget could not hold
 
     def write_growth(stopped: Sequence[Point] = ()) -> None:
@@ -207,14 +197,8 @@ def _measure(
             write_growth([point, *(p for p in queue if p.key() not in done)])
             break
         # only a point still to measure is weighed against its series' budget
-        if grows:
-            growing.add(key)
         weigh = grows and row is None
-        why = (
-            batch_growth.over_budget(spec, point, series_rows.get(key, []), carry(key, point))
-            if weigh
-            else None
-        )
+        why = batch_growth.over_budget(spec, point, series_rows.get(key, [])) if weigh else None
         if why is not None:
             # issue 42: a listed batch its series' budget cannot hold is not started, and said
             unmeasured.append(Unmeasured(point.to_dict(), "over budget", why))
@@ -237,10 +221,8 @@ def _measure(
         to_come[key] -= 1
         if to_come[key] or not grows:
             continue
-        grown = batch_growth.next_batch(spec, point, series_rows.get(key, []), carry(key, point))
+        grown = batch_growth.next_batch(spec, point, series_rows.get(key, []))
         decisions[point.label(batch=False)] = grown
-        if grown.batch is None:
-            stopped_growing.add(key)
         write_growth()
         if grown.batch is not None:
             nxt = dataclasses.replace(point, batch_size=grown.batch)

@@ -44,8 +44,7 @@ CEILING = 2**16
 # take 68-79 s in all, 2-5 of them still rising when their budget ends (mlp/small at B=512-2048,
 # bf16 at 10-20x fp32's step time: results/20261128-cpu-five-sweeps-b); on an H100 a replay of
 # the recorded rows brackets every CUDA series in at most 10.4 s (tests/test_batch_growth.py),
-# 12 series within about two minutes. The series of a device type share one pool of their
-# budgets (run.batch_growth.carried): what one leaves unspent goes to the ones after it.
+# 12 series within about two minutes.
 SERIES_BUDGET_S = {"cpu": 8.0, "cuda": 12.0}
 # `--batch-sizes auto`: one series is what the user asked for, so it may take longer.
 AUTO_BUDGET_S = {"cpu": 30.0, "cuda": 30.0}
@@ -126,14 +125,13 @@ def _decide(rows: Sequence[dict[str, Any]], budget_s: float | None, ceiling: int
             reason = "launch-bound" if factor > 2 else "rising"
             return Growth(nxt, reason, rising)
     if budget_s is not None and spent >= budget_s:
-        spent_words = f"{spent:.1f} s of its {budget_s:.3g} s spent"
-        return Growth(None, "budget spent", f"{rising}; {spent_words}")
+        return Growth(None, "budget spent", f"{rising}; {spent:.1f} s of its {budget_s:g} s spent")
     nxt = min(_b(top) * 2, ceiling)
     return Growth(
         None,
         "over budget",
         f"{rising}; B={nxt} would take about {predicted_s(ok, nxt):.1f} s, "
-        f"{max(budget_s or 0.0, 0.0) - spent:.1f} s of its {budget_s:.3g} s left",
+        f"{max(budget_s or 0.0, 0.0) - spent:.1f} s of its {budget_s:g} s left",
     )
 
 
