@@ -10,6 +10,7 @@ points that write it at once both end with the same complete folder."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -17,12 +18,22 @@ from pathlib import Path
 
 import numpy as np
 
-from gpubench.probes.calibration import cache_dir
-
+# The cache folder's own variable (probes.calibration keeps the matmul peaks there too).
+CACHE_ENV = "GPUBENCH_CACHE_DIR"
 # Bumped when what a folder holds changes, so an old cache is never read as the new format.
 FORMAT_VERSION = 1
 META = "meta.json"
 TOKENS = "tokens.bin"  # little-endian uint16 token ids
+
+
+def cache_dir() -> Path:
+    """gpubench's cache folder: `$GPUBENCH_CACHE_DIR`, else `$XDG_CACHE_HOME/gpubench`, else
+    `~/.cache/gpubench`."""
+    own = os.environ.get(CACHE_ENV)
+    if own:
+        return Path(own)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "gpubench"
 
 
 def _written(name: str, write: Callable[[Path], dict[str, object]]) -> Path:

@@ -20,9 +20,10 @@ from typing import Any, TypeVar
 import torch
 
 from gpubench.config import precision as P
+from gpubench.data.files import CACHE_ENV as CACHE_ENV  # its tests set it here
+from gpubench.data.files import cache_dir
 from gpubench.probes.current_device import cuda_index, made_current, stream_of
 
-CACHE_ENV = "GPUBENCH_CACHE_DIR"
 T = TypeVar("T")
 
 # Per precision: the dtype of the product and torch's float32 matmul precision.
@@ -109,15 +110,6 @@ def device_key(device: torch.device) -> str:
     else:
         ident = f"cpu|{cpu_model()}|threads={torch.get_num_threads()}"
     return f"{ident}|torch={torch.__version__}"
-
-
-def cache_dir() -> Path:
-    """gpubench's cache folder (the module docstring's order)."""
-    own = os.environ.get(CACHE_ENV)
-    if own:
-        return Path(own)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "gpubench"
 
 
 def cache_file() -> Path:
