@@ -18,7 +18,7 @@ from gpubench.science import plan, remeasured
 from gpubench.science.leaders import MARGIN
 from gpubench.science.verdict import ModelVerdict, verdicts
 from gpubench.store import confirmations, growth_record
-from gpubench.store.growth_record import Stop
+from gpubench.store.growth_record import GrowthRecord, Stop
 from gpubench.store.results import ResultStore
 
 
@@ -62,33 +62,34 @@ def run_verdicts(
     more than `margin` (a share) is a tie. On a merge of several machines the fastest names
     its machine."""
     rows = run_frame(runs) if frame is None else frame
+    records = [growth_record.read(run.path) for run in runs]  # each growth.json read once
     out = verdicts(
         rows,
         cpu_energy_reason(runs),
         _found(runs),
         margin,
         command(runs),
-        unreached(runs),
-        stops(runs),
+        unreached(runs, records),
+        stops(records),
     )
     for v in out:
         v.fastest += machine_of_fastest(rows, v)
     return out
 
 
-def unreached(runs: Sequence[Run]) -> list[plan.Unreached]:
+def unreached(runs: Sequence[Run], records: Sequence[GrowthRecord | None]) -> list[plan.Unreached]:
     """The points the runs' sweeps planned and no run measured (science.plan): each run's plan
-    (its suite.json) against the rows, with growth.json's reasons where it recorded them.
+    (its suite.json) against the rows, with its growth.json's reasons (`records`, in the order
+    of `runs`) where it recorded them.
     A tune's folder plans no grid (its suite.json is the space it searched); a folder without
     suite.json, or of `--batch-sizes auto` (whose batches the sweep chose as it went), has
     only what growth.json recorded."""
     out: list[plan.Unreached] = []
     # a point one folder planned and another measured is measured: the verdict has its row
     every = [r for run in runs for r in run.frame.to_dict("records")]
-    for run in runs:
+    for run, record in zip(runs, records, strict=True):
         if (Path(run.path) / TUNE_FILE).is_file():
             continue
-        record = growth_record.read(run.path)
         # a merge of folders is finished by resuming its sources, not the merge
         where = None if (Path(run.path) / MERGE_FILE).is_file() else str(run.path)
         recorded = record.unmeasured if record is not None else ()
@@ -98,14 +99,10 @@ def unreached(runs: Sequence[Run]) -> list[plan.Unreached]:
     return out
 
 
-def stops(runs: Sequence[Run]) -> dict[str, Stop]:
-    """Why each series the runs' sweeps grew stopped, by the series' label (growth.json's; a
-    series no run grew is not in it: its largest batch is not a budget's doing)."""
-    out: dict[str, Stop] = {}
-    for run in runs:
-        record = growth_record.read(run.path)
-        out.update(record.series if record is not None else {})
-    return out
+def stops(records: Sequence[GrowthRecord | None]) -> dict[str, Stop]:
+    """Why each series the runs' sweeps grew stopped, by the series' label (their growth.json
+    `records`; a series no run grew is not in it: its largest batch is not a budget's doing)."""
+    return {k: v for r in records if r is not None for k, v in r.series.items()}
 
 
 # written by merge beside the merged rows (run.merge owns it; only its presence is read here)

@@ -14,8 +14,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench.science import partition as P
-from gpubench.science.partition import identity, identity_dict, label, partition_key, same_key
+from gpubench.science.partition import (
+    grouped,
+    identity,
+    identity_dict,
+    label,
+    partition_key,
+    same_key,
+)
 from gpubench.store.growth_record import Unmeasured
 
 STOPPED, OVER_BUDGET, NOT_REACHED = "stopped", "over budget", "not reached"
@@ -94,7 +100,7 @@ def line(items: Sequence[Unreached], among: Iterable[str] = ()) -> str | None:
     """One line for a verdict: per series and reason its batches and why ('cuda bf16 B=4, 16,
     64 (not reached: the run ended before it)'), the first SHOWN series, then how many more;
     None where nothing planned went unmeasured."""
-    groups = P.grouped(items, lambda u: (same_key(u.point, "batch_size", "seed"), u.reason))
+    groups = grouped(items, lambda u: (same_key(u.point, "batch_size", "seed"), u.reason))
     parts = []
     for group in list(groups.values())[:SHOWN]:
         batches = sorted({int(u.point["batch_size"]) for u in group})
