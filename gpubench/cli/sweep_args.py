@@ -120,6 +120,8 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
     overrides = {key: getattr(args, key) for key in S.AXES if getattr(args, key) is not None}
     if "batch_sizes" in overrides:  # issue 28: batch sizes given are the ones measured
         spec = dataclasses.replace(spec, grow_batch_sizes=())
+    if "precisions" in overrides:  # and precisions given, emulated or not
+        spec = dataclasses.replace(spec, skip_emulated=False)
     if args.profile is not None:
         spec = dataclasses.replace(spec, profile=args.profile)
     if args.options:

@@ -58,6 +58,22 @@ def unsupported_reason(name: str, device: torch.device) -> str | None:
     return f"device type {device.type!r} is not supported"
 
 
+def cpu_has_bf16() -> bool:
+    """Whether this CPU has bf16 arithmetic (AVX-512 BF16 or AMX tiles), the instructions
+    oneDNN's bf16 kernels use; without them PyTorch runs bf16 through fp32 conversions."""
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def emulated_reason(name: str, device_type: str) -> str | None:
+    """Why `name` runs emulated on a device of `device_type` here (it runs, converted to and
+    from fp32 around each operation, with no hardware to speed it), or None where it does not:
+    bf16 on a CPU without bf16 instructions. On a GPU an emulated bf16 is unsupported instead
+    (unsupported_reason)."""
+    if device_type == "cpu" and name == "bf16" and not cpu_has_bf16():
+        return "this CPU has no bf16 instructions (AVX-512 BF16 or AMX), so PyTorch emulates bf16"
+    return None
+
+
 @contextlib.contextmanager
 def tf32_mode(enabled: bool) -> Iterator[None]:
     """Set cuBLAS and cuDNN TF32 for the block and restore them after.

@@ -333,6 +333,9 @@ def _sweep_class() -> type:
             # device types ("cpu", "cuda") on which each batch-size series grows past its
             # largest listed batch by the growth rule (gpubench.science.growth)
             ("grow_batch_sizes", tuple[str, ...], field(default=())),
+            # leave out the points whose precision the device only emulates (config.precision:
+            # bf16 on a CPU without bf16 instructions), each recorded as planned, not measured
+            ("skip_emulated", bool, field(default=False)),
             # dollars per hour per device and the epoch's samples (--price, --epoch, [prices])
             ("prices", Prices, field(default_factory=Prices)),
         ],

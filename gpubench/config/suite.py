@@ -34,7 +34,9 @@ _LIST_KEYS = {
 }
 _ONE_OR_LIST = ("models", "scaling", "checkpoint")  # a single string means a list of one
 _SCALAR_KEYS = [*SCALAR_CHECKS, "model"]  # `model`: a single model, as `models` of one
-_BOOL_KEYS = ("profile",)  # issue 15: profile = false skips the step-time breakdown
+# issue 15: profile = false skips the step-time breakdown; skip_emulated = true leaves out a
+# precision the device only emulates (bf16 on a CPU without bf16 instructions)
+_BOOL_KEYS = ("profile", "skip_emulated")
 _TABLES = {"budget": Budget, "convergence": Convergence}
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench.config import precision
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import AUTO, Budget, Point, SweepSpec
@@ -152,6 +153,8 @@ def _measure(
     (run.batch_growth) gets its next batch size right after its last one, the sweep's count
     of points growing with it."""
     done = {Point.of(r).key(): r for r in done_rows}
+    left_out = _emulated(spec, [p for p in points if p.key() not in done])
+    points = [p for p in points if p not in left_out]
     oom_at: dict[tuple[Any, ...], int] = {}
     for r in done_rows:
         if r.get("status") == "oom" and not str(r.get("error") or "").startswith("skipped:"):
@@ -172,13 +175,16 @@ def _measure(
         if Point.of(r).key() not in planned and Point.of(r).key(drop=SERIES) in listed
     ]
     decisions: dict[str, batch_growth.Growth] = {}  # issue 42: why each grown series stopped
-    unmeasured: list[Unmeasured] = []  # listed points a series' budget could not hold
+    # listed points a series' budget could not hold, or whose precision the device emulates
+    unmeasured = [Unmeasured(p.to_dict(), "emulated", why) for p, why in left_out.items()]
 
     def write_growth(stopped: Sequence[Point] = ()) -> None:
         why = "the sweep was stopped before it"
         gone = [Unmeasured(p.to_dict(), "stopped", why) for p in stopped]
         batch_growth.record(decisions, [*unmeasured, *gone]).write(run.store.dir)
 
+    if unmeasured:
+        write_growth()
     total = len(points) + len(grown_before)
     finished = sum(1 for p in points if p.key() in done) + len(grown_before)
     if on_start is not None:
@@ -230,6 +236,19 @@ def _measure(
             to_come[key] += 1
             if nxt.key() not in done:
                 total += 1  # a batch the plan did not hold
+
+
+def _emulated(spec: SweepSpec, points: Sequence[Point]) -> dict[Point, str]:
+    """The points of `points` left out for a precision their device only emulates (where
+    `spec.skip_emulated`: the default sweep), each with why and the flag that measures it."""
+    if not spec.skip_emulated:
+        return {}
+    out = {}
+    for p in points:
+        why = precision.emulated_reason(p.precision, p.device.split(":")[0])
+        if why is not None:
+            out[p] = f"{why}; --precisions {','.join(spec.precisions)} measures it"
+    return out
 
 
 def _row(

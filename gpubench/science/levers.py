@@ -82,12 +82,13 @@ def no_help(
     margin: float = MARGIN,
     paired: dict[tuple[Any, ...], Comparison] | None = None,
     tied: frozenset[tuple[Any, ...]] = frozenset(),
+    unreached: Sequence[Unreached] = (),
 ) -> list[str]:
     """The settings of `kind`'s levers that were measured and do not help here: slower, within
-    `margin` of the fastest point, or within noise of it (a row in `tied`)."""
-    return [
-        e.line for e in _effects(kind, best, records, among, margin, paired, tied) if not e.helps
-    ]
+    `margin` of the fastest point, or within noise of it (a row in `tied`); and those left out
+    of `unreached` as emulated on this device (slow here, not measured)."""
+    effects = _effects(kind, best, records, among, margin, paired, tied, unreached)
+    return [e.line for e in effects if not e.helps]
 
 
 def _effects(
@@ -183,6 +184,8 @@ def _planned(
     if not planned:
         return None
     name, why = lever_name(setting), planned[0].why()
+    if planned[0].reason == plan.EMULATED:  # left out as slow here: said, not a next step
+        return Effect(f"{name}: not measured ({why})", False)
     without = "" if on else " without it"
     return Effect(
         f"{name}: planned{without}, not measured ({why})", True, plan.resume(planned) or todo

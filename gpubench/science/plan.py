@@ -4,8 +4,9 @@ batch "the largest" or a setting "not measured" as if nothing more had been plan
 
 Why a planned point has no row: the sweep recorded it in growth.json (store.growth_record:
 "stopped", the sweep was stopped before it; "over budget", its series' time budget could not
-hold it), or, where nothing recorded it (a run killed outright), "not reached": the run ended
-before it. Points a growing series would have added past its listed batches were never planned.
+hold it; "emulated", its device only emulates its precision and the suite left it out), or,
+where nothing recorded it (a run killed outright), "not reached": the run ended before it.
+Points a growing series would have added past its listed batches were never planned.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from gpubench.science.partition import (
 from gpubench.store.growth_record import Unmeasured
 
 STOPPED, OVER_BUDGET, NOT_REACHED = "stopped", "over budget", "not reached"
+EMULATED = "emulated"  # left out: its device only emulates its precision (skip_emulated)
 RUNNING = "running"  # the run that planned it still holds its folder: not measured yet
 # a line names this many series at most (the JSON lists every point)
 SHOWN = 4
@@ -33,9 +35,9 @@ SHOWN = 4
 @dataclass(frozen=True)
 class Unreached:
     """A point planned and not measured: its identity (`point`, by setting name), `reason`
-    (STOPPED, OVER_BUDGET, NOT_REACHED or RUNNING), `detail` (growth.json's words, where it
-    said) and `folder` (the run folder that planned it: a stopped one is finished by resuming
-    it)."""
+    (STOPPED, OVER_BUDGET, EMULATED, NOT_REACHED or RUNNING), `detail` (growth.json's words,
+    where it said) and `folder` (the run folder that planned it: a stopped one is finished by
+    resuming it)."""
 
     point: dict[str, Any]
     reason: str
@@ -44,12 +46,14 @@ class Unreached:
 
     def why(self) -> str:
         """Why it has no row, in words: 'over its series' time budget: B=64 would take about
-        12.0 s, 3.1 s of its series' 8 s left', 'the sweep was stopped before it', 'not reached:
+        18.7 s, 4.7 s of its series' 12 s left', 'the sweep was stopped before it', 'not reached:
         the run ended before it'."""
         if self.reason == OVER_BUDGET:
             return "over its series' time budget" + (f": {self.detail}" if self.detail else "")
         if self.reason == STOPPED:
             return "the sweep was stopped before it"
+        if self.reason == EMULATED:
+            return f"left out: {self.detail}"
         if self.reason == RUNNING:
             return "not measured yet: the sweep is still running"
         return "not reached: the run ended before it"

@@ -292,7 +292,7 @@ def _verdict(
         v.levers, v.next_experiment = levers(
             kind, mine, own_ok, own_all, among, margin, command, lead.paired, tied, missing, stops
         )
-        v.not_levers = no_help(kind, mine, own_ok, among, margin, lead.paired, tied)
+        v.not_levers = no_help(kind, mine, own_ok, among, margin, lead.paired, tied, missing)
     else:
         v.evidence = [scaling] if scaling else []
         v.unclassified, v.next_experiment = _unclassified(best, command)

@@ -4,12 +4,15 @@ rule, science.growth), and the points the sweep planned and did not measure, wit
 
 ```
 {"series": {label: {"reason": growth.Growth.reason, "detail": words, "next_batch": int|null}},
- "unmeasured": [{"point": Point.to_dict(), "reason": "stopped" | "over budget", "detail": words}]}
+ "unmeasured": [{"point": Point.to_dict(), "reason": "stopped" | "over budget" | "emulated",
+                 "detail": words}]}
 ```
 
 "stopped": the sweep was stopped (Ctrl-C, SIGTERM, --max-time) before it reached the point;
 "over budget": a listed batch of a growing series that its series' time budget could not hold
-(the growth rule's prediction of its time over what the budget had left), so it was not started.
+(the growth rule's prediction of its time over what the budget had left), so it was not started;
+"emulated": a precision its device only emulates, left out where the suite says so
+(`skip_emulated`, the default sweep: bf16 on a CPU without bf16 instructions).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from gpubench.store import typed_json
 from gpubench.store.results import ResultStore
 
 FILE = "growth.json"
-REASONS = ("stopped", "over budget")
+REASONS = ("stopped", "over budget", "emulated")
 
 
 @dataclass(frozen=True)
