@@ -128,3 +128,14 @@ def test_only_bf16_on_a_cpu_without_it_is_emulated(monkeypatch: pytest.MonkeyPat
     assert precision.emulated_reason("bf16", "cuda") is None  # unsupported there instead
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
     assert precision.emulated_reason("bf16", "cpu") is None
+
+
+def test_env_json_says_whether_the_cpu_has_bf16_instructions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpubench.store import env
+
+    for has in (False, True):
+        monkeypatch.setattr(precision, "cpu_has_bf16", lambda has=has: has)
+        assert env.cpu_info()["bf16_instructions"] is has
+    assert env.cpu_info()["capability"]  # "AVX2", "AVX512", ... as torch dispatches

@@ -196,6 +196,10 @@ def cpu_info() -> dict[str, Any]:
         "usable_cores": usable,
         "torch_threads": torch.get_num_threads(),
         "torch_interop_threads": torch.get_num_interop_threads(),
+        # the vector instructions torch's kernels use, and bf16's (without them bf16 is
+        # emulated: the default suite leaves it out, config.precision)
+        "capability": torch.backends.cpu.get_cpu_capability(),
+        "bf16_instructions": precision.cpu_has_bf16(),
     }
 
 
