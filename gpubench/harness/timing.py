@@ -155,10 +155,7 @@ def measure(
     """
     warm = warm_up(step, device, budget, observed_step, group)
     with probe if probe is not None else contextlib.nullcontext():
-        m = _measure_windows(step, device, budget, warm, group)
-    m.warmup_steady = warm.steady
-    m.first_step_s = warm.first_s
-    return m
+        return _measure_windows(step, device, budget, warm, group)
 
 
 def _measure_windows(
@@ -192,12 +189,13 @@ def _measure_windows(
         if late or warm.cut:  # at a step boundary, its own rule not met
             cut = True
             break
-    noisy = stats.noisy(budget.target_rel_ci)
     timer = "cuda_event" if device.type == "cuda" else "perf_counter"
     outputs = [warm.first_output, window.last_output]
+    noisy = stats.noisy(budget.target_rel_ci)
     return Measurement(
-        warmup_steps, warmup_time, times, wall, stats, noisy, outputs, timer, cut=cut
-    )
+        warmup_steps, warmup_time, times, wall, stats, noisy, outputs, timer, warm.steady,
+        warm.first_s, cut,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -429,17 +427,10 @@ class Stats:
         q1, q3, p90 = (float(v) for v in np.percentile(x, [25, 75, 90]))
         mean = float(x.mean())
         cv = float(x.std(ddof=1) / mean) if n > 1 and mean > 0 else math.inf
-        return Stats(n, median, mean, q3 - q1, p90, cv, _median_ci_rel(x, median))
-
-
-def _median_ci_rel(sorted_x: np.ndarray, median: float) -> float:
-    """Relative half-width of the 95% CI of the median, from the order statistics the exact
-    binomial gives (distribution-free); infinite below 6 samples, where none exists."""
-    ranks = median_ci_indices(len(sorted_x))
-    if ranks is None or median <= 0:
-        return math.inf
-    lo, hi = ranks
-    return float((sorted_x[hi] - sorted_x[lo]) / 2 / median)
+        # the order statistics the exact binomial gives; no interval below 6 samples (infinite)
+        ranks = median_ci_indices(n)
+        ci = math.inf if ranks is None or median <= 0 else (x[ranks[1]] - x[ranks[0]]) / 2 / median
+        return Stats(n, median, mean, q3 - q1, p90, cv, float(ci))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -246,21 +246,21 @@ def system_info() -> dict[str, Any]:
 # --- issue 32: the GPU power limit as an axis (harness.power_limit sets and restores it) -------
 
 
+def _of_device(query: str, cuda_index: int) -> Any:
+    """NVML's `query` of torch's CUDA device `cuda_index`, None where NVML cannot tell."""
+    nvml = _nvml()
+    return None if nvml is None else _call(getattr(nvml, query), _handle(cuda_index))
+
+
 def power_limit_w(cuda_index: int) -> float | None:
     """The GPU's power management limit in watts, None where NVML cannot tell."""
-    nvml = _nvml()
-    if nvml is None:
-        return None
-    milliwatts = _call(nvml.nvmlDeviceGetPowerManagementLimit, _handle(cuda_index))
+    milliwatts = _of_device("nvmlDeviceGetPowerManagementLimit", cuda_index)
     return None if milliwatts is None else milliwatts / 1e3
 
 
 def power_limit_range_w(cuda_index: int) -> tuple[float, float] | None:
     """The lowest and highest power limit (watts) the GPU accepts, None where NVML cannot tell."""
-    nvml = _nvml()
-    if nvml is None:
-        return None
-    found = _call(nvml.nvmlDeviceGetPowerManagementLimitConstraints, _handle(cuda_index))
+    found = _of_device("nvmlDeviceGetPowerManagementLimitConstraints", cuda_index)
     return None if found is None else (found[0] / 1e3, found[1] / 1e3)
 
 

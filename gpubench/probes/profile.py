@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from gpubench.probes.current_device import synchronize
@@ -206,7 +207,7 @@ def attribute(events: list[Event], kind: str, steps: int, wall_s: float) -> Step
     by_op: dict[str, float] = {}
     dispatch = 0.0
     for e in events:
-        if e.device_type != torch.autograd.DeviceType.CPU or not e.name.startswith("aten::"):
+        if e.device_type != DeviceType.CPU or not e.name.startswith("aten::"):
             continue
         host = e.self_host_ns() / 1e9
         own = e.self_device_ns() / 1e9 if kind == "cuda" else host
@@ -220,9 +221,9 @@ def attribute(events: list[Event], kind: str, steps: int, wall_s: float) -> Step
     # the wall time during which any was in flight (a parallel point's; 0 for one process).
     spans = [(e.start_ns, e.end_ns) for e in events if is_collective(e.name)]
     categories["collective"] += union_length(spans) / 1e9
-    busy = _union_s(events) if kind == "cuda" else None
-    if busy is None:  # the CPU, or no kernel intervals came back: the summed time
-        busy = sum(categories.values())
+    # the union of the kernels' intervals; on the CPU, or where none came back, the summed time
+    kernels = [(e.start_ns, e.end_ns) for e in events if e.device_type == DeviceType.CUDA]
+    busy = union_length(kernels) / 1e9 if kind == "cuda" and kernels else sum(categories.values())
     top = sorted(by_op.items(), key=lambda kv: -kv[1])[:8]
     return StepProfile(
         steps=steps,
@@ -272,11 +273,3 @@ def union_length(intervals: Iterable[tuple[float, float]]) -> float:
         total += b - max(a, end)
         end = b
     return total
-
-
-def _union_s(events: list[Event]) -> float | None:
-    """Seconds covered by at least one kernel (device events), None when there are none."""
-    spans = [
-        (e.start_ns, e.end_ns) for e in events if e.device_type == torch.autograd.DeviceType.CUDA
-    ]
-    return union_length(spans) / 1e9 if spans else None

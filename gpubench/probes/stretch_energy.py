@@ -10,13 +10,13 @@ for seconds, more for short ones (docs/energy.md).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from gpubench.probes import calibration, cpu_power, nvml, rapl
+from gpubench.probes import calibration, cpu_power, nvml
+from gpubench.probes.cpu_energy import CpuEnergy
 from gpubench.probes.current_device import cuda_index
 
 
@@ -36,32 +36,28 @@ class StretchEnergy:
 
     def __init__(self, device: torch.device) -> None:
         self._gpu = _gpu_reader(device)
-        self._rapl = rapl.unavailable_reason() is None
-        self._package: rapl.PackageEnergy | None = None
+        self._cpu = CpuEnergy()  # a fresh one per stretch: RAPL's counters and the CPU time
         self._gpu_start: float | None = None
-        self._cpu_start = 0.0
         self.totals = Totals(
             gpu_j=0.0 if self._gpu is not None else None,
-            cpu_j=0.0 if self._rapl else None,
+            cpu_j=0.0 if self._cpu.rapl_reason is None else None,
             cpu_s=0.0,
             stretches=0,
         )
 
     def start(self) -> None:
         self._gpu_start = self._gpu.read().energy_j if self._gpu is not None else None
-        self._package = rapl.PackageEnergy() if self._rapl else None
-        if self._package is not None:
-            self._package.start()
-        self._cpu_start = time.process_time()
+        self._cpu = CpuEnergy()
+        self._cpu.start()
 
     def stop(self) -> None:
-        t = self.totals
-        t.cpu_s += time.process_time() - self._cpu_start
+        t, cpu = self.totals, self._cpu
+        cpu.stop()
+        assert cpu.cpu_time is not None and cpu.cpu_time.cpu_s is not None
+        t.cpu_s += cpu.cpu_time.cpu_s
         t.stretches += 1
-        if self._package is not None:
-            self._package.stop()
-            joules = self._package.joules
-            t.cpu_j = None if joules is None or t.cpu_j is None else t.cpu_j + joules
+        joules = cpu.package.joules
+        t.cpu_j = None if joules is None or t.cpu_j is None else t.cpu_j + joules
         if self._gpu is not None:
             end = self._gpu.read().energy_j
             if end is None or self._gpu_start is None or t.gpu_j is None:
