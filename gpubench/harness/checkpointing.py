@@ -40,14 +40,9 @@ def checkpoint_blocks(model: nn.Module) -> int:
     return len(blocks)
 
 
-def _contexts() -> tuple[
-    contextlib.AbstractContextManager[Any], contextlib.AbstractContextManager[Any]
-]:
-    # (around the first forward, around the recomputation in backward)
-    return contextlib.nullcontext(), recomputation()
-
-
 def _checkpointed(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     if torch.compiler.is_compiling():
         return checkpoint(forward, *args, use_reentrant=False, **kwargs)
-    return checkpoint(forward, *args, use_reentrant=False, context_fn=_contexts, **kwargs)
+    # (around the first forward, around the recomputation in backward)
+    contexts = lambda: (contextlib.nullcontext(), recomputation())  # noqa: E731
+    return checkpoint(forward, *args, use_reentrant=False, context_fn=contexts, **kwargs)

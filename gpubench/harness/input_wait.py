@@ -65,10 +65,10 @@ class LoaderBatches:
     after epoch. `held_bytes`: one batch's bytes on the device (the loader's queue of batches
     loaded ahead is on the host, in its workers)."""
 
-    def __init__(self, point: Point, workload: Workload, channels_last: bool = False) -> None:
+    def __init__(self, point: Point, workload: Workload) -> None:
         self.device = torch.device(point.device)
         self.cuda = self.device.type == "cuda"
-        self.channels_last = channels_last
+        self.channels_last = point.channels_last
         self.settings = LoaderSettings(
             batch_size=point.per_process_batch(),
             workers=point.loader_workers or 0,

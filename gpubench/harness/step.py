@@ -164,7 +164,7 @@ def prepare(point: Point, workload: Workload, lr: float | None = None) -> Prepar
     )
     batches: synthetic.Batches | LoaderBatches
     if point.data == "loader":  # issue 31: a DataLoader over files, per-sample work in workers
-        batches = LoaderBatches(point, workload, channels_last=point.channels_last)
+        batches = LoaderBatches(point, workload)
     else:
         batches = synthetic.Batches(
             workload,

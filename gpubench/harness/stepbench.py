@@ -47,8 +47,7 @@ class StepBenchmark:
 
 def resolve_device(name: str | torch.device) -> torch.device:
     """`auto` is CUDA where present, else the CPU; anything else must be cpu, cuda or cuda:N."""
-    if isinstance(name, torch.device):
-        name = str(name)
+    name = str(name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(check_device(name))

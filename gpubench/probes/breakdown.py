@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from gpubench.probes.probe import Probe
+
 
 def _local(t: Tensor) -> Tensor:
     """A sharded tensor's own shard (FSDP2 parameters are DTensors): what this process holds."""
@@ -74,8 +76,8 @@ def breakdown(model: nn.Module, optimizer: torch.optim.Optimizer) -> Breakdown:
     )
 
 
-class SavedActivations:
-    """Context manager: the bytes autograd saves for backward inside the block (`bytes`),
+class SavedActivations(Probe):
+    """The bytes autograd saves for backward inside the block (`bytes`),
     each storage once, parameters excluded (they are counted as parameters). Where the block
     runs several forward/backward passes (gradient accumulation: a pass's saved tensors are
     freed by its backward before the next forward), `bytes` is the largest pass's: what is held
@@ -109,11 +111,10 @@ class SavedActivations:
         self._in_backward = True
         return t
 
-    def __enter__(self) -> SavedActivations:
+    def start(self) -> None:
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._hooks.__enter__()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self, failed: bool = False) -> None:
         assert self._hooks is not None
         self._hooks.__exit__(None, None, None)
