@@ -111,15 +111,13 @@ class Device:
         # Memory info v2 (its `used` leaves out memory the driver reserves), where the
         # driver and nvidia-ml-py have it.
         self._memory_v2 = getattr(nvml, "nvmlMemory_v2", None)
-        self.memory_info_version = "v1"
-        if self._memory_v2 is not None and _call(self._v2_info) is not None:
-            self.memory_info_version = "v2"
+        v2 = self._memory_v2 is not None and _call(self._v2_info) is not None
+        self.memory_info_version = "v2" if v2 else "v1"
         self.energy_counter = (
             _call(nvml.nvmlDeviceGetTotalEnergyConsumption, self.handle) is not None
         )
-        self.power_reading = "average"
-        if hasattr(nvml, "nvmlDeviceGetFieldValues") and _call(self._instant_power_w):
-            self.power_reading = "instant"
+        instant = hasattr(nvml, "nvmlDeviceGetFieldValues") and _call(self._instant_power_w)
+        self.power_reading = "instant" if instant else "average"
         self._queries: dict[str, Callable[[], Any]] = {}
         reasons = getattr(
             nvml,
