@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from gpubench.cli.main import main
-from gpubench.cli.parser import SUITES_DIR
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point
-from gpubench.config.suite import load_suite
+from gpubench.config.suite import SHIPPED, load_suite
 from gpubench.run import shard
 from gpubench.run.merge import merge
 from gpubench.run.sweep import run_sweep
@@ -24,9 +23,7 @@ from gpubench.store.results import read_rows
 @pytest.mark.parametrize("count", [1, 2, 3])
 def test_shards_hold_every_point_once(suite: str, count: int) -> None:
     # the shipped suites' devices are auto: on the CPU, so the points are the same everywhere
-    spec = dataclasses.replace(
-        load_suite(SUITES_DIR / f"{suite.split()[0]}.toml"), devices=("cpu",)
-    )
+    spec = dataclasses.replace(load_suite(SHIPPED / f"{suite.split()[0]}.toml"), devices=("cpu",))
     if suite.endswith("--steps"):  # a fixed step count: no time limit to weigh points by
         spec = dataclasses.replace(spec, budget=Budget.fixed(3))
     points = spec.points()
@@ -62,7 +59,7 @@ def _keys(run: Path) -> list[tuple[object, ...]]:
 
 def test_two_shards_merge_into_the_whole_sweep(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     spec = dataclasses.replace(
-        load_suite(SUITES_DIR / "quick.toml"),
+        load_suite(SHIPPED / "quick.toml"),
         models=("mlp",),
         size="tiny",
         devices=("cpu",),

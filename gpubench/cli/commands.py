@@ -3,6 +3,8 @@ max-batch, list, env); what they print is console.py's job."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -11,11 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gpubench.cli import console
+from gpubench.cli import console, max_batch_args, sweep_args, values
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.run import accumulation_plan, maxbatch, phases
-from gpubench.run.context import DEFAULT_POINT_TIMEOUT_S
+from gpubench.run.context import DEFAULT_POINT_TIMEOUT_S, RunOptions
 from gpubench.run.interrupt import GracefulStop, Terminated
 from gpubench.run.memory_cap import exact_size
 from gpubench.run.sweep import default_run_dir, run_sweep
@@ -30,49 +32,41 @@ FAILED_MODEL = 1
 REPORT_MODULES = ("gpubench.report.build", "gpubench.report.explain", "concurrent.futures.process")
 
 
-def sweep(
-    spec: SweepSpec,
-    out: Path | None,
-    quiet: bool = False,
-    *,
-    resume: bool = False,
-    extend: bool = False,
-    max_memory: int | None = None,
-    point_timeout_s: float | None = None,
-    overridden: Sequence[str] = (),
-    retry_failed: bool = False,
-    shard: tuple[int, int] | None = None,
-    confirm: bool = True,
-    plan_file: Path | None = None,
-) -> int:
-    """Run `spec` into `out` (default results/<timestamp>), then print its tables, errors and
-    verdict and render its report. Exit status 0; FAILED_MODEL where every point of some model
-    ended `error`; 130 when Ctrl-C stopped it (the rows measured are kept either way).
-    `overridden`: the flags that changed the suite, for the opening line."""
+def sweep(args: argparse.Namespace) -> int:
+    """`gpubench sweep`: run the suite its flags name (cli.sweep_args) into --out (default
+    results/<timestamp>), then print its tables, errors and verdict and render its report. Exit
+    status 0; FAILED_MODEL where every point of some model ended `error`; 130 when Ctrl-C
+    stopped it (the rows measured are kept either way). The opening line names the flags that
+    changed the suite."""
     from gpubench.run import launched
 
+    spec = sweep_args.spec_from_args(args)
+    out: Path | None = args.resume if args.resume is not None else args.out
+    options = RunOptions(
+        args.max_memory,
+        args.point_timeout,
+        resume=args.resume is not None,
+        extend=args.extend,
+        retry_failed=args.retry_failed,
+        confirm=args.confirm,
+        shard=args.shard,
+        plan_file=args.plan,
+    )
     if launched.under_torchrun():  # issue 17: this process is one rank of a torchrun launch
-        return _launched_sweep(spec, out, point_timeout_s)
+        return _launched_sweep(spec, out, options.point_timeout_s)
     run_dir = out if out is not None else reserved_run_dir()
-    hint = resume_command(run_dir, max_memory, point_timeout_s)
-    progress = console.SweepProgress(spec, run_dir, quiet, overridden)
+    hint = resume_command(run_dir, options)
+    progress = console.SweepProgress(spec, run_dir, args.quiet, sweep_args.overridden_flags(args))
     try:
         with GracefulStop(console.stopping_after_point) as stop:
             frame = run_sweep(
                 spec,
                 run_dir,
                 on_row=progress.on_row,
-                resume=resume,
-                extend=extend,
-                max_memory=max_memory,
-                point_timeout_s=point_timeout_s,
                 should_stop=lambda: stop.requested,
                 on_start=progress.on_start,
-                retry_failed=retry_failed,
-                shard=shard,
-                confirm=confirm,
-                plan_file=plan_file,
                 prepare=REPORT_MODULES,
+                **dataclasses.asdict(options),
             )
     except OSError as e:
         progress.stop()
@@ -92,8 +86,6 @@ def sweep(
             return 2
         if not (run_dir / "results.jsonl").is_file():
             raise  # nothing measured: the command's one line (cli.main)
-        from gpubench.cli.main import os_error_line
-
         what = os_error_line(e) if e.filename else f"{e.strerror or e}: in {str(run_dir)!r}"
         console.say(
             f"gpubench: error: {what}; every row measured is in results.jsonl; once there is "
@@ -117,9 +109,9 @@ def sweep(
             _drop_if_unused(run_dir)
     reported = time.time()
     console.sweep_summary(frame, run_dir, convergence=spec.mode == "convergence")
-    _render_report(run_dir)
+    render_report(run_dir)
     phases.add_phase(run_dir, phases.REPORT_PHASE, reported, time.time())
-    _print_verdict([run_dir])
+    print_verdict([run_dir])
     rows = frame.to_dict("records")
     failed = failed_models(rows)
     errors = [r for r in rows if r.get("status") == "error"]
@@ -193,10 +185,10 @@ def _launched_sweep(spec: SweepSpec, out: Path | None, point_timeout_s: float | 
         timeout,
         on_row=lambda row: console.launched_row(row) if rank0 else None,
         # after a failure torchrun stops rank 0 once the others exit: report before they may
-        on_failure=lambda: _render_report(out),
+        on_failure=lambda: render_report(out),
     )
     if rank0 and status == 0:
-        _render_report(out)
+        render_report(out)
     # Leave without the interpreter's teardown: every row is on disk, but objects gloo still
     # holds can abort a rank as they are destructed (SIGABRT), and torchrun then fails the
     # whole launch after it succeeded (seen in CI, 8 ranks on 2 cores).
@@ -205,7 +197,7 @@ def _launched_sweep(spec: SweepSpec, out: Path | None, point_timeout_s: float | 
     os._exit(status)
 
 
-def _render_report(run_dir: Path) -> None:
+def render_report(run_dir: Path) -> None:
     """The sweep's report; a failure costs only the report (its rows are on disk): it is
     printed with the command that retries it, and the sweep still succeeds."""
     from gpubench.report import build_report
@@ -216,14 +208,13 @@ def _render_report(run_dir: Path) -> None:
         console.report_failed(run_dir, e)
 
 
-def merge(
-    dirs: list[Path], out: Path, allow_duplicates: bool, across_machines: bool = False
-) -> int:
-    """Join run folders into `out` (run.merge), say which machines it joined, and render its
+def merge(args: argparse.Namespace) -> int:
+    """Join run folders into --out (run.merge), say which machines it joined, and render its
     report."""
     from gpubench.run.merge import merge as merge_runs
 
-    merged = merge_runs(dirs, out, allow_duplicates, across_machines)
+    dirs, out = args.dirs, args.out
+    merged = merge_runs(dirs, out, args.allow_duplicates, args.across_machines)
     dropped = ""
     if merged.dropped:
         gave_way = f": {plural(merged.replaced, 'failed row')} gave way to a later ok row"
@@ -239,91 +230,82 @@ def merge(
         )
     else:
         print(f"one machine: {''.join(merged.machines)}")
-    _render_report(out)
+    render_report(out)
     return 0
 
 
-def _print_verdict(dirs: list[Path]) -> None:
-    """The verdict per model (the last thing a sweep prints)."""
+def print_verdict(dirs: list[Path], as_json: bool = False, *margin: float) -> None:
+    """The verdict per model of the run folders `dirs` (the last thing a sweep or a tune
+    prints; as JSON with `as_json`), with why there is none where there is none; `margin`: the
+    share under which a lead is a tie (none given: the default)."""
     from gpubench.report.explain import explain_runs, nothing_concluded
 
-    found, names = explain_runs(dirs)
-    console.verdict(found, names, nothing_concluded(dirs) if not found else "")
-
-
-def explain(dirs: list[Path], as_json: bool = False, margin_pct: float | None = None) -> int:
-    """`gpubench explain DIR...`: the verdict of run folders (as JSON with `as_json`), a lead
-    under `margin_pct` percent being a tie (None: the default margin)."""
-    from gpubench.report.explain import explain_runs, nothing_concluded
-
-    margin = [] if margin_pct is None else [margin_pct / 100]
     try:
         found, names = explain_runs(dirs, *margin)
-        if not as_json:
-            console.verdict(found, names, nothing_concluded(dirs) if not found else "")
-            return 0
-    except (ResultsError, ValueError) as e:
+    except ValueError as e:  # a ResultsError is a ConfigError already
         raise ConfigError(str(e)) from e
-    print_json({"runs": names, "verdicts": [v.to_dict() for v in found]})
+    if as_json:
+        print_json({"runs": names, "verdicts": [v.to_dict() for v in found]})
+    else:
+        console.verdict(found, names, nothing_concluded(dirs) if not found else "")
+
+
+def explain(args: argparse.Namespace) -> int:
+    """`gpubench explain DIR...`: the verdict of run folders (as JSON with --json), a lead
+    under --margin percent being a tie (none given: the default margin)."""
+    print_verdict(args.dirs, args.json, *([] if args.margin is None else [args.margin / 100]))
     return 0
 
 
-def report(dirs: list[Path], out: Path | None) -> int:
+def report(args: argparse.Namespace) -> int:
     from gpubench.report import build_report
 
-    try:
-        path = build_report(dirs, out)
-    except ResultsError as e:
-        raise ConfigError(str(e)) from e
-    console.report_path(path)
+    console.report_path(build_report(args.dirs, args.out))  # a ResultsError: one line (main)
     return 0
 
 
-def compare(base: Path, new: Path, threshold_pct: float, fmt: str) -> int:
+def compare(args: argparse.Namespace) -> int:
     from gpubench.report.compare import compare as compare_runs
     from gpubench.report.compare import format_comparison
 
-    try:
-        result = compare_runs(base, new, threshold_pct)
-    except ResultsError as e:
-        raise ConfigError(str(e)) from e
-    sys.stdout.write(format_comparison(result, fmt) + "\n")
+    result = compare_runs(args.base, args.new, args.threshold)
+    sys.stdout.write(format_comparison(result, args.format) + "\n")
     return result.exit_code()
 
 
-def resume_command(run_dir: Path, max_memory: int | None, point_timeout_s: float | None) -> str:
+def resume_command(run_dir: Path, options: RunOptions) -> str:
     """The command line that continues the sweep in `run_dir` with the same isolation flags."""
     parts = ["python -m gpubench sweep --resume", shlex.quote(str(run_dir))]
-    if max_memory is not None:
-        parts += ["--max-memory", exact_size(max_memory)]
-    if point_timeout_s is not None and point_timeout_s != DEFAULT_POINT_TIMEOUT_S:
-        parts += ["--point-timeout", f"{point_timeout_s:g}"]
+    if options.max_memory is not None:
+        parts += ["--max-memory", exact_size(options.max_memory)]
+    timeout = options.point_timeout_s
+    if timeout is not None and timeout != DEFAULT_POINT_TIMEOUT_S:
+        parts += ["--point-timeout", f"{timeout:g}"]
     return " ".join(parts)
 
 
-def max_batch(
-    point: Point,
-    *,
-    max_memory: int | None,
-    point_timeout_s: float | None,
-    start: int,
-    ceiling: int,
-    probe_steps: int,
-    exact: bool,
-    budget: Budget,
-    time_them: bool,
-    as_json: bool,
-    target_batch: int | None = None,
-    checkpoints: list[str] | None = None,
-) -> int:
-    """Search the largest batch of `point` that fits under the memory cap and print it; with
-    `target_batch` or `checkpoints`, the largest micro-batch per checkpoint mode and the fewest
-    accumulation steps for the target (run.accumulation_plan)."""
+def os_error_line(e: OSError) -> str:
+    """`e` (permission, not a folder, no space...) as one line naming the path it was about."""
+    what = e.strerror or str(e) or type(e).__name__
+    if e.filename is None:
+        return f"{what} ({type(e).__name__})"
+    second = f" -> {str(e.filename2)!r}" if e.filename2 is not None else ""
+    return f"{what}: {str(e.filename)!r}{second}"
+
+
+def max_batch(args: argparse.Namespace) -> int:
+    """`gpubench max-batch`: search the largest batch of the point its flags name
+    (cli.max_batch_args) that fits under the memory cap and print it; with --target-batch or
+    --checkpoint, the largest micro-batch per checkpoint mode and the fewest accumulation steps
+    for the target (run.accumulation_plan)."""
     from gpubench.config.model_options import decode
     from gpubench.harness.step import unsupported_reason
     from gpubench.run import preflight
     from gpubench.run.worker import WorkerRunner
 
+    point = max_batch_args.point_from_args(args)
+    max_memory, point_timeout_s, as_json = args.max_memory, args.point_timeout, args.json
+    target_batch, budget = args.target_batch, values.budget_from_args(args, Budget())
     # built in a worker: a factory that hangs or kills its process is met by the search's
     # probes under --point-timeout, not by this command (issue 43)
     options = {point.model: decode(point.model_options)}
@@ -343,17 +325,17 @@ def max_batch(
             p,
             cap,
             point_timeout_s,
-            start=start,
-            ceiling=ceiling,
-            probe_steps=probe_steps,
-            exact=exact,
+            start=args.start,
+            ceiling=args.ceiling,
+            probe_steps=args.probe_steps,
+            exact=args.exact,
             confirm_budget=budget,
-            time_budget=budget if time_them else None,
+            time_budget=budget if args.time else None,
             on_probe=None if as_json else console.probe_line,
         )
 
-    if target_batch is not None or checkpoints is not None:  # issue 25
-        modes = checkpoints or (["none", "blocks"] if target_batch is not None else ["none"])
+    if target_batch is not None or args.checkpoint is not None:  # issue 25
+        modes = args.checkpoint or (["none", "blocks"] if target_batch is not None else ["none"])
         plan = accumulation_plan.measured(
             point, target_batch, modes, search, cap, budget, point_timeout_s
         )
@@ -376,18 +358,19 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
 
 
-def list_all(suites_dir: Path) -> int:
+def list_all(args: argparse.Namespace) -> int:
     import torch
 
+    from gpubench.config.suite import shipped_names
     from gpubench.models import describe
 
     devices = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
-    suites = sorted(p.stem for p in suites_dir.glob("*.toml"))
+    suites = shipped_names()
     console.listing(describe(), devices, suites)
     return 0
 
 
-def show_env() -> int:
+def show_env(args: argparse.Namespace) -> int:
     from gpubench.store import env
 
     print_json(env.capture())

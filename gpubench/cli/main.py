@@ -50,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as e:
             # a user's folder or file (unwritable, not a folder, a full disk): one line naming
             # it, as for any other input of theirs; a bug of gpubench's own keeps its traceback
+            from gpubench.cli.commands import os_error_line
+
             print(f"gpubench: error: {_one_line(os_error_line(e))}", file=sys.stderr)
             status = 2
         except KeyboardInterrupt:
@@ -58,15 +60,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\ngpubench: stopped (Ctrl-C)", file=sys.stderr)
             status = 130
     return leave(status) if argv is None else status
-
-
-def os_error_line(e: OSError) -> str:
-    """`e` (permission, not a folder, no space...) as one line naming the path it was about."""
-    what = e.strerror or str(e) or type(e).__name__
-    if e.filename is None:
-        return f"{what} ({type(e).__name__})"
-    second = f" -> {str(e.filename2)!r}" if e.filename2 is not None else ""
-    return f"{what}: {str(e.filename)!r}{second}"
 
 
 # Flags whose value a user may give negative by mistake: argparse takes "-5G" for an option and
@@ -135,53 +128,20 @@ def _one_line(message: str) -> str:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from gpubench.cli import commands, max_batch_args, parser, sweep_args, values
-    from gpubench.config.spec import Budget
-
-    if args.command == "sweep":
-        return commands.sweep(
-            sweep_args.spec_from_args(args),
-            args.resume if args.resume is not None else args.out,
-            quiet=args.quiet,
-            resume=args.resume is not None,
-            extend=args.extend,
-            retry_failed=args.retry_failed,
-            max_memory=args.max_memory,
-            point_timeout_s=args.point_timeout,
-            overridden=sweep_args.overridden_flags(args),
-            shard=args.shard,
-            confirm=args.confirm,
-            plan_file=args.plan,
-        )
     if args.command == "tune":  # issue 24
         from gpubench.cli import tune_command
 
         return tune_command.run(args)
-    if args.command == "merge":
-        return commands.merge(args.dirs, args.out, args.allow_duplicates, args.across_machines)
-    if args.command == "report":
-        return commands.report(args.dirs, args.out)
-    if args.command == "explain":
-        return commands.explain(args.dirs, as_json=args.json, margin_pct=args.margin)
-    if args.command == "compare":
-        return commands.compare(args.base, args.new, args.threshold, args.format)
-    if args.command == "max-batch":
-        return commands.max_batch(
-            max_batch_args.point_from_args(args),
-            max_memory=args.max_memory,
-            point_timeout_s=args.point_timeout,
-            start=args.start,
-            ceiling=args.ceiling,
-            probe_steps=args.probe_steps,
-            exact=args.exact,
-            budget=values.budget_from_args(args, Budget()),
-            time_them=args.time,
-            as_json=args.json,
-            target_batch=args.target_batch,
-            checkpoints=args.checkpoint,
-        )
-    if args.command == "list":
-        return commands.list_all(parser.SUITES_DIR)
-    if args.command == "env":
-        return commands.show_env()
-    raise AssertionError(args.command)
+    from gpubench.cli import commands
+
+    run = {
+        "sweep": commands.sweep,
+        "merge": commands.merge,
+        "report": commands.report,
+        "explain": commands.explain,
+        "compare": commands.compare,
+        "max-batch": commands.max_batch,
+        "list": commands.list_all,
+        "env": commands.show_env,
+    }
+    return run[args.command](args)

@@ -10,9 +10,6 @@ from typing import Any, NoReturn
 
 from gpubench.cli import max_batch_args, sweep_args, tune_args, values
 from gpubench.config.errors import ConfigError
-from gpubench.config.suite import SHIPPED
-
-SUITES_DIR = SHIPPED
 
 
 class Help(argparse.HelpFormatter):

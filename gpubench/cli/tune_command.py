@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpubench.cli import console
+from gpubench.cli import commands, console
 from gpubench.cli.tune_args import budget_s, request_from_args
 from gpubench.config import labels
 from gpubench.config.errors import ConfigError
@@ -192,14 +192,8 @@ def dropped_lines(record: T.TuneRecord) -> list[str]:
 
 
 def _report_and_verdict(run_dir: Path) -> None:
-    from gpubench.report import build_report
-    from gpubench.report.explain import explain_runs
-
     if not (run_dir / "results.jsonl").is_file():
         print("no configuration was measured: nothing to conclude")
         return
-    try:
-        console.report_path(build_report([run_dir]))
-    except Exception as e:  # the rows are on disk: a failed report costs only the report
-        console.report_failed(run_dir, e)
-    console.verdict(*explain_runs([run_dir]))
+    commands.render_report(run_dir)
+    commands.print_verdict([run_dir])
