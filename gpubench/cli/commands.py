@@ -78,19 +78,16 @@ def sweep(args: argparse.Namespace) -> int:
                 if kept
                 else f"this row (append it to results.jsonl): {unwritten.line.strip()}"
             )
-            console.say(
-                f"gpubench: error: could not write {unwritten.filename!r} "
-                f"({unwritten.strerror}); the point just measured is {where}; once there is "
-                f"room, resume with: {hint}"
+            what = (
+                f"could not write {unwritten.filename!r} ({unwritten.strerror}); the point just "
+                f"measured is {where}"
             )
-            return 2
-        if not (run_dir / "results.jsonl").is_file():
+        elif not (run_dir / "results.jsonl").is_file():
             raise  # nothing measured: the command's one line (cli.main)
-        what = os_error_line(e) if e.filename else f"{e.strerror or e}: in {str(run_dir)!r}"
-        console.say(
-            f"gpubench: error: {what}; every row measured is in results.jsonl; once there is "
-            f"room, resume with: {hint}"
-        )
+        else:
+            what = os_error_line(e) if e.filename else f"{e.strerror or e}: in {str(run_dir)!r}"
+            what += "; every row measured is in results.jsonl"
+        console.say(f"gpubench: error: {what}; once there is room, resume with: {hint}")
         return 2
     except ResultsError:
         if not stop.requested:

@@ -297,7 +297,7 @@ def probe_table(result: maxbatch.MaxBatch) -> Table:
             str(p.batch_size),
             # an oom's reason is the allocator's words
             f"{p.status}: {(p.error or '')[:60]}" if not p.fits and p.status != "oom" else p.status,
-            cell(p.step_time_s * 1e3 if p.step_time_s else None, ".2f"),
+            cell(p.step_time_s, ".2f", 1e3),
             cell(p.samples_per_s, ",.0f"),
             f"{p.seconds:.1f}",
         )

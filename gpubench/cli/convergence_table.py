@@ -11,12 +11,18 @@ from gpubench.cli.layout import plain_table
 from gpubench.config.spec import model_label
 from gpubench.store.wording import cell, number, seconds
 
-_POINT_HEADERS: tuple[str, ...] = ("model", "device", "precision", "optimizer", "lr rule")
-_POINT_HEADERS += ("batch", "seed", "lr", "status", "steps→target", "time→target")
-_POINT_HEADERS += ("eval acc", "eval loss", "B_simple")
-_BATCH_HEADERS: tuple[str, ...] = ("model", "device", "precision", "optimizer", "lr rule")
-_BATCH_HEADERS += ("S_min", "B_crit", "B_simple", "recommended", "its time→target")
-_BATCH_HEADERS += ("seeds, spread", "throughput-opt", "largest fits")
+# Both tables open with what was trained, how: _trained's cells.
+_TRAINED = ("model", "device", "precision", "optimizer", "lr rule")
+_POINT_HEADERS: tuple[str, ...] = (*_TRAINED, "batch", "seed", "lr", "status", "steps→target")
+_POINT_HEADERS += ("time→target", "eval acc", "eval loss", "B_simple")
+_BATCH_HEADERS: tuple[str, ...] = (*_TRAINED, "S_min", "B_crit", "B_simple", "recommended")
+_BATCH_HEADERS += ("its time→target", "seeds, spread", "throughput-opt", "largest fits")
+
+
+def _trained(r: dict[str, Any]) -> tuple[str, ...]:
+    """A point's or a group's model, device, precision, optimizer and learning-rate rule."""
+    model = model_label(r["model"], r["model_size"])
+    return model, r["device"], r["precision"], r["optimizer"], str(r["lr_scaling"])
 
 
 def points_table(frame: pd.DataFrame) -> Table:
@@ -24,11 +30,7 @@ def points_table(frame: pd.DataFrame) -> Table:
     right = ("batch", "seed", "lr", "steps→target", "time→target", "eval acc", "eval loss")
     rows = (
         (
-            model_label(row["model"], row["model_size"]),
-            row["device"],
-            row["precision"],
-            row["optimizer"],
-            str(row["lr_scaling"]),
+            *_trained(row),
             str(row["batch_size"]),
             str(row["seed"]),
             cell(row["lr"], ".3g"),
@@ -65,11 +67,7 @@ def batch_table(groups: list[dict[str, Any]]) -> Table:
         seeds = "" if spread is None else f", {number(spread, 2)}x{flag}"
         rows.append(
             (
-                model_label(g["model"], g["model_size"]),
-                g["device"],
-                g["precision"],
-                g["optimizer"],
-                g["lr_scaling"],
+                *_trained(g),
                 cell(g["s_min"], ".3g"),
                 cell(g["b_crit"], ".3g"),
                 cell(g["noise_scale_b_simple"], ".3g"),
@@ -89,6 +87,6 @@ def comparisons(groups: list[dict[str, Any]]) -> list[str]:
     lines = []
     for g in groups:
         fit = "" if g["fit"]["valid"] else f" (no S_min/B_crit fit: {g['fit']['reason']})"
-        name = f"{model_label(g['model'], g['model_size'])} {g['device']} {g['precision']}"
-        lines.append(f"{name} {g['optimizer']} lr:{g['lr_scaling']}: {g['comparison']}{fit}")
+        name = " ".join(_trained(g)[:4])
+        lines.append(f"{name} lr:{g['lr_scaling']}: {g['comparison']}{fit}")
     return lines

@@ -64,8 +64,7 @@ AXES: dict[str, Axis] = {
         str(s.flag): _axis(s)
         for s in registry.axes()
         if s.axis in S.AXES
-        and s.axis not in ("models", "size", "devices", "batch_sizes")
-        and s.axis not in ("data", "seeds")
+        and s.axis not in ("models", "size", "devices", "batch_sizes", "data", "seeds")
     },
 }
 
@@ -155,13 +154,9 @@ def add_one_model_flags(
         type=values.arg(check_model),
         help=f"{', '.join(MODEL_NAMES)}; {values.MODEL_PREFIXES}",
     )
-    parser.add_argument(
-        "--size",
-        type=values.choice(S.SIZES, "size"),
-        default=size_default,
-        help=f"the size preset: {', '.join(S.SIZES)}"
-        + ("" if size_default else " (default: small; with --target the convergence suite's)"),
-    )
+    parse, text = AXES["--size"]
+    default = "" if size_default else " (default: small; with --target the convergence suite's)"
+    parser.add_argument("--size", type=parse, default=size_default, help=text + default)
     parser.add_argument(
         "--device",
         type=values.arg(check_device),

@@ -51,9 +51,6 @@ class Fitted:
     in_title: tuple[tuple[str, str], ...]
     fits: bool
 
-    def headers(self) -> list[str]:
-        return [c.label(self.short) for c in self.columns]
-
 
 def needed(columns: Sequence[Column], short: bool = False) -> int:
     """The width a rich table of these columns needs, with its default box and padding."""

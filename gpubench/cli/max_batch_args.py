@@ -25,21 +25,12 @@ def add_parser(sub: Any) -> None:
         help=", ".join(S.PRECISIONS),
     )
     flags.add_measuring_flags(mb, sweep=False)
-    mb.add_argument(
-        "--start", type=values.arg(values.positive_int), default=1, help="first batch size"
-    )
-    mb.add_argument(
-        "--ceiling",
-        type=values.arg(values.positive_int),
-        default=CEILING,
-        help="largest batch size to try",
-    )
-    mb.add_argument(
-        "--probe-steps",
-        type=values.arg(values.positive_int),
-        default=PROBE_STEPS,
-        help="training steps per probe, after one warm-up step",
-    )
+    for name, default, text in (
+        ("--start", 1, "first batch size"),
+        ("--ceiling", CEILING, "largest batch size to try"),
+        ("--probe-steps", PROBE_STEPS, "training steps per probe, after one warm-up step"),
+    ):
+        mb.add_argument(name, type=values.arg(values.positive_int), default=default, help=text)
     mb.add_argument(
         "--exact",
         action="store_true",

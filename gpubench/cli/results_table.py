@@ -92,7 +92,7 @@ def summary_table(frame: pd.DataFrame, width: int | None = None) -> Table:
             wraps=True,
             least=_least(status),
         ),
-        Column("step ms", tuple(_step_ms(r) for r in records), right=True),
+        Column("step ms", tuple(cell(r["step_time_s"], ".2f", 1e3) for r in records), right=True),
         Column("±CI", tuple(_ci_cell(r) for r in records), right=True),
         Column("samples/s", tuple(cell(r["samples_per_s"], ",.0f") for r in records), right=True),
         Column("efficiency", tuple(_efficiency_cell(r) for r in records), "eff", right=True),
@@ -121,10 +121,6 @@ def _least(status: tuple[str, ...]) -> int:
     heads = (cell_len(s.split(": ")[0]) for s in status)
     words = (min(cell_len(w), 20) for s in status for w in s.split())
     return max([*heads, *words, 0])
-
-
-def _step_ms(row: dict[str, Any]) -> str:
-    return cell(row["step_time_s"] * 1e3 if row["step_time_s"] else None, ".2f")
 
 
 def _loss_cell(row: dict[str, Any]) -> str:

@@ -108,6 +108,7 @@ def add_parser(sub: Any) -> None:
         action="store_false",
         help="skip the interleaved re-measurement of the leaders at the end",
     )
+    t.set_defaults(request_defaults={dest: t.get_default(dest) for dest in _REQUEST})
 
 
 def budget_s(args: argparse.Namespace) -> float:
@@ -115,26 +116,16 @@ def budget_s(args: argparse.Namespace) -> float:
     return float(args.budget) if args.budget is not None else duration(DEFAULT_BUDGET)
 
 
-# The flags that shape a tune's request, with their defaults: a resumed tune keeps its folder's.
-_REQUEST_DEFAULTS: dict[str, Any] = {
-    "model": None,
-    "size": None,
-    "device": "auto",
-    "optimizer": "adamw",
-    "batch_sizes": None,
-    "data": "device",
-    "seed": 0,
-    "options": [],
-    "steps": None,
-    "max_time": None,
-    **{dest: None for dest in AXIS_FLAGS},
-}
+# The flags that shape a tune's request: a resumed tune keeps its folder's, so each must keep
+# its default (the parser's own, handed on as `request_defaults` by add_parser).
+_REQUEST: tuple[str, ...] = ("model", "size", "device", "optimizer", "batch_sizes", "data")
+_REQUEST += ("seed", "options", "steps", "max_time", *AXIS_FLAGS)
 
 
 def _nothing_but_the_budget(args: argparse.Namespace) -> None:
     """--resume goes on with the folder's own request: a flag that would change it is refused
     (it was ignored before) rather than dropped without a word."""
-    given = [d for d, default in _REQUEST_DEFAULTS.items() if getattr(args, d) != default]
+    given = [d for d, default in args.request_defaults.items() if getattr(args, d) != default]
     if given:
         flag = "--" + given[0].replace("_", "-").replace("options", "option")
         raise ConfigError(

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpubench.config import spec as S
+from gpubench.config.checks import check_bool, check_one_of, whole
 from gpubench.config.errors import ConfigError
 
 
@@ -58,33 +59,20 @@ def _allows(check: Callable[[str], Any]) -> str:
 
 
 def choice(allowed: tuple[str, ...], what: str) -> Callable[[str], str]:
-    def check(value: str) -> str:
-        if value not in allowed:
-            raise ConfigError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
-        return value
+    """One of `allowed`, refused as a suite's value is (config.checks)."""
+    return arg(lambda value: check_one_of(value, allowed, what))
 
-    return arg(check)
+
+_BOOLS = {"true": True, "false": False}
 
 
 def flag(what: str) -> Callable[[str], bool]:
-    def check(value: str) -> bool:
-        if value.lower() not in ("true", "false"):
-            raise ConfigError(f"invalid {what} {value!r}; allowed: true, false")
-        return value.lower() == "true"
-
-    return arg(check)
+    """true or false, in any case."""
+    return arg(lambda value: check_bool(_BOOLS.get(value.lower(), value), what))
 
 
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConfigError(
-            f"invalid number {text!r}; allowed: a whole number of 1 or more"
-        ) from None
-    if value < 1:
-        raise ConfigError(f"invalid number {value!r}; allowed: a whole number of 1 or more")
-    return value
+    return whole(int_value(text), "number")
 
 
 def shard(text: str) -> tuple[int, int]:
