@@ -231,12 +231,13 @@ def merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_verdict(dirs: list[Path], as_json: bool = False, *margin: float) -> None:
+def print_verdict(dirs: list[Path], as_json: bool = False, margin_pct: float | None = None) -> None:
     """The verdict per model of the run folders `dirs` (the last thing a sweep or a tune
-    prints; as JSON with `as_json`), with why there is none where there is none; `margin`: the
-    share under which a lead is a tie (none given: the default)."""
+    prints; as JSON with `as_json`), with why there is none where there is none; a lead under
+    `margin_pct` percent is a tie (None: the default margin)."""
     from gpubench.report.explain import explain_runs, nothing_concluded
 
+    margin = [] if margin_pct is None else [margin_pct / 100]
     try:
         found, names = explain_runs(dirs, *margin)
     except ValueError as e:  # a ResultsError is a ConfigError already
@@ -249,8 +250,8 @@ def print_verdict(dirs: list[Path], as_json: bool = False, *margin: float) -> No
 
 def explain(args: argparse.Namespace) -> int:
     """`gpubench explain DIR...`: the verdict of run folders (as JSON with --json), a lead
-    under --margin percent being a tie (none given: the default margin)."""
-    print_verdict(args.dirs, args.json, *([] if args.margin is None else [args.margin / 100]))
+    under --margin percent being a tie."""
+    print_verdict(args.dirs, args.json, args.margin)
     return 0
 
 

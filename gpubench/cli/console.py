@@ -12,7 +12,6 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -39,6 +38,11 @@ stdout = Console(width=None if sys.stdout.isatty() else 160, markup=False)
 def say(line: str) -> None:
     """One line on stderr, never wrapped nor coloured."""
     stderr.print(line, soft_wrap=True, highlight=False)
+
+
+def out(line: str) -> None:
+    """One line on stdout, never wrapped nor coloured."""
+    stdout.print(line, soft_wrap=True, highlight=False)
 
 
 class SweepProgress:
@@ -123,16 +127,16 @@ def sweep_summary(frame: pd.DataFrame, run_dir: Path, convergence: bool) -> None
 def verdict(verdicts: list[ModelVerdict], runs: list[str], nothing: str = "") -> None:
     """The verdict per model (`explain`, and the last thing a sweep prints); `nothing`: why
     there is none (report.explain.nothing_concluded)."""
-    stdout.print(f"verdict ({', '.join(runs)}):", highlight=False)
+    out(f"verdict ({', '.join(runs)}):")
     if not verdicts:
-        stdout.print(f"  {nothing or 'no point ran'}: nothing to conclude", highlight=False)
+        out(f"  {nothing or 'no point ran'}: nothing to conclude")
     else:  # the answer at a glance first, the same cells as the report's
         stdout.print(
             plain_table("the answer", answer.HEADERS, answer.rows(verdicts), answer.NUMBERS)
         )
     for v in verdicts:
         for line in v.lines():
-            stdout.print(escape(line), highlight=False, soft_wrap=True)
+            out(line)
 
 
 def report_path(path: Path) -> None:
@@ -190,7 +194,7 @@ def _print_convergence(frame: pd.DataFrame, run_dir: Path) -> None:
     groups = json.loads((Path(run_dir) / FILE).read_text(encoding="utf-8"))["groups"]
     stdout.print(batch_table(groups))
     for line in comparisons(groups):
-        stdout.print(line, highlight=False)
+        out(line)
 
 
 def _short(row: dict[str, Any]) -> str:
@@ -262,32 +266,23 @@ def accumulation_plan(found: AccumulationPlan) -> None:
     for way in found.ways:
         r = way.search.resolution
         within = "" if r <= 1 else f", within {r} samples"
-        stdout.print(
-            f"checkpoint {way.checkpoint}: largest micro-batch that fits: "
-            f"{way.largest_micro_batch}{within}",
-            highlight=False,
-        )
+        largest = f"largest micro-batch that fits: {way.largest_micro_batch}{within}"
+        out(f"checkpoint {way.checkpoint}: {largest}")
         for a in way.attempts:
             how = (
                 f"{a.status}: {(a.error or '')[:60]}" if a.status not in ("ok", "oom") else a.status
             )
             speed = f", {a.samples_per_s:,.0f} samples/s" if a.samples_per_s else ""
             peak = f", peak {size(a.memory_bytes)}" if a.memory_bytes else ""
-            stdout.print(
-                f"  B={found.target_batch} as {a.accumulate} x {a.micro_batch}: {how}{speed}{peak}",
-                highlight=False,
-            )
+            out(f"  B={found.target_batch} as {a.accumulate} x {a.micro_batch}: {how}{speed}{peak}")
     best = found.fewest
     if found.target_batch is not None:
         if best is None or best.answer is None:
-            stdout.print(f"no way of B={found.target_batch} fitted", highlight=False)
+            out(f"no way of B={found.target_batch} fitted")
         else:
-            k, micro = best.answer.accumulate, best.answer.micro_batch
-            stdout.print(
-                f"fewest accumulation steps for B={found.target_batch}: {k} x {micro} "
-                f"(checkpoint {best.checkpoint})",
-                highlight=False,
-            )
+            a = best.answer
+            split = f"{a.accumulate} x {a.micro_batch} (checkpoint {best.checkpoint})"
+            out(f"fewest accumulation steps for B={found.target_batch}: {split}")
 
 
 def probe_table(result: maxbatch.MaxBatch) -> Table:

@@ -35,9 +35,8 @@ def model_cell(row: dict[str, Any]) -> str:
 
 def _ci_cell(row: dict[str, Any]) -> str:
     """The CI's half-width in percent; where too few steps were measured to have one, says so."""
-    ci = row["step_time_ci_rel"]
-    if pd.notna(ci):
-        return f"{ci * 100:.1f}%"
+    if ci := cell(row["step_time_ci_rel"], ".1f", 100):
+        return f"{ci}%"
     n, least = row.get("steps_measured"), min_samples_for_ci()
     if n is None or pd.isna(n) or row["status"] != "ok":
         return ""
@@ -108,11 +107,9 @@ def summary_table(frame: pd.DataFrame, width: int | None = None) -> Table:
 def _efficiency_cell(row: dict[str, Any]) -> str:
     """A parallel point's scaling efficiency in percent, 'noisy' where its point or baseline
     is; empty without one."""
-    value = row.get("scaling_efficiency")
-    if value is None or pd.isna(value):
-        return ""
+    value = cell(row.get("scaling_efficiency"), ".0f", 100)
     noisy = row.get("scaling_efficiency_noisy")
-    return f"{value * 100:.0f}%" + (" noisy" if noisy is not None and noisy == 1 else "")
+    return f"{value}%" + (" noisy" if noisy is not None and noisy == 1 else "") if value else ""
 
 
 def _least(status: tuple[str, ...]) -> int:
