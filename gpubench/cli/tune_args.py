@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -150,27 +149,19 @@ def request_from_args(args: argparse.Namespace) -> Any:
     if args.resume is not None:
         _nothing_but_the_budget(args)
         return TuneRequest("", "", "", "", budget_s=budget_s(args))
-    device = flags.resolved_device(args.device)
-    named = {
-        AXIS_FLAGS[flag]: getattr(args, flag)
-        for flag in AXIS_FLAGS
-        if getattr(args, flag) is not None
-    }
-    sizes = args.batch_sizes
-    fixed_effective_batch(  # checked before anything is written
-        None if sizes is None or sizes == S.AUTO else tuple(sizes), named.get("accumulate")
-    )
-    budget = values.budget_from_args(args, dataclasses.replace(Budget()))
+    named = {field: getattr(args, f) for f, field in AXIS_FLAGS.items() if getattr(args, f)}
+    sizes = None if args.batch_sizes in (None, S.AUTO) else tuple(args.batch_sizes)
+    fixed_effective_batch(sizes, named.get("accumulate"))  # checked before anything is written
     return TuneRequest(
         args.model,
         args.size or "small",
-        device,
+        flags.resolved_device(args.device),
         args.optimizer,
         args.data,
         args.seed,
         for_model(args.model, args.options, "tune"),
         named,
-        None if sizes is None or sizes == S.AUTO else tuple(sizes),
+        sizes,
         budget_s(args),
-        budget,
+        values.budget_from_args(args, Budget()),
     )
