@@ -121,7 +121,9 @@ def sweep_summary(frame: pd.DataFrame, run_dir: Path, convergence: bool) -> None
         shown = remeasured.apply(frame, confirmations.partitions(run_dir))
         stdout.print(results_table.summary_table(shown, width=stdout.width))
     stdout.print(f"results: {run_dir}")
-    busy(load.busy_line(read_env(run_dir), frame.to_dict("records")))
+    busy = load.busy_line(read_env(run_dir), frame.to_dict("records"))
+    if busy is not None:
+        say(f"gpubench: warning: {busy}")
 
 
 def verdict(verdicts: list[ModelVerdict], runs: list[str], nothing: str = "") -> None:
@@ -201,12 +203,6 @@ def _short(row: dict[str, Any]) -> str:
     ms = f"{row['step_time_s'] * 1e3:.2f} ms" if row.get("step_time_s") else row["status"]
     threads = f" threads={row['threads']}" if pd.notna(row.get("threads")) else ""
     return f"{_point_text(row)}{threads}: {ms}"
-
-
-def busy(line: str | None) -> None:
-    """The busy-machine line (probes.load.busy_line), where there is one."""
-    if line is not None:
-        say(f"gpubench: warning: {line}")
 
 
 def listing(models: list[dict[str, Any]], devices: list[str], suites: list[str]) -> None:
