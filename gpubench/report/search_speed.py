@@ -12,7 +12,7 @@ from gpubench.report import search_speed_chart as chart
 from gpubench.report import search_target
 from gpubench.report.figure import Chart, save
 from gpubench.report.runs import Run
-from gpubench.report.search_record import (
+from gpubench.report.search_speed_chart import (
     budget_s,
     decided,
     in_order,
