@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,12 @@ from gpubench.store.row import IDENTITY
 GROWTH = 0.01
 # A point's whole identity but its device: speed options and seeds are never mixed (issue 13).
 MATCH = [c for c in IDENTITY if c != "device"]
+
+
+def real(value: object) -> TypeGuard[int | float]:
+    """Whether `value` is a finite int or float, not a bool: a figure a file may hold as
+    anything (null, text, NaN)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def ok_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -84,13 +91,6 @@ def oom_batch(frame: pd.DataFrame) -> int | None:
     return int(oom.min()) if len(oom) else None
 
 
-MEMORY_COLUMNS = {
-    "nvml_process_peak_used_bytes": "NVML, the point's process",
-    "torch_peak_reserved_bytes": "allocator reserved",
-    "torch_peak_allocated_bytes": "allocator peak",
-    "host_peak_rss_bytes": "host RSS",
-}
-
 # The point's own device memory, most complete first. Never NVML's device-wide use
 # (`nvml_peak_used_bytes`): it counts every process on the card, gpubench's parent among them
 # (5.4-5.7 GiB of an H100 during a sweep, issue 28), and so is not what the point needs.
@@ -99,6 +99,8 @@ POINT_MEMORY = (
     "torch_peak_reserved_bytes",
     "torch_peak_allocated_bytes",
 )
+# Every memory column the memory chart and compare read: the point's own, then the host's RSS.
+MEMORY_COLUMNS = (*POINT_MEMORY, "host_peak_rss_bytes")
 
 
 def memory_column(frame: pd.DataFrame) -> str | None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from gpubench.science import standing
 from gpubench.science.verdict import ModelVerdict
+from gpubench.store.wording import cell
 
 HEADERS = (
     "model, optimizer",
@@ -46,11 +47,11 @@ def rows(verdicts: Sequence[ModelVerdict]) -> list[tuple[str, ...]]:
                 v.model,
                 v.fastest if choice is None else str(choice["label"]),
                 f"{sps:,.0f}{mark}",
-                "" if tokens is None else f"{tokens:,.0f}",
+                cell(tokens, ",.0f"),
                 _lead(v),
                 v.bottleneck or "not classified",
-                "" if per_j is None else f"{float(str(per_j)):,.3g}",
-                "" if usd is None else f"{usd:,.3g}",
+                cell(per_j, ",.3g"),
+                cell(usd, ",.3g"),
             )
         )
         if len(v.devices) > 1:

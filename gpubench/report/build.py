@@ -156,11 +156,7 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
         else:
             sections.append(value if isinstance(value, str) else H.chart(value))
     if missing:
-        sections.append(
-            "<h2>Charts not drawn</h2>\n<ul>"
-            + "".join(f"<li>{H.e(m)}</li>" for m in missing)
-            + "</ul>"
-        )
+        sections.append("<h2>Charts not drawn</h2>\n" + H.bullets(missing))
     sections.append(tables.failures(frame))
     sections.append(tables.all_rows(frame))
     sections.append(H.runs_section(runs))

@@ -4,7 +4,6 @@ test on the raw step times so that noise is not called a regression."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,23 +13,19 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from gpubench.config.labels import label
+from gpubench.report.analysis import MEMORY_COLUMNS, real
 from gpubench.science.partition import identity, identity_dict
 from gpubench.store.benchjson import rows_from_benchmark_json
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import IDENTITY
-from gpubench.store.wording import missing, plural
+from gpubench.store.wording import cell, missing, plural
 
 THRESHOLD_PCT = 5.0  # a change smaller than this is not a regression, however significant
 ALPHA = 0.01  # significance level of the two-sided Mann-Whitney U test
 MIN_SAMPLES = 5  # fewer raw step times than this on either side cannot show significance
 # The point's own memory, first measured on both sides wins: never NVML's device-wide use,
 # which counts every process on the card (gpubench's parent among them, issue 28).
-PEAK_COLUMNS = (
-    "nvml_process_peak_used_bytes",
-    "torch_peak_reserved_bytes",
-    "torch_peak_allocated_bytes",
-    "host_peak_rss_bytes",
-)
+PEAK_COLUMNS = MEMORY_COLUMNS
 # What tells two rows apart besides the result schema's identity: a pytest-benchmark file's full
 # benchmark name (its parameters included), so that two benchmarks alike in every gpubench
 # identity column are never taken for one.
@@ -137,17 +132,13 @@ def point_label(p: Mapping[str, Any]) -> str:
 
 
 def _pct(base: Any, new: Any) -> float | None:
-    if not _num(base) or not _num(new) or base == 0:
+    if not real(base) or not real(new) or base == 0:
         return None
     return (float(new) - float(base)) / float(base) * 100
 
 
-def _num(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _samples(value: Any) -> list[float]:
-    return [float(v) for v in value if _num(v)] if isinstance(value, list) else []
+    return [float(v) for v in value if real(v)] if isinstance(value, list) else []
 
 
 def compare_point(
@@ -159,7 +150,7 @@ def compare_point(
     if b_status != "ok" or n_status != "ok":
         verdict = "broken" if b_status == "ok" else "fixed" if n_status == "ok" else "unchanged"
         return PointChange(point, b_status, n_status, verdict=verdict)
-    mem = next((c for c in PEAK_COLUMNS if _num(base.get(c)) and _num(new.get(c))), None)
+    mem = next((c for c in PEAK_COLUMNS if real(base.get(c)) and real(new.get(c))), None)
     xs, ys = _samples(base.get("step_times_s")), _samples(new.get("step_times_s"))
     change = _pct(base["step_time_s"], new["step_time_s"])
     p_value = None
@@ -223,8 +214,8 @@ def _identity_value(value: Any) -> str:
     return str(value)
 
 
-def _f(value: float | None, spec: str, suffix: str = "") -> str:
-    return "" if value is None else format(value, spec) + suffix
+def _pct_cell(change: float | None) -> str:
+    return "" if change is None else f"{change:+.1f}%"
 
 
 def _cells(p: PointChange) -> list[str]:
@@ -232,12 +223,10 @@ def _cells(p: PointChange) -> list[str]:
     return [
         p.label,
         status,
-        _f(None if p.base_step_time_s is None else p.base_step_time_s * 1e3, ".3f"),
-        _f(None if p.new_step_time_s is None else p.new_step_time_s * 1e3, ".3f"),
-        _f(p.step_time_change_pct, "+.1f", "%"),
-        _f(p.throughput_change_pct, "+.1f", "%"),
-        _f(p.memory_change_pct, "+.1f", "%"),
-        _f(p.p_value, ".2g"),
+        cell(p.base_step_time_s, ".3f", 1e3),
+        cell(p.new_step_time_s, ".3f", 1e3),
+        *map(_pct_cell, (p.step_time_change_pct, p.throughput_change_pct, p.memory_change_pct)),
+        "" if p.p_value is None else f"{p.p_value:.2g}",
         p.verdict,
     ]
 

@@ -47,12 +47,19 @@ class Chart:
     caption: str
 
 
-def palette(series: Iterable[str]) -> dict[str, tuple[float, float, float, float]]:
+def colours(n: int) -> list[Any]:
+    """n distinct colours: tab10, else tab20, else tab20 with tab20b and tab20c after it."""
+    if n <= 10:
+        return [plt.get_cmap("tab10")(i) for i in range(n)]
+    pool = [plt.get_cmap(m)(i) for m in ("tab20", "tab20b", "tab20c") for i in range(20)]
+    return [pool[i % len(pool)] for i in range(n)]
+
+
+def palette(series: Iterable[str]) -> dict[str, Any]:
     """A stable colour per series label (sorted, so the same label gets the same colour in every
     chart of one report)."""
     names = sorted(set(series))
-    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
-    return {name: cmap(i % cmap.N) for i, name in enumerate(names)}
+    return dict(zip(names, colours(len(names)), strict=True))
 
 
 def panels(titles: Sequence[str], rows_per_title: int = 1) -> tuple[MplFigure, list[list[Axes]]]:
@@ -80,8 +87,12 @@ def panels(titles: Sequence[str], rows_per_title: int = 1) -> tuple[MplFigure, l
     return fig, out
 
 
-def batch_axis(ax: Axes, batch_sizes: Iterable[float]) -> None:
-    """A log2 batch-size axis ticked at the batch sizes measured."""
+def batch_axis(ax: Axes, batch_sizes: Iterable[float], log_ylabel: str | None = None) -> None:
+    """A log2 batch-size axis ticked at the batch sizes measured; given `log_ylabel`, against a
+    log y axis (log_y) of that label."""
+    if log_ylabel is not None:
+        log_y(ax)
+        ax.set_ylabel(log_ylabel)
     ticks = sorted({int(b) for b in batch_sizes if b is not None and not math.isnan(b)})
     ax.set_xscale("log", base=2)
     if ticks:

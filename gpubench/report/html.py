@@ -74,10 +74,6 @@ def e(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
-# report/tables.py and report/scaling.py still call it by this name (to switch to wording.cell)
-number = wording.cell
-
-
 def cell(value: Any, spec: str = ",.4g", scale: float = 1.0) -> tuple[str, Any]:
     """A table's number cell: `value` written by wording.cell, sorted by its raw value."""
     return wording.cell(value, spec, scale), value
@@ -129,6 +125,11 @@ def figure(c: Chart) -> str:
 def chart(c: Chart) -> str:
     """The chart as a section: heading, image, caption."""
     return f"<h2>{e(c.title)}</h2>\n" + figure(c)
+
+
+def bullets(lines: Iterable[str | None]) -> str:
+    """A bulleted list of the lines given (an empty or None one left out), escaped."""
+    return "<ul>" + "".join(f"<li>{e(line)}</li>" for line in lines if line) + "</ul>\n"
 
 
 def note(text: str) -> str:

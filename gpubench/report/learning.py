@@ -3,7 +3,6 @@ batch size with the recommended batch (from a run's batch_analysis.json) marked.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ def _points(curve: list[Any], x: str, y: str) -> tuple[list[float], list[float]]
         if not isinstance(p, dict):
             continue
         a, b = p.get(x), p.get(y)
-        if isinstance(a, int | float) and isinstance(b, int | float) and math.isfinite(b):
+        if A.real(a) and A.real(b):
             xs.append(float(a))
             ys.append(float(b))
     return xs, ys
@@ -128,9 +127,7 @@ def time_to_target(frame: pd.DataFrame, runs: Sequence[Run], plots_dir: Path) ->
                         label="recommended batch (least time to target)",
                     )
                     break
-        batch_axis(ax, rows["batch_size"])
-        log_y(ax)
-        ax.set_ylabel("time to target (s, log scale)")
+        batch_axis(ax, rows["batch_size"], "time to target (s, log scale)")
     file = "time_to_target.png"
     save(fig, plots_dir, file, "Wall-clock time to reach the target quality against batch size")
     return Chart(

@@ -90,9 +90,7 @@ def throughput(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
         if good.empty:
             empty_panel(ax, "no point of this model ran")
             continue
-        batch_axis(ax, rows["batch_size"])
-        log_y(ax)
-        ax.set_ylabel(f"throughput ({unit}, log scale)")
+        batch_axis(ax, rows["batch_size"], f"throughput ({unit}, log scale)")
     file = "throughput.png"
     save(fig, plots_dir, file, "Training throughput against batch size", keys=keys)
     return Chart(
@@ -159,9 +157,7 @@ def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
                     label="latency floor (shortest step measured)",
                 )
             _star_best(ax, g, ms, color)
-        batch_axis(ax, rows["batch_size"])
-        log_y(ax)
-        ax.set_ylabel("median step time (ms, log scale)")
+        batch_axis(ax, rows["batch_size"], "median step time (ms, log scale)")
     file = "step_time.png"
     save(fig, plots_dir, file, "Time per training step against batch size", keys=keys)
     return Chart(
@@ -233,9 +229,8 @@ def memory(
                 caps_drawn.add(cap)
                 ax.axhline(cap / GiB, color="red", linewidth=1, label="device memory")
             _mark_oom(ax, group, color)
-        batch_axis(ax, good["batch_size"])
-        log_y(ax)  # a straight fit stays readable, and a small RSS is not flattened at 0
-        ax.set_ylabel("peak memory (GiB, log scale)")
+        # log: a straight fit stays readable, and a small RSS is not flattened at 0
+        batch_axis(ax, good["batch_size"], "peak memory (GiB, log scale)")
     file = "memory.png"
     save(fig, plots_dir, file, "Peak memory against batch size", keys=keys)
     return Chart(
@@ -339,9 +334,7 @@ def energy(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
         for series, g in rows.groupby("series"):
             per_sample = g["measured_j"] / g["batch_size"]
             ax.plot(g["batch_size"], per_sample * 1e3, label="_", **styles.line(str(series)))
-        batch_axis(ax, rows["batch_size"])
-        log_y(ax)
-        ax.set_ylabel("energy per sample (mJ, log scale)")
+        batch_axis(ax, rows["batch_size"], "energy per sample (mJ, log scale)")
     save(fig, plots_dir, ENERGY_FILE, "Energy per training sample against batch size", keys=keys)
     return Chart(
         ENERGY_FILE,

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from gpubench.report import series
+from gpubench.report.analysis import real
 from gpubench.store.env import gpu_entry, named_device
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import COLUMNS, IDENTITY, TEXT
@@ -174,7 +175,7 @@ def recommended_batch(entry: dict[str, Any]) -> int | None:
     """The recommended batch size of one batch-analysis entry, whatever its key is called."""
     for key in ("recommended_batch_size", "recommended_batch", "recommended"):
         value = entry.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        if real(value) and value > 0:
             return int(value)
     return None
 

@@ -12,6 +12,8 @@ import pandas as pd
 from gpubench.report import html as H
 from gpubench.report.figure import Chart, empty_panel, palette, panels, save
 from gpubench.science import scaling as S
+from gpubench.store import wording
+from gpubench.store.wording import plural
 
 CHART_FILES = ("scaling.png", "parallel_memory.png")
 MiB = 2**20
@@ -63,8 +65,7 @@ def _cell(column: str, value: Any) -> str:
     if column == "batch_size":
         return f"B={int(value)}"
     if column == "nodes":
-        nodes = 1 if pd.isna(value) else int(value)
-        return f"{nodes} node{'s' if nodes != 1 else ''}"
+        return plural(1 if pd.isna(value) else int(value), "node")
     return str(value)
 
 
@@ -194,7 +195,7 @@ def section(frame: pd.DataFrame, plots_dir: Path) -> str:
     columns: list[H.Column] = [
         ("model", lambda r: r["model"]),
         ("parallel", lambda r: r["parallel"]),
-        ("scaling", lambda r: "one process" if r["is_baseline"] else _text(r["scaling"])),
+        ("scaling", lambda r: "one process" if r["is_baseline"] else r["scaling"]),  # null: ''
         ("processes", lambda r: (str(int(r["processes"])), r["processes"])),
         ("optimizer", lambda r: r["optimizer"]),
         ("global batch", lambda r: H.cell(r["global_batch_size"], ".0f")),
@@ -216,12 +217,8 @@ def section(frame: pd.DataFrame, plots_dir: Path) -> str:
     return "".join(parts) + table + H.note(note)
 
 
-def _text(value: Any) -> str:
-    return "" if value is None or pd.isna(value) else str(value)
-
-
 def _efficiency_cell(row: dict[str, Any]) -> str:
     """The efficiency in percent, marked 'noisy' where its point or its baseline is."""
-    text = H.number(row["scaling_efficiency"], ".0f", 100)
+    text = wording.cell(row["scaling_efficiency"], ".0f", 100)
     flag = row.get("scaling_efficiency_noisy")
     return f"{text} (noisy)" if text and flag is not None and flag == 1 else text

@@ -233,9 +233,9 @@ def speed_section(
         "beyond the search)."
     )
     c = Chart(file, f"Speed search of {name}", caption)
-    items = "".join(f"<li>{H.e(w)}</li>" for w in words if w)
     return (
-        f"<h3>{H.e(c.title)}</h3>\n<ul>{items}</ul>\n"
+        f"<h3>{H.e(c.title)}</h3>\n"
+        + H.bullets(words)
         + H.figure(c)
         + "<h4>Rounds</h4>\n"
         + rounds_table(s)

@@ -5,12 +5,12 @@ to read it)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from matplotlib.figure import Figure as MplFigure
 
 from gpubench.config import labels
+from gpubench.report.analysis import real
 from gpubench.report.figure import empty_panel, palette, panels
 from gpubench.store import wording
 from gpubench.store.tune_record import RoundRecord, TrialRecord, TuneRecord
@@ -35,9 +35,7 @@ def time_spent(elapsed: float | None, budget: float | None) -> str:
 def budget_s(s: TuneRecord) -> float | None:
     """The wall-clock budget the tune was given (None: none, or not a finite number)."""
     b = s.request.get("budget_s")  # the request is a plain dict
-    if isinstance(b, bool) or not isinstance(b, int | float) or not math.isfinite(b):
-        return None
-    return float(b)
+    return float(b) if real(b) else None
 
 
 def in_order(s: TuneRecord) -> list[TrialRecord]:
@@ -100,6 +98,8 @@ BUDGET = "budget"
 WIDTH_IN, HEIGHT_IN = 12.0, 4.6
 FAR = 1.5  # a budget beyond 1.5x the search's end is named at the edge, not drawn to scale
 LABEL_GAP = 0.025  # of the view's width: closer round decisions share one label
+# A label that reads upwards against a vertical line (a round's decision, the budget)
+UPRIGHT = {"rotation": 90, "ha": "right", "va": "top", "fontsize": 8, "color": "dimgrey"}
 
 
 def keys() -> dict[str, dict[str, Any]]:
@@ -180,17 +180,8 @@ def _phases(ax: Any, s: TuneRecord, end: float) -> None:
             if labelled is not None and r.ended_at_s - labelled < LABEL_GAP * end:
                 continue  # its label would print over the last one's
             labelled = r.ended_at_s
-            ax.text(
-                r.ended_at_s,
-                0.98,
-                f" round {r.round} decided",
-                transform=ax.get_xaxis_transform(),
-                rotation=90,
-                ha="right",
-                va="top",
-                fontsize=8,
-                color="dimgrey",
-            )
+            at = ax.get_xaxis_transform()  # x in data, y in the axes' height
+            ax.text(r.ended_at_s, 0.98, f" round {r.round} decided", transform=at, **UPRIGHT)
     first = start_s(placed[0])
     if first is not None and first > 0:
         ax.axvspan(0, first, color="0.88", zorder=0, label="set-up before the first trial")
@@ -201,14 +192,7 @@ def _phases(ax: Any, s: TuneRecord, end: float) -> None:
     if budget is not None and budget <= end:
         ax.axvline(budget, color="red", linestyle="--", linewidth=1.2, label=BUDGET)
     elif budget is not None:
+        text = f"budget {budget:,.0f} s, beyond this edge"
         ax.text(
-            0.995,
-            0.5,
-            f"budget {budget:,.0f} s, beyond this edge",
-            transform=ax.transAxes,
-            rotation=90,
-            ha="right",
-            va="center",
-            fontsize=8,
-            color="red",
+            0.995, 0.5, text, transform=ax.transAxes, **{**UPRIGHT, "va": "center", "color": "red"}
         )

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.config.labels import MAIN, options
+from gpubench.config.labels import MAIN, model_label, options
 from gpubench.config.registry import BY_NAME
 from gpubench.store.wording import missing
 
@@ -85,7 +85,7 @@ MARKER_FIELD = "options"
 def panel(frame: pd.DataFrame) -> list[str]:
     """Each row's chart panel: model/size (a user's model, 'module:Class', has no size)."""
     pairs = zip(frame["model"], frame["model_size"], strict=True)
-    return [m if ":" in m else f"{m}/{z}" for m, z in pairs]
+    return [model_label(m, z) for m, z in pairs]
 
 
 def render(row: Mapping[str, Any], names: Iterable[str], full: bool = False) -> str:

@@ -7,25 +7,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.axes import Axes
 
 from gpubench.report import series as S
+from gpubench.report.figure import palette
 
 LINESTYLES = {"sgd": "-", "adamw": "--", "adam": ":"}
 OTHER_LINESTYLES = ("-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2)))
 MARKERS = {"eager": "o", "compiled": "s", "CUDA graph": "^", "channels-last": "D"}
 OTHER_MARKERS = ("P", "X", "v", "h", "<", ">", "p", "*")
-
-
-def _colours(n: int) -> list[Any]:
-    """n distinct colours: tab10, else tab20, else tab20 with tab20b and tab20c after it."""
-    if n <= 10:
-        return [plt.get_cmap("tab10")(i) for i in range(n)]
-    maps = ("tab20", "tab20b", "tab20c")
-    pool = [plt.get_cmap(m)(i) for m in maps for i in range(20)]
-    return [pool[i % len(pool)] for i in range(n)]
 
 
 class SeriesStyles:
@@ -49,8 +40,7 @@ class SeriesStyles:
             self.colour_of[s] = colour
             self.optimizer_of[s] = S.FIELDS[S.LINE_FIELD](r)
             self.options_of[s] = S.FIELDS[S.MARKER_FIELD](r)
-        names = sorted(set(self.colour_of.values()))
-        self.colours = dict(zip(names, _colours(len(names)), strict=True))
+        self.colours = palette(self.colour_of.values())
         other = iter(OTHER_LINESTYLES * 4)
         self.linestyles = {
             o: LINESTYLES.get(o) or next(other) for o in sorted(set(self.optimizer_of.values()))

@@ -16,6 +16,7 @@ from gpubench.config.precision import PRECISION_NOTE
 from gpubench.report import analysis as A
 from gpubench.report import html as H
 from gpubench.report import series as S
+from gpubench.store import wording
 
 # Identity fields beyond model, size, device, precision, optimizer and batch: every setting with
 # a table heading (config.registry), with it.
@@ -139,7 +140,7 @@ def speedups(table: pd.DataFrame) -> tuple[str, str]:
         ("CPU threads", lambda r: H.cell(r["cpu_threads"], "d")),
         ("CPU ms", lambda r: H.cell(r["cpu_step_time_s"], ",.3f", 1e3)),
         ("GPU ms", lambda r: H.cell(r["gpu_step_time_s"], ",.3f", 1e3)),
-        ("speedup", lambda r: (H.number(r["speedup"], ",.1f") + "x", r["speedup"])),
+        ("speedup", lambda r: (wording.cell(r["speedup"], ",.1f") + "x", r["speedup"])),
     ]
     body = H.columns_table(columns, table.to_dict("records"), sortable=True)
     return f"{stated} {same}".strip(), body
