@@ -17,7 +17,7 @@ from gpubench.run import folder, shard
 from gpubench.science import plan, remeasured
 from gpubench.science.leaders import MARGIN
 from gpubench.science.verdict import ModelVerdict, verdicts
-from gpubench.store import confirmations, growth_record
+from gpubench.store import confirmations, growth_record, tune_record
 from gpubench.store.growth_record import GrowthRecord, Stop
 from gpubench.store.results import ResultStore
 
@@ -35,11 +35,7 @@ def cpu_energy_reason(runs: Sequence[Run]) -> str | None:
 def command(runs: Sequence[Run]) -> str:
     """What made the runs' rows: "tune" where every folder holds a tune.json, else "sweep"
     (the next experiment must be one that command can run)."""
-    return "tune" if all((Path(r.path) / TUNE_FILE).is_file() for r in runs) else "sweep"
-
-
-# written by tune beside its rows (tune/ owns it; only its presence is read here)
-TUNE_FILE = "tune.json"
+    return "tune" if all((Path(r.path) / tune_record.FILE).is_file() for r in runs) else "sweep"
 
 
 def _found(runs: Sequence[Run]) -> list[dict[str, Any]] | None:
@@ -88,7 +84,7 @@ def unreached(runs: Sequence[Run], records: Sequence[GrowthRecord | None]) -> li
     # a point one folder planned and another measured is measured: the verdict has its row
     every = [r for run in runs for r in run.frame.to_dict("records")]
     for run, record in zip(runs, records, strict=True):
-        if (Path(run.path) / TUNE_FILE).is_file():
+        if (Path(run.path) / tune_record.FILE).is_file():
             continue
         # a merge of folders is finished by resuming its sources, not the merge
         where = None if (Path(run.path) / MERGE_FILE).is_file() else str(run.path)

@@ -33,11 +33,6 @@ GiB = 1024**3
 EXTEND = 4
 
 
-def _models(frame: pd.DataFrame) -> list[str]:
-    """The panels of a chart: one per model and size (combine's `panel`)."""
-    return sorted(frame["panel"].unique())
-
-
 def _mark_oom(ax, group: pd.DataFrame, color) -> bool:  # type: ignore[no-untyped-def]
     """A dotted vertical line at the first batch that ran out of memory; True if drawn."""
     oom = A.oom_batch(group)
@@ -72,7 +67,7 @@ def throughput(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     ok = A.ok_rows(frame)
     if ok["samples_per_s"].notna().sum() == 0:
         return None
-    models = _models(frame)
+    models = sorted(frame["panel"].unique())
     styles, fig, axes, keys = _series_panels(frame, models)
     for model, (ax,) in zip(models, axes, strict=True):
         rows = frame[frame["panel"] == model]
@@ -128,7 +123,7 @@ def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     ok = A.ok_rows(frame)
     if ok.empty:
         return None
-    models = _models(frame)
+    models = sorted(frame["panel"].unique())
     styles, fig, axes, keys = _series_panels(frame, models)
     for model, (ax,) in zip(models, axes, strict=True):
         rows = frame[frame["panel"] == model]
@@ -180,7 +175,7 @@ def memory(
     cols = [c for c in A.MEMORY_COLUMNS if c in ok and ok[c].notna().any()]
     if not cols:
         return None
-    models = _models(frame)
+    models = sorted(frame["panel"].unique())
     series_styles, fig, axes, keys = _series_panels(frame, models)
     for model, (ax,) in zip(models, axes, strict=True):
         rows = frame[frame["panel"] == model]

@@ -162,19 +162,20 @@ def _round_state(r: RoundRecord) -> str:
     return "not decided: the search stopped"
 
 
+def _limit(budget_s: float | None) -> str:
+    return "fixed steps" if budget_s is None else seconds(budget_s)
+
+
 def rounds_table(s: TuneRecord) -> str:
     """A row per round: its measuring limit, what it measured, what became of it, and when."""
-    rows = [
-        [
-            H.cell(r.round, "d"),
-            (seconds(r.budget_s) if r.budget_s is not None else "fixed steps", r.budget_s),
-            *(H.cell(n, "d") for n in (r.measured, r.kept, r.pruned, r.failed, r.final, r.open)),
-            _round_state(r),
-        ]
-        for r in s.rounds
+    counts = ("measured", "kept", "pruned", "failed", "final", "open")
+    columns: list[H.Column] = [
+        ("round", lambda r: H.cell(r.round, "d")),
+        ("measuring limit per trial", lambda r: (_limit(r.budget_s), r.budget_s)),
+        *((n, lambda r, n=n: H.cell(getattr(r, n), "d")) for n in counts),
+        ("state", _round_state),
     ]
-    heads = ["round", "measuring limit per trial", "measured", "kept", "pruned", "failed"]
-    return H.table([*heads, "final", "open", "state"], rows)
+    return H.columns_table(columns, s.rounds)
 
 
 def _fate(t: TrialRecord, rounds: dict[int, RoundRecord]) -> str:
@@ -196,21 +197,17 @@ def _fate(t: TrialRecord, rounds: dict[int, RoundRecord]) -> str:
 def trials_table(s: TuneRecord) -> str:
     """A row per trial, by the order it ran: what it measured, its fate, when and at what cost."""
     rounds = {r.round: r for r in s.rounds}
-    rows = [
-        [
-            H.cell(t.number, "d"),
-            H.cell(t.round, "d"),
-            label(s, t.config),
-            H.cell(t.samples_per_s, ",.1f"),
-            _fate(t, rounds),
-            H.cell(t.elapsed_s, ",.1f"),
-            H.cell(t.point_time_s, ",.1f"),
-            H.cell(t.compile_time_s, ",.1f"),
-        ]
-        for t in sorted(s.trials, key=lambda t: t.number)
+    columns: list[H.Column] = [
+        ("trial", lambda t: H.cell(t.number, "d")),
+        ("round", lambda t: H.cell(t.round, "d")),
+        ("configuration", lambda t: label(s, t.config)),
+        ("samples/s", lambda t: H.cell(t.samples_per_s, ",.1f")),
+        ("fate", lambda t: _fate(t, rounds)),
+        ("ended at (s)", lambda t: H.cell(t.elapsed_s, ",.1f")),
+        ("took (s)", lambda t: H.cell(t.point_time_s, ",.1f")),
+        ("compiling (s)", lambda t: H.cell(t.compile_time_s, ",.1f")),
     ]
-    heads = ["trial", "round", "configuration", "samples/s", "fate", "ended at (s)"]
-    return H.table([*heads, "took (s)", "compiling (s)"], rows, True)
+    return H.columns_table(columns, sorted(s.trials, key=lambda t: t.number), sortable=True)
 
 
 def speed_section(

@@ -175,26 +175,25 @@ def _metric_panel(
     ax.set_ylabel(f"best {record.metric or 'metric'} reached")
 
 
+def _seconds(value: float | None) -> tuple[str, float | None]:
+    return ("" if value is None else seconds(value), value)
+
+
 def table(record: TargetRecord) -> str:
     """A row per run, in the order it ran: what it trained, how far, and why it was kept or
     stopped."""
     n_rungs = len(record.rungs_s)
-    rows = [
-        [
-            r.label,
-            ("seed re-run" if r.rung >= n_rungs > 0 else f"rung {r.rung}", r.rung),
-            ("" if r.seed is None else str(r.seed), r.seed),
-            ("" if r.limit_s is None else seconds(r.limit_s), r.limit_s),
-            H.cell(r.best_metric, ".3g"),
-            ("" if r.time_to_target_s is None else seconds(r.time_to_target_s), r.time_to_target_s),
-            f"{FATE.get(r.decision, r.decision)}: {r.reason}",
-            H.cell(r.t_end_s, ",.1f"),
-        ]
-        for r in record.trials
+    columns: list[H.Column] = [
+        ("config", lambda r: r.label),
+        ("rung", lambda r: ("seed re-run" if r.rung >= n_rungs > 0 else f"rung {r.rung}", r.rung)),
+        ("seed", lambda r: H.cell(r.seed, "d")),
+        ("trained up to", lambda r: _seconds(r.limit_s)),
+        (f"best {record.metric or 'metric'}", lambda r: H.cell(r.best_metric, ".3g")),
+        ("time to target", lambda r: _seconds(r.time_to_target_s)),
+        ("kept or stopped, and why", lambda r: f"{FATE.get(r.decision, r.decision)}: {r.reason}"),
+        ("ended at (s)", lambda r: H.cell(r.t_end_s, ",.1f")),
     ]
-    metric = record.metric or "metric"
-    heads = ["config", "rung", "seed", "trained up to", f"best {metric}", "time to target"]
-    return H.table([*heads, "kept or stopped, and why", "ended at (s)"], rows, True)
+    return H.columns_table(columns, record.trials, sortable=True)
 
 
 def section(name: str, record: TargetRecord, plots_dir: Path, file: str) -> str:

@@ -88,23 +88,22 @@ def panel(frame: pd.DataFrame) -> list[str]:
     return [model_label(m, z) for m, z in pairs]
 
 
-def render(row: Mapping[str, Any], names: Iterable[str], full: bool = False) -> str:
-    """The named fields of `row`, written as a label would ('CPU bf16 compiled threads=1');
-    `full` writes the device by its whole name ('cpu (Intel Xeon ...)')."""
-    return " ".join(t for t in (_write(row, n, full) for n in names) if t)
-
-
 def _write(row: Mapping[str, Any], name: str, full: bool = False) -> str:
+    """A field of `row` as a label writes it; `full` writes the device by its whole name
+    ('cpu (Intel Xeon ...)', not 'CPU')."""
     if full and name == "device_name":
         return str(row.get("device_name", row.get("device")))
     return FIELDS[name](row)
 
 
 def written(records: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:
-    """Each record's `names` rendered, short where that tells them apart as well as the whole
-    device names do (two CPU models are both 'CPU' short)."""
-    short = [render(r, names) for r in records]
-    full = [render(r, names, full=True) for r in records]
+    """Each record's `names` written as a label would ('CPU bf16 compiled threads=1'), short
+    where that tells them apart as well as the whole device names do (two CPU models are both
+    'CPU' short)."""
+    short, full = (
+        [" ".join(t for n in names if (t := _write(r, n, whole))) for r in records]
+        for whole in (False, True)
+    )
     return short if len(set(short)) == len(set(full)) else full
 
 
