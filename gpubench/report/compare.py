@@ -23,9 +23,6 @@ from gpubench.store.wording import cell, missing, plural
 THRESHOLD_PCT = 5.0  # a change smaller than this is not a regression, however significant
 ALPHA = 0.01  # significance level of the two-sided Mann-Whitney U test
 MIN_SAMPLES = 5  # fewer raw step times than this on either side cannot show significance
-# The point's own memory, first measured on both sides wins: never NVML's device-wide use,
-# which counts every process on the card (gpubench's parent among them, issue 28).
-PEAK_COLUMNS = MEMORY_COLUMNS
 # What tells two rows apart besides the result schema's identity: a pytest-benchmark file's full
 # benchmark name (its parameters included), so that two benchmarks alike in every gpubench
 # identity column are never taken for one.
@@ -150,7 +147,9 @@ def compare_point(
     if b_status != "ok" or n_status != "ok":
         verdict = "broken" if b_status == "ok" else "fixed" if n_status == "ok" else "unchanged"
         return PointChange(point, b_status, n_status, verdict=verdict)
-    mem = next((c for c in PEAK_COLUMNS if real(base.get(c)) and real(new.get(c))), None)
+    # the point's own memory, first measured on both sides: never NVML's device-wide use,
+    # which counts every process on the card (gpubench's parent among them, issue 28)
+    mem = next((c for c in MEMORY_COLUMNS if real(base.get(c)) and real(new.get(c))), None)
     xs, ys = _samples(base.get("step_times_s")), _samples(new.get("step_times_s"))
     change = _pct(base["step_time_s"], new["step_time_s"])
     p_value = None

@@ -45,7 +45,7 @@ def loss_curves(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     # A line is one row: the whole identity, batch included; its label names what differs
     # among the lines (often just B=...), once for train and eval (the line style tells them).
     rows = S.assign(rows, "line", without=())
-    names = S.labels(rows, "line", exclude=("model", "model_size"))
+    names = S.labels(rows, "line", exclude=S.PANEL)
     colors = palette(names.values())
     models = sorted(rows["panel"].unique())
     fig, axes = panels(models, rows_per_title=2)
@@ -95,7 +95,7 @@ def time_to_target(frame: pd.DataFrame, runs: Sequence[Run], plots_dir: Path) ->
     # A line is the whole identity but the batch and the seed: seeds are aggregated (the
     # median, with bars from the fastest to the slowest seed).
     ok = S.assign(ok, "line", without=("batch_size", "seed"))
-    names = S.labels(ok, "line", exclude=("model", "model_size"))
+    names = S.labels(ok, "line", exclude=S.PANEL)
     colors = palette(names.values())
     models = sorted(ok["panel"].unique())
     fig, axes = panels(models)

@@ -12,6 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 
 from gpubench.report import analysis as A
+from gpubench.report import series as S
 from gpubench.report.efficiency import FILE as EFFICIENCY_FILE
 from gpubench.report.figure import (
     STAR,
@@ -23,7 +24,6 @@ from gpubench.report.figure import (
     panels,
     save,
 )
-from gpubench.report.series import labels as series_labels
 from gpubench.report.series_style import SeriesStyles
 from gpubench.science.throughput import throughput_optimal_batch
 
@@ -345,7 +345,7 @@ def speedup(table: pd.DataFrame, plots_dir: Path) -> Chart | None:
     compiled, or two thread counts, are two bars, never one drawn over the other)."""
     if table.empty:
         return None
-    names = series_labels(table, "series", exclude=("model", "model_size"))
+    names = S.labels(table, "series", exclude=S.PANEL)
     colors = palette(names.values())
     models = sorted(table["panel"].unique())
     fig, axes = panels(models)

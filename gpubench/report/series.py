@@ -77,6 +77,8 @@ FIELDS: dict[str, Render] = {
     "seed": lambda r: str(MAIN["seed"](r, True)),
     "batch_size": lambda r: f"B={_int(r.get('batch_size'))}",
 }
+# Fields a chart's panel title names (a panel per model and size), so its legend need not.
+PANEL = ("model", "model_size")
 # Fields a chart draws by line style and by marker; the rest set a series' colour.
 LINE_FIELD = "optimizer"
 MARKER_FIELD = "options"

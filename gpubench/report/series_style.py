@@ -24,9 +24,7 @@ class SeriesStyles:
     `panel_fields` are named by each panel's title (model and size by default), so a legend
     does not repeat them."""
 
-    def __init__(
-        self, frame: pd.DataFrame, panel_fields: Iterable[str] = ("model", "model_size")
-    ) -> None:
+    def __init__(self, frame: pd.DataFrame, panel_fields: Iterable[str] = S.PANEL) -> None:
         firsts = frame.drop_duplicates("series").to_dict("records")
         differ = S.varying(frame, "series", panel_fields)
         colour_fields = [f for f in differ if f not in (S.LINE_FIELD, S.MARKER_FIELD)]

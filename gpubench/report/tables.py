@@ -55,7 +55,7 @@ def summary(frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]) ->
     s = A.series_summary(frame, capacity)
     if s.empty:
         return "<h2>Summary</h2>\n" + H.note("These runs hold no rows.")
-    names = S.labels(frame, exclude=("model", "model_size"))
+    names = S.labels(frame, exclude=S.PANEL)
     marks = best_marks(frame)
     columns: list[H.Column] = [
         ("model", lambda r: r["model"]),
@@ -73,7 +73,7 @@ def summary(frame: pd.DataFrame, capacity: dict[tuple[str, str], int | None]) ->
     keep = [c for c in columns if any(_cell_text(c[1](r)) for r in records)]
     dropped = [c[0] for c in columns if c not in keep]
     absent = f" Not measured in these runs, so not shown: {', '.join(dropped)}." if dropped else ""
-    same = S.common(frame, [f for f in S.FIELDS if f not in ("model", "model_size", "batch_size")])
+    same = S.common(frame, [f for f in S.FIELDS if f not in (*S.PANEL, "batch_size")])
     stated = f" Every series: {same}." if same else ""
     return (
         "<h2>Summary</h2>\n"

@@ -54,7 +54,7 @@ def breakdown(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
         _stack(ax, g)
         # Named by what tells it from the other series of this model (all of its identity
         # but the batch where nothing does).
-        names = S.labels(frame[frame["panel"] == model], exclude=("model", "model_size"))
+        names = S.labels(frame[frame["panel"] == model], exclude=S.PANEL)
         ax.set_title(f"{model}: {names[str(best['series'])]}", fontsize=9)
     save(fig, plots_dir, "breakdown.png", "Where a step's time goes, by batch size")
     return Chart(
