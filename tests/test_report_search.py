@@ -16,7 +16,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pytest
 
-from gpubench.report import search_speed_chart
+from gpubench.report import search_speed
 from gpubench.report.build import build_report
 from gpubench.report.explain import explain_runs
 from gpubench.store import confirmations, tune_record
@@ -73,7 +73,7 @@ def test_the_answer_is_the_verdicts_own(tmp_path: Path) -> None:
 
 def test_each_trial_is_drawn_at_its_own_elapsed_second(tmp_path: Path) -> None:
     record = json.loads((DATA / "cnn-stopped" / "tune.json").read_text())
-    fig = search_speed_chart.figure(tune_record.read(DATA / "cnn-stopped"), "run")
+    fig = search_speed.figure(tune_record.read(DATA / "cnn-stopped"), "run")
     xs = [x for line in fig.axes[0].lines if line.get_gid() == "trial" for x in line.get_xdata()]
     plt.close(fig)
     elapsed = [t["elapsed_s"] for t in record["trials"]]
@@ -257,7 +257,7 @@ def test_a_trial_the_deadline_cut_is_drawn_as_cut(tmp_path: Path) -> None:
     record = built_record()
     record["trials"][5] |= {"outcome": "cut", "cut": True}
     (tmp_path / "tune.json").write_text(json.dumps(record))
-    fig = search_speed_chart.figure(tune_record.read(tmp_path), "run")
+    fig = search_speed.figure(tune_record.read(tmp_path), "run")
     labels = [line.get_label() for line in fig.axes[0].lines if line.get_gid() == "trial"]
     plt.close(fig)
     assert labels.count("cut by the deadline") == 1  # was "fate not recorded"

@@ -16,15 +16,26 @@ import pandas as pd
 
 from gpubench.probes import load
 from gpubench.report import analysis as A
-from gpubench.report import effective_batch, efficiency, learning, plots, tables, why_plots
+from gpubench.report import (
+    effective_batch,
+    efficiency,
+    learning,
+    plots,
+    search_speed,
+    search_target,
+    tables,
+    why_plots,
+)
 from gpubench.report import html as H
 from gpubench.report import scaling as parallel_report
-from gpubench.report import search_speed as search_report
 from gpubench.report import series as S
 from gpubench.report.explain import run_frame, run_verdicts
 from gpubench.report.figure import Chart
 from gpubench.report.runs import Run, capacities, load_runs
 from gpubench.report.verdict_section import verdict_section
+from gpubench.science.verdict import ModelVerdict
+from gpubench.store import target_record, tune_record
+from gpubench.store.typed_json import RecordError
 from gpubench.store.wording import plural
 
 CHART_FILES = (
@@ -127,7 +138,7 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     section(lambda: _speedup(frame, speedups, plots_dir))
     section(lambda: parallel_report.section(frame, plots_dir))  # issue 17: '' if none
     # issue 24: '' without tune.json; its answer is the verdict's (issue 29)
-    section(lambda: search_report.section(runs, plots_dir, verdicts))
+    section(lambda: search_section(runs, plots_dir, verdicts))
     if not batch_varies:
         against_batch()
         memory()
@@ -164,6 +175,38 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     title = "gpubench report: " + ", ".join(r.name for r in runs)
     path.write_text(H.page(title, sections), encoding="utf-8")
     return path
+
+
+def search_section(
+    runs: Sequence[Run], plots_dir: Path, verdicts: Sequence[ModelVerdict] = ()
+) -> str:
+    """The "search" section of the runs that hold a search's file, tune.json or tune_target.json
+    (report.search_speed, report.search_target; '' where none does); its charts are
+    plots/search*.png (an old one not drawn again is removed). With a single run the speed
+    search names its answer as `verdicts` (the Verdict section's) do."""
+    for old in plots_dir.glob("search*.png"):
+        old.unlink()
+    found = list(verdicts) if len(runs) == 1 else []  # several runs' verdicts span them all
+    parts: list[str] = []
+    for i, r in enumerate(runs):
+        suffix = "" if len(runs) == 1 else f"_{i + 1}"
+        if (r.path / tune_record.FILE).is_file():
+            try:
+                speed = tune_record.read(r.path)
+            except RecordError as e:
+                parts.append(H.note(f"Run {r.name}: {tune_record.FILE} cannot be read ({e})."))
+            else:
+                file = f"search{suffix}.png"
+                parts.append(search_speed.speed_section(r.name, speed, plots_dir, file, found))
+        if (r.path / target_record.FILE).is_file():
+            try:
+                target = target_record.read(r.path)
+            except RecordError as e:
+                parts.append(H.note(f"Run {r.name}: {target_record.FILE} cannot be read ({e})."))
+            else:
+                file = f"search_target{suffix}.png"
+                parts.append(search_target.section(r.name, target, plots_dir, file))
+    return "<h2>Search</h2>\n" + "\n".join(parts) if parts else ""
 
 
 def made_in_parallel(makes: Sequence[Callable[[], T]], processes: int) -> list[T]:

@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 
 from gpubench.report import html as H
 from gpubench.report.figure import Chart, empty_panel, palette, panels, save
-from gpubench.report.search_speed_chart import mark, seconds, time_spent
+from gpubench.report.search_speed import mark, seconds, time_spent
 from gpubench.store.target_record import TargetRecord, TargetRun
 
 MARKERS = {"reached": "*", "kept": "o", "stopped": "x", "seed": "D"}
