@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 
 from gpubench.report import html as H
 from gpubench.report import series as S
-from gpubench.report.figure import Chart, batch_axis, empty_panel, palette, panels, save
+from gpubench.report.figure import Chart, batch_axis, empty_panel, palette, panels_of, save
 from gpubench.science import effective_batch as E
 
 CHART_FILE = "effective_batch.png"
@@ -51,8 +51,7 @@ def chart(rows: pd.DataFrame, plots_dir: Path) -> Chart | None:
     column, words = E.memory_column(ok.to_dict("records"))
     one_batch = bool((rows.groupby("panel")["batch_size"].nunique() == 1).all())
     colors = palette(rows["line"])
-    models = sorted((rows if one_batch else ok)["panel"].unique())
-    fig, axes = panels(models, rows_per_title=2)
+    models, fig, axes = panels_of(rows if one_batch else ok, rows_per_title=2)
     draw = _ways if one_batch else _lines
     for model, (speed, memory) in zip(models, axes, strict=True):
         draw(speed, memory, rows[rows["panel"] == model], ok[ok["panel"] == model], column, colors)

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from gpubench.report import analysis as A
-from gpubench.report.figure import Chart, batch_axis, empty_panel, log_y, panels, save
+from gpubench.report.figure import Chart, batch_axis, empty_panel, log_y, save
 from gpubench.report.series_style import SeriesStyles
 
 FILE = "efficiency.png"
@@ -38,14 +38,15 @@ def samples_per_j(rows: pd.DataFrame) -> tuple[pd.Series, bool]:
     return _per_joule(rows, "cpu_energy_estimate_j_per_step"), True
 
 
-def _numbers(rows: pd.DataFrame, column: str) -> pd.Series:
+def numbers(rows: pd.DataFrame, column: str) -> pd.Series:
+    """`rows`' `column` as floats: NaN where it is null, not a number, or not a column."""
     if column not in rows:
         return pd.Series([float("nan")] * len(rows), index=rows.index)
     return pd.to_numeric(rows[column], errors="coerce")
 
 
 def _per_joule(rows: pd.DataFrame, column: str) -> pd.Series:
-    joules = _numbers(rows, column)
+    joules = numbers(rows, column)
     return pd.to_numeric(rows["batch_size"], errors="coerce") / joules.where(joules > 0)
 
 
@@ -56,10 +57,8 @@ def efficiency(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     if ok.empty or not any(energy):
         return None
     priced = "usd_per_million_samples" in ok and ok["usd_per_million_samples"].notna().any()
-    models = sorted(ok["panel"].unique())
     styles = SeriesStyles(frame)
-    fig, axes = panels(models, rows_per_title=2 if priced else 1)
-    keys = styles.add_keys(axes[0][0])
+    models, fig, axes, keys = styles.panels(ok, rows_per_title=2 if priced else 1)
     estimated_any = False
     for model, model_axes in zip(models, axes, strict=True):
         rows = ok[ok["panel"] == model]
@@ -71,7 +70,7 @@ def efficiency(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
             label = ESTIMATED if estimated else "_"
             model_axes[0].plot(g["batch_size"], values, label=label, **drawn)
             if priced:
-                per_dollar = 1e6 / _numbers(g, "usd_per_million_samples")
+                per_dollar = 1e6 / numbers(g, "usd_per_million_samples")
                 model_axes[1].plot(g["batch_size"], per_dollar, label="_", **style)
         ylabels = ("samples per joule", "samples per US dollar")[: len(model_axes)]
         for ax, ylabel in zip(model_axes, ylabels, strict=True):

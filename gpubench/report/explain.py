@@ -4,6 +4,7 @@ sweep and the top of the report."""
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from gpubench.science.leaders import MARGIN
 from gpubench.science.verdict import ModelVerdict, verdicts
 from gpubench.store import confirmations, growth_record, tune_record
 from gpubench.store.growth_record import GrowthRecord, Stop
-from gpubench.store.results import ResultStore
+from gpubench.store.results import ResultStore, read_rows
 
 
 def cpu_energy_reason(runs: Sequence[Run]) -> str | None:
@@ -163,10 +164,6 @@ def explain_runs(
 def nothing_concluded(dirs: Sequence[str | Path]) -> str:
     """Why the run folders `dirs` have no verdict: no row at all ("no point ran"), or rows none
     of which ended ok, by status ("no point ran ok (1 oom)"): an oom is an answer too."""
-    from collections import Counter
-
-    from gpubench.store.results import read_rows
-
     statuses = Counter(str(r.get("status")) for d in dirs for r in read_rows(d))
     if not statuses:
         return "no point ran"

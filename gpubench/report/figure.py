@@ -87,6 +87,15 @@ def panels(titles: Sequence[str], rows_per_title: int = 1) -> tuple[MplFigure, l
     return fig, out
 
 
+def panels_of(
+    rows: Any, rows_per_title: int = 1, column: str = "panel"
+) -> tuple[list[str], MplFigure, list[list[Axes]]]:
+    """panels() with a title per value of `rows`' `column` (by default a model and size: the
+    frame's `panel`), sorted: the titles, the figure and each title's axes."""
+    titles = sorted(rows[column].unique())
+    return (titles, *panels(titles, rows_per_title))
+
+
 def batch_axis(ax: Axes, batch_sizes: Iterable[float], log_ylabel: str | None = None) -> None:
     """A log2 batch-size axis ticked at the batch sizes measured; given `log_ylabel`, against a
     log y axis (log_y) of that label."""

@@ -11,7 +11,7 @@ import pandas as pd
 
 from gpubench.report import analysis as A
 from gpubench.report import series as S
-from gpubench.report.figure import Chart, batch_axis, log_y, palette, panels, save
+from gpubench.report.figure import Chart, batch_axis, log_y, palette, panels_of, save
 from gpubench.report.runs import Run, recommended_batch
 
 
@@ -47,8 +47,7 @@ def loss_curves(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     rows = S.assign(rows, "line", without=())
     names = S.labels(rows, "line", exclude=S.PANEL)
     colors = palette(names.values())
-    models = sorted(rows["panel"].unique())
-    fig, axes = panels(models, rows_per_title=2)
+    models, fig, axes = panels_of(rows, rows_per_title=2)
     for model, (by_samples, by_time) in zip(models, axes, strict=True):
         for row in rows[rows["panel"] == model].to_dict("records"):
             label = names[row["line"]]
@@ -97,8 +96,7 @@ def time_to_target(frame: pd.DataFrame, runs: Sequence[Run], plots_dir: Path) ->
     ok = S.assign(ok, "line", without=("batch_size", "seed"))
     names = S.labels(ok, "line", exclude=S.PANEL)
     colors = palette(names.values())
-    models = sorted(ok["panel"].unique())
-    fig, axes = panels(models)
+    models, fig, axes = panels_of(ok)
     for model, (ax,) in zip(models, axes, strict=True):
         rows = ok[ok["panel"] == model]
         for line, g in rows.groupby("line"):

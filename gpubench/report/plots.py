@@ -4,16 +4,15 @@ speedup over the CPU. Each function returns a Chart, or None when its data is ab
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure as MplFigure
 
 from gpubench.report import analysis as A
 from gpubench.report import series as S
 from gpubench.report.efficiency import FILE as EFFICIENCY_FILE
+from gpubench.report.efficiency import numbers
 from gpubench.report.figure import (
     STAR,
     Chart,
@@ -21,7 +20,7 @@ from gpubench.report.figure import (
     empty_panel,
     log_y,
     palette,
-    panels,
+    panels_of,
     save,
 )
 from gpubench.report.series_style import SeriesStyles
@@ -51,24 +50,14 @@ def _star_best(ax, g: pd.DataFrame, y: pd.Series, color) -> None:  # type: ignor
         ax.plot(best, at.iloc[0], "*", color=color, markersize=14, mec="black", label=STAR)
 
 
-def _series_panels(
-    frame: pd.DataFrame, models: list[str], rows_per_title: int = 1
-) -> tuple[SeriesStyles, MplFigure, list[list[Axes]], dict[str, dict[str, Any]]]:
-    """The styles of `frame`'s series, a figure with a panel (row of `rows_per_title` panels)
-    per model, and the series' keys drawn on the first panel."""
-    styles = SeriesStyles(frame)
-    fig, axes = panels(models, rows_per_title=rows_per_title)
-    return styles, fig, axes, styles.add_keys(axes[0][0])
-
-
 def throughput(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     """Samples/s (tokens/s for sequence models) against batch size, a line per series, the
     throughput-optimal batch starred and the OOM boundary dotted."""
     ok = A.ok_rows(frame)
     if ok["samples_per_s"].notna().sum() == 0:
         return None
-    models = sorted(frame["panel"].unique())
-    styles, fig, axes, keys = _series_panels(frame, models)
+    styles = SeriesStyles(frame)
+    models, fig, axes, keys = styles.panels(frame)
     for model, (ax,) in zip(models, axes, strict=True):
         rows = frame[frame["panel"] == model]
         good = A.ok_rows(rows)
@@ -123,8 +112,8 @@ def step_time(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     ok = A.ok_rows(frame)
     if ok.empty:
         return None
-    models = sorted(frame["panel"].unique())
-    styles, fig, axes, keys = _series_panels(frame, models)
+    styles = SeriesStyles(frame)
+    models, fig, axes, keys = styles.panels(frame)
     for model, (ax,) in zip(models, axes, strict=True):
         rows = frame[frame["panel"] == model]
         good = A.ok_rows(rows)
@@ -175,8 +164,8 @@ def memory(
     cols = [c for c in A.MEMORY_COLUMNS if c in ok and ok[c].notna().any()]
     if not cols:
         return None
-    models = sorted(frame["panel"].unique())
-    series_styles, fig, axes, keys = _series_panels(frame, models)
+    series_styles = SeriesStyles(frame)
+    models, fig, axes, keys = series_styles.panels(frame)
     for model, (ax,) in zip(models, axes, strict=True):
         rows = frame[frame["panel"] == model]
         good = A.ok_rows(rows)
@@ -257,8 +246,9 @@ def compute(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     ]
     if not metrics:
         return None
-    models = sorted(ok[ok[[c for c, _ in metrics]].notna().any(axis=1)]["panel"].unique())
-    styles, fig, axes, keys = _series_panels(frame, models, len(metrics))
+    styles = SeriesStyles(frame)
+    measured = ok[ok[[c for c, _ in metrics]].notna().any(axis=1)]
+    models, fig, axes, keys = styles.panels(measured, len(metrics))
     for model, col_axes in zip(models, axes, strict=True):
         rows = A.ok_rows(frame[frame["panel"] == model])
         for ax, (col, label) in zip(col_axes, metrics, strict=True):
@@ -305,11 +295,8 @@ def energy_absent(drawn: set[str]) -> str:
 def _measured_j_per_step(rows: pd.DataFrame) -> pd.Series:
     """Each row's measured energy per step on its training device (J): the GPU's (NVML), the
     CPU package's (RAPL); NaN where none was measured (the CPU's TDP estimate is none)."""
-    gpu = pd.to_numeric(rows["energy_j_per_step"], errors="coerce")
-    if "cpu_energy_j_per_step" not in rows:
-        return gpu.where(rows["device"] != "cpu")
-    cpu = pd.to_numeric(rows["cpu_energy_j_per_step"], errors="coerce")
-    return gpu.where(rows["device"] != "cpu", cpu)
+    gpu = rows["device"] != "cpu"
+    return numbers(rows, "energy_j_per_step").where(gpu, numbers(rows, "cpu_energy_j_per_step"))
 
 
 def energy(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
@@ -322,8 +309,8 @@ def energy(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     ok = ok[ok["measured_j"].notna()]
     if ok.empty:
         return None
-    models = sorted(ok["panel"].unique())
-    styles, fig, axes, keys = _series_panels(frame, models)
+    styles = SeriesStyles(frame)
+    models, fig, axes, keys = styles.panels(ok)
     for model, (ax,) in zip(models, axes, strict=True):
         rows = ok[ok["panel"] == model]
         for series, g in rows.groupby("series"):
@@ -347,8 +334,7 @@ def speedup(table: pd.DataFrame, plots_dir: Path) -> Chart | None:
         return None
     names = S.labels(table, "series", exclude=S.PANEL)
     colors = palette(names.values())
-    models = sorted(table["panel"].unique())
-    fig, axes = panels(models)
+    models, fig, axes = panels_of(table)
     for model, (ax,) in zip(models, axes, strict=True):
         rows = table[table["panel"] == model]
         batches = sorted(rows["batch_size"].unique())

@@ -9,9 +9,10 @@ from typing import Any
 
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure as MplFigure
 
 from gpubench.report import series as S
-from gpubench.report.figure import palette
+from gpubench.report.figure import palette, panels_of
 
 LINESTYLES = {"sgd": "-", "adamw": "--", "adam": ":"}
 OTHER_LINESTYLES = ("-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2)))
@@ -82,10 +83,14 @@ class SeriesStyles:
                 out[o] = {"color": "black", "marker": m, "linestyle": "none"}
         return out
 
-    def add_keys(self, ax: Axes) -> dict[str, dict[str, Any]]:
-        """Put the legend entries on `ax` (empty lines, for figure.save to collect) and return
-        their styles for save's `keys`."""
+    def panels(
+        self, rows: pd.DataFrame, rows_per_title: int = 1, column: str = "panel"
+    ) -> tuple[list[str], MplFigure, list[list[Axes]], dict[str, dict[str, Any]]]:
+        """figure.panels_of(rows, ...) with the legend entries (keys) put on its first panel
+        (empty lines, for figure.save to collect): the titles, the figure, each title's axes,
+        and the entries' styles for save's `keys`."""
+        titles, fig, axes = panels_of(rows, rows_per_title, column)
         keys = self.keys()
         for name in keys:
-            ax.plot([], [], label=name)
-        return keys
+            axes[0][0].plot([], [], label=name)
+        return titles, fig, axes, keys

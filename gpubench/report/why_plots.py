@@ -12,7 +12,7 @@ import pandas as pd
 from gpubench.probes.profile import CATEGORIES
 from gpubench.report import analysis as A
 from gpubench.report import series as S
-from gpubench.report.figure import Chart, log_y, panels, readable_log, save
+from gpubench.report.figure import Chart, log_y, panels_of, readable_log, save
 from gpubench.report.series_style import SeriesStyles
 from gpubench.science.bottleneck import busy_fraction
 from gpubench.store.wording import milliseconds
@@ -45,8 +45,7 @@ def breakdown(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     rows = _profiled(frame)
     if rows.empty:
         return None
-    models = sorted(rows["panel"].unique())
-    fig, axes = panels(models)
+    models, fig, axes = panels_of(rows)
     for model, (ax,) in zip(models, axes, strict=True):
         of_model = rows[rows["panel"] == model]
         best = of_model.loc[of_model["samples_per_s"].idxmax()]
@@ -114,11 +113,9 @@ def roofline(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     ok = ok.dropna(subset=need)
     if ok.empty:
         return None
-    devices = sorted(ok["device_name"].unique())
-    fig, axes = panels(devices)
     # A panel per device: a colour per model, size and whatever else differs among the series.
     styles = SeriesStyles(ok, panel_fields=("device_name",))
-    keys = styles.add_keys(axes[0][0])
+    devices, fig, axes, keys = styles.panels(ok, column="device_name")
     for device, (ax,) in zip(devices, axes, strict=True):
         rows = ok[ok["device_name"] == device]
         low = float(rows["intensity_flop_per_byte"].min()) / 3
