@@ -129,7 +129,7 @@ def chart(c: Chart) -> str:
 
 def bullets(lines: Iterable[str | None]) -> str:
     """A bulleted list of the lines given (an empty or None one left out), escaped."""
-    return "<ul>" + "".join(f"<li>{e(line)}</li>" for line in lines if line) + "</ul>\n"
+    return "<ul>" + "".join(f"<li>{e(line)}</li>" for line in lines if line) + "</ul>"
 
 
 def note(text: str) -> str:

@@ -264,8 +264,7 @@ def speed_section(
     )
     c = Chart(file, f"Speed search of {name}", caption)
     return (
-        f"<h3>{H.e(c.title)}</h3>\n"
-        + H.bullets(words)
+        f"<h3>{H.e(c.title)}</h3>\n{H.bullets(words)}\n"
         + H.figure(c)
         + "<h4>Rounds</h4>\n"
         + rounds_table(s)

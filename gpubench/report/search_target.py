@@ -199,4 +199,5 @@ def table(record: TargetRecord) -> str:
 def section(name: str, record: TargetRecord, plots_dir: Path, file: str) -> str:
     """The target search's part of the section: its words, chart and table."""
     c = chart(name, record, plots_dir, file)
-    return f"<h3>{H.e(c.title)}</h3>\n" + H.bullets(lines(record)) + H.figure(c) + table(record)
+    words = H.bullets(lines(record)) + "\n"
+    return f"<h3>{H.e(c.title)}</h3>\n" + words + H.figure(c) + table(record)
