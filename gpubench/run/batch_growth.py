@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpubench.config.spec import AUTO, Point, SweepSpec
-from gpubench.science import growth
+from gpubench.science import growth, leaders
 from gpubench.science.growth import AUTO_BUDGET_S, SERIES_BUDGET_S, Growth
 from gpubench.store.growth_record import GrowthRecord, Stop, Unmeasured
 
 AUTO_START = 1
+SERIES = ("batch_size",)  # the points of a series differ only in these
 
 
 def grows(spec: SweepSpec, point: Point, sharded: bool) -> bool:
@@ -74,3 +75,39 @@ def over_budget(spec: SweepSpec, point: Point, rows: Sequence[dict[str, Any]]) -
         f"B={point.batch_size} would take about {cost:.1f} s, "
         f"{max(budget - spent, 0.0):.1f} s of its series' {budget:g} s left"
     )
+
+
+def overturned(
+    spec: SweepSpec, rows: Sequence[dict[str, Any]], partitions: list[dict[str, Any]]
+) -> list[Point]:
+    """The next batch of each grown series that the confirmation (confirm.json's `partitions`)
+    left unbracketed: its rows read its largest batch no faster than a smaller one, so the
+    series stopped as flattened, and the interleaved rounds found that largest batch ahead of
+    the rows' fastest by more than the margin. Twice it, so that the answer is bracketed by a
+    measured larger batch, never left at "larger batches not measured"; none past the ceiling,
+    where a larger batch was measured or failed, or where the series does not grow."""
+    out = []
+    for part in partitions:
+        if not part.get("decision"):
+            continue
+        decision = leaders.Decision.from_dict(part["decision"])
+        candidates = [Point.of(c) for c in part["candidates"]]
+        leader = candidates[decision.leader]
+        series = [r for r in rows if Point.of(r).key(drop=SERIES) == leader.key(drop=SERIES)]
+        ok = [r for r in series if growth.ran(r)]
+        if (
+            not grows(spec, leader, sharded=False)
+            or any(int(r["batch_size"]) > leader.batch_size for r in series)
+            or leader.batch_size * 2 > growth.CEILING
+            or growth.flattened(ok) is None
+        ):
+            continue
+        by_rows = Point.of(max(ok, key=lambda r: float(r["samples_per_s"])))
+        held = [
+            c
+            for c in decision.comparisons
+            if candidates[c.candidate].key() == by_rows.key() and c.holds(decision.margin)
+        ]
+        if by_rows != leader and held:
+            out.append(dataclasses.replace(leader, batch_size=leader.batch_size * 2))
+    return out

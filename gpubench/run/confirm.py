@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from gpubench.harness.interleave import Rounds
 from gpubench.run.worker import Call, WorkerError, WorkerRunner
 from gpubench.science import leaders, standing
 from gpubench.science.partition import FIXED, partition_key
+from gpubench.store import confirmations
 from gpubench.store.confirmations import Confirmations, Partition
 
 SHARE = 0.15  # of the partition's measuring time
@@ -52,17 +54,21 @@ def confirm(
     rows: list[dict[str, Any]],
     max_memory: int | None = None,
     timeout_s: float | None = TIMEOUT_S,
+    only: Sequence[Point] | None = None,
 ) -> Confirmations:
     """Confirm the lead of every partition of `rows` (a speed sweep's), write confirm.json in
     `run_dir` and return what it holds: per partition its candidates, rounds, decision (or why
     there is none), and the seconds it took. The rounds run in fresh workers of their own, each
     closed after its rounds (a sweep's worker is best closed before: on a GPU its cached
-    memory is not the candidates')."""
+    memory is not the candidates'). `only`: confirm again just the partitions of these points
+    (a series grown after the first confirmation), the others' records kept as they were."""
     started = time.perf_counter()
+    keys = None if only is None else {partition_key(p.to_dict()) for p in only}
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault(partition_key(r), []).append(r)
-    measured = sum(float(r.get("point_time_s") or 0.0) for r in rows)
+        if keys is None or partition_key(r) in keys:
+            groups.setdefault(partition_key(r), []).append(r)
+    measured = sum(float(r.get("point_time_s") or 0.0) for g in groups.values() for r in g)
     # One budget for the sweep, shared in turn: each partition may spend an even share of
     # what is left, a cheap one leaving the rest to the next; the cheapest go first.
     left = max(SHARE * measured, MIN_BUDGET_S * len(groups))
@@ -78,7 +84,13 @@ def confirm(
         left -= max(time.perf_counter() - spent - setup_s, 0.0)
         if record is not None:
             records.append(record)
-    out = Confirmations(SHARE, time.perf_counter() - started, measured, tuple(records))
+    seconds = time.perf_counter() - started
+    before = confirmations.read(run_dir) if keys is not None else None
+    if before is not None and keys is not None:  # the partitions not confirmed again, kept
+        records[:0] = [p for p in before.partitions if partition_key(p.fixed) not in keys]
+        seconds += before.seconds
+        measured = before.sweep_point_seconds
+    out = Confirmations(SHARE, seconds, measured, tuple(records))
     out.write(run_dir)
     return out
 

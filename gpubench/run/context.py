@@ -169,12 +169,13 @@ class RunContext(contextlib.ExitStack):
                         stacklevel=2,
                     )
 
-    def confirm(self) -> None:
+    def confirm(self, only: Sequence[Point] | None = None) -> None:
         """The leaders among the folder's rows re-measured interleaved (run.confirm) into
         confirm.json, in fresh workers of its own: the run's worker is closed first (a later
-        point starts another), so that its cached device memory is not theirs."""
+        point starts another), so that its cached device memory is not theirs. `only`: just
+        the partitions of these points again (run.confirm)."""
         with self.log.phase("confirmation"):
             self.runner.close()
-            leads.confirm(
-                self.dir, read_rows(self.dir), self.options.max_memory, self.options.point_timeout_s
-            )
+            rows = read_rows(self.dir)
+            cap, timeout = self.options.max_memory, self.options.point_timeout_s
+            leads.confirm(self.dir, rows, cap, timeout, only)

@@ -31,6 +31,7 @@ from gpubench.run import (
 from gpubench.run import shard as shards
 from gpubench.run.context import DEFAULT_POINT_TIMEOUT_S, RunContext, RunOptions
 from gpubench.science import batch_analysis, convergence, scaling
+from gpubench.store import confirmations, growth_record
 from gpubench.store.growth_record import Unmeasured
 from gpubench.store.results import load_results, read_rows
 from gpubench.store.row import make_row
@@ -38,7 +39,7 @@ from gpubench.store.row import make_row
 # The points that share a memory boundary differ only in these; a batch-size series only in the
 # batch (run.batch_growth).
 MEMORY_GROUP = ("batch_size", "seed")
-SERIES = ("batch_size",)
+SERIES = batch_growth.SERIES
 OnRow = Callable[[dict[str, Any], int, int], None]
 OnStart = Callable[[int, int], None]  # (points in the sweep, points already measured)
 
@@ -132,6 +133,15 @@ def run_sweep(
         stopped = should_stop is not None and should_stop()
         if confirm and spec.mode == "speed" and shard is None and not stopped:
             run.confirm()  # in fresh workers of its own (run.confirm): intervals between processes
+            # issue 42: a series whose rows read it flat but whose largest batch the
+            # confirmation found the fastest grows once more, and its verdict is confirmed again
+            rows = read_rows(run_dir)
+            grown = batch_growth.overturned(spec, rows, confirmations.partitions(run_dir) or [])
+            if grown:
+                with run.log.phase("growth after the confirmation"):
+                    _measure(run, spec, grown, rows, on_row, should_stop, None, budgeted=False)
+                run.write_csv()
+                run.confirm(only=grown)
         if spec.mode == "convergence":
             with run.log.phase("analysis"):
                 batch_analysis.write_analysis(run_dir)
@@ -147,9 +157,12 @@ def _measure(
     should_stop: Callable[[], bool] | None,
     on_start: OnStart | None,
     sharded: bool = False,
+    budgeted: bool = True,
 ) -> None:
     """Measure the points of `points` that `done_rows` lacks, in order, in `run`'s worker,
-    appending each row to its store (and each point's timings to its log). A series that grows
+    appending each row to its store (and each point's timings to its log); `budgeted`: a point
+    of `points` its series' time budget cannot hold is not started (False: the batches grown
+    after the confirmation, one each). A series that grows
     (run.batch_growth) gets its next batch size right after its last one, the sweep's count
     of points growing with it."""
     done = {Point.of(r).key(): r for r in done_rows}
@@ -174,9 +187,21 @@ def _measure(
         for r in done_rows
         if Point.of(r).key() not in planned and Point.of(r).key(drop=SERIES) in listed
     ]
-    decisions: dict[str, batch_growth.Growth] = {}  # issue 42: why each grown series stopped
-    # listed points a series' budget could not hold, or whose precision the device emulates
-    unmeasured = [Unmeasured(p.to_dict(), "emulated", why) for p, why in left_out.items()]
+    # issue 42: why each grown series stopped; and the listed points a series' budget could
+    # not hold, or whose precision the device emulates. What growth.json holds already is kept
+    # but for the points measured now (the batches grown after the confirmation, a resume).
+    before = growth_record.read(run.store.dir)
+    decisions = {
+        k: batch_growth.Growth(v.next_batch, v.reason, v.detail)
+        for k, v in (before.series.items() if before is not None else ())
+    }
+    now = planned | {p.key() for p in left_out}
+    unmeasured = [
+        u
+        for u in (before.unmeasured if before is not None else ())
+        if Point.of(u.point).key() not in now
+    ]
+    unmeasured += [Unmeasured(p.to_dict(), "emulated", why) for p, why in left_out.items()]
 
     def write_growth(stopped: Sequence[Point] = ()) -> None:
         why = "the sweep was stopped before it"
@@ -203,7 +228,7 @@ def _measure(
             write_growth([point, *(p for p in queue if p.key() not in done)])
             break
         # only a point still to measure is weighed against its series' budget
-        weigh = grows and row is None
+        weigh = grows and row is None and budgeted
         why = batch_growth.over_budget(spec, point, series_rows.get(key, [])) if weigh else None
         if why is not None:
             # issue 42: a listed batch its series' budget cannot hold is not started, and said

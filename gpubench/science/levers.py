@@ -62,7 +62,9 @@ def levers(
         more, todo_more = workers_lever(best, records, margin, tied)
         lines += more
         todo[:0] = [todo_more] if todo_more else []
-    line, todo_first = _larger_batch(best, records, all_rows, command, unreached, stops)
+    line, todo_first = _larger_batch(
+        best, records, all_rows, command, unreached, stops, paired, margin
+    )
     if kind in ("launch", "memory", "mixed"):  # a larger batch cures overhead, memory traffic
         lines.append(line)
         todo[:0] = [todo_first] if todo_first else []
@@ -215,6 +217,8 @@ def _larger_batch(
     command: str = "sweep",
     unreached: Sequence[Unreached] = (),
     stops: Mapping[str, Stop] | None = None,
+    paired: dict[tuple[Any, ...], Comparison] | None = None,
+    margin: float = MARGIN,
 ) -> tuple[str, str | None]:
     """Whether a larger batch is worth measuring: not where the fastest point's series already
     ran out of memory above it (all_rows holds the failed points too), nor where every row
@@ -272,6 +276,16 @@ def _larger_batch(
     by_rows = max(measured, key=lambda r: float(r["samples_per_s"]), default=best)
     if flat is not None and int(by_rows["batch_size"]) == largest:
         return f"a larger batch: throughput flattened ({flat})", None
+    rounds = (paired or {}).get(identity(by_rows))
+    if flat is not None and rounds is not None and not rounds.holds(margin):
+        # the largest leads the rows' fastest only by a median within the rounds' noise: the
+        # rounds do not overturn the rows' flattening
+        return (
+            f"a larger batch: throughput flattened ({flat}; re-measured, B={largest} x"
+            f"{rounds.ratio:.2f} (95% CI {rounds.low:.2f}-{rounds.high:.2f}) over "
+            f"B={int(by_rows['batch_size'])}: {rounds.reading(margin)})",
+            None,
+        )
     device_type = str(best["device"]).split(":")[0]
     # the rows read a smaller batch the fastest, the re-measurement the largest: what stopped
     # the series was the rows' noise, and larger batches may be faster still
