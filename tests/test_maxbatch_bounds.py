@@ -57,14 +57,17 @@ def test_a_probe_over_the_bound_is_not_started() -> None:
     # about 4 MiB a sample under 320 MiB of headroom: a search of several probes
     hungry = Point("fault_workloads:hungry", "tiny", "cpu", "fp32", "sgd", 1)
     result = maxbatch.find(hungry, memory_cap(320), None, probe_limit_s=1e-6)
-    # two probes tell the step time's line; the third would take over the bound
+    # two timed probes tell the step time's line; the next would take over the bound. (Under a
+    # busy machine's memory a probe may end out of memory under the cap: it is no timing, and
+    # the search goes on below it until two have timed.)
     *ran, skipped = result.probes
-    assert len(ran) == 2 and all(p.fits for p in ran) and ran[0].batch_size == 1
+    timed = [p for p in ran if p.fits and p.step_time_s]
+    assert len(timed) == 2 and ran[0].batch_size == 1 and ran[-1] is timed[-1]
     assert skipped.phase == "skipped" and skipped.seconds == 0.0
     assert result.stopped is not None and result.stopped.startswith(f"B={skipped.batch_size} not")
     assert "over the 1e-06 s bound on a probe" in result.stopped
-    assert result.largest == ran[1].batch_size and not result.ceiling_reached
-    assert len(result.search_probes) == 2  # the skipped probe was no search probe
+    assert result.largest == max(p.batch_size for p in timed) and not result.ceiling_reached
+    assert len(result.search_probes) == len(ran)  # the skipped probe was no search probe
     assert result.answer().endswith("(the search stopped before memory ended)")
 
 
