@@ -96,18 +96,14 @@ def overturned(
         series = [r for r in rows if Point.of(r).key(drop=SERIES) == leader.key(drop=SERIES)]
         ok = [r for r in series if growth.ran(r)]
         if (
-            not grows(spec, leader, sharded=False)
+            not ok
+            or not grows(spec, leader, sharded=False)
             or any(int(r["batch_size"]) > leader.batch_size for r in series)
             or leader.batch_size * 2 > growth.CEILING
-            or growth.flattened(ok) is None
         ):
             continue
-        by_rows = Point.of(max(ok, key=lambda r: float(r["samples_per_s"])))
-        held = [
-            c
-            for c in decision.comparisons
-            if candidates[c.candidate].key() == by_rows.key() and c.holds(decision.margin)
-        ]
-        if by_rows != leader and held:
+        by_rows = Point.of(max(ok, key=lambda r: float(r["samples_per_s"]))).key()
+        rounds = [c for c in decision.comparisons if candidates[c.candidate].key() == by_rows]
+        if rounds and growth.overturned(ok, rounds[0], decision.margin):
             out.append(dataclasses.replace(leader, batch_size=leader.batch_size * 2))
     return out

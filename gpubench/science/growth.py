@@ -25,10 +25,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpubench.science.partition import figure
 from gpubench.science.standing import positive, ran
+
+if TYPE_CHECKING:
+    from gpubench.science.leaders import Comparison
 
 # Throughput must rise by more than this share to count as rising: a row's own interval covers
 # the steps of one window in one process, not the variation between worker processes (DESIGN
@@ -146,6 +149,18 @@ def flattened(rows: Sequence[dict[str, Any]]) -> str | None:
     if best is not ok[-1] or _flat(ok):
         return _flattened_words(ok, best)
     return None
+
+
+def overturned(rows: Sequence[dict[str, Any]], rounds: Comparison | None, margin: float) -> bool:
+    """Whether a re-measurement that found the largest batch of the series `rows` the fastest
+    leaves the series unbracketed: its rows read it flattened with a smaller batch the fastest,
+    and the interleaved rounds' comparison of the largest with that one (`rounds`, None where
+    they did not compare the two) is not a tie at `margin`. The verdict's "larger batches not
+    measured" and the sweep's growth after its confirmation both ask this."""
+    ok = sorted((r for r in rows if ran(r)), key=_b)
+    if not ok or flattened(ok) is None or max(ok, key=_rate) is ok[-1]:
+        return False
+    return rounds is None or rounds.holds(margin)
 
 
 def noise(a: dict[str, Any], b: dict[str, Any]) -> float:

@@ -274,10 +274,10 @@ def _larger_batch(
         )
     flat = growth.flattened(measured)
     by_rows = max(measured, key=lambda r: float(r["samples_per_s"]), default=best)
+    rounds = (paired or {}).get(identity(by_rows))
     if flat is not None and int(by_rows["batch_size"]) == largest:
         return f"a larger batch: throughput flattened ({flat})", None
-    rounds = (paired or {}).get(identity(by_rows))
-    if flat is not None and rounds is not None and not rounds.holds(margin):
+    if flat is not None and rounds is not None and not growth.overturned(measured, rounds, margin):
         # the largest leads the rows' fastest only by a median within the rounds' noise: the
         # rounds do not overturn the rows' flattening
         return (
