@@ -95,6 +95,24 @@ def slow() -> Workload:
     return _wrap(once)
 
 
+def slow_check() -> Workload:
+    """Its first forward pass, the sweep's check step before the folder is opened, sleeps
+    ($GPUBENCH_TEST_SLOW_S seconds, default 3) after creating the file named by
+    $GPUBENCH_TEST_SLOW_MARKER, if set: a sweep surely not yet at its first point when a test
+    interrupts it. Later passes train like the tiny MLP."""
+    calls: list[bool] = []
+
+    def first() -> None:
+        calls.append(True)
+        if len(calls) == 1:
+            marker = os.environ.get("GPUBENCH_TEST_SLOW_MARKER")
+            if marker:
+                Path(marker).touch()
+            time.sleep(float(os.environ.get("GPUBENCH_TEST_SLOW_S", "3")))
+
+    return _wrap(first)
+
+
 def _raise() -> None:
     raise ValueError("injected failure in forward")
 

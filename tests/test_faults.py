@@ -465,10 +465,15 @@ def test_ctrl_c_before_the_first_point_is_one_line_and_the_resume_command(
     from test_resume import _start, _wait_for
 
     out = tmp_path / "run"
-    args = ["--models", "mlp", "--size", "tiny", "--devices", "cpu", "--batch-sizes", "1"]
-    args += ["--precisions", "fp32", "--optimizers", "sgd", "--steps", "1"]
-    proc = _start("sweep", *args, "--out", str(out), new_session=True)
-    _wait_for(proc, out.exists)  # checked, locked: the calibration, then the first point
+    marker = tmp_path / "check-started"
+    args = ["--models", "fault_workloads:slow_check", "--size", "tiny", "--devices", "cpu"]
+    args += ["--batch-sizes", "1", "--precisions", "fp32", "--optimizers", "sgd", "--steps", "1"]
+    env = {"GPUBENCH_TEST_SLOW_MARKER": str(marker)}
+    proc = _start("sweep", *args, "--out", str(out), new_session=True, env=env)
+    # the model's check step is asleep: the sweep is surely not at its first point (waiting for
+    # the folder instead raced the whole 1-point sweep on a loaded CI machine, which finished
+    # before the test's poll woke)
+    _wait_for(proc, marker.exists)
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the sweep and its workers
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr
