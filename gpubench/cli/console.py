@@ -26,7 +26,7 @@ from gpubench.run import maxbatch
 from gpubench.run.accumulation_plan import AccumulationPlan
 from gpubench.science import remeasured
 from gpubench.science.verdict import ModelVerdict
-from gpubench.store import confirmations
+from gpubench.store import confirmations, env
 from gpubench.store.wording import cell, plural, size
 
 # Markup off: everything printed comes from results, suites, paths or exceptions, where "[...]"
@@ -71,7 +71,7 @@ class SweepProgress:
             f"gpubench: suite {self.spec.name!r}{changed}, {plural(total, 'point')}{already} on "
             f"{', '.join(self.spec.resolved_devices())} -> {self.run_dir}"
         )
-        reasons = load.busy_reasons(read_env(self.run_dir))
+        reasons = load.busy_reasons(env.read(self.run_dir))
         if reasons:
             say(
                 f"gpubench: warning: busy machine as the sweep starts: {'; '.join(reasons)}; "
@@ -87,12 +87,6 @@ class SweepProgress:
 
     def stop(self) -> None:
         self.bar.stop()
-
-
-def read_env(run_dir: Path) -> dict[str, Any]:
-    """The run folder's env.json, or {} where it has none yet."""
-    path = Path(run_dir) / "env.json"
-    return dict(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else {}
 
 
 def launched_row(row: dict[str, Any]) -> None:
@@ -121,7 +115,7 @@ def sweep_summary(frame: pd.DataFrame, run_dir: Path, convergence: bool) -> None
         shown = remeasured.apply(frame, confirmations.partitions(run_dir))
         stdout.print(results_table.summary_table(shown, width=stdout.width))
     stdout.print(f"results: {run_dir}")
-    busy = load.busy_line(read_env(run_dir), frame.to_dict("records"))
+    busy = load.busy_line(env.read(run_dir), frame.to_dict("records"))
     if busy is not None:
         say(f"gpubench: warning: {busy}")
 

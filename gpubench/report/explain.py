@@ -18,7 +18,7 @@ from gpubench.run import folder, shard
 from gpubench.science import plan, remeasured
 from gpubench.science.leaders import MARGIN
 from gpubench.science.verdict import ModelVerdict, verdicts
-from gpubench.store import confirmations, growth_record, tune_record
+from gpubench.store import confirmations, growth_record, merge_record, tune_record
 from gpubench.store.growth_record import GrowthRecord, Stop
 from gpubench.store.results import ResultStore, read_rows
 
@@ -88,7 +88,7 @@ def unreached(runs: Sequence[Run], records: Sequence[GrowthRecord | None]) -> li
         if (Path(run.path) / tune_record.FILE).is_file():
             continue
         # a merge of folders is finished by resuming its sources, not the merge
-        where = None if (Path(run.path) / MERGE_FILE).is_file() else str(run.path)
+        where = None if (Path(run.path) / merge_record.FILE).is_file() else str(run.path)
         recorded = record.unmeasured if record is not None else ()
         planned = _planned(run, run.frame.to_dict("records"))
         running = folder.in_use(Path(run.path))
@@ -100,10 +100,6 @@ def stops(records: Sequence[GrowthRecord | None]) -> dict[str, Stop]:
     """Why each series the runs' sweeps grew stopped, by the series' label (their growth.json
     `records`; a series no run grew is not in it: its largest batch is not a budget's doing)."""
     return {k: v for r in records if r is not None for k, v in r.series.items()}
-
-
-# written by merge beside the merged rows (run.merge owns it; only its presence is read here)
-MERGE_FILE = "merge.json"
 
 
 def _planned(run: Run, rows: list[dict[str, object]]) -> list[dict[str, object]]:

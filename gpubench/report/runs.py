@@ -12,6 +12,7 @@ import pandas as pd
 
 from gpubench.report import series
 from gpubench.report.analysis import real
+from gpubench.store import env
 from gpubench.store.env import gpu_entry, named_device
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import COLUMNS, IDENTITY, TEXT
@@ -87,8 +88,8 @@ class Run:
         """The memory in bytes of a GPU row's device from env.json: the GPU of that index (and
         of the row's GPU `name`, where it has one) on the row's own machine first, else on any
         machine of the run (one model, one capacity). None for the CPU or where none matches."""
-        for env in (self.machine(host), *self.machines()):
-            gpu = gpu_entry(env, device, name or None)
+        for captured in (self.machine(host), *self.machines()):
+            gpu = gpu_entry(captured, device, name or None)
             if gpu is not None:
                 value = gpu.get("memory_bytes")
                 return int(value) if isinstance(value, int | float) and value > 0 else None
@@ -136,14 +137,14 @@ def load_run(path: str | Path) -> Run:
     suite.json are not."""
     path = Path(path)
     frame = load_results(path)
-    env = _read_json(path / "env.json")
+    captured = env.read(path)
     analysis = _analysis_entries(_read_json(path / "batch_analysis.json"))
     suite = _read_json(path / "suite.json")
     return Run(
         path.resolve().name or str(path),
         path,
         frame,
-        env if isinstance(env, dict) else {},
+        captured,
         analysis,
         suite if isinstance(suite, dict) else {},
     )

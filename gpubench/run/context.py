@@ -19,6 +19,7 @@ from gpubench.run import calibration_process, folder, phases
 from gpubench.run import confirm as leads
 from gpubench.run.worker import STARTUP_TIMEOUT_S, Task, WorkerRunner
 from gpubench.science import bottleneck
+from gpubench.store import env
 from gpubench.store.results import ResultStore, read_rows, repair_tail
 
 # Seconds a point may take once its worker is ready, unless --point-timeout says otherwise.
@@ -134,7 +135,7 @@ class RunContext(contextlib.ExitStack):
         # A fresh run writes its own: an env.json left in the folder by a run that measured
         # no row describes another run's machine and calibration (issue 43).
         fresh = not self.options.resume and not self._env_written
-        if fresh or not (self.dir / "env.json").is_file():
+        if fresh or not (self.dir / env.ENV_FILE).is_file():
             with self.log.phase("calibration"):
                 captured = calibration_process.captured(
                     devices,
@@ -144,7 +145,7 @@ class RunContext(contextlib.ExitStack):
                     timeout_s=_setup_limit(self.options.point_timeout_s),
                     runner=self.runner if in_worker else None,
                 )
-                self.store.write_json("env.json", captured)
+                self.store.write_json(env.ENV_FILE, captured)
                 self._env_written = True
         nvml.warn_if_unavailable(devices)
 

@@ -172,8 +172,7 @@ def _differences(saved: dict[str, Any], here: dict[str, Any], changed: list[str]
 def check_same_machine(run_dir: Path) -> None:
     """Refuse to resume `run_dir` on another machine (env.machine), naming the difference, or
     a folder with rows but no env.json (their machine is unknown)."""
-    path = run_dir / "env.json"
-    if not path.is_file():
+    if not (run_dir / env.ENV_FILE).is_file():
         results = run_dir / "results.jsonl"
         if results.is_file() and results.read_bytes().strip():
             raise ConfigError(
@@ -182,10 +181,7 @@ def check_same_machine(run_dir: Path) -> None:
                 "restore its env.json, or choose another --out"
             )
         return  # the sweep stopped before capturing it: no row was measured either
-    try:
-        saved = env.machine(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"cannot read {path}: {e}") from None
+    saved = env.machine(env.read(run_dir))
     here = env.current_machine()
     changed = [k for k in here if saved.get(k) != here[k]]
     if changed:

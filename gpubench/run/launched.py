@@ -163,8 +163,8 @@ def _todo(run: RunContext, spec: SweepSpec, local_world: int) -> list[tuple[Poin
 
     out = run.dir
     run.write_suite(spec)
-    if not (out / "env.json").is_file():  # in this rank: the ranks hold the devices
-        run.store.write_json("env.json", env.capture(spec.resolved_devices(), spec.precisions))
+    if not (out / env.ENV_FILE).is_file():  # in this rank: the ranks hold the devices
+        run.store.write_json(env.ENV_FILE, env.capture(spec.resolved_devices(), spec.precisions))
         # the calibration's matmul and copy buffers go back to the device before rank 0's
         # points (a no-op where this rank never initialised CUDA)
         torch.cuda.empty_cache()

@@ -12,7 +12,7 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Point
 from gpubench.run import folder
 from gpubench.science import scaling
-from gpubench.store import env
+from gpubench.store import env, merge_record
 from gpubench.store.results import ResultsError, ResultStore, read_rows
 
 
@@ -26,15 +26,6 @@ class Merged:
     dropped: int
     replaced: int = 0
     machines: tuple[str, ...] = ()
-
-
-def _env(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "env.json"
-    try:
-        env_obj = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except ValueError as e:
-        raise ConfigError(f"cannot read {path}: {e}") from None
-    return env_obj if isinstance(env_obj, dict) else {}
 
 
 def _machines(run_dir: Path, env_obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -103,7 +94,7 @@ def merge(
     sources = []
     for d in dirs:
         try:
-            sources.append((d, read_rows(d), _env(d)))
+            sources.append((d, read_rows(d), env.read(d)))
         except ResultsError as e:
             raise ConfigError(str(e)) from e
     if not any(run_rows for _, run_rows, _ in sources):
@@ -141,22 +132,13 @@ def merge(
     with folder.locked(out):
         folder.check_fresh(out)
         store = ResultStore(out)
-        store.write_json("env.json", {**sources[0][2], "machines": every})
+        store.write_json(env.ENV_FILE, {**sources[0][2], "machines": every})
         suites = [
             folder.saved_suite(d) if (d / "suite.json").is_file() else None for d, _, _ in sources
         ]
         if suites[0] is not None and all(s == suites[0] for s in suites):
             store.write_json("suite.json", suites[0])
-        store.write_json(
-            "merge.json",
-            {
-                "sources": [str(d) for d in dirs],
-                "rows": len(rows),
-                "dropped": dropped,
-                "replaced_failed": replaced,
-                "machines": list(joined),
-            },
-        )
+        merge_record.write(store, dirs, len(rows), dropped, replaced, joined)
         for row in rows:
             store.append(row)
         store.write_csv()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 import os
 import platform
 import subprocess
@@ -16,7 +17,21 @@ from typing import Any
 import torch
 
 from gpubench.config import precision
+from gpubench.config.errors import ConfigError
 from gpubench.probes import bandwidth, calibration, datasheet, nvml, rapl
+
+# A run folder's captured environment: written by the run context (run.context, run.launched)
+# and by merge, read by a resume, merge, the console and the report through `read`.
+ENV_FILE = "env.json"
+# What a JSON value that is not an object is, in JSON's words.
+_JSON_KINDS = {
+    list: "an array",
+    str: "a string",
+    bool: "true or false",
+    int: "a number",
+    float: "a number",
+    type(None): "null",
+}
 
 
 def capture(
@@ -44,6 +59,36 @@ def capture(
         "memory_bandwidth": memory_bandwidths(devices, recalibrate),
         "rapl": {"unavailable_reason": rapl.unavailable_reason()},
     }
+
+
+def read(run_dir: str | Path) -> dict[str, Any]:
+    """The environment captured in `run_dir`'s env.json: {} where the folder has none, the JSON
+    object it holds otherwise. A file that cannot be read, is not JSON or holds no object is a
+    ConfigError naming it (a user's input: one line, exit status 2)."""
+    path = Path(run_dir) / ENV_FILE
+    if not path.is_file():
+        return {}
+    try:
+        captured = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"cannot read {str(path)!r}: {e.strerror or e}") from None
+    except ValueError as e:  # not JSON, or not UTF-8
+        raise ConfigError(_not_an_object(path, f"not JSON ({e})")) from None
+    if not isinstance(captured, dict):
+        held = _JSON_KINDS.get(type(captured), type(captured).__name__)
+        raise ConfigError(_not_an_object(path, f"it holds {held}"))
+    return captured
+
+
+def _not_an_object(path: Path, what: str) -> str:
+    # Without env.json report, explain and merge read the rows but not their machine, and a
+    # resume of a folder with rows is refused (run.folder.check_same_machine): only a copy
+    # restores the folder whole.
+    return (
+        f"cannot read {str(path)!r}: {what}; it must be a JSON object as gpubench writes it: "
+        "restore it from a copy (without it the report lacks the machine's facts, and a "
+        "resume of a folder with rows is refused)"
+    )
 
 
 def machine(captured: dict[str, Any]) -> dict[str, Any]:

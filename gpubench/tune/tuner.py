@@ -39,6 +39,7 @@ from gpubench.run import confirm as leads
 from gpubench.run import preflight
 from gpubench.run.batch_search import Probe
 from gpubench.run.context import RunContext, RunOptions
+from gpubench.store import env
 from gpubench.store import tune_record as T
 from gpubench.store.results import ResultStore, replace_durably
 from gpubench.tune import record as tune_record
@@ -186,7 +187,7 @@ def tune(
         # (on an H100 about 4 s each of the 22 s tune spent before its first trial) paid once
         preflight.check_models(spec, options.max_memory, options.point_timeout_s, run.runner)
         run.write_suite(spec)
-        if not (run_dir / "env.json").is_file():
+        if not (run_dir / env.ENV_FILE).is_file():
             clock.say("capturing the environment")
         run.capture_env(spec.resolved_devices(), space.values["precision"], in_worker=True)
         trials = _Trials(run, request, space, clock, saved, should_stop, on_trial)
