@@ -480,6 +480,8 @@ def test_ctrl_c_before_the_first_point_is_one_line_and_the_resume_command(
     last = stderr.strip().splitlines()[-1]
     assert last.endswith(f"resume with: python -m gpubench sweep --resume {out}"), stderr
     assert not (out / "results.jsonl").exists() or not read_rows(out)
+    # no point was in flight: none is said to be finished first
+    assert "stopping before the first point" in stderr and "in flight" not in stderr, stderr
 
 
 @pytest.mark.parametrize(

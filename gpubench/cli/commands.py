@@ -58,7 +58,7 @@ def sweep(args: argparse.Namespace) -> int:
     hint = resume_command(run_dir, options)
     progress = console.SweepProgress(spec, run_dir, args.quiet, sweep_args.overridden_flags(args))
     try:
-        with GracefulStop(console.stopping_after_point) as stop:
+        with GracefulStop(lambda: console.stopping(progress.measuring)) as stop:
             frame = run_sweep(
                 spec,
                 run_dir,

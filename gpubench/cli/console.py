@@ -62,6 +62,7 @@ class SweepProgress:
             disable=quiet,
         )
         self.task = self.bar.add_task("measuring", total=None)
+        self.measuring = False  # from on_start on: a point is in flight or next
 
     def on_start(self, total: int, done: int) -> None:
         """The run folder passed its checks: say what runs where, and start the bar."""
@@ -79,6 +80,7 @@ class SweepProgress:
             )
         self.bar.update(self.task, total=total, completed=done)
         self.bar.start()
+        self.measuring = True
 
     def on_row(self, row: dict[str, Any], i: int, total: int) -> None:
         self.bar.update(self.task, total=total, completed=i, description=_short(row))
@@ -94,7 +96,11 @@ def launched_row(row: dict[str, Any]) -> None:
     say(f"gpubench: {_short(row)}")
 
 
-def stopping_after_point() -> None:
+def stopping(measuring: bool) -> None:
+    """The first Ctrl-C's line: once `measuring`, the point in flight is finished first."""
+    if not measuring:
+        say("gpubench: stopping before the first point (Ctrl-C again stops at once)")
+        return
     say(
         "gpubench: stopping after the point in flight is recorded "
         "(Ctrl-C again stops at once, losing that point)"

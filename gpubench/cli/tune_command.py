@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir: Path = args.resume or args.out or default_run_dir()
     print(f"tune -> {run_dir}", flush=True)
     try:
-        with GracefulStop(console.stopping_after_point) as stop:
+        with GracefulStop(lambda: console.stopping(True)) as stop:
             record = tune(
                 request,
                 run_dir,
