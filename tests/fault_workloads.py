@@ -76,41 +76,36 @@ def hang_later() -> Workload:
     return _wrap(_Later(lambda: time.sleep(10**6)))
 
 
+def _asleep_at(call: int) -> Callable[[], None]:
+    """A fault that, at its `call`-th call only, creates the file named by
+    $GPUBENCH_TEST_SLOW_MARKER (if set), then sleeps $GPUBENCH_TEST_SLOW_S seconds (default 3)."""
+    calls: list[bool] = []
+
+    def fault() -> None:
+        calls.append(True)
+        if len(calls) == call:
+            marker = os.environ.get("GPUBENCH_TEST_SLOW_MARKER")
+            if marker:
+                Path(marker).touch()
+            time.sleep(float(os.environ.get("GPUBENCH_TEST_SLOW_S", "3")))
+
+    return fault
+
+
 def slow() -> Workload:
     """Its second forward pass sleeps ($GPUBENCH_TEST_SLOW_S seconds, default 3), then it trains
     like the tiny MLP: a point that is surely in flight when a test interrupts the sweep, and
     that then finishes. When it starts sleeping it creates the file named by
     $GPUBENCH_TEST_SLOW_MARKER, if set. (Its first pass is the sweep's check step, which runs
     before the sweep starts: it must not sleep there.)"""
-    calls: list[bool] = []
-
-    def once() -> None:
-        calls.append(True)
-        if len(calls) == 2:
-            marker = os.environ.get("GPUBENCH_TEST_SLOW_MARKER")
-            if marker:
-                Path(marker).touch()
-            time.sleep(float(os.environ.get("GPUBENCH_TEST_SLOW_S", "3")))
-
-    return _wrap(once)
+    return _wrap(_asleep_at(2))
 
 
 def slow_check() -> Workload:
-    """Its first forward pass, the sweep's check step before the folder is opened, sleeps
-    ($GPUBENCH_TEST_SLOW_S seconds, default 3) after creating the file named by
-    $GPUBENCH_TEST_SLOW_MARKER, if set: a sweep surely not yet at its first point when a test
-    interrupts it. Later passes train like the tiny MLP."""
-    calls: list[bool] = []
-
-    def first() -> None:
-        calls.append(True)
-        if len(calls) == 1:
-            marker = os.environ.get("GPUBENCH_TEST_SLOW_MARKER")
-            if marker:
-                Path(marker).touch()
-            time.sleep(float(os.environ.get("GPUBENCH_TEST_SLOW_S", "3")))
-
-    return _wrap(first)
+    """Its first forward pass, the sweep's check step before the folder is opened, sleeps as
+    slow()'s second does: a sweep surely not yet at its first point when a test interrupts it.
+    Later passes train like the tiny MLP."""
+    return _wrap(_asleep_at(1))
 
 
 def _raise() -> None:
