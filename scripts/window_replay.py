@@ -21,7 +21,7 @@ from pathlib import Path
 
 from gpubench.config.spec import Budget
 from gpubench.harness import timing
-from gpubench.harness.timing import Stats
+from gpubench.harness.step_stats import Stats
 from gpubench.store.results import read_rows
 
 

@@ -1,4 +1,4 @@
-"""The median's interval from order statistics (harness.timing.median_ci_indices) against a
+"""The median's interval from order statistics (harness.step_stats.median_ci_indices) against a
 reference that walks the exact Binomial(n, 1/2) by hand: the same indices for every n from 1 to
 200 at 95% and 99%, so moving to scipy changed no interval."""
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from gpubench.harness.timing import median_ci_indices, min_samples_for_ci
+from gpubench.harness.step_stats import median_ci_indices, min_samples_for_ci
 
 
 def _reference(n: int, confidence: float) -> tuple[int, int] | None:

@@ -13,7 +13,8 @@ import torch
 
 from gpubench.config.spec import Budget
 from gpubench.harness import timing
-from gpubench.harness.timing import Stats, measure, median_ci_indices
+from gpubench.harness.step_stats import Stats, median_ci_indices
+from gpubench.harness.timing import measure
 
 CPU = torch.device("cpu")
 

@@ -11,18 +11,21 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from gpubench.cli import console, max_batch_args, sweep_args, values
+from gpubench.cli import max_batch_args, sweep_args, values
 from gpubench.config.errors import ConfigError
-from gpubench.config.spec import Budget, Point, SweepSpec
-from gpubench.run import accumulation_plan, maxbatch, phases
-from gpubench.run.context import DEFAULT_POINT_TIMEOUT_S, RunOptions
-from gpubench.run.interrupt import GracefulStop, Terminated
+from gpubench.config.spec import DEFAULT_POINT_TIMEOUT_S, Budget, Point, SweepSpec
 from gpubench.run.memory_cap import exact_size
-from gpubench.run.sweep import default_run_dir, run_sweep
-from gpubench.store.results import ResultsError, RowNotWritten
 from gpubench.store.wording import plural
+
+if TYPE_CHECKING:
+    from gpubench.run.context import RunOptions
+    from gpubench.run.maxbatch import MaxBatch
+    from gpubench.store.results import RowNotWritten
+
+# Each command imports what it uses when it runs (the console brings pandas and rich, a sweep
+# torch and scipy, a report matplotlib): `--help`, `list` and a mistyped flag answer at once.
 
 # The exit status of a sweep in which every point of some model ended `error`: it ran (its rows
 # are kept), but a model measured nothing, which a script or CI must not take for success.
@@ -38,7 +41,12 @@ def sweep(args: argparse.Namespace) -> int:
     status 0; FAILED_MODEL where every point of some model ended `error`; 130 when Ctrl-C
     stopped it (the rows measured are kept either way). The opening line names the flags that
     changed the suite."""
-    from gpubench.run import launched
+    from gpubench.cli import console
+    from gpubench.run import launched, phases
+    from gpubench.run.context import RunOptions
+    from gpubench.run.interrupt import GracefulStop, Terminated
+    from gpubench.run.sweep import run_sweep
+    from gpubench.store.results import ResultsError
 
     spec = sweep_args.spec_from_args(args)
     out: Path | None = args.resume if args.resume is not None else args.out
@@ -123,6 +131,8 @@ def sweep(args: argparse.Namespace) -> int:
 def _unwritten_row(e: BaseException) -> RowNotWritten | None:
     """The RowNotWritten `e` is or arose while handling (a full disk fails the writes after a
     row's too, phases.json's say, and the last of them is the one raised), else None."""
+    from gpubench.store.results import RowNotWritten
+
     seen: BaseException | None = e
     while seen is not None:
         if isinstance(seen, RowNotWritten):
@@ -134,6 +144,8 @@ def _unwritten_row(e: BaseException) -> RowNotWritten | None:
 def reserved_run_dir() -> Path:
     """A new results/<timestamp> folder, made now: two sweeps started in the same second
     without --out each get their own (the second takes the next suffix), never one folder."""
+    from gpubench.run.sweep import default_run_dir
+
     while True:
         path = default_run_dir()
         try:
@@ -169,6 +181,7 @@ def _launched_sweep(spec: SweepSpec, out: Path | None, point_timeout_s: float | 
     folder); rank 0 prints each row and renders the report. The process ends here."""
     import os
 
+    from gpubench.cli import console
     from gpubench.run import launched
     from gpubench.run.ranks import GROUP_TIMEOUT_S
 
@@ -197,6 +210,7 @@ def _launched_sweep(spec: SweepSpec, out: Path | None, point_timeout_s: float | 
 def render_report(run_dir: Path) -> None:
     """The sweep's report; a failure costs only the report (its rows are on disk): it is
     printed with the command that retries it, and the sweep still succeeds."""
+    from gpubench.cli import console
     from gpubench.report import build_report
 
     try:
@@ -235,6 +249,7 @@ def print_verdict(dirs: list[Path], as_json: bool = False, margin_pct: float | N
     """The verdict per model of the run folders `dirs` (the last thing a sweep or a tune
     prints; as JSON with `as_json`), with why there is none where there is none; a lead under
     `margin_pct` percent is a tie (None: the default margin)."""
+    from gpubench.cli import console
     from gpubench.report.explain import explain_runs, nothing_concluded
 
     margin = [] if margin_pct is None else [margin_pct / 100]
@@ -256,6 +271,7 @@ def explain(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
+    from gpubench.cli import console
     from gpubench.report import build_report
 
     console.report_path(build_report(args.dirs, args.out))  # a ResultsError: one line (main)
@@ -296,9 +312,10 @@ def max_batch(args: argparse.Namespace) -> int:
     (cli.max_batch_args) that fits under the memory cap and print it; with --target-batch or
     --checkpoint, the largest micro-batch per checkpoint mode and the fewest accumulation steps
     for the target (run.accumulation_plan)."""
+    from gpubench.cli import console
     from gpubench.config.model_options import decode
     from gpubench.harness.step import unsupported_reason
-    from gpubench.run import preflight
+    from gpubench.run import accumulation_plan, maxbatch, preflight
     from gpubench.run.worker import WorkerRunner
 
     point = max_batch_args.point_from_args(args)
@@ -318,7 +335,7 @@ def max_batch(args: argparse.Namespace) -> int:
     cap = max_memory if max_memory is not None else maxbatch.default_cap(point.device)
     console.max_batch_header(point, cap, chosen=max_memory is not None)
 
-    def search(p: Point) -> maxbatch.MaxBatch:
+    def search(p: Point) -> MaxBatch:
         return maxbatch.find(
             p,
             cap,
@@ -359,6 +376,7 @@ def print_json(value: Any) -> None:
 def list_all(args: argparse.Namespace) -> int:
     import torch
 
+    from gpubench.cli import console
     from gpubench.config.suite import shipped_names
     from gpubench.models import describe
 

@@ -8,7 +8,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from rich.console import Console
@@ -18,16 +18,24 @@ from rich.table import Table
 from gpubench.cli import results_table
 from gpubench.cli.convergence_table import batch_table, comparisons, points_table
 from gpubench.cli.layout import plain_table
-from gpubench.config.precision import PRECISION_NOTE
-from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point, SweepSpec, model_label
+from gpubench.config.spec import (
+    OPTIMIZERS,
+    PRECISION_NOTE,
+    PRECISIONS,
+    Point,
+    SweepSpec,
+    model_label,
+)
 from gpubench.probes import load
 from gpubench.report import answer
 from gpubench.run import maxbatch
-from gpubench.run.accumulation_plan import AccumulationPlan
 from gpubench.science import remeasured
 from gpubench.science.verdict import ModelVerdict
 from gpubench.store import confirmations, env
 from gpubench.store.wording import cell, plural, size
+
+if TYPE_CHECKING:  # its search runs workers (torch): printed only after one ran
+    from gpubench.run.accumulation_plan import AccumulationPlan
 
 # Markup off: everything printed comes from results, suites, paths or exceptions, where "[...]"
 # is text (an allocator's message, a suite named "a[/]b"), never a style to parse.

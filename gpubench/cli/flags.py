@@ -87,7 +87,6 @@ def add_measuring_flags(parser: argparse.ArgumentParser, *, sweep: bool) -> None
     and --point-timeout. The sweep's --data and --seeds default to the suite's value (None
     here); a command of one model measures on the device's own batches and seed 0."""
     from gpubench.run.memory_cap import parse_size
-    from gpubench.run.sweep import DEFAULT_POINT_TIMEOUT_S
 
     parser.add_argument(
         "--data",
@@ -137,9 +136,9 @@ def add_measuring_flags(parser: argparse.ArgumentParser, *, sweep: bool) -> None
     parser.add_argument(
         "--point-timeout",
         type=values.arg(values.positive_float),
-        default=DEFAULT_POINT_TIMEOUT_S,
+        default=S.DEFAULT_POINT_TIMEOUT_S,
         metavar="SECONDS",
-        help=f"record a point as timeout after this long (default: {DEFAULT_POINT_TIMEOUT_S:g})",
+        help=f"record a point as timeout after this long (default: {S.DEFAULT_POINT_TIMEOUT_S:g})",
     )
 
 

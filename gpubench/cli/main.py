@@ -2,9 +2,11 @@
 ConfigError anywhere before measuring is one line on stderr and exit status 2 (a model that
 failed its check step before a sweep: that line, then the last frames of its traceback).
 
-Light to import: a command that runs workers starts their fork server (run.forkserver) before
-the command line's own imports (torch, pandas, scipy: seconds of one core), so that both import
-side by side. A command run as its own process ends without the interpreter's teardown (leave)."""
+Light to import: the parser imports no torch, scipy, pandas or matplotlib, so `--help` and a
+mistyped flag answer at once. A command that runs workers starts their fork server
+(run.forkserver) once its flags have parsed and before the command's own imports (torch,
+pandas, scipy: seconds of one core), so that both import side by side. A command run as its
+own process ends without the interpreter's teardown (leave)."""
 
 from __future__ import annotations
 
@@ -30,13 +32,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     with warnings.catch_warnings():  # restores Python's warning display on the way out
         warnings.formatwarning = _format_warning
         try:
-            if next((a for a in given if not a.startswith("-")), None) in _WORKER_COMMANDS:
-                from gpubench.run import forkserver
-
-                forkserver.start()
             from gpubench.cli import parser
 
             args = parser.build_parser().parse_args(negative_values_joined(given))
+            if args.command in _WORKER_COMMANDS:
+                from gpubench.run import forkserver
+
+                forkserver.start()
             # a command of its own process (not main([...]) from Python): a wall-clock budget
             # counts from the process's start (tune)
             args.own_process = argv is None

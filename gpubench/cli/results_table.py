@@ -13,8 +13,7 @@ from gpubench.cli import layout
 from gpubench.cli.layout import Column
 from gpubench.config import labels
 from gpubench.config.spec import model_label
-from gpubench.data.synthetic import DISTINCT_BATCHES
-from gpubench.harness.timing import min_samples_for_ci
+from gpubench.harness.step_stats import min_samples_for_ci
 from gpubench.science import scaling
 from gpubench.store.wording import cell
 
@@ -52,11 +51,18 @@ def _status_cell(row: dict[str, Any]) -> str:
 
 
 _LOSS = "synthetic loss first→last"
-_LOSS_CAPTION = (
-    f"{_LOSS}: the training loss at the first and last step, on {DISTINCT_BATCHES} random "
-    "batches cycled, which a model memorises (so it can fall to 0.000): it shows the steps "
-    "train, not how well the model learns; a convergence run measures that"
-)
+
+
+def _loss_caption() -> str:
+    """What the synthetic loss column shows (its batches' count from data.synthetic, which
+    imports torch: read when a table has the column, not when the console is imported)."""
+    from gpubench.data.synthetic import DISTINCT_BATCHES
+
+    return (
+        f"{_LOSS}: the training loss at the first and last step, on {DISTINCT_BATCHES} random "
+        "batches cycled, which a model memorises (so it can fall to 0.000): it shows the steps "
+        "train, not how well the model learns; a convergence run measures that"
+    )
 
 
 # The columns given up first where the terminal is narrow (layout.fit), in order; identity,
@@ -100,7 +106,7 @@ def summary_table(frame: pd.DataFrame, width: int | None = None) -> Table:
     shown = [c for i, c in enumerate(columns) if i < 4 or any(c.cells)]
     fitted = layout.fit(shown, width, DROPPED_FIRST)
     loss = [c.label(fitted.short) for c in fitted.columns if c.header == _LOSS]
-    caption = loss[0] + _LOSS_CAPTION.removeprefix(_LOSS) if loss else None
+    caption = loss[0] + _loss_caption().removeprefix(_LOSS) if loss else None
     return layout.table(fitted, "gpubench results", caption)
 
 

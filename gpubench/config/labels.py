@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from gpubench.config import registry as R
 from gpubench.config.loader import TORCH_PREFETCH  # a label names only another prefetch
 from gpubench.config.registry import normal
@@ -164,6 +162,8 @@ def varying(rows: Sequence[Row], settings: Iterable[str] | None = None) -> list[
 def cell(name: str, value: Any) -> str:
     """A setting's value as a table cell: booleans on/off, a null as the setting says it
     ('auto' threads, 'default' model options, else 'none'), whole floats as whole numbers."""
+    import numpy as np  # a frame's booleans are numpy's (imported with pandas by then)
+
     if R.null(value):
         return R.BY_NAME[name].unset if name in R.BY_NAME else "none"
     if isinstance(value, bool | np.bool_):

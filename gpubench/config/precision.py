@@ -28,16 +28,6 @@ _PRECISIONS = {
 }
 
 
-# Shown where precisions are listed (README, `gpubench list`, the report): gpubench's fp32 is
-# not PyTorch's default fp32 (issue 16).
-PRECISION_NOTE = (
-    "fp32 is strict IEEE fp32 (TF32 off in cuBLAS and cuDNN); PyTorch's default runs fp32 "
-    "convolutions on TF32 tensor cores (torch.backends.cudnn.allow_tf32 is on by default), so "
-    "on a GPU a CNN's plain-PyTorch fp32 is closer to gpubench's tf32 (TF32 for matmuls and "
-    "convolutions) than to its fp32."
-)
-
-
 def get(name: str) -> Precision:
     return _PRECISIONS[name]
 

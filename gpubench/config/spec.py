@@ -33,6 +33,15 @@ from gpubench.config.registry import (
 __all__ = ["CHECKPOINT_MODES", "COMPILE_MODES", "DATA_MODES", "OPTIMIZERS", "PARALLEL_MODES"]
 __all__ += ["PRECISIONS", "SCALING_MODES", "SIZES", "model_label"]
 
+# Shown where precisions are listed (README, `gpubench list`, the report): gpubench's fp32 is
+# not PyTorch's default fp32 (issue 16).
+PRECISION_NOTE = (
+    "fp32 is strict IEEE fp32 (TF32 off in cuBLAS and cuDNN); PyTorch's default runs fp32 "
+    "convolutions on TF32 tensor cores (torch.backends.cudnn.allow_tf32 is on by default), so "
+    "on a GPU a CNN's plain-PyTorch fp32 is closer to gpubench's tf32 (TF32 for matmuls and "
+    "convolutions) than to its fp32."
+)
+
 MODES = ("speed", "convergence")
 # batch_sizes = "auto": the powers of two up to the largest batch that fits (gpubench.run.maxbatch).
 AUTO = "auto"
@@ -128,6 +137,10 @@ else:
     Point.__doc__ = """One measurement's identity (config.registry): the same Point measured
     twice answers the same question."""
     Point.__module__ = __name__
+
+
+# Seconds a point may take once its worker is ready, unless --point-timeout says otherwise.
+DEFAULT_POINT_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)

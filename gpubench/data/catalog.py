@@ -3,10 +3,10 @@ configuration is adapted to it (input shape, classes, vocabulary)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpubench.data import cifar, digits, text
-from gpubench.data.dataset import DataSet
+if TYPE_CHECKING:  # the data modules bring torch: imported when a data set is loaded
+    from gpubench.data.dataset import DataSet
 
 DATASETS = ("digits", "cifar10", "text")
 TASKS = {"digits": "classification", "cifar10": "classification", "text": "language-model"}
@@ -41,6 +41,7 @@ def load(
     """The data set for `model` at preset `size`, and the model overrides that fit it. Images
     are `image_size` pixels square where that is set; else the MLP takes the digits at their
     native 8x8 and the CNN at its own input size."""
+    from gpubench.data import cifar, digits, text
     from gpubench.models import cnn, transformer
 
     name = resolve(model, dataset)

@@ -16,7 +16,7 @@ import torch
 
 from gpubench.config.spec import Budget, Point
 from gpubench.harness.point import _datasheet_peak, loss_status, profile_values, roofline_values
-from gpubench.harness.timing import Stats
+from gpubench.harness.step_stats import Stats
 from gpubench.probes import calibration, flops, load
 from gpubench.probes.bandwidth import cached_bandwidth
 from gpubench.probes.profile import COLLECTIVE_METHOD

@@ -2,7 +2,10 @@
 
 A name is a reference model (`mlp`, `cnn`, `transformer`), an ecosystem model
 (`torchvision:resnet50`, `timm:vit_small_patch16_224`, `hf:gpt2`: see the *_adapter modules),
-or a user's `package.module:function` returning a Workload."""
+or a user's `package.module:function` returning a Workload.
+
+Light to import: the names and sizes are plain constants, and torch comes with the first model
+built (the command line's parser checks a model's name without it)."""
 
 from __future__ import annotations
 
@@ -13,15 +16,16 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from gpubench.models import cnn, mlp, transformer
-from gpubench.models.workload import Workload, imported_function
+if typing.TYPE_CHECKING:
+    from gpubench.models.workload import Workload
 
-_REGISTRY: dict[str, tuple[dict[str, Any], Callable[[Any], Workload]]] = {
-    "mlp": (mlp.PRESETS, mlp.build),
-    "cnn": (cnn.PRESETS, cnn.build),
-    "transformer": (transformer.PRESETS, transformer.build),
+# The reference models and the modules that build them (each has PRESETS and build(config)).
+_REFERENCE = {
+    "mlp": "gpubench.models.mlp",
+    "cnn": "gpubench.models.cnn",
+    "transformer": "gpubench.models.transformer",
 }
-MODEL_NAMES = tuple(_REGISTRY)
+MODEL_NAMES = tuple(_REFERENCE)
 SIZES = ("tiny", "small", "base")
 # The ecosystem prefixes and the modules that build their models (imported when first used).
 ECOSYSTEMS = {
@@ -35,6 +39,21 @@ _COMMON_OPTIONS = {"num_classes": "classes"}
 __all__ = ["MODEL_NAMES", "SIZES", "Workload", "build", "describe"]
 
 
+def __getattr__(name: str) -> Any:
+    """`gpubench.models.Workload`, imported (with torch) on first use."""
+    if name == "Workload":
+        from gpubench.models.workload import Workload
+
+        return Workload
+    raise AttributeError(f"module 'gpubench.models' has no attribute {name!r}")
+
+
+def _reference(name: str) -> tuple[dict[str, Any], Callable[[Any], Workload]]:
+    """Reference model `name`'s size presets and builder (its module imported on first use)."""
+    module = importlib.import_module(_REFERENCE[name])
+    return module.PRESETS, module.build
+
+
 def build(name: str, size: str = "small", **overrides: Any) -> Workload:
     """Build a reference workload at a size preset, with config fields overridden by keyword,
     an ecosystem model with `overrides` as its options (`size` does not apply), or a user's
@@ -45,12 +64,12 @@ def build(name: str, size: str = "small", **overrides: Any) -> Workload:
         return importlib.import_module(ECOSYSTEMS[prefix]).build(rest, overrides)  # type: ignore[no-any-return]
     if ":" in name:
         return _build_user(name, size, overrides)
-    if name not in _REGISTRY:
+    if name not in _REFERENCE:
         raise ValueError(
             f"unknown model {name!r}; allowed: {', '.join(MODEL_NAMES)}, "
             "or 'package.module:function'"
         )
-    presets, builder = _REGISTRY[name]
+    presets, builder = _reference(name)
     if size not in presets:
         raise ValueError(f"unknown size {size!r} for {name}; allowed: {', '.join(presets)}")
     cfg = presets[size]
@@ -115,6 +134,8 @@ def _check_option(model: str, key: str, value: Any, kind: Any) -> None:
 
 
 def _build_user(name: str, size: str, overrides: dict[str, Any]) -> Workload:
+    from gpubench.models.workload import Workload, imported_function
+
     func = imported_function(name, "user model")
     if not callable(func):
         raise ValueError(
@@ -144,7 +165,8 @@ def describe() -> list[dict[str, Any]]:
     import torch
 
     out = []
-    for name, (presets, _) in _REGISTRY.items():
+    for name in MODEL_NAMES:
+        presets, _ = _reference(name)
         for size, cfg in presets.items():
             with torch.device("meta"):  # count parameters without allocating them
                 parameters = build(name, size).parameter_count()

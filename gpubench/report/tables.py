@@ -12,7 +12,7 @@ import pandas as pd
 
 from gpubench.config import registry
 from gpubench.config.labels import cell
-from gpubench.config.precision import PRECISION_NOTE
+from gpubench.config.spec import PRECISION_NOTE
 from gpubench.report import analysis as A
 from gpubench.report import html as H
 from gpubench.report import series as S

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gpubench.config.spec import Point, SweepSpec
+from gpubench.config.spec import DEFAULT_POINT_TIMEOUT_S, Point, SweepSpec
 from gpubench.probes import nvml
 from gpubench.run import calibration_process, folder, phases
 from gpubench.run import confirm as leads
@@ -22,8 +22,6 @@ from gpubench.science import bottleneck
 from gpubench.store import env
 from gpubench.store.results import ResultStore, read_rows, repair_tail
 
-# Seconds a point may take once its worker is ready, unless --point-timeout says otherwise.
-DEFAULT_POINT_TIMEOUT_S = 600.0
 # What --retry-failed runs again: outcomes that say nothing about the point itself.
 RETRIED = ("error", "timeout")
 

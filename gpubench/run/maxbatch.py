@@ -22,8 +22,6 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point
 from gpubench.run import batch_search, memory_cap
 from gpubench.run.batch_search import Probe, resolution
-from gpubench.run.worker import WorkerRunner
-from gpubench.science import growth
 
 # A probe: one warm-up step, then this many measured steps (optimizer state exists after step 1).
 PROBE_STEPS = 3
@@ -213,6 +211,8 @@ def find(
             result.stopped = f"confirming {how}" if phase == "confirm" else how
         return p
 
+    from gpubench.run.worker import WorkerRunner  # torch's: the parser reads CEILING here
+
     with contextlib.closing(WorkerRunner(max_memory, point_timeout_s, reuse=False)) as fresh:
         # a probe asks only whether the batch fits: no profile of where its time goes
         short = dataclasses.replace(Budget.fixed(probe_steps, warmup_steps=1), profile_steps=0)
@@ -353,6 +353,8 @@ def _time(probe: Callable[[int, str, Budget], Probe], budget: Budget, result: Ma
     while batch is not None:
         done = timed.get(batch)
         seen.append(done if done is not None else probe(batch, "time", budget))
+        from gpubench.science import growth
+
         batch = growth.decide([_as_row(p) for p in seen], None, ceiling=result.largest).batch
     fast = [p for p in seen if p.fits and p.samples_per_s is not None]
     if fast:

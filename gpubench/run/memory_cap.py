@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from gpubench.config.errors import ConfigError
-from gpubench.probes import memory
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.I)
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -41,6 +40,8 @@ def exact_size(n: int) -> str:
 
 def address_space_bytes() -> int | None:
     """This process's virtual address space in bytes (Linux), or None where unknown."""
+    from gpubench.probes import memory  # torch's allocator probes: not for the parser's sizes
+
     return memory.address_space_bytes()
 
 

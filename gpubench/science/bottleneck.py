@@ -52,7 +52,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench.probes.profile import MEMORY_CATEGORIES
 from gpubench.science.input_bound import input_evidence
 from gpubench.science.partition import figure, series
 from gpubench.store.wording import milliseconds, number, times
@@ -322,6 +321,8 @@ def _work_split(shares: dict[str, float]) -> str:
     """', the busy time: products 60%, memory-bound work 30%' from the profile ('' none)."""
     if not shares:
         return ""
+    from gpubench.probes.profile import MEMORY_CATEGORIES  # torch's profiler: read with a profile
+
     groups = {
         "products": sum(shares.get(c, 0.0) for c in PRODUCT_CATEGORIES),
         "memory-bound work": sum(shares.get(c, 0.0) for c in MEMORY_CATEGORIES),

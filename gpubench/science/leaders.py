@@ -34,9 +34,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from gpubench.harness.timing import Stats, min_samples_for_ci
+from gpubench.harness.step_stats import Stats, min_samples_for_ci
 
 CONFIDENCE = 0.95
 MAX_CANDIDATES = 4  # the leader and up to 3 contenders are re-measured
@@ -251,6 +250,8 @@ def spread(values: list[float], processes: list[int]) -> tuple[float, float, flo
     95% interval between processes: the sign test's over all of them, widened to the median of
     each process's own rounds where one lies outside it (so it never claims more than the
     processes agree on)."""
+    from scipy import stats  # a second and a half to import: not for the command line's parser
+
     v = np.asarray(values, dtype=float)
     ci = stats.quantile_test(v, q=float(np.median(v)), p=0.5).confidence_interval(CONFIDENCE)
     low, high = float(ci.low), float(ci.high)

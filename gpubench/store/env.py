@@ -14,11 +14,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from gpubench.config import precision
 from gpubench.config.errors import ConfigError
-from gpubench.probes import bandwidth, calibration, datasheet, nvml, rapl
+from gpubench.probes import datasheet, nvml, rapl
+
+# Reading a folder's env.json imports nothing heavy; capturing this machine's imports torch and
+# the calibration probes (below, in the functions that capture).
 
 # A run folder's captured environment: written by the run context (run.context, run.launched)
 # and by merge, read by a resume, merge, the console and the report through `read`.
@@ -95,6 +95,7 @@ def machine(captured: dict[str, Any]) -> dict[str, Any]:
     """What the rows of one run folder must share, from a captured environment (an env.json):
     the CPU model, the GPUs, the driver, CUDA and torch. Rows measured on two machines that
     differ in one of these cannot be compared as one run."""
+
     torch_ = captured.get("torch") or {}
     return {
         "cpu": (captured.get("cpu") or {}).get("model"),
@@ -115,6 +116,10 @@ def device_name(device: str) -> str | None:
     """What this machine calls `device` ("cpu", "cuda", "cuda:1"): the CPU model for the CPU,
     the GPU's name as torch gives it (env.json's `gpus[].name`) for a CUDA device, None for a
     CUDA device this process cannot see or a device of another kind. Cached per process."""
+    import torch
+
+    from gpubench.probes import calibration
+
     where = torch.device(device)
     if where.type == "cpu":
         return calibration.cpu_model()
@@ -159,6 +164,8 @@ def memory_bandwidths(
     devices: Sequence[str] | None = None, recalibrate: bool = False
 ) -> dict[str, dict[str, Any]]:
     """Per device: the measured copy bandwidth (1e9 bytes/s, read plus write)."""
+    from gpubench.probes import bandwidth
+
     out = {}
     for name in devices if devices is not None else default_devices():
         bw = bandwidth.memory_bandwidth(name, refresh=recalibrate)
@@ -167,6 +174,8 @@ def memory_bandwidths(
 
 
 def default_devices() -> list[str]:
+    import torch
+
     return ["cpu", *(f"cuda:{i}" for i in range(torch.cuda.device_count()))]
 
 
@@ -178,6 +187,11 @@ def matmul_peaks(
     """Per device and precision: the measured matmul peak (TFLOPS, with the matrix size and
     when it was measured) beside the datasheet peak where the GPU is known. A precision the
     device cannot run is left out."""
+    import torch
+
+    from gpubench.config import precision
+    from gpubench.probes import calibration
+
     out: dict[str, dict[str, Any]] = {}
     for name in devices if devices is not None else default_devices():
         device = torch.device(name)
@@ -232,6 +246,11 @@ def git_commit() -> str | None:
 
 
 def cpu_info() -> dict[str, Any]:
+    import torch
+
+    from gpubench.config import precision
+    from gpubench.probes import calibration
+
     model = calibration.cpu_model()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
@@ -249,6 +268,8 @@ def cpu_info() -> dict[str, Any]:
 
 
 def torch_info() -> dict[str, Any]:
+    import torch
+
     cudnn = torch.backends.cudnn
     return {
         "version": torch.__version__,
@@ -264,6 +285,8 @@ def torch_info() -> dict[str, Any]:
 def gpu_info() -> list[dict[str, Any]]:
     """Each CUDA device as torch sees it, with NVML's power limits and clocks where NVML is
     there (`nvml` is None otherwise; the reason is in the top-level `nvml` entry)."""
+    import torch
+
     if not torch.cuda.is_available():
         return []
     out = []

@@ -16,13 +16,15 @@ import dataclasses
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpubench.config import precision, registry
+from gpubench.config import registry
 from gpubench.config import spec as S
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Point
-from gpubench.tune.search import Combo, Config, Space
+
+if TYPE_CHECKING:  # the search brings the verdict's statistics (numpy, torch's timing)
+    from gpubench.tune.search import Combo, Config, Space
 
 # The competing axes other than batch size, as Point fields, in the order a combo lists them.
 AXES: tuple[str, ...] = tuple(s.name for s in registry.SETTINGS if s.searched)
@@ -57,6 +59,8 @@ class TuneSpace:
 
     @property
     def space(self) -> Space:
+        from gpubench.tune.search import Space
+
         return Space(self.combos, self.batch_sizes, self.effective_batch, self.largest)
 
     def point(self, config: Config) -> Point:
@@ -147,6 +151,8 @@ def axis_values(
     from gpubench.run.maxbatch import powers_of_two
 
     device = torch.device(base.device)
+    from gpubench.config import precision  # torch's: not for the command line's parser
+
     has = {"cuda": cuda, "conv": has_conv, "loader": base.data == "loader"}
     out: dict[str, tuple[Any, ...]] = {
         s.name: ((s.choices or (False, True)) if all(has[n] for n in s.needs) else (s.default,))

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from gpubench.config.spec import Budget
-from gpubench.harness.timing import min_samples_for_ci
+from gpubench.harness.step_stats import min_samples_for_ci
 from gpubench.science.leaders import CONFIDENCE
 from gpubench.tune.plan import TrialCost
 from gpubench.tune.search import ROUNDS, Config, round_scale
