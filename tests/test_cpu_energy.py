@@ -171,5 +171,5 @@ def test_a_suites_cpu_watts_loads_and_survives_suite_json(tmp_path: Path) -> Non
     spec = load_suite(path)
     assert spec.cpu_watts == 65.0 and spec_from_saved(as_saved(spec)).cpu_watts == 65.0
     path.write_text('models = ["mlp"]\ndevices = ["cpu"]\ncpu_watts = -5\n')
-    with pytest.raises(ConfigError, match="cpu_watts: invalid power -5; allowed: a finite"):
+    with pytest.raises(ConfigError, match="line 3: invalid power -5; allowed: a finite"):
         load_suite(path)

@@ -351,7 +351,7 @@ def measured_samples_per_j(row: dict[str, Any]) -> float | None:
     measurement: at one power for every row they rank configurations as speed does, so they
     never break a tie)."""
     column = "cpu_samples_per_j" if row.get("device") == "cpu" else "samples_per_j"
-    if row.get("device") == "cpu" and row.get("cpu_energy_method") != "rapl":
+    if row.get("device") == "cpu" and row.get("cpu_energy_method") == "stated":
         return None
     if not finite(row.get(column)) or float(row[column]) <= 0:
         return None
