@@ -1,23 +1,32 @@
-"""CPU energy wherever it can be had (issue 32): RAPL's package and DRAM domains on fake powercap
-trees (wrap-around undone with each domain's range), and where RAPL is missing the TDP estimate
-in columns of its own, labelled `tdp_estimate`, with its stated error."""
+"""CPU energy only where it is measured (issues 32, 49): RAPL's package and DRAM domains on fake
+powercap trees (wrap-around undone with each domain's range), or the watts the user states
+(`sweep --cpu-watts W`: W x the measured time, said as stated); otherwise the row's CPU energy is
+null and the verdict says once why."""
 
 from __future__ import annotations
 
 import dataclasses
-import tomllib
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+from report_fixture import env, speed_row, write_run
 from test_why_probes import _domain  # a fake powercap domain
 
+from gpubench.cli import main
+from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point
+from gpubench.config.suite import load_suite
 from gpubench.harness.point import measure_point
-from gpubench.probes import cpu_power, rapl
-from gpubench.probes.cpu_energy import CpuEnergy
+from gpubench.probes import rapl
+from gpubench.probes.rapl import PackageEnergy as CpuEnergy
+from gpubench.run import cpu_watts
+from gpubench.run.folder import as_saved, spec_from_saved
+from gpubench.science import devices
 from gpubench.store.row import COLUMNS
 
-ESTIMATE_COLUMNS = ["cpu_energy_estimate_j_per_step", "cpu_samples_per_j_estimate"]
+ENERGY = ["cpu_energy_j_per_step", "cpu_samples_per_j", "cpu_energy_method", "cpu_watts"]
 
 
 def _set(domain: Path, uj: int) -> None:
@@ -38,7 +47,7 @@ def test_rapl_reads_package_and_dram_and_undoes_each_domains_wrap(tmp_path: Path
     assert cols["cpu_energy_j_per_step"] == pytest.approx(0.5)
     assert cols["cpu_samples_per_j"] == pytest.approx(16.0)
     assert cols["cpu_dram_energy_j_per_step"] == pytest.approx(0.125)
-    assert not set(ESTIMATE_COLUMNS) & set(cols)  # a measurement is never also an estimate
+    assert devices.of({"device": "cpu", **cols}) == "16.0 samples/J (RAPL package)"
 
 
 def test_a_dram_wrap_uses_the_dram_domains_own_range(tmp_path: Path) -> None:
@@ -59,23 +68,6 @@ def test_a_machine_without_dram_domains_has_null_dram_energy(tmp_path: Path) -> 
     assert cols["cpu_dram_energy_j_per_step"] is None
 
 
-def test_without_powercap_the_estimate_is_labelled_and_never_a_measurement(
-    tmp_path: Path,
-) -> None:
-    with CpuEnergy(tmp_path / "powercap") as energy:
-        sum(i * i for i in range(200_000))  # CPU time for the estimate to see
-    cols = energy.columns(steps=2, batch_size=10, cpu_model="Intel(R) Xeon(R) Gold 6248")
-    assert cols["cpu_energy_method"] == "tdp_estimate"
-    assert "cpu_energy_j_per_step" not in cols and "cpu_samples_per_j" not in cols
-    t = energy.cpu_time
-    assert t is not None and t.cpu_s is not None and t.wall_s is not None and t.cpu_s > 0
-    assert cols["cpu_tdp_per_core_w"] == pytest.approx(150 / 20)  # the table's Xeon Gold 6248
-    assert cols["cpu_tdp_model"] == "Xeon Gold 6248"
-    assert cols["cpu_energy_estimate_j_per_step"] == pytest.approx(t.cpu_s * 7.5 / 2)
-    assert cols["cpu_busy_cores"] == pytest.approx(t.cpu_s / t.wall_s)
-    assert cols["cpu_energy_estimate_error_rel"] == pytest.approx(cpu_power.error_rel())
-
-
 def test_a_wrapped_counter_with_an_unknown_range_gives_no_estimate_in_its_place(
     tmp_path: Path,
 ) -> None:
@@ -84,83 +76,100 @@ def test_a_wrapped_counter_with_an_unknown_range_gives_no_estimate_in_its_place(
         _set(pkg, 1_000)
     cols = energy.columns(steps=1, batch_size=1)
     assert "wrapped" in cols["cpu_energy_note"] and "cpu_energy_method" not in cols
+    # the row's own note is said in its verdict line; the user's watts do not stand in for it
+    # on a machine whose RAPL reads (the note is RAPL's, not a missing driver's)
+    assert devices.of({"device": "cpu", **cols}).startswith("no CPU energy figure (")
 
 
-@pytest.mark.parametrize(
-    ("model", "entry", "per_core"),
-    [
-        ("Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz", "Xeon Gold 6248", 7.5),
-        ("AMD EPYC 7552 48-Core Processor", "EPYC 7552", 200 / 48),
-        ("Intel(R) Core(TM) i9-10900KF CPU @ 3.70GHz", "Core i9-10900KF", 10.5),
-        ("Intel(R) Core(TM) i9-10900K CPU @ 3.70GHz", "Core i9-10900K", 12.5),
-    ],
-)
-def test_a_known_model_gets_its_entry(model: str, entry: str, per_core: float) -> None:
-    tdp = cpu_power.tdp_for(model)
-    assert (tdp.model, tdp.per_core_w) == (entry, pytest.approx(per_core))
-    assert tdp.source.startswith("https://")
-
-
-@pytest.mark.parametrize("model", ["Intel(R) Xeon(R) Processor", "AMD EPYC", None, ""])
-def test_an_unknown_model_gets_the_stated_default(model: str | None) -> None:
-    tdp = cpu_power.tdp_for(model)
-    t = cpu_power.table()
-    assert tdp.model is None and tdp.per_core_w == t.default_w
-    assert "green-algorithms" in tdp.source
-
-
-def test_every_table_entry_is_sourced_and_the_error_is_the_tables_spread() -> None:
-    data = tomllib.loads(cpu_power.TABLE.read_text())
-    assert data["cpu"] and all(e["source"].startswith("https://") for e in data["cpu"])
-    t = cpu_power.table()
-    spread = [abs(e["tdp_w"] / e["cores"] - t.default_w) / t.default_w for e in data["cpu"]]
-    assert cpu_power.error_rel() == pytest.approx(max(spread))
-
-
-def test_a_bad_table_entry_is_refused_by_name(tmp_path: Path) -> None:
-    bad = tmp_path / "t.toml"
-    bad.write_text(
-        '[default]\ntdp_per_core_w = 10\nsource = "s"\n'
-        '[[cpu]]\nmodel = "X 1"\ntdp_w = 0\ncores = 4\nsource = "s"\n'
-    )
-    with pytest.raises(ValueError, match="X 1"):
-        cpu_power.table(bad)
-
-
-def test_estimate_is_cpu_seconds_times_tdp_per_core() -> None:
-    tdp = cpu_power.Tdp(10.0, None, "s")
-    est = cpu_power.estimate(cpu_s=3.0, wall_s=2.0, tdp=tdp)
-    assert (est.joules, est.busy_cores) == (30.0, 1.5)
-    with pytest.raises(ValueError, match="wall_s"):
-        cpu_power.estimate(cpu_s=1.0, wall_s=0.0, tdp=tdp)
-
-
-def test_a_cpu_row_carries_one_method_and_its_columns_are_in_the_schema() -> None:
-    new = ["cpu_energy_method", "cpu_dram_energy_j_per_step", *ESTIMATE_COLUMNS]
-    assert set(new) <= set(COLUMNS)
+def test_a_tiny_cpu_point_has_energy_only_where_measured_or_stated() -> None:
+    """Issue 49: no RAPL and no watts: the row's CPU energy is null (no estimate); with
+    --cpu-watts 65 its energy is 65 W x its measured step time, said as stated."""
+    assert set(ENERGY) <= set(COLUMNS)
+    assert not {c for c in COLUMNS if "estimate" in c or "tdp" in c}
     point = Point("mlp", "tiny", "cpu", "fp32", "sgd", 4)
     row = measure_point(point, dataclasses.replace(Budget.fixed(4, 2), profile_steps=0))
-    assert row["status"] == "ok"
+    assert row["status"] == "ok" and row["step_time_s"] > 0
+    assert row["energy_j_per_step"] is None and row["avg_power_w"] is None  # no NVML on a CPU
     if rapl.unavailable_reason() is None:
-        assert row["cpu_energy_method"] == "rapl" and row["cpu_energy_estimate_j_per_step"] is None
+        assert row["cpu_energy_method"] == "rapl" and row["cpu_energy_j_per_step"] > 0
+        assert cpu_watts.columns(row, 65.0) == {}  # measured beats stated
+        row = {**row, "cpu_energy_method": None}  # as on a machine without RAPL
     else:
-        assert row["cpu_energy_method"] == "tdp_estimate"
-        assert row["cpu_energy_j_per_step"] is None and row["cpu_samples_per_j"] is None
-        assert row["cpu_energy_estimate_j_per_step"] > 0
-        assert row["cpu_samples_per_j_estimate"] == pytest.approx(
-            4 / row["cpu_energy_estimate_j_per_step"]
-        )
-
-
-def test_the_verdict_says_an_estimate_is_one_and_states_its_error() -> None:
-    from gpubench.science.devices import of
-
-    row = {"device": "cpu", "cpu_samples_per_j_estimate": 1234.5}
-    row["cpu_energy_estimate_error_rel"] = 0.98
-    said = of(row, "no RAPL here")
-    # issue 41: said once, as an estimate, with its error; no "not measured" beside it
+        assert all(row[c] is None for c in ENERGY)
+        assert devices.of(row) == ""  # said once per run, not in the row's line
+    stated = cpu_watts.columns(row, 65.0)
+    assert stated["cpu_energy_method"] == "stated" and stated["cpu_watts"] == 65.0
+    assert stated["cpu_energy_j_per_step"] == pytest.approx(65.0 * row["step_time_s"])
+    assert stated["cpu_samples_per_j"] == pytest.approx(row["samples_per_s"] / 65.0)
+    assert stated["cpu_samples_per_j"] == pytest.approx(4 / stated["cpu_energy_j_per_step"])
+    assert stated["cpu_energy_to_target_j"] is None  # a speed row reaches no target
+    said = devices.of({**row, **stated})
     assert said == (
-        "estimated 1,234.5 samples/J from the CPU's TDP: may be off by up to 98%; "
-        "RAPL: no RAPL here"
+        f"{stated['cpu_samples_per_j']:,.1f} samples/J (stated: 65 W (--cpu-watts) x its step time)"
     )
-    assert of({"device": "cpu"}, "no RAPL here") == "no CPU energy figure (no RAPL here)"
+    # one power for every configuration ranks them as speed does: it breaks no tie
+    assert devices.measured_samples_per_j({**row, **stated}) is None
+    assert cpu_watts.columns(row, None) == {}
+    assert cpu_watts.columns({**row, "device": "cuda"}, 65.0) == {}
+
+
+def _cpu_run(root: Path, name: str, watts: float | None = None) -> Path:
+    """Two models' CPU rows on a machine without RAPL, with the sweep's --cpu-watts applied."""
+    rng = np.random.default_rng(0)
+    rows = [
+        speed_row(Point(m, "small", "cpu", "fp32", "sgd", b), 1e-3, 1e-5, rng)
+        for m in ("mlp", "cnn")
+        for b in (4, 16)
+    ]
+    for r in rows:
+        r.update(cpu_watts.columns(r, watts))
+    no_rapl = {**env(), "rapl": {"unavailable_reason": "/sys/class/powercap does not exist"}}
+    return write_run(root / name, rows, no_rapl)
+
+
+def test_without_rapl_or_watts_the_verdict_says_once_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _cpu_run(tmp_path, "plain")
+    assert main(["explain", str(run)]) == 0
+    out = capsys.readouterr().out
+    line = (
+        "CPU energy: not measured (RAPL could not be read: /sys/class/powercap does not exist); "
+        "give sweep --cpu-watts W to state the CPU's power"
+    )
+    assert out.count("CPU energy: not measured") == 1 and line in out.splitlines()
+    assert "samples/J" not in out.replace("samples/J  ", "")  # the answer's heading alone
+    assert main(["explain", str(run), "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["cpu_energy"] == line and len(said["verdicts"]) == 2
+    assert all(v["energy"] == [] for v in said["verdicts"])
+    # stated watts: each model's line says so, and nothing is said as not measured
+    stated = _cpu_run(tmp_path, "stated", 65.0)
+    assert main(["explain", str(stated)]) == 0
+    out = capsys.readouterr().out
+    assert "CPU energy: not measured" not in out
+    assert out.count("samples/J (stated: 65 W (--cpu-watts) x its step time)") == 2
+
+
+@pytest.mark.parametrize("bad", ["0", "-5", "abc", "inf", "nan"])
+def test_a_bad_cpu_watts_is_one_line_and_exit_2(
+    bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert main(["sweep", "--cpu-watts", bad, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"gpubench: error: argument --cpu-watts: invalid power '{bad}'; allowed: a finite "
+        "number of watts above 0, e.g. 65"
+    )
+    assert not out.exists()
+
+
+def test_a_suites_cpu_watts_loads_and_survives_suite_json(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text('models = ["mlp"]\ndevices = ["cpu"]\ncpu_watts = 65\n')
+    spec = load_suite(path)
+    assert spec.cpu_watts == 65.0 and spec_from_saved(as_saved(spec)).cpu_watts == 65.0
+    path.write_text('models = ["mlp"]\ndevices = ["cpu"]\ncpu_watts = -5\n')
+    with pytest.raises(ConfigError, match="line 3: invalid power -5; allowed: a finite"):
+        load_suite(path)

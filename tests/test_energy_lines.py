@@ -1,6 +1,6 @@
-"""Issue 41, items 6 and 7: energy lines that help (an estimate said once, as an estimate, with
-its basis; the "charts not drawn" list agreeing with the charts drawn; measured energy breaking
-a tie on speed) and a cross-device ratio that compares like with like."""
+"""Issue 41, items 6 and 7: energy lines that help (measured energy breaking a tie on speed; the
+"charts not drawn" list agreeing with the charts drawn; issue 49: a CPU without RAPL said once
+per run, not per model) and a cross-device ratio that compares like with like."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from report_fixture import env, speed_row, write_run
 
 from gpubench.config.spec import Point
 from gpubench.report.build import build_report
+from gpubench.run import cpu_watts
 from gpubench.science import devices
 from gpubench.science.devices import DeviceLead, energy_lines, same_batch, tie_order
+from gpubench.store.results import load_results
 
 ROOT = Path(__file__).parent.parent
 H100_QUICK = ROOT / "results" / "20261125-h100-quick" / "run" / "results.jsonl"
@@ -24,20 +26,21 @@ def _published() -> list[dict[str, Any]]:
     return [json.loads(line) for line in H100_QUICK.read_text().splitlines()]
 
 
-def test_an_estimate_is_said_once_as_an_estimate_with_its_basis() -> None:
-    """The H100 host's CPU has no RAPL: its line read "CPU not measured (...); estimated 24.6
-    samples/J from the CPU's TDP, error up to 98%, not measured"."""
+def test_old_rows_with_a_tdp_estimate_load_and_say_once_that_the_cpu_was_not_measured() -> None:
+    """The H100 host's CPU has no RAPL: its rows (written before issue 49) hold a TDP estimate,
+    which each model's verdict said ("estimated 24.6 samples/J from the CPU's TDP ..."). Now
+    the estimate is read by nothing: no CPU line per row, one line for the run."""
+    frame = load_results(H100_QUICK.parent)
+    assert "cpu_samples_per_j_estimate" in frame  # an old column, kept as it was written
     cpu = [r for r in _published() if r["device"] == "cpu" and r["status"] == "ok"]
-    assert cpu
-    for r in cpu:
-        said = devices.of(r, "/sys/class/powercap does not exist")
-        assert said.count("estimated") == 1 and "not measured" not in said, said
-        assert said.startswith(
-            f"estimated {r['cpu_samples_per_j_estimate']:,.1f} samples/J from the CPU's TDP: "
-        )
-        assert "busy cores x 12 W per core (a default: this CPU is not in the TDP table)" in said
-        assert "may be off by up to 98%" in said
-        assert said.endswith("; RAPL: /sys/class/powercap does not exist")
+    assert cpu and all(r.get("cpu_samples_per_j_estimate") for r in cpu)
+    assert all(devices.of(r) == "" for r in cpu)
+    line = devices.cpu_unmeasured(cpu, "/sys/class/powercap does not exist")
+    assert line == (
+        "CPU energy: not measured (RAPL could not be read: /sys/class/powercap does not exist); "
+        "give sweep --cpu-watts W to state the CPU's power"
+    )
+    assert devices.cpu_unmeasured([r for r in _published() if r["device"] != "cpu"], None) is None
 
 
 def _row(precision: str, batch: int, **energy: Any) -> dict[str, Any]:
@@ -60,10 +63,11 @@ def test_ties_are_ordered_by_the_smaller_batch_then_measured_energy() -> None:
     bf16 = _row("bf16", 256, samples_per_j=1308.0)
     small = _row("fp32", 64)  # no energy figure, the smaller batch
     unmeasured = _row("fp16", 256)
-    estimate = _row("fp32", 256) | {"device": "cpu", "cpu_samples_per_j_estimate": 5000.0}
-    ordered = sorted([unmeasured, tf32, estimate, bf16, small], key=tie_order)
-    assert ordered[:3] == [small, bf16, tf32]  # the CPU's estimate is no measurement
-    assert devices.measured_samples_per_j(estimate) is None
+    stated = _row("fp32", 256) | {"device": "cpu", "cpu_samples_per_j": 5000.0}
+    stated |= {"cpu_energy_method": "stated", "cpu_watts": 65.0}
+    ordered = sorted([unmeasured, tf32, stated, bf16, small], key=tie_order)
+    assert ordered[:3] == [small, bf16, tf32]  # the user's stated watts are no measurement
+    assert devices.measured_samples_per_j(stated) is None
     assert devices.measured_samples_per_j(bf16) == 1308.0
 
 
@@ -80,7 +84,7 @@ def test_measured_energy_is_said_between_tied_configurations() -> None:
         {"rows": 2, "busy": 0, "noisy": 0, "clean": 2},
         tf32,
     )
-    lines = energy_lines(tf32, [lead], [tf32, bf16], None, ["precision"])
+    lines = energy_lines(tf32, [lead], [tf32, bf16], ["precision"])
     assert lines == [
         "the fastest (cuda tf32 B=256): 954.0 samples/J (NVML energy counter)",
         "tied on speed on cuda, cuda bf16 B=256 trains the most per joule: 1,308.0 samples/J "
@@ -146,26 +150,19 @@ def test_a_cross_device_ratio_compares_like_with_like() -> None:
 
 
 def test_charts_not_drawn_agree_with_the_charts_drawn(tmp_path: Path) -> None:
-    """On a CPU without RAPL the efficiency chart draws the TDP estimate: the list of charts
-    not drawn said "Energy: no device energy was measured" under it."""
+    """Issue 41: the list of charts not drawn once said "no device energy was measured" under
+    a drawn energy chart. A CPU without RAPL or --cpu-watts draws neither energy chart and
+    lists both; with --cpu-watts it draws both, and lists neither."""
     rng = np.random.default_rng(0)
     rows = [
-        speed_row(
-            Point("mlp", "small", "cpu", "fp32", "sgd", b),
-            1e-3,
-            1e-5,
-            rng,
-            cpu_energy_method="tdp_estimate",
-            cpu_energy_estimate_j_per_step=0.01 * b,
-            cpu_samples_per_j_estimate=100.0,
-            cpu_energy_estimate_error_rel=0.98,
-        )
-        for b in (4, 16)
+        speed_row(Point("mlp", "small", "cpu", "fp32", "sgd", b), 1e-3, 1e-5, rng) for b in (4, 16)
     ]
-    page = build_report([write_run(tmp_path / "c", rows, env())]).read_text()
-    assert "plots/efficiency.png" in page and "plots/energy.png" not in page
-    assert "no device energy was measured" not in page
-    assert (
-        "Energy: no energy was measured (no NVML or RAPL reading in these rows); the CPU&#x27;s "
-        "estimate from its TDP is drawn, as an estimate, under Energy and cost efficiency."
-    ) in page
+    page = build_report([write_run(tmp_path / "none", rows, env())]).read_text()
+    assert "plots/efficiency.png" not in page and "plots/energy.png" not in page
+    assert "Energy: no energy figure (no NVML or RAPL reading, no --cpu-watts)" in page
+    assert "Energy and cost efficiency: no energy figure in these rows." in page
+    for r in rows:
+        r.update(cpu_watts.columns(r, 65.0))
+    page = build_report([write_run(tmp_path / "stated", rows, env())]).read_text()
+    assert "plots/efficiency.png" in page and "plots/energy.png" in page
+    assert "no energy figure" not in page

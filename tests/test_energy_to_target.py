@@ -12,8 +12,9 @@ import torch
 
 from gpubench.config.convergence import Convergence
 from gpubench.config.spec import Point
-from gpubench.probes import calibration, cpu_power, rapl, stretch_energy
+from gpubench.probes import rapl, stretch_energy
 from gpubench.probes.nvml_readings import Reading
+from gpubench.run import cpu_watts
 from gpubench.science import economy
 from gpubench.science.convergence import train_point
 from gpubench.science.verdict import verdicts
@@ -25,19 +26,20 @@ def test_a_convergence_row_carries_the_cpus_joules_to_target() -> None:
     point = Point("mlp", "tiny", "cpu", "fp32", "sgd", 32, 0, "device", lr_scaling="none")
     row = train_point(point, conv)
     assert row["status"] == "ok" and row["steps_to_target"] is not None
-    reached = next(c for c in row["curve"] if c["step"] == row["steps_to_target"])
-    column = "cpu_energy_to_target_j" if rapl.unavailable_reason() is None else None
-    if column is None:  # no RAPL here: the estimate, labelled, and no measurement
-        assert row["cpu_energy_method"] == "tdp_estimate"
-        assert row["cpu_energy_to_target_j"] is None
-        column = "cpu_energy_to_target_estimate_j"
-        per_core = cpu_power.tdp_for(calibration.cpu_model()).per_core_w
-        # CPU seconds of training can be no more than its wall seconds times the cores
-        cores = torch.get_num_threads()
-        assert 0 < row[column] <= row["time_to_target_s"] * cores * per_core * 1.05
-    assert row[column] == reached[column.replace("_to_target", "")]
     assert row["energy_to_target_j"] is None  # a CPU run has no GPU energy
-    joules = [c[column.replace("_to_target", "")] for c in row["curve"]]
+    if rapl.unavailable_reason() is not None:  # issue 49: no RAPL, no figure
+        assert row["cpu_energy_method"] is None and row["cpu_energy_to_target_j"] is None
+        assert all(c["cpu_energy_j"] is None for c in row["curve"])
+        # the user's stated watts: W x the training time to the target, said as stated
+        stated = cpu_watts.columns(row, 65.0)
+        assert stated["cpu_energy_method"] == "stated" and stated["cpu_watts"] == 65.0
+        assert stated["cpu_energy_to_target_j"] == pytest.approx(65.0 * row["time_to_target_s"])
+        return
+    reached = next(c for c in row["curve"] if c["step"] == row["steps_to_target"])
+    assert row["cpu_energy_method"] == "rapl"
+    assert row["cpu_energy_to_target_j"] == reached["cpu_energy_j"]
+    assert cpu_watts.columns(row, 65.0) == {}  # RAPL measured it: stated watts do not replace it
+    joules = [c["cpu_energy_j"] for c in row["curve"]]
     assert joules[0] == 0 and joules == sorted(joules)  # cumulative over the stretches
 
 
@@ -72,10 +74,12 @@ def test_gpu_energy_sums_the_stretches_and_leaves_the_evaluations_out(
 
 def _run(b: int, seed: int, time_s: float, joules: float, device: str = "cuda") -> dict[str, Any]:
     p = Point("mlp", "tiny", device, "fp32", "sgd", b, seed, "device", lr_scaling="linear")
-    column = "energy_to_target_j" if device != "cpu" else "cpu_energy_to_target_estimate_j"
+    column = "energy_to_target_j" if device != "cpu" else "cpu_energy_to_target_j"
+    stated = {"cpu_energy_method": "stated", "cpu_watts": 200.0} if device == "cpu" else {}
     return make_row(
         p,
         "ok",
+        **stated,
         steps_to_target=10,
         time_to_target_s=time_s,
         step_time_s=0.01,
@@ -108,8 +112,8 @@ def test_the_fastest_with_the_least_energy_is_said_once() -> None:
     ]
 
 
-def test_an_estimated_cpu_figure_is_said_to_be_one() -> None:
+def test_a_stated_cpu_figure_is_said_to_be_one() -> None:
     rows = [_run(256, 0, 1.0, 900.0), _run(32, 0, 2.0, 400.0, device="cpu")]
     (line,) = economy.target_lines(rows)
     assert line.startswith("least energy to target: cpu fp32 B=32, 400 J median")
-    assert line.endswith("(CPU estimated from its TDP)")
+    assert line.endswith("(the CPU's at its stated --cpu-watts)")

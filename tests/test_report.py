@@ -49,7 +49,7 @@ def test_report_of_a_cpu_run_says_there_is_no_gpu_to_compare(tmp_path: Path) -> 
     assert "plots/speedup.png" not in page and not (cpu / "plots" / "speedup.png").exists()
     # Absent data is said, not drawn: no memory, MFU or energy on these CPU rows.
     assert "Memory: no memory column was measured" in page
-    assert "Energy: no energy was measured" in page
+    assert "Energy: no energy figure (no NVML or RAPL reading, no --cpu-watts)" in page
     assert "plots/throughput.png" in page and "plots/step_time.png" in page
 
 

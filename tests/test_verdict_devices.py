@@ -200,7 +200,7 @@ def test_the_energy_line_describes_the_winner_or_says_why_it_has_none() -> None:
     assert "not the fastest on cuda" in line and label(other.to_dict()) in line
     # a winner with a figure has it on the first line (synthetic rows, both devices' branches)
     gpu = _rows((CUDA, 0.001), samples_per_j=12.5, energy_method="counter")
-    cpu = _rows((CPU, 0.004), cpu_samples_per_j=3.25)
+    cpu = _rows((CPU, 0.004), cpu_samples_per_j=3.25, cpu_energy_method="rapl")
     (w,) = verdicts(pd.DataFrame(gpu + cpu))
     assert w.energy[:2] == [
         "the fastest (cuda fp32 B=64): 12.5 samples/J (NVML energy counter)",
@@ -210,10 +210,13 @@ def test_the_energy_line_describes_the_winner_or_says_why_it_has_none() -> None:
 
 def test_the_energy_wording_of_each_device() -> None:
     of = devices.of
-    assert of({"device": "cpu"}, "no RAPL here") == "no CPU energy figure (no RAPL here)"
+    assert of({"device": "cpu"}) == ""  # issue 49: said once per run (devices.cpu_unmeasured)
     assert (
-        of({"device": "cpu", "cpu_energy_note": "too short"}, "x")
-        == "no CPU energy figure (too short)"
+        of({"device": "cpu", "cpu_energy_note": "too short"}) == "no CPU energy figure (too short)"
+    )
+    stated = {"device": "cpu", "cpu_samples_per_j": 3.25, "cpu_energy_method": "stated"}
+    assert of({**stated, "cpu_watts": 65.0}) == (
+        "3.2 samples/J (stated: 65 W (--cpu-watts) x its step time)"
     )
     gpu = {"device": "cuda", "avg_power_w": 100.0}
     assert of(gpu) == "no energy figure (its row has no NVML energy reading)"

@@ -250,17 +250,22 @@ def print_verdict(dirs: list[Path], as_json: bool = False, margin_pct: float | N
     prints; as JSON with `as_json`), with why there is none where there is none; a lead under
     `margin_pct` percent is a tie (None: the default margin)."""
     from gpubench.cli import console
-    from gpubench.report.explain import explain_runs, nothing_concluded
+    from gpubench.report.explain import cpu_energy_line, nothing_concluded, run_frame, run_verdicts
+    from gpubench.report.runs import load_runs
 
     margin = [] if margin_pct is None else [margin_pct / 100]
     try:
-        found, names = explain_runs(dirs, *margin)
+        runs = load_runs(dirs)
+        frame = run_frame(runs)
+        found = run_verdicts(runs, frame, *margin)
     except ValueError as e:  # a ResultsError is a ConfigError already
         raise ConfigError(str(e)) from e
+    names, cpu_energy = [r.name for r in runs], cpu_energy_line(runs, frame)
     if as_json:
-        print_json({"runs": names, "verdicts": [v.to_dict() for v in found]})
+        verdicts = [v.to_dict() for v in found]
+        print_json({"runs": names, "verdicts": verdicts, "cpu_energy": cpu_energy})
     else:
-        console.verdict(found, names, nothing_concluded(dirs) if not found else "")
+        console.verdict(found, names, nothing_concluded(dirs) if not found else "", cpu_energy)
 
 
 def explain(args: argparse.Namespace) -> int:

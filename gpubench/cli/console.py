@@ -134,9 +134,12 @@ def sweep_summary(frame: pd.DataFrame, run_dir: Path, convergence: bool) -> None
         say(f"gpubench: warning: {busy}")
 
 
-def verdict(verdicts: list[ModelVerdict], runs: list[str], nothing: str = "") -> None:
+def verdict(
+    verdicts: list[ModelVerdict], runs: list[str], nothing: str = "", cpu_energy: str | None = None
+) -> None:
     """The verdict per model (`explain`, and the last thing a sweep prints); `nothing`: why
-    there is none (report.explain.nothing_concluded)."""
+    there is none (report.explain.nothing_concluded); `cpu_energy`: why the CPU rows have no
+    energy figure, said once (report.explain.cpu_energy_line; None: nothing to say)."""
     out(f"verdict ({', '.join(runs)}):")
     if not verdicts:
         out(f"  {nothing or 'no point ran'}: nothing to conclude")
@@ -144,6 +147,8 @@ def verdict(verdicts: list[ModelVerdict], runs: list[str], nothing: str = "") ->
         stdout.print(
             plain_table("the answer", answer.HEADERS, answer.rows(verdicts), answer.NUMBERS)
         )
+        if cpu_energy:
+            out(cpu_energy)
     for v in verdicts:
         for line in v.lines():
             out(line)

@@ -67,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 # Flags whose value a user may give negative by mistake: argparse takes "-5G" for an option and
 # says only "expected one argument"; joined as --max-memory=-5G, the value's check names it.
 _NUMBER_FLAGS = ("--max-memory", "--point-timeout", "--max-time", "--steps", "--batch-sizes")
+_NUMBER_FLAGS += ("--cpu-watts",)
 _NEGATIVE = re.compile(r"-[\d.]")
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from gpubench.cli import flags, values
 from gpubench.config import model_options, prices
 from gpubench.config import spec as S
+from gpubench.config.checks import check_watts
 from gpubench.config.errors import ConfigError
 from gpubench.config.suite import load_suite, shipped_names
 from gpubench.config.validate import validate
@@ -93,6 +94,15 @@ def add_parser(sub: Any) -> None:
         help="the epoch a row's usd_per_epoch is of: imagenet, cifar10, mnist, or a number of "
         "samples (default: the suite's [prices] epoch)",
     )
+    # issue 49: the CPU's energy where RAPL cannot measure it, from the power the user states
+    sweep.add_argument(
+        "--cpu-watts",
+        type=values.arg(check_watts),
+        metavar="W",
+        help="the CPU's power in watts, e.g. 65: a CPU row that RAPL did not measure gets its "
+        "energy as W x its measured time, said as stated (default: the suite's cpu_watts; "
+        "none: such rows have no CPU energy)",
+    )
     for action in sweep._actions:  # the flags whose default is the suite's value
         if action.dest in (*S.AXES, "steps", "max_time", "profile"):
             action.help = (action.help or "") + SUITES_DEFAULT
@@ -132,6 +142,8 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
         spec = dataclasses.replace(spec, prices=prices.from_flag(args.price, spec.prices))
     if args.epoch is not None:
         spec = dataclasses.replace(spec, prices=prices.with_epoch(args.epoch, spec.prices))
+    if args.cpu_watts is not None:  # issue 49
+        spec = dataclasses.replace(spec, cpu_watts=args.cpu_watts)
     if args.data_dir is not None:
         conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
         spec = dataclasses.replace(spec, convergence=conv)

@@ -3,6 +3,7 @@ Each check returns the value or raises ConfigError naming it and what is allowed
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -117,3 +118,17 @@ def check_power_limit(value: object) -> int | None:
     if value is None or value == "none":
         return None
     return whole(value, "power limit in watts", note=', or "none" (the card\'s as it is)')
+
+
+def check_watts(value: object) -> float:
+    """A power the user states for the CPU (`--cpu-watts`, a suite's `cpu_watts`): a finite
+    number of watts above 0."""
+    try:
+        watts = math.nan if isinstance(value, bool) else float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        watts = math.nan
+    if not (math.isfinite(watts) and watts > 0):
+        raise ConfigError(
+            f"invalid power {value!r}; allowed: a finite number of watts above 0, e.g. 65"
+        )
+    return watts

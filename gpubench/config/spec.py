@@ -351,6 +351,9 @@ def _sweep_class() -> type:
             ("skip_emulated", bool, field(default=False)),
             # dollars per hour per device and the epoch's samples (--price, --epoch, [prices])
             ("prices", Prices, field(default_factory=Prices)),
+            # the CPU's power as the user states it (--cpu-watts, a suite's cpu_watts), in
+            # watts: a CPU row without RAPL gets its energy from it (run.cpu_watts); None: none
+            ("cpu_watts", float | None, field(default=None)),
         ],
         bases=(_SweepMethods,),
         frozen=True,

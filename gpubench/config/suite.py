@@ -16,6 +16,7 @@ from gpubench.config import model_options, prices
 from gpubench.config.checks import (
     check_bool,
     check_model,
+    check_watts,
 )
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError, keyed_error
@@ -165,7 +166,7 @@ def load_suite(path: str | Path) -> SweepSpec:
 
 def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
     allowed = sorted([*_LIST_KEYS, *_SCALAR_KEYS, *_TABLES, "model_options", *_BOOL_KEYS])
-    allowed = sorted([*allowed, "prices"])  # issue 32
+    allowed = sorted([*allowed, "prices", "cpu_watts"])  # issues 32, 49
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         try:
@@ -188,6 +189,8 @@ def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
                 kwargs[key] = _table(key, value, _TABLES[key])
             elif key == "prices":  # issue 32
                 kwargs[key] = prices.from_table(value)
+            elif key == "cpu_watts":  # issue 49
+                kwargs[key] = check_watts(value)
             else:
                 raise ConfigError(f"unknown key {key!r}; allowed: {', '.join(allowed)}")
         except ConfigError as e:

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpubench.config import convergence
 from gpubench.config import loader as loader_axes
-from gpubench.config.checks import check_divides, check_one_of, nonempty
+from gpubench.config.checks import check_divides, check_one_of, check_watts, nonempty
 from gpubench.config.errors import ConfigError, keyed_error
 from gpubench.config.registry import axes
 from gpubench.config.spec import AUTO, GROW_DEVICE_TYPES, MODES, Budget, SweepSpec
@@ -54,6 +54,11 @@ def validate(spec: SweepSpec) -> SweepSpec:
     loader_axes.check_spec(spec.data, given, spec.loader)  # issue 31
     check_budget(spec.budget)
     _check_convergence(spec)
+    if spec.cpu_watts is not None:  # issue 49
+        try:
+            check_watts(spec.cpu_watts)
+        except ConfigError as e:
+            raise keyed_error("cpu_watts", str(e)) from e
     return spec
 
 

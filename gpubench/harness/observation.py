@@ -20,9 +20,8 @@ from gpubench.config.spec import Budget, Point
 from gpubench.harness import input_wait
 from gpubench.harness.step import PreparedStep, backend_flags, prepare
 from gpubench.harness.timing import ALONE, Group, Measurement, measure
-from gpubench.probes import breakdown, load, memory, nvml
+from gpubench.probes import breakdown, load, memory, nvml, rapl
 from gpubench.probes import profile as step_profile
-from gpubench.probes.cpu_energy import CpuEnergy
 from gpubench.probes.current_device import cuda_index
 from gpubench.probes.probe import Probe
 from gpubench.probes.sampler_process import ProcessSampler
@@ -46,7 +45,7 @@ class Observation:
     activations_bytes: int | None  # None where not counted (a parallel rank's wrapped model)
     torch_peaks: memory.TorchPeaks
     sampler: ProcessSampler | None
-    package: CpuEnergy  # RAPL is the node's (rank 0 reports it); CPU time is each rank's own
+    package: rapl.PackageEnergy  # RAPL is the node's (rank 0 reports it)
     others: load.OtherLoad
     profiled: step_profile.StepProfile | str | None
     state: breakdown.Breakdown
@@ -83,7 +82,7 @@ def observe(
         )
         # not in a wrapped model: FSDP's gathered parameters would read as activations
         saved = breakdown.SavedActivations(eager.model) if point.parallel == "none" else None
-        package = CpuEnergy()
+        package = rapl.PackageEnergy()
         # Other processes' load over the measured windows only (what slows no timed step does
         # not count); gpubench's own processes (the sampler below, compile and DataLoader
         # workers, the worker's parents) are never "other" (probes.process_tree).

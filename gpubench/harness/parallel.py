@@ -192,9 +192,6 @@ def _rank_values(point: Point, budget: Budget, group: Group) -> dict[str, Any]:
         )
         seen = observe(local, workload, budget, rss=rss, group=group)
     m = seen.m
-    cpu_time = seen.package.cpu_time
-    assert cpu_time is not None and cpu_time.cpu_s is not None
-    group_cpu_s = _over_ranks([cpu_time.cpu_s], device, dist.ReduceOp.SUM)[0]  # every rank
     whole = seen.profiled if isinstance(seen.profiled, step_profile.StepProfile) else None
     collective = None if whole is None else whole.category_s["collective"]
     share = None if whole is None else whole.category_s["collective"] / whole.step_time_s
@@ -206,11 +203,10 @@ def _rank_values(point: Point, budget: Budget, group: Group) -> dict[str, Any]:
         host_peak_address_space_bytes=rss.peak_address_space_bytes,
         host_address_space_start_bytes=start_address_space,
         nvml=nvml_values(seen.sampler, m.stats.n, batch),
-        # rank 0's reading of the node's CPU package: the node's samples; without RAPL the
-        # estimate counts every rank's CPU seconds (issue 32)
+        # rank 0's reading of the node's CPU package: the node's samples
         cpu_energy=None
         if group.rank != 0
-        else seen.package.columns(m.stats.n, batch * point.nproc, cpu_s=group_cpu_s),
+        else seen.package.columns(m.stats.n, batch * point.nproc),
         collective_time_s=collective,
         collective_fraction=share,
         step_profile=seen.profiled if group.rank == 0 else None,

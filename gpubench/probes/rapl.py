@@ -2,12 +2,14 @@
 microjoules per package, wrapping at `max_energy_range_uj`; the DRAM domain is a subzone
 intel-rapl:N:M named "dram", or on some servers a top-level zone so named). Where there is none,
 or it is unreadable (recent kernels: root only), energy is null and `unavailable_reason()` says
-why.
+why: nothing stands in for a missing reading (issue 49), unless the user states the CPU's power
+(`sweep --cpu-watts`, run.cpu_watts).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from gpubench.probes.probe import Probe
 
@@ -78,6 +80,21 @@ class PackageEnergy(Probe):
                 self.note = dram
             else:
                 self.dram_joules = dram
+
+    def columns(self, steps: int, batch_size: int) -> dict[str, Any]:
+        """A row's CPU energy columns for `steps` steps of `batch_size` samples: the packages'
+        where they read (`cpu_energy_method = rapl`), else {} or the note saying why their
+        reading is null."""
+        if self.joules is None:
+            return {} if self.note is None else {"cpu_energy_note": self.note}
+        per_step = self.joules / steps
+        dram = None if self.dram_joules is None else self.dram_joules / steps
+        return dict(
+            cpu_energy_method="rapl",
+            cpu_energy_j_per_step=per_step,
+            cpu_samples_per_j=batch_size / per_step if per_step > 0 else None,
+            cpu_dram_energy_j_per_step=dram,
+        )
 
     @staticmethod
     def _spent(domains: list[Path], starts: list[int]) -> float | str:

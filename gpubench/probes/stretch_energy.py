@@ -1,7 +1,7 @@
 """Energy summed over a convergence run's training stretches (issue 32: joules to target), the
 evaluations between them left out as their time is: the GPU's NVML total-energy counter read at
-each stretch's ends, the CPU's RAPL packages over each stretch, and where RAPL is missing the
-process's CPU seconds for the TDP estimate (probes.cpu_power).
+each stretch's ends and the CPU's RAPL packages over each stretch; null where the machine cannot
+tell (a CPU row then takes the user's stated watts where given: run.cpu_watts).
 
 The GPU counter moves about every 100 ms on an H100 (probes.energy), so each stretch's
 difference can be off by up to one update at each end: a few percent of a stretch that trains
@@ -15,19 +15,17 @@ from typing import Any
 
 import torch
 
-from gpubench.probes import calibration, cpu_power, nvml
-from gpubench.probes.cpu_energy import CpuEnergy
+from gpubench.probes import nvml, rapl
 from gpubench.probes.current_device import cuda_index
 
 
 @dataclass
 class Totals:
-    """Energy so far over the stretches: GPU (NVML counter) and CPU (RAPL) joules, the
-    process's CPU seconds; None where the machine cannot tell."""
+    """Energy so far over the stretches: GPU (NVML counter) and CPU (RAPL) joules; None where
+    the machine cannot tell."""
 
     gpu_j: float | None
     cpu_j: float | None
-    cpu_s: float
     stretches: int
 
 
@@ -36,27 +34,24 @@ class StretchEnergy:
 
     def __init__(self, device: torch.device) -> None:
         self._gpu = _gpu_reader(device)
-        self._cpu = CpuEnergy()  # a fresh one per stretch: RAPL's counters and the CPU time
+        self._cpu = rapl.PackageEnergy()  # a fresh one per stretch
         self._gpu_start: float | None = None
         self.totals = Totals(
             gpu_j=0.0 if self._gpu is not None else None,
-            cpu_j=0.0 if self._cpu.rapl_reason is None else None,
-            cpu_s=0.0,
+            cpu_j=0.0 if rapl.unavailable_reason() is None else None,
             stretches=0,
         )
 
     def start(self) -> None:
         self._gpu_start = self._gpu.read().energy_j if self._gpu is not None else None
-        self._cpu = CpuEnergy()
+        self._cpu = rapl.PackageEnergy()
         self._cpu.start()
 
     def stop(self) -> None:
         t, cpu = self.totals, self._cpu
         cpu.stop()
-        assert cpu.cpu_time is not None and cpu.cpu_time.cpu_s is not None
-        t.cpu_s += cpu.cpu_time.cpu_s
         t.stretches += 1
-        joules = cpu.package.joules
+        joules = cpu.joules
         t.cpu_j = None if joules is None or t.cpu_j is None else t.cpu_j + joules
         if self._gpu is not None:
             end = self._gpu.read().energy_j
@@ -67,12 +62,7 @@ class StretchEnergy:
 
     def curve_entry(self) -> dict[str, float | None]:
         """The running totals a convergence curve entry carries (joules)."""
-        t = self.totals
-        estimate = None
-        if t.cpu_j is None:
-            # cpu_power.estimate's rule: CPU seconds x TDP per core
-            estimate = t.cpu_s * cpu_power.tdp_for(calibration.cpu_model()).per_core_w
-        return {"gpu_energy_j": t.gpu_j, "cpu_energy_j": t.cpu_j, "cpu_energy_estimate_j": estimate}
+        return {"gpu_energy_j": self.totals.gpu_j, "cpu_energy_j": self.totals.cpu_j}
 
 
 def _gpu_reader(device: torch.device) -> nvml.Device | None:
@@ -85,14 +75,12 @@ def _gpu_reader(device: torch.device) -> nvml.Device | None:
 
 def to_target(reached: dict[str, Any] | None) -> dict[str, Any]:
     """A convergence row's energy-to-target columns from the curve entry that first met the
-    target (None: never met, so none), with the CPU's method named."""
+    target (None: never met, so none), with the CPU's method named where RAPL measured it."""
     if reached is None:
         return {}
-    cpu, estimate = reached.get("cpu_energy_j"), reached.get("cpu_energy_estimate_j")
-    method = "rapl" if cpu is not None else "tdp_estimate" if estimate is not None else None
+    cpu = reached.get("cpu_energy_j")
     return dict(
         energy_to_target_j=reached.get("gpu_energy_j"),
         cpu_energy_to_target_j=cpu,
-        cpu_energy_to_target_estimate_j=estimate,
-        cpu_energy_method=method,
+        cpu_energy_method=None if cpu is None else "rapl",
     )

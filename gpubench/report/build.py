@@ -29,7 +29,7 @@ from gpubench.report import (
 from gpubench.report import html as H
 from gpubench.report import scaling as parallel_report
 from gpubench.report import series as S
-from gpubench.report.explain import run_frame, run_verdicts
+from gpubench.report.explain import cpu_energy_line, run_frame, run_verdicts
 from gpubench.report.figure import Chart
 from gpubench.report.runs import Run, capacities, load_runs
 from gpubench.report.verdict_section import verdict_section
@@ -94,7 +94,8 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     verdicts = run_verdicts(runs, frame)
     # issue 41: the answer at a glance and the verdict's bullets first, the summary table right
     # after them, then what the answer stands on
-    sections = [header(runs), verdict_section(verdicts), tables.summary(frame, capacity)]
+    said = verdict_section(verdicts, cpu_energy_line(runs, frame))
+    sections = [header(runs), said, tables.summary(frame, capacity)]
     sections += standing_notes(runs)
     # What the page shows between the verdict and the tables, in order: a chart (None where
     # its data is absent, with the reason to list) or a section of HTML. Each is made by a job
@@ -143,10 +144,13 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
         against_batch()
         memory()
     draw(lambda: plots.compute(frame, plots_dir), "Compute: no TFLOP/s or MFU was measured.")
-    draw(lambda: plots.energy(frame, plots_dir), plots.ENERGY_ABSENT)
-    draw(  # issue 32: samples per joule and per dollar, the CPU's estimate drawn as one
+    draw(
+        lambda: plots.energy(frame, plots_dir),
+        "Energy: no energy figure (no NVML or RAPL reading, no --cpu-watts) in these rows.",
+    )
+    draw(  # issue 32: samples per joule and per dollar
         lambda: efficiency.efficiency(frame, plots_dir),
-        "Energy and cost efficiency: no energy figure, measured or estimated, in these rows.",
+        "Energy and cost efficiency: no energy figure in these rows.",
     )
     draw(
         lambda: learning.loss_curves(frame, plots_dir),
@@ -158,12 +162,9 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     )
     missing: list[str] = []
     made = made_in_parallel([make for make, _ in jobs], CHART_PROCESSES)
-    drawn = {v.file for v in made if isinstance(v, Chart)}
     for value, (_, why_absent) in zip(made, jobs, strict=True):
-        if value is None:  # issue 41: the list agrees with the charts drawn
-            missing.append(
-                plots.energy_absent(drawn) if why_absent == plots.ENERGY_ABSENT else why_absent
-            )
+        if value is None:
+            missing.append(why_absent)
         else:
             sections.append(value if isinstance(value, str) else H.chart(value))
     if missing:

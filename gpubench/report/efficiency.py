@@ -1,8 +1,7 @@
 """Samples per joule and per dollar against batch size (issue 32), GPU and CPU series on one
 chart: a panel per model, its samples/J on top and, where the rows have prices, its samples per
-dollar beneath. Measured energy (NVML, RAPL) is drawn with filled marks; the CPU's TDP estimate
-with hollow marks and a paler line (the line style stays the optimizer's, as on every chart),
-keyed as an estimate: never drawn as a measurement."""
+dollar beneath. The energy is the training device's: NVML's on a GPU, RAPL's on the CPU, or the
+CPU's power the user stated (--cpu-watts) times the step time, which the caption says."""
 
 from __future__ import annotations
 
@@ -16,26 +15,17 @@ from gpubench.report.figure import Chart, batch_axis, empty_panel, log_y, save
 from gpubench.report.series_style import SeriesStyles
 
 FILE = "efficiency.png"
-ESTIMATED = "estimated (CPU, from its TDP)"
-# The estimate's look: hollow marks, a paler line (its legend entry is grey, as every key's)
-ESTIMATE_STYLE: dict[str, Any] = {"markerfacecolor": "none", "alpha": 0.6}
 EMPTY = {
     "samples per joule": "no energy figure in these rows",
     "samples per US dollar": "no price for these devices",
 }
-ESTIMATE_KEY: dict[str, Any] = {"linestyle": "none", "marker": "o", "markerfacecolor": "none"}
 
 
-def samples_per_j(rows: pd.DataFrame) -> tuple[pd.Series, bool]:
-    """The series' samples per joule (its batch over its energy per step) and whether they
-    are the TDP estimate: measured where the rows have a measurement (the GPU's NVML, the
-    CPU's RAPL), else the CPU's estimate."""
+def samples_per_j(rows: pd.DataFrame) -> pd.Series:
+    """The series' samples per joule: its batch over its energy per step (the CPU's column
+    for CPU rows, the GPU's NVML one otherwise); NaN where it has none."""
     cpu = bool((rows["device"] == "cpu").all())
-    column = "cpu_energy_j_per_step" if cpu else "energy_j_per_step"
-    measured = _per_joule(rows, column)
-    if measured.notna().any() or not cpu:
-        return measured, False
-    return _per_joule(rows, "cpu_energy_estimate_j_per_step"), True
+    return _per_joule(rows, "cpu_energy_j_per_step" if cpu else "energy_j_per_step")
 
 
 def numbers(rows: pd.DataFrame, column: str) -> pd.Series:
@@ -51,24 +41,19 @@ def _per_joule(rows: pd.DataFrame, column: str) -> pd.Series:
 
 
 def efficiency(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
-    """The chart, or None where no row has an energy figure (measured or estimated)."""
+    """The chart, or None where no row has an energy figure."""
     ok = A.ok_rows(frame).sort_values("batch_size")
-    energy = [samples_per_j(g)[0].notna().any() for _, g in ok.groupby("series")]
+    energy = [samples_per_j(g).notna().any() for _, g in ok.groupby("series")]
     if ok.empty or not any(energy):
         return None
     priced = "usd_per_million_samples" in ok and ok["usd_per_million_samples"].notna().any()
     styles = SeriesStyles(frame)
     models, fig, axes, keys = styles.panels(ok, rows_per_title=2 if priced else 1)
-    estimated_any = False
     for model, model_axes in zip(models, axes, strict=True):
         rows = ok[ok["panel"] == model]
         for series, g in rows.groupby("series"):
             style = styles.line(str(series))
-            values, estimated = samples_per_j(g)
-            estimated_any |= estimated and values.notna().any()
-            drawn = {**style, **ESTIMATE_STYLE} if estimated else style
-            label = ESTIMATED if estimated else "_"
-            model_axes[0].plot(g["batch_size"], values, label=label, **drawn)
+            model_axes[0].plot(g["batch_size"], samples_per_j(g), label="_", **style)
             if priced:
                 per_dollar = 1e6 / numbers(g, "usd_per_million_samples")
                 model_axes[1].plot(g["batch_size"], per_dollar, label="_", **style)
@@ -80,11 +65,10 @@ def efficiency(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
                 continue
             batch_axis(ax, rows["batch_size"])
             log_y(ax)
-    if estimated_any:
-        keys = {**keys, ESTIMATED: ESTIMATE_KEY}
+    stated = "cpu_energy_method" in ok and bool((ok["cpu_energy_method"] == "stated").any())
     title = "Samples per joule" + (" and per dollar" if priced else "") + " against batch size"
     save(fig, plots_dir, FILE, title, keys=keys)
-    return Chart(FILE, "Energy and cost efficiency", _caption(priced, estimated_any))
+    return Chart(FILE, "Energy and cost efficiency", _caption(priced, stated))
 
 
 def _has_data(ax: Any) -> bool:
@@ -92,16 +76,16 @@ def _has_data(ax: Any) -> bool:
     return any(pd.notna(pd.Series(line.get_ydata(), dtype=float)).any() for line in ax.get_lines())
 
 
-def _caption(priced: bool, estimated: bool) -> str:
+def _caption(priced: bool, stated: bool) -> str:
     text = (
         "Samples trained per joule of the training device: the GPU's energy from NVML, the "
-        "CPU's from RAPL, both measured and drawn with filled marks."
+        "CPU's from RAPL."
     )
-    if estimated:
+    if stated:
         text += (
-            " Where the CPU has no RAPL, its pale line with hollow marks is an estimate, not a "
-            "measurement: the point's busy cores times the CPU model's TDP per core "
-            "(cpu_energy_estimate_error_rel states its error; docs/energy.md)."
+            " Where RAPL did not measure the CPU, its energy is the power stated by --cpu-watts "
+            "times the step time: its line is the CPU's throughput over that one power, not a "
+            "measurement."
         )
     if priced:
         text += (

@@ -16,6 +16,7 @@ from gpubench.config.spec import AUTO, Point
 from gpubench.report.runs import Run, combine, load_runs
 from gpubench.run import folder, shard
 from gpubench.science import plan, remeasured
+from gpubench.science.devices import cpu_unmeasured
 from gpubench.science.leaders import MARGIN
 from gpubench.science.verdict import ModelVerdict, verdicts
 from gpubench.store import confirmations, growth_record, merge_record, tune_record
@@ -31,6 +32,13 @@ def cpu_energy_reason(runs: Sequence[Run]) -> str | None:
         if isinstance(rapl, dict) and rapl.get("unavailable_reason"):
             return str(rapl["unavailable_reason"])
     return None
+
+
+def cpu_energy_line(runs: Sequence[Run], frame: pd.DataFrame) -> str | None:
+    """The one line the runs' verdict says where their CPU rows have no energy figure
+    (science.devices.cpu_unmeasured), with why from env.json; None where they have one.
+    `frame`: the runs' rows as run_frame() reads them."""
+    return cpu_unmeasured(frame.to_dict("records"), cpu_energy_reason(runs))
 
 
 def command(runs: Sequence[Run]) -> str:
@@ -62,7 +70,6 @@ def run_verdicts(
     records = [growth_record.read(run.path) for run in runs]  # each growth.json read once
     out = verdicts(
         rows,
-        cpu_energy_reason(runs),
         _found(runs),
         margin,
         command(runs),

@@ -11,7 +11,6 @@ from matplotlib.axes import Axes
 
 from gpubench.report import analysis as A
 from gpubench.report import series as S
-from gpubench.report.efficiency import FILE as EFFICIENCY_FILE
 from gpubench.report.efficiency import numbers
 from gpubench.report.figure import (
     STAR,
@@ -277,31 +276,19 @@ def compute(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
 
 
 ENERGY_FILE = "energy.png"
-ENERGY_ABSENT = "Energy: no energy was measured (no NVML or RAPL reading in these rows)."
-
-
-def energy_absent(drawn: set[str]) -> str:
-    """Why the energy chart is not drawn, agreeing with the charts that are: where the
-    efficiency chart (report.efficiency, its file among `drawn`) draws the CPU's TDP estimate,
-    that is said, as an estimate, not "no energy"."""
-    if EFFICIENCY_FILE in drawn:
-        return (
-            "Energy: no energy was measured (no NVML or RAPL reading in these rows); the CPU's "
-            "estimate from its TDP is drawn, as an estimate, under Energy and cost efficiency."
-        )
-    return ENERGY_ABSENT
 
 
 def _measured_j_per_step(rows: pd.DataFrame) -> pd.Series:
-    """Each row's measured energy per step on its training device (J): the GPU's (NVML), the
-    CPU package's (RAPL); NaN where none was measured (the CPU's TDP estimate is none)."""
+    """Each row's energy per step on its training device (J): the GPU's (NVML), the CPU
+    package's (RAPL, or the user's stated watts x its step time: --cpu-watts); NaN where
+    there is none."""
     gpu = rows["device"] != "cpu"
     return numbers(rows, "energy_j_per_step").where(gpu, numbers(rows, "cpu_energy_j_per_step"))
 
 
 def energy(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
-    """Energy per sample (J) against batch size, where the training device's energy was
-    measured (NVML on a GPU, RAPL on the CPU)."""
+    """Energy per sample (J) against batch size, where the training device's energy is known
+    (NVML on a GPU, RAPL or the stated --cpu-watts on the CPU)."""
     ok = A.ok_rows(frame)
     if ok.empty or "energy_j_per_step" not in ok:
         return None
@@ -321,8 +308,9 @@ def energy(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
     return Chart(
         ENERGY_FILE,
         "Energy",
-        "Measured energy of the training device over the measured steps (NVML on a GPU, the "
-        "RAPL package on the CPU) divided by the samples they trained.",
+        "Energy of the training device over the measured steps (NVML on a GPU, the RAPL "
+        "package on the CPU, or where given the CPU's watts stated by --cpu-watts times the "
+        "step time) divided by the samples they trained.",
     )
 
 

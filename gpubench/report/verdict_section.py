@@ -11,14 +11,15 @@ from gpubench.science import bottleneck as B
 from gpubench.science.verdict import ModelVerdict
 
 
-def verdict_section(verdicts: Sequence[ModelVerdict]) -> str:
+def verdict_section(verdicts: Sequence[ModelVerdict], cpu_energy: str | None = None) -> str:
     """An HTML section: per model and optimizer, the fastest configuration (or the tie), how
     sure, what it stands on, the fastest on each device and how much faster one device is
-    than another (where the rows span several), and why; then how it was judged."""
+    than another (where the rows span several), and why; then how it was judged. `cpu_energy`:
+    why the CPU rows have no energy figure, said once (None: nothing to say)."""
     head = "<h2>Verdict</h2>\n"
     if not verdicts:
         return head + H.note("No point ran: there is nothing to conclude.")
-    head += answer_table(verdicts)
+    head += answer_table(verdicts) + (H.note(cpu_energy) if cpu_energy else "")
     cards = [_card(v) for v in verdicts]
     rules = (
         '<p class="caption">How the bottleneck is judged (first rule that holds): input-bound '

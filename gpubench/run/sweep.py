@@ -21,6 +21,7 @@ from gpubench.run import (
     batch_growth,
     batch_plan,
     cost,
+    cpu_watts,
     folder,
     forkserver,
     maxbatch,
@@ -242,6 +243,7 @@ def _measure(
             if row["status"] == "oom":
                 _note_oom(oom_at, point)
             row.update(cost.columns(row, spec.prices))  # issue 32: --price
+            row.update(cpu_watts.columns(row, spec.cpu_watts))  # issue 49: --cpu-watts
             run.store.append(row)
             finished += 1
             if on_row is not None:

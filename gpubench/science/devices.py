@@ -248,36 +248,37 @@ _METHODS = {"counter": "NVML energy counter", "power_integral": "NVML sampled po
 
 
 def energy_lines(
-    best: dict[str, Any],
-    leads: list[DeviceLead],
-    ok: list[dict[str, Any]],
-    cpu_reason: str | None,
-    among: list[str],
+    best: dict[str, Any], leads: list[DeviceLead], ok: list[dict[str, Any]], among: list[str]
 ) -> list[str]:
     """First the fastest configuration's samples per joule, or why its row has none; then the
     same for the fastest on each other device; then, per device, the most samples per joule any
     of its rows measured where that row is none of those, said as another row. `ok`: the
-    partition's rows that ran; `cpu_reason`: why the run had no CPU package energy (env.json)."""
-    out = [f"the fastest ({label(best, among)}): {of(best, cpu_reason)}"]
-    named = [standing.identity(best)]
-    for d in leads:
-        if standing.identity(d.row) not in named:
-            named.append(standing.identity(d.row))
-            out.append(f"the fastest on {d.device} ({d.fastest}): {of(d.row, cpu_reason)}")
+    partition's rows that ran. A CPU row with no energy figure and no note of its own says
+    nothing here: the run says once why the CPU's energy was not measured (cpu_unmeasured)."""
+    out = []
+    named = []
+    for which, row in [(f"the fastest ({label(best, among)})", best)] + [
+        (f"the fastest on {d.device} ({d.fastest})", d.row) for d in leads
+    ]:
+        if standing.identity(row) in named:
+            continue
+        named.append(standing.identity(row))
+        said = of(row)
+        if said:
+            out.append(f"{which}: {said}")
     for d in leads:  # issue 41: measured energy breaks a tie on speed
         tie = _tie_energy(d, ok, among)
         if tie is not None:
             out.append(tie[0])
             named.append(standing.identity(tie[1]))
     for device, rows in standing.by_device(ok).items():
-        column = "cpu_samples_per_j" if device == "cpu" else "samples_per_j"
-        measured = [r for r in rows if finite(r.get(column))]
+        measured = [(per_j, r) for r in rows if (per_j := measured_samples_per_j(r)) is not None]
         if not measured:
             continue
-        top = max(measured, key=lambda r: float(r[column]))
+        top_j, top = max(measured, key=lambda m: m[0])
         if standing.identity(top) not in named:
             out.append(
-                f"most samples/J of any {device} row: {float(top[column]):,.1f} "
+                f"most samples/J of any {device} row: {top_j:,.1f} "
                 f"({label(top, among)}, {_method(top)}; not the fastest on {device})"
             )
     return out
@@ -308,18 +309,16 @@ def _tie_energy(
     ), top
 
 
-def of(row: dict[str, Any], cpu_reason: str | None = None) -> str:
-    """One row's samples per joule and how it was measured, or why there is none: on the CPU
-    the RAPL package's, else its TDP estimate said once as an estimate with its basis; on a
+def of(row: dict[str, Any]) -> str:
+    """One row's samples per joule and how it was had, or why there is none: on the CPU the
+    RAPL package's, or the user's stated watts' (said as stated), or the note saying why RAPL's
+    reading is null ("" where the CPU simply had none: said once per run, cpu_unmeasured); on a
     GPU the device's (NVML)."""
     if row["device"] == "cpu":
         if finite(row.get("cpu_samples_per_j")):
-            return f"{float(row['cpu_samples_per_j']):,.1f} samples/J (RAPL package)"
-        why = norm(row.get("cpu_energy_note")) or cpu_reason
-        guess = estimated(row)
-        if guess:
-            return f"{guess}; RAPL: {why or 'no reading in these rows'}"
-        return f"no CPU energy figure ({why or 'no RAPL reading in these rows'})"
+            return f"{float(row['cpu_samples_per_j']):,.1f} samples/J ({_method(row)})"
+        note = norm(row.get("cpu_energy_note"))
+        return f"no CPU energy figure ({note})" if note else ""
     if finite(row.get("samples_per_j")):
         return f"{float(row['samples_per_j']):,.1f} samples/J ({_method(row)})"
     note = row.get("energy_note")
@@ -330,32 +329,30 @@ def of(row: dict[str, Any], cpu_reason: str | None = None) -> str:
     return "no energy figure (its row has no NVML energy reading)"
 
 
-def estimated(row: dict[str, Any]) -> str:
-    """'estimated 19.1 samples/J from the CPU's TDP: 14 busy cores x 12 W per core, may be off
-    by up to 98%': a row's TDP estimate of samples per joule, its basis and its stated error
-    (issue 32), or "" where the row has none."""
-    if not finite(row.get("cpu_samples_per_j_estimate")):
-        return ""
-    value = float(row["cpu_samples_per_j_estimate"])
-    basis = []
-    if finite(row.get("cpu_busy_cores")) and finite(row.get("cpu_tdp_per_core_w")):
-        basis.append(
-            f"{number(float(row['cpu_busy_cores']))} busy cores x "
-            f"{number(float(row['cpu_tdp_per_core_w']))} W per core"
-        )
-        if norm(row.get("cpu_tdp_model")) == "default":
-            basis[-1] += " (a default: this CPU is not in the TDP table)"
-    if finite(row.get("cpu_energy_estimate_error_rel")):
-        basis.append(f"may be off by up to {float(row['cpu_energy_estimate_error_rel']):.0%}")
-    said = f"estimated {value:,.1f} samples/J from the CPU's TDP"
-    return said + (f": {', '.join(basis)}" if basis else "")
+def cpu_unmeasured(rows: list[dict[str, Any]], reason: str | None) -> str | None:
+    """The one line a run's verdict says where a CPU row that ran has no energy figure and no
+    note of its own: not measured, why (`reason`: why RAPL cannot be read, from env.json; None:
+    not known), and how to state it; None where every CPU row has a figure or a note."""
+    if not any(
+        r.get("device") == "cpu"
+        and standing.ran(r)
+        and not finite(r.get("cpu_samples_per_j"))
+        and not norm(r.get("cpu_energy_note"))
+        for r in rows
+    ):
+        return None
+    why = f"RAPL could not be read: {reason}" if reason else "no RAPL reading in its rows"
+    return f"CPU energy: not measured ({why}); give sweep --cpu-watts W to state the CPU's power"
 
 
 def measured_samples_per_j(row: dict[str, Any]) -> float | None:
     """The row's measured samples per joule on its training device: NVML on a GPU, the RAPL
-    package on the CPU; None where it was not measured (the CPU's TDP estimate is no
-    measurement and never breaks a tie)."""
+    package on the CPU; None where it was not measured (the user's stated watts are no
+    measurement: at one power for every row they rank configurations as speed does, so they
+    never break a tie)."""
     column = "cpu_samples_per_j" if row.get("device") == "cpu" else "samples_per_j"
+    if row.get("device") == "cpu" and row.get("cpu_energy_method") == "stated":
+        return None
     if not finite(row.get(column)) or float(row[column]) <= 0:
         return None
     return float(row[column])
@@ -371,6 +368,8 @@ def tie_order(row: dict[str, Any]) -> tuple[int, float]:
 
 
 def _method(row: dict[str, Any]) -> str:
+    if row["device"] == "cpu" and row.get("cpu_energy_method") == "stated":
+        return f"stated: {number(float(row['cpu_watts']))} W (--cpu-watts) x its step time"
     if row["device"] == "cpu":
         return "RAPL package"
     method = row.get("energy_method")

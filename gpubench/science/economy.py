@@ -6,7 +6,7 @@ from --price: run.cost).
 A convergence configuration's joules (or dollars) to target is the median over its seeds, and
 it can be named only where every seed reached the target with a figure (as target_time names
 the fastest). Its joules are its training device's: the GPU's (NVML) for a GPU row, the CPU's
-(RAPL, else the TDP estimate, then said "estimated") for a CPU row.
+(RAPL, or the user's --cpu-watts times its time, then said "stated") for a CPU row.
 """
 
 from __future__ import annotations
@@ -24,15 +24,13 @@ Figure = Callable[[dict[str, Any]], float | None]
 
 def joules_to_target(row: dict[str, Any]) -> float | None:
     """The training device's joules to target (module docstring), or None."""
-    if row.get("device") == "cpu":
-        found = figure(row.get("cpu_energy_to_target_j"))
-        return figure(row.get("cpu_energy_to_target_estimate_j")) if found is None else found
-    return figure(row.get("energy_to_target_j"))
+    column = "cpu_energy_to_target_j" if row.get("device") == "cpu" else "energy_to_target_j"
+    return figure(row.get(column))
 
 
-def estimated(row: dict[str, Any]) -> bool:
-    """Whether the row's joules to target are the CPU's TDP estimate."""
-    return row.get("device") == "cpu" and not finite(row.get("cpu_energy_to_target_j"))
+def stated(row: dict[str, Any]) -> bool:
+    """Whether the row's joules to target are the user's stated CPU watts (run.cpu_watts)."""
+    return row.get("device") == "cpu" and row.get("cpu_energy_method") == "stated"
 
 
 def usd_to_target(row: dict[str, Any]) -> float | None:
@@ -92,7 +90,7 @@ def target_lines(records: list[dict[str, Any]]) -> list[str]:
             continue
         value = _median(least, of_row)
         assert value is not None
-        note = _estimate_note(least, fastest) if of_row is joules_to_target else ""
+        note = _stated_note(least, fastest) if of_row is joules_to_target else ""
         if least is fastest:
             out.append(f"{name}: the fastest to target too, {say(value)} median{note}")
             continue
@@ -103,12 +101,13 @@ def target_lines(records: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _estimate_note(least: target_time.TargetTime, fastest: target_time.TargetTime) -> str:
-    """Which of the two configurations' joules are the CPU's TDP estimate, said; "" none."""
-    if any(estimated(r) for r in least.rows):
-        return " (CPU estimated from its TDP)"
-    if any(estimated(r) for r in fastest.rows):
-        return " (the fastest's CPU energy estimated from its TDP)"
+def _stated_note(least: target_time.TargetTime, fastest: target_time.TargetTime) -> str:
+    """Which of the two configurations' joules are the user's stated CPU watts, said; ""
+    none."""
+    if any(stated(r) for r in least.rows):
+        return " (the CPU's at its stated --cpu-watts)"
+    if any(stated(r) for r in fastest.rows):
+        return " (the fastest's CPU energy at its stated --cpu-watts)"
     return ""
 
 

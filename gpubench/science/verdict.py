@@ -196,7 +196,6 @@ class ModelVerdict:
 
 def verdicts(
     frame: pd.DataFrame,
-    cpu_energy_reason: str | None = None,
     confirmations: list[dict[str, Any]] | None = None,
     margin: float = leaders.MARGIN,
     command: str = "sweep",
@@ -223,16 +222,13 @@ def verdicts(
         rows = groups[key]
         if any(standing.ran(r) for r in rows):
             missing = plan.of_partition(unreached, rows[0])
-            out.append(
-                _verdict(rows, found.get(key), cpu_energy_reason, margin, command, missing, stops)
-            )
+            out.append(_verdict(rows, found.get(key), margin, command, missing, stops))
     return out
 
 
 def _verdict(
     all_rows: list[dict[str, Any]],
     confirmation: dict[str, Any] | None,
-    cpu_reason: str | None,
     margin: float,
     command: str,
     missing: list[plan.Unreached],
@@ -300,7 +296,7 @@ def _verdict(
     v.next_experiment = plan.resume(missing) or v.next_experiment
     ties = frozenset(identity(t["identity"]) for t in lead.ties)
     v.input = input_lines(best, ok, margin, ties)  # issue 31
-    v.energy = energy_lines(best, v.devices, ok, cpu_reason, among)
+    v.energy = energy_lines(best, v.devices, ok, among)
     v.effective_batch = effective_batches(all_rows)
     v.economy = economy.lines(best, ok, all_rows, among)  # issue 32
     return v

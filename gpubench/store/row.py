@@ -172,16 +172,14 @@ TEXT += ["target_metric", "backend", "collective_method"]
 TEXT += ["top_category", "bottleneck", "bottleneck_evidence"]  # issue 15
 TEXT += ["cpu_energy_note"]
 TEXT += ["host", "device_name"]  # issue 23
-# issue 32 (energy and cost): how the CPU's energy was had (`rapl` or `tdp_estimate`), RAPL's
-# DRAM domains, and the TDP estimate in columns of its own (never under a measurement's name),
-# with its stated error, the busy cores and the per-core TDP it rests on
-COLUMNS += ["cpu_energy_method", "cpu_dram_energy_j_per_step"]
-COLUMNS += ["cpu_energy_estimate_j_per_step", "cpu_samples_per_j_estimate"]
-COLUMNS += ["cpu_energy_estimate_error_rel", "cpu_busy_cores", "cpu_tdp_per_core_w"]
-COLUMNS += ["cpu_tdp_model"]
+# issue 32 (energy and cost): how the CPU's energy was had (`rapl`: measured; issue 49:
+# `stated`: the user's --cpu-watts, whose watts `cpu_watts` holds, over the row's measured time),
+# and RAPL's DRAM domains. Rows written before issue 49 may hold a TDP estimate's columns
+# (cpu_*_estimate*, cpu_busy_cores, cpu_tdp_*): they load as extra columns and nothing reads them.
+COLUMNS += ["cpu_energy_method", "cpu_dram_energy_j_per_step", "cpu_watts"]
 # convergence rows: joules over the training until the target was first met (evaluations left
-# out, as from time_to_target_s): the GPU's (NVML counter), the CPU's (RAPL) or its estimate
-COLUMNS += ["energy_to_target_j", "cpu_energy_to_target_j", "cpu_energy_to_target_estimate_j"]
+# out, as from time_to_target_s): the GPU's (NVML counter), the CPU's (RAPL, or stated)
+COLUMNS += ["energy_to_target_j", "cpu_energy_to_target_j"]
 # cost at the sweep's --price (run.cost): dollars per hour of the devices the point held, per
 # million samples, per epoch of `epoch_samples`, and to target (a convergence row)
 COLUMNS += ["usd_per_hour", "usd_per_million_samples", "epoch_samples", "usd_per_epoch"]
@@ -192,7 +190,7 @@ COLUMNS += ["usd_to_target"]
 # 95% interval between processes, and whether the row's own interval missed it
 COLUMNS += ["remeasured", "sweep_samples_per_s", "remeasured_low_samples_per_s"]
 COLUMNS += ["remeasured_high_samples_per_s", "unstable"]
-TEXT += ["cpu_energy_method", "cpu_tdp_model"]
+TEXT += ["cpu_energy_method"]
 TEXT += ["loader", "loader_dataset"]  # issue 31
 
 SERIES = ["step_times_s", "curve"]
