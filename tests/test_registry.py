@@ -2,7 +2,9 @@
 
 The first test adds a throwaway boolean setting to the registry in a fresh interpreter, before
 any other gpubench module is imported, and finds it as a CLI flag, a suite key, a Point field
-and sweep axis, a row column, a label word and a verdict lever: no other module names it."""
+and sweep axis, a row column, a label word and a verdict lever: no other module names it. A
+second throwaway setting that needs convolutions is refused on an MLP point by its entry alone
+(config.needs), and measured on the CNN."""
 
 from __future__ import annotations
 
@@ -26,6 +28,11 @@ THROWAWAY = textwrap.dedent(
                          help=": fuse the norm layers", heading="fused norm")
     )
     registry.BY_NAME["fused_norm"] = registry.SETTINGS[-1]
+    # a setting that needs convolutions: its entry alone has the harness refuse it without them
+    registry.SETTINGS.append(
+        registry.Setting("winograd", bool, False, axis="winograd", on=True, needs=("conv",))
+    )
+    registry.BY_NAME["winograd"] = registry.SETTINGS[-1]
 
     from gpubench.cli.parser import build_parser
     from gpubench.cli.sweep_args import spec_from_args
@@ -50,6 +57,16 @@ THROWAWAY = textwrap.dedent(
     # a verdict lever, measured: on is 1.5x off at the same batch
     lines, todo = levers("launch", on, [off, on], [off, on], among=["fused_norm"])
     assert any(t.startswith("a fused norm: in use, 1.50x") for t in lines), lines
+    # refused on an MLP point (an `unsupported` row in the registry's words), not on the CNN
+    from gpubench.config.spec import Budget
+    from gpubench.harness.point import measure_point
+    mlp = dataclasses.replace(points[0], winograd=True)
+    row = measure_point(mlp, Budget.fixed(2, 1))
+    why = "winograd applies to convolutional models; mlp has no Conv2d"
+    assert row["status"] == "unsupported" and row["error"] == why, row
+    from gpubench.harness.step import build_workload, unsupported_reason
+    cnn = dataclasses.replace(mlp, model="cnn")
+    assert unsupported_reason(cnn, build_workload(cnn)) is None
     print("ok")
     """
 )

@@ -167,6 +167,10 @@ def test_the_space_holds_only_what_the_device_runs_for_the_model() -> None:
     assert conv["threads"] == (1, 2, 3) and conv["cudnn_benchmark"] == (False,)  # no cuDNN
     with pytest.raises(ConfigError, match="nothing to search"):
         tune_space.combos(base, {**values, "precision": ("tf32",)}, has_conv=False)
+    # channels-last named by the user is left out where the model has no convolutions
+    named = {**values, "channels_last": (False, True)}
+    assert not any(dict(c)["channels_last"] for c in tune_space.combos(base, named, False))
+    assert any(dict(c)["channels_last"] for c in tune_space.combos(base, named, True))
 
 
 def test_earlier_rounds_measure_a_share_of_the_sweeps_measurement() -> None:

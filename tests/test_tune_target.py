@@ -3,6 +3,7 @@ runner in a worker process, and its bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,9 +13,17 @@ from gpubench import models
 from gpubench.cli import main
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError
+from gpubench.config.spec import Point
 from gpubench.store import target_record
 from gpubench.store.results import read_rows
-from gpubench.tune.target import parse_target, run_target, space
+from gpubench.tune.target import TargetSearch, default_settings, parse_target, run_target, space
+
+
+def mlp(**fields: object) -> Point:
+    """The MLP on the CPU at the convergence suite's size, as a target search starts from it
+    (its batch size is the search's)."""
+    size = default_settings("adamw")[0]
+    return Point("mlp", size, "cpu", "fp32", "adamw", 1, **fields)  # type: ignore[arg-type]
 
 
 def test_a_tiny_search_on_digits_writes_its_trajectory_and_an_answer_over_seeds(
@@ -22,18 +31,21 @@ def test_a_tiny_search_on_digits_writes_its_trajectory_and_an_answer_over_seeds(
 ) -> None:
     out = tmp_path / "run"
     heard = []
-    result = run_target(
-        "mlp",
-        "eval_accuracy=0.4",  # the tiny MLP passed 0.5 in 0.81 s of training here
+    search = TargetSearch(
         budget_s=120,
-        out=out,
         seeds=2,
         batch_sizes=[32, 128],
         rules=["sqrt"],
         max_time_s=8.0,  # room for the target on a loaded machine: runs stop there
         rungs=2,
         eta=2,
-        seed=3,  # --seed: the first seed; a contender's re-runs take the next ones
+    )
+    # seed 3 (--seed): the first seed; a contender's re-runs take the next ones
+    result = run_target(
+        mlp(seed=3),
+        "eval_accuracy=0.4",  # the tiny MLP passed 0.5 in 0.81 s of training here
+        search,
+        out,
         on_run=heard.append,
     )
     assert result.best is not None and result.best.batch_size in (32, 128)
@@ -101,11 +113,15 @@ def test_a_bad_target_is_one_clear_line(text: str, message: str) -> None:
 def test_bad_settings_write_nothing(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with pytest.raises(ConfigError, match="model 'resnet'"):
-        run_target("resnet", "eval_accuracy=0.9", 60, out)
+        run_target(
+            dataclasses.replace(mlp(), model="resnet"), "eval_accuracy=0.9", TargetSearch(60), out
+        )
     with pytest.raises(ConfigError, match="invalid batch size 4096"):
-        run_target("mlp", "eval_accuracy=0.9", 60, out, batch_sizes=[4096])
+        run_target(mlp(), "eval_accuracy=0.9", TargetSearch(60, batch_sizes=[4096]), out)
     with pytest.raises(ConfigError, match="invalid --budget"):
-        run_target("mlp", "eval_accuracy=0.9", 0, out)
+        run_target(mlp(), "eval_accuracy=0.9", TargetSearch(0), out)
+    with pytest.raises(ConfigError, match="compile with --target; allowed: their defaults"):
+        run_target(mlp(compile="compile"), "eval_accuracy=0.9", TargetSearch(60), out)
     assert not out.exists()
 
 

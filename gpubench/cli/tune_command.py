@@ -68,7 +68,9 @@ def _run_target(args: argparse.Namespace) -> int:
     """`tune --target`: batch size x learning rate by time to the target (gpubench.tune.target).
     The flags tune shares with sweep are read as the plain tune reads them (request_from_args)
     and reach every run; the speed search's axis flags other than one precision are refused."""
-    from gpubench.tune.target import parse_target, run_target
+    from gpubench.config.model_options import encode
+    from gpubench.config.spec import Point
+    from gpubench.tune.target import TargetSearch, default_settings, parse_target, run_target
 
     if args.resume is not None:
         raise ConfigError("tune --target has no --resume; start a new search with --out DIR")
@@ -92,25 +94,27 @@ def _run_target(args: argparse.Namespace) -> int:
     def run_line(r: dict[str, Any]) -> None:
         print(f"  {r['label']} rung {r['rung']}: {r['decision']} ({r['reason']})", flush=True)
 
-    result = run_target(
+    size = args.size or default_settings(request.optimizer)[0]  # the convergence suite's
+    point = Point(
         request.model,
-        args.target,
+        size,
+        request.device,
+        precisions[0],
+        request.optimizer,
+        1,  # each run's batch size is the search's
+        request.seed,
+        request.data,
+        model_options=encode(request.model_options),
+    )
+    search = TargetSearch(
         budget_s(args),
-        out,
-        device=request.device,
-        optimizer=request.optimizer,
-        seeds=args.seeds,
-        precision=precisions[0],
-        size=args.size,  # None: the convergence suite's size, not the plain tune's
-        batch_sizes=request.batch_sizes,
+        args.seeds,
+        request.batch_sizes,
         max_time_s=args.max_time,
         max_steps=args.steps,
-        seed=request.seed,
-        data=request.data,
-        model_options=request.model_options,
-        options=RunOptions(args.max_memory, args.point_timeout),
-        on_run=None if args.quiet else run_line,
     )
+    options = RunOptions(args.max_memory, args.point_timeout)
+    result = run_target(point, args.target, search, out, options, None if args.quiet else run_line)
     print(result.describe())
     _report_and_verdict(out)
     return 0

@@ -21,9 +21,8 @@ AUTO_WORKERS_MAX = 4
 # PyTorch's own default prefetch_factor (batches each worker loads ahead).
 TORCH_PREFETCH = 2
 _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-# The SweepSpec's loader axes, as suite keys and --flags (--loader-workers, ...).
-LOADER_AXES = ("loader_workers", "pin_memory", "prefetch", "persistent_workers")
-# Each axis's default values, in LOADER_AXES order ("auto" is None).
+# The SweepSpec's loader axes (suite keys and --flags: --loader-workers, ...) with their default
+# values ("auto" is None), in layouts' order.
 DEFAULTS: dict[str, tuple[Any, ...]] = dict(
     loader_workers=(None,), pin_memory=(None,), prefetch=(None,), persistent_workers=(True,)
 )
@@ -113,17 +112,3 @@ def default_fields(device: str, data: str) -> dict[str, Any]:
     with on `device`: a sweep's default layout for "loader" (auto workers, pinned on CUDA,
     torch's prefetch, persistent), none for other data."""
     return layouts(device, *DEFAULTS.values())[0] if data == "loader" else {}
-
-
-def check_spec(data: str, given: dict[str, tuple[Any, ...]], loader: str | None) -> None:
-    """The loader axes apply to data = "loader" only: set elsewhere they would measure nothing."""
-    if data == "loader":
-        return
-    for key, value in given.items():
-        if tuple(value) != DEFAULTS[key]:
-            raise ConfigError(
-                f"{key} {list(value)!r} with data {data!r}; allowed: loader axes with "
-                "data = 'loader' (--data loader)"
-            )
-    if loader is not None:
-        raise ConfigError(f"loader {loader!r} with data {data!r}; allowed: data = 'loader'")

@@ -81,10 +81,14 @@ class Setting:
     off: Any = None
     levers: tuple[str, ...] = ()
     lever: str | None = None
-    # What the setting needs to act: "cuda" (a CUDA device), "conv" (a model with
-    # convolutions), "loader" (a DataLoader's batches); a lever or a value tune searches is
-    # offered only where all hold.
+    # What the setting needs to act: "cuda" (a CUDA device), "conv" (a model with 2-D
+    # convolutions), "loader" (a DataLoader's batches). A point that sets it where one is
+    # missing is refused (config.needs: an `unsupported` row, or ConfigError where a sweep
+    # spec already shows it), and a lever or a value tune searches is offered only where all
+    # hold. `refused`: (need, words) where the setting says why in its own words rather than
+    # config.needs' ("{model}": the point's model).
     needs: tuple[str, ...] = ()
+    refused: tuple[tuple[str, str], ...] = ()
     searched: bool = False  # an axis tune searches (tune.space says its values on a device)
     heading: str | None = None  # a table's heading for it (None: never a table column)
     unset: str = "none"  # how a table writes its null
@@ -125,6 +129,12 @@ class Setting:
         """Whether a label names `row`'s value of the setting by its word."""
         when = self.on if self.shown is None else self.shown
         return self.word is not None and normal(self.value(row)) == normal(when)
+
+    def engaged(self, row: Mapping[str, Any]) -> bool:
+        """Whether `row` sets the setting to act: a value that is neither null, its default
+        nor its off value (channels_last true, a loader's worker count)."""
+        v = normal(self.value(row))
+        return v is not None and v not in (normal(self.default), normal(self.off))
 
     def lever_flag(self) -> str:
         """The flags that measure the lever: '--cuda-graph false,true', '--data device'."""
@@ -266,6 +276,7 @@ SETTINGS: list[Setting] = [
         levers=("launch",),
         lever="a CUDA graph",
         needs=("cuda",),
+        refused=(("cuda", "CUDA graphs need a CUDA device"),),
         searched=True,
         heading="CUDA graph",
     ),
@@ -278,6 +289,7 @@ SETTINGS: list[Setting] = [
         ": let cuDNN autotune convolutions (torch.backends.cudnn.benchmark; CUDA and "
         "convolutional models only)",
         needs=("cuda", "conv"),
+        refused=(("cuda", "cudnn_benchmark autotunes cuDNN convolutions; the CPU has no cuDNN"),),
         searched=True,
         heading="cudnn.benchmark",
     ),
@@ -379,6 +391,7 @@ SETTINGS: list[Setting] = [
         axis="loader_workers",
         sweep="layout",
         check=loader.check_workers,
+        needs=("loader",),
         help="DataLoader worker processes per point, e.g. "
         "0,2,4,8, or auto (half the cores, at most 4); --data loader",
     ),
@@ -392,7 +405,10 @@ SETTINGS: list[Setting] = [
         on=True,
         off=False,
         levers=("input",),
-        needs=("cuda", "loader"),
+        needs=("loader", "cuda"),
+        refused=(
+            ("cuda", "pinned memory speeds host-to-device copies; the CPU has none to speed"),
+        ),
         lever="pinned memory",
         help="false, true, both, or auto (on for CUDA): the loader's batches in pinned host memory",
     ),
@@ -403,6 +419,7 @@ SETTINGS: list[Setting] = [
         axis="prefetch",
         sweep="layout",
         check=loader.check_prefetch,
+        needs=("loader",),
         help="batches each loader worker loads ahead, e.g. 2,4, or auto (PyTorch's 2)",
     ),
     Setting(
@@ -413,9 +430,18 @@ SETTINGS: list[Setting] = [
         sweep="layout",
         axis_default=(True,),
         check=loader.check_persistent,
+        needs=("loader",),
         help=": keep the loader's workers between epochs",
     ),
-    Setting("loader", str | None, None, axis="loader", sweep="scalar", check=loader.check_factory),
+    Setting(
+        "loader",
+        str | None,
+        None,
+        axis="loader",
+        sweep="scalar",
+        check=loader.check_factory,
+        needs=("loader",),
+    ),
 ]
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 

@@ -6,8 +6,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from gpubench.config import convergence
-from gpubench.config import loader as loader_axes
+from gpubench.config import convergence, needs
 from gpubench.config.checks import check_divides, check_one_of, check_watts, nonempty
 from gpubench.config.errors import ConfigError, keyed_error
 from gpubench.config.registry import axes
@@ -50,8 +49,7 @@ def validate(spec: SweepSpec) -> SweepSpec:
             "points measure speed only (mode = 'speed'), convergence runs use parallel = ['none']"
         )
     _check_effective_batch(spec)
-    given = {k: getattr(spec, k) for k in loader_axes.LOADER_AXES}
-    loader_axes.check_spec(spec.data, given, spec.loader)  # issue 31
+    needs.check_sweep(spec)  # issue 31: the loader axes without the loader data mode
     check_budget(spec.budget)
     _check_convergence(spec)
     if spec.cpu_watts is not None:  # issue 49

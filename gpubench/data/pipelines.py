@@ -140,7 +140,7 @@ def builtin_dataset(workload: Workload) -> tuple[Dataset[Any], str]:
     x, y = workload.batch(2, "cpu", 0)
     if x.is_floating_point() and x.ndim == 4:
         shape = (int(x.shape[1]), int(x.shape[2]), int(x.shape[3]))
-        augment = any(isinstance(m, nn.Conv2d) for m in workload.model.modules())
+        augment = workload.convolutional
         folder = files.image_folder(shape)
         work = "decode, random crop, flip, normalise" if augment else "decode, normalise"
         return PngImages(folder, augment), f"digits PNG {'x'.join(map(str, shape))} ({work})"

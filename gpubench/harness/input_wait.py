@@ -34,12 +34,11 @@ PIPELINE_MAX_BATCHES = 64
 PIPELINE_S = 0.5
 
 
-def loader_reason(point: Point, device: torch.device) -> str | None:
-    """Why a loader point cannot run as asked, or None."""
+def loader_reason(point: Point) -> str | None:
+    """Why a loader point cannot run as asked, or None (a loader option without what it needs,
+    such as pinned memory on the CPU, is config.needs' to refuse)."""
     if point.data != "loader":
         return None
-    if point.pin_memory and device.type != "cuda":
-        return "pinned memory speeds host-to-device copies; the CPU has none to speed"
     if point.parallel != "none":
         return "the loader data mode feeds single-process points; parallel ranks take device data"
     return None

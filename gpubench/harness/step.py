@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from gpubench import models
-from gpubench.config import precision
+from gpubench.config import needs, precision
 from gpubench.config.model_options import decode
 from gpubench.config.spec import Point
 from gpubench.data import synthetic
@@ -37,12 +37,10 @@ def unsupported_reason(point: Point, workload: Workload | None = None) -> str | 
     device = torch.device(point.device)
     reason = precision.unsupported_reason(point.precision, device)
     reason = reason or synthetic.unsupported_reason(point.data, device)
-    reason = reason or loader_reason(point, device)  # issue 31
-    reason = reason or _graph_reason(point, device)
-    has_conv = workload is None or any(isinstance(m, nn.Conv2d) for m in workload.model.modules())
-    if reason is None and point.channels_last and not has_conv:
-        reason = f"channels_last applies to convolutional models; {point.model} has no Conv2d"
-    reason = reason or _cudnn_benchmark_reason(point, device, workload)
+    # a setting without what it needs (config.needs: a CUDA device, convolutions, a loader)
+    reason = reason or needs.refusal(point.to_dict(), workload is None or workload.convolutional)
+    reason = reason or loader_reason(point)  # issue 31
+    reason = reason or _graph_reason(point)
     return reason or _effective_batch_reason(point, workload)
 
 
@@ -57,22 +55,6 @@ def _effective_batch_reason(point: Point, workload: Workload | None) -> str | No
         )
     if point.checkpoint == "blocks" and workload is not None:
         return blocks.unsupported_reason(workload.model, point.model)
-    return None
-
-
-def _cudnn_benchmark_reason(
-    point: Point, device: torch.device, workload: Workload | None
-) -> str | None:
-    """cudnn.benchmark autotunes cuDNN's convolution algorithms: elsewhere it changes nothing,
-    and a row that claimed it would duplicate the row without it (issue 16)."""
-    if not point.cudnn_benchmark:
-        return None
-    if device.type != "cuda":
-        return "cudnn_benchmark autotunes cuDNN convolutions; the CPU has no cuDNN"
-    if workload is not None and not any(
-        isinstance(m, nn.modules.conv._ConvNd) for m in workload.model.modules()
-    ):
-        return f"cudnn_benchmark applies to convolutional models; {point.model} has no convolution"
     return None
 
 
@@ -95,11 +77,10 @@ def backend_flags(point: Point) -> Iterator[None]:
 _GRAPH_WARMUP_STEPS = 3
 
 
-def _graph_reason(point: Point, device: torch.device) -> str | None:
+def _graph_reason(point: Point) -> str | None:
+    """Why a CUDA graph cannot capture `point`'s step where it has a CUDA device."""
     if not point.cuda_graph:
         return None
-    if device.type != "cuda":
-        return "CUDA graphs need a CUDA device"
     if precision.get(point.precision).scaler:
         return "fp16 loss scaling checks for inf on the host every step, which a graph cannot hold"
     if point.compile == "compile":

@@ -50,6 +50,13 @@ class Workload:
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
 
+    @property
+    def convolutional(self) -> bool:
+        """Whether the model has a 2-D convolution (nn.Conv2d, or a library's subclass of it):
+        what channels-last lays out, cuDNN autotunes and an image loader augments for. The one
+        answer to "has convolutions" (config.needs' "conv")."""
+        return any(isinstance(m, nn.Conv2d) for m in self.model.modules())
+
 
 def generator(device: torch.device, seed: int) -> torch.Generator:
     g = torch.Generator(device=device)

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench.config import registry
+from gpubench.config import needs, registry
 from gpubench.config.registry import Setting, lever_name
 from gpubench.config.spec import Point
 from gpubench.science import growth, plan
@@ -355,9 +355,5 @@ def _applies(setting: Setting, best: dict[str, Any]) -> bool:
     (channels-last, found in the point's profile)."""
     prof = best.get("profile")
     cats = prof.get("category_s", {}) if isinstance(prof, dict) else {}
-    has = {
-        "cuda": str(best["device"]).startswith("cuda"),
-        "loader": best.get("data") == "loader",
-        "conv": bool(cats.get("conv")),
-    }
-    return all(has[n] for n in setting.needs)
+    # a row holds no model: its profile's convolution time says it has convolutions
+    return needs.acts(setting, needs.held(best, conv=bool(cats.get("conv"))))

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gpubench.config import registry
+from gpubench.config import needs, registry
 from gpubench.config import spec as S
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Point
@@ -153,9 +153,9 @@ def axis_values(
     device = torch.device(base.device)
     from gpubench.config import precision  # torch's: not for the command line's parser
 
-    has = {"cuda": cuda, "conv": has_conv, "loader": base.data == "loader"}
+    has = needs.held(base.to_dict(), has_conv)
     out: dict[str, tuple[Any, ...]] = {
-        s.name: ((s.choices or (False, True)) if all(has[n] for n in s.needs) else (s.default,))
+        s.name: ((s.choices or (False, True)) if needs.acts(s, has) else (s.default,))
         for s in registry.SETTINGS
         if s.searched
     }
@@ -185,9 +185,8 @@ def combos(
     for settings in itertools.product(*(ordered[a] for a in AXES)):
         combo = tuple(zip(AXES, settings, strict=True))
         point = dataclasses.replace(base, **dict(combo))
-        reason = unsupported_reason(point)
-        if reason is None and point.channels_last and not has_conv:
-            reason = "no convolution"
+        # the model is built on meta, not here: its convolutions are known as has_conv
+        reason = unsupported_reason(point) or needs.refusal(point.to_dict(), has_conv)
         if reason is None and point.checkpoint != "none" and not has_blocks:
             reason = "no repeated blocks"
         if reason is None:

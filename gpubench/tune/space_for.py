@@ -47,7 +47,7 @@ def space_for(
 
     with torch.device("meta"):
         workload = models.build(request.model, request.size, **request.model_options)
-    has_conv = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in workload.model.modules())
+    has_conv = workload.convolutional
     has_blocks = bool(repeated_blocks(workload.model))
     sizes = request.batch_sizes
     accumulate = request.named.get("accumulate")

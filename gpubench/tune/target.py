@@ -18,7 +18,7 @@ import dataclasses
 import math
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from gpubench.config.checks import check_one_of
 from gpubench.config.convergence import TARGET_METRICS, Convergence, check, check_models
 from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import decode, encode
+from gpubench.config.registry import SETTINGS
 from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point
 from gpubench.config.suite import load_suite
 from gpubench.data import catalog
@@ -46,9 +47,9 @@ from gpubench.tune.target_search import (
     SearchResult,
     TargetConfig,
     TrialRun,
-    search,
     seed_spread,
 )
+from gpubench.tune.target_search import search as search_rungs
 
 # The shipped suite whose [convergence] settings (data, evaluation gaps, warm-up, base rate,
 # top rung) a target search uses: the grid it is compared with is that suite's sweep.
@@ -171,46 +172,61 @@ def space(
     return list(out.values())
 
 
+@dataclass(frozen=True)
+class TargetSearch:
+    """What a target search covers and may spend: `budget_s` wall seconds; the fastest
+    configurations re-run on `seeds` seeds in all; the batch sizes (None: the powers of two up
+    to the training set's size) and lr-scaling rules (None: every rule); the top rung's
+    training seconds (`max_time_s`; None: the settings' time limit) and step cap (`max_steps`;
+    each lower rung its share of the top rung's time); `rungs` rungs, each `eta` times the
+    last; the convergence `settings` (None: the shipped convergence suite's)."""
+
+    budget_s: float
+    seeds: int = 3
+    batch_sizes: Sequence[int] | None = None
+    rules: Sequence[str] | None = None
+    max_time_s: float | None = None
+    max_steps: int | None = None
+    rungs: int = RUNG_COUNT
+    eta: int = ETA
+    settings: Convergence | None = None
+
+
 def run_target(
-    model: str,
+    point: Point,
     target: str,
-    budget_s: float,
+    search: TargetSearch,
     out: Path,
-    device: str = "cpu",
-    optimizer: str = "adamw",
-    seeds: int = 3,
-    *,
-    precision: str = "fp32",
-    size: str | None = None,
-    settings: Convergence | None = None,
-    batch_sizes: Sequence[int] | None = None,
-    rules: Sequence[str] | None = None,
-    max_time_s: float | None = None,
-    max_steps: int | None = None,
-    seed: int = 0,
-    data: str = "device",
-    model_options: Mapping[str, Any] | None = None,
-    rungs: int = RUNG_COUNT,
-    eta: int = ETA,
     options: RunOptions = RUN_OPTIONS,
     on_run: OnRun | None = None,
 ) -> TargetResult:
-    """Search batch size x learning rate of `model` on `device` for the least training time
-    to `target` ("METRIC=VALUE") within `budget_s` wall seconds, re-run the fastest on `seeds`
-    seeds in all, write the run folder `out` and return the answer.
+    """Search batch size x learning rate of `point`'s model on its device for the least
+    training time to `target` ("METRIC=VALUE") within `search`'s budget, re-run the fastest on
+    its seeds, write the run folder `out` and return the answer.
 
-    Defaults: the shipped convergence suite's `settings` and `size`, the powers of two up to the
-    training set's size, every lr-scaling rule, a top rung of the settings' time limit. Lower
-    rungs cap `max_steps` at their share of the top rung's time. The runs carry `data`,
-    `model_options` and seed `seed` (a contender's re-runs seed + 1, ...), each a worker's
-    convergence point under `options`' memory cap and point timeout. Bad input raises
-    ConfigError before anything is written."""
+    Every run is `point` (its model and size, device, precision, optimizer, data and model
+    options) at a configuration's batch size and lr-scaling rule, seeded `point.seed` (a
+    contender's re-runs seed + 1, ...): a worker's convergence point under `options`' memory
+    cap and point timeout. `point`'s batch size is ignored (the search sets each run's); its
+    other settings must be at their defaults. Bad input raises ConfigError before anything is
+    written."""
+    model, size, optimizer = point.model, point.model_size, point.optimizer
     metric, value = parse_target(target)
-    default_size, default_conv = default_settings(optimizer)
-    size = size or default_size
-    conv = settings or default_conv
+    conv = search.settings or default_settings(optimizer)[1]
     check_one_of(optimizer, OPTIMIZERS, "--optimizer")
-    check_one_of(precision, PRECISIONS, "--precision")
+    others = [
+        s.name
+        for s in SETTINGS
+        if s.name not in (*_OF_POINT, "model_size", "batch_size", "model_options")
+        and getattr(point, s.name) != s.default
+    ]
+    if others:
+        raise ConfigError(
+            f"{', '.join(others)} with --target; allowed: their defaults (a target search "
+            "trains the model at each batch size and learning rate it searches, nothing else)"
+        )
+    check_one_of(point.precision, PRECISIONS, "--precision")
+    budget_s, seeds, max_steps = search.budget_s, search.seeds, search.max_steps
     if not budget_s > 0:
         raise ConfigError(f"invalid --budget {budget_s!r} s; allowed: above 0")
     if isinstance(seeds, bool) or seeds < 1:
@@ -220,12 +236,12 @@ def run_target(
     conv = dataclasses.replace(conv, target_metric=metric, target=value, stop_at_target=True)
     check(conv)
     check_models((model,), conv)
-    if data != "device":  # science.convergence would make every run `unsupported`
+    if point.data != "device":  # science.convergence would make every run `unsupported`
         raise ConfigError(
-            f"invalid --data {data!r} with --target; allowed: device (a convergence run keeps "
-            "its data set on the device)"
+            f"invalid --data {point.data!r} with --target; allowed: device (a convergence run "
+            "keeps its data set on the device)"
         )
-    model_kwargs = dict(model_options or {})
+    model_kwargs = decode(point.model_options)
     # built in a worker: a factory that hangs or kills its process is one line (issue 43)
     with contextlib.closing(WorkerRunner(None, options.point_timeout_s)) as checker:
         preflight.check_built_alone(model, size, model_kwargs, checker)
@@ -233,7 +249,7 @@ def run_target(
         ds, _ = catalog.load(model, size, conv.dataset, conv.data_dir, conv.image_size)
     except ValueError as e:
         raise ConfigError(str(e)) from e
-    top_s = max_time_s if max_time_s is not None else conv.time_limit_s()
+    top_s = search.max_time_s if search.max_time_s is not None else conv.time_limit_s()
     if top_s is None:
         raise ConfigError("a target search needs a training-time limit; allowed: --max-time S")
     timeout = options.point_timeout_s
@@ -243,19 +259,19 @@ def run_target(
             "allowed: a training time below the point timeout"
         )
     try:
-        ladder = Rungs.geometric(top_s, rungs, eta)
+        ladder = Rungs.geometric(top_s, search.rungs, search.eta)
     except ValueError as e:
         raise ConfigError(str(e)) from e
-    sizes = list(batch_sizes) if batch_sizes is not None else maxbatch.powers_of_two(ds.train_size)
+    given = search.batch_sizes
+    sizes = list(given) if given is not None else maxbatch.powers_of_two(ds.train_size)
     for b in sizes:
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= ds.train_size:
             raise ConfigError(
                 f"invalid batch size {b!r}; allowed: 1 to the {ds.train_size} training "
                 f"samples of {ds.name}"
             )
-    configs = space(optimizer, conv, sizes, rules)
-    base = Point(model, size, device, precision, optimizer, 1, seed, data)
-    base = dataclasses.replace(base, model_options=encode(model_kwargs))
+    configs = space(optimizer, conv, sizes, search.rules)
+    base = dataclasses.replace(point, batch_size=1, model_options=encode(model_kwargs))
     fixed = TargetRecord(
         (),
         **{name: getattr(base, name) for name in _OF_POINT},
@@ -274,8 +290,8 @@ def run_target(
     started = time.perf_counter()
     with RunContext(Path(out), options) as run:
         run.open()
-        run.capture_env([device], [precision], recalibrate=False)
-        result = SearchResult(configs, ladder.eta, seed)
+        run.capture_env([point.device], [point.precision], recalibrate=False)
+        result = SearchResult(configs, ladder.eta, base.seed)
         train = _Runs(run, base, conv, metric, top_s, max_steps)
 
         def noted(trial: dict[str, Any]) -> None:
@@ -284,7 +300,7 @@ def run_target(
                 on_run(trial)
 
         try:
-            search(result, train, metric, value, ladder, budget_s, seeds, on_run=noted)
+            search_rungs(result, train, metric, value, ladder, budget_s, seeds, on_run=noted)
             spread = seed_spread(result, train, seeds, ladder, on_run=noted)
         finally:
             run.write_csv()
