@@ -46,9 +46,10 @@ from acceptance import (
     partitions,
 )
 
+from gpubench.config.keys import configuration
 from gpubench.config.spec import Point
 from gpubench.run import confirm
-from gpubench.science.partition import configuration, heading
+from gpubench.science.partition import heading
 
 BATCHES = ",".join(str(2**k) for k in range(2, 11))  # 4 ... 1024
 

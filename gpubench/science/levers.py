@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpubench.config import registry
+from gpubench.config.keys import identity, same_key
 from gpubench.config.registry import Setting, lever_name
 from gpubench.config.spec import Point
 from gpubench.science import growth, plan
 from gpubench.science.input_bound import workers_lever
 from gpubench.science.leaders import MARGIN, Comparison
-from gpubench.science.partition import identity, label, norm, same_key, series
+from gpubench.science.partition import label, norm, series
 from gpubench.science.plan import Unreached
 from gpubench.store.growth_record import Stop
 

@@ -13,26 +13,14 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench.config.keys import FIXED, configuration, identity, identity_dict, partition_key
 from gpubench.science import economy, leaders, plan, remeasured, standing, target_time
 from gpubench.science.bottleneck import BOTTLENECKS, Bottleneck, classify
 from gpubench.science.devices import Across, DeviceLead, across, device_leads, energy_lines
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
 from gpubench.science.input_bound import input_lines
 from gpubench.science.levers import levers, no_help
-from gpubench.science.partition import (
-    FIXED,
-    answer,
-    configuration,
-    finite,
-    grouped,
-    heading,
-    identity,
-    identity_dict,
-    label,
-    partition_key,
-    series,
-    varying,
-)
+from gpubench.science.partition import answer, finite, grouped, heading, label, series, varying
 from gpubench.science.partition import norm as _norm
 from gpubench.store.growth_record import Stop
 from gpubench.store.wording import milliseconds, number, times
