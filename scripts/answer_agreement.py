@@ -1,4 +1,4 @@
-"""Do two runs give the same answer? Per partition, gpubench.tune.acceptance.agreement: the same
+"""Do two runs give the same answer? Per partition, acceptance.agreement (beside it): the same
 winner; a tie where each run's leader is inside the other's answer; "the grid could not tell"
 where either answer is a tie of more than 3; else different.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gpubench.tune.acceptance import AGREEING, compare_runs
+from acceptance import AGREEING, compare_runs
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:

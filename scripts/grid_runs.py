@@ -3,7 +3,7 @@ finished grid they reuse (`--grid DIR`), its wall time, and the folder of each s
 
 A comparison folder holds the grid (DIR/grid-MODEL, unless --grid names one elsewhere) and one
 tune per budget share, DIR/tune-MODEL-at-25pct (tune --target: DIR/tune-target-MODEL-at-25pct),
-each judged by the same grid's figures (gpubench.tune.acceptance*).
+each judged by the same grid's figures (scripts/acceptance*.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """How well a grid reproduces itself, by the rule tune is judged by: each run's pick judged by
-each other run's own figures (gpubench.tune.acceptance.judge_runs), one line per ordered pair.
+each other run's own figures (acceptance.judge_runs, beside it), one line per ordered pair.
 Given grids of one space measured at different times, it is the noise floor of "within 3% of
 the grid's best".
 
@@ -12,7 +12,7 @@ import sys
 from itertools import permutations
 from pathlib import Path
 
-from gpubench.tune.acceptance import judge_runs
+from acceptance import judge_runs
 
 if __name__ == "__main__":
     if len(sys.argv) < 3:

@@ -6,7 +6,7 @@ or reuses a finished one (`--grid DIR`: its batch sizes and seeds, its wall time
 grid_wall.json this script wrote there or `--grid-seconds S`), then one `tune --target` over the
 same batch sizes per budget share (`--budget-share 0.15,0.25,0.40` of the grid's wall time), and
 prints per share tune's wall time and tune's pick judged by the GRID's median for it
-(gpubench.tune.acceptance_target; tune's own median, biased low by its selection, shown beside),
+(acceptance_target.py beside it; tune's own median, biased low by its selection, shown beside),
 with the load. `--judge-only` judges the folders a previous run left in DIR.
 
 Folders: DIR/grid-target-MODEL (unless --grid) with its suite DIR/grid-target-MODEL.toml,
@@ -29,11 +29,11 @@ import sys
 from pathlib import Path
 
 import grid_runs  # scripts/ is sys.path[0] when run as a script
+from acceptance_target import TOLERANCE, judge_target_runs
 from tune_vs_grid import run_gpubench
 
 from gpubench.config.suite import load_suite
 from gpubench.store.results import read_rows
-from gpubench.tune.acceptance_target import TOLERANCE, judge_target_runs
 from gpubench.tune.target import parse_target
 
 SUITE = """name = "target-grid"

@@ -5,7 +5,7 @@ Runs, one after the other on this machine, the full grid as a sweep (or reuses a
 `--grid-seconds S`) and then one `tune` over the same space per budget share (`--budget-share
 0.15,0.25,0.40`: a wall-clock budget of that share of the grid's wall time each), and prints,
 per share, tune's wall time and tune's pick judged by the grid's own figures
-(gpubench.tune.acceptance: its ratio to the grid's best, within the margin; the grid's winner,
+(acceptance.py beside it: its ratio to the grid's best, within the margin; the grid's winner,
 inside the grid's tie, or "the grid could not tell" where that tie holds more than 3), with the
 load average before each command. `--judge-only` judges the folders a previous run left in DIR
 without running anything. Tune's --budget counts from its process's start to the end of its
@@ -37,11 +37,7 @@ import time
 from pathlib import Path
 
 import grid_runs  # scripts/ is sys.path[0] when run as a script
-
-from gpubench.config.spec import Point
-from gpubench.run import confirm
-from gpubench.science.partition import configuration, heading
-from gpubench.tune.acceptance import (
+from acceptance import (
     MARGIN,
     HeadToHead,
     answer,
@@ -49,6 +45,11 @@ from gpubench.tune.acceptance import (
     judge_runs,
     partitions,
 )
+
+from gpubench.config.keys import configuration
+from gpubench.config.spec import Point
+from gpubench.run import confirm
+from gpubench.science.partition import heading
 
 BATCHES = ",".join(str(2**k) for k in range(2, 11))  # 4 ... 1024
 
@@ -71,7 +72,7 @@ def rematch(
 ) -> list[str]:
     """Issue 42's acceptance: per partition, tune's pick and the grid's re-measured interleaved
     in fresh worker processes now (run.confirm's rounds, `budget_s` seconds of rounds), judged
-    head to head (tune.acceptance.head_to_head), one line each."""
+    head to head (acceptance.head_to_head), one line each."""
     grid = partitions(grid_dir)
     lines = []
     for key, (rows, record) in partitions(tune_dir).items():

@@ -33,7 +33,7 @@ import test_tune_search as TS
 
 from gpubench.tune.search import ETA, ROUNDS, Config, Space, round_scale, search
 
-MARGIN = 0.03  # acceptance's practical difference (gpubench.tune.acceptance.MARGIN)
+MARGIN = 0.03  # acceptance's practical difference (scripts/acceptance.py: science.leaders.MARGIN)
 AXES = ("precision", "threads", "compile")  # the recorded grids' competing settings
 DATA = Path(__file__).parent / "data" / "acceptance"
 GRIDS = {"cnn": "cnn2/grid-cnn", "mlp": "tvg2/grid-mlp", "transformer": "tvg2/grid-transformer"}

@@ -21,6 +21,7 @@ import pytest
 from gpubench.cli.parser import build_parser
 from gpubench.cli.sweep_args import spec_from_args
 from gpubench.config.errors import ConfigError
+from gpubench.config.keys import series_key
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.config.suite import load_suite
 from gpubench.run import batch_growth, sweep
@@ -333,9 +334,11 @@ def test_a_resumed_sweep_grows_on_where_it_stopped(
     assert {u["reason"] for u in record["unmeasured"]} == {"stopped"}
     assert [p["batch_size"] for p in gone] == [1024, 4, 16, 64]
     assert [p["optimizer"] for p in gone] == ["sgd", "adamw", "adamw", "adamw"]
-    sgd = next(v for k, v in record["series"].items() if "cuda" in k and "sgd" in k)
+    stops = {(s["series"]["device"], s["series"]["optimizer"]): s for s in record["stops"]}
+    sgd = stops["cuda", "sgd"]
     assert (sgd["reason"], sgd["next_batch"]) == ("launch-bound", 1024)
-    cpu = [v["reason"] for k, v in record["series"].items() if "cpu" in k]
+    assert "batch_size" not in sgd["series"], "a series is named without its batch"
+    cpu = [s["reason"] for (device, _), s in stops.items() if device == "cpu"]
     assert cpu == [], "the CPU's series of this suite do not grow"
     counts = _measure_with(monkeypatch, tmp_path, SPEC, _flattens_at(256))
     got = _batches(tmp_path)
@@ -364,7 +367,7 @@ def test_a_listed_batch_its_series_budget_cannot_hold_is_not_started(
     (skipped,) = record.unmeasured
     assert (skipped.point["batch_size"], skipped.reason) == (64, "over budget")
     assert skipped.detail == "B=64 would take about 18.7 s, 4.7 s of its series' 12 s left"
-    (stop,) = record.series.values()
+    (stop,) = record.stops
     assert stop.reason in ("budget spent", "over budget") and stop.next_batch is None
     assert counts == [(1, 3), (2, 3)], "the count drops the point not started"
 
@@ -377,3 +380,64 @@ def test_a_batch_that_failed_inside_the_series_is_not_asked_for_again() -> None:
     g = decide(rows)
     assert (g.batch, g.reason) == (None, "failed")
     assert g.detail.startswith("B=128 measured already")
+
+
+def test_two_seeds_of_one_series_stop_apart_in_growth_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 49: growth.json named a series by its label, which leaves the seed out, so the two
+    # seeds' stops shared one entry and the last written won. Seed 0 flattens past B=64,
+    # seed 1 past B=256: each has its own entry, read back by its own rows' series key.
+    def curve(point: Point) -> dict[str, Any]:
+        return _flattens_at(64 if point.seed == 0 else 256)(point)
+
+    spec = dataclasses.replace(SPEC, devices=("cuda",), optimizers=("sgd",), seeds=(0, 1))
+    _measure_with(monkeypatch, tmp_path, spec, curve)
+    raw = json.loads((tmp_path / growth_record.FILE).read_text())
+    assert "series" not in raw, "nothing is keyed by label any more"
+    assert sorted(s["series"]["seed"] for s in raw["stops"]) == [0, 1]
+    record = growth_record.read(tmp_path)
+    assert record is not None and len(record.stops) == 2
+    stops = record.by_series()
+    largest = {}
+    for r in read_rows(tmp_path):
+        largest[r["seed"]] = max(largest.get(r["seed"], 0), int(r["batch_size"]))
+        assert stops[series_key(r)].series["seed"] == r["seed"]
+    assert largest == {0: 256, 1: 1024}
+    seed = {s: dataclasses.replace(BASE, seed=s, batch_size=16).to_dict() for s in (0, 1)}
+    assert stops[series_key(seed[0])].detail.startswith("B=64 is the fastest")
+    assert stops[series_key(seed[1])].detail.startswith("B=256 is the fastest")
+    # a resumed sweep rewrites growth.json with both entries still apart
+    _measure_with(monkeypatch, tmp_path, spec, curve)
+    again = growth_record.read(tmp_path)
+    assert again is not None and again.by_series() == stops
+
+
+def test_a_growth_json_keyed_by_label_still_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a published folder's growth.json from before issue 49: each series under its label
+    old = {
+        "series": {
+            "mlp/tiny cuda fp32 sgd": {
+                "reason": "over budget",
+                "detail": "B=1024 would take about 9.0 s, 2.0 s of its 12 s left",
+                "next_batch": None,
+            }
+        },
+        "unmeasured": [],
+    }
+    (tmp_path / growth_record.FILE).write_text(json.dumps(old))
+    record = growth_record.read(tmp_path)
+    assert record is not None and record.stops == ()
+    (stop,) = record.by_series().values()
+    assert record.by_series() == {BASE.label(batch=False): stop}
+    assert (stop.reason, stop.next_batch) == ("over budget", None)
+    # a resume of that folder keeps what it recorded beside the entries it writes by key
+    spec = dataclasses.replace(SPEC, devices=("cuda",), optimizers=("adamw",))
+    _measure_with(monkeypatch, tmp_path, spec, _flattens_at(64))
+    raw = json.loads((tmp_path / growth_record.FILE).read_text())
+    kept = old["series"]["mlp/tiny cuda fp32 sgd"]
+    assert raw["series"] == {"mlp/tiny cuda fp32 sgd": {**kept, "series": {}}}
+    (adamw,) = raw["stops"]
+    assert adamw["series"]["optimizer"] == "adamw"

@@ -1,6 +1,6 @@
 """scripts/tune_vs_grid.py and target_vs_grid.py as callers: a list of budget shares, a finished
-grid reused (never rerun), one tune folder and one acceptance line per share, the judgement the
-package's (gpubench.tune.acceptance*). The grid and the tunes are trimmed published folders
+grid reused (never rerun), one tune folder and one acceptance line per share, the judgement
+scripts/acceptance*.py's. The grid and the tunes are trimmed published folders
 (tests/data/acceptance); the tune command is replaced by a copy of a published tune's folder."""
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gpubench.tune.acceptance import judge_runs
-from gpubench.tune.acceptance_target import judge_target_runs
+from acceptance import judge_runs
+from acceptance_target import judge_target_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "acceptance"

@@ -9,8 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gpubench.config.spec import Point
+from gpubench.run import batch_growth
 from gpubench.science import levers
-from gpubench.science.growth import CEILING, SERIES_BUDGET_S
+from gpubench.science.growth import CEILING, SERIES_BUDGET_S, Growth
+from gpubench.store.growth_record import GrowthRecord, Stop
 
 H100_GROWN = Path(__file__).parent / "data" / "h100" / "quick-20261125-cuda-series.jsonl"
 
@@ -126,3 +129,31 @@ def test_a_grid_of_listed_batches_is_not_said_to_be_ended_by_a_budget_it_never_h
         f"the fastest; its series' time budget ended it before throughput flattened ({detail})"
     )
     assert todo == "measure larger batches: --batch-sizes auto"
+
+
+def test_each_seed_of_a_series_is_told_its_own_stop() -> None:
+    # issue 49: growth.json's stops by the series' key, the seed in it: seed 0's series was
+    # ended by its time budget, seed 1's (the same label) flattened; each fastest row is told
+    # its own, and an old growth.json (by label) is still read by the label
+    rows = [r | {"point_time_s": 2.6} for r in _rows("cnn", "bf16", "adamw", [4, 16, 64, 256])]
+    rows += [
+        r | {"point_time_s": 1.0, "samples_per_s": r["samples_per_s"] * 1.2}
+        for r in _rows("cnn", "bf16", "adamw", [1024])
+    ]
+    seeded = [r | {"seed": 1} for r in rows]
+    detail = "throughput still rising at B=1024: 1.20x B=256's; 11.4 s of its 12 s spent"
+    budget = Growth(None, "budget spent", detail)
+    flat = Growth(None, "flattened", "B=1024 is the fastest")
+    grown = [batch_growth.stop(Point.of(rows[-1]), budget)]
+    grown += [batch_growth.stop(Point.of(seeded[-1]), flat)]
+    stops = batch_growth.record(grown).by_series()
+    assert len(stops) == 2
+    line, _ = levers._larger_batch(rows[-1], rows, rows, stops=stops)
+    assert line.endswith(f"its series' time budget ended it before throughput flattened ({detail})")
+    line, _ = levers._larger_batch(seeded[-1], seeded, seeded, stops=stops)
+    assert line.endswith("the fastest; throughput still rising there (not bracketed)")
+    label = Point.of(rows[-1]).label(batch=False)
+    old = GrowthRecord(series={label: Stop("over budget", detail)})
+    for best, bests in ((rows[-1], rows), (seeded[-1], seeded)):  # the label names both seeds
+        line, _ = levers._larger_batch(best, bests, bests, stops=old.by_series())
+        assert line.endswith(f"ended it before throughput flattened ({detail})")

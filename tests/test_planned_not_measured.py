@@ -14,13 +14,13 @@ import pytest
 from report_fixture import env, speed_row, write_run
 
 from gpubench.cli.main import main
+from gpubench.config.keys import identity_dict
 from gpubench.config.spec import Point, SweepSpec
 from gpubench.report.explain import explain_runs
 from gpubench.report.verdict_section import verdict_section
 from gpubench.run import shard
 from gpubench.run.folder import as_saved
 from gpubench.science import levers, plan
-from gpubench.science.partition import identity_dict
 from gpubench.science.verdict import ModelVerdict
 from gpubench.store.growth_record import GrowthRecord, Unmeasured
 

@@ -14,8 +14,8 @@ import textwrap
 from pathlib import Path
 
 from gpubench.config import labels, registry
+from gpubench.config.keys import FIXED, configuration, identity
 from gpubench.config.spec import AXES, Point, SweepSpec
-from gpubench.science.partition import FIXED, configuration, identity
 from gpubench.store.row import IDENTITY
 
 THROWAWAY = textwrap.dedent(

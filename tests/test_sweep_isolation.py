@@ -147,7 +147,7 @@ def test_auto_batch_sizes_grow_until_the_series_answers(tmp_path: Path) -> None:
     batches = [r["batch_size"] for r in got]
     assert batches[0] == 1 and len(set(batches)) == len(batches)
     assert {r["status"] for r in got} <= {"ok", "oom"}
-    (decision,) = json.loads((out / "growth.json").read_text())["series"].values()
+    (decision,) = json.loads((out / "growth.json").read_text())["stops"]
     assert decision["next_batch"] is None
     assert decision["reason"] in ("flattened", "memory ends"), decision
     oom = [r["batch_size"] for r in got if r["status"] == "oom"]
@@ -184,7 +184,7 @@ def test_an_auto_series_that_errs_stops_there(tmp_path: Path) -> None:
     # error, and the series stops there (on a contended machine a one-step reading may show
     # throughput flat before the failure: then it stops as flattened, never past a failure)
     got = {r["batch_size"]: r["status"] for r in rows(out)}
-    (decision,) = json.loads((out / "growth.json").read_text())["series"].values()
+    (decision,) = json.loads((out / "growth.json").read_text())["stops"]
     assert got[1] == "ok" and all(s == "ok" for b, s in got.items() if b <= 4)
     failed = [b for b, s in got.items() if s != "ok"]
     if decision["reason"] == "failed":

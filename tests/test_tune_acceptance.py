@@ -1,4 +1,4 @@
-"""Acceptance of tune against the grid (gpubench.tune.acceptance, acceptance_target): on trimmed
+"""Acceptance of tune against the grid (scripts/acceptance.py, acceptance_target.py): on trimmed
 copies of the published comparisons (tests/data/acceptance/README.md) and on synthetic rows."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import acceptance as A
 import pytest
+from acceptance_target import judge_target, judge_target_runs
 
 from gpubench.science.leaders import decide
 from gpubench.science.target_time import fastest, summarise
 from gpubench.store.results import read_rows
-from gpubench.tune import acceptance as A
-from gpubench.tune.acceptance_target import judge_target, judge_target_runs
 
 DATA = Path(__file__).parent / "data" / "acceptance"
 

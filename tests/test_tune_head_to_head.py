@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from gpubench.tune.acceptance import head_to_head
+from acceptance import head_to_head
 
 
 def _rounds(ratio: float, spread: float, n: int = 12, seed: int = 0) -> tuple[list[float], ...]:

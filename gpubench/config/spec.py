@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from gpubench.config import loader as loader_axes
 from gpubench.config.convergence import Convergence
+from gpubench.config.keys import same_key
 from gpubench.config.labels import label, model_label
 from gpubench.config.model_options import encode
 from gpubench.config.prices import Prices
@@ -70,8 +71,9 @@ class _PointMethods:
         return self.batch_size // self.world_size if self.scaling == "strong" else self.batch_size
 
     def key(self, drop: tuple[str, ...] = ()) -> tuple[Any, ...]:
-        """The point's settings in the registry's order, but those named in `drop`."""
-        return tuple(getattr(self, s.name) for s in SETTINGS if s.name not in drop)
+        """The point's settings in the registry's order, but those named in `drop`
+        (config.keys.same_key: a row of the point keys the same)."""
+        return same_key(vars(self), *drop)
 
     def label(self, batch: bool = True) -> str:
         """The point in a log line: 'mlp/small cpu fp32 sgd B=4 (compiled)' (config.labels);

@@ -12,9 +12,9 @@ from typing import Any
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
+from gpubench.config.keys import identity, identity_dict
 from gpubench.config.labels import label
 from gpubench.report.analysis import MEMORY_COLUMNS, real
-from gpubench.science.partition import identity, identity_dict
 from gpubench.store.benchjson import rows_from_benchmark_json
 from gpubench.store.results import ResultsError, load_results
 from gpubench.store.row import IDENTITY

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from gpubench.config.errors import ConfigError
+from gpubench.config.keys import Key
 from gpubench.config.spec import AUTO, Point
 from gpubench.report.runs import Run, combine, load_runs
 from gpubench.run import folder, shard
@@ -103,10 +104,11 @@ def unreached(runs: Sequence[Run], records: Sequence[GrowthRecord | None]) -> li
     return out
 
 
-def stops(records: Sequence[GrowthRecord | None]) -> dict[str, Stop]:
-    """Why each series the runs' sweeps grew stopped, by the series' label (their growth.json
-    `records`; a series no run grew is not in it: its largest batch is not a budget's doing)."""
-    return {k: v for r in records if r is not None for k, v in r.series.items()}
+def stops(records: Sequence[GrowthRecord | None]) -> dict[Key | str, Stop]:
+    """Why each series the runs' sweeps grew stopped, by the series' key, or its label in an
+    old growth.json (GrowthRecord.by_series; their growth.json `records`; a series no run grew
+    is not in it: its largest batch is not a budget's doing)."""
+    return {k: v for r in records if r is not None for k, v in r.by_series().items()}
 
 
 def _planned(run: Run, rows: list[dict[str, object]]) -> list[dict[str, object]]:

@@ -10,16 +10,16 @@ under --shard (a shard holds only part of a series).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gpubench.config.keys import SERIES
 from gpubench.config.spec import AUTO, Point, SweepSpec
 from gpubench.science import growth, leaders
 from gpubench.science.growth import AUTO_BUDGET_S, SERIES_BUDGET_S, Growth
 from gpubench.store.growth_record import GrowthRecord, Stop, Unmeasured
 
 AUTO_START = 1
-SERIES = ("batch_size",)  # the points of a series differ only in these
 
 
 def grows(spec: SweepSpec, point: Point, sharded: bool) -> bool:
@@ -51,11 +51,22 @@ def next_batch(spec: SweepSpec, point: Point, rows: Sequence[dict[str, Any]]) ->
     return dataclasses.replace(decided, batch=batch)
 
 
-def record(decisions: dict[str, Growth], unmeasured: Sequence[Unmeasured] = ()) -> GrowthRecord:
-    """growth.json's content (store.growth_record): per grown series label, where and why it
-    stopped (or the batch it measures next), and the points planned and not measured."""
-    series = {name: Stop(g.reason, g.detail, g.batch) for name, g in decisions.items()}
-    return GrowthRecord(series, tuple(unmeasured))
+def stop(point: Point, decided: Growth) -> Stop:
+    """growth.json's entry for `point`'s series (store.growth_record): where and why it stopped
+    (or the batch it measures next), the series named by its settings but the batch size."""
+    series = {k: v for k, v in point.to_dict().items() if k not in SERIES}
+    return Stop(decided.reason, decided.detail, decided.batch, series)
+
+
+def record(
+    stops: Iterable[Stop],
+    unmeasured: Sequence[Unmeasured] = (),
+    labelled: Mapping[str, Stop] | None = None,
+) -> GrowthRecord:
+    """growth.json's content (store.growth_record): each grown series' `stops` (one per
+    series), the points planned and not measured, and an old growth.json's stops by label
+    (`labelled`, kept on a resume)."""
+    return GrowthRecord(tuple(stops), tuple(unmeasured), dict(labelled or {}))
 
 
 def over_budget(spec: SweepSpec, point: Point, rows: Sequence[dict[str, Any]]) -> str | None:

@@ -30,11 +30,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpubench.config.keys import FIXED, partition_key
 from gpubench.config.spec import Point
 from gpubench.harness.interleave import Rounds
 from gpubench.run.worker import Call, WorkerError, WorkerRunner
 from gpubench.science import leaders, standing
-from gpubench.science.partition import FIXED, partition_key
 from gpubench.store import confirmations
 from gpubench.store.confirmations import Confirmations, Partition
 

@@ -15,6 +15,7 @@ import pandas as pd
 from gpubench.config import precision
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError
+from gpubench.config.keys import SERIES, series_key
 from gpubench.config.spec import AUTO, Budget, Point, SweepSpec
 from gpubench.config.validate import validate
 from gpubench.run import (
@@ -37,10 +38,9 @@ from gpubench.store.growth_record import Unmeasured
 from gpubench.store.results import load_results, read_rows
 from gpubench.store.row import make_row
 
-# The points that share a memory boundary differ only in these; a batch-size series only in the
-# batch (run.batch_growth).
+# The points that share a memory boundary differ only in these (a batch-size series only in the
+# batch: config.keys.SERIES).
 MEMORY_GROUP = ("batch_size", "seed")
-SERIES = batch_growth.SERIES
 OnRow = Callable[[dict[str, Any], int, int], None]
 OnStart = Callable[[int, int], None]  # (points in the sweep, points already measured)
 
@@ -192,10 +192,8 @@ def _measure(
     # not hold, or whose precision the device emulates. What growth.json holds already is kept
     # but for the points measured now (the batches grown after the confirmation, a resume).
     before = growth_record.read(run.store.dir)
-    decisions = {
-        k: batch_growth.Growth(v.next_batch, v.reason, v.detail)
-        for k, v in (before.series.items() if before is not None else ())
-    }
+    decisions = {series_key(s.series): s for s in (before.stops if before is not None else ())}
+    labelled = before.series if before is not None else {}  # a growth.json before issue 49
     now = planned | {p.key() for p in left_out}
     unmeasured = [
         u
@@ -207,7 +205,7 @@ def _measure(
     def write_growth(stopped: Sequence[Point] = ()) -> None:
         why = "the sweep was stopped before it"
         gone = [Unmeasured(p.to_dict(), "stopped", why) for p in stopped]
-        batch_growth.record(decisions, [*unmeasured, *gone]).write(run.store.dir)
+        batch_growth.record(decisions.values(), [*unmeasured, *gone], labelled).write(run.store.dir)
 
     if unmeasured:
         write_growth()
@@ -255,7 +253,7 @@ def _measure(
         if to_come[key] or not grows:
             continue
         grown = batch_growth.next_batch(spec, point, series_rows.get(key, []))
-        decisions[point.label(batch=False)] = grown
+        decisions[key] = batch_growth.stop(point, grown)
         write_growth()
         if grown.batch is not None:
             nxt = dataclasses.replace(point, batch_size=grown.batch)

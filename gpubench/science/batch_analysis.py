@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpubench.config.keys import CONFIGURATION, configuration
 from gpubench.science import target_time
 from gpubench.science.curve import spread
-from gpubench.science.partition import CONFIGURATION, configuration, grouped
+from gpubench.science.partition import grouped
 from gpubench.science.target_time import TargetTime
 from gpubench.science.throughput import throughput_optimal_batch
 from gpubench.store.results import ResultStore, load_results

@@ -13,8 +13,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpubench.config.keys import identity_dict, same_key
 from gpubench.science import leaders, standing
-from gpubench.science.partition import answer, finite, identity_dict, label, norm, same_key
+from gpubench.science.partition import answer, finite, label, norm
 from gpubench.store.wording import number, plural
 
 

@@ -15,9 +15,10 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpubench.config.keys import same_key
 from gpubench.science import standing
 from gpubench.science.leaders import interval
-from gpubench.science.partition import grouped, label, norm, same_key, varying
+from gpubench.science.partition import grouped, label, norm, varying
 
 CHOICE = ("accumulate", "checkpoint")
 # What a row's peak memory is read from, in order of preference: (column, its name in words).

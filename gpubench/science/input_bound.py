@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpubench.science.partition import finite, identity, norm, same_key
+from gpubench.config.keys import identity, same_key
+from gpubench.science.partition import finite, norm
 from gpubench.store.wording import milliseconds
 
 # A step that waits a fifth of its time for its batch would be 1.25x faster fed at once: more

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpubench.config import needs, registry
+from gpubench.config.keys import Key, identity, same_key, series_key
 from gpubench.config.registry import Setting, lever_name
 from gpubench.config.spec import Point
 from gpubench.science import growth, plan
 from gpubench.science.input_bound import workers_lever
 from gpubench.science.leaders import MARGIN, Comparison
-from gpubench.science.partition import identity, label, norm, same_key, series
+from gpubench.science.partition import label, norm, series
 from gpubench.science.plan import Unreached
 from gpubench.store.growth_record import Stop
 
@@ -40,7 +41,7 @@ def levers(
     paired: dict[tuple[Any, ...], Comparison] | None = None,
     tied: frozenset[tuple[Any, ...]] = frozenset(),
     unreached: Sequence[Unreached] = (),
-    stops: Mapping[str, Stop] | None = None,
+    stops: Mapping[Key | str, Stop] | None = None,
 ) -> tuple[list[str], str | None]:
     """The levers for `kind`: each measured one that helps by more than `margin` (its
     samples/s with it over without, naming the row it is measured against) and each one not
@@ -52,8 +53,9 @@ def levers(
     own intervals: a lever measured against one of them is within noise, never a figure.
     `unreached`: the partition's points planned and not measured (science.plan): a lever or
     larger batch among them is said to be planned, not measured, and why.
-    `stops`: why each grown series stopped, by its label (growth.json's; {}: none grew; None:
-    not known, read from the rows by the growth rule).
+    `stops`: why each grown series stopped, by its series' key, or its label in an old
+    growth.json (GrowthRecord.by_series; {}: none grew; None: not known, read from the rows by
+    the growth rule).
     A setting measured slower, or within the margin, is no lever: see no_help()."""
     effects = _effects(kind, best, records, among, margin, paired, tied, unreached)
     found = [e for e in effects if e.helps]
@@ -216,7 +218,7 @@ def _larger_batch(
     all_rows: list[dict[str, Any]],
     command: str = "sweep",
     unreached: Sequence[Unreached] = (),
-    stops: Mapping[str, Stop] | None = None,
+    stops: Mapping[Key | str, Stop] | None = None,
     paired: dict[tuple[Any, ...], Comparison] | None = None,
     margin: float = MARGIN,
 ) -> tuple[str, str | None]:
@@ -327,7 +329,7 @@ def _stopped(
     measured: list[dict[str, Any]],
     device_type: str,
     best: dict[str, Any],
-    stops: Mapping[str, Stop] | None,
+    stops: Mapping[Key | str, Stop] | None,
 ) -> str:
     """Why a series whose largest batch is its fastest, still rising, stopped there: its time
     budget, where the growth rule stopped it so (growth.json's `stops`; without them, the rule
@@ -337,7 +339,8 @@ def _stopped(
         return ""
     rising = "; throughput still rising there (not bracketed)"
     if stops is not None:
-        stop = stops.get(Point.of(best).label(batch=False))
+        # by the series' key; a growth.json before issue 49 named it by its label
+        stop = stops.get(series_key(best)) or stops.get(Point.of(best).label(batch=False))
         if stop is not None and stop.reason in ("budget spent", "over budget"):
             return f"; its series' time budget ended it before throughput flattened ({stop.detail})"
         return rising

@@ -4,27 +4,22 @@ A user picks the optimizer for the model (SGD and AdamW train differently), not 
 the model's options and the learning-rate rule are likewise part of the recipe. Those fields
 partition the verdict: one answer per model, size, model options, optimizer and lr rule. Within
 a partition batch size, precision, device, threads, speed options and parallel layout compete.
+A row's keys (its identity, configuration and partition) are config.keys'.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from gpubench.config import registry
+from gpubench.config.keys import same_key
 from gpubench.config.labels import heading, label, options, varying
 from gpubench.config.registry import normal as norm
 
 __all__ = ["heading", "label", "norm", "options", "varying"]
 
 T = TypeVar("T")
-
-IDENTITY = registry.names()
-# The fields that partition a verdict (the user's choices), in the order a heading names them.
-FIXED = registry.fixed()
-# The columns that name a configuration: the identity but the seed.
-CONFIGURATION = [c for c in IDENTITY if c != "seed"]
 
 
 def finite(v: Any) -> bool:
@@ -52,35 +47,6 @@ def grouped(items: Iterable[T], by: Callable[[T], Any]) -> dict[Any, list[T]]:
     return out
 
 
-def key(row: Mapping[str, Any], names: list[str] | tuple[str, ...]) -> tuple[Any, ...]:
-    """`row`'s values of the settings `names`, one spelling per value, a missing or null one at
-    the setting's default (config.registry): a row written before a setting existed is one
-    measured at its default."""
-    return tuple(norm(registry.BY_NAME[k].value(row)) for k in names)
-
-
-def identity(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    """A row's (or a point's) whole identity."""
-    return key(row, IDENTITY)
-
-
-def same_key(row: Mapping[str, Any], *skip: str) -> tuple[Any, ...]:
-    """A row's whole identity but the fields `skip`: rows with equal keys differ only there."""
-    return key(row, [k for k in IDENTITY if k not in skip])
-
-
-def configuration(row: Mapping[str, Any], *skip: str) -> tuple[Any, ...]:
-    """The configuration `row` belongs to: its identity but the seed (and the fields `skip`):
-    rows of one configuration under several seeds measure the same speed, and their times to
-    target are one configuration's."""
-    return same_key(row, "seed", *skip)
-
-
-def identity_dict(row: Mapping[str, Any]) -> dict[str, Any]:
-    """identity() by column name."""
-    return dict(zip(IDENTITY, identity(row), strict=True))
-
-
 def answer(
     fastest: str, samples_per_s: float, ident: dict[str, Any], ties: list[dict[str, Any]]
 ) -> dict[str, Any]:
@@ -96,8 +62,3 @@ def series(best: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, A
     """The rows of `best`'s batch-size series: its identity but the batch size and seed."""
     key = same_key(best, "batch_size", "seed")
     return [r for r in rows if same_key(r, "batch_size", "seed") == key]
-
-
-def partition_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    """The user's choices a row was measured under (FIXED)."""
-    return key(row, FIXED)

@@ -15,14 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench.science.partition import (
-    grouped,
-    identity,
-    identity_dict,
-    label,
-    partition_key,
-    same_key,
-)
+from gpubench.config.keys import identity, identity_dict, partition_key, same_key
+from gpubench.science.partition import grouped, label
 from gpubench.store.growth_record import Unmeasured
 
 STOPPED, OVER_BUDGET, NOT_REACHED = "stopped", "over budget", "not reached"

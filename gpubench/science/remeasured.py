@@ -22,8 +22,8 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench.config.keys import configuration
 from gpubench.science import leaders
-from gpubench.science.partition import configuration
 
 
 @dataclass(frozen=True)

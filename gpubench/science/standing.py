@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpubench.config.keys import configuration, identity, identity_dict
 from gpubench.science import leaders
-from gpubench.science.partition import configuration, grouped, identity, identity_dict, label, norm
+from gpubench.science.partition import grouped, label, norm
 from gpubench.store.wording import percent, plural, times
 
 

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench.science.partition import configuration, finite, grouped
+from gpubench.config.keys import configuration
+from gpubench.science.partition import finite, grouped
 from gpubench.science.partition import norm as _norm
 from gpubench.store.wording import number, seconds
 

@@ -13,26 +13,14 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench.config.keys import FIXED, Key, configuration, identity, identity_dict, partition_key
 from gpubench.science import economy, leaders, plan, remeasured, standing, target_time
 from gpubench.science.bottleneck import BOTTLENECKS, Bottleneck, classify
 from gpubench.science.devices import Across, DeviceLead, across, device_leads, energy_lines
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
 from gpubench.science.input_bound import input_lines
 from gpubench.science.levers import levers, no_help
-from gpubench.science.partition import (
-    FIXED,
-    answer,
-    configuration,
-    finite,
-    grouped,
-    heading,
-    identity,
-    identity_dict,
-    label,
-    partition_key,
-    series,
-    varying,
-)
+from gpubench.science.partition import answer, finite, grouped, heading, label, series, varying
 from gpubench.science.partition import norm as _norm
 from gpubench.store.growth_record import Stop
 from gpubench.store.wording import milliseconds, number, times
@@ -200,7 +188,7 @@ def verdicts(
     margin: float = leaders.MARGIN,
     command: str = "sweep",
     unreached: Sequence[plan.Unreached] = (),
-    stops: Mapping[str, Stop] | None = None,
+    stops: Mapping[Key | str, Stop] | None = None,
 ) -> list[ModelVerdict]:
     """One verdict per partition (model, size, model options, optimizer, lr rule: see
     science.partition) with a point that ran, in order. `confirmations`: the interleaved
@@ -208,7 +196,8 @@ def verdicts(
     the practical difference (a share) under which a lead is a tie; `command`: what made the
     rows ("sweep" or "tune"), so that the next experiment is one that command can run;
     `unreached`: the points the runs planned and did not measure (science.plan.unreached);
-    `stops`: why each grown series stopped, by its label (growth.json's; None: not known)."""
+    `stops`: why each grown series stopped, by its series' key, or its label in an old
+    growth.json (GrowthRecord.by_series; None: not known)."""
     leaders.check_margin(margin)
     if frame.empty:
         return []
@@ -232,7 +221,7 @@ def _verdict(
     margin: float,
     command: str,
     missing: list[plan.Unreached],
-    stops: Mapping[str, Stop] | None = None,
+    stops: Mapping[Key | str, Stop] | None = None,
 ) -> ModelVerdict:
     ok = [r for r in all_rows if standing.ran(r)]
     pool = standing.pool(all_rows)  # per device: a filter on rows never decides between them

@@ -1,5 +1,5 @@
 """A run folder's confirm.json: the verdict's interleaved re-measurement of its leaders, with its
-writer (run.confirm) and reader (the verdict: report.explain, tune.acceptance).
+writer (run.confirm) and reader (the verdict: report.explain; scripts/acceptance.py).
 
 ```
 {"share": of the sweep's point seconds, "seconds": the whole confirmation,

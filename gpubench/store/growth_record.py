@@ -3,10 +3,15 @@ rule, science.growth), and the points the sweep planned and did not measure, wit
 (run.sweep) and reader (the verdict and the report: what was planned and not reached).
 
 ```
-{"series": {label: {"reason": growth.Growth.reason, "detail": words, "next_batch": int|null}},
+{"stops": [{"series": Point.to_dict() but batch_size, "reason": growth.Growth.reason,
+            "detail": words, "next_batch": int|null}],
  "unmeasured": [{"point": Point.to_dict(), "reason": "stopped" | "over budget" | "emulated",
                  "detail": words}]}
 ```
+A series is named by its settings (config.keys.series_key: its points' identity but the batch
+size), so two seeds of one series are two entries. A growth.json written before issue 49 keyed
+each series by its label instead (`"series": {label: {"reason", "detail", "next_batch"}}`, the
+seed left out); it still reads, its stops found by the series' label (`by_series`).
 
 "stopped": the sweep was stopped (Ctrl-C, SIGTERM, --max-time) before it reached the point;
 "over budget": a listed batch of a growing series that its series' time budget could not hold
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpubench.config.keys import Key, series_key
 from gpubench.store import typed_json
 from gpubench.store.results import ResultStore
 
@@ -32,11 +38,14 @@ REASONS = ("stopped", "over budget", "emulated")
 @dataclass(frozen=True)
 class Stop:
     """One series' last growth decision: `reason` (science.growth.Growth.reason), `detail` (its
-    figures in words) and `next_batch` (the batch it would measure next; null: it stopped)."""
+    figures in words), `next_batch` (the batch it would measure next; null: it stopped) and
+    `series` (its points' settings but the batch size; {} in a growth.json before issue 49,
+    where the series' label names it)."""
 
     reason: str
     detail: str
     next_batch: int | None = None
+    series: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,14 +64,32 @@ class Unmeasured:
 
 @dataclass(frozen=True)
 class GrowthRecord:
-    """The whole of growth.json."""
+    """The whole of growth.json: `stops`, one per grown series; `unmeasured`; and `series`, the
+    stops of a growth.json written before issue 49 by the series' label (read, kept on a
+    resume, never written otherwise)."""
 
-    series: dict[str, Stop] = field(default_factory=dict)
+    stops: tuple[Stop, ...] = ()
     unmeasured: tuple[Unmeasured, ...] = ()
+    series: dict[str, Stop] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        keys = [series_key(s.series) for s in self.stops]
+        if len(set(keys)) < len(keys):
+            raise ValueError("two stops name one series")
+
+    def by_series(self) -> dict[Key | str, Stop]:
+        """Each stop by its series' key (config.keys.series_key), and an old file's by the
+        series' label: a row's stop is the entry of its series_key, else of its series' label
+        (Point.label(batch=False))."""
+        return {**self.series, **{series_key(s.series): s for s in self.stops}}
 
     def write(self, run_dir: Path) -> Path:
-        """growth.json in `run_dir`, written whole and durably."""
-        return ResultStore(run_dir).write_json(FILE, dataclasses.asdict(self))
+        """growth.json in `run_dir`, written whole and durably (`series` only where it holds
+        an old file's stops)."""
+        data = dataclasses.asdict(self)
+        if not self.series:
+            del data["series"]
+        return ResultStore(run_dir).write_json(FILE, data)
 
 
 def read(run_dir: str | Path) -> GrowthRecord | None:

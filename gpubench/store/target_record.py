@@ -1,8 +1,8 @@
 """tune_target.json: a time-to-target search's trajectory and answer beside results.jsonl
 (written by gpubench.tune.target as the search stands, read by the report's search section and
-the acceptance against the grid), with its writer and reader. Times in seconds; a figure not
-recorded is null. A file from an older tune --target, without a field added since, reads with
-that field at its default.
+scripts/acceptance_target.py, the acceptance against the grid), with its writer and reader.
+Times in seconds; a figure not recorded is null. A file from an older tune --target, without a
+field added since, reads with that field at its default.
 
 ```
 {"version": 1, "kind": "target", "model", "size", "device", "precision", "optimizer", "seed"

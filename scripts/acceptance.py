@@ -20,14 +20,15 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from gpubench.config.keys import configuration as config_key
+from gpubench.config.keys import partition_key
 from gpubench.science import standing
 from gpubench.science.leaders import (
     CONFIDENCE,
     MARGIN,  # the verdict's practical difference, one figure
     MIN_ROUNDS,
 )
-from gpubench.science.partition import configuration as config_key
-from gpubench.science.partition import heading, label, partition_key, varying
+from gpubench.science.partition import heading, label, varying
 from gpubench.store import confirmations
 from gpubench.store.results import read_rows
 
