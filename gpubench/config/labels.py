@@ -49,7 +49,20 @@ def _accumulate(row: Row, forced: bool) -> str | None:
         return None
     batch: Any = row.get("batch_size")
     micro = normal(row.get("micro_batch_size")) if R.null(batch) else int(float(batch)) // k
-    return f"as {k} x {micro}" if micro is not None else f"as {k} micro-batches"
+    return accumulation(k, micro)
+
+
+def accumulation(k: int, micro: int | None = None) -> str:
+    """Accumulation in words, the one way every view says it: 'as 4 x 128' (an optimizer step
+    over 4 micro-batches of 128 samples), 'as 4 micro-batches' where the micro-batch is not one
+    figure (a series over batch sizes)."""
+    return f"as {k} x {micro}" if micro is not None else f"as {k} micro-batch{'es' * (k != 1)}"
+
+
+def way(k: int, micro: int | None, checkpoint: str) -> str:
+    """A way of reaching an effective batch: its accumulation, and its checkpointing where set
+    ('as 2 x 256, checkpoint blocks'), as a row's extras name them."""
+    return accumulation(k, micro) + ("" if checkpoint == "none" else f", checkpoint {checkpoint}")
 
 
 def _workers(row: Row, forced: bool) -> str | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.config.labels import MAIN, model_label, options
+from gpubench.config.labels import MAIN, accumulation, model_label, options
 from gpubench.config.registry import BY_NAME
 from gpubench.store.wording import missing
 
@@ -69,9 +69,7 @@ FIELDS: dict[str, Render] = {
     "threads": lambda r: str(MAIN["threads"]({"threads": r.get("threads")}, True)),  # as asked
     "parallel": lambda r: str(MAIN["parallel"](r, True)),
     "lr_scaling": lambda r: f"lr {BY_NAME['lr_scaling'].value(r) or 'fixed'}",
-    "accumulate": lambda r: (
-        f"accumulate={1 if missing(r.get('accumulate')) else _int(r['accumulate'])}"
-    ),
+    "accumulate": lambda r: accumulation(int(BY_NAME["accumulate"].value(r))),
     "checkpoint": lambda r: f"checkpoint {BY_NAME['checkpoint'].value(r)}",
     "model_options": lambda r: _model_options(r.get("model_options")),
     "seed": lambda r: str(MAIN["seed"](r, True)),
