@@ -83,9 +83,7 @@ def test_ways_whose_intervals_overlap_are_said_to_be_within_noise() -> None:
 def test_a_contended_way_says_so() -> None:
     busy = {**way(2, "none", 900.0, 500.0), "busy": True}
     (answer,) = effective_batches([way(4, "none", 1000.0, 400.0), busy])
-    assert "as 2 x 256: 0.90x the samples/s (contended), 125% of the memory" in (
-        answer.line()
-    )
+    assert "as 2 x 256: 0.90x the samples/s (contended), 125% of the memory" in answer.line()
 
 
 def test_without_an_allocator_the_ratios_use_the_peak_rss() -> None:
