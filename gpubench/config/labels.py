@@ -97,7 +97,7 @@ def _seed(row: Row, forced: bool) -> str | None:
 Say = Callable[[Row, bool], str | None]
 MAIN: dict[str, Say] = {
     "device": lambda r, f: None if R.null(r.get("device")) else str(r["device"]),
-    "precision": lambda r, f: str(r["precision"]),
+    "precision": lambda r, f: None if R.null(r.get("precision")) else str(r["precision"]),
     "parallel": _layout,
     "threads": _threads,
     "batch_size": lambda r, f: f"B={int(float(r['batch_size']))}",
@@ -144,6 +144,13 @@ def label(row: Row, among: Iterable[str] = (), whole: bool = False, batch: bool 
             parts.append(f"lr {row['lr_scaling']}")
     words = options(row, among)
     return " ".join(parts) + (f" ({', '.join(words)})" if words else "")
+
+
+def settings(config: Row) -> str:
+    """Some settings of a configuration (a tune combo or trial: the axes it searched, with or
+    without the batch) in a label's words, each of them named even at its default ('fp32 eager
+    2 threads'); '(one setting)' where none is worded."""
+    return label(config, among=config, batch="batch_size" in config) or "(one setting)"
 
 
 def extras(row: Row) -> list[str]:
