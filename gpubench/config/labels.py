@@ -5,6 +5,7 @@ value is the setting's default)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,22 @@ def model_label(model: str, size: str | None) -> str:
     """'mlp/small' for a reference model at a size preset; a user's 'package.module:function'
     as itself, since a size preset means nothing to it."""
     return model if ":" in model or not size else f"{model}/{size}"
+
+
+def model_options(value: Any) -> str:
+    """A model's options in words, canonical JSON {"d_model": 64} as 'd_model=64' (a nested
+    value as JSON); none as 'default options'."""
+    if R.null(value) or value in ("", "{}"):
+        return "default options"
+    try:
+        opts = json.loads(str(value))
+    except ValueError:
+        return str(value)
+    if not isinstance(opts, dict):
+        return str(value)
+    return ",".join(
+        f"{k}={json.dumps(v) if isinstance(v, dict | list) else v}" for k, v in opts.items()
+    )
 
 
 def _v(row: Row, name: str) -> Any:
@@ -139,7 +156,7 @@ def label(row: Row, among: Iterable[str] = (), whole: bool = False, batch: bool 
         parts[2:2] = [str(row["optimizer"])]  # after device and precision, as a log reads
         parts.insert(0, model_label(str(row["model"]), _v(row, "model_size")))
         if _v(row, "model_options") is not None:
-            parts.append(str(row["model_options"]))
+            parts.append(model_options(row["model_options"]))
         if _v(row, "lr_scaling") not in (None, "none"):
             parts.append(f"lr {row['lr_scaling']}")
     words = options(row, among)
@@ -166,7 +183,7 @@ def heading(row: Row) -> str:
     and lr rule where set)."""
     text = model_label(str(row["model"]), _v(row, "model_size"))
     if _v(row, "model_options") is not None:
-        text += f" {row['model_options']}"
+        text += f" {model_options(row['model_options'])}"
     text += f", {row['optimizer']}"
     if _v(row, "lr_scaling") not in (None, "none"):
         text += f", lr {row['lr_scaling']}"
