@@ -279,15 +279,16 @@ def accumulation_plan(found: AccumulationPlan) -> None:
             )
             speed = f", {a.samples_per_s:,.0f} samples/s" if a.samples_per_s else ""
             peak = f", peak {size(a.memory_bytes)}" if a.memory_bytes else ""
-            out(f"  B={found.target_batch} as {a.accumulate} x {a.micro_batch}: {how}{speed}{peak}")
+            split = labels.accumulation(a.accumulate, a.micro_batch)
+            out(f"  B={found.target_batch} {split}: {how}{speed}{peak}")
     best = found.fewest
     if found.target_batch is not None:
         if best is None or best.answer is None:
             out(f"no way of B={found.target_batch} fitted")
         else:
             a = best.answer
-            split = f"{a.accumulate} x {a.micro_batch} (checkpoint {best.checkpoint})"
-            out(f"fewest accumulation steps for B={found.target_batch}: {split}")
+            split = labels.way(a.accumulate, a.micro_batch, best.checkpoint)
+            out(f"fewest accumulation steps: B={found.target_batch} {split}")
 
 
 def probe_table(result: maxbatch.MaxBatch) -> Table:
