@@ -165,8 +165,8 @@ def label(row: Row, among: Iterable[str] = (), whole: bool = False, batch: bool 
 
 def settings(config: Row) -> str:
     """Some settings of a configuration (a tune combo or trial: the axes it searched, with or
-    without the batch) in a label's words, each of them named even at its default ('fp32 eager
-    2 threads'); '(one setting)' where none is worded."""
+    without the batch) in a label's words, each of them named even at its default ('fp16 2
+    threads (eager)'); '(one setting)' where none is worded."""
     return label(config, among=config, batch="batch_size" in config) or "(one setting)"
 
 
