@@ -54,24 +54,24 @@ def rows() -> list[dict[str, Any]]:
 def test_the_fastest_way_and_the_cost_of_each() -> None:
     (answer,) = effective_batches(rows())
     assert answer.batch_size == 512
-    assert answer.fastest is not None and answer.fastest.name == "accumulate 4 x 128"
+    assert answer.fastest is not None and answer.fastest.name == "as 4 x 128"
     names = [c.name for c in answer.choices]
     # fastest first, the others by speed, those that did not run last
     assert names == [
-        "accumulate 4 x 128",
-        "checkpoint 2 x 256",
-        "accumulate 8 x 64",
-        "accumulate 1 x 512",
-        "checkpoint 1 x 512",
+        "as 4 x 128",
+        "as 2 x 256, checkpoint blocks",
+        "as 8 x 64",
+        "as 1 x 512",
+        "as 1 x 512, checkpoint blocks",
     ]
     ck = answer.choices[1]
     assert ck.ratio == pytest.approx(0.83) and ck.memory_ratio == pytest.approx(0.41)
     assert not ck.within_noise
     line = answer.line()
-    assert line.startswith("cuda fp32 B=512: fastest accumulate 4 x 128 (1,000 samples/s")
+    assert line.startswith("cuda fp32 B=512: fastest as 4 x 128 (1,000 samples/s")
     assert "allocator peak 1,000 MiB" in line
-    assert "checkpoint 2 x 256: 0.83x the samples/s, 41% of the memory" in line
-    assert "accumulate 1 x 512: oom" in line and "checkpoint 1 x 512: oom" in line
+    assert "as 2 x 256, checkpoint blocks: 0.83x the samples/s, 41% of the memory" in line
+    assert "as 1 x 512: oom" in line and "as 1 x 512, checkpoint blocks: oom" in line
 
 
 def test_ways_whose_intervals_overlap_are_said_to_be_within_noise() -> None:
@@ -83,9 +83,7 @@ def test_ways_whose_intervals_overlap_are_said_to_be_within_noise() -> None:
 def test_a_contended_way_says_so() -> None:
     busy = {**way(2, "none", 900.0, 500.0), "busy": True}
     (answer,) = effective_batches([way(4, "none", 1000.0, 400.0), busy])
-    assert "accumulate 2 x 256: 0.90x the samples/s (contended), 125% of the memory" in (
-        answer.line()
-    )
+    assert "as 2 x 256: 0.90x the samples/s (contended), 125% of the memory" in answer.line()
 
 
 def test_without_an_allocator_the_ratios_use_the_peak_rss() -> None:
@@ -95,7 +93,7 @@ def test_without_an_allocator_the_ratios_use_the_peak_rss() -> None:
     ]
     (answer,) = effective_batches(cpu)
     assert answer.memory == "peak RSS"
-    assert "accumulate 2 x 256: 0.90x the samples/s, 75% of the memory" in answer.line()
+    assert "as 2 x 256: 0.90x the samples/s, 75% of the memory" in answer.line()
 
 
 def test_each_effective_batch_is_answered_apart_and_single_ways_are_not() -> None:
@@ -128,12 +126,12 @@ def test_the_verdict_prints_it_and_explain_json_carries_it(
     run = write_run(tmp_path / "run", rows(), env(), suite={"name": "accumulate"})
     assert main(["explain", str(run)]) == 0
     out = capsys.readouterr().out
-    assert "effective batch: cuda fp32 B=512: fastest accumulate 4 x 128" in out
+    assert "effective batch: cuda fp32 B=512: fastest as 4 x 128" in out
     # the verdict's own labels tell the ways apart (they read 'cuda fp32 B=512' alike before)
     assert "fastest cuda fp32 B=512 as 4 x 128 (checkpoint none)," in out
     assert main(["explain", str(run), "--json"]) == 0
     (v,) = json.loads(capsys.readouterr().out)["verdicts"]
     (eb,) = v["effective_batch"]
-    assert eb["fastest"] == "accumulate 4 x 128"
+    assert eb["fastest"] == "as 4 x 128"
     assert v["leader"]["label"] == "cuda fp32 B=512 as 4 x 128 (checkpoint none)"
     assert [c["status"] for c in eb["choices"]] == ["ok", "ok", "ok", "oom", "oom"]

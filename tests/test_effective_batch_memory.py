@@ -105,7 +105,7 @@ def test_max_batch_target_batch_names_both_modes_and_the_fewest_steps(
     assert main([*args, "--target-batch", "16", "--checkpoint", "blocks"]) == 0
     printed = capsys.readouterr().out
     assert "checkpoint blocks: largest micro-batch that fits: 8" in printed
-    assert "fewest accumulation steps for B=16: 2 x 8 (checkpoint blocks)" in printed
+    assert "fewest accumulation steps: B=16 as 2 x 8, checkpoint blocks" in printed
 
 
 def test_checkpointing_a_model_without_blocks_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

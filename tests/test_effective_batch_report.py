@@ -33,12 +33,12 @@ def test_a_swept_run_draws_a_line_per_way_and_tables_each_effective_batch(tmp_pa
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = choice_rows(combine(load_runs([run])))
     assert sorted(rows["line"].unique()) == [
-        "accumulate 1",
-        "accumulate 2, checkpoint",
-        "accumulate 4",
+        "as 1 micro-batch",
+        "as 2 micro-batches, checkpoint blocks",
+        "as 4 micro-batches",
     ]
     # the table: every way at each effective batch, the failed one by its status
-    for text in ("accumulate 4 x 128", "checkpoint 2 x 256", "accumulate 1 x 512", "oom"):
+    for text in ("as 4 x 128", "as 2 x 256, checkpoint blocks", "as 1 x 512", "oom"):
         assert text in page
 
 

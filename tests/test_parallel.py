@@ -149,4 +149,4 @@ def test_the_report_draws_scaling_and_memory_per_rank(tmp_path) -> None:  # type
     page = build_report([tmp_path / "run"]).read_text()
     assert "plots/scaling.png" in page and "plots/parallel_memory.png" in page
     assert (tmp_path / "run" / "plots" / "scaling.png").stat().st_size > 0
-    assert page.count('data-v="0.75">75</td>') == 2  # efficiency %: 150 / (2 x 100), ddp and fsdp
+    assert page.count('data-v="0.75">75%</td>') == 2  # efficiency: 150 / (2 x 100), ddp and fsdp

@@ -133,10 +133,10 @@ def test_the_effective_batch_report_leads_with_the_ways_it_measured(
     speed, memory = kept[EB.CHART_FILE].axes
     ticks = [t.get_text() for t in speed.get_xticklabels()]
     assert ticks == [
-        "accumulate 1",
-        "accumulate 1, checkpoint",
-        "accumulate 4",
-        "accumulate 4, checkpoint",
+        "as 1 micro-batch",
+        "as 1 micro-batch, checkpoint blocks",
+        "as 4 micro-batches",
+        "as 4 micro-batches, checkpoint blocks",
     ]
     ran = rows[rows["status"] == "ok"]
     (sps,) = ran["samples_per_s"]

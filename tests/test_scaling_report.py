@@ -64,8 +64,8 @@ def test_the_parallel_table_names_the_optimizer_and_marks_noisy_efficiencies(
     assert set(cell["optimizer"]) == {"adamw"}
     assert cell["scaling"].count("one process") == 4  # ddp, fsdp at B=16 and B=64: once each
     # the B=64 baseline is noisy: every efficiency against it says so, the B=16 ones do not
-    assert sum(e.endswith("(noisy)") for e in cell["efficiency %"]) == 6
-    assert "75" in cell["efficiency %"] and "75 (noisy)" in cell["efficiency %"]
+    assert sum(e.endswith("(noisy)") for e in cell["efficiency"]) == 6
+    assert "75%" in cell["efficiency"] and "75% (noisy)" in cell["efficiency"]
 
 
 def test_the_baseline_is_the_first_point_of_both_the_weak_and_the_strong_line(
@@ -98,7 +98,7 @@ def test_the_console_summary_shows_each_parallel_rows_efficiency(tmp_path: Path)
     text = _printed(frame)
     assert "efficiency" in text
     lines = [line for line in text.splitlines() if "ddp x" in line]
-    assert ["100% noisy" in lines[0], "75% noisy" in lines[2]] == [True, True]
+    assert ["100% (noisy)" in lines[0], "75% (noisy)" in lines[2]] == [True, True]
     assert "ddp x1 " in lines[0] and "None" not in text  # the baseline has no scaling
 
 

@@ -18,13 +18,13 @@ from rich.table import Table
 from gpubench.cli import results_table
 from gpubench.cli.convergence_table import batch_table, comparisons, points_table
 from gpubench.cli.layout import plain_table
+from gpubench.config import labels
 from gpubench.config.spec import (
     OPTIMIZERS,
     PRECISION_NOTE,
     PRECISIONS,
     Point,
     SweepSpec,
-    model_label,
 )
 from gpubench.probes import load
 from gpubench.report import answer
@@ -195,11 +195,8 @@ def sweep_errors(errors: list[dict[str, Any]], failed: list[str], run_dir: Path)
 
 
 def _point_text(row: dict[str, Any]) -> str:
-    """A row's point, e.g. 'mlp/small cpu fp32 sgd B=16'."""
-    return (
-        f"{model_label(row['model'], row.get('model_size'))} {row['device']} "
-        f"{row['precision']} {row['optimizer']} B={row['batch_size']}"
-    )
+    """A row's point, e.g. 'mlp/small cpu fp32 sgd B=16' (config.labels, whole)."""
+    return labels.label(row, whole=True)
 
 
 def _print_convergence(frame: pd.DataFrame, run_dir: Path) -> None:
@@ -214,8 +211,7 @@ def _print_convergence(frame: pd.DataFrame, run_dir: Path) -> None:
 
 def _short(row: dict[str, Any]) -> str:
     ms = f"{row['step_time_s'] * 1e3:.2f} ms" if row.get("step_time_s") else row["status"]
-    threads = f" threads={row['threads']}" if pd.notna(row.get("threads")) else ""
-    return f"{_point_text(row)}{threads}: {ms}"
+    return f"{_point_text(row)}: {ms}"  # a row's threads where set, as the label says them
 
 
 def listing(models: list[dict[str, Any]], devices: list[str], suites: list[str]) -> None:
@@ -283,15 +279,16 @@ def accumulation_plan(found: AccumulationPlan) -> None:
             )
             speed = f", {a.samples_per_s:,.0f} samples/s" if a.samples_per_s else ""
             peak = f", peak {size(a.memory_bytes)}" if a.memory_bytes else ""
-            out(f"  B={found.target_batch} as {a.accumulate} x {a.micro_batch}: {how}{speed}{peak}")
+            split = labels.accumulation(a.accumulate, a.micro_batch)
+            out(f"  B={found.target_batch} {split}: {how}{speed}{peak}")
     best = found.fewest
     if found.target_batch is not None:
         if best is None or best.answer is None:
             out(f"no way of B={found.target_batch} fitted")
         else:
             a = best.answer
-            split = f"{a.accumulate} x {a.micro_batch} (checkpoint {best.checkpoint})"
-            out(f"fewest accumulation steps for B={found.target_batch}: {split}")
+            split = labels.way(a.accumulate, a.micro_batch, best.checkpoint)
+            out(f"fewest accumulation steps: B={found.target_batch} {split}")
 
 
 def probe_table(result: maxbatch.MaxBatch) -> Table:

@@ -100,7 +100,9 @@ def summary_table(frame: pd.DataFrame, width: int | None = None) -> Table:
         Column("step ms", tuple(cell(r["step_time_s"], ".2f", 1e3) for r in records), right=True),
         Column("±CI", tuple(_ci_cell(r) for r in records), right=True),
         Column("samples/s", tuple(cell(r["samples_per_s"], ",.0f") for r in records), right=True),
-        Column("efficiency", tuple(_efficiency_cell(r) for r in records), "eff", right=True),
+        Column(
+            "efficiency", tuple(scaling.efficiency_words(r) for r in records), "eff", right=True
+        ),
         Column(_LOSS, tuple(_loss_cell(r) for r in records), "loss"),
     ]
     shown = [c for i, c in enumerate(columns) if i < 4 or any(c.cells)]
@@ -108,14 +110,6 @@ def summary_table(frame: pd.DataFrame, width: int | None = None) -> Table:
     loss = [c.label(fitted.short) for c in fitted.columns if c.header == _LOSS]
     caption = loss[0] + _loss_caption().removeprefix(_LOSS) if loss else None
     return layout.table(fitted, "gpubench results", caption)
-
-
-def _efficiency_cell(row: dict[str, Any]) -> str:
-    """A parallel point's scaling efficiency in percent, 'noisy' where its point or baseline
-    is; empty without one."""
-    value = cell(row.get("scaling_efficiency"), ".0f", 100)
-    noisy = row.get("scaling_efficiency_noisy")
-    return f"{value}%" + (" noisy" if noisy is not None and noisy == 1 else "") if value else ""
 
 
 def _least(status: tuple[str, ...]) -> int:

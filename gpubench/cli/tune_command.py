@@ -186,7 +186,7 @@ def dropped_lines(record: T.TuneRecord) -> list[str]:
         ):
             continue
         spent = [t.compile_time_s or t.fixed_s or t.wall_s or 0.0 for t in trials]
-        name = ", ".join(f"{k}={v}" for k, v in combo.items())
+        name = labels.settings(combo)
         how = "cut by the deadline" if any(t.cut for t in trials) else "no figure"
         out.append(
             f"dropped: {name}: compile took {max(spent):.0f} s{of} ({len(trials)} trial"

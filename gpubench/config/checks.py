@@ -84,15 +84,20 @@ def check_accumulate(value: object) -> int:
     return whole(value, "accumulate", note=" (micro-batches per optimizer step)")
 
 
+def split_reason(batch_size: int, accumulate: int) -> str | None:
+    """Why the effective batch `batch_size` cannot train as `accumulate` equal micro-batches
+    (unequal ones would weigh samples unequally in the accumulated gradient: each micro-batch's
+    mean loss is scaled by 1/accumulate), or None where it splits."""
+    split = (
+        f"batch size {batch_size} does not split into accumulate {accumulate} equal micro-batches"
+    )
+    return split if batch_size % accumulate else None
+
+
 def check_divides(batch_size: int, accumulate: int) -> None:
-    """The effective batch `batch_size` splits into `accumulate` equal micro-batches: unequal
-    ones would weigh samples unequally in the accumulated gradient (each micro-batch's mean
-    loss is scaled by 1/accumulate)."""
-    if batch_size % accumulate:
-        raise ConfigError(
-            f"batch size {batch_size} does not split into accumulate {accumulate} equal "
-            f"micro-batches; allowed: a batch size that is a multiple of {accumulate}"
-        )
+    """ConfigError where `batch_size` does not split into `accumulate` equal micro-batches."""
+    if reason := split_reason(batch_size, accumulate):
+        raise ConfigError(f"{reason}; allowed: a batch size that is a multiple of {accumulate}")
 
 
 def check_seed(value: object) -> int:

@@ -5,6 +5,7 @@ value is the setting's default)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,22 @@ def model_label(model: str, size: str | None) -> str:
     """'mlp/small' for a reference model at a size preset; a user's 'package.module:function'
     as itself, since a size preset means nothing to it."""
     return model if ":" in model or not size else f"{model}/{size}"
+
+
+def model_options(value: Any) -> str:
+    """A model's options in words, canonical JSON {"d_model": 64} as 'd_model=64' (a nested
+    value as JSON); none as 'default options'."""
+    if R.null(value) or value in ("", "{}"):
+        return "default options"
+    try:
+        opts = json.loads(str(value))
+    except ValueError:
+        return str(value)
+    if not isinstance(opts, dict):
+        return str(value)
+    return ",".join(
+        f"{k}={json.dumps(v) if isinstance(v, dict | list) else v}" for k, v in opts.items()
+    )
 
 
 def _v(row: Row, name: str) -> Any:
@@ -49,7 +66,20 @@ def _accumulate(row: Row, forced: bool) -> str | None:
         return None
     batch: Any = row.get("batch_size")
     micro = normal(row.get("micro_batch_size")) if R.null(batch) else int(float(batch)) // k
-    return f"as {k} x {micro}" if micro is not None else f"as {k} micro-batches"
+    return accumulation(k, micro)
+
+
+def accumulation(k: int, micro: int | None = None) -> str:
+    """Accumulation in words, the one way every view says it: 'as 4 x 128' (an optimizer step
+    over 4 micro-batches of 128 samples), 'as 4 micro-batches' where the micro-batch is not one
+    figure (a series over batch sizes)."""
+    return f"as {k} x {micro}" if micro is not None else f"as {k} micro-batch{'es' * (k != 1)}"
+
+
+def way(k: int, micro: int | None, checkpoint: str) -> str:
+    """A way of reaching an effective batch: its accumulation, and its checkpointing where set
+    ('as 2 x 256, checkpoint blocks'), as a row's extras name them."""
+    return accumulation(k, micro) + ("" if checkpoint == "none" else f", checkpoint {checkpoint}")
 
 
 def _workers(row: Row, forced: bool) -> str | None:
@@ -84,7 +114,7 @@ def _seed(row: Row, forced: bool) -> str | None:
 Say = Callable[[Row, bool], str | None]
 MAIN: dict[str, Say] = {
     "device": lambda r, f: None if R.null(r.get("device")) else str(r["device"]),
-    "precision": lambda r, f: str(r["precision"]),
+    "precision": lambda r, f: None if R.null(r.get("precision")) else str(r["precision"]),
     "parallel": _layout,
     "threads": _threads,
     "batch_size": lambda r, f: f"B={int(float(r['batch_size']))}",
@@ -126,11 +156,18 @@ def label(row: Row, among: Iterable[str] = (), whole: bool = False, batch: bool 
         parts[2:2] = [str(row["optimizer"])]  # after device and precision, as a log reads
         parts.insert(0, model_label(str(row["model"]), _v(row, "model_size")))
         if _v(row, "model_options") is not None:
-            parts.append(str(row["model_options"]))
+            parts.append(model_options(row["model_options"]))
         if _v(row, "lr_scaling") not in (None, "none"):
             parts.append(f"lr {row['lr_scaling']}")
     words = options(row, among)
     return " ".join(parts) + (f" ({', '.join(words)})" if words else "")
+
+
+def settings(config: Row) -> str:
+    """Some settings of a configuration (a tune combo or trial: the axes it searched, with or
+    without the batch) in a label's words, each of them named even at its default ('fp16 2
+    threads (eager)'); '(one setting)' where none is worded."""
+    return label(config, among=config, batch="batch_size" in config) or "(one setting)"
 
 
 def extras(row: Row) -> list[str]:
@@ -146,7 +183,7 @@ def heading(row: Row) -> str:
     and lr rule where set)."""
     text = model_label(str(row["model"]), _v(row, "model_size"))
     if _v(row, "model_options") is not None:
-        text += f" {row['model_options']}"
+        text += f" {model_options(row['model_options'])}"
     text += f", {row['optimizer']}"
     if _v(row, "lr_scaling") not in (None, "none"):
         text += f", lr {row['lr_scaling']}"

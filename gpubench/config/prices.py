@@ -101,11 +101,6 @@ def from_table(table: Any) -> Prices:
     return _checked({k: v for k, v in table.items() if k != "epoch"}, table.get("epoch"))
 
 
-def check(p: Prices) -> Prices:
-    """`p` (as read back from a run's suite.json) with every price and the epoch checked."""
-    return _checked(p.usd_per_hour, p.epoch)
-
-
 def _checked(usd_per_hour: dict[str, Any], given: Any) -> Prices:
     usd = {k: price(k, v, "[prices]") for k, v in usd_per_hour.items()}
     return Prices(usd) if given is None else Prices(usd, *epoch(given, "[prices] epoch"))

@@ -33,10 +33,10 @@ from gpubench.config.checks import (
     check_seed,
     check_threads,
 )
+from gpubench.models import SIZES  # the size presets are the reference models'
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam", "adamw")
-SIZES = ("tiny", "small", "base")
 DATA_MODES = ("device", "host", "loader")  # loader: a DataLoader over files (config.loader)
 COMPILE_MODES = ("eager", "compile")
 PARALLEL_MODES = ("none", "ddp", "fsdp")  # how the ranks of a parallel point share the work

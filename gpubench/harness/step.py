@@ -14,6 +14,7 @@ from torch import Tensor
 
 from gpubench import models
 from gpubench.config import needs, precision
+from gpubench.config.checks import split_reason
 from gpubench.config.model_options import decode
 from gpubench.config.spec import Point
 from gpubench.data import synthetic
@@ -47,12 +48,8 @@ def unsupported_reason(point: Point, workload: Workload | None = None) -> str | 
 def _effective_batch_reason(point: Point, workload: Workload | None) -> str | None:
     """A batch that does not split into `accumulate` equal micro-batches ("auto" batch sizes
     and a strong-scaling rank's share meet this here), or checkpointing without blocks."""
-    batch = point.per_process_batch()
-    if batch % point.accumulate:
-        return (
-            f"batch size {batch} does not split into accumulate {point.accumulate} equal "
-            "micro-batches"
-        )
+    if reason := split_reason(point.per_process_batch(), point.accumulate):
+        return reason
     if point.checkpoint == "blocks" and workload is not None:
         return blocks.unsupported_reason(workload.model, point.model)
     return None

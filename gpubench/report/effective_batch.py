@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.axes import Axes
 
+from gpubench.config.labels import way
 from gpubench.report import html as H
 from gpubench.report import series as S
 from gpubench.report.figure import Chart, batch_axis, empty_panel, palette, panels_of, save
@@ -20,7 +21,8 @@ MiB = 2**20
 
 def choice_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """The rows of a run that swept accumulate or checkpoint (none where every row is at
-    accumulate 1 without checkpointing), with `way` (e.g. 'accumulate 4, checkpoint') and
+    accumulate 1 without checkpointing), with `way` (config.labels' words, e.g.
+    'as 4 micro-batches, checkpoint blocks') and
     `line` (the way, and the device, precision and optimizer where those vary) labels."""
     if "accumulate" not in frame or "checkpoint" not in frame:
         return frame.iloc[0:0]
@@ -29,10 +31,7 @@ def choice_rows(frame: pd.DataFrame) -> pd.DataFrame:
     if ((k == 1) & (ck == "none")).all():
         return frame.iloc[0:0]
     rows = frame.assign(accumulate=k, checkpoint=ck)
-    rows["way"] = [
-        f"accumulate {a}" + (", checkpoint" if c == "blocks" else "")
-        for a, c in zip(k, ck, strict=True)
-    ]
+    rows["way"] = [way(a, None, c) for a, c in zip(k, ck, strict=True)]
     tell = [c for c in ("device_name", "precision", "optimizer") if rows[c].nunique() > 1]
     rows["line"] = [
         " ".join([str(w), *(str(r[c]) for c in tell)])

@@ -12,7 +12,6 @@ import pandas as pd
 from gpubench.report import html as H
 from gpubench.report.figure import Chart, empty_panel, palette, panels, save
 from gpubench.science import scaling as S
-from gpubench.store import wording
 from gpubench.store.wording import plural
 
 CHART_FILES = ("scaling.png", "parallel_memory.png")
@@ -202,7 +201,7 @@ def section(frame: pd.DataFrame, plots_dir: Path) -> str:
         ("batch per process", lambda r: H.cell(r["per_process_batch_size"], ".0f")),
         ("status", lambda r: r["status"]),
         ("samples/s", lambda r: H.cell(r["samples_per_s"], ",.0f")),
-        ("efficiency %", lambda r: (_efficiency_cell(r), r["scaling_efficiency"])),
+        ("efficiency", lambda r: (S.efficiency_words(r), r["scaling_efficiency"])),
         ("rank spread %", lambda r: H.cell(r["rank_step_time_spread"], ".1f", 100)),
         ("in collectives %", lambda r: H.cell(r["collective_fraction"], ".0f", 100)),
         ("state per rank (MiB)", lambda r: H.cell(r["rank_model_state_bytes"], ",.2f", 1 / MiB)),
@@ -215,10 +214,3 @@ def section(frame: pd.DataFrame, plots_dir: Path) -> str:
     )
     table = H.columns_table(columns, rows.to_dict("records"), sortable=True)
     return "".join(parts) + table + H.note(note)
-
-
-def _efficiency_cell(row: dict[str, Any]) -> str:
-    """The efficiency in percent, marked 'noisy' where its point or its baseline is."""
-    text = wording.cell(row["scaling_efficiency"], ".0f", 100)
-    flag = row.get("scaling_efficiency_noisy")
-    return f"{text} (noisy)" if text and flag is not None and flag == 1 else text

@@ -67,11 +67,10 @@ def varying(s: TuneRecord) -> list[str]:
 
 
 def label(s: TuneRecord, config: Any) -> str:
-    """A configuration as 'key=value' pairs of the keys that vary, in the file's order."""
+    """A trial's configuration in the labeler's words, naming the keys that vary."""
     if not isinstance(config, dict):
         return str(config)
-    shown = varying(s)
-    return " ".join(f"{k}={v}" for k, v in config.items() if k in shown) or "(one setting)"
+    return labels.settings({k: v for k, v in config.items() if k in varying(s)})
 
 
 def best_so_far(trials: list[TrialRecord]) -> list[float | None]:

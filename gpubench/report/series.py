@@ -4,14 +4,13 @@ chart's x axis; its label names only the fields that differ among the series dra
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
-from gpubench.config.labels import MAIN, model_label, options
+from gpubench.config.labels import MAIN, accumulation, model_label, model_options, options
 from gpubench.config.registry import BY_NAME
 from gpubench.store.wording import missing
 
@@ -30,21 +29,6 @@ def short_device(device_name: str) -> str:
 
 def _int(value: Any) -> str:
     return "auto" if missing(value) else str(int(value))
-
-
-def _model_options(value: Any) -> str:
-    """Canonical JSON {"d_model": 64} as 'd_model=64'; none as 'default options'."""
-    if missing(value) or value in ("", "{}"):
-        return "default options"
-    try:
-        opts = json.loads(str(value))
-    except ValueError:
-        return str(value)
-    if not isinstance(opts, dict):
-        return str(value)
-    return ",".join(
-        f"{k}={json.dumps(v) if isinstance(v, dict | list) else v}" for k, v in opts.items()
-    )
 
 
 def _options(row: Mapping[str, Any]) -> str:
@@ -69,11 +53,9 @@ FIELDS: dict[str, Render] = {
     "threads": lambda r: str(MAIN["threads"]({"threads": r.get("threads")}, True)),  # as asked
     "parallel": lambda r: str(MAIN["parallel"](r, True)),
     "lr_scaling": lambda r: f"lr {BY_NAME['lr_scaling'].value(r) or 'fixed'}",
-    "accumulate": lambda r: (
-        f"accumulate={1 if missing(r.get('accumulate')) else _int(r['accumulate'])}"
-    ),
+    "accumulate": lambda r: accumulation(int(BY_NAME["accumulate"].value(r))),
     "checkpoint": lambda r: f"checkpoint {BY_NAME['checkpoint'].value(r)}",
-    "model_options": lambda r: _model_options(r.get("model_options")),
+    "model_options": lambda r: model_options(r.get("model_options")),
     "seed": lambda r: str(MAIN["seed"](r, True)),
     "batch_size": lambda r: f"B={_int(r.get('batch_size'))}",
 }

@@ -15,10 +15,9 @@ from typing import Any
 
 from gpubench.config.spec import Budget, Point
 from gpubench.run import memory_cap
+from gpubench.run.batch_search import FITS
 from gpubench.run.maxbatch import MaxBatch
 from gpubench.run.worker import WorkerRunner
-
-_FITS = ("ok", "diverged")  # a diverged loss still ran every step in memory
 
 
 def divisors(n: int) -> list[int]:
@@ -54,7 +53,7 @@ class Attempt:
 
     @property
     def fits(self) -> bool:
-        return self.status in _FITS
+        return self.status in FITS
 
 
 @dataclass

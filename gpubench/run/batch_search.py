@@ -24,7 +24,7 @@ JUMPS = 2  # jumps at most (the estimate's and the line's) before the search clo
 UNDER = 0.05  # a jump on a fitted line aims this share of the headroom under the limit
 RESOLUTION_SAMPLES = 8  # the answer's resolution: this many samples or 2%, whichever is coarser
 RESOLUTION_FRACTION = 0.02
-_FITS = ("ok", "diverged")  # a diverged loss still ran every step in memory
+FITS = ("ok", "diverged")  # statuses that fit: a diverged loss still ran every step in memory
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Probe:
 
     @property
     def fits(self) -> bool:
-        return self.status in _FITS
+        return self.status in FITS
 
 
 @dataclass(frozen=True)

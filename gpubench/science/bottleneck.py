@@ -120,17 +120,6 @@ def ridge_band(device: str | None) -> float:
     return CPU_MIXED_MARGIN if device == "cpu" else MIXED_MARGIN
 
 
-def near_ridge(intensity: float, ridge_point: float, margin: float = MIXED_MARGIN) -> int:
-    """-1 where `intensity` is under the ridge by more than `margin` (a factor of
-    1 + `margin`), +1 where it is over it by more, 0 within the band (both ends in it)."""
-    if ridge_point <= 0:
-        raise ValueError(f"a ridge point must be positive, not {ridge_point}")
-    ratio = intensity / ridge_point
-    if ratio < 1 / (1 + margin):
-        return -1
-    return 1 if ratio > 1 + margin else 0
-
-
 def busy_fraction(row: dict[str, Any]) -> tuple[float, bool] | None:
     """The share of the median step (`step_time_s`, unprofiled) the device is busy: the
     profile's busy seconds per step over it, capped at 1.0, and whether the cap applied (busy

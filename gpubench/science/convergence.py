@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from gpubench import models
 from gpubench.config import precision
+from gpubench.config.checks import split_reason
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import decode
@@ -170,11 +171,8 @@ def _effective_batch_reason(point: Point) -> str | None:
     """issue 25: a batch that does not split into `accumulate` equal micro-batches, and
     checkpointing, which convergence runs do not take (it changes memory and speed, not what
     is learnt: a speed sweep measures it)."""
-    if point.batch_size % point.accumulate:
-        return (
-            f"batch size {point.batch_size} does not split into accumulate {point.accumulate} "
-            "equal micro-batches"
-        )
+    if reason := split_reason(point.batch_size, point.accumulate):
+        return reason
     if point.checkpoint != "none":
         return "convergence runs do not checkpoint (checkpoint = 'none'); a speed sweep does"
     return None

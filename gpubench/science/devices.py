@@ -359,15 +359,6 @@ def measured_samples_per_j(row: dict[str, Any]) -> float | None:
     return float(row[column])
 
 
-def tie_order(row: dict[str, Any]) -> tuple[int, float]:
-    """The key that orders configurations tied on speed (issue 41, item 3; sort ascending):
-    the smaller batch first (less memory), then the more samples per joule where energy was
-    measured, then those without a measurement. Compare rows of one device: joules of two
-    devices measure different things (a GPU's board, a CPU's package)."""
-    per_j = measured_samples_per_j(row)
-    return int(row["batch_size"]), -per_j if per_j is not None else float("inf")
-
-
 def _method(row: dict[str, Any]) -> str:
     if row["device"] == "cpu" and row.get("cpu_energy_method") == "stated":
         return f"stated: {number(float(row['cpu_watts']))} W (--cpu-watts) x its step time"

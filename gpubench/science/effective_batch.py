@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpubench.config.keys import same_key
+from gpubench.config.labels import way
 from gpubench.science import standing
 from gpubench.science.leaders import interval
 from gpubench.science.partition import grouped, label, norm, varying
@@ -49,9 +50,9 @@ class Choice:
 
     @property
     def name(self) -> str:
-        """'accumulate 4 x 128' (4 passes of 128 samples), 'checkpoint 2 x 256' (checkpointed)."""
-        how = "checkpoint" if self.checkpoint == "blocks" else "accumulate"
-        return f"{how} {self.accumulate} x {self.micro_batch}"
+        """'as 4 x 128' (4 passes of 128 samples), 'as 2 x 256, checkpoint blocks' (the
+        labeler's words)."""
+        return way(self.accumulate, self.micro_batch, self.checkpoint)
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,8 @@ class EffectiveBatch:
         return self.choices[0] if self.choices and self.choices[0].ratio is not None else None
 
     def line(self) -> str:
-        """'cpu fp32 B=512: fastest accumulate 4 x 128 (1,234 samples/s, peak RSS 300 MiB);
-        checkpoint 2 x 256: 0.83x the samples/s, 41% of the memory; accumulate 1 x 512: oom'."""
+        """'cpu fp32 B=512: fastest as 4 x 128 (1,234 samples/s, peak RSS 300 MiB); as 2 x 256,
+        checkpoint blocks: 0.83x the samples/s, 41% of the memory; as 1 x 512: oom'."""
         best = self.fastest
         if best is None:
             return f"{self.where}: none ran ({'; '.join(_failed(c) for c in self.choices)})"

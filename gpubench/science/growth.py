@@ -55,8 +55,6 @@ AUTO_BUDGET_S = {"cpu": 30.0, "cuda": 30.0}
 # slowly than its batch over this (a jump past a flat stretch may land on the knee).
 _SLOPE_FLOOR = 1 / 8
 
-BRACKETED = ("flattened", "memory ends")  # reasons under which the fastest batch is answered
-
 
 @dataclass(frozen=True)
 class Growth:
@@ -68,11 +66,6 @@ class Growth:
     batch: int | None
     reason: str
     detail: str
-
-    @property
-    def bracketed(self) -> bool:
-        """Whether the fastest batch has a measured larger neighbour no faster, or memory ends."""
-        return self.reason in BRACKETED
 
 
 def decide(

@@ -19,6 +19,7 @@ from typing import Any
 from gpubench.config.spec import Point
 from gpubench.science.partition import norm
 from gpubench.science.standing import ran
+from gpubench.store.wording import cell
 
 # An identity field a row written before it existed lacks (or holds as null): its value then.
 DEFAULTS = {"nodes": 1}
@@ -91,3 +92,11 @@ def fill_efficiency(
             row["scaling_baseline_samples_per_s"] = base["samples_per_s"]
             # noisy: True as written, 1.0 as a frame of numbers reads it
             row["scaling_efficiency_noisy"] = any(norm(r.get("noisy")) == 1 for r in (row, base))
+
+
+def efficiency_words(row: dict[str, Any]) -> str:
+    """A parallel point's scaling efficiency in percent, as the terminal and the report both
+    say it: '75%', '75% (noisy)' where its point or its baseline is noisy; '' without one."""
+    value = cell(row.get("scaling_efficiency"), ".0f", 100)
+    noisy = row.get("scaling_efficiency_noisy")
+    return f"{value}%" + (" (noisy)" if noisy is not None and noisy == 1 else "") if value else ""

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gpubench.config import labels
 from gpubench.science.leaders import MARGIN
 
 ETA = 3  # each round measures ETA times longer than the one before and keeps 1/ETA
@@ -224,7 +225,7 @@ class _Searcher:
         others = [t.samples_per_s or 0.0 for t in ran if t.config.combo != combo]
         if not mine or not others or max(mine) * DROP >= max(others):
             return False
-        name = ", ".join(f"{k}={v}" for k, v in combo)
+        name = labels.settings(dict(combo))
         why = (
             f"{name} dropped: it read {max(mine):,.4g} samples/s, under 1/{DROP} of the best "
             f"so far ({max(others):,.4g}); not measured further"
