@@ -30,7 +30,7 @@ from gpubench.science.leaders import (
 )
 from gpubench.science.partition import heading, label, varying
 from gpubench.store import confirmations
-from gpubench.store.results import read_rows
+from gpubench.store.results import RESULTS_FILE, read_rows
 
 MAX_TIE = 3  # a grid tie of more configurations than this names no answer
 
@@ -196,7 +196,7 @@ def judge_runs(
     (per partition of the grid, each NO_ANSWER, where the tune wrote no rows: it measured
     nothing); raises ValueError for a partition the grid never ran."""
     grid = partitions(grid_dir)
-    if not (tune_dir / "results.jsonl").is_file():
+    if not (tune_dir / RESULTS_FILE).is_file():
         return [_unanswered(*g, margin) for g in grid.values()]
     out = []
     for key, (rows, record) in partitions(tune_dir).items():

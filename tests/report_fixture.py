@@ -180,7 +180,7 @@ def convergence_run(root: Path) -> Path:
         row["curve"] = curve
         rows.append(row)
     analysis = {
-        "analyses": [
+        "groups": [
             {
                 "model": "mlp",
                 "precision": "fp32",

@@ -15,6 +15,7 @@ import pytest
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.run import phases
 from gpubench.run.sweep import run_sweep
+from gpubench.store import phases_record
 from gpubench.store.row import make_row
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,26 +55,29 @@ def test_the_callers_modules_are_imported_meanwhile_and_done_before_calibrating(
 ) -> None:
     module = sys.modules[PREPARED]
     assert module.THREAD == "gpubench-imports"  # not in the sweep's own thread
-    calibration = next(p for p in phases.read(swept)["phases"] if p["phase"] == "calibration")
-    assert calibration["start"] >= module.DONE
+    record = phases_record.read(swept)
+    assert record is not None
+    calibration = next(p for p in record.phases if p.phase == "calibration")
+    assert calibration.start >= module.DONE
 
 
 def test_a_sweep_records_its_phases_in_order(swept: Path) -> None:
-    data = phases.read(swept)
-    names = [p["phase"] for p in data["phases"]]
+    data = phases_record.read(swept)
+    assert data is not None
+    names = [p.phase for p in data.phases]
     assert names == ["model checks", "calibration", "plan", "points", "results.csv"] + (
         ["confirmation"] if (swept / "confirm.json").is_file() else []
     )
-    bounds = [data["started"]] + [t for p in data["phases"] for t in (p["start"], p["end"])]
+    bounds = [data.started] + [t for p in data.phases for t in (p.start, p.end)]
     assert bounds == sorted(bounds)  # one after another, none overlapping
-    assert [p["point"] for p in data["points"]] == [
+    assert [p.point for p in data.points] == [
         "mlp cpu fp32 sgd B=4",
         "mlp cpu fp32 sgd B=8",
     ]
-    for p in data["points"]:
-        assert p["start"] <= p["end"] <= p["written"]
+    for p in data.points:
+        assert p.start <= p.end <= p.written
     # the worker that took the model check steps measures the points: none starts meanwhile
-    assert [p["worker_s"] for p in data["points"]] == [0, 0]
+    assert [p.worker_s for p in data.points] == [0, 0]
 
 
 def test_the_breakdown_accounts_for_the_points_phase(swept: Path) -> None:
@@ -103,7 +107,7 @@ def test_start_up_and_exit_come_from_the_callers_clock(tmp_path: Path) -> None:
              "written": t0 + 6.5, "worker_s": 0.5},
         ],
     }  # fmt: skip
-    (run / phases.FILE).write_text(json.dumps(log))
+    (run / phases_record.FILE).write_text(json.dumps(log))
     point = Point("mlp", "small", "cpu", "fp32", "sgd", 4)
     row = make_row(point, "ok", point_time_s=1.5, warmup_time_s=0.25, wall_time_s=0.75)
     (run / "results.jsonl").write_text(json.dumps(row) + "\n")
@@ -141,7 +145,8 @@ def test_a_phase_that_raises_is_recorded(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError), log.phase("calibration"):
         time.sleep(0.01)
         raise RuntimeError("calibration failed")
-    assert [p["phase"] for p in phases.read(tmp_path)["phases"]] == ["calibration"]
+    record = phases_record.read(tmp_path)
+    assert record is not None and [p.phase for p in record.phases] == ["calibration"]
 
 
 def test_the_report_phase_is_the_one_the_command_recorded(tmp_path: Path) -> None:
@@ -151,7 +156,7 @@ def test_the_report_phase_is_the_one_the_command_recorded(tmp_path: Path) -> Non
     run.mkdir()
     log = {"started": 100.0, "phases": [{"phase": "points", "start": 100.0, "end": 110.0}],
            "points": []}  # fmt: skip
-    (run / phases.FILE).write_text(json.dumps(log))
+    (run / phases_record.FILE).write_text(json.dumps(log))
     (run / "results.jsonl").write_text("")
     (run / "report.html").write_text("<html></html>")
     assert phases.REPORT_PHASE not in dict(phases.breakdown(run))

@@ -15,10 +15,11 @@ from gpubench.cli.tune_args import duration
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point
 from gpubench.store import tune_record as T
+from gpubench.store import tune_rows
 from gpubench.store.confirmations import FILE as CONFIRM_FILE
 from gpubench.tune import space as tune_space
 from gpubench.tune.search import ROUNDS, round_scale
-from gpubench.tune.tuner import read_measurements, round_budget
+from gpubench.tune.tuner import round_budget
 
 TINY = [
     "tune",
@@ -71,8 +72,8 @@ def test_a_tiny_tune_on_the_cpu_writes_its_run_folder_and_names_an_answer(
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     keys = [Point.of(r).key() for r in rows]
     assert len(keys) == len(set(keys)) == record["coverage"]["configurations_measured"]
-    measured = read_measurements(out)
-    assert len(measured) == len(trials)
+    measured = tune_rows.read(out)
+    assert measured is not None and len(measured) == len(trials)
     for r in rows:
         assert r["tune_round"] == max(
             m["tune_round"] for m in measured if Point.of(m).key() == Point.of(r).key()
@@ -87,7 +88,7 @@ def test_a_tiny_tune_on_the_cpu_writes_its_run_folder_and_names_an_answer(
     assert not (out / "tune.db").exists()
     # a resume replays the search on what was measured: nothing is measured twice
     assert main(["tune", "--resume", str(out), "--budget", "5m", "--quiet"]) == 0
-    assert len(read_measurements(out)) == len(measured)
+    assert len(tune_rows.read(out) or []) == len(measured)
     again = json.loads((out / T.FILE).read_text())["trials"]
     assert len(again) == len(trials) and again[0]["elapsed_s"] == trials[0]["elapsed_s"]
 

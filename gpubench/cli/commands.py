@@ -17,6 +17,7 @@ from gpubench.cli import max_batch_args, sweep_args, values
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import DEFAULT_POINT_TIMEOUT_S, Budget, Point, SweepSpec
 from gpubench.run.memory_cap import exact_size
+from gpubench.store.results import RESULTS_FILE
 from gpubench.store.wording import plural
 
 if TYPE_CHECKING:
@@ -82,19 +83,19 @@ def sweep(args: argparse.Namespace) -> int:
         if unwritten is not None:
             kept = unwritten.keep()
             where = (
-                f"kept in {kept} (append it to results.jsonl)"
+                f"kept in {kept} (append it to {RESULTS_FILE})"
                 if kept
-                else f"this row (append it to results.jsonl): {unwritten.line.strip()}"
+                else f"this row (append it to {RESULTS_FILE}): {unwritten.line.strip()}"
             )
             what = (
                 f"could not write {unwritten.filename!r} ({unwritten.strerror}); the point just "
                 f"measured is {where}"
             )
-        elif not (run_dir / "results.jsonl").is_file():
+        elif not (run_dir / RESULTS_FILE).is_file():
             raise  # nothing measured: the command's one line (cli.main)
         else:
             what = os_error_line(e) if e.filename else f"{e.strerror or e}: in {str(run_dir)!r}"
-            what += "; every row measured is in results.jsonl"
+            what += f"; every row measured is in {RESULTS_FILE}"
         console.say(f"gpubench: error: {what}; once there is room, resume with: {hint}")
         return 2
     except ResultsError:

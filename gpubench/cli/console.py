@@ -3,7 +3,6 @@ max-batch's probes, answer and accumulation plan (the results table: results_tab
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from collections.abc import Sequence
@@ -169,8 +168,9 @@ def report_failed(run_dir: Path, error: Exception) -> None:
 def sweep_errors(errors: list[dict[str, Any]], failed: list[str], run_dir: Path) -> None:
     """On stderr, after a sweep whose `errors` rows ended `error`: each model of `failed` (every
     point of which did), the first error, the last frames of the first traceback, and where
-    every traceback is kept (results.jsonl's `traceback` field)."""
+    every traceback is kept (the `traceback` field of its row)."""
     from gpubench.harness.tracebacks import last_frames
+    from gpubench.store.results import RESULTS_FILE
 
     for model in failed:
         n = sum(r["model"] == model for r in errors)
@@ -187,7 +187,7 @@ def sweep_errors(errors: list[dict[str, Any]], failed: list[str], run_dir: Path)
             say(f"gpubench: the first with a traceback, {_point_text(traced)}: {traced['error']}")
         for line in last_frames(traced["traceback"]):
             say(line)
-        jsonl = shlex.quote(str(Path(run_dir) / "results.jsonl"))
+        jsonl = shlex.quote(str(Path(run_dir) / RESULTS_FILE))
         say(
             "gpubench: each error's whole traceback is in the `traceback` field of its row in "
             f"{jsonl}; to print them: jq -r 'select(.traceback) | .traceback' {jsonl}"
@@ -200,10 +200,11 @@ def _point_text(row: dict[str, Any]) -> str:
 
 
 def _print_convergence(frame: pd.DataFrame, run_dir: Path) -> None:
-    from gpubench.science.batch_analysis import FILE
+    from gpubench.store import batch_analysis_record
 
     stdout.print(points_table(frame))
-    groups = json.loads((Path(run_dir) / FILE).read_text(encoding="utf-8"))["groups"]
+    record = batch_analysis_record.read(run_dir)
+    groups = list(record.groups) if record is not None else []
     stdout.print(batch_table(groups))
     for line in comparisons(groups):
         out(line)

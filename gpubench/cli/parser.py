@@ -76,7 +76,8 @@ DESCRIPTION = """\
 gpubench measures neural-network training (PyTorch) on the GPU and the CPU with one harness:
 step time, throughput, memory, energy and FLOPs as batch size, precision, optimizer and speed
 options change, then says which configuration is fastest, what holds it back and what to try
-next. Every point runs in a process of its own and ends as one row of results.jsonl."""
+next. Every point runs in a process of its own and ends as one row (a JSON line) of its run
+folder's results file."""
 
 SYNOPSIS = """\
 examples:

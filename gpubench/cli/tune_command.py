@@ -196,7 +196,9 @@ def dropped_lines(record: T.TuneRecord) -> list[str]:
 
 
 def _report_and_verdict(run_dir: Path) -> None:
-    if not (run_dir / "results.jsonl").is_file():
+    from gpubench.store.results import RESULTS_FILE
+
+    if not (run_dir / RESULTS_FILE).is_file():
         print("no configuration was measured: nothing to conclude")
         return
     commands.render_report(run_dir)

@@ -118,10 +118,14 @@ def cache_file() -> Path:
 
 def read_cache(path: Path) -> dict[str, Any]:
     """The JSON object cached at `path`; {} where it is absent or corrupt (measured again)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
+    from gpubench.store import typed_json  # not at import: the worker's probes need none
+
+    if not path.is_file():
         return {}
+    try:
+        data = typed_json.value(path)
+    except typed_json.RecordError:
+        return {}  # a corrupt cache is measured again, and rewritten whole
     return data if isinstance(data, dict) else {}
 
 

@@ -16,7 +16,7 @@ from gpubench.config.keys import identity, identity_dict
 from gpubench.config.labels import label
 from gpubench.report.analysis import MEMORY_COLUMNS, real
 from gpubench.store.benchjson import rows_from_benchmark_json
-from gpubench.store.results import ResultsError, load_results
+from gpubench.store.results import RESULTS_FILE, ResultsError, load_results
 from gpubench.store.row import IDENTITY
 from gpubench.store.wording import cell, missing, plural
 
@@ -43,7 +43,7 @@ def point_fields(row: Mapping[str, Any]) -> dict[str, Any]:
 def load_input(path: str | Path) -> tuple[pd.DataFrame, int]:
     """One side of a comparison as rows: the identity columns, `status`, `step_time_s`,
     `samples_per_s`, the peak-memory columns, and raw `step_times_s` (a list of seconds, or
-    None). Accepts a run folder, its results.jsonl, or a pytest-benchmark JSON file (from
+    None). Accepts a run folder, its RESULTS_FILE, or a pytest-benchmark JSON file (from
     --benchmark-json or --benchmark-autosave; raw times where saved with --benchmark-save-data).
     Returns the rows, one per point, and how many earlier rows of a point measured twice were
     set aside for its latest row."""
@@ -54,10 +54,10 @@ def load_input(path: str | Path) -> tuple[pd.DataFrame, int]:
             if col not in frame:
                 frame[col] = None
     else:
-        folder = path.parent if path.is_file() and path.name == "results.jsonl" else path
+        folder = path.parent if path.is_file() and path.name == RESULTS_FILE else path
         if not folder.is_dir():
             raise ResultsError(
-                f"{str(path)!r} is not a run folder, a results.jsonl or a pytest-benchmark "
+                f"{str(path)!r} is not a run folder, a {RESULTS_FILE} or a pytest-benchmark "
                 "JSON file"
             )
         frame = load_results(folder)

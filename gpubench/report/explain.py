@@ -20,9 +20,9 @@ from gpubench.science import plan, remeasured
 from gpubench.science.devices import cpu_unmeasured
 from gpubench.science.leaders import MARGIN
 from gpubench.science.verdict import ModelVerdict, verdicts
-from gpubench.store import confirmations, growth_record, merge_record, tune_record
+from gpubench.store import confirmations, growth_record, merge_record, shard_record, tune_record
 from gpubench.store.growth_record import GrowthRecord, Stop
-from gpubench.store.results import ResultStore, read_rows
+from gpubench.store.results import read_rows
 
 
 def cpu_energy_reason(runs: Sequence[Run]) -> str | None:
@@ -133,9 +133,9 @@ def _planned(run: Run, rows: list[dict[str, object]]) -> list[dict[str, object]]
     if spec.batch_sizes == AUTO:
         return []
     points: list[Point] = list(dict.fromkeys(spec.points()))
-    part = shard.saved(ResultStore(run.path), None)  # reads shard.json; writes nothing
+    part = shard_record.read(run.path)
     if part is not None:
-        points = shard.select(points, *part, spec)
+        points = shard.select(points, part.index, part.count, spec)
     return [p.to_dict() for p in points]
 
 

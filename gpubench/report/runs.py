@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,9 +11,9 @@ import pandas as pd
 
 from gpubench.report import series
 from gpubench.report.analysis import real
-from gpubench.store import env
+from gpubench.store import batch_analysis_record, env, suite_record
 from gpubench.store.env import gpu_entry, named_device
-from gpubench.store.results import ResultsError, load_results
+from gpubench.store.results import load_results
 from gpubench.store.row import COLUMNS, IDENTITY, TEXT
 from gpubench.store.wording import missing
 
@@ -133,43 +132,21 @@ def capacities(runs: Sequence[Run]) -> dict[tuple[str, str], int | None]:
 
 
 def load_run(path: str | Path) -> Run:
-    """Read one run folder. results.jsonl is required; env.json, batch_analysis.json and
-    suite.json are not."""
+    """Read one run folder. Its rows are required; env.json, batch_analysis.json and
+    suite.json are not (each read by its store module: a corrupt one is a one-line error)."""
     path = Path(path)
     frame = load_results(path)
     captured = env.read(path)
-    analysis = _analysis_entries(_read_json(path / "batch_analysis.json"))
-    suite = _read_json(path / "suite.json")
+    analysis = batch_analysis_record.read(path)
+    suite = suite_record.read(path)
     return Run(
         path.resolve().name or str(path),
         path,
         frame,
         captured,
-        analysis,
-        suite if isinstance(suite, dict) else {},
+        list(analysis.groups) if analysis is not None else [],
+        suite if suite is not None else {},
     )
-
-
-def _read_json(path: Path) -> Any:
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise ResultsError(f"{path}: not valid JSON ({e})") from e
-
-
-def _analysis_entries(obj: Any) -> list[dict[str, Any]]:
-    """The per-(model, precision, optimizer, device) entries of batch_analysis.json: a list of
-    objects, or an object holding such a list under any key, or a single object."""
-    if isinstance(obj, list):
-        return [e for e in obj if isinstance(e, dict)]
-    if isinstance(obj, dict):
-        lists = [v for v in obj.values() if isinstance(v, list) and v and isinstance(v[0], dict)]
-        if lists:
-            return [e for lst in lists for e in lst if isinstance(e, dict)]
-        return [obj] if recommended_batch(obj) is not None else []
-    return []
 
 
 def recommended_batch(entry: dict[str, Any]) -> int | None:

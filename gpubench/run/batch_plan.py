@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,9 +23,7 @@ from typing import Any
 
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Point
-from gpubench.store.results import ResultStore
-
-FOLDER_PLAN = "maxbatch.json"  # the searches a run folder's points came from
+from gpubench.store import maxbatch_record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,8 +98,7 @@ def resolve(
     """Every layout's search (MaxBatch.to_dict()) by key: from `plan_file`, else the folder's
     maxbatch.json, else searched now (also where it had stopped early) and written to both.
     The plan file stays locked meanwhile, so shards starting together search once."""
-    folder_path = run_dir / FOLDER_PLAN
-    folder_plan = _read(folder_path) if folder_path.is_file() else {}
+    folder_plan = maxbatch_record.read_plan(run_dir) or {}
     with _locked(plan_file) as shared:
         plan: dict[str, dict[str, Any]] = {}
         for layout in layouts:
@@ -114,9 +110,9 @@ def resolve(
                 entry = search(layout)
             plan[key] = shared[key] = folder_plan[key] = entry
             # written as each search ends: a sweep stopped during the next keeps this one
-            ResultStore(run_dir).write_json(FOLDER_PLAN, folder_plan)
+            maxbatch_record.write_plan(run_dir, folder_plan)
             if plan_file is not None:
-                _write(plan_file, shared)
+                maxbatch_record.write_shared(plan_file, shared)
     return plan
 
 
@@ -133,33 +129,6 @@ def _locked(plan_file: Path | None) -> Iterator[dict[str, dict[str, Any]]]:
         raise ConfigError(f"cannot open the plan file {str(plan_file)!r}: {e.strerror}") from e
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # waits while another shard searches
-        yield _read(plan_file) if os.fstat(fd).st_size else {}
+        yield maxbatch_record.parse_plan(plan_file) if os.fstat(fd).st_size else {}
     finally:
         os.close(fd)
-
-
-def _read(path: Path) -> dict[str, dict[str, Any]]:
-    try:
-        plan = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ConfigError(
-            f"cannot read the batch-size plan {str(path)!r}: {e}; allowed: a maxbatch.json "
-            "written by a sweep with batch_sizes = 'auto'"
-        ) from e
-    if not isinstance(plan, dict) or not all(
-        isinstance(v, dict) and "largest_batch" in v for v in plan.values()
-    ):
-        raise ConfigError(
-            f"{str(path)!r} is no batch-size plan; allowed: a maxbatch.json written by a sweep "
-            "with batch_sizes = 'auto'"
-        )
-    return plan
-
-
-def _write(path: Path, plan: dict[str, dict[str, Any]]) -> None:
-    """In place (the plan file's lock is on this file), flushed to disk."""
-    with open(path, "r+" if path.is_file() else "w", encoding="utf-8") as f:
-        f.truncate(0)
-        f.write(json.dumps(plan, indent=2, sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())

@@ -19,8 +19,8 @@ from gpubench.run import calibration_process, folder, phases
 from gpubench.run import confirm as leads
 from gpubench.run.worker import STARTUP_TIMEOUT_S, Task, WorkerRunner
 from gpubench.science import bottleneck
-from gpubench.store import env
-from gpubench.store.results import ResultStore, read_rows, repair_tail
+from gpubench.store import env, suite_record
+from gpubench.store.results import RESULTS_FILE, ResultStore, read_rows, repair_tail
 
 # What --retry-failed runs again: outcomes that say nothing about the point itself.
 RETRIED = ("error", "timeout")
@@ -91,7 +91,7 @@ class RunContext(contextlib.ExitStack):
     def open(self, spec: SweepSpec | None = None, rows: Path | None = None) -> None:
         """Lock the folder (to the block's end). Fresh, it must hold no results. Resumed, it
         must have been started on this machine, with `spec`'s suite where given (other axis
-        values only with `extend`); a last line of `rows` (results.jsonl by default) that is
+        values only with `extend`); a last line of `rows` (the results file by default) that is
         not a row is moved aside (store.results.repair_tail: no row is ever cut), and with
         `retry_failed` the rows that ended `error` or `timeout` dropped. A line that is not a
         row before the last is a ResultsError: nothing is appended after it."""
@@ -114,7 +114,7 @@ class RunContext(contextlib.ExitStack):
             self.store.drop(RETRIED)
 
     def write_suite(self, spec: SweepSpec) -> None:
-        self.store.write_json("suite.json", spec.to_dict())
+        suite_record.write(self.dir, spec.to_dict())
 
     def capture_env(
         self,
@@ -154,17 +154,17 @@ class RunContext(contextlib.ExitStack):
         return Measured(row, time.perf_counter() - t0, sum(self.runner.startup_s[workers:]))
 
     def write_csv(self) -> None:
-        """results.csv from results.jsonl, where there are rows."""
+        """results.csv from the rows, where there are any."""
         if self.store.path.is_file():
             with self.log.phase("results.csv"):
                 try:
                     self.store.write_csv()
                 except OSError as e:
-                    # results.csv is results.jsonl's table (a resume writes it again): not
+                    # results.csv is the rows' table (a resume writes it again): not
                     # writing it loses nothing, and must not hide why the run ended
                     warnings.warn(
                         f"results.csv not written ({e.strerror or e}: {e.filename}); the rows "
-                        "are in results.jsonl, and a resume writes it",
+                        f"are in {RESULTS_FILE}, and a resume writes it",
                         stacklevel=2,
                     )
 

@@ -14,7 +14,8 @@ from typing import Any
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import AXES, SweepSpec
 from gpubench.config.validate import validate
-from gpubench.store import env
+from gpubench.store import env, suite_record
+from gpubench.store.results import RESULTS_FILE
 
 LOCK_NAME = ".lock"
 
@@ -64,7 +65,7 @@ def in_use(run_dir: Path) -> bool:
 
 def check_fresh(run_dir: Path) -> None:
     """A new sweep never appends to another run's results."""
-    results = run_dir / "results.jsonl"
+    results = run_dir / RESULTS_FILE
     if results.is_file() and results.stat().st_size > 0:
         raise ConfigError(
             f"run folder {str(run_dir)!r} already holds results; continue that sweep with "
@@ -73,19 +74,14 @@ def check_fresh(run_dir: Path) -> None:
 
 
 def saved_suite(run_dir: Path) -> dict[str, Any]:
-    """The suite a run was started with (its suite.json), as a plain dict."""
-    path = run_dir / "suite.json"
-    if not path.is_file():
+    """The suite a run was started with (its suite.json, store.suite_record), as a plain dict;
+    a folder without one is a ConfigError (nothing to resume)."""
+    saved = suite_record.read(run_dir)
+    if saved is None:
         raise ConfigError(
-            f"nothing to resume in {str(run_dir)!r}: it has no suite.json; "
+            f"nothing to resume in {str(run_dir)!r}: it has no {suite_record.FILE}; "
             "allowed: the folder of a sweep started by gpubench"
         )
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"cannot read {path}: {e}") from None
-    if not isinstance(saved, dict):
-        raise ConfigError(f"cannot read {path}: not a JSON object")
     return saved
 
 
@@ -173,7 +169,7 @@ def check_same_machine(run_dir: Path) -> None:
     """Refuse to resume `run_dir` on another machine (env.machine), naming the difference, or
     a folder with rows but no env.json (their machine is unknown)."""
     if not (run_dir / env.ENV_FILE).is_file():
-        results = run_dir / "results.jsonl"
+        results = run_dir / RESULTS_FILE
         if results.is_file() and results.read_bytes().strip():
             raise ConfigError(
                 f"cannot resume {str(run_dir)!r}: it holds rows but no env.json, so the machine "

@@ -38,7 +38,7 @@ from gpubench.probes import process_tree
 from gpubench.run.context import RunContext, RunOptions
 from gpubench.run.sweep import plan
 from gpubench.science import scaling
-from gpubench.store import env
+from gpubench.store import env, suite_record
 from gpubench.store.results import ResultStore, read_rows
 from gpubench.store.row import make_row
 
@@ -77,7 +77,7 @@ def run_launched(
         # of other --nproc-per-node share it (the axes may change, not settings, nor machine).
         run = None
         if rank == 0:
-            options = RunOptions(resume=(out / "suite.json").is_file(), extend=True)
+            options = RunOptions(resume=(out / suite_record.FILE).is_file(), extend=True)
             run = hold.enter_context(RunContext(out, options))
             run.open(spec)
         hold.enter_context(_stopped_by_sigterm())

@@ -12,7 +12,7 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Point
 from gpubench.run import folder
 from gpubench.science import scaling
-from gpubench.store import env, merge_record
+from gpubench.store import env, merge_record, suite_record
 from gpubench.store.results import ResultsError, ResultStore, read_rows
 
 
@@ -133,11 +133,9 @@ def merge(
         folder.check_fresh(out)
         store = ResultStore(out)
         store.write_json(env.ENV_FILE, {**sources[0][2], "machines": every})
-        suites = [
-            folder.saved_suite(d) if (d / "suite.json").is_file() else None for d, _, _ in sources
-        ]
+        suites = [suite_record.read(d) for d, _, _ in sources]
         if suites[0] is not None and all(s == suites[0] for s in suites):
-            store.write_json("suite.json", suites[0])
+            suite_record.write(out, suites[0])
         merge_record.write(store, dirs, len(rows), dropped, replaced, joined)
         for row in rows:
             store.append(row)

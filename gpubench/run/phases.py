@@ -11,16 +11,14 @@ phases.json describes the latest invocation only: a resumed sweep writes its own
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Point
-
-FILE = "phases.json"
+from gpubench.store.phases_record import FILE, Phase, PhasesRecord, PointTime, read
 
 
 class PhaseLog:
@@ -29,13 +27,13 @@ class PhaseLog:
 
     def __init__(self) -> None:
         self.started = time.time()
-        self.phases: list[dict[str, Any]] = []
-        self.points: list[dict[str, Any]] = []
-        self._path: Path | None = None
+        self.phases: list[Phase] = []
+        self.points: list[PointTime] = []
+        self._dir: Path | None = None
 
     def attach(self, run_dir: Path) -> None:
         """Write to `run_dir` from now on (the folder exists and is locked by this sweep)."""
-        self._path = run_dir / FILE
+        self._dir = run_dir
         self.write()
 
     @contextlib.contextmanager
@@ -45,32 +43,18 @@ class PhaseLog:
         try:
             yield
         finally:
-            self.phases.append({"phase": name, "start": start, "end": time.time()})
+            self.phases.append(Phase(name, start, time.time()))
             self.write()
 
     def point(self, key: str, start: float, ended: float, written: float, worker_s: float) -> None:
         """A point measured from `start` to `ended` (its row back in the parent), its row
         written (and shown) by `written`, `worker_s` of that spent starting a worker."""
-        self.points.append(
-            {"point": key, "start": start, "end": ended, "written": written, "worker_s": worker_s}
-        )
+        self.points.append(PointTime(key, start, ended, written, worker_s))
 
     def write(self) -> None:
-        if self._path is not None:
-            _write(
-                self._path, {"started": self.started, "phases": self.phases, "points": self.points}
-            )
-
-
-def _write(path: Path, data: dict[str, Any]) -> None:
-    """phases.json replaced whole (a reader never sees half a file)."""
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)  # a full disk leaves no half file behind
-        raise
+        """phases.json as recorded so far, once attached (store.phases_record)."""
+        if self._dir is not None:
+            PhasesRecord(self.started, tuple(self.phases), tuple(self.points)).write(self._dir)
 
 
 REPORT_PHASE = "summary and report (HTML, PNG charts)"
@@ -79,23 +63,16 @@ REPORT_PHASE = "summary and report (HTML, PNG charts)"
 def add_phase(run_dir: Path, name: str, start: float, end: float) -> None:
     """Append phase `name` to `run_dir`'s phases.json: a phase the command runs after run_sweep
     returned (the summary and report). A folder without phases.json is left as it is."""
-    path = run_dir / FILE
-    if not path.is_file():
+    record = read(run_dir)
+    if record is None:
         return
-    data = read(run_dir)
-    data["phases"].append({"phase": name, "start": start, "end": end})
-    _write(path, data)
+    phases = (*record.phases, Phase(name, start, end))
+    PhasesRecord(record.started, phases, record.points).write(run_dir)
 
 
 def point_name(point: Point) -> str:
     """A point as phases.json names it: model, device, precision, optimizer and batch size."""
     return f"{point.model} {point.device} {point.precision} {point.optimizer} B={point.batch_size}"
-
-
-def read(run_dir: Path) -> dict[str, Any]:
-    """phases.json of `run_dir`; FileNotFoundError where the sweep that made it wrote none."""
-    data: dict[str, Any] = json.loads((run_dir / FILE).read_text(encoding="utf-8"))
-    return data
 
 
 # The parts of the points phase, in the order the table shows them.
@@ -122,35 +99,37 @@ def breakdown(
     from gpubench.store.results import read_rows
 
     data = read(run_dir)
+    if data is None:
+        raise ConfigError(f"no {FILE} in {str(run_dir)!r}: the sweep that made it wrote none")
     out: list[tuple[str, float]] = []
     if launched is not None:
-        out.append(("start-up (interpreter, imports, parse)", data["started"] - launched))
+        out.append(("start-up (interpreter, imports, parse)", data.started - launched))
     rows = {point_name(Point.of(r)): r for r in read_rows(run_dir)}
-    for p in data["phases"]:
-        out.append((str(p["phase"]), p["end"] - p["start"]))
-        if p["phase"] == "points":
+    for p in data.phases:
+        out.append((p.phase, p.end - p.start))
+        if p.phase == "points":
             out.extend((f"  {name}", s) for name, s in _point_parts(data, rows, p))
     if ended is not None:
-        out.append(("verdict and exit", ended - max(p["end"] for p in data["phases"])))
+        out.append(("verdict and exit", ended - max(p.end for p in data.phases)))
     return out
 
 
 def _point_parts(
-    data: dict[str, Any], rows: dict[str, dict[str, Any]], points_phase: dict[str, Any]
+    data: PhasesRecord, rows: dict[str, dict[str, Any]], points_phase: Phase
 ) -> list[tuple[str, float]]:
     """The points phase's seconds split into POINT_PARTS: the parent's timestamps around each
     point, and the row's own timing columns for what happened inside the worker."""
     parts = dict.fromkeys(POINT_PARTS, 0.0)
     accounted = 0.0
-    for p in data["points"]:
-        row = rows.get(p["point"], {})
+    for p in data.points:
+        row = rows.get(p.point, {})
         inside = float(row.get("point_time_s") or 0.0)
         warm = float(row.get("warmup_time_s") or 0.0)
         windows = float(row.get("wall_time_s") or 0.0)
         found = row.get("profile")
         profile: dict[str, Any] = found if isinstance(found, dict) else {}
         profiled = float(row.get("profile_step_time_s") or 0.0) * int(profile.get("steps") or 0)
-        parts["worker start (fork, imports)"] += p["worker_s"]
+        parts["worker start (fork, imports)"] += p.worker_s
         parts["warm-up (counting step included)"] += warm
         parts["measuring windows"] += windows
         parts["profiled steps"] += profiled
@@ -158,11 +137,11 @@ def _point_parts(
             0.0, inside - warm - windows - profiled
         )
         parts["hand-off (load check, gc, transfer)"] += max(
-            0.0, p["end"] - p["start"] - p["worker_s"] - inside
+            0.0, p.end - p.start - p.worker_s - inside
         )
-        parts["row write and progress line"] += p["written"] - p["end"]
-        accounted += p["written"] - p["start"]
-    span = points_phase["end"] - points_phase["start"]
+        parts["row write and progress line"] += p.written - p.end
+        accounted += p.written - p.start
+    span = points_phase.end - points_phase.start
     parts["between points"] = max(0.0, span - accounted)
     return list(parts.items())
 

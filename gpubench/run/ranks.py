@@ -272,7 +272,7 @@ def run_parallel_point(
             point,
             f.status,
             error=error[:1000],
-            # kept in results.jsonl, as a single process's: an `error` may be gpubench's own bug
+            # kept in the results file, as a single process's: an `error` may be gpubench's own bug
             traceback=None if f.status == "oom" else f.traceback,
             world_size=point.nproc,
             backend=parallel.BACKENDS[point.device.split(":")[0]],

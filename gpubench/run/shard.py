@@ -7,14 +7,15 @@ stays together, so each shard has its nproc = 1 baseline.
 
 from __future__ import annotations
 
-import json
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import AUTO, Point, SweepSpec
-from gpubench.store.results import ResultStore
+from gpubench.store import shard_record
+from gpubench.store.shard_record import ShardRecord
 
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
 
@@ -76,20 +77,18 @@ def select(points: list[Point], index: int, count: int, spec: SweepSpec) -> list
     return [p for p in points if p.baseline().key() in chosen]
 
 
-def saved(store: ResultStore, shard: tuple[int, int] | None) -> tuple[int, int] | None:
-    """The run folder's shard: `shard`, recorded in shard.json, or where None the one recorded
-    (a resume stays that shard); a folder of another shard is a ConfigError."""
-    path = store.dir / "shard.json"
-    if path.is_file():
-        was = json.loads(path.read_text(encoding="utf-8"))
+def saved(run_dir: Path, shard: tuple[int, int] | None) -> tuple[int, int] | None:
+    """The run folder's shard: `shard`, recorded in its shard.json, or where None the one
+    recorded (a resume stays that shard); a folder of another shard is a ConfigError."""
+    was = shard_record.read(run_dir)
+    if was is not None:
         if shard is None:
-            return int(was["index"]), int(was["count"])
-        if (was.get("index"), was.get("count")) != shard:
+            return was.index, was.count
+        if (was.index, was.count) != shard:
             raise ConfigError(
-                f"run folder {str(store.dir)!r} holds shard {was.get('index')}/{was.get('count')}"
-                f", not {shard[0]}/{shard[1]}; resume it with --shard "
-                f"{was.get('index')}/{was.get('count')}"
+                f"run folder {str(run_dir)!r} holds shard {was.index}/{was.count}, not "
+                f"{shard[0]}/{shard[1]}; resume it with --shard {was.index}/{was.count}"
             )
     if shard is not None:
-        store.write_json("shard.json", {"index": shard[0], "count": shard[1]})
+        ShardRecord(*shard).write(run_dir)
     return shard

@@ -124,7 +124,7 @@ def run_sweep(
         try:
             with run.log.phase("plan"):
                 points = plan(spec, run_dir, options)
-            shard = shards.saved(run.store, shard)  # issue 17
+            shard = shards.saved(run.dir, shard)  # issue 17
             if shard is not None:
                 points = shards.select(points, *shard, spec)
             with run.log.phase("points"):

@@ -109,7 +109,7 @@ def _run_point(point: Point, task: Task, max_memory: int | None) -> dict[str, An
             "oom" if oom else "error",
             error=reason,
             point_time_s=time.perf_counter() - started,
-            # kept in results.jsonl: an `error` may be a bug of gpubench's own, to be reported
+            # kept in the results file: an `error` may be a bug of gpubench's own, to be reported
             traceback=None if oom else traceback.format_exc(),
         )
     finally:

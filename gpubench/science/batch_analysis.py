@@ -26,11 +26,11 @@ from gpubench.science.curve import spread
 from gpubench.science.partition import grouped
 from gpubench.science.target_time import TargetTime
 from gpubench.science.throughput import throughput_optimal_batch
-from gpubench.store.results import ResultStore, load_results
+from gpubench.store.batch_analysis_record import BatchAnalysisRecord
+from gpubench.store.results import load_results
 
 # The columns an entry is keyed by: a configuration's, less its batch size.
 GROUP = [c for c in CONFIGURATION if c != "batch_size"]
-FILE = "batch_analysis.json"
 
 
 def fit_hyperbola(batch_sizes: list[float], steps: list[float]) -> dict[str, Any]:
@@ -192,4 +192,4 @@ def _jsonable(obj: Any) -> Any:
 def write_analysis(run_dir: str | Path) -> Path:
     """Analyse a run folder's convergence rows and write batch_analysis.json there."""
     entries = analyse(load_results(run_dir))
-    return ResultStore(run_dir).write_json(FILE, _jsonable({"groups": entries}))
+    return BatchAnalysisRecord(tuple(_jsonable(entries))).write(Path(run_dir))

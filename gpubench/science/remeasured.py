@@ -3,7 +3,7 @@ interleaved rounds in fresh processes), that figure is the one every view quotes
 re-measured; elsewhere the row's own. A re-measured row whose own 95% interval misses its
 re-measured figure is `unstable`: its interval did not hold in other processes.
 
-apply() sets these on a run's rows read together with its confirm.json (results.jsonl and
+apply() sets these on a run's rows read together with its confirm.json (the results file and
 results.csv keep each row's own measurement):
 
 - samples_per_s (and tokens_per_s in proportion): the configuration's figure, re-measured where

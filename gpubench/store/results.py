@@ -1,4 +1,5 @@
-"""The append-only results store (results.jsonl) and loading run folders into pandas."""
+"""The append-only results store (RESULTS_FILE: one JSON row per line) and loading run folders
+into pandas; the appending and the tail repair that any file of rows shares (store.tune_rows)."""
 
 from __future__ import annotations
 
@@ -6,47 +7,35 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from gpubench.config.errors import ConfigError
 from gpubench.config.registry import SETTINGS, null
 from gpubench.store.row import COLUMNS, RENAMED, SERIES
 
+# A run folder's rows, one JSON object per line: the one place the name is spelled.
+RESULTS_FILE = "results.jsonl"
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 class ResultStore:
-    """The run folder's results.jsonl: one complete line per finished point, flushed and fsynced
+    """The run folder's RESULTS_FILE: one complete line per finished point, flushed and fsynced
     before the next point starts, so a crash loses at most the point in flight."""
 
     def __init__(self, run_dir: str | Path) -> None:
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.dir / "results.jsonl"
+        self.path = self.dir / RESULTS_FILE
 
     def append(self, row: dict[str, Any]) -> None:
-        """`row` as one line at the file's end, fsynced; where that fails (a full disk, a file
-        made read-only), RowNotWritten, which holds the row, and the file ends where it ended
-        before: no part of the row is left in it (a resume would take it for a torn line, and
-        a row appended after it for a corrupt middle line)."""
-        line = json.dumps(row, allow_nan=False) + "\n"
-        try:
-            with open(self.path, "ab", buffering=0) as f:
-                end = f.tell()
-                try:
-                    data = memoryview(line.encode("utf-8"))
-                    while data:  # a full disk may take part of it before it refuses
-                        data = data[f.write(data) :]
-                    os.fsync(f.fileno())
-                except OSError:
-                    f.truncate(end)
-                    raise
-        except OSError as e:
-            raise RowNotWritten(e, self.path, line) from e
+        """`row` appended as append_row says."""
+        append_row(self.path, row)
 
     def check_writable(self) -> None:
         """Before the first point: the folder takes a new file the size of a large row and
-        results.jsonl (where it exists) opens for appending, or a ConfigError names the path
+        the results file (where it exists) opens for appending, or a ConfigError names the path
         and why (read-only, not a folder, no space), before anything is measured."""
         probe = self.dir / ".write-check.tmp"
         try:
@@ -82,7 +71,7 @@ class ResultStore:
         return len(rows) - len(kept)
 
     def write_csv(self) -> Path:
-        """results.csv: the flat table of results.jsonl (today's columns, no raw series)."""
+        """results.csv: the flat table of the rows (today's columns, no raw series)."""
         return replace_durably(self.dir / "results.csv", csv_text(self.dir))
 
 
@@ -91,8 +80,29 @@ class ResultStore:
 ROW_ROOM = 64 * 1024
 
 
+def append_row(path: Path, row: dict[str, Any]) -> None:
+    """`row` as one line at the end of the file of rows `path`, fsynced; where that fails (a
+    full disk, a file made read-only), RowNotWritten, which holds the row, and the file ends
+    where it ended before: no part of the row is left in it (a resume would take it for a torn
+    line, and a row appended after it for a corrupt middle line)."""
+    line = json.dumps(row, allow_nan=False) + "\n"
+    try:
+        with open(path, "ab", buffering=0) as f:
+            end = f.tell()
+            try:
+                data = memoryview(line.encode("utf-8"))
+                while data:  # a full disk may take part of it before it refuses
+                    data = data[f.write(data) :]
+                os.fsync(f.fileno())
+            except OSError:
+                f.truncate(end)
+                raise
+    except OSError as e:
+        raise RowNotWritten(e, path, line) from e
+
+
 class RowNotWritten(OSError):
-    """A measured row that results.jsonl did not take (its OS error's errno, message and path):
+    """A measured row that the results file did not take (its OS error's errno, message and path):
     `line` is the row, kept so that the caller can save it elsewhere and say where."""
 
     def __init__(self, cause: OSError, path: Path, line: str) -> None:
@@ -149,7 +159,7 @@ REJECTED_SUFFIX = ".rejected"
 
 
 def parse_row(line: str) -> dict[str, Any] | str:
-    """`line` (one line of results.jsonl) as its row, or why it is not one: not JSON, not a
+    """`line` (one line of a file of rows) as its row, or why it is not one: not JSON, not a
     JSON object, or an object without a key of REQUIRED. The one rule of what a row is, for
     the reader and a resume's repair alike."""
     try:
@@ -192,15 +202,20 @@ def checked_lines(path: Path) -> tuple[list[dict[str, Any]], int | None, str]:
 
 
 def read_rows(run_dir: str | Path) -> list[dict[str, Any]]:
-    """Every row of `run_dir`'s results.jsonl (parse_row). A last line that is not a row (a
-    crash mid-write) is skipped with a warning; one elsewhere is a ResultsError naming file and
-    line. A valid last row without its final newline is a row."""
-    path = Path(run_dir) / "results.jsonl"
+    """Every row of `run_dir`'s RESULTS_FILE (rows_in); a folder without one is a ResultsError."""
+    path = Path(run_dir) / RESULTS_FILE
     if not path.is_file():
-        raise ResultsError(f"no results.jsonl in {str(run_dir)!r}; expected a gpubench run folder")
+        raise ResultsError(f"no {RESULTS_FILE} in {str(run_dir)!r}; expected a gpubench run folder")
+    return rows_in(path)
+
+
+def rows_in(path: Path) -> list[dict[str, Any]]:
+    """Every row of the file of rows `path` (parse_row). A last line that is not a row (a crash
+    mid-write) is skipped with a warning; one elsewhere is a ResultsError naming file and line.
+    A valid last row without its final newline is a row."""
     rows, torn, why = checked_lines(path)
     if torn is not None:
-        warnings.warn(f"{path}: skipping its last line, not a row ({why})", stacklevel=2)
+        warnings.warn(f"{path}: skipping its last line, not a row ({why})", stacklevel=3)
     return rows
 
 
@@ -255,6 +270,8 @@ def upgraded(row: dict[str, Any]) -> dict[str, Any]:
 
 def load_results(run_dir: str | Path) -> pd.DataFrame:
     """A run folder's rows as a DataFrame with the schema's columns first."""
+    import pandas as pd  # not at import: a worker and the records' readers need none
+
     rows = [upgraded(r) for r in read_rows(run_dir)]
     frame = pd.DataFrame(rows)
     # The schema's missing columns are added at once: one at a time fragments the frame (and
@@ -266,7 +283,7 @@ def load_results(run_dir: str | Path) -> pd.DataFrame:
 
 
 def csv_text(run_dir: str | Path) -> str:
-    """The text of `run_dir`'s results.csv as its results.jsonl gives it today: the loader's
+    """The text of `run_dir`'s results.csv as its rows give it today: the loader's
     columns (schema first) without the raw series, which live only in the JSONL."""
     frame = load_results(run_dir)
     return str(frame.drop(columns=[c for c in SERIES if c in frame]).to_csv(index=False))

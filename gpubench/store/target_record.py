@@ -1,4 +1,4 @@
-"""tune_target.json: a time-to-target search's trajectory and answer beside results.jsonl
+"""tune_target.json: a time-to-target search's trajectory and answer beside the rows
 (written by gpubench.tune.target as the search stands, read by the report's search section and
 scripts/acceptance_target.py, the acceptance against the grid), with its writer and reader.
 Times in seconds; a figure not recorded is null. A file from an older tune --target, without a

@@ -1,4 +1,4 @@
-"""tune.json: the search's trajectory and outcome beside results.jsonl (written by gpubench.tune,
+"""tune.json: the search's trajectory and outcome beside the rows (written by gpubench.tune,
 read by its resume and the report's "search" section), with its writer and reader; versioned by
 SCHEMA. Times in seconds, throughput in samples/s; a figure that
 was not measured is null.

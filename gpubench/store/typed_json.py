@@ -23,16 +23,22 @@ class RecordError(ResultsError):
 def read(path: Path, cls: type[R], what: str) -> R:
     """The record `cls` that the JSON file `path` holds; RecordError naming the file and what
     is wrong otherwise (`what`: the record's name in the message, "a tune record")."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise RecordError(f"cannot read {path}: {e.strerror}") from None
-    except ValueError as e:
-        raise RecordError(f"{path} is not JSON ({e})") from None
+    data = value(path)
     try:
         return of(cls, data, "")
     except _Wrong as e:
         raise RecordError(f"{path} is not {what}: {e}") from None
+
+
+def value(path: Path) -> Any:
+    """The JSON value the file `path` holds; RecordError naming the file where it cannot be read
+    or is not JSON (for a file whose shape its caller checks: a cache, a saved suite)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise RecordError(f"cannot read {path}: {e.strerror}") from None
+    except ValueError as e:  # not JSON, or not UTF-8
+        raise RecordError(f"{path} is not JSON ({e})") from None
 
 
 def read_in(run_dir: str | Path, name: str, cls: type[R], what: str) -> R | None:

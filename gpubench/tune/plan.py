@@ -267,7 +267,7 @@ class Planner:
     # --- the search's deadline --------------------------------------------------------------
     def candidates(self, point_s: float | None = None) -> list[Candidate]:
         """The configurations the confirmation is expected to re-measure, chosen as run.confirm
-        chooses them from results.jsonl: each configuration's deepest measurement, the leader,
+        chooses them from the results file: each configuration's deepest measurement, the leader,
         the runner-up and every other whose interval reaches the leader's widened by
         leaders.DRIFT or whose figure is within the margin (leaders.candidates), as many of
         them as its budget for `point_s` seconds of points affords (leaders.affordable; the

@@ -7,7 +7,6 @@ effective batch (gpubench.tune.space)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,7 +16,7 @@ from gpubench.config.spec import Point
 from gpubench.run import maxbatch
 from gpubench.run.batch_search import Probe
 from gpubench.run.context import RunOptions
-from gpubench.store.results import ResultStore
+from gpubench.store import maxbatch_record
 from gpubench.tune import space as tune_space
 
 # The share of a tune's budget its max-batch searches may take (split among them): a probe's
@@ -60,7 +59,7 @@ def space_for(
     first = dataclasses.replace(base, **dict(combos[0]))
     if effective is None:
         batches = sizes or maxbatch.powers_of_two(
-            _largest(first, run_dir, "maxbatch.json", options, on_probe, seconds)
+            _largest(first, run_dir, maxbatch_record.FILE, options, on_probe, seconds)
         )
         return tune_space.TuneSpace(first, values, tuple(sorted(set(batches))), combos)
     by_mode: dict[str, int] = {}
@@ -68,7 +67,7 @@ def space_for(
         for mode in values["checkpoint"]:
             micro = dataclasses.replace(first, checkpoint=mode)
             # no micro-batch is larger than the effective batch: the search stops there
-            name = f"maxbatch-{mode}.json"
+            name = maxbatch_record.mode_file(mode)
             each = None if seconds is None else seconds / len(values["checkpoint"])
             by_mode[mode] = _largest(micro, run_dir, name, options, on_probe, each, effective)
     largest = max(by_mode.values(), default=0)
@@ -89,9 +88,9 @@ def _largest(
 ) -> int:
     """The largest batch `base` fits, up to `ceiling` and what `seconds` of probing affords: a
     max-batch search kept in `run_dir`/`name` for a resumed tune."""
-    path = run_dir / name
-    if path.is_file():
-        return int(json.loads(path.read_text(encoding="utf-8"))["largest_batch"])
+    kept = maxbatch_record.read_search(run_dir, name)
+    if kept is not None:
+        return int(kept["largest_batch"])
     cap = options.max_memory
     cap = cap if cap is not None else maxbatch.default_cap(base.device)
     timeout = options.point_timeout_s
@@ -100,5 +99,5 @@ def _largest(
         raise ConfigError(
             f"{base.label()}: not even one sample fits in memory ({found.stopped or 'oom'})"
         )
-    ResultStore(run_dir).write_json(name, found.to_dict())
+    maxbatch_record.write_search(run_dir, name, found.to_dict())
     return found.largest

@@ -4,7 +4,7 @@ the least training time on a shipped real data set, without paying for the grid.
 The space is batch sizes x the rates the lr-scaling rules give each from the base rate (a rate
 two rules give alike is one configuration); tune.target_search trains them as a sweep's
 convergence points are trained (run.worker), on rungs of training time, in an Optuna study. The
-run folder holds results.jsonl (every run, marked with `tune_run`, its place in the trajectory,
+run folder holds the results file (every run, marked with `tune_run`, its place in the trajectory,
 and `tune_trial`, its configuration), env.json, results.csv and tune_target.json, rewritten after
 every run.
 
@@ -316,7 +316,7 @@ class _Runs:
     """The search's runs: each trains `base` at its configuration's batch size, lr-scaling
     rule and seed (`base`'s + the run's), under `conv` at its rate and rung's training time
     (and its share of `max_steps`, the top rung's step cap, of `top_s`), in `run`'s worker;
-    its row goes to results.jsonl marked with its place in the search."""
+    its row goes to the results file marked with its place in the search."""
 
     run: RunContext
     base: Point

@@ -12,8 +12,8 @@ boundary (gpubench.tune.trial: cut at a step, recorded as cut and never ranked; 
 killed only as the last resort), so the tune overruns its budget by no more than a trial's
 first step (its compile) beyond what was planned.
 
-A resumed tune replays the search on the figures of tune_rows.jsonl (the search is a pure
-function of them), measuring only what is new, under a budget of its own.
+A resumed tune replays the search on the figures of tune_rows.jsonl (store.tune_rows: the search
+is a pure function of them), measuring only what is new, under a budget of its own.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -39,9 +38,9 @@ from gpubench.run import confirm as leads
 from gpubench.run import preflight
 from gpubench.run.batch_search import Probe
 from gpubench.run.context import RunContext, RunOptions
-from gpubench.store import env
+from gpubench.store import env, tune_rows
 from gpubench.store import tune_record as T
-from gpubench.store.results import ResultStore, replace_durably
+from gpubench.store.results import RESULTS_FILE, ResultStore, replace_durably
 from gpubench.tune import record as tune_record
 from gpubench.tune import space as tune_space
 from gpubench.tune import trial
@@ -52,10 +51,10 @@ from gpubench.tune.trial import round_budget
 
 OnTrial = Callable[[T.TrialRecord, "TuneRequest"], None]
 
-# Every measurement, appended durably (marked with its `tune_round`, and `tune_cut` where the
-# deadline cut it short); results.jsonl holds each configuration's deepest round's row (its
-# longest measurement), what the verdict and the report read, rewritten after each measurement.
-ROWS_FILE = "tune_rows.jsonl"
+# Every measurement is appended durably to store.tune_rows (marked with its `tune_round`, and
+# `tune_cut` where the deadline cut it short); the results file holds each configuration's
+# deepest round's row (its longest measurement), what the verdict and the report read, rewritten
+# after each measurement.
 UNBOUNDED = RunOptions(point_timeout_s=None)  # a tune called as a function: no point timeout
 
 
@@ -167,7 +166,7 @@ def tune(
         saved, request = _saved_record(run_dir, request.budget_s)
     clock = _Clock(started, request.budget_s, on_progress)
     with RunContext(run_dir, options) as run:
-        run.open(rows=run_dir / ROWS_FILE)
+        run.open(rows=run_dir / tune_rows.FILE)
         # built in the run's worker: a factory that hangs or kills its process is one line
         # (issue 43), not this process hung or killed
         model_options = dict(request.model_options or {})
@@ -239,7 +238,7 @@ class _Clock:
 class _Trials:
     """The search's measurements: `measure` is given each configuration and round. A new one
     is measured as a sweep measures a point (RunContext.measure), bounded to end by the plan's
-    deadline; its row goes to tune_rows.jsonl, results.jsonl is rewritten, and tune.json with
+    deadline; its row goes to tune_rows.jsonl, the results file is rewritten, and tune.json with
     it. One measured before a resume (and not cut) is replayed from its row."""
 
     def __init__(
@@ -257,7 +256,7 @@ class _Trials:
         self.offset = saved.elapsed_s if saved else 0.0  # the time of the runs before
         self.old_elapsed = {t.number: t.elapsed_s for t in saved.trials} if saved else {}
         self.record = T.TuneRecord(request.to_dict(), space.to_dict())
-        self.measurements = read_measurements(run.dir)
+        self.measurements = tune_rows.read(run.dir) or []
         # a cut measurement is measured again (it never counted)
         self.done = {
             (Point.of(r).key(), int(r["tune_round"])): r
@@ -333,7 +332,7 @@ class _Trials:
         row["tune_round"] = rnd
         if cut:
             row["tune_cut"] = True
-        append_measurement(self.run.dir, row)
+        tune_rows.append(self.run.dir, row)
         self.measurements.append(row)
         write_results(self.run.dir, self.measurements)
         fresh = measured.worker_s > 0  # a worker started for it
@@ -398,22 +397,6 @@ def _verdict(run_dir: Path) -> dict[str, Any] | None:
     }
 
 
-def read_measurements(run_dir: Path) -> list[dict[str, Any]]:
-    """Every measurement so far, in order ([] where none)."""
-    path = run_dir / ROWS_FILE
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-
-
-def append_measurement(run_dir: Path, row: dict[str, Any]) -> None:
-    """Append one measurement's row to tune_rows.jsonl, durably."""
-    with open(run_dir / ROWS_FILE, "a", encoding="utf-8") as f:
-        f.write(json.dumps(row, allow_nan=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def deepest(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per configuration: its deepest round's, in the order configurations were first
     measured; a measurement the deadline cut short (`tune_cut`) is never one of them."""
@@ -428,8 +411,8 @@ def deepest(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_results(run_dir: Path, measurements: list[dict[str, Any]]) -> None:
-    """Replace results.jsonl by the deepest row of each configuration, atomically and durably,
-    and results.csv with it."""
+    """Replace the results file by the deepest row of each configuration, atomically and
+    durably, and results.csv with it."""
     text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in deepest(measurements))
-    replace_durably(run_dir / "results.jsonl", text)
+    replace_durably(run_dir / RESULTS_FILE, text)
     ResultStore(run_dir).write_csv()
