@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import bdtr  # not scipy.stats: 0.5-1.4 s to import in every worker
 
 __all__ = ["Stats", "median_ci_indices", "min_samples_for_ci"]
 
@@ -64,8 +65,6 @@ def median_ci_indices(n: int, confidence: float = 0.95) -> tuple[int, int] | Non
     """0-based indices (lo, hi) into n sorted samples such that [x_lo, x_hi] covers the median
     with probability >= `confidence` for any continuous distribution, as narrow as the exact
     Binomial(n, 1/2) allows; None when n is too small for any such pair."""
-    from scipy.special import bdtr  # not scipy.stats: 0.5-1.4 s to import in every worker
-
     tail = (1 - confidence) / 2
     # j: the fewest samples below the true median whose probability exceeds the tail, B ~
     # Binomial(n, 1/2); coverage of [x_(j), x_(n-j+1)] (1-based) is 1 - 2 P(B <= j - 1).

@@ -19,11 +19,18 @@ from typing import Any
 from gpubench.probes import process_tree
 
 # What the server imports once for every worker it forks. torch.optim imports torch._dynamo at
-# its first use: seconds a fresh worker should not pay.
+# its first use: seconds a fresh worker should not pay. The reference models and data sets are
+# imported where first used (the command line does not need torch): here, before any point's
+# memory cap, since a module imported under the cap maps its libraries inside it.
 PRELOAD = (
     "gpubench.harness.point",
     "gpubench.science.convergence",
     "gpubench.run.worker",
+    "gpubench.models.mlp",
+    "gpubench.models.cnn",
+    "gpubench.models.transformer",
+    "gpubench.data.digits",
+    "gpubench.data.text",
     "torch._dynamo",
 )
 
