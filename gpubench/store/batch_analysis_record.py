@@ -10,29 +10,22 @@ console's convergence tables, the report's learning curves).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from gpubench.store import typed_json
-from gpubench.store.results import ResultStore
+from gpubench.store.typed_json import Record
 
 FILE = "batch_analysis.json"
 
 
 @dataclass(frozen=True)
-class BatchAnalysisRecord:
+class BatchAnalysisRecord(Record):
     """The whole of batch_analysis.json: one entry (a JSON object, plain values) per series."""
+
+    FILE = FILE
+    WHAT = "a batch analysis"
 
     groups: tuple[dict[str, Any], ...] = ()
 
-    def write(self, run_dir: Path) -> Path:
-        """batch_analysis.json in `run_dir`, written whole and durably."""
-        return ResultStore(run_dir).write_json(FILE, dataclasses.asdict(self))
 
-
-def read(run_dir: str | Path) -> BatchAnalysisRecord | None:
-    """`run_dir`'s batch_analysis.json (None where it has none); typed_json.RecordError (one
-    line: the file and what is wrong) where it is not what science.batch_analysis writes."""
-    return typed_json.read_in(run_dir, FILE, BatchAnalysisRecord, "a batch analysis")
+read = BatchAnalysisRecord.read

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench.store import typed_json
-from gpubench.store.results import ResultStore
+from gpubench.store.typed_json import Record
 
 FILE = "confirm.json"
 STATUSES = ("confirmed", "cut short", "failed", "skipped", "not needed")
@@ -69,25 +68,24 @@ class Partition:
 
 
 @dataclass(frozen=True)
-class Confirmations:
+class Confirmations(Record):
     """The whole of confirm.json: its budget's `share` of the sweep's `sweep_point_seconds`,
     the `seconds` it took, and each partition's confirmation."""
+
+    FILE = FILE
+    WHAT = "a confirmation record"
 
     share: float
     seconds: float
     sweep_point_seconds: float
     partitions: tuple[Partition, ...]
 
-    def write(self, run_dir: Path) -> Path:
-        """confirm.json in `run_dir`, written whole and durably."""
-        data = {**dataclasses.asdict(self), "partitions": [p.to_dict() for p in self.partitions]}
-        return ResultStore(run_dir).write_json(FILE, data)
+    def to_dict(self) -> dict[str, Any]:
+        """confirm.json's object: each partition as Partition.to_dict gives it."""
+        return {**dataclasses.asdict(self), "partitions": [p.to_dict() for p in self.partitions]}
 
 
-def read(run_dir: str | Path) -> Confirmations | None:
-    """`run_dir`'s confirm.json (None where it has none); typed_json.RecordError (one line: the
-    file and what is wrong) where it is not what run.confirm writes."""
-    return typed_json.read_in(run_dir, FILE, Confirmations, "a confirmation record")
+read = Confirmations.read
 
 
 def partitions(run_dir: str | Path) -> list[dict[str, Any]] | None:

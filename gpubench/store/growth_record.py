@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gpubench.config.keys import Key, series_key
-from gpubench.store import typed_json
-from gpubench.store.results import ResultStore
+from gpubench.store.typed_json import Record
 
 FILE = "growth.json"
 REASONS = ("stopped", "over budget", "emulated")
@@ -63,13 +61,16 @@ class Unmeasured:
 
 
 @dataclass(frozen=True)
-class GrowthRecord:
+class GrowthRecord(Record):
     """The whole of growth.json: `stops`, one per grown series; `unmeasured`; and `series`, the
     stops of a growth.json written before issue 49 by the series' label (read, kept on a
     resume, never written otherwise)."""
 
     stops: tuple[Stop, ...] = ()
     unmeasured: tuple[Unmeasured, ...] = ()
+    FILE = FILE
+    WHAT = "a growth record"
+
     series: dict[str, Stop] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -83,16 +84,12 @@ class GrowthRecord:
         (Point.label(batch=False))."""
         return {**self.series, **{series_key(s.series): s for s in self.stops}}
 
-    def write(self, run_dir: Path) -> Path:
-        """growth.json in `run_dir`, written whole and durably (`series` only where it holds
-        an old file's stops)."""
+    def to_dict(self) -> dict[str, Any]:
+        """growth.json's object: `series` only where it holds an old file's stops."""
         data = dataclasses.asdict(self)
         if not self.series:
             del data["series"]
-        return ResultStore(run_dir).write_json(FILE, data)
+        return data
 
 
-def read(run_dir: str | Path) -> GrowthRecord | None:
-    """`run_dir`'s growth.json (None where it has none); typed_json.RecordError (one line: the
-    file and what is wrong) where it is not what run.sweep writes."""
-    return typed_json.read_in(run_dir, FILE, GrowthRecord, "a growth record")
+read = GrowthRecord.read

@@ -13,13 +13,12 @@ reader. Times are the host's epoch clock (time.time(), seconds).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpubench.store import typed_json
 from gpubench.store.results import replace_durably
+from gpubench.store.typed_json import Record
 
 FILE = "phases.json"
 
@@ -45,8 +44,11 @@ class PointTime:
 
 
 @dataclass(frozen=True)
-class PhasesRecord:
+class PhasesRecord(Record):
     """The whole of phases.json."""
+
+    FILE = FILE
+    WHAT = "a phases record"
 
     started: float
     phases: tuple[Phase, ...] = ()
@@ -55,12 +57,8 @@ class PhasesRecord:
     def write(self, run_dir: Path) -> Path:
         """phases.json in `run_dir`, written whole and durably (a reader never sees half a
         file; a crash leaves the old one)."""
-        text = json.dumps(dataclasses.asdict(self), indent=1) + "\n"
+        text = json.dumps(self.to_dict(), indent=1) + "\n"
         return replace_durably(Path(run_dir) / FILE, text)
 
 
-def read(run_dir: str | Path) -> PhasesRecord | None:
-    """`run_dir`'s phases.json (None where the sweep that made it wrote none);
-    typed_json.RecordError (one line: the file and what is wrong) where it is not what
-    run.phases writes."""
-    return typed_json.read_in(run_dir, FILE, PhasesRecord, "a phases record")
+read = PhasesRecord.read

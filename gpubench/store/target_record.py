@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.store import typed_json
-from gpubench.store.results import ResultStore
 
 VERSION = 1
 FILE = "tune_target.json"
@@ -84,8 +83,11 @@ class OptunaStudy:
 
 
 @dataclass(frozen=True)
-class TargetRecord:
+class TargetRecord(typed_json.Record):
     """The whole of tune_target.json (see the module docstring)."""
+
+    FILE = FILE
+    WHAT = "a target search record"
 
     trials: tuple[TargetRun, ...]
     model: str | None = None
@@ -120,13 +122,13 @@ class TargetRecord:
         if self.version != VERSION:
             raise ValueError(f"version {self.version}, not {VERSION}")
 
-    def write(self, store: ResultStore) -> Path:
-        """tune_target.json in `store`'s folder, written whole and durably."""
+    def to_dict(self) -> dict[str, Any]:
+        """tune_target.json's object, `version` first."""
         out = asdict(self)
-        return store.write_json(FILE, {"version": out.pop("version"), **out})
+        return {"version": out.pop("version"), **out}
 
 
 def read(run_dir: str | Path) -> TargetRecord:
     """`run_dir`'s tune_target.json; typed_json.RecordError (one line: the file and what is
     wrong) where it is missing or not what tune --target writes."""
-    return typed_json.read(Path(run_dir) / FILE, TargetRecord, "a target search record")
+    return typed_json.read(Path(run_dir) / FILE, TargetRecord, TargetRecord.WHAT)

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.store import typed_json
-from gpubench.store.results import ResultStore
 
 SCHEMA = 1
 FILE = "tune.json"
@@ -107,8 +106,11 @@ class RoundRecord:
 
 
 @dataclass(frozen=True)
-class TuneRecord:
+class TuneRecord(typed_json.Record):
     """The whole of tune.json (see the module docstring)."""
+
+    FILE = FILE
+    WHAT = "a tune record"
 
     request: dict[str, Any]
     space: dict[str, Any]
@@ -132,15 +134,12 @@ class TuneRecord:
             raise ValueError(f"schema {self.schema}, not {SCHEMA}")
 
     def to_dict(self) -> dict[str, Any]:
+        """tune.json's object, `schema` first."""
         out = asdict(self)
         return {"schema": out.pop("schema"), **out}
-
-    def write(self, run_dir: Path) -> Path:
-        """tune.json in `run_dir`, written whole and durably (a crash leaves the old one)."""
-        return ResultStore(run_dir).write_json(FILE, self.to_dict())
 
 
 def read(run_dir: str | Path) -> TuneRecord:
     """`run_dir`'s tune.json; typed_json.RecordError (one line: the file and what is wrong) where
     it is missing or not what the tune writes."""
-    return typed_json.read(Path(run_dir) / FILE, TuneRecord, "a tune record")
+    return typed_json.read(Path(run_dir) / FILE, TuneRecord, TuneRecord.WHAT)

@@ -9,9 +9,9 @@ import json
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
-from gpubench.store.results import ResultsError
+from gpubench.store.results import ResultsError, ResultStore
 
 R = TypeVar("R")
 
@@ -46,6 +46,29 @@ def read_in(run_dir: str | Path, name: str, cls: type[R], what: str) -> R | None
     RecordError as `read` says where it is there and not what its writer writes."""
     path = Path(run_dir) / name
     return read(path, cls, what) if path.is_file() else None
+
+
+class Record:
+    """A run folder's file of one frozen dataclass (the subclass): `FILE` its name, `WHAT` the
+    record's name in an error ("a shard record"). Its fields are the file's keys, in order."""
+
+    FILE: ClassVar[str]
+    WHAT: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as its file holds it (dataclasses.asdict unless the record says more)."""
+        return dataclasses.asdict(self)  # type: ignore[call-overload, no-any-return]
+
+    def write(self, run_dir: Path) -> Path:
+        """The record as `FILE` in `run_dir`, written whole and durably (a crash leaves the
+        old file or the new one, never half of one)."""
+        return ResultStore(run_dir).write_json(self.FILE, self.to_dict())
+
+    @classmethod
+    def read(cls, run_dir: str | Path) -> Self | None:
+        """The record in `run_dir`'s `FILE` (None where the folder has none); RecordError (one
+        line: the file, the field and what is wrong) where it is not what its writer writes."""
+        return read_in(run_dir, cls.FILE, cls, cls.WHAT)
 
 
 class _Wrong(Exception):

@@ -95,7 +95,7 @@ def _write_record(
             result.eta,
             dict(Counter(t.state.name for t in study.trials)),
         ),
-    ).write(store)
+    ).write(store.dir)
 
 
 @dataclass(frozen=True)
