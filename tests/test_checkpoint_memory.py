@@ -13,14 +13,16 @@ from gpubench.config.spec import Budget, Point
 from gpubench.run.worker import WorkerRunner
 
 MiB = 2**20
-# Big enough that the activations dwarf the RSS's noise: about 960 MiB saved for backward per
-# micro-batch unchecked, one block input per block checkpointed. At seq_len 256 (about 480 MiB)
-# the allocator's run-to-run spread of the peaks (775-960 MiB for the same checkpointed row) left
-# the fall at 212-390 MiB against the 241 asked, and a fresh-clone CI run failed; at 512 it fell
-# 876-959 MiB against 482.
-OPTIONS = encode(dict(layers=8, width=128, heads=4, seq_len=512))
+# Big enough that the activations dwarf the RSS's noise: about 1,100 MiB saved for backward per
+# micro-batch unchecked, one block input per block checkpointed. At about 480 MiB the
+# allocator's run-to-run spread of the peaks (775-960 MiB for the same checkpointed row) left the
+# fall at 212-390 MiB against the 241 asked, and a fresh-clone CI run failed. The bytes come from
+# many narrow tokens (width 32, 64 a sequence, 1,024 a micro-batch) rather than wide long ones
+# (width 128, 512 a sequence, 32 a micro-batch: the same bytes at 6x the FLOPs): the fall was
+# 854 MiB against the 488 asked, in 62 s for both rows where the wide ones took 90 s.
+OPTIONS = encode(dict(layers=8, width=32, heads=4, seq_len=64))
 POINT = Point(
-    "transformer", "small", "cpu", "fp32", "sgd", 128, accumulate=4, model_options=OPTIONS
+    "transformer", "small", "cpu", "fp32", "sgd", 4096, accumulate=4, model_options=OPTIONS
 )
 
 
@@ -39,7 +41,7 @@ def _row(checkpoint: str) -> dict:  # type: ignore[type-arg]
 @pytest.mark.slow
 def test_a_checkpointed_rows_peak_is_below_the_unchecked_rows_at_the_same_micro_batch() -> None:
     plain, checked = _row("none"), _row("blocks")
-    assert plain["micro_batch_size"] == checked["micro_batch_size"] == 32
+    assert plain["micro_batch_size"] == checked["micro_batch_size"] == 1024
     saved_plain, saved_checked = (
         plain["memory_activations_bytes"],
         checked["memory_activations_bytes"],
