@@ -323,8 +323,7 @@ def test_a_full_disk_mid_sweep_is_one_line_and_loses_no_row(
     import builtins
     import tempfile
 
-    from gpubench.run import phases
-    from gpubench.store import results
+    from gpubench.store import phases_record, results
 
     out = tmp_path / "run"
     full: list[bool] = []  # the disk fills once results.jsonl has its first row
@@ -336,14 +335,14 @@ def test_a_full_disk_mid_sweep_is_one_line_and_loses_no_row(
             full.append(True)
         return builtins.open(file, mode, *args, **kwargs)
 
-    def phases_written(path: Path, data: dict[str, Any]) -> None:
+    def phases_written(record: phases_record.PhasesRecord, run_dir: Path) -> Path:
         if full:  # the writes after the row's fail too (phases.json's, when the sweep ends)
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        write_phases(path, data)
+        return write_phases(record, run_dir)
 
-    write_phases = phases._write
+    write_phases = phases_record.PhasesRecord.write
     monkeypatch.setattr(results, "open", disk_filling, raising=False)
-    monkeypatch.setattr(phases, "_write", phases_written)
+    monkeypatch.setattr(phases_record.PhasesRecord, "write", phases_written)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the unwritten row is kept
     args = ["--models", "mlp", "--size", "tiny", "--devices", "cpu", "--batch-sizes", "1,2,3"]
     args += ["--precisions", "fp32", "--optimizers", "sgd", "--steps", "1", "--no-profile"]

@@ -106,12 +106,7 @@ def _write_tokens(folder: Path) -> dict[str, object]:
 
 
 def meta(folder: Path) -> dict[str, object]:
-    """What the cached data set in `folder` holds (its META object, as written with it); a
-    typed_json.RecordError naming the file where it cannot be read or holds no object."""
-    from gpubench.store import typed_json  # not at import: the workers' data loaders need none
-
-    path = folder / META
-    written = typed_json.value(path)
-    if not isinstance(written, dict):
-        raise typed_json.RecordError(f"{path} is not a data set's description: no JSON object")
-    return dict(written)
+    """What the cached data set in `folder` holds (its META object, as written with it). Not a
+    run folder's file: read here, in the data stage, which store/ sits above."""
+    with (folder / META).open(encoding="utf-8") as f:
+        return dict(json.load(f))

@@ -118,13 +118,11 @@ def cache_file() -> Path:
 
 def read_cache(path: Path) -> dict[str, Any]:
     """The JSON object cached at `path`; {} where it is absent or corrupt (measured again)."""
-    from gpubench.store import typed_json  # not at import: the worker's probes need none
-
-    if not path.is_file():
-        return {}
+    # The machine's cache, not a run folder's file: read here, in the probes' stage (below store/)
     try:
-        data = typed_json.value(path)
-    except typed_json.RecordError:
+        with path.open(encoding="utf-8") as f:
+            data = json.load(f)
+    except (FileNotFoundError, ValueError):
         return {}  # a corrupt cache is measured again, and rewritten whole
     return data if isinstance(data, dict) else {}
 
