@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpubench.science.partition import finite
+from gpubench.science.standing import positive
 
 METHOD = "stated"
 
@@ -22,16 +23,12 @@ def columns(row: dict[str, Any], watts: float | None) -> dict[str, Any]:
     if watts is None or row.get("device") != "cpu" or row.get("cpu_energy_method") == "rapl":
         return {}
     step, rate, reached = (row.get(k) for k in ("step_time_s", "samples_per_s", "time_to_target_s"))
-    if not (_positive(step) or finite(reached)):
+    if positive(step) is None and not finite(reached):
         return {}
     return dict(
         cpu_energy_method=METHOD,
         cpu_watts=watts,
-        cpu_energy_j_per_step=watts * step if _positive(step) else None,
-        cpu_samples_per_j=rate / watts if _positive(rate) else None,
+        cpu_energy_j_per_step=watts * step if positive(step) else None,
+        cpu_samples_per_j=rate / watts if positive(rate) else None,
         cpu_energy_to_target_j=watts * reached if finite(reached) else None,
     )
-
-
-def _positive(value: Any) -> bool:
-    return finite(value) and value > 0

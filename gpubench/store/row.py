@@ -5,14 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpubench.config import registry
+from gpubench.config.keys import IDENTITY
 from gpubench.config.spec import Point
 from gpubench.store import env
 
 STATUSES = ("ok", "oom", "diverged", "unsupported", "timeout", "error")
-
-# A row's identity: every setting of its Point (config.registry), in the registry's order.
-IDENTITY = registry.names()
 
 # The flat columns of a row, in order (units in the names). A value that cannot be measured on
 # this device is None, never 0 and never a guess. Raw series (step_times_s) live only in the JSONL.
