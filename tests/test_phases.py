@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from sweep_phases import breakdown, table
 
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.run import phases
@@ -81,7 +82,7 @@ def test_a_sweep_records_its_phases_in_order(swept: Path) -> None:
 
 
 def test_the_breakdown_accounts_for_the_points_phase(swept: Path) -> None:
-    parts = dict(phases.breakdown(swept))
+    parts = dict(breakdown(swept))
     inside = sum(s for name, s in parts.items() if name.startswith("  "))
     assert inside == pytest.approx(parts["points"], rel=1e-6)
     rows = [json.loads(line) for line in (swept / "results.jsonl").read_text().splitlines()]
@@ -111,7 +112,7 @@ def test_start_up_and_exit_come_from_the_callers_clock(tmp_path: Path) -> None:
     point = Point("mlp", "small", "cpu", "fp32", "sgd", 4)
     row = make_row(point, "ok", point_time_s=1.5, warmup_time_s=0.25, wall_time_s=0.75)
     (run / "results.jsonl").write_text(json.dumps(row) + "\n")
-    parts = dict(phases.breakdown(run, launched=t0, ended=t0 + 12.0))
+    parts = dict(breakdown(run, launched=t0, ended=t0 + 12.0))
     assert parts["start-up (interpreter, imports, parse)"] == pytest.approx(2.0)
     assert parts["  worker start (fork, imports)"] == pytest.approx(0.5)
     assert parts["  warm-up (counting step included)"] == pytest.approx(0.25)
@@ -121,7 +122,7 @@ def test_start_up_and_exit_come_from_the_callers_clock(tmp_path: Path) -> None:
     assert parts["  row write and progress line"] == pytest.approx(0.5)
     assert parts["  between points"] == pytest.approx(4.0)  # 7 s phase, 3 s of it the point
     assert parts["verdict and exit"] == pytest.approx(2.0)  # no report: from the last phase
-    text = phases.table(phases.breakdown(run, launched=t0, ended=t0 + 12.0))
+    text = table(breakdown(run, launched=t0, ended=t0 + 12.0))
     assert text.splitlines()[-1].split()[-2:] == ["12.00", "100%"]
 
 
@@ -159,9 +160,9 @@ def test_the_report_phase_is_the_one_the_command_recorded(tmp_path: Path) -> Non
     (run / phases_record.FILE).write_text(json.dumps(log))
     (run / "results.jsonl").write_text("")
     (run / "report.html").write_text("<html></html>")
-    assert phases.REPORT_PHASE not in dict(phases.breakdown(run))
+    assert phases.REPORT_PHASE not in dict(breakdown(run))
     phases.add_phase(run, phases.REPORT_PHASE, 110.0, 112.5)
-    parts = dict(phases.breakdown(run, launched=99.0, ended=113.0))
+    parts = dict(breakdown(run, launched=99.0, ended=113.0))
     assert parts[phases.REPORT_PHASE] == pytest.approx(2.5)
     assert parts["verdict and exit"] == pytest.approx(0.5)
     phases.add_phase(tmp_path / "elsewhere", phases.REPORT_PHASE, 0.0, 1.0)  # no phases.json

@@ -1,6 +1,6 @@
 """A run folder's phases.json: where the latest sweep invocation's wall time went (run.phases
-records it, scripts/sweep_phases.py and run.phases.breakdown read it), with its writer and
-reader. Times are the host's epoch clock (time.time(), seconds).
+records it, scripts/sweep_phases.py reads it), with its writer and reader. Times are the
+host's epoch clock (time.time(), seconds).
 
 ```
 {"started": when run_sweep began,
