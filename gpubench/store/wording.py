@@ -32,9 +32,17 @@ def number(value: float, digits: int = 3) -> str:
     return text
 
 
-def times(ratio: float, digits: int = 2) -> str:
-    """A ratio as 'x1.9', 'x100', 'x0.5'."""
+def times(ratio: float, digits: int = 3) -> str:
+    """A ratio as 'x1.03', 'x12.5', 'x100', 'x0.5': three significant figures, enough to tell
+    a ratio from a margin of a few percent (x1.03 against 3%)."""
     return "x" + number(ratio, digits)
+
+
+def span(low: float, high: float, digits: int = 3) -> str:
+    """An interval's two ends, each written as `number` writes it: '0.98-1.05',
+    '1,200-1,340'; an infinite upper end reads 'unbounded' ('1.02-unbounded')."""
+    top = "unbounded" if high == math.inf else number(high, digits)
+    return f"{number(low, digits)}-{top}"
 
 
 _SIGNIFICANT = re.compile(r",?\.(\d+)g")
