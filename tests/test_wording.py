@@ -58,7 +58,12 @@ def test_a_null_cell_is_empty_and_integers_round() -> None:
 
 
 def test_a_ratio_and_an_interval_read_one_way() -> None:
-    assert (times(1.0312), times(12.5), times(250.4)) == ("x1.03", "x12.5", "x250")
+    assert (times(1.0312), times(1.0), times(12.5), times(250.4)) == (
+        "x1.03",
+        "x1.00",
+        "x12.5",
+        "x250",
+    )
     assert span(0.9812, 1.0549) == "0.981-1.05" and span(1.02, math.inf) == "1.02-unbounded"
     assert span(1234.4, 1340.2) == "1,234-1,340"
 

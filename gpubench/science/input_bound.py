@@ -68,7 +68,7 @@ def workers_lever(
     margin: float,
     tied: frozenset[tuple[Any, ...]] = frozenset(),
 ) -> tuple[list[str], str | None]:
-    """The worker lever at `best`: '4 workers: x2.8 the samples/s of 0 workers' for each worker
+    """The worker lever at `best`: '4 workers: x2.80 the samples/s of 0 workers' for each worker
     count measured against the fewest (within noise where one of the two is a row in `tied`,
     the rows the verdict could not tell from `best`), and the next experiment where the most
     workers measured is the fastest and still input-bound (more workers); ([], None) for other
