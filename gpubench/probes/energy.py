@@ -24,8 +24,6 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from gpubench.store.wording import milliseconds, number, percent, seconds
-
 MAX_ERROR_REL = 0.02
 # No figure above this bound: twice NVML's stated +-5% power accuracy (Fermi, Kepler) would make
 # the figure the method's, not the device's.
@@ -65,7 +63,7 @@ def from_counter(
         return Energy(
             None,
             None,
-            f"the energy counter moved {len(changes)} time(s) in the {seconds(duration)} window: "
+            f"the energy counter moved {len(changes)} time(s) in the {duration:.3g} s window: "
             "too coarse to measure it; measure longer (budget.min_time_s)",
         )
     a, b = changes[0], changes[-1]
@@ -80,9 +78,9 @@ def from_counter(
         return Energy(
             None,
             error,
-            f"the energy counter moves every {milliseconds(resolution)}: over this "
-            f"{seconds(duration)} window its error bound is {percent(error)}, above "
-            f"{percent(max_error_rel)}; measure longer (budget.min_time_s)",
+            f"the energy counter moves every {resolution * 1e3:.3g} ms: over this "
+            f"{duration:.3g} s window its error bound is {error:.1%}, above "
+            f"{max_error_rel:.0%}; measure longer (budget.min_time_s)",
             resolution,
         )
     return Energy(energy / span * duration, error, None, resolution)
@@ -110,7 +108,7 @@ def from_power(
         raise ValueError("power readings must be in time order")
     joules = trapezoid(times_s, power_w)
     if joules <= 0:
-        return Energy(None, None, f"the power integral is {number(joules)} J, not positive")
+        return Energy(None, None, f"the power integral is {joules:.3g} J, not positive")
     weights = [gaps[0] / 2, *((a + b) / 2 for a, b in itertools.pairwise(gaps)), gaps[-1] / 2]
     variance = sum((p1 - p0) ** 2 for p0, p1 in itertools.pairwise(power_w)) / (2 * (n - 1))
     error = POWER_SIGMAS * math.sqrt(variance * sum(w * w for w in weights)) / joules
@@ -119,6 +117,6 @@ def from_power(
             None,
             error,
             f"the power varies so much between readings that its integral's error bound is "
-            f"{percent(error)}, above {percent(max_error_rel)}",
+            f"{error:.1%}, above {max_error_rel:.0%}",
         )
     return Energy(joules, error, None)

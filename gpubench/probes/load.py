@@ -15,7 +15,6 @@ from typing import Any
 
 from gpubench.probes import process_tree
 from gpubench.probes.probe import Probe
-from gpubench.store.wording import number, percent
 
 # Others' load beyond the cores a point leaves free, by more than this, makes it contended (a
 # point on every core slows as soon as one thread waits; clock ticks read up to ~0.1 core off).
@@ -122,14 +121,14 @@ def busy_reasons(env: Mapping[str, Any]) -> list[str]:
     reasons = []
     avg = load.get("load_average_1m")
     if avg is not None and avg >= BUSY_LOAD_PER_CORE * n:
-        reasons.append(f"load average {number(avg)} on {n} cores")
+        reasons.append(f"load average {avg:.1f} on {n} cores")
     others = load.get("other_load_cores")
     if others is not None and others > SPARE_CORES:
-        reasons.append(f"other processes used {number(others)} of {n} cores during calibration")
+        reasons.append(f"other processes used {others:.1f} of {n} cores during calibration")
     for prec, peak in ((env.get("matmul_peaks") or {}).get("cpu") or {}).items():
         spread = peak.get("round_spread") if isinstance(peak, dict) else None
         if spread is not None and spread > BUSY_CALIBRATION_SPREAD:
-            reasons.append(f"the {prec} matmul calibration varied {percent(spread)} between rounds")
+            reasons.append(f"the {prec} matmul calibration varied {spread:.0%} between rounds")
             break
     return reasons
 
@@ -145,7 +144,7 @@ def busy_line(env: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> str 
         n = (env.get("load") or {}).get("cores") or cores()
         reasons.append(
             f"{len(busy)} of {len(rows)} points shared the CPU with other processes "
-            f"(up to {number(others)} of {n} cores), marked busy"
+            f"(up to {others:.1f} of {n} cores), marked busy"
         )
     if not reasons:
         return None
