@@ -106,7 +106,7 @@ def test_a_probe_that_would_not_fit_the_budget_is_not_started() -> None:
     assert decide(rows, budget_s=2.5).batch == 128  # predicted 0.5 s x 1.8 (the step's growth)
     g = decide(rows, budget_s=2.0)
     assert (g.batch, g.reason) == (None, "over budget")
-    assert "B=128 would take about 0.9 s, 0.5 s of its 2 s left" in g.detail
+    assert "B=128 would take about 0.917 s, 0.500 s of its 2.00 s left" in g.detail
     g = decide(rows, budget_s=1.5)
     assert (g.batch, g.reason) == (None, "budget spent")
 
@@ -367,7 +367,7 @@ def test_a_listed_batch_its_series_budget_cannot_hold_is_not_started(
     assert record is not None
     (skipped,) = record.unmeasured
     assert (skipped.point["batch_size"], skipped.reason) == (64, "over budget")
-    assert skipped.detail == "B=64 would take about 18.7 s, 4.7 s of its series' 12 s left"
+    assert skipped.detail == "B=64 would take about 18.7 s, 4.67 s of its series' 12.0 s left"
     (stop,) = record.stops
     assert stop.reason in ("budget spent", "over budget") and stop.next_batch is None
     assert counts == [(1, 3), (2, 3)], "the count drops the point not started"

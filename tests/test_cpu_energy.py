@@ -25,6 +25,7 @@ from gpubench.run import cpu_watts
 from gpubench.run.folder import as_saved, spec_from_saved
 from gpubench.science import devices
 from gpubench.store.row import COLUMNS
+from gpubench.store.wording import number
 
 ENERGY = ["cpu_energy_j_per_step", "cpu_samples_per_j", "cpu_energy_method", "cpu_watts"]
 
@@ -47,7 +48,7 @@ def test_rapl_reads_package_and_dram_and_undoes_each_domains_wrap(tmp_path: Path
     assert cols["cpu_energy_j_per_step"] == pytest.approx(0.5)
     assert cols["cpu_samples_per_j"] == pytest.approx(16.0)
     assert cols["cpu_dram_energy_j_per_step"] == pytest.approx(0.125)
-    assert devices.of({"device": "cpu", **cols}) == "16.0 samples/J (RAPL package)"
+    assert devices.of({"device": "cpu", **cols}) == "16 samples/J (RAPL package)"
 
 
 def test_a_dram_wrap_uses_the_dram_domains_own_range(tmp_path: Path) -> None:
@@ -105,7 +106,8 @@ def test_a_tiny_cpu_point_has_energy_only_where_measured_or_stated() -> None:
     assert stated["cpu_energy_to_target_j"] is None  # a speed row reaches no target
     said = devices.of({**row, **stated})
     assert said == (
-        f"{stated['cpu_samples_per_j']:,.1f} samples/J (stated: 65 W (--cpu-watts) x its step time)"
+        f"{number(stated['cpu_samples_per_j'])} samples/J (stated: 65 W (--cpu-watts) x its step "
+        "time)"
     )
     # one power for every configuration ranks them as speed does: it breaks no tie
     assert devices.measured_samples_per_j({**row, **stated}) is None

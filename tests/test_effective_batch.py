@@ -69,21 +69,21 @@ def test_the_fastest_way_and_the_cost_of_each() -> None:
     assert not ck.within_noise
     line = answer.line()
     assert line.startswith("cuda fp32 B=512: fastest as 4 x 128 (1,000 samples/s")
-    assert "allocator peak 1,000 MiB" in line
-    assert "as 2 x 256, checkpoint blocks: 0.83x the samples/s, 41% of the memory" in line
+    assert "allocator peak 1000.0M" in line
+    assert "as 2 x 256, checkpoint blocks: x0.830 the samples/s, 41% of the memory" in line
     assert "as 1 x 512: oom" in line and "as 1 x 512, checkpoint blocks: oom" in line
 
 
 def test_ways_whose_intervals_overlap_are_said_to_be_within_noise() -> None:
     (answer,) = effective_batches([way(2, "none", 1000.0, 500.0), way(4, "none", 995.0, 400.0)])
     assert answer.choices[1].within_noise
-    assert "0.99x the samples/s (within noise of the fastest)" in answer.line()
+    assert "x0.995 the samples/s (within noise of the fastest)" in answer.line()
 
 
 def test_a_contended_way_says_so() -> None:
     busy = {**way(2, "none", 900.0, 500.0), "busy": True}
     (answer,) = effective_batches([way(4, "none", 1000.0, 400.0), busy])
-    assert "as 2 x 256: 0.90x the samples/s (contended), 125% of the memory" in answer.line()
+    assert "as 2 x 256: x0.900 the samples/s (contended), 125% of the memory" in answer.line()
 
 
 def test_without_an_allocator_the_ratios_use_the_peak_rss() -> None:
@@ -93,7 +93,7 @@ def test_without_an_allocator_the_ratios_use_the_peak_rss() -> None:
     ]
     (answer,) = effective_batches(cpu)
     assert answer.memory == "peak RSS"
-    assert "as 2 x 256: 0.90x the samples/s, 75% of the memory" in answer.line()
+    assert "as 2 x 256: x0.900 the samples/s, 75% of the memory" in answer.line()
 
 
 def test_each_effective_batch_is_answered_apart_and_single_ways_are_not() -> None:

@@ -64,7 +64,7 @@ def test_a_tie_in_the_rounds_does_not_overturn_the_rows_flattening() -> None:
     lines = found["transformer/small, adamw"].levers
     assert (
         "a larger batch: throughput flattened (B=16 is the fastest; B=64 measured, no faster; "
-        "re-measured, B=64 x1.03 (95% CI 0.94-1.07) over B=16: cannot tell)"
+        "re-measured, B=64 x1.03 (95% CI 0.940-1.07) over B=16: cannot tell)"
     ) in lines
 
 

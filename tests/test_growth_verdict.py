@@ -37,7 +37,7 @@ def test_a_largest_batch_within_the_noise_is_where_throughput_flattened() -> Non
     assert todo is None
     assert line == (
         "a larger batch: throughput flattened (B=32768 is within the noise of B=16384 "
-        "(1.02x, noise 5%))"
+        "(x1.02, noise 5%))"
     )
 
 
@@ -53,7 +53,7 @@ def test_a_series_its_budget_ended_says_so() -> None:
     best = rows[-1]
     line, todo = levers._larger_batch(best, rows, rows)
     assert line == (
-        "a larger batch: B=1024 is the largest measured and the fastest; the series' 12 s time "
+        "a larger batch: B=1024 is the largest measured and the fastest; the series' 12.0 s time "
         "budget ended it before throughput flattened"
     )
     assert todo == "measure larger batches: --batch-sizes auto"

@@ -129,7 +129,7 @@ def test_the_input_rule_and_the_worker_lever_on_synthetic_rows() -> None:
     assert input_evidence(fed) is None
     assert input_evidence(_row(0, axes_share := 0.19, 80.0, 90.0)) is None, axes_share
     lines, todo = workers_lever(fed, [starved, fed], margin=0.03)
-    assert lines == ["4 workers: 2.80x the samples/s of 0 workers (the pipeline alone 4.44x)"]
+    assert lines == ["4 workers: x2.80 the samples/s of 0 workers (the pipeline alone x4.44)"]
     assert todo is None  # the fastest is no longer input-bound
     still = _row(4, 0.5, 120.0, 130.0)
     _, todo = workers_lever(still, [starved, still], margin=0.03)
@@ -196,7 +196,7 @@ def test_an_input_bound_fastest_gets_the_worker_lever_and_the_next_experiment() 
 
     starved, best = _row(0, 0.6, 80.0, 90.0), _row(2, 0.4, 150.0, 160.0)
     lines, todo = levers("input", best, [starved, best], [starved, best], ["loader_workers"])
-    assert "2 workers: 1.88x the samples/s of 0 workers (the pipeline alone 1.78x)" in lines
+    assert "2 workers: x1.88 the samples/s of 0 workers (the pipeline alone x1.78)" in lines
     assert "batches made on the device: not measured" in lines
     assert todo == "measure more loader workers: --loader-workers 2,4"
 

@@ -198,7 +198,7 @@ def test_ties_are_ordered_by_the_smaller_batch_then_energy_and_list_the_closest(
     # B=4 is the farthest: left out of the line, said to be there
     assert text.startswith("tie: B=8 and B=16 and B=32 and B=64 (")
     assert "B=4" not in text and text.endswith("; 1 more further off (explain --json lists them)")
-    assert "B=64 x1.01 (95% CI 0.90-1.20) over B=8: why" in text
+    assert "B=64 x1.01 (95% CI 0.900-1.20) over B=8: why" in text
 
 
 def test_the_answer_table_is_drawn_from_the_verdicts_alike_in_terminal_and_report(

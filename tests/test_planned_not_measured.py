@@ -200,9 +200,9 @@ def test_the_h100_quick_run_says_its_transformer_bf16_was_never_reached() -> Non
     (across,) = found["mlp/small, adamw"].across
     assert across.at_batch is not None and across.at_batch.batch_size == 64
     assert across.line().startswith(
-        "cuda 2.02x cpu at B=64, the largest batch both ran: the fastest of each there, "
+        "cuda x2.02 cpu at B=64, the largest batch both ran: the fastest of each there, "
         "cuda fp32 B=64 (32,769 samples/s) over cpu bf16 B=64 (16,205); the fastest on each, "
-        "at different batches, 1,808.76x: cuda bf16 B=65536"
+        "at different batches, x1,809: cuda bf16 B=65536"
     )
 
 

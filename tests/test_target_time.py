@@ -50,7 +50,7 @@ def test_seeds_of_a_configuration_are_summarised_together() -> None:
     assert s.median_s == 0.41 and (s.min_s, s.max_s) == (0.22, 0.95)
     assert s.spread == pytest.approx(0.95 / 0.22) and s.disagree
     assert s.describe() == (
-        "0.410 s median over 3 seeds (0.220-0.950 s, spread 4.3x: seeds disagree)"
+        "0.410 s median over 3 seeds (0.220-0.950 s, spread x4.32: seeds disagree)"
     )
     assert by_threads[1].describe() == "0.500 s median over 1 seed"
 
@@ -74,7 +74,7 @@ def test_a_target_searchs_rung_runs_count_once_per_seed() -> None:
 def test_a_spread_within_the_limit_is_not_flagged() -> None:
     (s,) = T.summarise([conv_row(128, 0, 1.0), conv_row(128, 1, 1.9)])
     assert s.spread == pytest.approx(1.9) and not s.disagree
-    assert s.describe().endswith("(1.00-1.90 s, spread 1.9x)")
+    assert s.describe().endswith("(1.00-1.90 s, spread x1.90)")
 
 
 def test_a_configuration_that_missed_in_one_seed_is_never_the_fastest() -> None:
@@ -131,7 +131,7 @@ def test_the_verdict_flags_seeds_that_disagree_and_counts_failed_seeds() -> None
     rows += [conv_row(128, 0, 0.1), conv_row(128, 1, None, status="diverged")]
     (v,) = verdicts(pd.DataFrame(rows))
     assert v.time_to_target == (
-        "cpu fp32 B=32: 0.410 s median over 3 seeds (0.220-0.950 s, spread 4.3x: seeds disagree)"
+        "cpu fp32 B=32: 0.410 s median over 3 seeds (0.220-0.950 s, spread x4.32: seeds disagree)"
     )
     rows = [conv_row(32, 0, None), conv_row(128, 0, 0.1), conv_row(128, 1, None)]
     (v,) = verdicts(pd.DataFrame(rows))
@@ -147,7 +147,7 @@ def test_the_convergence_tables_print_sub_second_times_and_the_spread() -> None:
     console.print(batch_table(groups))
     text = console.export_text()
     assert "0.0432 s" in text and "0.0951 s" in text and "0.0100 s" in text
-    assert "0.0692 s" in text and "2, 2.2x (disagree)" in text  # B=32's median and spread
+    assert "0.0692 s" in text and "2, x2.20 (disagree)" in text  # B=32's median and spread
     (line,) = comparisons(groups)
     assert "least training time, 0.0692 s median over 2 seeds" in line
-    assert "spread 2.2x: seeds disagree" in line
+    assert "spread x2.20: seeds disagree" in line

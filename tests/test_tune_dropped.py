@@ -42,7 +42,7 @@ def test_a_compiled_setting_cut_by_the_deadline_is_dropped_with_its_compile_time
     )
     assert dropped_lines(record) == [
         "precision=fp16 dropped: it read 90 samples/s, under 1/10 of the best",
-        "dropped: fp32 (compiled): compile took 14 s of a 60 s budget (2 trials, "
+        "dropped: fp32 (compiled): compile took 14.2 s of a 60.0 s budget (2 trials, "
         "cut by the deadline: measured, not ranked)",
     ]
 

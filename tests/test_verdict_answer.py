@@ -289,6 +289,6 @@ def test_a_tie_states_the_measured_gap_with_its_interval() -> None:
     # 19.8%" for figures 3.8% apart)
     assert tie(1.016, 984.0, 0.99, 1.08).headline() == (
         "tie: cpu fp32 B=64 and cpu fp32 B=16 (1,000 and 984 samples/s): cpu fp32 B=64 x1.02 "
-        "(95% CI 0.99-1.08) over cpu fp32 B=16: the rows' 95% intervals overlap"
+        "(95% CI 0.990-1.08) over cpu fp32 B=16: the rows' 95% intervals overlap"
     )
-    assert "x1.68 (95% CI 0.91-2.40)" in tie(1.68, 595.0, 0.91, 2.4).headline()
+    assert "x1.68 (95% CI 0.910-2.40)" in tie(1.68, 595.0, 0.91, 2.4).headline()

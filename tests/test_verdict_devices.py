@@ -22,6 +22,7 @@ from gpubench.report.runs import combine, load_runs
 from gpubench.science import devices, levers
 from gpubench.science.partition import label
 from gpubench.science.verdict import ModelVerdict, verdicts
+from gpubench.store.wording import number, times
 
 QUICK1 = Path(__file__).resolve().parent / "data" / "h100" / "quick1"
 CPU = Point("mlp", "small", "cpu", "fp32", "sgd", 64)
@@ -76,7 +77,7 @@ def test_the_default_sweep_on_an_h100_names_cuda_for_every_model_and_optimizer()
         assert a.configurations == len(steps)
         same = steps[(top["precision"], top["batch_size"])]
         assert a.same == pytest.approx(same)
-        assert v.cpu_speedup is not None and f"{same:,.1f}x the same configuration" in (
+        assert v.cpu_speedup is not None and f"{times(same)} the same configuration" in (
             v.cpu_speedup
         )
         assert any(k == "across devices" and t.startswith("cuda ") for k, t in v.device_items())
@@ -167,7 +168,7 @@ def test_synthetic_busy_rows_on_either_device() -> None:
     # the other way round: the CPU's rows all busy, the GPU's clean, the CPU faster
     (w,) = verdicts(pd.DataFrame(_rows((CPU, 0.001), busy=True) + _rows((CUDA, 0.004))))
     assert w.device == "cpu" and [d.device for d in w.devices] == ["cpu", "cuda"]
-    assert w.cpu_speedup is None and w.across[0].line().startswith("cpu 4.")
+    assert w.cpu_speedup is None and w.across[0].line().startswith("cpu x4.00 cuda")
     # within one device a busy row is left out where that device has clean ones
     b16 = dataclasses.replace(CUDA, batch_size=16)
     rows = _rows((b16, 0.0001), busy=True) + _rows((CUDA, 0.001)) + cpu_clean
@@ -195,7 +196,7 @@ def test_the_energy_line_describes_the_winner_or_says_why_it_has_none() -> None:
     assert first == f"the fastest ({v.fastest}): no energy figure ({winner['energy_note']})"
     # another row's figure is said as that row's, never under the winner
     other = measured.sort_values("samples_per_j").iloc[-1]
-    figure = f"{other['samples_per_j']:,.1f}"
+    figure = number(float(other["samples_per_j"]))
     (line,) = [e for e in v.energy if figure in e]
     assert "not the fastest on cuda" in line and label(other.to_dict()) in line
     # a winner with a figure has it on the first line (synthetic rows, both devices' branches)
@@ -204,7 +205,7 @@ def test_the_energy_line_describes_the_winner_or_says_why_it_has_none() -> None:
     (w,) = verdicts(pd.DataFrame(gpu + cpu))
     assert w.energy[:2] == [
         "the fastest (cuda fp32 B=64): 12.5 samples/J (NVML energy counter)",
-        "the fastest on cpu (cpu fp32 B=64): 3.2 samples/J (RAPL package)",
+        "the fastest on cpu (cpu fp32 B=64): 3.25 samples/J (RAPL package)",
     ]
 
 
@@ -216,13 +217,13 @@ def test_the_energy_wording_of_each_device() -> None:
     )
     stated = {"device": "cpu", "cpu_samples_per_j": 3.25, "cpu_energy_method": "stated"}
     assert of({**stated, "cpu_watts": 65.0}) == (
-        "3.2 samples/J (stated: 65 W (--cpu-watts) x its step time)"
+        "3.25 samples/J (stated: 65 W (--cpu-watts) x its step time)"
     )
     gpu = {"device": "cuda", "avg_power_w": 100.0}
     assert of(gpu) == "no energy figure (its row has no NVML energy reading)"
     assert of({"device": "cuda"}) == "no energy figure (no NVML reading in its row)"
     assert of(gpu | {"samples_per_j": 2.0, "energy_method": "power_integral"}) == (
-        "2.0 samples/J (NVML sampled power, integrated)"
+        "2 samples/J (NVML sampled power, integrated)"
     )
 
 

@@ -50,7 +50,7 @@ def test_a_setting_that_slows_the_step_is_not_a_lever() -> None:
     v = found["mlp/small, sgd"]
     assert not any("bf16" in line for line in v.levers)
     (slower,) = [line for line in v.not_levers if "bf16" in line]
-    assert slower.endswith(": slower here") and "0.16x the samples/s of cpu fp32 B=64" in slower
+    assert slower.endswith(": slower here") and "x0.158 the samples/s of cpu fp32 B=64" in slower
     assert any(line.startswith("  not a lever: ") for line in v.lines())
 
 
@@ -63,14 +63,14 @@ def test_a_lower_precision_is_measured_against_fp32_and_names_what_it_is_measure
     best, fp16, fp32 = _gpu("bf16", 300.0), _gpu("fp16", 295.0), _gpu("fp32", 100.0)
     lines, _ = levers("compute", best, [best, fp16, fp32], [best, fp16, fp32], ["precision"])
     assert lines == [
-        "a lower precision (bf16): in use, 3.00x the samples/s of cuda fp32 B=64 without it "
+        "a lower precision (bf16): in use, x3.00 the samples/s of cuda fp32 B=64 without it "
         "(at the same batch)"
     ]
     # no fp32 row (the H100 gpu-tf run): against fp16, said so; 1.02x is within the margin
     lines, _ = levers("compute", best, [best, fp16], [best, fp16], ["precision"])
     assert lines == []
     (same,) = no_help("compute", best, [best, fp16], ["precision"])
-    assert "1.02x the samples/s of cuda fp16 B=64 without it" in same
+    assert "x1.02 the samples/s of cuda fp16 B=64 without it" in same
     assert same.endswith("no practical difference at the 3% margin")
     # not measured: the next experiment names the fastest's own precision beside bf16
     _, todo = levers("compute", fp16, [fp16], [fp16], ["precision"])
@@ -137,7 +137,7 @@ def test_the_published_confirmed_run_reads_true() -> None:
     # "within 20.0%", the interval's bound read as the gap)
     assert found["mlp/small, adamw"].headline() == (
         "tie: cpu bf16 B=64 and cpu fp32 B=64 (6,843 and 6,460 samples/s, re-measured): "
-        "cpu bf16 B=64 x1.09 (95% CI 0.91-1.20) over cpu fp32 B=64: the interval reaches x1: "
+        "cpu bf16 B=64 x1.09 (95% CI 0.907-1.20) over cpu fp32 B=64: the interval reaches x1: "
         "the rounds cannot tell which is faster"
     )
     # the lever the rounds measured in the same minutes is judged by them: bf16 read 1.19x by
@@ -145,7 +145,7 @@ def test_the_published_confirmed_run_reads_true() -> None:
     tied = found["mlp/small, adamw"]
     assert not any(line.startswith("bf16") for line in tied.levers)
     assert any(
-        "in the interleaved rounds (95% CI 0.91-1.20x): not shown" in line
+        "in the interleaved rounds (95% CI 0.907-1.20): not shown" in line
         for line in tied.not_levers
     )
 
@@ -164,7 +164,7 @@ def test_a_lever_measured_against_a_row_tied_with_the_leader_is_within_noise() -
         assert "the samples/s of cpu fp32 B=64 without it" in noise
         assert noise.endswith(": within noise, the rows cannot tell the two apart")
     # rows the verdict tells apart keep their figure: cnn's bf16 leads fp32 clearly
-    assert found["cnn/small, sgd"].levers[0].startswith("a lower precision (bf16): in use, 2.22x")
+    assert found["cnn/small, sgd"].levers[0].startswith("a lower precision (bf16): in use, x2.22")
 
 
 def test_a_tied_row_gives_no_lever_figure_either_way() -> None:
@@ -175,7 +175,7 @@ def test_a_tied_row_gives_no_lever_figure_either_way() -> None:
     assert lines == []
     (noise,) = no_help("compute", best, [best, fp32], ["precision"], tied=tied)
     assert noise == (
-        "a lower precision (bf16): in use, 1.50x the samples/s of cuda fp32 B=64 without it "
+        "a lower precision (bf16): in use, x1.50 the samples/s of cuda fp32 B=64 without it "
         "(at the same batch): within noise, the rows cannot tell the two apart"
     )
     # the same rows told apart: a lever with its figure

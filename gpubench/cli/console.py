@@ -31,7 +31,7 @@ from gpubench.run import maxbatch
 from gpubench.science import remeasured
 from gpubench.science.verdict import ModelVerdict
 from gpubench.store import confirmations, env
-from gpubench.store.wording import cell, plural, size
+from gpubench.store.wording import cell, milliseconds, number, plural, seconds, size
 
 if TYPE_CHECKING:  # its search runs workers (torch): printed only after one ran
     from gpubench.run.accumulation_plan import AccumulationPlan
@@ -211,7 +211,7 @@ def _print_convergence(frame: pd.DataFrame, run_dir: Path) -> None:
 
 
 def _short(row: dict[str, Any]) -> str:
-    ms = f"{row['step_time_s'] * 1e3:.2f} ms" if row.get("step_time_s") else row["status"]
+    ms = milliseconds(row["step_time_s"]) if row.get("step_time_s") else row["status"]
     return f"{_point_text(row)}: {ms}"  # a row's threads where set, as the label says them
 
 
@@ -247,7 +247,7 @@ def max_batch_header(point: Point, cap: int | None, chosen: bool) -> None:
 
 
 def probe_line(p: maxbatch.Probe) -> None:
-    say(f"  {p.phase:>7} B={p.batch_size}: {p.status} ({p.seconds:.1f} s)")
+    say(f"  {p.phase:>7} B={p.batch_size}: {p.status} ({seconds(p.seconds)})")
 
 
 def max_batch_result(result: maxbatch.MaxBatch) -> None:
@@ -259,7 +259,7 @@ def max_batch_result(result: maxbatch.MaxBatch) -> None:
         stdout.print(f"warning: {line}")
     searched = len(result.search_probes)
     stdout.print(
-        f"probes: {searched} to search ({result.search_seconds:.1f} s), "
+        f"probes: {searched} to search ({seconds(result.search_seconds)}), "
         f"{len(result.probes) - searched} to confirm/time"
     )
     if result.best_batch is not None:
@@ -278,7 +278,7 @@ def accumulation_plan(found: AccumulationPlan) -> None:
             how = (
                 f"{a.status}: {(a.error or '')[:60]}" if a.status not in ("ok", "oom") else a.status
             )
-            speed = f", {a.samples_per_s:,.0f} samples/s" if a.samples_per_s else ""
+            speed = f", {number(a.samples_per_s)} samples/s" if a.samples_per_s else ""
             peak = f", peak {size(a.memory_bytes)}" if a.memory_bytes else ""
             split = labels.accumulation(a.accumulate, a.micro_batch)
             out(f"  B={found.target_batch} {split}: {how}{speed}{peak}")
@@ -301,7 +301,7 @@ def probe_table(result: maxbatch.MaxBatch) -> Table:
             f"{p.status}: {(p.error or '')[:60]}" if not p.fits and p.status != "oom" else p.status,
             cell(p.step_time_s, ".2f", 1e3),
             cell(p.samples_per_s, ",.0f"),
-            f"{p.seconds:.1f}",
+            cell(p.seconds, ".3g"),
         )
         for p in result.probes
     )

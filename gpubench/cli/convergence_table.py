@@ -9,7 +9,7 @@ from rich.table import Table
 
 from gpubench.cli.layout import plain_table
 from gpubench.config.spec import model_label
-from gpubench.store.wording import cell, number, seconds
+from gpubench.store.wording import cell, number, seconds, times
 
 # Both tables open with what was trained, how: _trained's cells.
 _TRAINED = ("model", "device", "precision", "optimizer", "lr rule")
@@ -53,7 +53,7 @@ def _status(row: dict[str, Any]) -> str:
         return f"{status}: {str(row['error'])[:50]}"
     target = row.get("target")
     if status == "ok" and pd.notna(target) and not pd.notna(row.get("steps_to_target")):
-        return f"ok, missed target {target:g}"
+        return f"ok, missed target {number(target)}"
     return status
 
 
@@ -64,7 +64,7 @@ def batch_table(groups: list[dict[str, Any]]) -> Table:
     for g in groups:
         rec = g.get("recommended_time_to_target_s") or {}
         spread, flag = rec.get("spread"), " (disagree)" if rec.get("seeds_disagree") else ""
-        seeds = "" if spread is None else f", {number(spread, 2)}x{flag}"
+        seeds = "" if spread is None else f", {times(spread)}{flag}"
         rows.append(
             (
                 *_trained(g),

@@ -13,6 +13,7 @@ from gpubench.config import spec as S
 from gpubench.config.checks import check_batch_size, check_device, check_model, check_seed
 from gpubench.config.registry import Setting
 from gpubench.models import MODEL_NAMES
+from gpubench.store.wording import number
 
 
 def _seed(text: str) -> int:
@@ -138,7 +139,8 @@ def add_measuring_flags(parser: argparse.ArgumentParser, *, sweep: bool) -> None
         type=values.arg(values.positive_float),
         default=S.DEFAULT_POINT_TIMEOUT_S,
         metavar="SECONDS",
-        help=f"record a point as timeout after this long (default: {S.DEFAULT_POINT_TIMEOUT_S:g})",
+        help="record a point as timeout after this long "
+        f"(default: {number(S.DEFAULT_POINT_TIMEOUT_S)})",
     )
 
 

@@ -15,7 +15,7 @@ from gpubench.config import labels
 from gpubench.config.spec import model_label
 from gpubench.harness.step_stats import min_samples_for_ci
 from gpubench.science import scaling
-from gpubench.store.wording import cell
+from gpubench.store.wording import cell, number
 
 
 def _options(row: dict[str, Any]) -> str:
@@ -122,5 +122,5 @@ def _least(status: tuple[str, ...]) -> int:
 
 def _loss_cell(row: dict[str, Any]) -> str:
     if pd.notna(row["loss_first"]) and pd.notna(row["loss_last"]):
-        return f"{row['loss_first']:.3f}→{row['loss_last']:.3f}"
+        return f"{number(row['loss_first'])}→{number(row['loss_last'])}"
     return ""

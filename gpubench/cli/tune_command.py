@@ -19,6 +19,7 @@ from gpubench.run.context import RunOptions
 from gpubench.run.interrupt import GracefulStop
 from gpubench.run.sweep import default_run_dir
 from gpubench.store import tune_record as T
+from gpubench.store.wording import number, percent, seconds
 from gpubench.tune.record import combo_of
 from gpubench.tune.tuner import TuneRequest, tune
 
@@ -58,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
     reported = time.perf_counter()
     _report_and_verdict(run_dir)
     print(
-        f"report and verdict: {time.perf_counter() - reported:.1f} s after the search and its "
-        f"confirmation ({time.perf_counter() - started:.0f} s in all, --budget counts up to them)"
+        f"report and verdict: {seconds(time.perf_counter() - reported)} after the search "
+        f"and its confirmation ({seconds(time.perf_counter() - started)} in all, "
+        "--budget counts up to them)"
     )
     return 0
 
@@ -129,13 +131,13 @@ def trial_line(trial: T.TrialRecord, request: TuneRequest) -> None:
     """One measurement, as it ends: round, time, configuration, samples/s, best so far."""
     c = trial.config
     what = labels.label(c, among=("compile",))
-    figure = f"{trial.samples_per_s:,.0f} samples/s" if trial.samples_per_s else trial.status
+    figure = f"{number(trial.samples_per_s)} samples/s" if trial.samples_per_s else trial.status
     if trial.cut:
         figure += " (cut by the deadline: not ranked)"
     best = trial.best_so_far_samples_per_s
     print(
-        f"  round {trial.round} [{trial.elapsed_s:6.1f} s] {what}: {figure}"
-        + (f" (best so far {best:,.0f})" if best else ""),
+        f"  round {trial.round} [{seconds(trial.elapsed_s):>8}] {what}: {figure}"
+        + (f" (best so far {number(best)})" if best else ""),
         flush=True,
     )
 
@@ -151,20 +153,22 @@ def summary(record: T.TuneRecord, run_dir: Path) -> None:
     ended = "ran all its rounds" if record.finished else f"stopped early ({record.stopped})"
     print(
         f"search: {ended}; measured {cov.get('configurations_measured', 0)} of "
-        f"{cov.get('space_size', 0)} configurations ({cov.get('fraction', 0.0):.0%} of the "
+        f"{cov.get('space_size', 0)} configurations ({percent(cov.get('fraction', 0.0))} of the "
         f"space; {cov.get('combos_measured', 0)} of {cov.get('combos', 0)} setting combinations) "
-        f"in {len(record.trials)} measurements, {record.elapsed_s:.0f} s"
+        f"in {len(record.trials)} measurements, {seconds(record.elapsed_s)}"
     )
     if record.best is not None:
         b = record.best
-        print(f"best of the search: {b['config']} at {b['samples_per_s']:,.0f} samples/s")
+        print(f"best of the search: {b['config']} at {number(b['samples_per_s'])} samples/s")
     for one in record.one_off:
-        print(f"one-off: torch.compile took {one['compile_time_s']:.1f} s for {one['combo']}")
+        print(f"one-off: torch.compile took {seconds(one['compile_time_s'])} for {one['combo']}")
     for line in dropped_lines(record):
         print(line)
     if record.overrun_s is not None:
         over = record.overrun_s
-        print(f"budget: {'over' if over > 0 else 'under'} by {abs(over):.1f} s before the report")
+        print(
+            f"budget: {'over' if over > 0 else 'under'} by {seconds(abs(over))} before the report"
+        )
     print(f"trajectory: {run_dir / T.FILE}")
 
 
@@ -175,7 +179,7 @@ def dropped_lines(record: T.TuneRecord) -> list[str]:
     failed), with the compile's seconds against the budget."""
     out = list((record.plan or {}).get("dropped", []))
     budget = record.request.get("budget_s")
-    of = f" of a {budget:g} s budget" if budget is not None else ""
+    of = f" of a {seconds(budget)} budget" if budget is not None else ""
     by_combo: dict[str, list[T.TrialRecord]] = {}
     for t in record.trials:
         by_combo.setdefault(json.dumps(combo_of(t.config), sort_keys=True), []).append(t)
@@ -189,7 +193,7 @@ def dropped_lines(record: T.TuneRecord) -> list[str]:
         name = labels.settings(combo)
         how = "cut by the deadline" if any(t.cut for t in trials) else "no figure"
         out.append(
-            f"dropped: {name}: compile took {max(spent):.0f} s{of} ({len(trials)} trial"
+            f"dropped: {name}: compile took {seconds(max(spent))}{of} ({len(trials)} trial"
             f"{'s' if len(trials) != 1 else ''}, {how}: measured, not ranked)"
         )
     return out

@@ -26,6 +26,7 @@ from gpubench.probes.current_device import cuda_index
 from gpubench.probes.probe import Probe
 from gpubench.probes.sampler_process import ProcessSampler
 from gpubench.probes.step_count import CountStep, StepCount
+from gpubench.store.wording import percent, seconds
 
 # Steps slower than this (seconds) are profiled once, whatever budget.profile_steps says.
 SLOW_STEP_S = 0.05
@@ -164,7 +165,7 @@ def profile_plan(budget: Budget, median_s: float, spent_s: float) -> int | str |
     n = budget.profile_steps if median_s < SLOW_STEP_S else 1
     if n * median_s > PROFILE_SHARE * spent_s:
         return (
-            f"skipped: {n} step(s) of {median_s:.3g} s would add more than "
-            f"{PROFILE_SHARE:.0%} to the point's {spent_s:.3g} s of warm-up and measurement"
+            f"skipped: {n} step(s) of {seconds(median_s)} would add more than "
+            f"{percent(PROFILE_SHARE)} to the point's {seconds(spent_s)} of warm-up and measurement"
         )
     return n

@@ -15,6 +15,7 @@ import torch
 from gpubench.config.spec import Point
 from gpubench.probes import nvml
 from gpubench.probes.current_device import cuda_index
+from gpubench.store.wording import number, span
 
 
 class Refused(Exception):
@@ -32,26 +33,29 @@ def applied(point: Point) -> Iterator[None]:
     device = torch.device(point.device)
     if device.type != "cuda":
         raise Refused(
-            f"power limit {watts} W: a GPU's limit, set through NVML; the {device.type} has none"
+            f"power limit {number(watts)} W: a GPU's limit, set through NVML; "
+            f"the {device.type} has none"
         )
     reason = nvml.unavailable_reason()
     if reason is not None:
-        raise Refused(f"power limit {watts} W: NVML unavailable ({reason})")
+        raise Refused(f"power limit {number(watts)} W: NVML unavailable ({reason})")
     index = cuda_index(device)
-    span = nvml.power_limit_range_w(index)
-    if span is not None and not span[0] <= watts <= span[1]:
+    limits = nvml.power_limit_range_w(index)
+    if limits is not None and not limits[0] <= watts <= limits[1]:
         raise Refused(
-            f"power limit {watts} W is outside this GPU's {span[0]:g}-{span[1]:g} W; "
+            f"power limit {number(watts)} W is outside this GPU's {span(*limits)} W; "
             "allowed: a limit in that range"
         )
     before = nvml.power_limit_w(index)
     if before is None:
-        raise Refused(f"power limit {watts} W: NVML cannot read the current limit to restore it")
+        raise Refused(
+            f"power limit {number(watts)} W: NVML cannot read the current limit to restore it"
+        )
     why = nvml.set_power_limit_w(index, watts)
     if why is not None:
         raise Refused(
-            f"power limit {watts} W: the driver refused ({why}); setting it needs root and a "
-            "driver that allows it (most VMs do not)"
+            f"power limit {number(watts)} W: the driver refused ({why}); setting it needs "
+            "root and a driver that allows it (most VMs do not)"
         )
     try:
         yield
@@ -59,4 +63,6 @@ def applied(point: Point) -> Iterator[None]:
         failed = nvml.set_power_limit_w(index, before)
         # a limit left changed would skew every later point and the user's other work
         if failed is not None:
-            raise RuntimeError(f"could not restore the GPU's power limit to {before:g} W: {failed}")
+            raise RuntimeError(
+                f"could not restore the GPU's power limit to {number(before)} W: {failed}"
+            )

@@ -18,6 +18,7 @@ from gpubench.config.spec import AUTO, Point, SweepSpec
 from gpubench.science import growth, leaders
 from gpubench.science.growth import AUTO_BUDGET_S, SERIES_BUDGET_S, Growth
 from gpubench.store.growth_record import GrowthRecord, Stop, Unmeasured
+from gpubench.store.wording import seconds
 
 AUTO_START = 1
 
@@ -83,8 +84,8 @@ def over_budget(spec: SweepSpec, point: Point, rows: Sequence[dict[str, Any]]) -
     if spent + cost <= budget:
         return None
     return (
-        f"B={point.batch_size} would take about {cost:.1f} s, "
-        f"{max(budget - spent, 0.0):.1f} s of its series' {budget:g} s left"
+        f"B={point.batch_size} would take about {seconds(cost)}, "
+        f"{seconds(max(budget - spent, 0.0))} of its series' {seconds(budget)} left"
     )
 
 

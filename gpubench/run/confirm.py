@@ -37,6 +37,7 @@ from gpubench.run.worker import Call, WorkerError, WorkerRunner
 from gpubench.science import leaders, standing
 from gpubench.store import confirmations
 from gpubench.store.confirmations import Confirmations, Partition
+from gpubench.store.wording import seconds, times
 
 SHARE = 0.15  # of the partition's measuring time
 WINDOW_S = 0.1  # seconds of steps per window
@@ -175,7 +176,7 @@ def _confirm_partition(
         return measured(
             status="cut short",
             reason=f"the machine slowed: {min(processes)} of {leaders.ROUNDS_PER_PROCESS} rounds "
-            f"in a process in {DEADLINE:g}x its {each_s:.3g} s share of the budget",
+            f"in a process in {times(DEADLINE)} its {seconds(each_s)} share of the budget",
         )
     return measured(
         status="confirmed",

@@ -41,6 +41,7 @@ from gpubench.science import scaling
 from gpubench.store import env, suite_record
 from gpubench.store.results import ResultStore, read_rows
 from gpubench.store.row import make_row
+from gpubench.store.wording import seconds
 
 _RECORDED = "gpubench/failed/{index}/recorded"
 
@@ -278,7 +279,7 @@ def cause(store: Any, index: int, world: int, own: BaseException, wait_s: float)
         for r in gone
     ]
     parts += [
-        f"rank {r} of {world} said nothing within {wait_s:g} s (stuck, or on a machine that "
+        f"rank {r} of {world} said nothing within {seconds(wait_s)} (stuck, or on a machine that "
         "is gone)"
         for r in silent
     ]

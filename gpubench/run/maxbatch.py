@@ -22,6 +22,7 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point
 from gpubench.run import batch_search, memory_cap
 from gpubench.run.batch_search import Probe, resolution
+from gpubench.store import wording
 
 # A probe: one warm-up step, then this many measured steps (optimizer state exists after step 1).
 PROBE_STEPS = 3
@@ -124,9 +125,10 @@ def timing_conflicts(probes: list[Probe]) -> list[str]:
         allowed = max(TIMING_NOISE, _ci(fast) + _ci(slow))
         if b > a * (1 + allowed):
             out.append(
-                f"B={batch} timed twice, {a * 1e3:.3g} ms ({fast.phase}) and {b * 1e3:.3g} ms "
-                f"({slow.phase}) a step ({b / a:.1f}x, beyond their intervals): the machine's "
-                "speed changed between them; neither alone is this batch's speed"
+                f"B={batch} timed twice, {wording.milliseconds(a)} ({fast.phase}) and "
+                f"{wording.milliseconds(b)} ({slow.phase}) a step "
+                f"({wording.times(b / a)}, beyond their intervals): the machine's speed changed "
+                "between them; neither alone is this batch's speed"
             )
     return out
 
@@ -242,7 +244,8 @@ def find(
             if probe_limit_s is not None and cost is not None and cost > probe_limit_s:
                 why = (
                     f"B={batch} not started: its {probe_steps + 1} steps would take about "
-                    f"{cost:.0f} s, over the {probe_limit_s:g} s bound on a probe"
+                    f"{wording.seconds(cost)}, over the {wording.seconds(probe_limit_s)} bound on "
+                    "a probe"
                 )
                 result.stopped = why
                 skipped = Probe(batch, "timeout", why, 0.0, "skipped")

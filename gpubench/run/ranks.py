@@ -27,7 +27,7 @@ from gpubench.harness.failure import is_out_of_memory, one_line
 from gpubench.run import forkserver, memory_cap
 from gpubench.run.worker import context, describe_exit
 from gpubench.store.row import make_row
-from gpubench.store.wording import size
+from gpubench.store.wording import seconds, size
 
 # Seconds a collective may wait for the other ranks before it raises, unless the point timeout
 # is shorter.
@@ -117,7 +117,7 @@ def _collect(
             raise RankFailure(
                 "timeout",
                 f"no result from rank(s) {', '.join(map(str, waiting))} of {len(procs)} "
-                f"within {timeout_s:g} s (--point-timeout); every rank was stopped",
+                f"within {seconds(timeout_s)} (--point-timeout); every rank was stopped",
             )
         ready = wait([conns[r] for r in waiting] + [procs[r].sentinel for r in waiting], left)
         for r in waiting:

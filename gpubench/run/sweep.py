@@ -37,6 +37,7 @@ from gpubench.store import confirmations, growth_record
 from gpubench.store.growth_record import Unmeasured
 from gpubench.store.results import load_results, read_rows
 from gpubench.store.row import make_row
+from gpubench.store.wording import number, seconds
 
 # The points that share a memory boundary differ only in these (a batch-size series only in the
 # batch: config.keys.SERIES).
@@ -304,8 +305,8 @@ def _check_time_limit(conv: Convergence, point_timeout_s: float | None) -> None:
     limit = conv.time_limit_s()
     if point_timeout_s is not None and limit is not None and limit >= point_timeout_s:
         raise ConfigError(
-            f"convergence.max_time_s {limit:g} does not fit in --point-timeout "
-            f"{point_timeout_s:g} s; allowed: a training time below the point timeout"
+            f"convergence.max_time_s {number(limit)} does not fit in --point-timeout "
+            f"{seconds(point_timeout_s)}; allowed: a training time below the point timeout"
         )
 
 

@@ -26,6 +26,7 @@ from gpubench.science.curve import spread
 from gpubench.science.partition import grouped
 from gpubench.science.target_time import TargetTime
 from gpubench.science.throughput import throughput_optimal_batch
+from gpubench.store import wording
 from gpubench.store.batch_analysis_record import BatchAnalysisRecord
 from gpubench.store.results import load_results
 
@@ -123,7 +124,7 @@ def _comparison(entry: dict[str, Any], times: dict[int, TargetTime]) -> str:
             parts.append(f"{label} B={b} is the same")
         elif b in times and times[b].complete and best.median_s:
             ratio = times[b].median_s / best.median_s  # type: ignore[operator]
-            parts.append(f"{label} B={b} takes {ratio:.2f}x as long (median)")
+            parts.append(f"{label} B={b} takes {wording.times(ratio)} as long (median)")
         elif b in times:
             t = times[b]
             parts.append(f"{label} B={b} reached the target in {t.reached} of {t.runs} seeds")

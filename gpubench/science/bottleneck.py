@@ -54,7 +54,7 @@ from typing import Any
 
 from gpubench.science.input_bound import input_evidence
 from gpubench.science.partition import figure, series
-from gpubench.store.wording import milliseconds, number, times
+from gpubench.store.wording import milliseconds, number, percent, times
 
 LAUNCH_BUSY = 0.5
 INPUT_COPY_SHARE = 0.3
@@ -170,7 +170,9 @@ class Growth:
             f"{milliseconds(float(self.row['step_time_s']))} ({times(self.time_ratio)}) from "
             f"B={int(self.low['batch_size'])} to B={int(self.row['batch_size'])}"
         )
-        share = f"about {self.fixed_share:.0%} of the step, as a fixed cost plus one per sample"
+        share = (
+            f"about {percent(self.fixed_share)} of the step, as a fixed cost plus one per sample"
+        )
         if self.flat:
             return f"{said}: a fixed per-step cost ({share})"
         if self.fixed_share >= 0.05:
@@ -209,10 +211,10 @@ def classify(row: dict[str, Any], records: list[dict[str, Any]] | None = None) -
     shares = _shares(row)
     copy = shares.get("copy", 0.0)
     if row.get("data") == "host" and shares and copy >= INPUT_COPY_SHARE:
-        return Bottleneck("input", f"copies hold {copy:.0%} of the busy time (host data)")
+        return Bottleneck("input", f"copies hold {percent(copy)} of the busy time (host data)")
     busy_text = ""
     if measured_busy is not None:
-        busy_text = f"device busy {busy:.0%} of the median step"
+        busy_text = f"device busy {percent(busy)} of the median step"
         if measured_busy[1]:
             busy_text += " (capped: the profiled busy time exceeds the unprofiled step)"
     grown = growth(row, records)
@@ -250,13 +252,13 @@ def classify(row: dict[str, Any], records: list[dict[str, Any]] | None = None) -
     if high >= BOUND_ROOF:
         intensity = _intensity_text(row)
         why = (
-            f"within x{1 + band:.3g} of each other, the band two calibrations of one machine "
+            f"within {times(1 + band)} of each other, the band two calibrations of one machine "
             f"can move them by{' (' + intensity + ')' if intensity else ''}: which roof binds "
             "cannot be told, both may"
         )
     else:
         why = (
-            f"under {BOUND_ROOF:.0%} of both roofs, over {OVERHEAD_ROOF:.0%} of one: "
+            f"under {percent(BOUND_ROOF)} of both roofs, over {percent(OVERHEAD_ROOF)} of one: "
             "no one roof binds" + _work_split(shares)
         )
     return Bottleneck("mixed", _join(busy_text, f"{roofs}, {why}", grown_text))
@@ -294,8 +296,8 @@ def _roofs_text(roof: float | None, bw_roof: float | None, row: dict[str, Any]) 
 
 
 def _share(fraction: float) -> str:
-    """A roof fraction as a percentage: one decimal under 10%, whole above."""
-    return f"{fraction:.1%}" if fraction < 0.1 else f"{fraction:.0%}"
+    """A roof fraction as a percentage (store.wording.percent)."""
+    return percent(fraction)
 
 
 def _intensity_text(row: dict[str, Any]) -> str:
@@ -317,7 +319,7 @@ def _work_split(shares: dict[str, float]) -> str:
         "memory-bound work": sum(shares.get(c, 0.0) for c in MEMORY_CATEGORIES),
         **{c: shares.get(c, 0.0) for c in ("collective", "other")},
     }
-    said = ", ".join(f"{g} {v:.0%}" for g, v in groups.items() if v > 0)
+    said = ", ".join(f"{g} {percent(v)}" for g, v in groups.items() if v > 0)
     return f" (the busy time: {said})" if said else ""
 
 

@@ -36,6 +36,7 @@ from gpubench.science import lr_scaling
 from gpubench.science.curve import first_reaching, meets, next_eval_step
 from gpubench.science.noise_scale import NoiseScale, gradient_norms
 from gpubench.store.row import finite_or_none, make_row
+from gpubench.store.wording import number, times
 
 EVAL_CHUNK = 512  # held-out samples per forward pass
 
@@ -279,8 +280,8 @@ class _Training:
         elif mean > factor * self.first_loss:
             self.diverged = (
                 self.step,
-                f"train loss {mean:.4g} exceeded {factor}x "
-                f"the first loss {self.first_loss:.4g} by step {self.step}",
+                f"train loss {number(mean)} exceeded {times(factor)} "
+                f"the first loss {number(self.first_loss)} by step {self.step}",
             )
 
     def record(self, train_loss: float | None, lr: float) -> dict[str, Any]:

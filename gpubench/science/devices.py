@@ -16,7 +16,7 @@ from typing import Any
 from gpubench.config.keys import identity_dict, same_key
 from gpubench.science import leaders, standing
 from gpubench.science.partition import answer, finite, label, norm
-from gpubench.store.wording import number, plural
+from gpubench.store.wording import number, plural, times
 
 
 @dataclass
@@ -43,7 +43,7 @@ class DeviceLead:
         notes = [f"tied with {', '.join(t['label'] for t in self.ties)}"] if self.ties else []
         if self.contended:
             notes.append(f"every one of its {plural(self.counts['rows'], 'row')} contended, kept")
-        text = f"fastest {self.fastest}, {self.samples_per_s:,.0f} samples/s"
+        text = f"fastest {self.fastest}, {number(self.samples_per_s)} samples/s"
         return text + (f" ({'; '.join(notes)})" if notes else "")
 
     def to_dict(self) -> dict[str, Any]:
@@ -106,33 +106,33 @@ class Across:
     at_batch: SameBatch | None = None
 
     def line(self) -> str:
-        """'cuda 5.96x cpu: the fastest on each, cuda fp32 B=64 (10,534 samples/s) over cpu
-        fp32 B=64 (1,766); 5.96x the same configuration on cpu; per configuration measured on
-        both, 1.43x to 5.96x (6 configurations, the speedup chart's figures)', and which
+        """'cuda x5.96 cpu: the fastest on each, cuda fp32 B=64 (10,534 samples/s) over cpu
+        fp32 B=64 (1,766); x5.96 the same configuration on cpu; per configuration measured on
+        both, x1.43 to x5.96 (6 configurations, the speedup chart's figures)', and which
         device's rows were all contended. Where the two fastest ran at different batches the
         line leads with the largest batch both ran, the fastest of each there named (like
         with like), then the two fastest, said to be at different batches."""
         f, s = self.faster, self.slower
         fastest = (
-            f"{f.fastest} ({f.samples_per_s:,.0f} samples/s) over {s.fastest} "
-            f"({s.samples_per_s:,.0f})"
+            f"{f.fastest} ({number(f.samples_per_s)} samples/s) over {s.fastest} "
+            f"({number(s.samples_per_s)})"
         )
         b = self.at_batch
         if b is None or int(f.row["batch_size"]) == int(s.row["batch_size"]):
-            text = f"{f.device} {self.ratio:,.2f}x {s.device}: the fastest on each, {fastest}"
+            text = f"{f.device} {times(self.ratio)} {s.device}: the fastest on each, {fastest}"
         else:
             text = (
-                f"{f.device} {b.ratio:,.2f}x {s.device} at B={b.batch_size}, the largest batch "
+                f"{f.device} {times(b.ratio)} {s.device} at B={b.batch_size}, the largest batch "
                 f"both ran: the fastest of each there, {b.faster_label} "
-                f"({b.faster_samples_per_s:,.0f} samples/s) over {b.slower_label} "
-                f"({b.slower_samples_per_s:,.0f}); the fastest on each, at different batches, "
-                f"{self.ratio:,.2f}x: {fastest}"
+                f"({number(b.faster_samples_per_s)} samples/s) over {b.slower_label} "
+                f"({number(b.slower_samples_per_s)}); the fastest on each, at different batches, "
+                f"{times(self.ratio)}: {fastest}"
             )
         if self.same is not None:
-            text += f"; {self.same:,.2f}x the same configuration on {s.device}"
+            text += f"; {times(self.same)} the same configuration on {s.device}"
         if self.low is not None and self.high is not None:
             text += (
-                f"; per configuration measured on both, {self.low:,.2f}x to {self.high:,.2f}x "
+                f"; per configuration measured on both, {times(self.low)} to {times(self.high)} "
                 f"({plural(self.configurations, 'configuration')}, the speedup chart's figures)"
             )
         if s.contended or f.contended:
@@ -279,7 +279,7 @@ def energy_lines(
         top_j, top = max(measured, key=lambda m: m[0])
         if standing.identity(top) not in named:
             out.append(
-                f"most samples/J of any {device} row: {top_j:,.1f} "
+                f"most samples/J of any {device} row: {number(top_j)} "
                 f"({label(top, among)}, {_method(top)}; not the fastest on {device})"
             )
     return out
@@ -303,10 +303,10 @@ def _tie_energy(
     if len(measured) < 2:
         return None
     (top_j, top), rest = measured[0], measured[1:]
-    others = ", ".join(f"{per_j:,.1f} ({label(r, among)})" for per_j, r in rest)
+    others = ", ".join(f"{number(per_j)} ({label(r, among)})" for per_j, r in rest)
     return (
         f"tied on speed on {lead.device}, {label(top, among)} trains the most per joule: "
-        f"{top_j:,.1f} samples/J ({_method(top)}) against {others}"
+        f"{number(top_j)} samples/J ({_method(top)}) against {others}"
     ), top
 
 
@@ -317,11 +317,11 @@ def of(row: dict[str, Any]) -> str:
     GPU the device's (NVML)."""
     if row["device"] == "cpu":
         if finite(row.get("cpu_samples_per_j")):
-            return f"{float(row['cpu_samples_per_j']):,.1f} samples/J ({_method(row)})"
+            return f"{number(float(row['cpu_samples_per_j']))} samples/J ({_method(row)})"
         note = norm(row.get("cpu_energy_note"))
         return f"no CPU energy figure ({note})" if note else ""
     if finite(row.get("samples_per_j")):
-        return f"{float(row['samples_per_j']):,.1f} samples/J ({_method(row)})"
+        return f"{number(float(row['samples_per_j']))} samples/J ({_method(row)})"
     note = row.get("energy_note")
     if isinstance(note, str) and note:
         return f"no energy figure ({note})"

@@ -20,6 +20,7 @@ from gpubench.config.labels import way
 from gpubench.science import standing
 from gpubench.science.leaders import interval
 from gpubench.science.partition import grouped, label, norm, varying
+from gpubench.store.wording import number, percent, size, times
 
 CHOICE = ("accumulate", "checkpoint")
 # What a row's peak memory is read from, in order of preference: (column, its name in words).
@@ -71,27 +72,23 @@ class EffectiveBatch:
         return self.choices[0] if self.choices and self.choices[0].ratio is not None else None
 
     def line(self) -> str:
-        """'cpu fp32 B=512: fastest as 4 x 128 (1,234 samples/s, peak RSS 300 MiB); as 2 x 256,
-        checkpoint blocks: 0.83x the samples/s, 41% of the memory; as 1 x 512: oom'."""
+        """'cpu fp32 B=512: fastest as 4 x 128 (1,234 samples/s, peak RSS 300.0M); as 2 x 256,
+        checkpoint blocks: x0.83 the samples/s, 41% of the memory; as 1 x 512: oom'."""
         best = self.fastest
         if best is None:
             return f"{self.where}: none ran ({'; '.join(_failed(c) for c in self.choices)})"
-        memory = (
-            ""
-            if best.memory_bytes is None
-            else f", {self.memory} {best.memory_bytes / 2**20:,.0f} MiB"
-        )
+        memory = "" if best.memory_bytes is None else f", {self.memory} {size(best.memory_bytes)}"
         busy = ", contended" if best.contended else ""
-        parts = [f"fastest {best.name} ({best.samples_per_s:,.0f} samples/s{memory}{busy})"]
+        parts = [f"fastest {best.name} ({number(best.samples_per_s)} samples/s{memory}{busy})"]
         for c in self.choices[1:]:
             if c.ratio is None:
                 parts.append(_failed(c))
                 continue
-            text = f"{c.name}: {c.ratio:.2f}x the samples/s"
+            text = f"{c.name}: {times(c.ratio)} the samples/s"
             text += " (within noise of the fastest)" if c.within_noise else ""
             text += " (contended)" if c.contended else ""
             if c.memory_ratio is not None:
-                text += f", {c.memory_ratio:.0%} of the memory"
+                text += f", {percent(c.memory_ratio)} of the memory"
             parts.append(text)
         return f"{self.where}: " + "; ".join(parts)
 

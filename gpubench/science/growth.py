@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpubench.science.partition import figure
 from gpubench.science.standing import positive, ran
+from gpubench.store import wording
 
 if TYPE_CHECKING:
     from gpubench.science.leaders import Comparison
@@ -121,13 +122,18 @@ def _decide(rows: Sequence[dict[str, Any]], budget_s: float | None, ceiling: int
             reason = "launch-bound" if factor > 2 else "rising"
             return Growth(nxt, reason, rising)
     if budget_s is not None and spent >= budget_s:
-        return Growth(None, "budget spent", f"{rising}; {spent:.1f} s of its {budget_s:g} s spent")
+        return Growth(
+            None,
+            "budget spent",
+            f"{rising}; {wording.seconds(spent)} of its {wording.seconds(budget_s)} spent",
+        )
     nxt = min(_b(top) * 2, ceiling)
     return Growth(
         None,
         "over budget",
-        f"{rising}; B={nxt} would take about {predicted_s(ok, nxt):.1f} s, "
-        f"{max(budget_s or 0.0, 0.0) - spent:.1f} s of its {budget_s:g} s left",
+        f"{rising}; B={nxt} would take about {wording.seconds(predicted_s(ok, nxt))}, "
+        f"{wording.seconds(max(budget_s or 0.0, 0.0) - spent)} of its "
+        f"{wording.seconds(budget_s)} left",
     )
 
 
@@ -251,8 +257,9 @@ def _rising_words(ok: list[dict[str, Any]]) -> str:
         return f"B={_b(top)} is the only batch measured"
     prev = ok[-2]
     return (
-        f"throughput still rising at B={_b(top)}: {_rate(top) / _rate(prev):.2f}x B={_b(prev)}'s "
-        f"(noise {noise(prev, top) * 100:.0f}%)"
+        f"throughput still rising at B={_b(top)}: {wording.times(_rate(top) / _rate(prev))} "
+        f"B={_b(prev)}'s "
+        f"(noise {wording.percent(noise(prev, top))})"
     )
 
 
@@ -263,7 +270,7 @@ def _flattened_words(ok: list[dict[str, Any]], best: dict[str, Any]) -> str:
     prev = ok[-2]
     return (
         f"B={_b(top)} is within the noise of B={_b(prev)} "
-        f"({_rate(top) / _rate(prev):.2f}x, noise {noise(prev, top) * 100:.0f}%)"
+        f"({wording.times(_rate(top) / _rate(prev))}, noise {wording.percent(noise(prev, top))})"
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from gpubench.config.keys import identity, same_key
 from gpubench.science.partition import finite, norm
-from gpubench.store.wording import milliseconds
+from gpubench.store.wording import milliseconds, number, percent, times
 
 # A step that waits a fifth of its time for its batch would be 1.25x faster fed at once: more
 # than any run-to-run noise, and the first thing a practitioner tunes.
@@ -28,15 +28,15 @@ def is_loader(row: dict[str, Any]) -> bool:
 
 def wait_text(row: dict[str, Any]) -> str:
     """'waits 63% of the step for its batch (median 12 ms of 19 ms); the pipeline alone
-    delivers 850 samples/s, 0.53x the model's 1,600 samples/s without the wait'."""
+    delivers 850 samples/s, x0.531 the model's 1,600 samples/s without the wait'."""
     share, wait, step = (float(row[k]) for k in ("input_wait_share", "input_wait_s", "step_time_s"))
     median = f"median {milliseconds(wait)} of {milliseconds(step)}"
-    text = f"waits {share:.0%} of the step for its batch ({median})"
+    text = f"waits {percent(share)} of the step for its batch ({median})"
     if finite(row.get("pipeline_samples_per_s")) and finite(row.get("model_samples_per_s")):
         pipe, model = float(row["pipeline_samples_per_s"]), float(row["model_samples_per_s"])
         text += (
-            f"; the pipeline alone delivers {pipe:,.0f} samples/s, {pipe / model:.2f}x the "
-            f"model's {model:,.0f} samples/s without the wait"
+            f"; the pipeline alone delivers {number(pipe)} samples/s, {times(pipe / model)} the "
+            f"model's {number(model)} samples/s without the wait"
         )
     return text
 
@@ -45,7 +45,7 @@ def input_evidence(row: dict[str, Any]) -> str | None:
     """The evidence that a loader row is input-bound, None where it is not (or is no loader's)."""
     if not is_loader(row) or float(row["input_wait_share"]) < INPUT_WAIT_SHARE:
         return None
-    return wait_text(row) + f" (input-bound at {INPUT_WAIT_SHARE:.0%} or more)"
+    return wait_text(row) + f" (input-bound at {percent(INPUT_WAIT_SHARE)} or more)"
 
 
 def _by_workers(best: dict[str, Any], rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -68,7 +68,7 @@ def workers_lever(
     margin: float,
     tied: frozenset[tuple[Any, ...]] = frozenset(),
 ) -> tuple[list[str], str | None]:
-    """The worker lever at `best`: '4 workers: 2.80x the samples/s of 0 workers' for each worker
+    """The worker lever at `best`: '4 workers: x2.80 the samples/s of 0 workers' for each worker
     count measured against the fewest (within noise where one of the two is a row in `tied`,
     the rows the verdict could not tell from `best`), and the next experiment where the most
     workers measured is the fastest and still input-bound (more workers); ([], None) for other
@@ -90,14 +90,14 @@ def workers_lever(
             continue
         ratio = float(found[n]["samples_per_s"]) / base
         pipe = _ratio(found[n], found[base_n], "pipeline_samples_per_s")
-        text = f"{n} workers: {ratio:.2f}x the samples/s of {base_n} workers"
-        text += f" (the pipeline alone {pipe:.2f}x)" if pipe is not None else ""
+        text = f"{n} workers: {times(ratio)} the samples/s of {base_n} workers"
+        text += f" (the pipeline alone {times(pipe)})" if pipe is not None else ""
         if {identity(found[n]), identity(found[base_n])} & tied:
             text += ": within noise, the rows cannot tell the two apart"
         elif ratio * (1 + margin) < 1:
             text += ": slower here"
         elif ratio <= 1 + margin:
-            text += f": no help beyond the {margin * 100:.3g}% margin"
+            text += f": no help beyond the {percent(margin)} margin"
         lines.append(text)
     most = max(found)
     todo = None
@@ -124,7 +124,7 @@ def input_lines(
         return []
     bound = input_evidence(best) is not None
     head = f"the fastest {wait_text(best)}: " + (
-        "input-bound" if bound else f"not input-bound (under {INPUT_WAIT_SHARE:.0%})"
+        "input-bound" if bound else f"not input-bound (under {percent(INPUT_WAIT_SHARE)})"
     )
     lines, _ = workers_lever(best, rows, margin, tied)
     return [head, *lines]

@@ -18,6 +18,7 @@ from gpubench.science.leaders import MARGIN, Comparison
 from gpubench.science.partition import label, norm, series
 from gpubench.science.plan import Unreached
 from gpubench.store.growth_record import Stop
+from gpubench.store.wording import percent, seconds, span, times
 
 
 @dataclass(frozen=True)
@@ -136,15 +137,15 @@ def _effects(
             rounds = (paired or {}).get(identity(other))
             if rounds is not None:  # measured in the same minutes: the rounds' ratio
                 text = (
-                    f"{name}: in use, {rounds.ratio:.2f}x the samples/s of "
+                    f"{name}: in use, {times(rounds.ratio)} the samples/s of "
                     f"{label(other, among)} without it in the interleaved rounds (95% CI "
-                    f"{rounds.low:.2f}-{rounds.high:.2f}x)"
+                    f"{span(rounds.low, rounds.high)})"
                 )
                 out.append(Effect(text, True) if rounds.holds(margin) else _unshown(text, margin))
                 continue
             ratio = float(best["samples_per_s"]) / float(other["samples_per_s"])
             text = (
-                f"{name}: in use, {ratio:.2f}x the samples/s of {label(other, among)} "
+                f"{name}: in use, {times(ratio)} the samples/s of {label(other, among)} "
                 f"without it ({where})"
             )
             out.append(_judged(text, ratio, margin, identity(other) in tied))
@@ -160,7 +161,7 @@ def _effects(
             top = max(with_it, key=lambda r: float(r["samples_per_s"]))
             ratio = float(top["samples_per_s"]) / float(best["samples_per_s"])
             text = (
-                f"{name}: {ratio:.2f}x the samples/s of {label(best, among)}, the fastest "
+                f"{name}: {times(ratio)} the samples/s of {label(best, among)}, the fastest "
                 f"({where}, measured)"
             )
             out.append(_judged(text, ratio, margin, identity(top) in tied))
@@ -197,7 +198,7 @@ def _planned(
 
 
 def _unshown(text: str, margin: float) -> Effect:
-    return Effect(f"{text}: not shown to be more than the {margin * 100:.3g}% margin", False)
+    return Effect(f"{text}: not shown to be more than the {percent(margin)} margin", False)
 
 
 def _judged(text: str, ratio: float, margin: float, noise: bool = False) -> Effect:
@@ -209,7 +210,7 @@ def _judged(text: str, ratio: float, margin: float, noise: bool = False) -> Effe
         return Effect(text, True)
     if ratio * (1 + margin) < 1:
         return Effect(f"{text}: slower here", False)
-    return Effect(f"{text}: no practical difference at the {margin * 100:.3g}% margin", False)
+    return Effect(f"{text}: no practical difference at the {percent(margin)} margin", False)
 
 
 def _larger_batch(
@@ -283,8 +284,8 @@ def _larger_batch(
         # the largest leads the rows' fastest only by a median within the rounds' noise: the
         # rounds do not overturn the rows' flattening
         return (
-            f"a larger batch: throughput flattened ({flat}; re-measured, B={largest} x"
-            f"{rounds.ratio:.2f} (95% CI {rounds.low:.2f}-{rounds.high:.2f}) over "
+            f"a larger batch: throughput flattened ({flat}; re-measured, B={largest} "
+            f"{times(rounds.ratio)} (95% CI {span(rounds.low, rounds.high)}) over "
             f"B={int(by_rows['batch_size'])}: {rounds.reading(margin)})",
             None,
         )
@@ -348,7 +349,9 @@ def _stopped(
         budget = budgets.get(device_type, budgets["cpu"])
         decided = growth.decide(measured, budget)
         if decided.reason in ("budget spent", "over budget"):
-            return f"; the series' {budget:g} s time budget ended it before throughput flattened"
+            return (
+                f"; the series' {seconds(budget)} time budget ended it before throughput flattened"
+            )
     return rising
 
 

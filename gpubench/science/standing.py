@@ -17,7 +17,7 @@ from typing import Any
 from gpubench.config.keys import configuration, identity, identity_dict
 from gpubench.science import leaders
 from gpubench.science.partition import grouped, label, norm
-from gpubench.store.wording import percent, plural, times
+from gpubench.store.wording import number, percent, plural, seconds, span, times
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,8 @@ def lead(
     text = "the only row"
     for r in runner_up:
         text = (
-            f"its 95% interval clears every other row's by over {leaders.DRIFT:.0%}, and its "
-            f"figure theirs by over the {percent(margin)} margin (x{_ratio(best, r):.3g} the "
+            f"its 95% interval clears every other row's by over {percent(leaders.DRIFT)}, and its "
+            f"figure theirs by over the {percent(margin)} margin ({times(_ratio(best, r))} the "
             f"runner-up, {label(r, among)})"
         )
     return Lead(best, [], f"{text}; {why}", confirmation, None, margin)
@@ -180,8 +180,8 @@ def _row_reason(best: dict[str, Any], row: dict[str, Any], margin: float) -> str
     if float(row["samples_per_s"]) * (1 + margin) >= float(best["samples_per_s"]):
         return f"the figures are within the {percent(margin)} margin"
     return (
-        f"the rows' intervals come within {leaders.DRIFT:.0%} of each other (the drift between "
-        "points measured minutes apart)"
+        f"the rows' intervals come within {percent(leaders.DRIFT)} of each other (the drift "
+        "between points measured minutes apart)"
     )
 
 
@@ -206,15 +206,15 @@ def _confirmed(
     best = rows[d.leader]
     comps = {c.candidate: c for c in d.comparisons}
     paired = {identity(rows[i]): c for i, c in comps.items()}
-    rounds = f"{d.rounds} interleaved rounds ({float(record.get('seconds') or 0):.1f} s)"
+    rounds = f"{d.rounds} interleaved rounds ({seconds(record.get('seconds') or 0)})"
     busy = record.get("other_load_cores")
     shared = (
-        f", other processes using {float(busy):.1f} cores meanwhile (on every candidate alike)"
+        f", other processes using {number(float(busy))} cores meanwhile (on every candidate alike)"
         if record.get("busy") and busy is not None
         else ""
     )
     against = "; ".join(
-        f"x{c.ratio:.2f} over {label(rows[i], among)} (95% CI {c.low:.2f}-{c.high:.2f}"
+        f"{times(c.ratio)} over {label(rows[i], among)} (95% CI {span(c.low, c.high)}"
         + ("" if c.holds(margin) else f": {_reading(c, margin)}")
         + ")"
         for i, c in sorted(comps.items())
@@ -406,11 +406,10 @@ def closest(ties: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def gap(t: dict[str, Any]) -> str:
     """A tie's measured gap: 'x1.04 (95% CI 0.99-1.08)' (the leader over it)."""
     low, high = t.get("low"), t.get("high")
-    text = f"x{float(t['ratio']):.2f}"
+    text = times(float(t["ratio"]))
     if low is None or high is None:
         return text
-    top = f"{float(high):.2f}" if high != float("inf") else "unbounded"
-    return f"{text} (95% CI {float(low):.2f}-{top})"
+    return f"{text} (95% CI {span(float(low), float(high))})"
 
 
 def headline(
@@ -424,11 +423,11 @@ def headline(
     mark = ", re-measured" if remeasured else ""
     fastest = leader["label"]
     if not ties:
-        return f"fastest {fastest}, {float(leader['samples_per_s']):,.0f} samples/s{mark}"
+        return f"fastest {fastest}, {number(float(leader['samples_per_s']))} samples/s{mark}"
     shown = closest(ties)
     members = tie_order([leader, *shown])
     names = " and ".join(m["label"] for m in members)
-    figures = " and ".join(f"{float(m['samples_per_s']):,.0f}" for m in members)
+    figures = " and ".join(f"{number(float(m['samples_per_s']))}" for m in members)
     more = len(ties) - len(shown)
     also = f"; {more} more further off (explain --json lists them)" if more else ""
     why = "; ".join(

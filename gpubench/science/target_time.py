@@ -22,7 +22,7 @@ from typing import Any
 from gpubench.config.keys import configuration
 from gpubench.science.partition import finite, grouped
 from gpubench.science.partition import norm as _norm
-from gpubench.store.wording import number, seconds
+from gpubench.store.wording import plural, seconds, times
 
 # The seeds of a configuration disagree when the slowest took more than this many times as long
 # as the fastest to reach the target. In the committed CPU convergence run
@@ -95,10 +95,10 @@ class TargetTime:
     def _over(self) -> str:
         seeds = {_norm(r.get("seed")) for r in self.rows}
         noun = "seed" if len(seeds) == self.runs else "run"
-        return f"{self.runs} {noun}{'' if self.runs == 1 else 's'}"
+        return plural(self.runs, noun)
 
     def describe(self) -> str:
-        """E.g. "0.41 s median over 3 seeds (0.22-0.95 s, spread 4.3x: seeds disagree)", or
+        """E.g. "0.410 s median over 3 seeds (0.220-0.950 s, spread x4.32: seeds disagree)", or
         "reached the target in 0 of 2 seeds"."""
         if self.median_s is None:
             return f"reached the target in 0 of {self._over()}"
@@ -113,7 +113,7 @@ class TargetTime:
             return text
         lo, hi = seconds(self.min_s).removesuffix(" s"), seconds(self.max_s)
         flag = ": seeds disagree" if self.disagree else ""
-        return f"{text} ({lo}-{hi}, spread {number(self.spread, 2)}x{flag})"
+        return f"{text} ({lo}-{hi}, spread {times(self.spread)}{flag})"
 
     def as_dict(self) -> dict[str, Any]:
         """The summary as plain values (seconds), for batch_analysis.json."""

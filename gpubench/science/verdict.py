@@ -23,7 +23,7 @@ from gpubench.science.levers import levers, no_help
 from gpubench.science.partition import answer, finite, grouped, heading, label, series, varying
 from gpubench.science.partition import norm as _norm
 from gpubench.store.growth_record import Stop
-from gpubench.store.wording import milliseconds, number, times
+from gpubench.store.wording import milliseconds, number, span, times
 
 
 @dataclass
@@ -326,12 +326,11 @@ def _unstable(rows: list[dict[str, Any]], among: list[str]) -> list[str]:
             continue
         low, high = leaders.interval({**r, "samples_per_s": r["sweep_samples_per_s"]})
         out.append(
-            f"{label(r, among)}: its row read {float(r['sweep_samples_per_s']):,.0f} samples/s "
-            f"(95% interval {low:,.0f}-{high:,.0f}) and its interleaved re-measurement "
-            f"{float(r['samples_per_s']):,.0f} (95% CI "
-            f"{float(r['remeasured_low_samples_per_s']):,.0f}-"
-            f"{float(r['remeasured_high_samples_per_s']):,.0f}): the row's interval did not "
-            "hold when re-measured; the re-measured figure is quoted"
+            f"{label(r, among)}: its row read {number(float(r['sweep_samples_per_s']))} samples/s "
+            f"(95% interval {span(low, high)}) and its interleaved re-measurement "
+            f"{number(float(r['samples_per_s']))} (95% CI "
+            f"{span(r['remeasured_low_samples_per_s'], r['remeasured_high_samples_per_s'])}): "
+            "the row's interval did not hold when re-measured; the re-measured figure is quoted"
         )
     return out
 
@@ -425,10 +424,11 @@ def _cpu_speedup(found: list[Across]) -> str | None:
         return None
     top = cpu.slower
     text = (
-        f"{cpu.ratio:,.1f}x the CPU's fastest ({top.fastest}, {top.samples_per_s:,.0f} samples/s)"
+        f"{times(cpu.ratio)} the CPU's fastest ({top.fastest}, "
+        f"{number(top.samples_per_s)} samples/s)"
     )
     if cpu.same is not None:
-        text += f"; {cpu.same:,.1f}x the same configuration on the CPU"
+        text += f"; {times(cpu.same)} the same configuration on the CPU"
     return text
 
 

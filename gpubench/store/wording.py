@@ -17,24 +17,33 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else (many or noun + 's')}"
 
 
-def number(value: float, digits: int = 3) -> str:
+def number(value: float, digits: int = 3, zeros: bool = False) -> str:
     """`value` to `digits` significant figures, written out as a person would: 0.0123, 1.5,
     250, 1,234 (a number with more whole digits than `digits` keeps them all, rounded to a
     whole number; never 1.23e+03). Only a magnitude below 1e-4 is written with an exponent,
-    where zeros would hide the figure; nan and infinities as Python writes them."""
+    where zeros would hide the figure; nan and infinities as Python writes them. With `zeros`
+    the trailing zeros stay (1.00, 0.900: a measured ratio shows its precision)."""
     if not math.isfinite(value) or value == 0:
         return f"{value:g}"
     if abs(value) >= 10**digits:
         return f"{value:,.0f}"
-    text = f"{value:,.{digits}g}"
+    text = f"{value:{'#' if zeros else ''},.{digits}g}".replace(".e", "e").removesuffix(".")
     if "e" in text and abs(value) >= 1e-4:  # rounding up to 10**digits (999.7 at 3 digits)
         return f"{float(text):,.0f}"
     return text
 
 
-def times(ratio: float, digits: int = 2) -> str:
-    """A ratio as 'x1.9', 'x100', 'x0.5'."""
-    return "x" + number(ratio, digits)
+def times(ratio: float, digits: int = 3) -> str:
+    """A ratio as 'x1.03', 'x1.00', 'x12.5', 'x100', 'x0.500': three significant figures with
+    their zeros, enough to tell a ratio from a margin of a few percent (x1.03 against 3%)."""
+    return "x" + number(ratio, digits, zeros=True)
+
+
+def span(low: float, high: float, digits: int = 3) -> str:
+    """An interval's two ends, each to `digits` significant figures with their zeros:
+    '0.980-1.05', '1,200-1,340'; an infinite upper end reads 'unbounded' ('1.02-unbounded')."""
+    top = "unbounded" if high == math.inf else number(high, digits, zeros=True)
+    return f"{number(low, digits, zeros=True)}-{top}"
 
 
 _SIGNIFICANT = re.compile(r",?\.(\d+)g")

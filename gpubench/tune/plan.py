@@ -35,6 +35,7 @@ from typing import Any
 from gpubench.harness.interleave import WARMUP_SHARE
 from gpubench.run import confirm
 from gpubench.science import leaders
+from gpubench.store.wording import seconds
 from gpubench.tune.search import CLIMB_TRIALS, ETA, FINALISTS, ROUNDS, Combo, Config, Space
 
 # A round's measuring time is never cut below this share of its default: shorter, its figures
@@ -340,9 +341,9 @@ class Planner:
         if all_s > max(halving_s, own_s) or (left is not None and all_s > left):
             return False
         self.measure_all_why = (
-            f"measuring all {space.size} configurations ({all_s:.0f} s planned) costs no more "
-            f"than the halving's first rounds ({halving_s:.0f} s) or tune's own fixed costs "
-            f"({own_s:.0f} s)"
+            f"measuring all {space.size} configurations ({seconds(all_s)} planned) costs no more "
+            f"than the halving's first rounds ({seconds(halving_s)}) or tune's own fixed costs "
+            f"({seconds(own_s)})"
         )
         return True
 
@@ -367,8 +368,8 @@ class Planner:
         self.measure_all_why = None
         self.abandoned_why = (
             f"measuring the whole space was dropped after {len(self.costs)} trials: the "
-            f"{len(left)} configurations left would take {rest:.0f} s of the {spendable:.0f} s "
-            "left; the halving went on from what they measured"
+            f"{len(left)} configurations left would take {seconds(rest)} of the "
+            f"{seconds(spendable)} left; the halving went on from what they measured"
         )
         return False
 

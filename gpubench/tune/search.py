@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from gpubench.config import labels
 from gpubench.science.leaders import MARGIN
+from gpubench.store.wording import number
 
 ETA = 3  # each round measures ETA times longer than the one before and keeps 1/ETA
 ROUNDS = 3
@@ -227,8 +228,8 @@ class _Searcher:
             return False
         name = labels.settings(dict(combo))
         why = (
-            f"{name} dropped: it read {max(mine):,.4g} samples/s, under 1/{DROP} of the best "
-            f"so far ({max(others):,.4g}); not measured further"
+            f"{name} dropped: it read {number(max(mine))} samples/s, under 1/{DROP} of the best "
+            f"so far ({number(max(others))}); not measured further"
         )
         self.out.dropped[combo] = why
         if self.note is not None:

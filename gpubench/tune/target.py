@@ -40,6 +40,7 @@ from gpubench.science.curve import HIGHER_IS_BETTER
 from gpubench.science.target_time import TargetTime
 from gpubench.store.results import ResultStore
 from gpubench.store.target_record import OptunaStudy, TargetAnswer, TargetRecord, TargetRun
+from gpubench.store.wording import number, seconds
 from gpubench.tune.target_search import (
     OnRun,
     Request,
@@ -117,11 +118,11 @@ class TargetResult:
         """One line: the answer with its spread (or that there is none), cost and coverage."""
         covered = f"{self.measured} of {self.space_size} configurations measured"
         ended = ", the budget ran out" if self.stopped_by_budget else ""
-        cost = f"search {self.elapsed_s:.0f} s{ended}; {covered}"
+        cost = f"search {seconds(self.elapsed_s)}{ended}; {covered}"
         if self.best is None or self.time_to_target is None:
-            return f"no configuration reached {self.metric} {self.target:g} ({cost})"
+            return f"no configuration reached {self.metric} {number(self.target)} ({cost})"
         return (
-            f"{self.best.label()} reaches {self.metric} {self.target:g} in "
+            f"{self.best.label()} reaches {self.metric} {number(self.target)} in "
             f"{self.time_to_target.describe()} of training ({cost})"
         )
 
@@ -255,7 +256,7 @@ def run_target(
     timeout = options.point_timeout_s
     if timeout is not None and top_s >= timeout:
         raise ConfigError(
-            f"top rung {top_s:g} s does not fit in --point-timeout {timeout:g} s; "
+            f"top rung {seconds(top_s)} does not fit in --point-timeout {seconds(timeout)}; "
             "allowed: a training time below the point timeout"
         )
     try:

@@ -37,6 +37,7 @@ from optuna.trial import Trial, TrialState
 
 from gpubench.science.curve import HIGHER_IS_BETTER
 from gpubench.science.target_time import SPREAD_LIMIT, TargetTime
+from gpubench.store.wording import number, seconds, times
 
 # A trial is hopeless once it has not reached the target by this many times the best time so far.
 SLACK = SPREAD_LIMIT
@@ -54,7 +55,7 @@ class TargetConfig:
     lr: float
 
     def label(self) -> str:
-        return f"B={self.batch_size} lr={self.lr:.3g} ({self.lr_scaling})"
+        return f"B={self.batch_size} lr={number(self.lr)} ({self.lr_scaling})"
 
     def as_dict(self) -> dict[str, Any]:
         """batch_size, lr_scaling, lr_base and lr."""
@@ -314,14 +315,14 @@ def _decide(
     trial.report(value, rungs.eta**k)
     pruned = trial.should_prune()
     if run.reached:
-        return "reached", f"reached the target in {run.time_to_target_s:.3g} s"
+        return "reached", f"reached the target in {seconds(run.time_to_target_s)}"
     if best_s is not None and limit_s >= SLACK * best_s:
         return "stopped", (
-            f"hopeless: not at the target by {SLACK * best_s:.3g} s, {SLACK:g}x the best time "
-            "to target"
+            f"hopeless: not at the target by {seconds(SLACK * best_s)}, {times(SLACK)} the best "
+            "time to target"
         )
     if k == len(rungs.limits_s) - 1:
-        return "stopped", f"not at the target within the top rung's {limit_s:.3g} s"
+        return "stopped", f"not at the target within the top rung's {seconds(limit_s)}"
     where = f"the best 1/{rungs.eta} of rung {k}'s values so far (Optuna's successive halving)"
     if pruned:
         return "stopped", f"pruned: not in {where}"

@@ -41,6 +41,7 @@ from gpubench.run.context import RunContext, RunOptions
 from gpubench.store import env, tune_rows
 from gpubench.store import tune_record as T
 from gpubench.store.results import RESULTS_FILE, ResultStore, replace_durably
+from gpubench.store.wording import seconds
 from gpubench.tune import record as tune_record
 from gpubench.tune import space as tune_space
 from gpubench.tune import trial
@@ -225,13 +226,13 @@ class _Clock:
 
     def say(self, text: str) -> None:
         if self.on_progress is not None:
-            of = "" if self.budget_s is None else f" / {self.budget_s:g} s"
-            self.on_progress(f"[{self.now():6.1f} s{of}] {text}")
+            of = "" if self.budget_s is None else f" / {seconds(self.budget_s)}"
+            self.on_progress(f"[{seconds(self.now()):>8}{of}] {text}")
 
     def probe_line(self, p: Probe) -> None:
         self.probe_s.append(p.seconds)
         self.say(
-            f"max-batch: B={p.batch_size} {'fits' if p.fits else p.status} ({p.seconds:.1f} s)"
+            f"max-batch: B={p.batch_size} {'fits' if p.fits else p.status} ({seconds(p.seconds)})"
         )
 
 
