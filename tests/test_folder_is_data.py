@@ -177,4 +177,87 @@ def test_the_current_folder_finds_only_an_import_path_the_user_typed(
     assert done.returncode == 0, done.stderr
     # named by a reference name: not findable; typed as an import path: found, from the
     # folder placed after the installed packages; never under python -P
-    assert done.stdout.split() == (["False", "False", "None"] if safe else ["False", "True", "True"])
+    assert done.stdout.split() == (
+        ["False", "False", "None"] if safe else ["False", "True", "True"]
+    )
+
+
+def test_a_refused_sweep_touches_no_file_of_the_users(
+    finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _copy(finished, tmp_path)
+    (run / "analysis.tmp").write_text("a user's notes")
+    assert main(["sweep", *TINY, "--out", str(run)]) == 2
+    assert "already holds results" in capsys.readouterr().err
+    assert (run / "analysis.tmp").read_text() == "a user's notes"
+
+
+def test_a_run_file_that_is_a_symlink_is_replaced_or_refused_never_written_through(
+    finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpubench.store.results import ResultStore, append_row
+
+    run, outside = _copy(finished, tmp_path), tmp_path / "outside.txt"
+    outside.write_text("not gpubench's")
+    # a whole file replaced: the link is replaced by the file, its target untouched
+    (run / "suite.json").rename(tmp_path / "suite.json")
+    (run / "suite.json").symlink_to(outside)
+    ResultStore(run).write_json("suite.json", {"name": "x"})
+    assert not (run / "suite.json").is_symlink() and outside.read_text() == "not gpubench's"
+    # the rows are appended: a link there is refused, by the resume's check and by the append
+    rows = run / "results.jsonl"
+    rows.rename(tmp_path / "rows.jsonl")
+    rows.symlink_to(outside)
+    with pytest.raises(OSError):
+        append_row(rows, {"model": "mlp"})
+    (run / "suite.json").unlink()
+    (tmp_path / "suite.json").rename(run / "suite.json")
+    capsys.readouterr()
+    assert main(["sweep", "--resume", str(run), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "is a symbolic link" in err and err.count("\n") == 1
+    assert outside.read_text() == "not gpubench's"
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--seeds", "18446744073709551616"], "seed"),
+        (["--max-memory", "99999999999T"], "memory size"),
+        (["--max-memory", "9" * 400], "memory size"),
+        (["--max-time", "9" * 400], "number of seconds"),
+        (["--steps", "9" * 400], "number"),
+    ],
+)
+def test_numbers_out_of_range_are_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], named: str
+) -> None:
+    out = tmp_path / "run"
+    assert main(["sweep", *TINY, *flags, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"invalid {named}" in err and len(err) < 400, err
+    assert not out.exists()
+
+
+def test_a_tune_budget_out_of_range_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert main(["tune", "--model", "mlp", "--budget", "9" * 400, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "invalid --budget" in err and len(err) < 400, err
+    assert not out.exists()
+
+
+def test_a_tune_that_measured_nothing_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    model = "fault_workloads:raises_when_measured"  # its checks train, every point fails
+    flags = ["--batch-sizes", "4", "--precisions", "fp32", "--threads", "1", "--no-confirm"]
+    assert (
+        main(["tune", "--model", model, *flags, "--budget", "60s", "--out", str(out), "--quiet"])
+        == 1
+    )
+    err = capsys.readouterr().err
+    assert "the tune measured no configuration" in err and str(out / "results.jsonl") in err

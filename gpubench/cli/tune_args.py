@@ -10,6 +10,7 @@ from typing import Any
 from gpubench.cli import flags, values
 from gpubench.config import registry, user_code
 from gpubench.config import spec as S
+from gpubench.config.checks import MAX_SECONDS, shown
 from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import for_model
 from gpubench.config.spec import Budget
@@ -24,10 +25,10 @@ def duration(text: str) -> float:
     """Seconds of a duration such as 90, 90s, 15m, 1.5h; above 0."""
     m = _DURATION.match(text.strip())
     seconds = float(m.group(1)) * _UNIT_S[m.group(2)] if m else None
-    if seconds is None or not seconds > 0:
+    if seconds is None or not 0 < seconds <= MAX_SECONDS:
         raise ConfigError(
-            f"invalid --budget {text!r}; allowed: a wall-clock time above 0, in seconds, "
-            "minutes or hours, e.g. 90s, 15m, 1.5h"
+            f"invalid --budget {shown(text)}; allowed: a wall-clock time above 0 and up to a "
+            "year, in seconds, minutes or hours, e.g. 90s, 15m, 1.5h"
         )
     return seconds
 

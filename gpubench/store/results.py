@@ -95,8 +95,7 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
     line = json.dumps(row, allow_nan=False) + "\n"
     try:
         # a symlink planted at the file is refused (ELOOP), never appended through
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-        with open(os.open(path, flags, 0o644), "ab", buffering=0) as f:
+        with open(path, "ab", buffering=0, opener=_not_through_a_link) as f:
             end = f.tell()
             try:
                 data = memoryview(line.encode("utf-8"))
@@ -108,6 +107,11 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
                 raise
     except OSError as e:
         raise RowNotWritten(e, path, line) from e
+
+
+def _not_through_a_link(path: str, flags: int) -> int:
+    """os.open's opener that refuses a symlink at `path` (ELOOP) rather than follow it."""
+    return os.open(path, flags | os.O_NOFOLLOW, 0o644)
 
 
 class RowNotWritten(OSError):
