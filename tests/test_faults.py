@@ -413,8 +413,8 @@ def test_sigterm_ends_a_sweep_with_one_line_and_the_resume_command(tmp_path: Pat
     assert (
         stderr.strip()
         .splitlines()[-1]
-        .endswith(f"resume with: python -m gpubench sweep --resume {out}")
-    )
+        .endswith(f"resume with: python -m gpubench sweep {suite} --resume {out}")
+    )  # the suite file given again: it names code by import path (fault_workloads:slow)
     assert [r["batch_size"] for r in rows(out)] == [1, 2] and (out / "results.csv").is_file()
 
 
@@ -479,7 +479,9 @@ def test_ctrl_c_before_the_first_point_is_one_line_and_the_resume_command(
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr
     last = stderr.strip().splitlines()[-1]
-    assert last.endswith(f"resume with: python -m gpubench sweep --resume {out}"), stderr
+    # the model named again: a resume imports no code the folder names (config.user_code)
+    resume = f"python -m gpubench sweep --resume {out} --models fault_workloads:slow_check"
+    assert last.endswith(f"resume with: {resume}"), stderr
     assert not (out / "results.jsonl").exists() or not read_rows(out)
     # no point was in flight: none is said to be finished first
     assert "stopping before the first point" in stderr and "in flight" not in stderr, stderr

@@ -147,7 +147,8 @@ def test_ctrl_c_finishes_the_point_in_flight_and_a_second_stops_at_once(tmp_path
         ("fault_workloads:slow", 1, "ok"),
     ]
     hint = stderr.strip().splitlines()[-1]
-    assert hint.endswith(f"resume with: python -m gpubench sweep --resume {out}")
+    # the suite file given again: it names code by import path (fault_workloads:slow)
+    assert hint.endswith(f"resume with: python -m gpubench sweep {suite} --resume {out}")
     command = shlex.split(hint.split("resume with: ")[1])[1:]
     marker.unlink()
     env["GPUBENCH_TEST_SLOW_S"] = "120"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from gpubench.cli import max_batch_args, sweep_args, values
+from gpubench.config import user_code
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import DEFAULT_POINT_TIMEOUT_S, Budget, Point, SweepSpec
 from gpubench.run.memory_cap import exact_size
@@ -65,7 +66,7 @@ def sweep(args: argparse.Namespace) -> int:
     if launched.under_torchrun():  # issue 17: this process is one rank of a torchrun launch
         return _launched_sweep(spec, out, options.point_timeout_s)
     run_dir = out if out is not None else reserved_run_dir()
-    hint = resume_command(run_dir, options)
+    hint = resume_command(run_dir, options, spec, args.suite)
     progress = console.SweepProgress(spec, run_dir, args.quiet, sweep_args.overridden_flags(args))
     try:
         with GracefulStop(lambda: console.stopping(progress.measuring)) as stop:
@@ -304,9 +305,19 @@ def _once_fixed(e: OSError) -> str:
     return "once that is fixed"
 
 
-def resume_command(run_dir: Path, options: RunOptions) -> str:
-    """The command line that continues the sweep in `run_dir` with the same isolation flags."""
+def resume_command(
+    run_dir: Path, options: RunOptions, spec: SweepSpec | None = None, suite: str | None = None
+) -> str:
+    """The command line that continues the sweep in `run_dir` with the same isolation flags;
+    where `spec` names code by import path, that code named again (a resume imports none of
+    what a folder names: config.user_code): the suite file `suite` the user gave, else the
+    models."""
     parts = ["python -m gpubench sweep --resume", shlex.quote(str(run_dir))]
+    if spec is not None and user_code.import_paths((*spec.models, spec.loader)):
+        if suite is not None and Path(suite).is_file():
+            parts[0] = f"python -m gpubench sweep {shlex.quote(suite)} --resume"
+        else:
+            parts += ["--models", shlex.quote(",".join(spec.models))]
     if options.max_memory is not None:
         parts += ["--max-memory", exact_size(options.max_memory)]
     timeout = options.point_timeout_s

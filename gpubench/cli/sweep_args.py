@@ -128,7 +128,9 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
         # a folder is data: code it names by import path runs only where given again now
         where = str(args.resume / suite_record.FILE)
         user_code.check_given(spec.models, args.models or (), where, "--models")
-        user_code.check_given((spec.loader,), (), where, "--suite FILE with loader =")
+        user_code.check_given(
+            (spec.loader,), (), where, "in your suite file: sweep SUITE --resume DIR; loader ="
+        )
     else:
         spec = load_suite(args.suite or DEFAULT_SUITE)
     # every axis has a flag of the same name

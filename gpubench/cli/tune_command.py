@@ -65,11 +65,13 @@ def run(args: argparse.Namespace) -> int:
         f"confirmation ({time.perf_counter() - started:.0f} s in all, --budget counts up to them)"
     )
     if record.best is None:
-        print(
-            f"gpubench: error: the tune measured no configuration ({len(record.trials)} "
-            f"measurements, none ok); each one's row says why: {run_dir / RESULTS_FILE}",
-            file=sys.stderr,
+        why = (
+            f"{len(record.trials)} measurements, none ok; each one's row says why: "
+            f"{run_dir / RESULTS_FILE}"
+            if record.trials
+            else f"{record.stopped or 'the search ended'} before its first measurement"
         )
+        print(f"gpubench: error: the tune measured no configuration ({why})", file=sys.stderr)
         return 1
     return 0
 
