@@ -369,11 +369,13 @@ def test_a_full_disk_mid_sweep_is_one_line_and_loses_no_row(
 
 def test_a_resume_removes_what_a_full_disk_left_half_written(tmp_path: Path) -> None:
     run = _folder(tmp_path / "run", _line(_rows(1)[0]))
-    left = ("phases.4242.tmp", "env.json.tmp", "results.csv.tmp", "results.jsonl.tmp")
-    for name in (*left, ".write-check.tmp"):
-        (run / name).write_text("{")
+    left = ("env.json.x1", "results.csv.x2", "results.jsonl.x3", "write-check.4242")
+    for name in left:
+        (run / f".gpubench-{name}.tmp").write_text("{")
+    (run / "analysis.tmp").write_text("a user's")  # not gpubench's: not touched
     _resume(run)
-    assert not list(run.glob("*.tmp"))
+    assert [p.name for p in run.glob("*.tmp")] == ["analysis.tmp"]
+    assert not list(run.glob(".gpubench-*"))
     assert len(read_rows(run)) == 1
 
 
@@ -411,8 +413,8 @@ def test_sigterm_ends_a_sweep_with_one_line_and_the_resume_command(tmp_path: Pat
     assert (
         stderr.strip()
         .splitlines()[-1]
-        .endswith(f"resume with: python -m gpubench sweep --resume {out}")
-    )
+        .endswith(f"resume with: python -m gpubench sweep {suite} --resume {out}")
+    )  # the suite file given again: it names code by import path (fault_workloads:slow)
     assert [r["batch_size"] for r in rows(out)] == [1, 2] and (out / "results.csv").is_file()
 
 
@@ -477,7 +479,9 @@ def test_ctrl_c_before_the_first_point_is_one_line_and_the_resume_command(
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr
     last = stderr.strip().splitlines()[-1]
-    assert last.endswith(f"resume with: python -m gpubench sweep --resume {out}"), stderr
+    # the model named again: a resume imports no code the folder names (config.user_code)
+    resume = f"python -m gpubench sweep --resume {out} --models fault_workloads:slow_check"
+    assert last.endswith(f"resume with: {resume}"), stderr
     assert not (out / "results.jsonl").exists() or not read_rows(out)
     # no point was in flight: none is said to be finished first
     assert "stopping before the first point" in stderr and "in flight" not in stderr, stderr

@@ -95,8 +95,10 @@ def test_a_resumed_sweep_checks_its_models_again(
     assert main([*args, "--out", str(out)]) == 0
     before = (out / "results.jsonl").read_bytes()
     (out / "results.jsonl").write_bytes(b"")  # as if stopped before its point
+    again = ["--models", "fault_workloads:boom_when_told"]
     resumed = subprocess.run(
-        [sys.executable, "-m", "gpubench", "sweep", "--resume", str(out), "--quiet"],
+        # the model named again: a resume imports no code the folder names
+        [sys.executable, "-m", "gpubench", "sweep", "--resume", str(out), "--quiet", *again],
         cwd=ROOT,
         env={**subprocess_env(), "GPUBENCH_TEST_BOOM": "1"},  # the model's code changed
         capture_output=True,

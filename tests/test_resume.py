@@ -114,7 +114,7 @@ def test_a_sweep_killed_at_any_moment_resumes_to_every_point_once(tmp_path: Path
     assert set(got) == want and set(got.values()) == {1}, got
     assert all(r["status"] == "ok" for r in rows(out))
     assert len(kept[-1].splitlines()) >= 3
-    assert not (out / "results.jsonl.tmp").exists()
+    assert not list(out.glob(".gpubench-*.tmp"))
 
 
 SLOW = """
@@ -147,7 +147,8 @@ def test_ctrl_c_finishes_the_point_in_flight_and_a_second_stops_at_once(tmp_path
         ("fault_workloads:slow", 1, "ok"),
     ]
     hint = stderr.strip().splitlines()[-1]
-    assert hint.endswith(f"resume with: python -m gpubench sweep --resume {out}")
+    # the suite file given again: it names code by import path (fault_workloads:slow)
+    assert hint.endswith(f"resume with: python -m gpubench sweep {suite} --resume {out}")
     command = shlex.split(hint.split("resume with: ")[1])[1:]
     marker.unlink()
     env["GPUBENCH_TEST_SLOW_S"] = "120"

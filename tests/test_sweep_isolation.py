@@ -154,7 +154,8 @@ def test_auto_batch_sizes_grow_until_the_series_answers(tmp_path: Path) -> None:
     if decision["reason"] == "memory ends":
         assert oom and all(b < min(oom) for b in batches if b not in oom)
     # a resumed sweep measures nothing again
-    assert main(["sweep", "--resume", str(out), "--quiet", "--max-memory", cap_text()]) == 0
+    resume = ["sweep", str(suite), "--resume", str(out), "--quiet", "--steps", "1"]  # names code
+    assert main([*resume, "--max-memory", cap_text()]) == 0
     assert [r["batch_size"] for r in rows(out)] == batches
 
 

@@ -98,8 +98,11 @@ def test_the_budget_ends_the_search_and_says_what_it_covered(
 ) -> None:
     # 1 s is spent before the first measurement (the calibration a sweep makes too)
     out = tmp_path / "run"
-    assert main([*TINY, "--budget", "1s", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
+    # it measured nothing: exit status 1, one line saying why (a CI script must not read success)
+    assert main([*TINY, "--budget", "1s", "--out", str(out)]) == 1
+    said = capsys.readouterr()
+    printed = said.out
+    assert "the tune measured no configuration (budget: 1 s" in said.err
     assert "stopped early (budget: 1 s reached in round 0" in printed
     assert "measured 0 of 4 configurations (0% of the space" in printed
     record = json.loads((out / T.FILE).read_text())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import shlex
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from gpubench.cli import max_batch_args, sweep_args, values
+from gpubench.config import user_code
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import DEFAULT_POINT_TIMEOUT_S, Budget, Point, SweepSpec
 from gpubench.run.memory_cap import exact_size
@@ -64,7 +66,7 @@ def sweep(args: argparse.Namespace) -> int:
     if launched.under_torchrun():  # issue 17: this process is one rank of a torchrun launch
         return _launched_sweep(spec, out, options.point_timeout_s)
     run_dir = out if out is not None else reserved_run_dir()
-    hint = resume_command(run_dir, options)
+    hint = resume_command(run_dir, options, spec, args.suite)
     progress = console.SweepProgress(spec, run_dir, args.quiet, sweep_args.overridden_flags(args))
     try:
         with GracefulStop(lambda: console.stopping(progress.measuring)) as stop:
@@ -96,7 +98,7 @@ def sweep(args: argparse.Namespace) -> int:
         else:
             what = os_error_line(e) if e.filename else f"{e.strerror or e}: in {str(run_dir)!r}"
             what += f"; every row measured is in {RESULTS_FILE}"
-        console.say(f"gpubench: error: {what}; once there is room, resume with: {hint}")
+        console.say(f"gpubench: error: {what}; {_once_fixed(e)}, resume with: {hint}")
         return 2
     except ResultsError:
         if not stop.requested:
@@ -293,9 +295,29 @@ def compare(args: argparse.Namespace) -> int:
     return result.exit_code()
 
 
-def resume_command(run_dir: Path, options: RunOptions) -> str:
-    """The command line that continues the sweep in `run_dir` with the same isolation flags."""
+def _once_fixed(e: OSError) -> str:
+    """When to resume after OS error `e` stopped a sweep: a full disk wants room, a refused
+    write the permission; anything else its cause fixed."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return "once there is room"
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "once the folder is writable again"
+    return "once that is fixed"
+
+
+def resume_command(
+    run_dir: Path, options: RunOptions, spec: SweepSpec | None = None, suite: str | None = None
+) -> str:
+    """The command line that continues the sweep in `run_dir` with the same isolation flags;
+    where `spec` names code by import path, that code named again (a resume imports none of
+    what a folder names: config.user_code): the suite file `suite` the user gave, else the
+    models."""
     parts = ["python -m gpubench sweep --resume", shlex.quote(str(run_dir))]
+    if spec is not None and user_code.import_paths((*spec.models, spec.loader)):
+        if suite is not None and Path(suite).is_file():
+            parts[0] = f"python -m gpubench sweep {shlex.quote(suite)} --resume"
+        else:
+            parts += ["--models", shlex.quote(",".join(spec.models))]
     if options.max_memory is not None:
         parts += ["--max-memory", exact_size(options.max_memory)]
     timeout = options.point_timeout_s

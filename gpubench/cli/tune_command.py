@@ -19,14 +19,17 @@ from gpubench.run.context import RunOptions
 from gpubench.run.interrupt import GracefulStop
 from gpubench.run.sweep import default_run_dir
 from gpubench.store import tune_record as T
+from gpubench.store.results import RESULTS_FILE
 from gpubench.store.wording import number, percent, seconds
 from gpubench.tune.record import combo_of
 from gpubench.tune.tuner import TuneRequest, tune
 
 
 def run(args: argparse.Namespace) -> int:
-    """Exit status 0 when the tune ran (whatever each configuration's status); 2 for a usage
-    error; 130 when Ctrl-C stopped it (what was measured is kept: --resume goes on)."""
+    """Exit status 0 when the tune measured a configuration (whatever the others' status); 1
+    when it measured none (every measurement failed: a script or CI must not take that for an
+    answer); 2 for a usage error; 130 when Ctrl-C stopped it (what was measured is kept:
+    --resume goes on)."""
     if args.target is not None:
         return _run_target(args)
     # --budget is wall-clock for the whole command: run as a command, the interpreter's start
@@ -63,6 +66,15 @@ def run(args: argparse.Namespace) -> int:
         f"and its confirmation ({seconds(time.perf_counter() - started)} in all, "
         "--budget counts up to them)"
     )
+    if record.best is None:
+        why = (
+            f"{len(record.trials)} measurements, none ok; each one's row says why: "
+            f"{run_dir / RESULTS_FILE}"
+            if record.trials
+            else f"{record.stopped or 'the search ended'} before its first measurement"
+        )
+        print(f"gpubench: error: the tune measured no configuration ({why})", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -200,8 +212,6 @@ def dropped_lines(record: T.TuneRecord) -> list[str]:
 
 
 def _report_and_verdict(run_dir: Path) -> None:
-    from gpubench.store.results import RESULTS_FILE
-
     if not (run_dir / RESULTS_FILE).is_file():
         print("no configuration was measured: nothing to conclude")
         return
