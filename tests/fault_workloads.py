@@ -122,6 +122,24 @@ def raises_later() -> Workload:
     return _wrap(_Later(_raise))
 
 
+class _From:
+    """`fault` from call `first` on in a process; the calls before it do nothing."""
+
+    def __init__(self, fault: Callable[[], None], first: int) -> None:
+        self.fault, self.first, self.calls = fault, first, 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        if self.calls >= self.first:
+            self.fault()
+
+
+def raises_when_measured() -> Workload:
+    """Trains its first 8 forward passes in a process (a check step, a memory probe's steps),
+    then raises ValueError: every measured point fails."""
+    return _wrap(_From(_raise, 9))
+
+
 def _pause_then_raise() -> None:
     time.sleep(0.2)
     raise ValueError("injected failure after a pause")

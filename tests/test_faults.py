@@ -369,11 +369,13 @@ def test_a_full_disk_mid_sweep_is_one_line_and_loses_no_row(
 
 def test_a_resume_removes_what_a_full_disk_left_half_written(tmp_path: Path) -> None:
     run = _folder(tmp_path / "run", _line(_rows(1)[0]))
-    left = ("phases.4242.tmp", "env.json.tmp", "results.csv.tmp", "results.jsonl.tmp")
-    for name in (*left, ".write-check.tmp"):
-        (run / name).write_text("{")
+    left = ("env.json.x1", "results.csv.x2", "results.jsonl.x3", "write-check.4242")
+    for name in left:
+        (run / f".gpubench-{name}.tmp").write_text("{")
+    (run / "analysis.tmp").write_text("a user's")  # not gpubench's: not touched
     _resume(run)
-    assert not list(run.glob("*.tmp"))
+    assert [p.name for p in run.glob("*.tmp")] == ["analysis.tmp"]
+    assert not list(run.glob(".gpubench-*"))
     assert len(read_rows(run)) == 1
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import shlex
 import sys
@@ -96,7 +97,7 @@ def sweep(args: argparse.Namespace) -> int:
         else:
             what = os_error_line(e) if e.filename else f"{e.strerror or e}: in {str(run_dir)!r}"
             what += f"; every row measured is in {RESULTS_FILE}"
-        console.say(f"gpubench: error: {what}; once there is room, resume with: {hint}")
+        console.say(f"gpubench: error: {what}; {_once_fixed(e)}, resume with: {hint}")
         return 2
     except ResultsError:
         if not stop.requested:
@@ -291,6 +292,16 @@ def compare(args: argparse.Namespace) -> int:
     result = compare_runs(args.base, args.new, args.threshold)
     sys.stdout.write(format_comparison(result, args.format) + "\n")
     return result.exit_code()
+
+
+def _once_fixed(e: OSError) -> str:
+    """When to resume after OS error `e` stopped a sweep: a full disk wants room, a refused
+    write the permission; anything else its cause fixed."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return "once there is room"
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "once the folder is writable again"
+    return "once that is fixed"
 
 
 def resume_command(run_dir: Path, options: RunOptions) -> str:

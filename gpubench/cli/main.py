@@ -27,7 +27,6 @@ _LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    current_folder_on_path()  # before the fork server starts: its workers inherit sys.path
     given = sys.argv[1:] if argv is None else list(argv)
     with warnings.catch_warnings():  # restores Python's warning display on the way out
         warnings.formatwarning = _format_warning
@@ -114,15 +113,6 @@ def _format_warning(
     if Path(filename).resolve().is_relative_to(_PACKAGE):
         return f"gpubench: warning: {_one_line(str(message))}\n"
     return _python_format_warning(message, category, filename, lineno, line)
-
-
-def current_folder_on_path() -> None:
-    """Put the current folder first on sys.path, as `python -m gpubench` does and the
-    `gpubench` console script does not, so both find a user's `package.module:function` in the
-    same places; worker processes inherit this sys.path (see run.worker.context)."""
-    here = os.getcwd()
-    if "" not in sys.path and here not in sys.path:
-        sys.path.insert(0, here)
 
 
 def _one_line(message: str) -> str:

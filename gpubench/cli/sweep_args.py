@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.cli import flags, values
-from gpubench.config import model_options, prices
+from gpubench.config import model_options, prices, user_code
 from gpubench.config import spec as S
 from gpubench.config.checks import check_watts
 from gpubench.config.errors import ConfigError
@@ -122,8 +122,13 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
         )
     if args.suite is None and args.resume is not None:
         from gpubench.run import folder
+        from gpubench.store import suite_record
 
         spec = folder.spec_from_saved(folder.saved_suite(args.resume))
+        # a folder is data: code it names by import path runs only where given again now
+        where = str(args.resume / suite_record.FILE)
+        user_code.check_given(spec.models, args.models or (), where, "--models")
+        user_code.check_given((spec.loader,), (), where, "--suite FILE with loader =")
     else:
         spec = load_suite(args.suite or DEFAULT_SUITE)
     # every axis has a flag of the same name
@@ -150,6 +155,7 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
     spec = validate(
         dataclasses.replace(spec, **overrides, budget=values.budget_from_args(args, spec.budget))
     )
+    user_code.find_typed((*spec.models, spec.loader))
     searches_alone = args.shard is not None and args.plan is None and args.resume is None
     if spec.batch_sizes == S.AUTO and searches_alone:  # issue 23: such shards' plans disagree
         raise ConfigError(

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.cli import flags, values
-from gpubench.config import registry
+from gpubench.config import registry, user_code
 from gpubench.config import spec as S
+from gpubench.config.checks import MAX_SECONDS, shown
 from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import for_model
 from gpubench.config.spec import Budget
@@ -24,10 +25,10 @@ def duration(text: str) -> float:
     """Seconds of a duration such as 90, 90s, 15m, 1.5h; above 0."""
     m = _DURATION.match(text.strip())
     seconds = float(m.group(1)) * _UNIT_S[m.group(2)] if m else None
-    if seconds is None or not seconds > 0:
+    if seconds is None or not 0 < seconds <= MAX_SECONDS:
         raise ConfigError(
-            f"invalid --budget {text!r}; allowed: a wall-clock time above 0, in seconds, "
-            "minutes or hours, e.g. 90s, 15m, 1.5h"
+            f"invalid --budget {shown(text)}; allowed: a wall-clock time above 0 and up to a "
+            "year, in seconds, minutes or hours, e.g. 90s, 15m, 1.5h"
         )
     return seconds
 
@@ -124,7 +125,13 @@ _REQUEST += ("seed", "options", "steps", "max_time", *AXIS_FLAGS)
 def _nothing_but_the_budget(args: argparse.Namespace) -> None:
     """--resume goes on with the folder's own request: a flag that would change it is refused
     (it was ignored before) rather than dropped without a word."""
-    given = [d for d, default in args.request_defaults.items() if getattr(args, d) != default]
+    # --model may be given again: a model named by import path runs only where it is (a folder
+    # is data, config.user_code); the tune checks that it is the folder's own
+    given = [
+        d
+        for d, default in args.request_defaults.items()
+        if getattr(args, d) != default and d != "model"
+    ]
     if given:
         flag = "--" + given[0].replace("_", "-").replace("options", "option")
         raise ConfigError(
@@ -148,7 +155,9 @@ def request_from_args(args: argparse.Namespace) -> Any:
         raise ConfigError("tune needs --model M (or --resume DIR)")
     if args.resume is not None:
         _nothing_but_the_budget(args)
-        return TuneRequest("", "", "", "", budget_s=budget_s(args))
+        user_code.find_typed((args.model,))
+        return TuneRequest(args.model or "", "", "", "", budget_s=budget_s(args))
+    user_code.find_typed((args.model,))
     named = {field: getattr(args, f) for f, field in AXIS_FLAGS.items() if getattr(args, f)}
     sizes = None if args.batch_sizes in (None, S.AUTO) else tuple(args.batch_sizes)
     fixed_effective_batch(sizes, named.get("accumulate"))  # checked before anything is written

@@ -19,13 +19,16 @@ from gpubench.run.context import RunOptions
 from gpubench.run.interrupt import GracefulStop
 from gpubench.run.sweep import default_run_dir
 from gpubench.store import tune_record as T
+from gpubench.store.results import RESULTS_FILE
 from gpubench.tune.record import combo_of
 from gpubench.tune.tuner import TuneRequest, tune
 
 
 def run(args: argparse.Namespace) -> int:
-    """Exit status 0 when the tune ran (whatever each configuration's status); 2 for a usage
-    error; 130 when Ctrl-C stopped it (what was measured is kept: --resume goes on)."""
+    """Exit status 0 when the tune measured a configuration (whatever the others' status); 1
+    when it measured none (every measurement failed: a script or CI must not take that for an
+    answer); 2 for a usage error; 130 when Ctrl-C stopped it (what was measured is kept:
+    --resume goes on)."""
     if args.target is not None:
         return _run_target(args)
     # --budget is wall-clock for the whole command: run as a command, the interpreter's start
@@ -61,6 +64,13 @@ def run(args: argparse.Namespace) -> int:
         f"report and verdict: {time.perf_counter() - reported:.1f} s after the search and its "
         f"confirmation ({time.perf_counter() - started:.0f} s in all, --budget counts up to them)"
     )
+    if record.best is None:
+        print(
+            f"gpubench: error: the tune measured no configuration ({len(record.trials)} "
+            f"measurements, none ok); each one's row says why: {run_dir / RESULTS_FILE}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -196,8 +206,6 @@ def dropped_lines(record: T.TuneRecord) -> list[str]:
 
 
 def _report_and_verdict(run_dir: Path) -> None:
-    from gpubench.store.results import RESULTS_FILE
-
     if not (run_dir / RESULTS_FILE).is_file():
         print("no configuration was measured: nothing to conclude")
         return

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpubench.config import spec as S
-from gpubench.config.checks import check_bool, check_one_of, whole
+from gpubench.config.checks import check_bool, check_one_of, seconds_in_range, whole
 from gpubench.config.errors import ConfigError
 
 
@@ -90,10 +90,8 @@ def _float(text: str) -> float:
 
 
 def positive_float(text: str) -> float:
-    value = _float(text)
-    if not 0 < value < float("inf"):
-        raise ConfigError(f"invalid number of seconds {text!r}; allowed: a number above 0")
-    return value
+    """Seconds above 0, at most a year (config.checks.seconds_in_range)."""
+    return seconds_in_range(_float(text), "number of seconds", text)
 
 
 def percent(text: str) -> float:

@@ -62,12 +62,40 @@ def check_bool(value: object, what: str) -> bool:
     return value
 
 
+# The largest whole number a setting may take: the largest a results table (JSON read into
+# floats) keeps exactly, so a seed or a count reads back as itself; torch's seeds go far
+# beyond it (2**64 - 1), even as seed * 1000 + n for a synthetic batch.
+MAX_WHOLE = 2**53 - 1
+# The longest a duration may be: a year. Beyond it a timeout is no limit, and a wait of
+# 1e300 s overflows the clocks it is handed to.
+MAX_SECONDS = 366 * 24 * 3600.0
+
+
+def shown(value: object) -> str:
+    """`value` as a message quotes it: repr, a long one cut to its head and its length (a
+    number of 400 digits is named, not printed whole)."""
+    text = repr(value) if not isinstance(value, int) or value.bit_length() < 4000 else "<int>"
+    return text if len(text) <= 40 else f"{text[:24]}... ({len(text)} characters)"
+
+
 def whole(value: object, what: str, least: int = 1, note: str = "") -> int:
-    """`value` where it is a whole number (not a bool) of `least` or more; a ConfigError naming
-    it as `what` otherwise (`note` says what it counts)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+    """`value` where it is a whole number (not a bool) of `least` to MAX_WHOLE; a ConfigError
+    naming it as `what` otherwise (`note` says what it counts)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_WHOLE:
         raise ConfigError(
-            f"invalid {what} {value!r}; allowed: a whole number of {least} or more{note}"
+            f"invalid {what} {shown(value)}; allowed: a whole number of {least} or more{note}"
+            + (f", up to {MAX_WHOLE:,} (2**53 - 1)" if isinstance(value, int) and value > 0 else "")
+        )
+    return value
+
+
+def seconds_in_range(value: float, what: str, text: object) -> float:
+    """`value` seconds where above 0 and at most MAX_SECONDS (a year); a ConfigError naming
+    `text` (as given) as `what` otherwise."""
+    if not 0 < value <= MAX_SECONDS:
+        raise ConfigError(
+            f"invalid {what} {shown(text)}; allowed: a number of seconds above 0, up to a year "
+            f"({MAX_SECONDS:,.0f} s)"
         )
     return value
 

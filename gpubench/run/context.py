@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from gpubench.config.errors import ConfigError
 from gpubench.config.spec import DEFAULT_POINT_TIMEOUT_S, Point, SweepSpec
 from gpubench.probes import nvml
 from gpubench.run import calibration_process, folder, phases
@@ -20,7 +21,7 @@ from gpubench.run import confirm as leads
 from gpubench.run.worker import STARTUP_TIMEOUT_S, Task, WorkerRunner
 from gpubench.science import bottleneck
 from gpubench.store import env, suite_record
-from gpubench.store.results import RESULTS_FILE, ResultStore, read_rows, repair_tail
+from gpubench.store.results import RESULTS_FILE, ResultStore, read_rows, repair_tail, temporaries
 
 # What --retry-failed runs again: outcomes that say nothing about the point itself.
 RETRIED = ("error", "timeout")
@@ -95,20 +96,24 @@ class RunContext(contextlib.ExitStack):
         not a row is moved aside (store.results.repair_tail: no row is ever cut), and with
         `retry_failed` the rows that ended `error` or `timeout` dropped. A line that is not a
         row before the last is a ResultsError: nothing is appended after it."""
+        if self.options.resume and not self.dir.is_dir():
+            raise ConfigError(f"nothing to resume in {str(self.dir)!r}: there is no such folder")
         self.enter_context(folder.locked(self.dir))
         self.store = ResultStore(self.dir)
-        # what an earlier run left half written (a full disk, a kill mid-replace): its whole
-        # files stand, the temporary ones (every *.tmp: a durable replace's, phases.PID.tmp,
-        # the write check's) are no part of the run, and the lock keeps any other run out
-        for leftover in self.dir.glob("*.tmp"):
+        if not self.options.resume:
+            folder.check_fresh(self.dir)
+        else:
+            if spec is not None:
+                folder.check_resumable(self.dir, spec, self.options.extend)
+            folder.check_same_machine(self.dir)
+        # The folder accepted: what an earlier run of gpubench left half written (a full disk,
+        # a kill mid-replace): its whole files stand, its temporary ones are no part of the
+        # run (no other file is touched), and the lock keeps any other run out
+        for leftover in temporaries(self.dir):
             leftover.unlink()
         self.store.check_writable()  # before the first point, not after it is measured
         if not self.options.resume:
-            folder.check_fresh(self.dir)
             return
-        if spec is not None:
-            folder.check_resumable(self.dir, spec, self.options.extend)
-        folder.check_same_machine(self.dir)
         repair_tail(rows or self.store.path)
         if self.options.retry_failed:
             self.store.drop(RETRIED)
@@ -168,13 +173,20 @@ class RunContext(contextlib.ExitStack):
                         stacklevel=2,
                     )
 
-    def confirm(self, only: Sequence[Point] | None = None) -> None:
-        """The leaders among the folder's rows re-measured interleaved (run.confirm) into
-        confirm.json, in fresh workers of its own: the run's worker is closed first (a later
-        point starts another), so that its cached device memory is not theirs. `only`: just
-        the partitions of these points again (run.confirm)."""
+    def confirm(self, suite: SweepSpec, only: Sequence[Point] | None = None) -> None:
+        """The leaders among the folder's rows of `suite` (the suite being run) re-measured
+        interleaved (run.confirm) into confirm.json, in fresh workers of its own: the run's
+        worker is closed first (a later point starts another), so that its cached device memory
+        is not theirs. `only`: just the partitions of these points again (run.confirm)."""
         with self.log.phase("confirmation"):
             self.runner.close()
-            rows = read_rows(self.dir)
+            rows = of_suite(read_rows(self.dir), suite)
             cap, timeout = self.options.max_memory, self.options.point_timeout_s
             leads.confirm(self.dir, rows, cap, timeout, only)
+
+
+def of_suite(rows: list[dict[str, Any]], suite: SweepSpec) -> list[dict[str, Any]]:
+    """The rows whose code is `suite`'s own: a model and a loader it names. A row naming any
+    other (a folder's free text: a row added by hand naming `os:system`) is never built."""
+    models = set(suite.models)
+    return [r for r in rows if r.get("model") in models and r.get("loader") in (None, suite.loader)]

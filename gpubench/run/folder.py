@@ -14,7 +14,7 @@ from typing import Any
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import AXES, SweepSpec
 from gpubench.config.validate import validate
-from gpubench.store import env, suite_record
+from gpubench.store import env, suite_record, tune_record
 from gpubench.store.results import RESULTS_FILE
 
 LOCK_NAME = ".lock"
@@ -76,7 +76,12 @@ def check_fresh(run_dir: Path) -> None:
 def saved_suite(run_dir: Path) -> dict[str, Any]:
     """The suite a run was started with (its suite.json, store.suite_record), as a plain dict;
     a folder without one is a ConfigError (nothing to resume)."""
-    saved = suite_record.read(run_dir)
+    if (run_dir / tune_record.FILE).is_file():
+        raise ConfigError(
+            f"cannot resume {str(run_dir)!r} as a sweep: it holds a tune ({tune_record.FILE}); "
+            f"go on with it with: python -m gpubench tune --resume {run_dir}"
+        )
+    saved = suite_record.read(run_dir) if run_dir.is_dir() else None
     if saved is None:
         raise ConfigError(
             f"nothing to resume in {str(run_dir)!r}: it has no {suite_record.FILE}; "

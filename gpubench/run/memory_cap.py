@@ -11,21 +11,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from gpubench.config.checks import shown
 from gpubench.config.errors import ConfigError
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.I)
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 # Below this a worker cannot even hold torch; such a cap is a typo, not an experiment.
 MIN_BYTES = 64 * 2**20
+MAX_BYTES = 2**63  # a process's memory limit (RLIMIT_AS) is below it
 
 
 def parse_size(text: str) -> int:
     """'2G', '512M', '1.5GiB', '1073741824' -> bytes (binary units: 1K = 1024 bytes)."""
     m = _SIZE.match(text) if isinstance(text, str) else None
     value = float(m.group(1)) * _UNITS[m.group(2).lower()] if m else None
-    if value is None or value != value or value < MIN_BYTES:
+    if value is None or not MIN_BYTES <= value < MAX_BYTES:
         raise ConfigError(
-            f"invalid memory size {text!r}; allowed: a size of 64M or more such as 512M, 2G, 1.5G"
+            f"invalid memory size {shown(text)}; allowed: a size of 64M or more, under 2**63 "
+            "bytes (8,388,608T: what a process's limit can hold), such as 512M, 2G, 1.5G"
         )
     return int(value)
 

@@ -23,7 +23,6 @@ from gpubench.run import (
     batch_plan,
     cost,
     cpu_watts,
-    folder,
     forkserver,
     maxbatch,
     phases,
@@ -99,6 +98,8 @@ def run_sweep(
     validate(spec)
     run_dir = Path(out) if out is not None else default_run_dir()
     with RunContext(run_dir, options) as run:
+        if resume:  # the folder's lock, suite and machine checked before anything is built
+            run.open(spec)
         with run.log.phase("model checks"), forkserver.imported_meanwhile(prepare):
             # The fork server imports torch and the harness (seconds of one core) from the
             # moment the command line starts (a no-op here then), beside the parent's imports.
@@ -109,13 +110,12 @@ def run_sweep(
                 convergence.prepare(spec)  # load the data sets: a data problem is found first
                 _check_time_limit(spec.convergence, point_timeout_s)
             shards.check_before_writing(shard, spec)  # issue 23: a bad count writes nothing
-            if resume:
-                folder.saved_suite(run_dir)  # a clear error before anything is created
             # One training step per model, in a worker: a model that cannot train is exit 2,
             # not a folder of `error` rows (issue 22). A resumed sweep checks too: the code may
             # have changed.
             preflight.check_models(spec, max_memory, point_timeout_s, run.runner)
-        run.open(spec)
+        if not resume:
+            run.open(spec)
         run.write_suite(spec)
         run.log.attach(run_dir)  # where the time goes (phases.json; scripts/sweep_phases.py)
         threads = [t for t in spec.threads if t is not None]
@@ -133,7 +133,8 @@ def run_sweep(
             run.write_csv()
         stopped = should_stop is not None and should_stop()
         if confirm and spec.mode == "speed" and shard is None and not stopped:
-            run.confirm()  # in fresh workers of its own (run.confirm): intervals between processes
+            # in fresh workers of its own (run.confirm): intervals between processes
+            run.confirm(spec)
             # issue 42: a series whose rows read it flat but whose largest batch the
             # confirmation found the fastest grows once more, and its verdict is confirmed again
             rows = read_rows(run_dir)
@@ -142,7 +143,7 @@ def run_sweep(
                 with run.log.phase("growth after the confirmation"):
                     _measure(run, spec, grown, rows, on_row, should_stop, None, budgeted=False)
                 run.write_csv()
-                run.confirm(only=grown)
+                run.confirm(spec, only=grown)
         if spec.mode == "convergence":
             with run.log.phase("analysis"):
                 batch_analysis.write_analysis(run_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,13 +38,19 @@ class ResultStore:
         """Before the first point: the folder takes a new file the size of a large row and
         the results file (where it exists) opens for appending, or a ConfigError names the path
         and why (read-only, not a folder, no space), before anything is measured."""
-        probe = self.dir / ".write-check.tmp"
+        probe = self.dir / f"{TEMPORARY_PREFIX}write-check.{os.getpid()}.tmp"
         try:
-            with open(probe, "wb") as f:
+            with open(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as f:
                 f.write(b"\0" * ROW_ROOM)
                 f.flush()
                 os.fsync(f.fileno())
             probe.unlink()
+            if self.path.is_symlink():
+                raise ConfigError(
+                    f"{str(self.path)!r} is a symbolic link; a run folder's files are its own, "
+                    "so gpubench does not write through one: replace it by the file, or choose "
+                    "another --out"
+                )
             if self.path.exists():
                 with open(self.path, "ab"):
                     pass
@@ -87,7 +94,8 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
     line, and a row appended after it for a corrupt middle line)."""
     line = json.dumps(row, allow_nan=False) + "\n"
     try:
-        with open(path, "ab", buffering=0) as f:
+        # a symlink planted at the file is refused (ELOOP), never appended through
+        with open(path, "ab", buffering=0, opener=_not_through_a_link) as f:
             end = f.tell()
             try:
                 data = memoryview(line.encode("utf-8"))
@@ -99,6 +107,11 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
                 raise
     except OSError as e:
         raise RowNotWritten(e, path, line) from e
+
+
+def _not_through_a_link(path: str, flags: int) -> int:
+    """os.open's opener that refuses a symlink at `path` (ELOOP) rather than follow it."""
+    return os.open(path, flags | os.O_NOFOLLOW, 0o644)
 
 
 class RowNotWritten(OSError):
@@ -125,12 +138,30 @@ class RowNotWritten(OSError):
         return aside
 
 
+# The temporary files gpubench writes in a folder are named TEMPORARY_PREFIX + ... + ".tmp": a
+# run's clean-up removes those and no other file (a user's analysis.tmp is theirs).
+TEMPORARY_PREFIX = ".gpubench-"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def temporaries(folder: Path) -> list[Path]:
+    """The temporary files gpubench left in `folder` (a run killed while replacing a file)."""
+    return sorted(folder.glob(f"{TEMPORARY_PREFIX}*.tmp"))
+
+
 def replace_durably(path: Path, text: str) -> Path:
-    """Replace `path` by `text` atomically: written to a temporary file and fsynced, renamed
-    into place, and the rename fsynced in the folder."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    """Replace `path` by `text` atomically: written to a new temporary file beside it (created
+    exclusively: a link planted under its name is never followed) and fsynced, renamed into
+    place (a symlink at `path` is replaced, not written through), and the rename fsynced in the
+    folder."""
+    fd, name = tempfile.mkstemp(
+        prefix=f"{TEMPORARY_PREFIX}{path.name}.", suffix=".tmp", dir=path.parent
+    )
+    tmp = Path(name)
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # as an ordinary new file (mkstemp's is private)
+        with open(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

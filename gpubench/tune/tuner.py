@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.config import loader as loader_axes
+from gpubench.config import user_code
 from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import encode
 from gpubench.config.spec import Budget, Point, SweepSpec
@@ -163,7 +164,7 @@ def tune(
     started = time.perf_counter() if started is None else started
     resume, saved = options.resume, None
     if resume:
-        saved, request = _saved_record(run_dir, request.budget_s)
+        saved, request = _saved_record(run_dir, request.budget_s, request.model)
     clock = _Clock(started, request.budget_s, on_progress)
     with RunContext(run_dir, options) as run:
         run.open(rows=run_dir / tune_rows.FILE)
@@ -199,7 +200,7 @@ def tune(
             record = dataclasses.replace(record, stopped=stopped)
         if options.confirm and trials.measurements and not interrupted:
             clock.say("confirming the leaders (interleaved)")
-            run.confirm()  # in fresh workers of its own, as the sweep does
+            run.confirm(spec)  # in fresh workers of its own, as the sweep does
         record = dataclasses.replace(
             record,
             verdict=_verdict(run_dir) if trials.measurements else None,
@@ -362,9 +363,12 @@ class _Trials:
         return self.record
 
 
-def _saved_record(run_dir: Path, budget_s: float | None) -> tuple[T.TuneRecord, TuneRequest]:
+def _saved_record(
+    run_dir: Path, budget_s: float | None, given_model: str = ""
+) -> tuple[T.TuneRecord, TuneRequest]:
     """The tune.json a resumed tune goes on from (store.tune_record), and its request, with
-    `budget_s` (a resume's own budget)."""
+    `budget_s` (a resume's own budget). A model the folder names by import path is refused
+    unless the user gave it again (`given_model`): a folder is data (config.user_code)."""
     if not (run_dir / T.FILE).is_file():
         raise ConfigError(
             f"nothing to resume in {str(run_dir)!r}: it has no {T.FILE}; "
@@ -375,6 +379,12 @@ def _saved_record(run_dir: Path, budget_s: float | None) -> tuple[T.TuneRecord, 
         request = TuneRequest.from_dict(saved.request)
     except (ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"cannot read {run_dir / T.FILE}: {e}") from None
+    if given_model and given_model != request.model:
+        raise ConfigError(
+            f"tune --resume {run_dir} goes on with that folder's own model "
+            f"({request.model!r}), so --model {given_model} cannot change it"
+        )
+    user_code.check_given((request.model,), (given_model,), str(run_dir / T.FILE), "--model")
     return saved, dataclasses.replace(request, budget_s=budget_s)
 
 
