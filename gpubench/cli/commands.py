@@ -233,6 +233,7 @@ def drawn_report(dirs: Sequence[str | Path], out: str | Path | None = None) -> i
     from gpubench.report import build_report
     from gpubench.run.interrupt import Terminated, terminated_raises
 
+    dirs = _once_each(dirs)
     try:
         with terminated_raises():
             path = build_report(dirs, out)
@@ -272,6 +273,13 @@ def merge(args: argparse.Namespace) -> int:
         )
     else:
         print(f"one machine: {''.join(merged.machines)}")
+    if merged.confirmed:
+        print(f"confirmations kept: {'; '.join(merged.confirmed)}")
+    if merged.not_confirmed:
+        print(
+            f"not confirmed (rows from several run folders): {'; '.join(merged.not_confirmed)}; "
+            f"{merged.how_to_confirm}"
+        )
     stopped = render_report(out)
     return 0 if stopped is None else stopped
 
@@ -285,6 +293,7 @@ def print_verdict(dirs: list[Path], as_json: bool = False, margin_pct: float | N
     from gpubench.report.runs import load_runs
 
     margin = [] if margin_pct is None else [margin_pct / 100]
+    dirs = _once_each(dirs)
     try:
         runs = load_runs(dirs)
         frame = run_frame(runs)
@@ -297,6 +306,18 @@ def print_verdict(dirs: list[Path], as_json: bool = False, margin_pct: float | N
         print_json({"runs": names, "verdicts": verdicts, "cpu_energy": cpu_energy})
     else:
         console.verdict(found, names, nothing_concluded(dirs) if not found else "", cpu_energy)
+
+
+def _once_each(dirs: Sequence[str | Path]) -> list[Path]:
+    """The run folders `dirs`, each once (report.explain.distinct_folders), with a line on
+    stderr for each name that repeats one."""
+    from gpubench.cli import console
+    from gpubench.report.explain import distinct_folders
+
+    kept, notes = distinct_folders(dirs)
+    for note in notes:
+        console.say(f"gpubench: note: {note}")
+    return [Path(d) for d in kept]
 
 
 def explain(args: argparse.Namespace) -> int:
