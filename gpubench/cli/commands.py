@@ -117,7 +117,9 @@ def sweep(args: argparse.Namespace) -> int:
             _drop_if_unused(run_dir)
     reported = time.time()
     console.sweep_summary(frame, run_dir, convergence=spec.mode == "convergence")
-    render_report(run_dir)
+    stopped = render_report(run_dir)
+    if stopped is not None:
+        return stopped
     phases.add_phase(run_dir, phases.REPORT_PHASE, reported, time.time())
     print_verdict([run_dir])
     rows = frame.to_dict("records")
@@ -210,16 +212,44 @@ def _launched_sweep(spec: SweepSpec, out: Path | None, point_timeout_s: float | 
     os._exit(status)
 
 
-def render_report(run_dir: Path) -> None:
+def render_report(run_dir: Path) -> int | None:
     """The sweep's report; a failure costs only the report (its rows are on disk): it is
-    printed with the command that retries it, and the sweep still succeeds."""
+    printed with the command that retries it, and the sweep still succeeds (None). Stopped by
+    SIGTERM or Ctrl-C: one line (drawn_report) and the exit status, 143 or 130."""
     from gpubench.cli import console
-    from gpubench.report import build_report
 
     try:
-        console.report_path(build_report([run_dir]))
+        return drawn_report([run_dir])
     except Exception as e:
         console.report_failed(run_dir, e)
+        return None
+
+
+def drawn_report(dirs: Sequence[str | Path], out: str | Path | None = None) -> int | None:
+    """Draw the report of the run folders `dirs` (into `out`) and print its path: None. Where
+    SIGTERM or Ctrl-C stops it, its chart workers are ended (report.build.made_in_parallel),
+    one line says what stopped and the command that draws it again, and the exit status is
+    returned: 143 (SIGTERM) or 130 (Ctrl-C). The rows are never touched by a report."""
+    from gpubench.cli import console
+    from gpubench.report import build_report
+    from gpubench.run.interrupt import Terminated, terminated_raises
+
+    dirs = _once_each(dirs)
+    try:
+        with terminated_raises():
+            path = build_report(dirs, out)
+    except KeyboardInterrupt as e:
+        again = ["python -m gpubench report", *(shlex.quote(str(d)) for d in dirs)]
+        if out is not None:
+            again += ["--out", shlex.quote(str(out))]
+        what = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C"
+        console.say(
+            f"gpubench: stopped ({what}) while drawing the report; the results are kept; draw "
+            f"it again with: {' '.join(again)}"
+        )
+        return 143 if isinstance(e, Terminated) else 130
+    console.report_path(path)
+    return None
 
 
 def merge(args: argparse.Namespace) -> int:
@@ -244,8 +274,15 @@ def merge(args: argparse.Namespace) -> int:
         )
     else:
         print(f"one machine: {''.join(merged.machines)}")
-    render_report(out)
-    return 0
+    if merged.confirmed:
+        print(f"confirmations kept: {'; '.join(merged.confirmed)}")
+    if merged.not_confirmed:
+        print(
+            f"not confirmed (rows from several run folders): {'; '.join(merged.not_confirmed)}; "
+            f"{merged.how_to_confirm}"
+        )
+    stopped = render_report(out)
+    return 0 if stopped is None else stopped
 
 
 def print_verdict(dirs: list[Path], as_json: bool = False, margin_pct: float | None = None) -> None:
@@ -257,6 +294,7 @@ def print_verdict(dirs: list[Path], as_json: bool = False, margin_pct: float | N
     from gpubench.report.runs import load_runs
 
     margin = [] if margin_pct is None else [margin_pct / 100]
+    dirs = _once_each(dirs)
     try:
         runs = load_runs(dirs)
         frame = run_frame(runs)
@@ -271,6 +309,18 @@ def print_verdict(dirs: list[Path], as_json: bool = False, margin_pct: float | N
         console.verdict(found, names, nothing_concluded(dirs) if not found else "", cpu_energy)
 
 
+def _once_each(dirs: Sequence[str | Path]) -> list[Path]:
+    """The run folders `dirs`, each once (report.explain.distinct_folders), with a line on
+    stderr for each name that repeats one."""
+    from gpubench.cli import console
+    from gpubench.report.explain import distinct_folders
+
+    kept, notes = distinct_folders(dirs)
+    for note in notes:
+        console.say(f"gpubench: note: {note}")
+    return [Path(d) for d in kept]
+
+
 def explain(args: argparse.Namespace) -> int:
     """`gpubench explain DIR...`: the verdict of run folders (as JSON with --json), a lead
     under --margin percent being a tie."""
@@ -279,11 +329,10 @@ def explain(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    from gpubench.cli import console
-    from gpubench.report import build_report
-
-    console.report_path(build_report(args.dirs, args.out))  # a ResultsError: one line (main)
-    return 0
+    """`gpubench report DIR...`: the report of the run folders (a ResultsError: one line, main);
+    143 or 130 where SIGTERM or Ctrl-C stopped it (drawn_report)."""
+    stopped = drawn_report(args.dirs, args.out)  # a ResultsError: one line (main)
+    return 0 if stopped is None else stopped
 
 
 def compare(args: argparse.Namespace) -> int:

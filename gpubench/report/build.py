@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import os
 import signal
@@ -17,8 +18,10 @@ import pandas as pd
 from gpubench.probes import load
 from gpubench.report import analysis as A
 from gpubench.report import (
+    chart_record,
     effective_batch,
     efficiency,
+    figure,
     learning,
     plots,
     search_speed,
@@ -76,8 +79,6 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None) -> P
     runs = load_runs(dirs)
     path = report_path(dirs, out)
     plots_dir = path.parent / "plots"
-    for name in CHART_FILES:  # a chart this report does not draw must not linger from an old one
-        (plots_dir / name).unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Names come from results files: a '$' in one must print as itself, not start mathtext.
     with matplotlib.rc_context({"text.parse_math": False}):
@@ -161,8 +162,11 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
         "Time to target: no row reached a target (only convergence runs set one).",
     )
     missing: list[str] = []
-    made = made_in_parallel([make for make, _ in jobs], CHART_PROCESSES)
-    for value, (_, why_absent) in zip(made, jobs, strict=True):
+    made = made_in_parallel([_saving(make) for make, _ in jobs], CHART_PROCESSES)
+    # a chart an earlier report drew here and this one does not must not linger; nothing else
+    # in plots/ is touched
+    chart_record.replace(plots_dir, [name for _, saved in made for name in saved])
+    for (value, _), (_, why_absent) in zip(made, jobs, strict=True):
         if value is None:
             missing.append(why_absent)
         else:
@@ -183,10 +187,8 @@ def search_section(
 ) -> str:
     """The "search" section of the runs that hold a search's file, tune.json or tune_target.json
     (report.search_speed, report.search_target; '' where none does); its charts are
-    plots/search*.png (an old one not drawn again is removed). With a single run the speed
-    search names its answer as `verdicts` (the Verdict section's) do."""
-    for old in plots_dir.glob("search*.png"):
-        old.unlink()
+    plots/search*.png. With a single run the speed search names its answer as `verdicts` (the
+    Verdict section's) do."""
     found = list(verdicts) if len(runs) == 1 else []  # several runs' verdicts span them all
     parts: list[str] = []
     for i, r in enumerate(runs):
@@ -210,18 +212,33 @@ def search_section(
     return "<h2>Search</h2>\n" + "\n".join(parts) if parts else ""
 
 
+def _saving(make: Callable[[], T]) -> Callable[[], tuple[T, list[str]]]:
+    """`make` that also returns the chart files it saved (figure.SAVED), in whichever process
+    it runs."""
+
+    def made() -> tuple[T, list[str]]:
+        figure.SAVED.clear()
+        return make(), list(figure.SAVED)
+
+    return made
+
+
 def made_in_parallel(makes: Sequence[Callable[[], T]], processes: int) -> list[T]:
     """Each of `makes` called once, in up to `processes` forked processes, and their values in
     the order of `makes` (they must pickle); a job's error is raised here. Where this process
     cannot fork safely (not Linux, a daemonic process) or has a single core, they are called
-    here in turn."""
+    here in turn. The workers end with it: an exception here (Ctrl-C, SIGTERM as
+    run.interrupt.Terminated) ends and reaps them before it is raised, and a worker whose
+    parent died (SIGKILL) is ended by the kernel."""
     workers = min(processes, len(makes), _cores())
     if workers < 2 or sys.platform != "linux" or mp.current_process().daemon:
         return [make() for make in makes]
     global _JOBS
     _JOBS = makes  # a forked worker inherits them: closures need not pickle, only values
     try:
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+        with ProcessPoolExecutor(
+            workers, mp_context=mp.get_context("fork"), initializer=_worker_signals
+        ) as pool:
             # the workers are forked with Ctrl-C blocked: this process alone meets it and ends
             # them (one line, not a traceback from each worker)
             held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
@@ -231,13 +248,32 @@ def made_in_parallel(makes: Sequence[Callable[[], T]], processes: int) -> list[T
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
             try:
                 return [f.result() for f in futures]
-            except KeyboardInterrupt:
+            except BaseException:
+                children = list(pool._processes.values()) if pool._processes else []
                 pool.shutdown(wait=False, cancel_futures=True)
-                for child in mp.active_children():
+                for child in children:
                     child.terminate()
+                for child in children:
+                    child.join()
                 raise
     finally:
         _JOBS = ()
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _worker_signals() -> None:
+    """In a chart worker: Ctrl-C is its parent's to handle (ignored here), SIGTERM ends it at
+    once (not a handler it inherited from the parent), and the kernel sends it SIGTERM when
+    its parent dies, so that no worker outlives the report."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() == 1:  # the parent died before the request: end now
+        os._exit(1)
 
 
 _JOBS: Sequence[Callable[[], Any]] = ()

@@ -127,9 +127,8 @@ def _ways(
 
 
 def section(frame: pd.DataFrame, plots_dir: Path) -> str:
-    """The section's HTML, or '' where the runs did not sweep accumulate or checkpoint. Its
-    chart from an earlier report of the folder is removed first, so that none lingers."""
-    (plots_dir / CHART_FILE).unlink(missing_ok=True)
+    """The section's HTML, or '' where the runs did not sweep accumulate or checkpoint (its
+    chart from an earlier report is then removed by report.chart_record)."""
     rows = choice_rows(frame)
     if rows.empty:
         return ""

@@ -4,6 +4,7 @@ sweep and the top of the report."""
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,9 +21,17 @@ from gpubench.science import plan, remeasured
 from gpubench.science.devices import cpu_unmeasured
 from gpubench.science.leaders import MARGIN
 from gpubench.science.verdict import ModelVerdict, verdicts
-from gpubench.store import confirmations, growth_record, merge_record, shard_record, tune_record
+from gpubench.store import (
+    confirmations,
+    growth_record,
+    merge_record,
+    phases_record,
+    shard_record,
+    tune_record,
+)
 from gpubench.store.growth_record import GrowthRecord, Stop
 from gpubench.store.results import read_rows
+from gpubench.store.typed_json import RecordError
 
 
 def cpu_energy_reason(runs: Sequence[Run]) -> str | None:
@@ -50,8 +59,33 @@ def command(runs: Sequence[Run]) -> str:
 
 def _found(runs: Sequence[Run]) -> list[dict[str, Any]] | None:
     """The confirmation of the runs' leaders: a single run's confirm.json (several runs' rows
-    compete together, and their leaders were never re-measured side by side)."""
-    return confirmations.partitions(runs[0].path) if len(runs) == 1 else None
+    compete together, and their leaders were never re-measured side by side); where its
+    confirmation was interrupted, each partition says so with the command that finishes it."""
+    if len(runs) != 1:
+        return None
+    found = confirmations.partitions(runs[0].path)
+    if found is None and confirmation_interrupted(Path(runs[0].path)):
+        finish = f"python -m gpubench sweep --resume {shlex.quote(str(runs[0].path))}"
+        why = f"the confirmation was interrupted; finish it with: {finish}"
+        rows = runs[0].frame.to_dict("records")
+        return [p.to_dict() for p in confirmations.unconfirmed(rows, why)]
+    return found
+
+
+def confirmation_interrupted(run_dir: Path) -> bool:
+    """Whether the sweep of `run_dir` began its confirmation (phases.json records it from its
+    start) and wrote no confirm.json, and no sweep runs there now: killed (SIGKILL, a lost
+    machine) or stopped (SIGTERM, Ctrl-C) within it. `sweep --resume` measures no point
+    again and confirms."""
+    if (run_dir / confirmations.FILE).is_file() or folder.in_use(run_dir):
+        return False
+    try:
+        record = phases_record.read(run_dir)
+    except RecordError:
+        return False  # phases.json is the sweep's timings: an unreadable one decides nothing
+    if record is None:
+        return False
+    return any(p.phase == confirmations.CONFIRMATION_PHASE for p in record.phases)
 
 
 def run_frame(runs: Sequence[Run]) -> pd.DataFrame:
@@ -164,6 +198,21 @@ def explain_runs(
     folders' names."""
     runs = load_runs(dirs)
     return run_verdicts(runs, margin=margin), [r.name for r in runs]
+
+
+def distinct_folders(dirs: Sequence[str | Path]) -> tuple[list[str | Path], list[str]]:
+    """`dirs` with each folder once, the first spelling of each kept in order (two names are one
+    folder where they resolve to the same path: a trailing slash, "./T", a symlink), and one
+    line per name left out, saying which it repeats: a folder's rows are counted once."""
+    kept: dict[Path, str | Path] = {}
+    notes: list[str] = []
+    for d in dirs:
+        same = kept.get(Path(d).resolve())
+        if same is None:
+            kept[Path(d).resolve()] = d
+        else:
+            notes.append(f"{str(d)!r} is the folder {str(same)!r} again: its rows are counted once")
+    return list(kept.values()), notes
 
 
 def nothing_concluded(dirs: Sequence[str | Path]) -> str:

@@ -36,6 +36,9 @@ MIN_W = 9.5  # inches: room for a three-column legend under a single panel
 CHAR_IN, HANDLE_IN = 0.075, 0.7  # inches: a character of an 8-point label, a legend handle
 MAX_LEGEND_COLS = 6
 EMPTY = "empty panel"  # the gid of a panel that says why it has no data
+# The charts save() wrote in this process, by file name, in order (the report's record of what
+# it drew: report.chart_record).
+SAVED: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -253,6 +256,7 @@ def save(
                 assert labelled_ticks(axis), f"{file}: an axis of {ax.get_title()!r} is unlabelled"
     plots_dir.mkdir(parents=True, exist_ok=True)
     fig.savefig(plots_dir / file, dpi=DPI, bbox_inches="tight", pad_inches=0.1)
+    SAVED.append(file)
     plt.close(fig)
 
 

@@ -180,10 +180,8 @@ def memory_chart(rows: pd.DataFrame, plots_dir: Path) -> Chart | None:
 
 
 def section(frame: pd.DataFrame, plots_dir: Path) -> str:
-    """The parallel section's HTML, or '' where the runs hold no parallel point. Its charts
-    from an earlier report of the folder are removed first, so that none lingers undrawn."""
-    for name in CHART_FILES:
-        (plots_dir / name).unlink(missing_ok=True)
+    """The parallel section's HTML, or '' where the runs hold no parallel point (its charts
+    from an earlier report are then removed by report.chart_record)."""
     rows = parallel_rows(frame)
     if rows.empty:
         return ""

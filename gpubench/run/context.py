@@ -21,6 +21,7 @@ from gpubench.run import confirm as leads
 from gpubench.run.worker import STARTUP_TIMEOUT_S, Task, WorkerRunner
 from gpubench.science import bottleneck
 from gpubench.store import env, suite_record
+from gpubench.store.confirmations import CONFIRMATION_PHASE
 from gpubench.store.results import RESULTS_FILE, ResultStore, read_rows, repair_tail, temporaries
 
 # What --retry-failed runs again: outcomes that say nothing about the point itself.
@@ -178,7 +179,7 @@ class RunContext(contextlib.ExitStack):
         interleaved (run.confirm) into confirm.json, in fresh workers of its own: the run's
         worker is closed first (a later point starts another), so that its cached device memory
         is not theirs. `only`: just the partitions of these points again (run.confirm)."""
-        with self.log.phase("confirmation"):
+        with self.log.phase(CONFIRMATION_PHASE, announce=True):  # a killed one is told
             self.runner.close()
             rows = of_suite(read_rows(self.dir), suite)
             cap, timeout = self.options.max_memory, self.options.point_timeout_s

@@ -4,9 +4,10 @@ or `kill`'s) stops at once too, as Terminated, so the sweep still says how to re
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -51,3 +52,18 @@ class GracefulStop(Probe):
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
     raise Terminated
+
+
+@contextlib.contextmanager
+def terminated_raises() -> Iterator[None]:
+    """Within the block, SIGTERM raises Terminated (as Ctrl-C raises KeyboardInterrupt), so that
+    what the block started (a report's chart workers) is ended and the command says what
+    stopped; the handler before it comes back after. Outside the main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

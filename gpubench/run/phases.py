@@ -35,9 +35,14 @@ class PhaseLog:
         self.write()
 
     @contextlib.contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        """Record the block as phase `name` (its start and end, also when it raises)."""
+    def phase(self, name: str, announce: bool = False) -> Iterator[None]:
+        """Record the block as phase `name` (its start and end, also when it raises). With
+        `announce`, phases.json holds it from its start (ending there until it ends): a folder
+        whose process was killed within it shows that it began."""
         start = time.time()
+        if announce and self._dir is not None:
+            begun = (*self.phases, Phase(name, start, start))
+            PhasesRecord(self.started, begun, tuple(self.points)).write(self._dir)
         try:
             yield
         finally:

@@ -17,6 +17,9 @@ from typing import Any
 from gpubench.store.typed_json import Record
 
 FILE = "confirm.json"
+# phases.json's name of the sweep's confirmation (run.context), recorded from its start: with
+# no confirm.json beside it, the confirmation was interrupted (report.explain)
+CONFIRMATION_PHASE = "confirmation"
 STATUSES = ("confirmed", "cut short", "failed", "skipped", "not needed")
 # written whatever the status (null where it has none); every other field only where it has one
 _ALWAYS = ("fixed", "candidates", "decision", "status", "reason")
@@ -93,3 +96,14 @@ def partitions(run_dir: str | Path) -> list[dict[str, Any]] | None:
     takes them as the file's objects); None where it has none."""
     found = read(run_dir)
     return None if found is None else [p.to_dict() for p in found.partitions]
+
+
+def unconfirmed(rows: list[dict[str, Any]], reason: str) -> list[Partition]:
+    """One record per partition of `rows` (config.keys.partition_key) saying that it was not
+    confirmed and `reason` (the verdict says "not re-measured (reason)")."""
+    from gpubench.config.keys import FIXED, partition_key
+
+    fixed = {partition_key(r): {k: r.get(k) for k in FIXED} for r in rows}
+    return [
+        Partition(fixed=f, candidates=[], status="skipped", reason=reason) for f in fixed.values()
+    ]

@@ -3,7 +3,9 @@ the report reads only its presence (a merge is finished by resuming its sources,
 
 ```
 {"sources": [run folder, ...], "rows": int, "dropped": int, "replaced_failed": int,
- "machines": [machine label, ...]}
+ "machines": [machine label, ...],
+ "confirmations_kept": ["partition (from run folder)", ...],
+ "not_confirmed": [partition whose rows come from several run folders, ...]}
 ```
 """
 
@@ -23,9 +25,12 @@ def write(
     dropped: int,
     replaced_failed: int,
     machines: tuple[str, ...],
+    confirmations_kept: tuple[str, ...] = (),
+    not_confirmed: tuple[str, ...] = (),
 ) -> Path:
     """merge.json in `store`'s folder: the folders merged, the rows kept, the duplicates left
-    out (`dropped`) and of them the failed rows a later ok row replaced, each machine's label."""
+    out (`dropped`) and of them the failed rows a later ok row replaced, each machine's label,
+    the partitions whose source's confirmation was kept and those not confirmed."""
     return store.write_json(
         FILE,
         {
@@ -34,5 +39,7 @@ def write(
             "dropped": dropped,
             "replaced_failed": replaced_failed,
             "machines": list(machines),
+            "confirmations_kept": list(confirmations_kept),
+            "not_confirmed": list(not_confirmed),
         },
     )
