@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         return 130
     summary(record, run_dir)
     reported = time.perf_counter()
-    _report_and_verdict(run_dir)
+    if (stopped := _report_and_verdict(run_dir)) is not None:
+        return stopped
     print(
         f"report and verdict: {seconds(time.perf_counter() - reported)} after the search "
         f"and its confirmation ({seconds(time.perf_counter() - started)} in all, "
@@ -211,9 +212,13 @@ def dropped_lines(record: T.TuneRecord) -> list[str]:
     return out
 
 
-def _report_and_verdict(run_dir: Path) -> None:
+def _report_and_verdict(run_dir: Path) -> int | None:
+    """The tune's report and verdict: None, or the exit status (143, 130) where SIGTERM or
+    Ctrl-C stopped the report (its one line printed: commands.drawn_report)."""
     if not (run_dir / RESULTS_FILE).is_file():
         print("no configuration was measured: nothing to conclude")
-        return
-    commands.render_report(run_dir)
-    commands.print_verdict([run_dir])
+        return None
+    stopped = commands.render_report(run_dir)
+    if stopped is None:
+        commands.print_verdict([run_dir])
+    return stopped
