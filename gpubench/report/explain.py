@@ -169,7 +169,7 @@ def explain_runs(
 def nothing_concluded(dirs: Sequence[str | Path]) -> str:
     """Why the run folders `dirs` have no verdict: no row at all ("no point ran"), or rows none
     of which ended ok, by status ("no point ran ok (1 oom)"): an oom is an answer too."""
-    statuses = Counter(str(r.get("status")) for d in dirs for r in read_rows(d))
+    statuses = Counter(str(r.get("status")) for d in dirs for r in read_rows(d, skip_odd=True))
     if not statuses:
         return "no point ran"
     counts = ", ".join(f"{n} {s}" for s, n in statuses.most_common())
