@@ -31,7 +31,7 @@ from gpubench.run import maxbatch
 from gpubench.science import remeasured
 from gpubench.science.verdict import ModelVerdict
 from gpubench.store import confirmations, env
-from gpubench.store.wording import cell, milliseconds, number, plural, seconds, size
+from gpubench.store.wording import cell, milliseconds, number, plural, printable, seconds, size
 
 if TYPE_CHECKING:  # its search runs workers (torch): printed only after one ran
     from gpubench.run.accumulation_plan import AccumulationPlan
@@ -139,7 +139,7 @@ def verdict(
     """The verdict per model (`explain`, and the last thing a sweep prints); `nothing`: why
     there is none (report.explain.nothing_concluded); `cpu_energy`: why the CPU rows have no
     energy figure, said once (report.explain.cpu_energy_line; None: nothing to say)."""
-    out(f"verdict ({', '.join(runs)}):")
+    out(printable(f"verdict ({', '.join(runs)}):"))
     if not verdicts:
         out(f"  {nothing or 'no point ran'}: nothing to conclude")
     else:  # the answer at a glance first, the same cells as the report's
@@ -150,7 +150,7 @@ def verdict(
             out(cpu_energy)
     for v in verdicts:
         for line in v.lines():
-            out(line)
+            out(printable(line, lines=True))  # a suite's or a folder's name is the user's
 
 
 def report_path(path: Path) -> None:

@@ -18,7 +18,7 @@ from gpubench.report.analysis import MEMORY_COLUMNS, real
 from gpubench.store.benchjson import rows_from_benchmark_json
 from gpubench.store.results import RESULTS_FILE, ResultsError, load_results
 from gpubench.store.row import IDENTITY
-from gpubench.store.wording import cell, missing, plural
+from gpubench.store.wording import cell, missing, plural, printable
 
 THRESHOLD_PCT = 5.0  # a change smaller than this is not a regression, however significant
 ALPHA = 0.01  # significance level of the two-sided Mann-Whitney U test
@@ -258,7 +258,12 @@ def unmatched_lines(c: Comparison) -> list[str]:
 
 
 def format_comparison(c: Comparison, fmt: str) -> str:
-    """The comparison as `text` (aligned columns), `markdown` (a pull-request comment) or `json`."""
+    """The comparison as `text` (aligned columns), `markdown` (a pull-request comment) or `json`;
+    what the files named (a model, a folder) without control characters (wording.printable)."""
+    return printable(_formatted(c, fmt), lines=True)
+
+
+def _formatted(c: Comparison, fmt: str) -> str:
     if fmt == "json":
         obj = {
             "base": c.base,

@@ -218,7 +218,7 @@ def distinct_folders(dirs: Sequence[str | Path]) -> tuple[list[str | Path], list
 def nothing_concluded(dirs: Sequence[str | Path]) -> str:
     """Why the run folders `dirs` have no verdict: no row at all ("no point ran"), or rows none
     of which ended ok, by status ("no point ran ok (1 oom)"): an oom is an answer too."""
-    statuses = Counter(str(r.get("status")) for d in dirs for r in read_rows(d))
+    statuses = Counter(str(r.get("status")) for d in dirs for r in read_rows(d, skip_odd=True))
     if not statuses:
         return "no point ran"
     counts = ", ".join(f"{n} {s}" for s, n in statuses.most_common())

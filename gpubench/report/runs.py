@@ -136,9 +136,9 @@ def load_run(path: str | Path) -> Run:
     suite.json are not (each read by its store module: a corrupt one is a one-line error)."""
     path = Path(path)
     frame = load_results(path)
-    captured = env.read(path)
+    captured = env.read(path, skip_odd=True)
     analysis = batch_analysis_record.read(path)
-    suite = suite_record.read(path)
+    suite = suite_record.read(path, skip_odd=True)
     return Run(
         path.resolve().name or str(path),
         path,

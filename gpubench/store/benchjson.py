@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gpubench.store import row_schema, shaped
 from gpubench.store.results import ResultsError
 from gpubench.store.row import COLUMNS, IDENTITY
 
@@ -35,38 +36,48 @@ def rows_from_benchmark_json(path: str | Path) -> list[dict[str, Any]]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
-        raise ResultsError(f"cannot read {str(path)!r}: {e.strerror}") from e
-    except ValueError as e:
-        raise ResultsError(f"{path}: not JSON ({e})") from e
+        raise ResultsError(f"cannot read {str(path)!r}: {e.strerror}") from None
+    except (ValueError, RecursionError) as e:
+        raise ResultsError(f"{path}: not JSON ({e})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
         raise ResultsError(f"{path}: not a pytest-benchmark JSON file (no 'benchmarks' list)")
     return [_row(bench, path, i) for i, bench in enumerate(doc["benchmarks"])]
 
 
 def _row(bench: Any, path: Path, index: int) -> dict[str, Any]:
+    where = f"{path}: benchmark {index}"
     stats = bench.get("stats") if isinstance(bench, dict) else None
     if not isinstance(stats, dict) or "median" not in stats:
-        raise ResultsError(f"{path}: benchmark {index} has no stats")
-    info = bench.get("extra_info") or {}
-    params = bench.get("params") or {}
+        raise ResultsError(f"{where} has no stats")
+    info = _object(bench.get("extra_info"), f"{where}: extra_info")
+    params = _object(bench.get("params"), f"{where}: params")
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update({k: v for k, v in info.items() if k in COLUMNS and k not in _DERIVED})
     for key in IDENTITY:
         if row[key] is None and key in params:
             row[key] = params[key]
+    name = bench.get("fullname") or bench.get("name")
     if row["model"] is None:
-        row["model"] = bench.get("fullname") or bench.get("name")
-    row["benchmark"] = bench.get("fullname") or bench.get("name")
+        row["model"] = name
+    row["benchmark"] = name
     row["status"] = "ok"
+    if (odd := row_schema.problem(row, values=False)) is not None:
+        raise ResultsError(f"{where}: {odd}")
 
-    median = float(stats["median"])
-    iterations = int(stats.get("iterations") or 1)
+    def number(key: str) -> float | None:
+        return _number(stats.get(key), f"{where}: stats.{key}")
+
+    median = number("median")
+    if median is None:
+        raise ResultsError(f"{where}: stats.median is null, not a number")
+    iterations = int(number("iterations") or 1)
     row["step_time_s"] = median
-    row["step_time_mean_s"] = stats.get("mean")
-    row["step_time_iqr_s"] = stats.get("iqr")
-    row["steps_measured"] = int(stats.get("rounds", 0)) * iterations
+    row["step_time_mean_s"] = number("mean")
+    row["step_time_iqr_s"] = number("iqr")
+    row["steps_measured"] = int(number("rounds") or 0) * iterations
     if isinstance(stats.get("data"), list):
-        row["step_times_s"] = [float(t) for t in stats["data"]]
+        data = stats["data"]
+        row["step_times_s"] = [_number(t, f"{where}: stats.data[{i}]") for i, t in enumerate(data)]
     batch = row["samples_per_step"] or row["batch_size"]
     row["samples_per_s"] = batch / median if batch and median > 0 else None
     tokens = row["tokens_per_step"]
@@ -74,3 +85,22 @@ def _row(bench: Any, path: Path, index: int) -> dict[str, Any]:
     flops = row["flops_per_step"]
     row["tflops"] = flops / median / 1e12 if flops and median > 0 else None
     return row
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    """`value` where it is an object ({} for null); ResultsError naming `where` otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ResultsError(f"{where} is {shaped.shown(value)}, not an object")
+    return value
+
+
+def _number(value: Any, where: str) -> float | None:
+    """`value` where it is a finite number (None where it is null); ResultsError naming
+    `where` (the file, the benchmark and the key) otherwise."""
+    if value is None:
+        return None
+    if (why := shaped.problem(value, float, where)) is not None:
+        raise ResultsError(why)
+    return float(value)

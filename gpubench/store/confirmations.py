@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpubench.store import shaped
 from gpubench.store.typed_json import Record
 
 FILE = "confirm.json"
@@ -63,11 +64,60 @@ class Partition:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status {self.status!r} is none of {', '.join(STATUSES)}")
+        if self.decision is not None and (why := decision_problem(self.decision, self)):
+            raise ValueError(why)
+        n = len(self.candidates)
+        for name in ("first_step_s", "window_steps", "samples_per_s"):
+            listed = getattr(self, name)
+            if listed is not None and len(listed) > n:
+                raise ValueError(f"{name} lists {len(listed)} candidates of {n}")
 
     def to_dict(self) -> dict[str, Any]:
         """The partition as confirm.json holds it, and as the verdict reads it."""
         out = dataclasses.asdict(self)
         return {k: v for k, v in out.items() if k in _ALWAYS or v is not None}
+
+
+# A decision as science.leaders.Decision.to_dict writes it (store.shaped): read back by
+# Decision.from_dict, which takes `rounds` and `leader` and each comparison's four keys.
+_COMPARISON = {"candidate": int, "ratio": float, "low": float, "high": float}
+DECISION: dict[str, Any] = {
+    "rounds": int,
+    "leader": int,
+    "winner": int,
+    "tied": [int],
+    "comparisons": [_COMPARISON],
+    "median_samples_per_s": [float],
+    "margin": float,
+    "processes": [int],
+    "low_samples_per_s": [float],
+    "high_samples_per_s": [float],
+}
+
+
+def decision_problem(decision: dict[str, Any], partition: Partition) -> str | None:
+    """Why `decision` is not a decision over `partition`'s candidates as the verdict reads it
+    (its fields' types, `rounds` and `leader` present, each candidate index one of the
+    partition's, a figure per candidate at most); None where it is one."""
+    if (why := shaped.problem(decision, DECISION, "decision")) is not None:
+        return why
+    for key in ("rounds", "leader"):
+        if decision.get(key) is None:
+            return f"decision.{key} is missing"
+    n = len(partition.candidates)
+    indices = [("leader", decision["leader"]), ("winner", decision.get("winner"))]
+    indices += [(f"tied[{i}]", c) for i, c in enumerate(decision.get("tied") or [])]
+    for i, c in enumerate(decision.get("comparisons") or []):
+        if set(c) != set(_COMPARISON) or any(v is None for v in c.values()):
+            return f"decision.comparisons[{i}] does not hold {', '.join(_COMPARISON)}"
+        indices.append((f"comparisons[{i}].candidate", c["candidate"]))
+    for where, index in indices:
+        if index is not None and not 0 <= index < n:
+            return f"decision.{where} is {index}, not one of the {n} candidates' indices"
+    for key in ("median_samples_per_s", "low_samples_per_s", "high_samples_per_s"):
+        if len(decision.get(key) or []) > n:
+            return f"decision.{key} lists more figures than the {n} candidates"
+    return None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import os
 import platform
 import subprocess
 import sys
+import warnings
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 from gpubench.config.errors import ConfigError
 from gpubench.probes import datasheet, nvml, rapl
+from gpubench.store import shaped
 
 # Reading a folder's env.json imports nothing heavy; capturing this machine's imports torch and
 # the calibration probes (below, in the functions that capture).
@@ -61,10 +63,13 @@ def capture(
     }
 
 
-def read(run_dir: str | Path) -> dict[str, Any]:
+def read(run_dir: str | Path, skip_odd: bool = False) -> dict[str, Any]:
     """The environment captured in `run_dir`'s env.json: {} where the folder has none, the JSON
-    object it holds otherwise. A file that cannot be read, is not JSON or holds no object is a
-    ConfigError naming it (a user's input: one line, exit status 2)."""
+    object it holds otherwise, each key gpubench reads of the type it writes (SCHEMA). A file
+    that cannot be read, is not JSON or holds no object is a ConfigError naming it (a user's
+    input: one line, exit status 2). A key of the wrong type or range is a ConfigError naming
+    the file and the key; with `skip_odd` (a reader: explain, report) that key is left out with
+    a warning that says the same, and the rest is read."""
     path = Path(run_dir) / ENV_FILE
     if not path.is_file():
         return {}
@@ -74,10 +79,82 @@ def read(run_dir: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read {str(path)!r}: {e.strerror or e}") from None
     except ValueError as e:  # not JSON, or not UTF-8
         raise ConfigError(_not_an_object(path, f"not JSON ({e})")) from None
+    except RecursionError:
+        raise ConfigError(_not_an_object(path, "nested too deeply")) from None
     if not isinstance(captured, dict):
         held = _JSON_KINDS.get(type(captured), type(captured).__name__)
         raise ConfigError(_not_an_object(path, f"it holds {held}"))
-    return captured
+    kept = {}
+    for key, value in captured.items():
+        odd = shaped.problem(value, SCHEMA.get(key, object), key)
+        if odd is None:
+            kept[key] = value
+        elif not skip_odd:
+            raise ConfigError(f"{path}: {odd}; restore it from a copy, or remove the key")
+        else:
+            warnings.warn(f"{path}: {odd}; read without its {key!r}", stacklevel=2)
+    return kept
+
+
+# What gpubench writes under each key of env.json and reads back (store.shaped: a type is a
+# value of it or null, a dict an object of those keys, others allowed, a list an array of its
+# one item's shape, {"*": ...} an object whose every value has that shape).
+_CPU = {
+    "model": str,
+    "machine": str,
+    "logical_cores": int,
+    "usable_cores": int,
+    "torch_threads": int,
+    "torch_interop_threads": int,
+    "capability": str,
+    "bf16_instructions": bool,
+}
+_TORCH = {
+    "version": str,
+    "cuda": str,
+    "cudnn": int,
+    "float32_matmul_precision": str,
+    "cudnn_allow_tf32": bool,
+    "cudnn_benchmark": bool,
+    "cudnn_deterministic": bool,
+}
+_NVML = {"available": bool, "reason": str, "driver_version": str, "nvml_version": str}
+_GPU = {
+    "index": int,
+    "name": str,
+    "memory_bytes": int,
+    "compute_capability": str,
+    "multiprocessors": int,
+    "nvml": dict,
+    "datasheet": dict,
+}
+_PEAK = {
+    "measured_tflops": float,
+    "matrix_size": int,
+    "dtype": str,
+    "measured_at": str,
+    "source": str,
+    "round_spread": float,
+    "datasheet_tflops": float,
+}
+_BANDWIDTH = {"gb_per_s": float, "buffer_bytes": int, "source": str}
+_LOAD = {"load_average_1m": float, "cores": int, "other_load_cores": float}
+_MACHINE: dict[str, Any] = {
+    "captured_at": str,
+    "gpubench": {"version": str, "git_commit": str},
+    "python": str,
+    "os": str,
+    "hostname": str,
+    "cpu": _CPU,
+    "torch": _TORCH,
+    "nvml": _NVML,
+    "gpus": [_GPU],
+    "matmul_peaks": {"*": {"*": _PEAK}},
+    "memory_bandwidth": {"*": _BANDWIDTH},
+    "rapl": {"unavailable_reason": str},
+    "load": _LOAD,
+}
+SCHEMA: dict[str, Any] = {**_MACHINE, "machines": [_MACHINE]}
 
 
 def _not_an_object(path: Path, what: str) -> str:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpubench.config.errors import ConfigError
 from gpubench.config.registry import SETTINGS, null
+from gpubench.store import row_schema
 from gpubench.store.row import COLUMNS, RENAMED, SERIES
 
 # A run folder's rows, one JSON object per line: the one place the name is spelled.
@@ -211,19 +212,20 @@ def _lines(data: bytes) -> list[str]:
     return [b.decode("utf-8", errors="replace") for b in data.split(b"\n")]
 
 
-def checked_lines(path: Path) -> tuple[list[dict[str, Any]], int | None, str]:
-    """The rows of the results file `path`, and where its last non-blank line is not a row,
-    the byte offset that line starts at and why (else None and ""). A line that is not a row
-    before the last is a ResultsError naming file and line: rows were written after it, so it
-    is no crash in mid-write, and nothing may be appended after it."""
+def checked_lines(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], int | None, str]:
+    """The rows of the results file `path` (each with its line number, from 1), and where its
+    last non-blank line is not a row, the byte offset that line starts at and why (else None
+    and ""). A line that is not a row before the last is a ResultsError naming file and line:
+    rows were written after it, so it is no crash in mid-write, and nothing may be appended
+    after it."""
     data = path.read_bytes()
     lines = _lines(data)
     filled = [i for i, line in enumerate(lines) if line.strip()]
-    rows: list[dict[str, Any]] = []
+    rows: list[tuple[int, dict[str, Any]]] = []
     for i in filled:
         parsed = parse_row(lines[i])
         if isinstance(parsed, dict):
-            rows.append(parsed)
+            rows.append((i + 1, parsed))
         elif i == filled[-1]:
             offset = sum(len(b) + 1 for b in data.split(b"\n")[:i])
             return rows, offset, parsed
@@ -232,22 +234,38 @@ def checked_lines(path: Path) -> tuple[list[dict[str, Any]], int | None, str]:
     return rows, None, ""
 
 
-def read_rows(run_dir: str | Path) -> list[dict[str, Any]]:
+def read_rows(run_dir: str | Path, skip_odd: bool = False) -> list[dict[str, Any]]:
     """Every row of `run_dir`'s RESULTS_FILE (rows_in); a folder without one is a ResultsError."""
     path = Path(run_dir) / RESULTS_FILE
     if not path.is_file():
         raise ResultsError(f"no {RESULTS_FILE} in {str(run_dir)!r}; expected a gpubench run folder")
-    return rows_in(path)
+    return rows_in(path, skip_odd)
 
 
-def rows_in(path: Path) -> list[dict[str, Any]]:
-    """Every row of the file of rows `path` (parse_row). A last line that is not a row (a crash
-    mid-write) is skipped with a warning; one elsewhere is a ResultsError naming file and line.
-    A valid last row without its final newline is a row."""
+def rows_in(path: Path, skip_odd: bool = False) -> list[dict[str, Any]]:
+    """Every row of the file of rows `path` (parse_row), each field of each checked against the
+    row's schema (store.row_schema). A last line that is not a row (a crash mid-write) is
+    skipped with a warning; one elsewhere is a ResultsError naming file and line. A valid last
+    row without its final newline is a row. A row with a field of the wrong type or range is a
+    ResultsError naming the file, its line and the field (what a resume, which appends to the
+    file, must not read past); with `skip_odd` (a reader: explain, report, compare) it is left
+    out with a warning that says the same, and the other rows are read."""
     rows, torn, why = checked_lines(path)
     if torn is not None:
         warnings.warn(f"{path}: skipping its last line, not a row ({why})", stacklevel=3)
-    return rows
+    kept = []
+    for line, row in rows:
+        odd = row_schema.problem(row)
+        if odd is None:
+            kept.append(row)
+            continue
+        where = f"{path}, line {line}: {odd}"
+        if not skip_odd:
+            raise ResultsError(
+                f"{where}; correct the line or remove it (its point is measured again)"
+            )
+        warnings.warn(f"{where}; that row is left out", stacklevel=3)
+    return kept
 
 
 def repair_tail(path: Path) -> None:
@@ -303,7 +321,7 @@ def load_results(run_dir: str | Path) -> pd.DataFrame:
     """A run folder's rows as a DataFrame with the schema's columns first."""
     import pandas as pd  # not at import: a worker and the records' readers need none
 
-    rows = [upgraded(r) for r in read_rows(run_dir)]
+    rows = [upgraded(r) for r in read_rows(run_dir, skip_odd=True)]
     frame = pd.DataFrame(rows)
     # The schema's missing columns are added at once: one at a time fragments the frame (and
     # pandas warns about it on every report).

@@ -95,3 +95,23 @@ def size(n: float) -> str:
         if n >= 1024**power:
             return f"{n / 1024**power:.1f}{unit}"
     return f"{int(n)}B"
+
+
+# Characters a terminal acts on rather than shows: C0 controls and DEL, C1 controls (0x9b is a
+# CSI on some terminals), and the bidirectional overrides that reorder what follows them.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_BREAKS = re.compile("[\t\n]")
+
+
+def printable(text: str, lines: bool = False) -> str:
+    """`text` (read from a file: a model's name, a label, a run folder's name) as it may be
+    printed to a terminal: every control character (an ESC sequence's ESC, \\r, BEL, C1, the
+    bidirectional overrides) shown as its escape (\\x1b), as the HTML escapes what it shows; a
+    tab or a line break as well, unless `lines` (a text of several lines keeps its breaks and
+    tabs)."""
+
+    def shown(m: re.Match[str]) -> str:
+        return repr(m.group())[1:-1] if m.group() != "'" else m.group()
+
+    text = _CONTROL.sub(shown, text)
+    return text if lines else _BREAKS.sub(shown, text)
