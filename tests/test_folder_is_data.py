@@ -261,3 +261,33 @@ def test_a_tune_that_measured_nothing_exits_1(
     )
     err = capsys.readouterr().err
     assert "the tune measured no configuration" in err and str(out / "results.jsonl") in err
+
+
+def test_a_write_refused_by_permission_mid_sweep_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import builtins
+    import errno
+    import tempfile
+
+    from gpubench.store import results
+
+    out = tmp_path / "run"
+    written: list[bool] = []  # the folder turns read-only once results.jsonl has its first row
+
+    def refusing(file: object, mode: str = "r", *args: object, **kwargs: object) -> object:
+        if str(file) == str(out / "results.jsonl") and mode.startswith("a"):
+            if written:
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(file))
+            written.append(True)
+        return builtins.open(file, mode, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(results, "open", refusing, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the unwritten row is kept
+    args = ["--models", "mlp", "--size", "tiny", "--devices", "cpu", "--batch-sizes", "1,2"]
+    args += ["--precisions", "fp32", "--optimizers", "sgd", "--steps", "1", "--no-profile"]
+    assert main(["sweep", *args, "--no-confirm", "--quiet", "--out", str(out)]) == 2
+    error = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(error) == 1 and "Permission denied" in error[0], error
+    assert "once the folder is writable again, resume with" in error[0]
+    assert "room" not in error[0]
