@@ -62,6 +62,7 @@ def sweep(args: argparse.Namespace) -> int:
         confirm=args.confirm,
         shard=args.shard,
         plan_file=args.plan,
+        gpus=sweep_args.pool_devices(args),  # issue 53
     )
     if launched.under_torchrun():  # issue 17: this process is one rank of a torchrun launch
         return _launched_sweep(spec, out, options.point_timeout_s)

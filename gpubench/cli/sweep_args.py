@@ -80,6 +80,14 @@ def add_parser(sub: Any) -> None:
         help='batch_sizes = "auto": read the searches from FILE, searching and adding there '
         "those it lacks, so every shard given FILE measures the same batch sizes",
     )
+    sweep.add_argument(  # issue 53
+        "--gpus",
+        type=values.arg(_gpus),
+        metavar="all|I,J,...",
+        help="measure independent points at once, one worker per CUDA device (all, or indices "
+        "such as 0,1,3), each seeing only its own; the verdict's re-measurement runs after, "
+        "with the pool drained (default: one point at a time)",
+    )
     # issue 32: what the devices' time costs, and the epoch a cost per epoch is of
     sweep.add_argument(
         "--price",
@@ -106,6 +114,22 @@ def add_parser(sub: Any) -> None:
     for action in sweep._actions:  # the flags whose default is the suite's value
         if action.dest in (*S.AXES, "steps", "max_time", "profile"):
             action.help = (action.help or "") + SUITES_DEFAULT
+
+
+def _gpus(text: str) -> Any:
+    from gpubench.run import pool  # only where --gpus is given
+
+    return pool.parse(text)
+
+
+def pool_devices(args: argparse.Namespace) -> tuple[str, ...]:
+    """--gpus's devices on this machine (run.pool.resolve: refused without CUDA); () where not
+    given."""
+    if args.gpus is None:
+        return ()
+    from gpubench.run import pool
+
+    return pool.resolve(args.gpus)
 
 
 def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:

@@ -35,7 +35,8 @@ class RunOptions:
     `resume` a folder started before, with new axis values where `extend`, its `error` and
     `timeout` points measured again where `retry_failed`; `confirm` the leaders interleaved once
     the points are measured; `shard` (i, n): the i-th of n shares of the points (run.shard);
-    `plan_file`: where batch_sizes = "auto" keeps its plan for every shard (run.batch_plan)."""
+    `plan_file`: where batch_sizes = "auto" keeps its plan for every shard (run.batch_plan);
+    `gpus`: a device pool's devices (run.pool; empty: one point at a time)."""
 
     max_memory: int | None = None
     point_timeout_s: float | None = DEFAULT_POINT_TIMEOUT_S
@@ -45,6 +46,7 @@ class RunOptions:
     confirm: bool = True
     shard: tuple[int, int] | None = None
     plan_file: Path | None = None
+    gpus: tuple[str, ...] = ()
 
 
 def _setup_limit(point_timeout_s: float | None) -> float | None:

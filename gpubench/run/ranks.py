@@ -233,15 +233,26 @@ def point_rank(
         return parallel.measure_rank(point, budget, peak)  # _rank_main leaves the group
 
 
+def _rank_seeing(
+    rank: int, world: int, init_method: str, timeout_s: float, visible: str | None, *args: Any
+) -> dict[str, Any] | None:
+    """point_rank(...) in a rank that sees only the devices `visible` names (None: all)."""
+    if visible is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible
+    return point_rank(rank, world, init_method, timeout_s, *args)
+
+
 def run_parallel_point(
     point: Point,
     budget: Budget,
     timeout_s: float | None,
     group_timeout_s: float = GROUP_TIMEOUT_S,
     max_memory: int | None = None,
+    visible_devices: str | None = None,
 ) -> dict[str, Any]:
     """`point`'s row from `point.nproc` ranks on this node, each under `max_memory` bytes, all
-    within `timeout_s` seconds; every outcome is a row."""
+    within `timeout_s` seconds; every outcome is a row. `visible_devices`: the ranks' own
+    CUDA_VISIBLE_DEVICES (a device pool's, run.pool; None: this process's)."""
     from gpubench.harness import parallel, parallel_probes
     from gpubench.harness.step import unsupported_reason
     from gpubench.probes import load
@@ -261,9 +272,8 @@ def run_parallel_point(
             stacklevel=2,
         )
     try:
-        rows = launch(
-            point_rank, (point, budget, max_memory), point.nproc, timeout_s, group_timeout_s
-        )
+        own = (visible_devices, point, budget, max_memory)
+        rows = launch(_rank_seeing, own, point.nproc, timeout_s, group_timeout_s)
     except RankFailure as f:
         error = f.reason
         if f.status == "oom" and max_memory is not None:

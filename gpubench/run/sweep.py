@@ -26,6 +26,7 @@ from gpubench.run import (
     forkserver,
     maxbatch,
     phases,
+    pool,
     preflight,
     ranks,
 )
@@ -72,6 +73,7 @@ def run_sweep(
     confirm: bool = True,
     plan_file: Path | None = None,
     prepare: Sequence[str] = (),
+    gpus: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Measure every point of `spec` into run folder `out` (default results/<timestamp>) and
     return all its rows. Each row is on disk (fsynced) before the next point starts.
@@ -92,10 +94,13 @@ def run_sweep(
     a ConfigError. The worker that took those steps measures the points, and confirms.
     `prepare`: modules the caller needs after the sweep (the report's), imported meanwhile
     (run.forkserver.imported_meanwhile), done before the calibration starts.
+    `gpus`: measure the points in a device pool of these devices (run.pool), the confirmation
+    after it has drained.
     """
     options = RunOptions(
         max_memory, point_timeout_s, resume, extend, retry_failed, confirm, shard, plan_file
     )
+    options = dataclasses.replace(options, gpus=tuple(gpus))
     validate(spec)
     run_dir = Path(out) if out is not None else default_run_dir()
     with RunContext(run_dir, options) as run:
@@ -111,6 +116,8 @@ def run_sweep(
                 convergence.prepare(spec)  # load the data sets: a data problem is found first
                 _check_time_limit(spec.convergence, point_timeout_s)
             shards.check_before_writing(shard, spec)  # issue 23: a bad count writes nothing
+            if gpus:
+                pool.check(spec, gpus)  # issue 53
             # One training step per model, in a worker: a model that cannot train is exit 2,
             # not a folder of `error` rows (issue 22). A resumed sweep checks too: the code may
             # have changed.
@@ -129,7 +136,11 @@ def run_sweep(
             if shard is not None:
                 points = shards.select(points, *shard, spec)
             with run.log.phase("points"):
-                _measure(run, spec, points, done, on_row, should_stop, on_start, shard is not None)
+                if gpus:  # issue 53: one worker per device; drained before the confirmation
+                    pool.measure(run, spec, points, done, gpus, on_row, should_stop, on_start)
+                else:
+                    sharded = shard is not None
+                    _measure(run, spec, points, done, on_row, should_stop, on_start, sharded)
         finally:
             run.write_csv()
         stopped = should_stop is not None and should_stop()

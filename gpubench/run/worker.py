@@ -193,6 +193,9 @@ class WorkerRunner:
         self._proc: BaseProcess | None = None
         self._conn: Connection | None = None
         self._lifeline: Connection | None = None  # never written: its closing ends the worker
+        # what a worker runs: worker_main(*_target_args, conn, lifeline) (run.pool's differs)
+        self._target: Any = worker_main
+        self._target_args: tuple[Any, ...] = ()
 
     def run(self, point: Point, task: Task) -> dict[str, Any]:
         """`point`'s row, measured (a Budget) or trained (Convergence settings) in a worker."""
@@ -258,7 +261,8 @@ class WorkerRunner:
             return self._proc, self._conn
         self._stop_worker()
         t0 = time.perf_counter()
-        proc, parent, lifeline = forkserver.spawn(self._ctx, worker_main, (), "gpubench-worker")
+        target, args = self._target, self._target_args
+        proc, parent, lifeline = forkserver.spawn(self._ctx, target, args, "gpubench-worker")
         self._proc, self._conn, self._lifeline = proc, parent, lifeline
         try:
             ready = parent.poll(STARTUP_TIMEOUT_S) and parent.recv()

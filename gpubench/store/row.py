@@ -188,6 +188,10 @@ COLUMNS += ["usd_to_target"]
 COLUMNS += ["remeasured", "sweep_samples_per_s", "remeasured_low_samples_per_s"]
 COLUMNS += ["remeasured_high_samples_per_s", "unstable"]
 TEXT += ["cpu_energy_method"]
+# issue 53: a device pool's row (run.pool): the devices its worker saw (CUDA_VISIBLE_DEVICES), and
+# the most points measured beside it on the node while it ran; null outside a pool
+COLUMNS += ["pool_devices", "points_beside"]
+TEXT += ["pool_devices"]
 TEXT += ["loader", "loader_dataset"]  # issue 31
 
 SERIES = ["step_times_s", "curve"]

@@ -1,0 +1,65 @@
+"""Workloads for the device pool's tests (not part of gpubench): each names, in its Workload's
+name (a row's `workload`), the CUDA_VISIBLE_DEVICES its worker saw; `visible_slow` also sleeps
+at its second forward pass (a measured point surely in flight when a test stops the sweep);
+`killed_at_3`'s worker is killed with SIGKILL in the middle of its point of batch 3."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import torch
+from fault_workloads import _asleep_at, _wrap
+from torch import nn
+
+from gpubench import models
+from gpubench.models.workload import Workload
+
+
+def _seen() -> str:
+    return f"visible={os.environ.get('CUDA_VISIBLE_DEVICES')}"
+
+
+def visible() -> Workload:
+    """The tiny MLP, named after the CUDA_VISIBLE_DEVICES of the process that built it."""
+    w = models.build("mlp", "tiny")
+    w.name = _seen()
+    return w
+
+
+def visible_slow() -> Workload:
+    """fault_workloads.slow (its second forward pass sleeps $GPUBENCH_TEST_SLOW_S seconds, after
+    touching $GPUBENCH_TEST_SLOW_MARKER), named as visible()."""
+    w = _wrap(_asleep_at(2))
+    w.name = _seen()
+    return w
+
+
+class _KilledAt:
+    """SIGKILL to its own process at a forward pass of `batch` samples after the first call (the
+    sweep's check step): the worker dies in the middle of that point."""
+
+    def __init__(self, batch: int) -> None:
+        self.batch, self.calls = batch, 0
+
+    def __call__(self, n: int) -> None:
+        self.calls += 1
+        if self.calls > 1 and n == self.batch:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class _Killer(nn.Module):
+    def __init__(self, inner: nn.Module, fault: _KilledAt) -> None:
+        super().__init__()
+        self.inner, self.fault = inner, fault
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.fault(len(x))
+        return self.inner(x)
+
+
+def killed_at_3() -> Workload:
+    """visible()'s MLP whose worker is killed (SIGKILL) while it measures a batch of 3."""
+    w = visible()
+    w.model = _Killer(w.model, _KilledAt(3))
+    return w

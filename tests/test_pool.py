@@ -1,0 +1,150 @@
+"""Issue 53: a device pool on one node (run.pool), run for real on the CPU with fake devices
+(GPUBENCH_FAKE_DEVICES, the pool's test hook): each worker sees its own CUDA_VISIBLE_DEVICES,
+at most one point per device runs at once, a k-device point never holds back single-device
+points, a worker killed mid-point is one `error` row, a stop keeps every finished row and a
+resume measures only the rest."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from isolation import rows
+
+from gpubench.cli.main import main
+from gpubench.config.errors import ConfigError
+from gpubench.config.spec import Budget, Point, SweepSpec
+from gpubench.config.suite import load_suite
+from gpubench.run import pool
+from gpubench.run.sweep import run_sweep
+
+FOUR = ("0", "1", "2", "3")
+
+
+def _spec(tmp_path: Path, models: str, batches: str = "[1, 2, 3, 4]") -> SweepSpec:
+    suite = tmp_path / "pool.toml"
+    suite.write_text(
+        f'name = "pool"\nmodels = {models}\nsize = "tiny"\ndevices = ["cpu"]\n'
+        f'batch_sizes = {batches}\nprecisions = ["fp32"]\noptimizers = ["sgd", "adamw"]\n'
+    )
+    spec = load_suite(suite)
+    budget = dataclasses.replace(Budget.fixed(1, spec.budget.warmup_steps), profile_steps=0)
+    return dataclasses.replace(spec, budget=budget)
+
+
+def _sweep(spec: SweepSpec, out: Path, devices: tuple[str, ...], **kw: Any) -> None:
+    run_sweep(spec, out, gpus=devices, confirm=False, **kw)
+
+
+def _overlap(run_dir: Path) -> int:
+    """The most points in flight at once, from phases.json's point times."""
+    points = json.loads((run_dir / "phases.json").read_text())["points"]
+    edges = sorted([(p["start"], 1) for p in points] + [(p["end"], -1) for p in points])
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+@pytest.fixture
+def fake4(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(pool.FAKE_DEVICES_ENV, "4")
+
+
+def test_four_devices_run_eight_points_at_most_four_at_once_each_seeing_its_own(
+    tmp_path: Path, fake4: None
+) -> None:
+    out = tmp_path / "run"
+    _sweep(_spec(tmp_path, '["pool_workloads:visible"]'), out, FOUR)
+    got = rows(out)
+    assert len(got) == 8 and {r["status"] for r in got} == {"ok"}
+    assert len({Point.of(r).key() for r in got}) == 8
+    for r in got:  # the worker that measured the point saw its device, and that device alone
+        assert r["workload"] == f"visible={r['pool_devices']}"
+        assert r["pool_devices"] in FOUR and 0 <= r["points_beside"] <= 3
+    assert len({r["pool_devices"] for r in got}) > 1
+    assert 1 < _overlap(out) <= 4  # at once, never more than a point per device
+    record = json.loads((out / pool.POOL_FILE).read_text())
+    assert record["devices"] == list(FOUR) and record["fake"] is True
+
+
+def test_a_two_device_point_does_not_hold_back_single_device_points() -> None:
+    def point(nproc: int, batch: int) -> Point:
+        parallel = "ddp" if nproc > 1 else "none"
+        return Point("mlp", "tiny", "cuda", "fp32", "sgd", batch, parallel=parallel, nproc=nproc)
+
+    spec = SweepSpec(name="t", models=("mlp",), devices=("cuda",))
+    ddp, one, other = point(2, 8), point(1, 4), point(1, 2)
+    order = pool.deal_order([one, ddp, other], spec)
+    assert order == [ddp, one, other]  # largest budget first: nproc x the budget
+    needs = lambda p: pool.need(p, 4, fake=False)  # noqa: E731
+    assert pool.next_fit(order, 1, needs) == 1  # one device free: the next point that fits
+    assert pool.next_fit(order, 2, needs) == 0  # two free: the DDP point, first in order
+    assert pool.next_fit([ddp], 1, needs) is None  # it waits for its second device
+    cpu = dataclasses.replace(one, device="cpu")
+    assert pool.need(cpu, 4, fake=False) == 4 and pool.need(cpu, 4, fake=True) == 1
+
+
+def test_a_worker_killed_mid_point_is_one_error_row_and_the_rest_complete(
+    tmp_path: Path, fake4: None
+) -> None:
+    out = tmp_path / "run"
+    _sweep(_spec(tmp_path, '["pool_workloads:killed_at_3"]'), out, ("0", "1"))
+    got = rows(out)
+    assert len(got) == 8
+    failed = [r for r in got if r["status"] != "ok"]
+    assert [(r["status"], r["batch_size"]) for r in failed] == [("error", 3), ("error", 3)]
+    assert all("SIGKILL" in r["error"] for r in failed)
+    # the devices whose workers were killed measured on, in fresh workers
+    after = {r["pool_devices"] for r in got[got.index(failed[0]) + 1 :] if r["status"] == "ok"}
+    assert after, "no point was measured after the kill"
+
+
+def test_a_stop_keeps_every_finished_row_and_a_resume_measures_only_the_rest(
+    tmp_path: Path, fake4: None
+) -> None:
+    spec = _spec(tmp_path, '["pool_workloads:visible"]')
+    out = tmp_path / "run"
+    written: list[dict[str, Any]] = []
+    _sweep(
+        spec,
+        out,
+        ("0", "1"),
+        on_row=lambda row, done, total: written.append(row),
+        should_stop=lambda: bool(written),  # as the first Ctrl-C: stop dealing
+    )
+    first = (out / "results.jsonl").read_text()
+    kept = rows(out)
+    assert 1 <= len(kept) <= 2 and len(kept) == len(written)  # the point in flight finishes
+    _sweep(spec, out, ("0", "1"), resume=True)
+    got = rows(out)
+    assert (out / "results.jsonl").read_text().startswith(first)  # the rows kept, unchanged
+    assert len(got) == 8 and len({Point.of(r).key() for r in got}) == 8
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal of a machine without CUDA")
+def test_gpus_without_cuda_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(pool.FAKE_DEVICES_ENV, raising=False)
+    out = tmp_path / "run"
+    assert main(["sweep", "--models", "mlp", "--gpus", "all", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--gpus needs CUDA devices" in err[0], err
+    assert not out.exists()
+
+
+def test_gpus_values_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert pool.parse("all") == "all" and pool.parse("0, 3,1") == ("0", "3", "1")
+    for bad in ("0,0", "x", "1,,2", "-1"):
+        with pytest.raises(ConfigError, match="allowed: all, or device indices"):
+            pool.parse(bad)
+    monkeypatch.setenv(pool.FAKE_DEVICES_ENV, "4")
+    assert pool.resolve("all") == FOUR and pool.resolve(("3", "1")) == ("3", "1")
+    with pytest.raises(ConfigError, match="names device 4, and this machine has 4"):
+        pool.resolve(("4",))
