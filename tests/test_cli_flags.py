@@ -62,7 +62,8 @@ def test_a_shared_flag_has_one_help_text(flag: str) -> None:
         (
             "--max-time",
             "soon",
-            "argument --max-time: invalid number of seconds 'soon'; allowed: a number above 0",
+            "argument --max-time: invalid number of seconds 'soon'; allowed: a number of seconds "
+            "above 0, up to a year (31,622,400 s)",
         ),
         (
             "--option",
