@@ -19,6 +19,7 @@ from gpubench.report import build, build_report, figure, plots
 from gpubench.report import effective_batch as EB
 from gpubench.report.explain import run_verdicts
 from gpubench.report.runs import combine, load_runs
+from gpubench.store.wording import times
 
 DATA = Path(__file__).resolve().parent / "data" / "h100"
 GiB = 2**30
@@ -81,8 +82,8 @@ def test_the_verdict_names_the_gpu_with_the_speedup_charts_figures(
         low, high = mine["speedup"].min(), mine["speedup"].max()
         (a,) = v.across
         assert (a.low, a.high) == pytest.approx((low, high))
-        assert f"{low:,.2f}x to {high:,.2f}x ({len(mine)} configurations" in verdict
-        assert f"<b>across devices</b>: cuda {a.ratio:,.2f}x cpu" in verdict
+        assert f"{times(low)} to {times(high)} ({len(mine)} configurations" in verdict
+        assert f"<b>across devices</b>: cuda {times(a.ratio)} cpu" in verdict
     # the speedups stand on contended CUDA rows, and the section says so
     speedup = page[page.index("<h2>Speedup over the CPU</h2>") :]
     cuda = frame[(frame["device"] == "cuda") & (frame["status"] == "ok")]

@@ -21,6 +21,7 @@ from gpubench.report.build import build_report
 from gpubench.report.explain import explain_runs
 from gpubench.store import confirmations, tune_record
 from gpubench.store.tune_record import RoundRecord, TrialRecord, TuneRecord
+from gpubench.store.wording import percent
 from gpubench.tune.record import coverage
 from tests.report_fixture import cpu_gpu_runs
 
@@ -49,7 +50,7 @@ def test_a_real_tune_json_states_its_true_coverage_and_how_it_ended(tmp_path: Pa
     share = c["configurations_measured"] / c["space_size"]
     assert (
         f"{c['configurations_measured']} of {c['space_size']} configurations measured "
-        f"({share:.0%}); {c['combos_measured']} of {c['combos']} setting combinations"
+        f"({percent(share)}); {c['combos_measured']} of {c['combos']} setting combinations"
     ) in text
     assert f"Stopped early: {record['stopped']}; {record['rounds_decided']} of 3 rounds" in text
     assert "?" not in text.split("Time:")[0]  # nothing the file holds reads as unknown

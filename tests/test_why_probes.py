@@ -108,7 +108,7 @@ def test_profiling_is_skipped_where_it_would_cost_more_than_its_share() -> None:
     step, cpu, budget = (lambda: calls.append(1)), torch.device("cpu"), Budget(profile_steps=1)
     # 1 s steps, 0.5 s of warm-up and 3 s of windows: one more step would add 29%.
     skipped = profile_after(step, cpu, budget, _measured(1.0, 3, 0.5))
-    assert isinstance(skipped, str) and skipped.startswith("skipped: 1 step(s) of 1 s")
+    assert isinstance(skipped, str) and skipped.startswith("skipped: 1 step(s) of 1.00 s")
     assert not calls
     # 10 ms steps over 2 s: one more step adds 0.5%.
     assert profile_after(step, cpu, budget, _measured(0.01, 200, 0.1)) is not None and calls

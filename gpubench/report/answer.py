@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from gpubench.science import standing
 from gpubench.science.verdict import ModelVerdict
-from gpubench.store.wording import cell
+from gpubench.store.wording import cell, number
 
 HEADERS = (
     "model, optimizer",
@@ -46,7 +46,7 @@ def rows(verdicts: Sequence[ModelVerdict]) -> list[tuple[str, ...]]:
             (
                 v.model,
                 v.fastest if choice is None else str(choice["label"]),
-                f"{sps:,.0f}{mark}",
+                f"{number(sps)}{mark}",
                 cell(tokens, ",.0f"),
                 _lead(v),
                 v.bottleneck or "not classified",
@@ -56,7 +56,7 @@ def rows(verdicts: Sequence[ModelVerdict]) -> list[tuple[str, ...]]:
         )
         if len(v.devices) > 1:
             out += [
-                (f"  on {d.device}", d.fastest, f"{d.samples_per_s:,.0f}", "", "", "", "", "")
+                (f"  on {d.device}", d.fastest, number(d.samples_per_s), "", "", "", "", "")
                 for d in v.devices
             ]
     return out

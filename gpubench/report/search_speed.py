@@ -111,7 +111,7 @@ def coverage(s: TuneRecord) -> str:
     else:
         counted = ""
     size = c.get("space_size")
-    share = f" ({measured / size:.0%})" if isinstance(size, int) and size > 0 else ""
+    share = f" ({wording.percent(measured / size)})" if isinstance(size, int) and size > 0 else ""
     combos, of_combos = c.get("combos_measured"), c.get("combos")
     text = f"Coverage: {measured} of {size if isinstance(size, int) else '?'} configurations"
     text += f" measured{share}{counted}"
@@ -380,7 +380,7 @@ def _phases(ax: Any, s: TuneRecord, end: float) -> None:
     if budget is not None and budget <= end:
         ax.axvline(budget, color="red", linestyle="--", linewidth=1.2, label=BUDGET)
     elif budget is not None:
-        text = f"budget {budget:,.0f} s, beyond this edge"
+        text = f"budget {seconds(budget)}, beyond this edge"
         ax.text(
             0.995, 0.5, text, transform=ax.transAxes, **{**UPRIGHT, "va": "center", "color": "red"}
         )

@@ -13,6 +13,7 @@ from gpubench.report import html as H
 from gpubench.report.figure import Chart, empty_panel, palette, panels, save
 from gpubench.report.search_speed import mark, seconds, time_spent
 from gpubench.store.target_record import TargetRecord, TargetRun
+from gpubench.store.wording import number
 
 MARKERS = {"reached": "*", "kept": "o", "stopped": "x", "seed": "D"}
 FATE = {
@@ -109,7 +110,7 @@ def chart(name: str, record: TargetRecord, plots_dir: Path, file: str) -> Chart:
         f"{metric} {'' if record.target is None else record.target}"
     )
     save(fig, plots_dir, file, title, keys=keys)
-    rungs = ", ".join(f"{x:.3g}" for x in record.rungs_s)
+    rungs = ", ".join(number(x) for x in record.rungs_s)
     caption = (
         "Left: each run that reached the target, at the wall second it ended, by the training "
         "seconds it took (seed re-runs as diamonds); the black step line is the least known so "

@@ -9,6 +9,7 @@ from gpubench.report import answer
 from gpubench.report import html as H
 from gpubench.science import bottleneck as B
 from gpubench.science.verdict import ModelVerdict
+from gpubench.store.wording import percent
 
 
 def verdict_section(verdicts: Sequence[ModelVerdict], cpu_energy: str | None = None) -> str:
@@ -23,12 +24,13 @@ def verdict_section(verdicts: Sequence[ModelVerdict], cpu_energy: str | None = N
     cards = [_card(v) for v in verdicts]
     rules = (
         '<p class="caption">How the bottleneck is judged (first rule that holds): input-bound '
-        f"when batches come from the host and copies take {B.INPUT_COPY_SHARE:.0%} or more of "
+        f"when batches come from the host and copies take {percent(B.INPUT_COPY_SHARE)} or more of "
         f"the device's busy time; launch/host-bound when the device is busy less than "
-        f"{B.LAUNCH_BUSY:.0%} of the unprofiled median step, when the step time hardly grows "
-        f"with the batch (a fixed per-step cost of {B.FIXED_SHARE:.0%} or more of the step) "
+        f"{percent(B.LAUNCH_BUSY)} of the unprofiled median step, when the step time hardly grows "
+        f"with the batch (a fixed per-step cost of {percent(B.FIXED_SHARE)} or more of the step) "
         "from a smallest batch that is overhead-bound, or when the step is under "
-        f"{B.OVERHEAD_ROOF:.0%} of both roofs; compute- or memory-bound at {B.BOUND_ROOF:.0%} or "
+        f"{percent(B.OVERHEAD_ROOF)} of both roofs; compute- or memory-bound at "
+        f"{percent(B.BOUND_ROOF)} or "
         "more of that roof (the measured matmul peak, the measured bandwidth) and clearly above "
         "the other (by more than two calibrations of one machine differ); else mixed: both "
         "roofs alike, or under a third of both.</p>\n"

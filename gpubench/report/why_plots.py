@@ -15,7 +15,7 @@ from gpubench.report import series as S
 from gpubench.report.figure import Chart, log_y, panels_of, readable_log, save
 from gpubench.report.series_style import SeriesStyles
 from gpubench.science.bottleneck import busy_fraction
-from gpubench.store.wording import milliseconds
+from gpubench.store.wording import milliseconds, number
 
 CATEGORY_COLOURS = {
     "matmul": "#1f77b4",
@@ -129,7 +129,7 @@ def roofline(frame: pd.DataFrame, plots_dir: Path) -> Chart | None:
                 xs, np.minimum(peak, bw * 1e9 * xs / 1e12), color="grey", linewidth=1, alpha=0.7
             )
             ax.annotate(
-                f"{precision} roof {peak:.3g}",
+                f"{precision} roof {number(peak)}",
                 (xs[-1], peak),
                 fontsize=7,
                 ha="right",

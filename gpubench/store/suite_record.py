@@ -91,7 +91,7 @@ SCHEMA: dict[str, Any] = {
     "convergence": dict,
     "model_options": dict,
     "profile": bool,
-    "grow_batch_sizes": [int],
+    "grow_batch_sizes": [str],  # device types ("cpu", "cuda") whose series grow
     "skip_emulated": bool,
     "prices": {"usd_per_hour": {"*": float}, "epoch_samples": float},
     "cpu_watts": float,
