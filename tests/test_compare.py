@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -206,3 +207,58 @@ def test_two_runs_without_a_common_point_fail_the_gate(tmp_path: Path) -> None:
     c = compare(tmp_path / "a", tmp_path / "b")
     assert c.exit_code() == 1
     assert summary(c).startswith("FAILED: no point is in both runs")
+
+
+FIVE_SWEEPS = Path(__file__).resolve().parents[1] / "results" / "20261128-cpu-five-sweeps-b"
+
+
+@pytest.mark.parametrize("pair", [(1, 2), (1, 5), (3, 4)])
+def test_two_stored_sweeps_of_one_commit_that_drifted_pass(
+    pair: tuple[int, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two default sweeps of one commit minutes apart on the quiet 2-core CPU: their step
+    times moved 17-104%, each within the machines' drift that compare reads from the runs."""
+    base, new = (FIVE_SWEEPS / f"run-{i}" for i in pair)
+    c = compare(base, new)
+    assert c.drift is not None and c.drift.probe is not None and c.drift.matched >= 8
+    assert c.exit_code() == 0 and c.regressions == []
+    moved = [p for p in c.points if abs(p.step_time_change_pct or 0) > 15]
+    assert moved and all(p.verdict == "within drift" for p in moved)
+    assert main(["compare", str(base), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert f"within the machines' drift of {c.drift.pct:.0f}%: cannot tell" in out
+
+
+def _slowed_copy(src: Path, dst: Path, factor: float) -> Path:
+    """A copy of run folder `src` whose code runs `factor` times slower: its rows' step times
+    and its re-measured figures scaled alike (env.json, the machine, as it was)."""
+    dst.mkdir()
+    for name in ("env.json", "suite.json"):
+        shutil.copy(src / name, dst / name)
+    rows = [json.loads(line) for line in (src / "results.jsonl").read_text().splitlines()]
+    for r in rows:
+        if r.get("status") == "ok":
+            r["step_times_s"] = [t * factor for t in r["step_times_s"]]
+            r["step_time_s"] *= factor
+            r["samples_per_s"] /= factor
+    (dst / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    confirm = json.loads((src / "confirm.json").read_text())
+    for part in confirm["partitions"]:
+        part["samples_per_s"] = [
+            [x / factor for x in figures] for figures in part.get("samples_per_s") or []
+        ]
+    (dst / "confirm.json").write_text(json.dumps(confirm))
+    return dst
+
+
+def test_a_regression_far_beyond_the_drift_still_fails(tmp_path: Path) -> None:
+    base = FIVE_SWEEPS / "run-1"
+    new = _slowed_copy(FIVE_SWEEPS / "run-2", tmp_path / "slow", 3.0)
+    c = compare(base, new)
+    # a slowdown of every configuration alike moves their common level, not the drift
+    unslowed = compare(base, FIVE_SWEEPS / "run-2").drift
+    assert c.drift is not None and unslowed is not None and c.drift.pct is not None
+    assert c.drift.pct == pytest.approx(unslowed.pct) and c.drift.pct < 100
+    assert c.exit_code() == 1
+    assert len(c.regressions) == len(c.points)
+    assert main(["compare", str(base), str(new)]) == 1

@@ -108,3 +108,43 @@ def test_without_rounds_rows_within_the_drift_of_the_leader_tie() -> None:
     # apart, and a machine's pace drifts by more than that between points
     rows = [_row(1000, 0.01, b=1), _row(950, 0.01, b=2), _row(800, 0.01, b=3)]
     assert [r["b"] for r in leaders.by_intervals(rows)] == [1, 2]
+
+
+# Seven rounds of two configurations: B is 10% ahead in five rounds that share the machine with
+# it; A's two fast rounds (a quiet minute) give A the higher median samples/s (440 against 410).
+DISAGREE = [
+    [450.0, 440.0, 436.0, 600.0, 610.0, 300.0, 310.0],
+    [495.0, 484.0, 480.0, 400.0, 410.0, 330.0, 341.0],
+]
+
+
+def test_the_rounds_ratios_pick_the_leader_where_the_medians_disagree() -> None:
+    d = leaders.decide(DISAGREE, margin=0.03)
+    assert d.median_samples_per_s[0] > d.median_samples_per_s[1]  # the medians name A
+    assert d.leader == 1  # the per-round ratios name B: x1.10 over A in five of seven rounds
+    (c,) = d.comparisons
+    assert c.candidate == 0 and c.ratio == pytest.approx(1.1, abs=0.005) and c.ratio >= 1
+    # a record written when the medians picked the leader reads by the ratios too
+    old = {**d.to_dict(), "leader": 0, "tied": [0, 1]}
+    old["comparisons"] = [{"candidate": 1, "ratio": 1 / c.ratio, "low": 0.6, "high": 1.5}]
+    part = {"decision": old, "samples_per_s": DISAGREE, "processes": [4, 3]}
+    again = leaders.recorded(part, 0.03)
+    assert again.leader == 1 and all(x.ratio >= 1 for x in again.comparisons)
+    # without its rounds a record reads as written
+    assert leaders.recorded({"decision": old}, 0.03).leader == 0
+
+
+def test_no_leader_is_shown_at_less_than_x1_over_what_it_leads() -> None:
+    rng = np.random.default_rng(5)
+    disagreed = 0  # draws where the higher median samples/s trails by the ratios
+    for _ in range(300):
+        n, rounds = int(rng.integers(2, 5)), int(rng.integers(6, 10))
+        pace = rng.uniform(0.5, 1.5, rounds)  # the machine's pace, shared by a round
+        x = rng.uniform(95, 105, (n, 1)) * pace * rng.uniform(0.85, 1.15, (n, rounds))
+        d = leaders.decide(x.tolist())
+        ratio = [[float(np.median(x[a] / x[b])) for b in range(n)] for a in range(n)]
+        top = int(np.argmax(np.median(x, axis=1)))
+        disagreed += any(ratio[top][b] < 1 for b in range(n) if b != top)
+        if any(all(ratio[a][b] >= 1 for b in range(n) if b != a) for a in range(n)):
+            assert all(c.ratio >= 1 for c in d.comparisons), (x, d)
+    assert disagreed >= 10

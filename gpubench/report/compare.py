@@ -1,5 +1,7 @@
 """Compare two runs point by point: step time, throughput and peak memory, with a Mann-Whitney U
-test on the raw step times so that noise is not called a regression."""
+test on the raw step times so that noise within a run is not called a regression, and the
+machines' drift between the runs (report.drift) so that drift is not either: a change no larger
+than the drift is "within drift" (cannot tell from two stored runs), never a regression."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from scipy.stats import mannwhitneyu
 from gpubench.config.keys import identity, identity_dict
 from gpubench.config.labels import label
 from gpubench.report.analysis import MEMORY_COLUMNS, real
+from gpubench.report.drift import Drift, between
 from gpubench.store.benchjson import rows_from_benchmark_json
 from gpubench.store.results import RESULTS_FILE, ResultsError, load_results
 from gpubench.store.row import IDENTITY
@@ -86,7 +89,8 @@ class PointChange:
     new_samples: int = 0
     p_value: float | None = None
     verdict: str = "unchanged"  # regression, improvement, unchanged, not significant,
-    # too few samples, broken (ran in base, not in new), fixed
+    # too few samples, within drift (no larger than the machines' drift between the runs),
+    # broken (ran in base, not in new), fixed
 
     @property
     def label(self) -> str:
@@ -109,6 +113,8 @@ class Comparison:
     # earlier rows of points measured twice, set aside for each point's latest row
     replaced_in_base: int = 0
     replaced_in_new: int = 0
+    # how far the machine itself moved between the runs (None: not read; see compare)
+    drift: Drift | None = None
 
     @property
     def regressions(self) -> list[PointChange]:
@@ -139,9 +145,16 @@ def _samples(value: Any) -> list[float]:
 
 
 def compare_point(
-    base: dict[str, Any], new: dict[str, Any], threshold_pct: float, alpha: float
+    base: dict[str, Any],
+    new: dict[str, Any],
+    threshold_pct: float,
+    alpha: float,
+    drift_factor: float | None = None,
 ) -> PointChange:
-    """The change from `base` to `new` (two rows of the same point) and its verdict."""
+    """The change from `base` to `new` (two rows of the same point) and its verdict: beyond
+    `threshold_pct` and significant (Mann-Whitney U p < `alpha`) it is a regression or an
+    improvement, unless its median step times are no more than `drift_factor` (the machines'
+    drift, a factor >= 1; None: unknown) apart, which is "within drift"."""
     point = point_fields(base)
     b_status, n_status = str(base["status"]), str(new["status"])
     if b_status != "ok" or n_status != "ok":
@@ -156,8 +169,17 @@ def compare_point(
     if len(xs) >= MIN_SAMPLES and len(ys) >= MIN_SAMPLES:
         p_value = float(mannwhitneyu(ys, xs, alternative="two-sided").pvalue)
     beyond = change is not None and abs(change) > threshold_pct
+    b_time, n_time = float(base["step_time_s"]), float(new["step_time_s"])
+    drifted = (
+        drift_factor is not None
+        and b_time > 0
+        and n_time > 0
+        and max(n_time / b_time, b_time / n_time) <= drift_factor
+    )
     if not beyond:
         verdict = "unchanged"
+    elif drifted:
+        verdict = "within drift"
     elif p_value is None:
         verdict = "too few samples"
     elif p_value >= alpha:
@@ -168,8 +190,8 @@ def compare_point(
         point,
         b_status,
         n_status,
-        base_step_time_s=float(base["step_time_s"]),
-        new_step_time_s=float(new["step_time_s"]),
+        base_step_time_s=b_time,
+        new_step_time_s=n_time,
         step_time_change_pct=change,
         throughput_change_pct=_pct(base.get("samples_per_s"), new.get("samples_per_s")),
         memory_column=mem,
@@ -187,16 +209,19 @@ def compare(
     threshold_pct: float = THRESHOLD_PCT,
     alpha: float = ALPHA,
 ) -> Comparison:
-    """Match the points of `base` and `new` on their whole identity and compare each pair; the
-    points of one side that the other lacks are listed, never dropped."""
+    """Match the points of `base` and `new` on their whole identity and compare each pair
+    (compare_point, against the machines' drift between them: report.drift); the points of one
+    side that the other lacks are listed, never dropped."""
     (b, b_replaced), (n, n_replaced) = load_input(base), load_input(new)
+    drift = between(base, new)
     b_rows = {point_key(r): r for r in b.to_dict("records")}
     n_rows = {point_key(r): r for r in n.to_dict("records")}
-    out = Comparison(str(base), str(new), threshold_pct, alpha)
+    out = Comparison(str(base), str(new), threshold_pct, alpha, drift=drift)
     out.replaced_in_base, out.replaced_in_new = b_replaced, n_replaced
     for k, row in b_rows.items():
         if k in n_rows:
-            out.points.append(compare_point(row, n_rows[k], threshold_pct, alpha))
+            point = compare_point(row, n_rows[k], threshold_pct, alpha, drift.factor)
+            out.points.append(point)
         else:
             out.only_in_base.append(point_fields(row))
     out.only_in_new = [point_fields(r) for k, r in n_rows.items() if k not in b_rows]
@@ -247,6 +272,15 @@ def summary(c: Comparison) -> str:
         if n:
             text += f"; {plural(n, 'earlier row')} of points measured twice in {side} set "
             text += "aside for the latest"
+    if c.drift is not None:
+        text += f"\n{c.drift.describe()}"
+        drifted = sum(p.verdict == "within drift" for p in c.points)
+        if drifted:
+            text += (
+                f"\n{plural(drifted, 'change')} within the machines' drift of "
+                f"{c.drift.pct:.0f}%: cannot tell from two stored runs; measure both versions "
+                "interleaved in one job"
+            )
     return text
 
 
@@ -271,6 +305,9 @@ def _formatted(c: Comparison, fmt: str) -> str:
             "threshold_pct": c.threshold_pct,
             "alpha": c.alpha,
             "regressions": len(c.regressions),
+            "drift": None
+            if c.drift is None
+            else {**asdict(c.drift), "factor": c.drift.factor, "pct": c.drift.pct},
             "points": [{**asdict(p), "label": p.label} for p in c.points],
             "only_in_base": c.only_in_base,
             "only_in_new": c.only_in_new,
@@ -283,7 +320,7 @@ def _formatted(c: Comparison, fmt: str) -> str:
         lines = [
             f"### gpubench: `{c.new}` against `{c.base}`",
             "",
-            f"**{summary(c)}**",
+            *(f"**{line}**" if i == 0 else line for i, line in enumerate(summary(c).split("\n"))),
             "",
             "| " + " | ".join(HEADERS) + " |",
             "|" + "|".join("---" if i < 2 or i == 8 else "---:" for i in range(len(HEADERS))) + "|",

@@ -7,10 +7,13 @@ A row's samples/s is known to within the 95% confidence interval of its median s
 leader's, and the runner-up: any of them could be the fastest. They are re-measured in rounds,
 one short window each per round, in rotating order, so that whatever else the machine does in
 those minutes falls on all of them alike. For the leader of the rounds and each other candidate
-the per-round ratio of their samples/s is a paired sample; the leader's lead over a candidate
-*holds* when the distribution-free 95% interval of the median ratio (a sign test's: scipy's
-`quantile_test`) lies above 1 + MARGIN, the practical difference. A winner is named only where
-its lead holds over every candidate; the others are tied with it, and the interval says how:
+the per-round ratio of their samples/s is a paired sample, and the same ratios pick the leader
+(the candidate whose median per-round ratio over each other is highest, never the higher median
+samples/s alone: two statistics could name a leader at x0.90 over what it leads); its lead over
+a candidate *holds* when the distribution-free 95% interval of the median ratio (a sign test's:
+scipy's `quantile_test`) lies above 1 + MARGIN, the practical difference. A winner is named only
+where its lead holds over every candidate; the others are tied with it, and the interval says
+how:
 
 - the interval lies within the margin on both sides: equivalent (no practical difference);
 - its lower bound is above 1 but not above 1 + MARGIN: ahead, but perhaps by less than the
@@ -158,7 +161,8 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Decision:
-    """The outcome of the rounds. `leader` is the candidate with the highest median samples/s;
+    """The outcome of the rounds. `leader` is the candidate whose median per-round ratio over
+    each other candidate is at least 1 (leader_of; the higher median samples/s among several);
     `winner` is it where its lead holds (by more than `margin`) over every other candidate,
     else None; `tied` are the candidates it could not be told from by that much (itself first;
     empty when there is a winner)."""
@@ -224,7 +228,7 @@ def decide(
     if sum(groups) != x.shape[1] or any(n < 1 for n in groups):
         raise ValueError(f"processes {processes} do not split the {x.shape[1]} rounds")
     medians = np.median(x, axis=1)
-    leader = int(np.argmax(medians))
+    leader = leader_of(x, medians.tolist())
     comps = [_compare(x[leader], x[c], c, groups) for c in range(x.shape[0]) if c != leader]
     figures = [spread(list(row), groups) for row in x]
     return replace(
@@ -233,6 +237,29 @@ def decide(
         low_samples_per_s=[f[1] for f in figures],
         high_samples_per_s=[f[2] for f in figures],
     )
+
+
+def leader_of(x: np.ndarray, medians: list[float]) -> int:
+    """The candidate (a row of `x`, samples/s per round) whose smallest median per-round ratio
+    over another candidate (the statistic a Comparison quotes) is highest, then the higher
+    median samples/s: whenever a candidate is at least x1 over every other by the rounds, the
+    leader is one (its every Comparison reads x1 or more). Only where the ratios run in a
+    circle (a over b, b over c, c over a) is there none, and the leader is the one that trails
+    least."""
+    n = x.shape[0]
+    worst = [min(float(np.median(x[c] / x[o])) for o in range(n) if o != c) for c in range(n)]
+    return max(range(n), key=lambda c: (worst[c], medians[c]))
+
+
+def recorded(partition: dict[str, Any], margin: float = MARGIN) -> Decision:
+    """A confirmation record's (confirm.json partition's) decision at `margin`: decided again
+    from its rounds (`samples_per_s`, `processes`) where it kept them, so that a record written
+    when the higher median samples/s picked the leader reads by the ratios as well; as
+    recorded otherwise."""
+    samples, processes = partition.get("samples_per_s"), partition.get("processes")
+    if samples and len(samples) >= 2 and all(len(s) >= MIN_ROUNDS for s in samples):
+        return decide(samples, margin, processes)
+    return Decision.from_dict(partition["decision"]).at(margin)
 
 
 def _settle(

@@ -202,7 +202,7 @@ def _confirmed(
     decided at: the comparisons are the rounds', the margin the reader's); `unmeasured` could
     be the fastest too (their intervals reach the leader's) but did not fit the budget: they
     tie with the leader, by the rows' figures."""
-    d = leaders.Decision.from_dict(record["decision"]).at(margin)
+    d = leaders.recorded(record, margin)
     best = rows[d.leader]
     comps = {c.candidate: c for c in d.comparisons}
     paired = {identity(rows[i]): c for i, c in comps.items()}
