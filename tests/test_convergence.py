@@ -103,12 +103,33 @@ def test_an_absurd_learning_rate_diverges_and_its_row_is_stored(tmp_path: Path) 
     assert read_rows(tmp_path)[0]["diverged_at_step"] == row["diverged_at_step"]
 
 
-def test_noise_scale_is_recorded_over_training() -> None:
-    conv = Convergence(max_steps=40, eval_every_steps=10, eval_rel_gap=0, noise_every_steps=20)
-    row = train_point(mlp_point(), conv)
-    measured = [c["b_simple"] for c in row["curve"] if c["b_simple"] is not None]
-    assert len(measured) >= 2 and all(v > 0 for v in measured)
-    assert row["noise_scale_b_simple"] == measured[-1]
+def test_noise_scale_comes_from_the_training_steps_themselves() -> None:
+    # every 2nd step measured, split into 4 micro-batches (the point accumulates 1); AdamW
+    # gives the preconditioned B_noise beside the raw one, each inside its interval
+    conv = Convergence(max_steps=40, eval_every_steps=20, eval_rel_gap=0, noise_every_steps=2)
+    row = train_point(mlp_point(batch=64, opt="adamw"), conv)
+    assert row["status"] == "ok" and row["steps_measured"] == 40
+    assert (row["noise_scale_micro_batches"], row["noise_scale_split"]) == (4, True)
+    assert (row["noise_scale_first_step"], row["noise_scale_last_step"]) == (2, 38)
+    assert row["noise_scale_steps"] == 19 and row["noise_scale_skipped_steps"] == 0
+    for name in ("noise_scale_b_noise", "noise_scale_b_noise_preconditioned"):
+        assert 0 < row[f"{name}_low"] <= row[name] <= (row[f"{name}_high"] or math.inf)
+    assert row["noise_scale_step_overhead"] is not None
+    assert row["noise_scale_time_overhead"] is not None and row["noise_scale_time_overhead"] < 1
+    assert row["noise_scale_b_simple"] is None  # the extra-pass probe is gone
+    json.dumps(row, allow_nan=False)
+
+
+def test_an_accumulating_point_is_measured_in_its_own_micro_batches() -> None:
+    # SGD: no preconditioned figure; accumulate 2 is measured as it trains, not split further
+    conv = Convergence(max_steps=24, eval_every_steps=24, eval_rel_gap=0, noise_every_steps=3)
+    point = Point(
+        "mlp", "tiny", "cpu", "fp32", "sgd", 32, 0, "device", lr_scaling="none", accumulate=2
+    )
+    row = train_point(point, conv)
+    assert (row["noise_scale_micro_batches"], row["noise_scale_split"]) == (2, False)
+    assert row["noise_scale_steps"] == 7 and row["noise_scale_b_noise"] is not None
+    assert row["noise_scale_b_noise_preconditioned"] is None
 
 
 SUITE = """
@@ -171,5 +192,5 @@ def test_convergence_point_on_cuda_in_bf16() -> None:
     row = train_point(point, conv)
     assert row["status"] == "ok" and row["eval_accuracy"] >= 0.9
     assert row["steps_measured"] == 100 and row["step_time_s"] > 0
-    assert row["noise_scale_b_simple"] is not None
+    assert row["noise_scale_b_noise_preconditioned"] is not None
     assert row["time_to_target_s"] is None or row["time_to_target_s"] <= row["wall_time_s"]

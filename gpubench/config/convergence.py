@@ -30,9 +30,10 @@ class Convergence:
     optimizer's) is scaled from `base_batch_size` to the point's batch size by `lr_scaling`
     (auto: linear for SGD, sqrt for Adam and AdamW), ramped up linearly over `warmup_samples`
     where it grows. A train loss that is not finite or exceeds `divergence_factor` times the
-    first one ends the point as diverged. The gradient noise scale is measured every
-    `noise_every_steps` steps (0: never) from `noise_samples` training samples in
-    `noise_splits` parts, averaged with decay `noise_ema`. Image models see `image_size`-pixel
+    first one ends the point as diverged. The gradient noise scale is measured on one training
+    step in every `noise_every_steps` (0: never), split into `noise_splits` micro-batches where
+    the point accumulates 1 (science.convergence); `noise_samples` and `noise_ema` are accepted
+    and unused since issue 51. Image models see `image_size`-pixel
     square images where it is set (else their own input size; the MLP takes the digits at their
     native 8x8). `data_dir` is the folder a file-based data set (cifar10) is read from.
     """
@@ -54,7 +55,7 @@ class Convergence:
     base_batch_size: int = 32
     warmup_samples: int = 2048
     divergence_factor: float = 3.0
-    noise_every_steps: int = 50
+    noise_every_steps: int = 4
     noise_samples: int = 256
     noise_splits: int = 4
     noise_ema: float = 0.9

@@ -1,21 +1,24 @@
 """A convergence run of one point: train on a real data set until a budget ends, evaluate on the
 held-out split along the way, and record the learning curve and when a quality target was met.
 
-Times are training time only: evaluation and noise-scale probes run between timed stretches of
-training. Steps-to-target is the step of the first evaluation that met the target, so it is
-known to within the evaluation gap (see curve.next_eval_step).
+Times are training time only: evaluation runs between timed stretches of training.
+Steps-to-target is the step of the first evaluation that met the target, so it is known to within
+the evaluation gap (see curve.next_eval_step). The gradient noise scale comes from the training
+steps themselves (probes.gradient_norms): one step in every `noise_every_steps` is measured, split
+into `noise_splits` micro-batches where the point accumulates 1, and its extra time is stated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from gpubench import models
 from gpubench.config import precision
@@ -31,10 +34,10 @@ from gpubench.harness.timing import Stats, StepMarks, synchronize
 from gpubench.harness.train import Trainer, make_trainer
 from gpubench.models.workload import Workload
 from gpubench.probes import stretch_energy
+from gpubench.probes.gradient_norms import GradientNorms
 from gpubench.probes.stretch_energy import StretchEnergy
-from gpubench.science import lr_scaling
+from gpubench.science import gradient_noise, lr_scaling
 from gpubench.science.curve import first_reaching, meets, next_eval_step
-from gpubench.science.noise_scale import NoiseScale, gradient_norms
 from gpubench.store.row import finite_or_none, make_row
 from gpubench.store.wording import number, times
 
@@ -115,26 +118,60 @@ def _plan(point: Point, conv: Convergence) -> _Plan:
 
 
 class _Noise:
-    """Measures the gradient noise scale every `every` steps on its own stream of samples."""
+    """The gradient noise scale from the run's own steps: step s is measured where s >= 1 and
+    s is a multiple of `noise_every_steps` (0: never)."""
 
-    def __init__(self, conv: Convergence, ds: DataSet, device: torch.device, seed: int) -> None:
+    def __init__(self, conv: Convergence, trainer: Trainer) -> None:
         self.every = conv.noise_every_steps
-        self.splits = conv.noise_splits
-        self.scale = NoiseScale(conv.noise_ema)
-        self.next_step = 0
-        self.batches: Iterator[Batch] | None = None
-        if self.every > 0:
-            n = min(conv.noise_samples, ds.train_size)
-            self.batches = ds.train_batches(n, device, seed + 1_000_003)
+        self.norms = GradientNorms(trainer, conv.noise_splits) if self.every > 0 else None
 
-    def maybe_measure(self, step: int, model: nn.Module, loss_fn: Callable) -> float | None:
-        """B_simple after a measurement at `step` if one is due, else None."""
-        if self.batches is None or step < self.next_step:
-            return None
-        x, y = next(self.batches)
-        self.scale.update(*gradient_norms(model, loss_fn, x, y, self.splits))
-        self.next_step = step + self.every
-        return self.scale.b_simple
+    def measuring(self, step: int) -> contextlib.AbstractContextManager[None]:
+        """The context step `step` trains in: measured where due, else nothing."""
+        if self.norms is None or step < 1 or step % self.every:
+            return nullcontext()
+        return self.norms.measuring(step)
+
+    def columns(self, batch_size: int, step_times: list[float]) -> dict[str, Any]:
+        """The row's noise-scale columns (store.row): B_noise raw and (Adam, AdamW)
+        preconditioned over the measured steps (their means; Fieller's interval from batch
+        means), the step range, the micro-batches and whether they were split for the
+        measurement, and the measurement's cost: the median measured step over the median
+        other step, less 1, and the measured steps' extra seconds over the training time."""
+        if self.norms is None:
+            return {}
+        numbers, raw, pre = self.norms.steps(batch_size)
+        out: dict[str, Any] = {
+            "noise_scale_micro_batches": self.norms.micro_batches,
+            "noise_scale_split": self.norms.split,
+            "noise_scale_steps": len(numbers),
+            "noise_scale_first_step": min(numbers, default=None),
+            "noise_scale_last_step": max(numbers, default=None),
+        }
+        for name, steps in (("b_noise", raw), ("b_noise_preconditioned", pre)):
+            est = _estimate(steps)
+            out[f"noise_scale_{name}"] = est and est.b_noise
+            out[f"noise_scale_{name}_low"] = est and est.low and float(est.low)
+            # an infinite high end (|G|^2 not told from 0) is stored as null
+            out[f"noise_scale_{name}_high"] = est and est.high and finite_or_none(float(est.high))
+            if name == "b_noise":
+                out["noise_scale_skipped_steps"] = est.skipped if est else None
+        measured = set(numbers)  # step s's time is step_times[s]
+        hooked = [t for s, t in enumerate(step_times) if s in measured]
+        plain = [t for s, t in enumerate(step_times) if s not in measured and s >= 1]
+        if hooked and plain:
+            typical = float(torch.tensor(plain).median())
+            out["noise_scale_step_overhead"] = float(torch.tensor(hooked).median()) / typical - 1
+            out["noise_scale_time_overhead"] = (sum(hooked) - len(hooked) * typical) / sum(
+                step_times
+            )
+        return out
+
+
+def _estimate(steps: list[gradient_noise.StepNorms]) -> gradient_noise.NoiseScale | None:
+    """B_noise over `steps` (their means), or None with no finite step."""
+    if not any(s.finite() for s in steps):
+        return None
+    return gradient_noise.noise_scale(steps, "mean")
 
 
 def train_point(point: Point, conv: Convergence) -> dict[str, Any]:
@@ -207,7 +244,7 @@ class _Training:
         )
         self.batches = ds.train_batches(point.batch_size, self.device, point.seed)
         self.held_out = ds.eval_batches(self.device, conv.eval_samples, EVAL_CHUNK)
-        self.noise = _Noise(conv, ds, self.device, point.seed)
+        self.noise = _Noise(conv, self.trainer)
         self.curve: list[dict[str, Any]] = []
         self.step_times: list[float] = []
         self.train_time = self.eval_time = 0.0
@@ -256,7 +293,8 @@ class _Training:
             if self.step <= plan.warmup:
                 for group in trainer.optimizer.param_groups:
                     group["lr"] = lr
-            losses.append(trainer.step(*next(self.batches)))
+            with self.noise.measuring(self.step):
+                losses.append(trainer.step(*next(self.batches)))
             marks.mark()
             self.step += 1
             if self.train_time + time.perf_counter() - t0 >= plan.time_limit_s:
@@ -285,11 +323,10 @@ class _Training:
             )
 
     def record(self, train_loss: float | None, lr: float) -> dict[str, Any]:
-        """Evaluate on the held-out set (and the noise scale, where due), outside the timed
-        training, and append the curve's entry for the current step."""
+        """Evaluate on the held-out set, outside the timed training, and append the curve's
+        entry for the current step."""
         t0 = time.perf_counter()
         eval_loss, eval_acc = evaluate(self.trainer, self.held_out)
-        b_simple = self.noise.maybe_measure(self.step, self.trainer.model, self.trainer.loss_fn)
         synchronize(self.device)
         self.eval_time += time.perf_counter() - t0
         entry = {
@@ -300,7 +337,6 @@ class _Training:
             "eval_loss": finite_or_none(eval_loss),
             "eval_accuracy": finite_or_none(eval_acc),
             "lr": lr,
-            "b_simple": b_simple,
             **self.energy.curve_entry(),
         }
         self.curve.append(entry)
@@ -347,7 +383,7 @@ def _row(run: _Training, ds: DataSet, point_time_s: float) -> dict[str, Any]:
         lr_warmup_steps=plan.warmup,
         eval_time_s=run.eval_time,
         diverged_at_step=diverged[0] if diverged else None,
-        noise_scale_b_simple=run.noise.scale.b_simple,
+        **run.noise.columns(point.batch_size, run.step_times),
         step_times_s=run.step_times,
         curve=run.curve,
     )

@@ -18,6 +18,8 @@ from gpubench.science import economy, leaders, plan, remeasured, standing, targe
 from gpubench.science.bottleneck import BOTTLENECKS, Bottleneck, classify
 from gpubench.science.devices import Across, DeviceLead, across, device_leads, energy_lines
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
+from gpubench.science.fastest_to_target import FastestToTarget, noise_of, samples_per_s_by_batch
+from gpubench.science.fastest_to_target import answer as goodput_answer
 from gpubench.science.input_bound import input_lines
 from gpubench.science.levers import levers, no_help
 from gpubench.science.partition import answer, finite, grouped, heading, label, series, varying
@@ -45,6 +47,8 @@ class ModelVerdict:
     stands_on_counts: dict[str, int] = field(default_factory=dict)
     cpu_speedup: str | None = None
     time_to_target: str | None = None
+    # issue 51: the goodput pick from B_noise and the samples/s per batch (science.goodput)
+    goodput: FastestToTarget | None = None
     bottleneck: str | None = None
     evidence: list[str] = field(default_factory=list)
     levers: list[str] = field(default_factory=list)
@@ -111,6 +115,8 @@ class ModelVerdict:
             out.append(("planned, not measured", self.planned))
         if self.time_to_target:
             out.append(("fastest to target", self.time_to_target))
+        if self.goodput is not None:
+            out.append(("fastest to target", self.goodput.line()))
         out += self.device_items()
         if self.bottleneck:
             out.append(
@@ -174,6 +180,7 @@ class ModelVerdict:
             "next_experiment": self.next_experiment,
             "cpu_speedup": self.cpu_speedup,
             "time_to_target": self.time_to_target,
+            "fastest_to_target": None if self.goodput is None else self.goodput.to_dict(),
             "energy": self.energy,
             "economy": self.economy,  # issue 32
             "effective_batch": [a.to_dict() for a in self.effective_batch],
@@ -204,15 +211,31 @@ def verdicts(
     if "remeasured" not in frame or frame["remeasured"].isna().all():
         # rows not read through remeasured.apply: one figure per configuration all the same
         frame = remeasured.apply(frame, confirmations)
-    groups = grouped(frame.to_dict("records"), partition_key)
+    records = frame.to_dict("records")
+    groups = grouped(records, partition_key)
+    noisy = [r for r in records if finite(r.get("noise_scale_b_noise"))]  # issue 51
     found = {partition_key(c["fixed"]): c for c in confirmations or []}
     out = []
     for key in sorted(groups, key=lambda k: tuple(str(x) for x in k)):
         rows = groups[key]
         if any(standing.ran(r) for r in rows):
             missing = plan.of_partition(unreached, rows[0])
-            out.append(_verdict(rows, found.get(key), margin, command, missing, stops))
+            v = _verdict(rows, found.get(key), margin, command, missing, stops)
+            v.goodput = _goodput(v.identity, rows, noisy)
+            out.append(v)
     return out
+
+
+def _goodput(
+    best: dict[str, Any], rows: list[dict[str, Any]], noisy: list[dict[str, Any]]
+) -> FastestToTarget:
+    """issue 51: the goodput pick over the samples/s per batch of the leader's configuration,
+    at the B_noise of the convergence rows (`noisy`) of its model, size and optimizer."""
+    mine = configuration(best, "batch_size")
+    speed = [r for r in rows if standing.ran(r) and configuration(r, "batch_size") == mine]
+    same = ("model", "model_size", "optimizer")
+    noise = noise_of([r for r in noisy if all(r[k] == best[k] for k in same)])
+    return goodput_answer(samples_per_s_by_batch(speed), noise, str(best["model"]))
 
 
 def _verdict(

@@ -87,7 +87,22 @@ COLUMNS = [
     "lr_warmup_steps",
     "eval_time_s",
     "diverged_at_step",
-    "noise_scale_b_simple",
+    "noise_scale_b_simple",  # before issue 51: from extra passes (old rows only)
+    # issue 51: B_noise from the training steps' own micro-batch norms (science.convergence)
+    "noise_scale_b_noise",
+    "noise_scale_b_noise_low",
+    "noise_scale_b_noise_high",
+    "noise_scale_b_noise_preconditioned",
+    "noise_scale_b_noise_preconditioned_low",
+    "noise_scale_b_noise_preconditioned_high",
+    "noise_scale_steps",
+    "noise_scale_first_step",
+    "noise_scale_last_step",
+    "noise_scale_skipped_steps",
+    "noise_scale_micro_batches",
+    "noise_scale_split",
+    "noise_scale_step_overhead",
+    "noise_scale_time_overhead",
     # busy machine (issue 14): the load while the point ran, and whether that was contended
     "other_load_cores",
     "busy",

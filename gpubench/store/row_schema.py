@@ -29,6 +29,7 @@ FLAGS = frozenset(
         "remeasured",
         "unstable",
         "scaling_efficiency_noisy",
+        "noise_scale_split",  # issue 51
     }
 )
 # A device as a row names it: where it ran (another machine's CUDA device is no error here).
