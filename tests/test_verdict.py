@@ -22,6 +22,7 @@ from gpubench.report import analysis as A
 from gpubench.report.runs import combine, load_runs
 from gpubench.science import bottleneck as B
 from gpubench.science.verdict import verdicts
+from gpubench.store import confirmations
 from gpubench.store.wording import times
 
 ROOF = {"tflops": 10.0, "peak_tflops": 100.0, "peak_bandwidth_gb_per_s": 1000.0}  # ridge 100
@@ -174,23 +175,21 @@ min_time_s = 0
 """
 
 
-@pytest.mark.parametrize("flags", [[], ["--no-profile"]])
-def test_a_sweep_ends_with_the_verdict(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
-) -> None:
+def test_a_sweep_ends_with_the_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # without a profile and a confirmation; the sweep with both is tests/test_verdict_answer.py's
     suite = tmp_path / "tiny.toml"
     suite.write_text(TINY)
     out = tmp_path / "run"
+    flags = ["--no-profile", "--no-confirm"]
     assert main(["sweep", str(suite), "--out", str(out), "--quiet", *flags]) == 0
     printed = capsys.readouterr().out
     table, verdict = printed.index("gpubench results"), printed.index("verdict (run):")
     assert table < verdict and "mlp/tiny, sgd: " in printed[verdict:]
     assert "how sure: " in printed[verdict:]
+    assert "not re-measured (no confirmation in this run)" in printed[verdict:]
+    assert not (out / confirmations.FILE).exists()
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    profiled = [r.get("profile") is not None for r in rows]
-    assert profiled == [not flags] * 2
-    if not flags:
-        assert all(r["bottleneck"] in B.BOTTLENECKS for r in rows)
+    assert [r.get("profile") for r in rows] == [None, None]
     env_obj = json.loads((out / "env.json").read_text())
     assert env_obj["memory_bandwidth"]["cpu"]["gb_per_s"] > 0
     assert "rapl" in env_obj
