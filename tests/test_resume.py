@@ -89,7 +89,8 @@ def test_a_sweep_killed_at_any_moment_resumes_to_every_point_once(tmp_path: Path
     suite.write_text(EIGHT)
     out = tmp_path / "run"
     results = out / "results.jsonl"
-    common = ["--quiet", "--steps", "2"]
+    # no confirmation: what it re-measures is no row (tests/test_verdict_answer.py checks it)
+    common = ["--quiet", "--steps", "2", "--no-confirm"]
     kept: list[bytes] = []
     # 1: killed while starting (suite.json written, no row yet); 2: killed three rows later,
     # while measuring; 3: resumed to the end.
