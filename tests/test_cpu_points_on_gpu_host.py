@@ -58,7 +58,7 @@ devices = ["cpu"]
 batch_sizes = [8]
 optimizers = ["sgd"]
 parallel = ["ddp", "fsdp"]
-nproc = [4]
+nproc = [2]
 [budget]
 warmup_steps = 1
 min_steps = 2
@@ -70,20 +70,23 @@ profile_steps = 0
 
 
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="needs torchrun on PATH")
-def test_a_cpu_torchrun_launch_of_4_ranks_sets_no_cuda_device(tmp_path: Path) -> None:
+def test_a_cpu_torchrun_launch_sets_no_cuda_device(tmp_path: Path) -> None:
+    # Two ranks rather than the README's four (issue 49: half the processes): on the pretended
+    # host every rank's selection of a CUDA device fails, the first's as the fourth's, and which
+    # device a rank would select for its local rank is the parametrized test below.
     suite = tmp_path / "suite.toml"
     suite.write_text(SUITE)
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
     command = [
-        "torchrun", "--standalone", "--nproc-per-node", "4",
+        "torchrun", "--standalone", "--nproc-per-node", "2",
         "-m", "fake_cuda_host", "sweep", str(suite), "--out", str(out), "--quiet",
     ]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = read_rows(out)
     assert [(r["parallel"], r["status"]) for r in rows] == [("ddp", "ok"), ("fsdp", "ok")]
-    assert all(r["world_size"] == 4 and r["backend"] == "gloo" for r in rows)
+    assert all(r["world_size"] == 2 and r["backend"] == "gloo" for r in rows)
 
 
 @pytest.mark.parametrize(
