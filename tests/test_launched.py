@@ -1,8 +1,11 @@
 """A sweep launched by torchrun (here --standalone, two gloo ranks on this machine): rank 0
-alone writes the rows, and a rank that fails ends the launch with a row naming it."""
+alone writes the rows, and a rank that fails ends the launch with a row naming it; a launch into
+that folder from another machine is refused as `--resume` refuses it, and so is one into a folder
+in use."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -10,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from gpubench.run import folder
 from gpubench.store.results import read_rows
 
 TESTS = Path(__file__).resolve().parent
@@ -31,17 +35,21 @@ max_time_s = 1
 """
 
 
-@pytest.mark.skipif(shutil.which("torchrun") is None, reason="needs torchrun on PATH")
-def test_torchrun_launch_writes_rows_from_rank_0_and_stops_at_a_failure(tmp_path: Path) -> None:
-    suite = tmp_path / "launched.toml"
-    suite.write_text(SUITE)
-    out = tmp_path / "run"
+def _launch(suite: Path, out: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
     command = [
         "torchrun", "--standalone", "--nproc-per-node", "2",
         "-m", "gpubench", "sweep", str(suite), "--out", str(out), "--point-timeout", "5",
     ]  # fmt: skip
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="needs torchrun on PATH")
+def test_torchrun_launch_writes_rows_from_rank_0_and_stops_at_a_failure(tmp_path: Path) -> None:
+    suite = tmp_path / "launched.toml"
+    suite.write_text(SUITE)
+    out = tmp_path / "run"
+    done = _launch(suite, out)
     assert done.returncode != 0  # the failed point ended the launch
     rows = read_rows(out)
     # nproc = 1 points are not this launch's; the cnn point comes after the failure
@@ -51,3 +59,20 @@ def test_torchrun_launch_writes_rows_from_rank_0_and_stops_at_a_failure(tmp_path
     ]
     assert rows[0]["world_size"] == 2 and rows[0]["global_batch_size"] == 8
     assert rows[1]["error"].startswith("rank 1 of 2: ValueError: injected failure on rank 1")
+
+    # The same folder (issue 49: this launch's, where it had a launch of its own): a launch into
+    # it is refused where another machine measured its rows, and while another sweep holds it.
+    before = (out / "results.jsonl").read_bytes()
+    saved = (out / "env.json").read_text()
+    other = json.loads(saved)
+    other["torch"]["version"] = "1.0.0"
+    (out / "env.json").write_text(json.dumps(other))
+    done = _launch(suite, out)
+    assert done.returncode != 0
+    assert "measured on another machine" in done.stderr and "torch: '1.0.0' there" in done.stderr
+    assert (out / "results.jsonl").read_bytes() == before
+    (out / "env.json").write_text(saved)
+    with folder.locked(out):  # another sweep in the folder
+        done = _launch(suite, out)
+    assert done.returncode != 0 and "is in use by another sweep" in done.stderr, done.stderr[-3000:]
+    assert (out / "results.jsonl").read_bytes() == before

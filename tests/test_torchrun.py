@@ -1,11 +1,10 @@
-"""torchrun launches (--standalone, two gloo ranks on this machine) keep a run folder's guards
-and name the rank that ended a point: a folder of another machine is refused as `--resume`
-refuses it, a folder in use is refused, and a rank killed by a signal is the one the row
-blames (its survivor only saw a closed connection)."""
+"""torchrun launches (--standalone, two gloo ranks on this machine) name the rank that ended a
+point: a rank killed by a signal is the one the row blames (its survivor only saw a closed
+connection). A launch's folder guards (another machine's folder, a folder in use) are checked on
+tests/test_launched.py's folder."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -13,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.run import folder
 from gpubench.store.results import read_rows
 
 TESTS = Path(__file__).resolve().parent
@@ -58,26 +56,3 @@ def test_a_killed_rank_is_named_not_its_survivor(tmp_path: Path) -> None:
     assert "then rank 0 of 2: " in row["error"]  # the survivor's lost peer, after the cause
     # rank 0 rendered the report before torchrun stopped it (the other rank's exit stops it)
     assert (out / "report.html").is_file(), done.stderr[-2000:]
-
-
-def test_a_launch_into_another_machines_folder_or_a_locked_one_is_refused(
-    tmp_path: Path,
-) -> None:
-    out = tmp_path / "run"
-    assert _launch(tmp_path, "mlp", out).returncode == 0
-    (row,) = read_rows(out)
-    assert row["status"] == "ok"
-    before = (out / "results.jsonl").read_bytes()
-    saved = (out / "env.json").read_text()
-    other = json.loads(saved)
-    other["torch"]["version"] = "1.0.0"
-    (out / "env.json").write_text(json.dumps(other))
-    done = _launch(tmp_path, "mlp", out)
-    assert done.returncode != 0
-    assert "measured on another machine" in done.stderr and "torch: '1.0.0' there" in done.stderr
-    assert (out / "results.jsonl").read_bytes() == before
-    (out / "env.json").write_text(saved)
-    with folder.locked(out):  # another sweep in the folder
-        done = _launch(tmp_path, "mlp", out)
-    assert done.returncode != 0 and "is in use by another sweep" in done.stderr, done.stderr[-3000:]
-    assert (out / "results.jsonl").read_bytes() == before
