@@ -390,13 +390,14 @@ def max_batch(args: argparse.Namespace) -> int:
     (cli.max_batch_args) that fits under the memory cap and print it; with --target-batch or
     --checkpoint, the largest micro-batch per checkpoint mode and the fewest accumulation steps
     for the target (run.accumulation_plan)."""
+    point = max_batch_args.point_from_args(args)  # a bad flag is refused before torch loads
+
     from gpubench.cli import console
     from gpubench.config.model_options import decode
     from gpubench.harness.step import unsupported_reason
     from gpubench.run import accumulation_plan, maxbatch, preflight
     from gpubench.run.worker import WorkerRunner
 
-    point = max_batch_args.point_from_args(args)
     max_memory, point_timeout_s, as_json = args.max_memory, args.point_timeout, args.json
     target_batch, budget = args.target_batch, values.budget_from_args(args, Budget())
     # built in a worker: a factory that hangs or kills its process is met by the search's

@@ -93,7 +93,9 @@ def leave(status: int) -> int:
         sys.stderr.flush()
     except BrokenPipeError:
         return status
-    atexit._run_exitfuncs()
+    atexit._run_exitfuncs()  # multiprocessing's among them: its workers are ended
+    if "gpubench.run.forkserver" in sys.modules:  # its server, still importing, holds stdout
+        sys.modules["gpubench.run.forkserver"].stop()
     os._exit(status)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import multiprocessing as mp
+import os
 import signal
 import sys
 import threading
@@ -59,6 +60,19 @@ def start() -> None:
     ctx = context()
     with main_module_hidden():
         ensure_running(ctx)
+
+
+def stop() -> None:
+    """End the fork server at once where this process started one: called as a command's
+    process ends. A server still importing PRELOAD notices its parent's exit only when its
+    imports are done (seconds), and meanwhile holds the command's stdout and stderr open, so a
+    caller reading them to their end (a script, CI) waited for imports nobody would use."""
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # the stdlib's one server
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):  # it ended already
+            os.kill(pid, signal.SIGKILL)
 
 
 def spawn(
