@@ -8,6 +8,7 @@ from typing import Any
 
 from gpubench.config.prices import Prices
 from gpubench.science.partition import finite
+from gpubench.science.standing import positive
 
 S_PER_HOUR = 3600.0
 
@@ -28,7 +29,7 @@ def columns(row: dict[str, Any], prices: Prices) -> dict[str, Any]:
     if usd is None:
         return {}
     per_s = usd * devices_held(row) / S_PER_HOUR
-    rate = float(row["samples_per_s"]) if _positive(row.get("samples_per_s")) else None
+    rate = positive(row.get("samples_per_s"))
     reached = row.get("time_to_target_s")
     return dict(
         usd_per_hour=per_s * S_PER_HOUR,
@@ -39,7 +40,3 @@ def columns(row: dict[str, Any], prices: Prices) -> dict[str, Any]:
         else per_s * prices.epoch_samples / rate,
         usd_to_target=float(row["time_to_target_s"]) * per_s if finite(reached) else None,
     )
-
-
-def _positive(value: Any) -> bool:
-    return finite(value) and value > 0

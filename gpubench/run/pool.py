@@ -44,7 +44,6 @@ from gpubench.probes import load
 from gpubench.run import cost, cpu_watts, phases, ranks
 from gpubench.run.shard import expected_cost
 from gpubench.run.worker import Task, WorkerRunner, worker_main
-from gpubench.store.row import make_row
 
 FAKE_DEVICES_ENV = "GPUBENCH_FAKE_DEVICES"
 POOL_FILE = "pool.json"
@@ -208,7 +207,7 @@ def measure(
     each row to `run`'s store as it comes back (see the module docstring). Returns once every
     point is written, or the dealing stopped and the points in flight are; a KeyboardInterrupt
     (SIGTERM's Terminated too) kills the workers and is raised again."""
-    from gpubench.run.sweep import MEMORY_GROUP, _emulated  # the sweep imports this module
+    from gpubench.run.sweep import _emulated, note_oom, ran_out, skipped_oom  # it imports this
     from gpubench.science import bottleneck
 
     fake = fake_count() is not None
@@ -226,11 +225,7 @@ def measure(
     if on_start is not None:
         on_start(total, finished)
     write_record(run.store, devices, fake)
-    oom_at: dict[tuple[Any, ...], int] = {}
-    for r in done_rows:
-        if r.get("status") == "oom" and not str(r.get("error") or "").startswith("skipped:"):
-            key = Point.of(r).key(drop=MEMORY_GROUP)
-            oom_at[key] = min(oom_at.get(key, int(r["batch_size"])), int(r["batch_size"]))
+    oom_at = ran_out(done_rows)
     task: Task = spec.budget if spec.profile else dataclasses.replace(spec.budget, profile_steps=0)
     assert isinstance(task, Budget)
     threads = max(1, load.cores() // len(devices))
@@ -289,10 +284,9 @@ def measure(
                 if i is None:
                     break
                 p = waiting.pop(i)
-                smallest = oom_at.get(p.key(drop=MEMORY_GROUP))
-                if smallest is not None and p.batch_size > smallest:
-                    error = f"skipped: B={smallest} ran out of memory"
-                    write(make_row(p, "oom", error=error), None)
+                skipped = skipped_oom(oom_at, p)
+                if skipped is not None:
+                    write(skipped, None)
                     continue
                 held = tuple(free[: needs(p)])
                 del free[: needs(p)]
@@ -317,8 +311,7 @@ def measure(
                 raise got
             ended = time.time()
             if got["status"] == "oom":
-                key = flight.point.key(drop=MEMORY_GROUP)
-                oom_at[key] = min(oom_at.get(key, flight.point.batch_size), flight.point.batch_size)
+                note_oom(oom_at, flight.point)
             write(got, flight)
             name = phases.point_name(flight.point)
             run.log.point(name, flight.started, ended, time.time(), flight.worker_s)

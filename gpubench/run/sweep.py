@@ -182,10 +182,7 @@ def _measure(
     done = {Point.of(r).key(): r for r in done_rows}
     left_out = _emulated(spec, [p for p in points if p.key() not in done])
     points = [p for p in points if p not in left_out]
-    oom_at: dict[tuple[Any, ...], int] = {}
-    for r in done_rows:
-        if r.get("status") == "oom" and not str(r.get("error") or "").startswith("skipped:"):
-            _note_oom(oom_at, Point.of(r))
+    oom_at = ran_out(done_rows)
     # issue 28: each growing series' rows so far, and its points still to come in the plan
     series_rows: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in done_rows:
@@ -252,7 +249,7 @@ def _measure(
             row = _row(point, task, run, oom_at, done_rows)
             ended = time.time()
             if row["status"] == "oom":
-                _note_oom(oom_at, point)
+                note_oom(oom_at, point)
             row.update(cost.columns(row, spec.prices))  # issue 32: --price
             row.update(cpu_watts.columns(row, spec.cpu_watts))  # issue 49: --cpu-watts
             run.store.append(row)
@@ -298,9 +295,9 @@ def _row(
 ) -> dict[str, Any]:
     """`point`'s row: `oom` unmeasured where a smaller batch of its memory group ran out of
     memory, a torchrun launch for a parallel point, else a measurement in `run`'s worker."""
-    smallest_oom = oom_at.get(point.key(drop=MEMORY_GROUP))
-    if smallest_oom is not None and point.batch_size > smallest_oom:
-        return make_row(point, "oom", error=f"skipped: B={smallest_oom} ran out of memory")
+    skipped = skipped_oom(oom_at, point)
+    if skipped is not None:
+        return skipped
     if point.parallel != "none":  # issue 17: a rank per process, launched here
         assert isinstance(task, Budget)
         timeout, cap = run.options.point_timeout_s, run.options.max_memory
@@ -322,13 +319,29 @@ def _check_time_limit(conv: Convergence, point_timeout_s: float | None) -> None:
         )
 
 
-def _note_oom(oom_at: dict[tuple[Any, ...], int], point: Point) -> None:
+def ran_out(rows: Sequence[dict[str, Any]]) -> dict[tuple[Any, ...], int]:
+    """Each memory group's smallest batch that ran out of memory in `rows` (a point skipped
+    for a smaller batch's is not one)."""
+    oom_at: dict[tuple[Any, ...], int] = {}
+    for r in rows:
+        if r.get("status") == "oom" and not str(r.get("error") or "").startswith("skipped:"):
+            note_oom(oom_at, Point.of(r))
+    return oom_at
+
+
+def note_oom(oom_at: dict[tuple[Any, ...], int], point: Point) -> None:
+    """`point` ran out of memory: its memory group's smallest such batch in `oom_at`."""
     group = point.key(drop=MEMORY_GROUP)
     oom_at[group] = min(oom_at.get(group, point.batch_size), point.batch_size)
 
 
-def replace_batch(point: Point, batch: int) -> Point:
-    return dataclasses.replace(point, batch_size=batch)
+def skipped_oom(oom_at: dict[tuple[Any, ...], int], point: Point) -> dict[str, Any] | None:
+    """`point`'s `oom` row, unmeasured, where a smaller batch of its memory group ran out of
+    memory (`oom_at`); None where none did."""
+    smallest = oom_at.get(point.key(drop=MEMORY_GROUP))
+    if smallest is None or point.batch_size <= smallest:
+        return None
+    return make_row(point, "oom", error=f"skipped: B={smallest} ran out of memory")
 
 
 def plan(spec: SweepSpec, run_dir: Path, options: RunOptions) -> list[Point]:
@@ -367,7 +380,9 @@ def plan(spec: SweepSpec, run_dir: Path, options: RunOptions) -> list[Point]:
     points: list[Point] = []
     for base in bases:
         if base in grown:
-            points.append(replace_batch(base, batch_growth.AUTO_START * base.accumulate))
+            points.append(
+                dataclasses.replace(base, batch_size=batch_growth.AUTO_START * base.accumulate)
+            )
             continue
         layout = batch_plan.rank_layout(base)
         entry = searches[layout.key()]

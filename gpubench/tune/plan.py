@@ -204,13 +204,10 @@ class Planner:
 
     def _firsts(self) -> list[TrialCost]:
         """The first trial of each configuration (combo and batch)."""
-        seen: set[tuple[Combo, int]] = set()
-        out = []
+        firsts: dict[tuple[Combo, int], TrialCost] = {}
         for c in self.costs:
-            if (c.combo, c.batch_size) not in seen:
-                seen.add((c.combo, c.batch_size))
-                out.append(c)
-        return out
+            firsts.setdefault((c.combo, c.batch_size), c)
+        return list(firsts.values())
 
     def measuring_est_s(self, rnd: int, scale: float) -> float:
         """Round `rnd`'s measuring seconds per trial at `scale`, from the trials seen: each used
