@@ -12,6 +12,7 @@ import pytest
 
 from gpubench.report.why_plots import step_shares
 from gpubench.science import bottleneck as B
+from gpubench.store.wording import percent
 
 RUN = Path(__file__).parent.parent / "results" / "20261125-h100-quick" / "run" / "results.jsonl"
 
@@ -37,7 +38,7 @@ def test_the_chart_draws_the_verdicts_busy_share() -> None:
         assert 1 - idle == pytest.approx(busy)
         said = B.classify(r)
         if said is not None and "device busy" in said.evidence:
-            assert f"device busy {busy:.0%} of the median step" in said.evidence
+            assert f"device busy {percent(busy)} of the median step" in said.evidence
             assert ("capped" in said.evidence) == capped
 
 

@@ -31,8 +31,8 @@ def test_charts_drawn_in_parallel_make_the_same_report(
     serial = _report(runs, tmp_path / "serial", 1, monkeypatch)
     parallel = _report(runs, tmp_path / "parallel", 2, monkeypatch)
     assert _undated(parallel.read_text()) == _undated(serial.read_text())
-    pngs = sorted(p.name for p in (serial.parent / "plots").iterdir())
-    assert pngs == sorted(p.name for p in (parallel.parent / "plots").iterdir())
+    pngs = sorted(p.name for p in (serial.parent / "plots").glob("*.png"))
+    assert pngs == sorted(p.name for p in (parallel.parent / "plots").glob("*.png"))
     assert len(pngs) == len(build.CHART_FILES)
     for name in pngs:
         drawn = (parallel.parent / "plots" / name).read_bytes()

@@ -194,7 +194,7 @@ def test_a_record_of_the_wrong_fields_says_which(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", [suite_record.FILE, batch_analysis_record.FILE, "shard.json"])
-def test_explain_on_a_folder_with_a_corrupt_record_exits_2_in_one_line(
+def test_explain_on_a_folder_with_a_corrupt_record_says_so_in_one_line(
     tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = tmp_path / "run"
@@ -203,6 +203,10 @@ def test_explain_on_a_folder_with_a_corrupt_record_exits_2_in_one_line(
     (run / RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
     (run / "suite.json").write_text(json.dumps({"name": "quick", "models": ["mlp"]}))
     (run / name).write_text('{"cut short": ')
+    if name == suite_record.FILE:  # it only names the run's suite: read without it, with a note
+        with pytest.warns(UserWarning, match=f"{run / name}.*; read without it"):
+            assert main(["explain", str(run)]) == 0
+        return
     assert main(["explain", str(run)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and str(run / name) in err and "Traceback" not in err, err

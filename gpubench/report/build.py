@@ -249,12 +249,14 @@ def made_in_parallel(makes: Sequence[Callable[[], T]], processes: int) -> list[T
             try:
                 return [f.result() for f in futures]
             except BaseException:
+                # ended before the pool's queues close under them: a worker reading a closed
+                # queue would print its own traceback beside this process's one line
                 children = list(pool._processes.values()) if pool._processes else []
-                pool.shutdown(wait=False, cancel_futures=True)
                 for child in children:
                     child.terminate()
                 for child in children:
                     child.join()
+                pool.shutdown(wait=False, cancel_futures=True)
                 raise
     finally:
         _JOBS = ()

@@ -1,7 +1,7 @@
 """A device pool on one node (issue 53): independent points measured at once, one worker per
 device, each worker started with CUDA_VISIBLE_DEVICES set to its device, so that a point's
 `cuda` is that device (NVML keeps mapping by UUID). The parent deals the points and stays the
-only writer of results.jsonl.
+only writer of the results file (store.results).
 
 - Points are dealt largest budget first (run.shard.expected_cost: a point of nproc k costs k
   times one of a single process). A point that needs k devices (DDP/FSDP, nproc = k) waits for

@@ -37,7 +37,7 @@ from gpubench.run import forkserver, memory_cap
 # ranks.py (and tests) take it from here
 from gpubench.run.forkserver import context  # noqa: F401
 from gpubench.store.row import make_row
-from gpubench.store.wording import seconds, size
+from gpubench.store.wording import limit, size
 
 # How one point is run: a Budget measures its speed, Convergence settings train it to a target.
 Task = Budget | Convergence
@@ -207,7 +207,7 @@ class WorkerRunner:
             return make_row(
                 point,
                 "timeout",
-                error=f"no result within {seconds(self.point_timeout_s)} (--point-timeout); "
+                error=f"no result within {limit(self.point_timeout_s)} (--point-timeout); "
                 "the worker process was killed",
                 point_time_s=time.perf_counter() - started,
             )
@@ -234,7 +234,7 @@ class WorkerRunner:
         conn.send(call)
         if not conn.poll(timeout_s):
             self._stop_worker()
-            raise WorkerError(f"no result within {seconds(timeout_s)}; the worker was killed")
+            raise WorkerError(f"no result within {limit(timeout_s)}; the worker was killed")
         try:
             answer = conn.recv()
         except EOFError:

@@ -4,7 +4,7 @@ held-out split along the way, and record the learning curve and when a quality t
 Times are training time only: evaluation runs between timed stretches of training.
 Steps-to-target is the step of the first evaluation that met the target, so it is known to within
 the evaluation gap (see curve.next_eval_step). The gradient noise scale comes from the training
-steps themselves (probes.gradient_norms): one step in every `noise_every_steps` is measured, split
+steps themselves (science.gradient_norms): one step in every `noise_every_steps` is measured, split
 into `noise_splits` micro-batches where the point accumulates 1, and its extra time is stated.
 """
 
@@ -34,10 +34,10 @@ from gpubench.harness.timing import Stats, StepMarks, synchronize
 from gpubench.harness.train import Trainer, make_trainer
 from gpubench.models.workload import Workload
 from gpubench.probes import stretch_energy
-from gpubench.probes.gradient_norms import GradientNorms
 from gpubench.probes.stretch_energy import StretchEnergy
 from gpubench.science import gradient_noise, lr_scaling
 from gpubench.science.curve import first_reaching, meets, next_eval_step
+from gpubench.science.gradient_norms import GradientNorms
 from gpubench.store.row import finite_or_none, make_row
 from gpubench.store.wording import number, times
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench.store import shaped
+from gpubench.store import row_schema, shaped
+from gpubench.store.shaped import shown
 from gpubench.store.typed_json import Record
 
 FILE = "confirm.json"
@@ -67,6 +68,11 @@ class Partition:
         if self.decision is not None and (why := decision_problem(self.decision, self)):
             raise ValueError(why)
         n = len(self.candidates)
+        for i, candidate in enumerate(self.candidates):  # points: their settings typed as rows'
+            if not isinstance(candidate, dict):
+                raise ValueError(f"candidates[{i}] is {shown(candidate)}, not an object")
+            if why := row_schema.problem(candidate):
+                raise ValueError(f"candidates[{i}]: {why}")
         for name in ("first_step_s", "window_steps", "samples_per_s"):
             listed = getattr(self, name)
             if listed is not None and len(listed) > n:

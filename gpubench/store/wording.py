@@ -79,6 +79,12 @@ def seconds(value: float | None) -> str:
     return f"{s:,.{decimals}f} s"
 
 
+def limit(value: float) -> str:
+    """A time limit someone set (a timeout, a budget), in seconds as they would write it: '1 s',
+    '0.5 s', '900 s' (a measured duration is `seconds`'s, to its precision)."""
+    return f"{number(value)} s"
+
+
 def percent(share: float) -> str:
     """A share as a percentage: 0.03 -> '3%', 0.025 -> '2.5%'."""
     return f"{number(share * 100)}%"

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from gpubench.store import tune_record as T
-from gpubench.store.wording import seconds
+from gpubench.store.wording import limit
 from gpubench.tune.plan import Planner
 from gpubench.tune.search import ROUNDS, Outcome
 from gpubench.tune.space import TuneSpace
@@ -71,7 +71,7 @@ def filled(
     stopped = record.stopped
     if outcome.stopped_in_round is not None:
         stopped = (
-            f"budget: {seconds(budget_s)} reached in round {outcome.stopped_in_round} "
+            f"budget: {limit(budget_s)} reached in round {outcome.stopped_in_round} "
             f"(the rest kept for the confirmation)"
             if budget_s is not None
             else f"stopped in round {outcome.stopped_in_round}"
