@@ -175,9 +175,10 @@ class Growth:
         )
         if self.flat:
             return f"{said}: a fixed per-step cost ({share})"
+        batch = f"batch x{number(self.batch_ratio)}"  # an exact count: x16, x2,048
         if self.fixed_share >= 0.05:
-            return f"{said} (batch {times(self.batch_ratio)}): a fixed per-step cost holds {share}"
-        return f"{said} (batch {times(self.batch_ratio)}): the work grows with the batch"
+            return f"{said} ({batch}): a fixed per-step cost holds {share}"
+        return f"{said} ({batch}): the work grows with the batch"
 
 
 def growth(row: dict[str, Any], records: list[dict[str, Any]] | None) -> Growth | None:

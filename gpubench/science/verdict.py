@@ -466,5 +466,5 @@ def _batch_scaling(best: dict[str, Any], records: list[dict[str, Any]]) -> str |
     return (
         f"step time {number(lo['step_time_s'] * 1e3)} -> {milliseconds(hi['step_time_s'])} "
         f"({times(grow)}) from B={int(lo['batch_size'])} to B={int(hi['batch_size'])} "
-        f"(x{int(hi['batch_size']) // int(lo['batch_size'])})"
+        f"(x{number(int(hi['batch_size']) // int(lo['batch_size']))})"  # an exact count
     )
