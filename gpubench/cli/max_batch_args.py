@@ -9,6 +9,7 @@ from typing import Any
 from gpubench.cli import flags, values
 from gpubench.config import loader as loader_axes
 from gpubench.config import spec as S
+from gpubench.config import user_code
 from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import encode, for_model
 
@@ -68,6 +69,7 @@ def point_from_args(args: argparse.Namespace) -> S.Point:
         raise ConfigError(
             f"--start {args.start} is above --ceiling {args.ceiling}; allowed: start <= ceiling"
         )
+    user_code.find_typed((args.model,))  # a module:function typed here, from this folder too
     device = flags.resolved_device(args.device)
     return S.Point(
         args.model,
