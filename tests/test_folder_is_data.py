@@ -73,7 +73,8 @@ def test_rows_naming_code_are_not_built_by_the_resumes_confirmation(
             crafted["model_options"] = json.dumps(_system(marker))
             crafted["samples_per_s"] = 1e9 * batch
             f.write(json.dumps(crafted) + "\n")
-    assert main(["sweep", "--resume", str(run), "--quiet"]) == 0
+    with pytest.warns(UserWarning, match=r"2 rows of results.jsonl name .*\(os:system\)"):
+        assert main(["sweep", "--resume", str(run), "--quiet"]) == 0  # one line says so
     assert not marker.exists()
     confirmed = json.loads((run / "confirm.json").read_text())
     text = json.dumps(confirmed)

@@ -23,6 +23,7 @@ from gpubench.science import bottleneck
 from gpubench.store import env, suite_record
 from gpubench.store.confirmations import CONFIRMATION_PHASE
 from gpubench.store.results import RESULTS_FILE, ResultStore, read_rows, repair_tail, temporaries
+from gpubench.store.wording import printable
 
 # What --retry-failed runs again: outcomes that say nothing about the point itself.
 RETRIED = ("error", "timeout")
@@ -190,6 +191,16 @@ class RunContext(contextlib.ExitStack):
 
 def of_suite(rows: list[dict[str, Any]], suite: SweepSpec) -> list[dict[str, Any]]:
     """The rows whose code is `suite`'s own: a model and a loader it names. A row naming any
-    other (a folder's free text: a row added by hand naming `os:system`) is never built."""
+    other (a folder's free text: a row added by hand naming `os:system`) is never built; one
+    warning names what was left out."""
     models = set(suite.models)
-    return [r for r in rows if r.get("model") in models and r.get("loader") in (None, suite.loader)]
+    kept = [r for r in rows if r.get("model") in models and r.get("loader") in (None, suite.loader)]
+    if len(kept) < len(rows):
+        named = sorted({str(r.get("model")) for r in rows if r not in kept})
+        warnings.warn(
+            f"{len(rows) - len(kept)} rows of {RESULTS_FILE} name a model or loader the suite "
+            f"does not ({', '.join(printable(n) for n in named)}): not re-measured (a resume "
+            "builds only the suite's own code)",
+            stacklevel=2,
+        )
+    return kept
