@@ -292,3 +292,17 @@ def test_a_write_refused_by_permission_mid_sweep_says_so(
     assert len(error) == 1 and "Permission denied" in error[0], error
     assert "once the folder is writable again, resume with" in error[0]
     assert "room" not in error[0]
+
+
+def test_the_report_replaces_links_planted_at_its_files(finished: Path, tmp_path: Path) -> None:
+    from gpubench.report import build_report
+
+    run, outside = _copy(finished, tmp_path), tmp_path / "outside.txt"
+    outside.write_text("not gpubench's")
+    for name in ("report.html", "plots/throughput.png"):
+        (run / name).unlink(missing_ok=True)
+        (run / name).symlink_to(outside)
+    build_report([run])
+    assert outside.read_text() == "not gpubench's"
+    assert not (run / "report.html").is_symlink() and "<html" in (run / "report.html").read_text()
+    assert not (run / "plots" / "throughput.png").is_symlink()

@@ -38,6 +38,7 @@ from gpubench.report.runs import Run, capacities, load_runs
 from gpubench.report.verdict_section import verdict_section
 from gpubench.science.verdict import ModelVerdict
 from gpubench.store import target_record, tune_record
+from gpubench.store.results import replace_durably
 from gpubench.store.typed_json import RecordError
 from gpubench.store.wording import plural
 
@@ -178,7 +179,7 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     sections.append(H.runs_section(runs))
     sections.append(H.environment_section(runs))
     title = "gpubench report: " + ", ".join(r.name for r in runs)
-    path.write_text(H.page(title, sections), encoding="utf-8")
+    replace_durably(path, H.page(title, sections))  # whole or not at all; a link not followed
     return path
 
 

@@ -255,6 +255,8 @@ def save(
             for axis in (ax.xaxis, ax.yaxis):
                 assert labelled_ticks(axis), f"{file}: an axis of {ax.get_title()!r} is unlabelled"
     plots_dir.mkdir(parents=True, exist_ok=True)
+    if (plots_dir / file).is_symlink():  # a link planted there is replaced, not written through
+        (plots_dir / file).unlink()
     fig.savefig(plots_dir / file, dpi=DPI, bbox_inches="tight", pad_inches=0.1)
     SAVED.append(file)
     plt.close(fig)
