@@ -43,6 +43,7 @@ from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.probes import load
 from gpubench.run import cost, cpu_watts, phases, ranks
 from gpubench.run.shard import expected_cost
+from gpubench.run.unmeasured import emulated, note_oom, ran_out, skipped_oom
 from gpubench.run.worker import Task, WorkerRunner, worker_main
 
 FAKE_DEVICES_ENV = "GPUBENCH_FAKE_DEVICES"
@@ -207,13 +208,12 @@ def measure(
     each row to `run`'s store as it comes back (see the module docstring). Returns once every
     point is written, or the dealing stopped and the points in flight are; a KeyboardInterrupt
     (SIGTERM's Terminated too) kills the workers and is raised again."""
-    from gpubench.run.sweep import _emulated, note_oom, ran_out, skipped_oom  # it imports this
     from gpubench.science import bottleneck
 
     fake = fake_count() is not None
     done = {Point.of(r).key() for r in done_rows}
     todo = [p for p in dict.fromkeys(points) if p.key() not in done]
-    left_out = _emulated(spec, todo)
+    left_out = emulated(spec, todo)
     todo = [p for p in todo if p not in left_out]
     if left_out:
         from gpubench.run import batch_growth

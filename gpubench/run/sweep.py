@@ -12,7 +12,6 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.config import precision
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError
 from gpubench.config.keys import SERIES, series_key
@@ -32,16 +31,15 @@ from gpubench.run import (
 )
 from gpubench.run import shard as shards
 from gpubench.run.context import DEFAULT_POINT_TIMEOUT_S, RunContext, RunOptions
+from gpubench.run.unmeasured import emulated, note_oom, ran_out, skipped_oom
 from gpubench.science import batch_analysis, convergence, scaling
 from gpubench.store import confirmations, growth_record
 from gpubench.store.growth_record import Unmeasured
 from gpubench.store.results import load_results, read_rows
-from gpubench.store.row import make_row
 from gpubench.store.wording import number, seconds
 
 # The points that share a memory boundary differ only in these (a batch-size series only in the
 # batch: config.keys.SERIES).
-MEMORY_GROUP = ("batch_size", "seed")
 OnRow = Callable[[dict[str, Any], int, int], None]
 OnStart = Callable[[int, int], None]  # (points in the sweep, points already measured)
 
@@ -180,7 +178,7 @@ def _measure(
     (run.batch_growth) gets its next batch size right after its last one, the sweep's count
     of points growing with it."""
     done = {Point.of(r).key(): r for r in done_rows}
-    left_out = _emulated(spec, [p for p in points if p.key() not in done])
+    left_out = emulated(spec, [p for p in points if p.key() not in done])
     points = [p for p in points if p not in left_out]
     oom_at = ran_out(done_rows)
     # issue 28: each growing series' rows so far, and its points still to come in the plan
@@ -273,19 +271,6 @@ def _measure(
                 total += 1  # a batch the plan did not hold
 
 
-def _emulated(spec: SweepSpec, points: Sequence[Point]) -> dict[Point, str]:
-    """The points of `points` left out for a precision their device only emulates (where
-    `spec.skip_emulated`: the default sweep), each with why and the flag that measures it."""
-    if not spec.skip_emulated:
-        return {}
-    out = {}
-    for p in points:
-        why = precision.emulated_reason(p.precision, p.device.split(":")[0])
-        if why is not None:
-            out[p] = f"{why}; --precisions {','.join(spec.precisions)} measures it"
-    return out
-
-
 def _row(
     point: Point,
     task: Budget | Convergence,
@@ -317,31 +302,6 @@ def _check_time_limit(conv: Convergence, point_timeout_s: float | None) -> None:
             f"convergence.max_time_s {number(limit)} does not fit in --point-timeout "
             f"{seconds(point_timeout_s)}; allowed: a training time below the point timeout"
         )
-
-
-def ran_out(rows: Sequence[dict[str, Any]]) -> dict[tuple[Any, ...], int]:
-    """Each memory group's smallest batch that ran out of memory in `rows` (a point skipped
-    for a smaller batch's is not one)."""
-    oom_at: dict[tuple[Any, ...], int] = {}
-    for r in rows:
-        if r.get("status") == "oom" and not str(r.get("error") or "").startswith("skipped:"):
-            note_oom(oom_at, Point.of(r))
-    return oom_at
-
-
-def note_oom(oom_at: dict[tuple[Any, ...], int], point: Point) -> None:
-    """`point` ran out of memory: its memory group's smallest such batch in `oom_at`."""
-    group = point.key(drop=MEMORY_GROUP)
-    oom_at[group] = min(oom_at.get(group, point.batch_size), point.batch_size)
-
-
-def skipped_oom(oom_at: dict[tuple[Any, ...], int], point: Point) -> dict[str, Any] | None:
-    """`point`'s `oom` row, unmeasured, where a smaller batch of its memory group ran out of
-    memory (`oom_at`); None where none did."""
-    smallest = oom_at.get(point.key(drop=MEMORY_GROUP))
-    if smallest is None or point.batch_size <= smallest:
-        return None
-    return make_row(point, "oom", error=f"skipped: B={smallest} ran out of memory")
 
 
 def plan(spec: SweepSpec, run_dir: Path, options: RunOptions) -> list[Point]:
