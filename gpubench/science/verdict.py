@@ -18,7 +18,12 @@ from gpubench.science import economy, leaders, plan, remeasured, standing, targe
 from gpubench.science.bottleneck import BOTTLENECKS, Bottleneck, classify
 from gpubench.science.devices import Across, DeviceLead, across, device_leads, energy_lines
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
-from gpubench.science.fastest_to_target import FastestToTarget, noise_of, samples_per_s_by_batch
+from gpubench.science.fastest_to_target import (
+    FastestToTarget,
+    measured_of,
+    noise_of,
+    samples_per_s_by_batch,
+)
 from gpubench.science.fastest_to_target import answer as goodput_answer
 from gpubench.science.input_bound import input_lines
 from gpubench.science.levers import levers, no_help
@@ -230,12 +235,14 @@ def _goodput(
     best: dict[str, Any], rows: list[dict[str, Any]], noisy: list[dict[str, Any]]
 ) -> FastestToTarget:
     """issue 51: the goodput pick over the samples/s per batch of the leader's configuration,
-    at the B_noise of the convergence rows (`noisy`) of its model, size and optimizer."""
+    at the B_noise of the convergence rows (`noisy`) of its model, size and optimizer; beside
+    it the measured pick where that configuration's convergence rows reached the target."""
     mine = configuration(best, "batch_size")
-    speed = [r for r in rows if standing.ran(r) and configuration(r, "batch_size") == mine]
+    alike = [r for r in rows if configuration(r, "batch_size") == mine]
+    rates = samples_per_s_by_batch([r for r in alike if standing.ran(r)])
     same = ("model", "model_size", "optimizer")
     noise = noise_of([r for r in noisy if all(r[k] == best[k] for k in same)])
-    return goodput_answer(samples_per_s_by_batch(speed), noise, str(best["model"]))
+    return goodput_answer(rates, noise, str(best["model"]), measured_of(alike, rates))
 
 
 def _verdict(
