@@ -11,11 +11,12 @@ from gpubench.report import goodput_chart
 from gpubench.report.html import e
 from gpubench.science.fastest_to_target import (
     answer,
+    critical_of,
     measured_of,
     noise_of,
     samples_per_s_by_batch,
 )
-from gpubench.store.wording import number, span, times
+from gpubench.store.wording import number, percent, span, times
 
 
 def _conv_row(b_noise: float, pre: float | None, first: int = 2, last: int = 58) -> dict:
@@ -171,3 +172,35 @@ def test_the_measured_pick_is_the_least_median_time_whose_every_seed_reached() -
         "B=128 measured (B=512 did not reach the target in every seed)"
     )
     assert measured_of([run(32, 0, None)], rate) is None
+
+
+def test_b_crit_is_fitted_to_the_steps_to_target_and_stated_beside_b_noise() -> None:
+    # S = 40 (1 + 60/B) steps, 2 seeds a batch (one 5% over): B_crit ~ 60
+    def run(b: int, seed: int, steps: float | None) -> dict:
+        return {
+            "model": "cnn",
+            "batch_size": b,
+            "seed": seed,
+            "lr_scaling": "sqrt",
+            "status": "ok",
+            "steps_to_target": steps,
+            "time_to_target_s": None if steps is None else steps * 1e-3,
+        }
+
+    rows = [run(b, s, 40 * (1 + 60 / b) * (1.05 if s else 1)) for b in (8, 32, 128) for s in (0, 1)]
+    fit, why = critical_of(rows)
+    assert why is None and fit is not None and fit.b_crit == pytest.approx(60, rel=0.05)
+    rate = {8: 1000.0, 32: 3000.0, 128: 6000.0}
+    got = answer(rate, noise_of([_conv_row(30.0, 72.0)]), "cnn", None, (fit, why))
+    assert got.line().endswith(
+        f"; B_crit ≈ {number(fit.b_crit)} fitted to steps to target at 3 batches "
+        f"(S = S_min (1 + B_crit/B), relative rms residual {percent(fit.rel_rmse)})"
+    )
+    assert got.to_dict()["b_crit"]["b_crit"] == fit.b_crit
+    # a batch whose seed missed the target is left out of the fit: 2 batches are too few
+    rows[-1] = run(128, 1, None)
+    assert critical_of(rows) == (
+        None,
+        "no B_crit fit: steps to target at 2 batches whose every seed reached it, 3 needed",
+    )
+    assert critical_of([run(8, 0, None)]) == (None, None)  # nothing reached: nothing said

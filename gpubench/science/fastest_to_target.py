@@ -18,7 +18,7 @@ from typing import Any
 
 from gpubench.science import goodput, target_time
 from gpubench.science.gradient_noise import across_seeds
-from gpubench.store.wording import number, plural, span, times
+from gpubench.store.wording import number, percent, plural, span, times
 
 # what a run folder needs for a prediction, said where it has none
 NOT_PREDICTED = (
@@ -120,6 +120,35 @@ def measured_of(
     return MeasuredPick(best.batch_size, top, gain, dict(sorted(times_s.items())))
 
 
+def critical_of(
+    rows: Sequence[Mapping[str, Any]],
+) -> tuple[goodput.CriticalBatchFit | None, str | None]:
+    """B_crit fitted (goodput.fit_critical_batch: S = S_min (1 + B_crit/B)) to the steps to
+    target of `rows`' convergence runs (one configuration's rows but the batch and seed), over
+    the batches whose every seed reached the target (a missed seed would bias its batch's
+    steps down); (None, why) where under 3 such batches, or where the fit is not of that form."""
+    done = [s for s in target_time.summarise(rows) if s.complete]
+    if not done:
+        return None, None  # no convergence run reached the target: nothing to say
+    points = [
+        (float(s.batch_size), float(r["steps_to_target"]))
+        for s in done
+        for r in s.rows
+        if isinstance(r.get("steps_to_target"), int | float)
+        and math.isfinite(r["steps_to_target"])
+        and r["steps_to_target"] > 0
+    ]
+    if len({b for b, _ in points}) < 3:
+        return None, (
+            f"no B_crit fit: steps to target at {plural(len(done), 'batch', 'batches')} "
+            "whose every seed reached it, 3 needed"
+        )
+    fit = goodput.fit_critical_batch(points)
+    if fit.b_crit is None:
+        return None, "no B_crit fit: the steps to target do not follow S_min (1 + B_crit/B)"
+    return fit, None
+
+
 @dataclass(frozen=True)
 class FastestToTarget:
     """The goodput pick of one model (None where not predicted, with `why`), its B_noise, the
@@ -131,6 +160,22 @@ class FastestToTarget:
     why: str | None = None
     samples_per_s: dict[int, float] | None = None
     measured: MeasuredPick | None = None
+    # B_crit from the convergence rows' steps to target, stated beside B_noise, or why none
+    critical: goodput.CriticalBatchFit | None = None
+    critical_why: str | None = None
+
+    def critical_text(self) -> str | None:
+        """'B_crit ≈ 35.6 fitted to steps to target at 3 batches (S = S_min (1 + B_crit/B),
+        relative rms residual 12%)', the reason there is no fit, or None (no convergence run
+        reached the target)."""
+        c = self.critical
+        if c is None:
+            return self.critical_why
+        return (
+            f"B_crit ≈ {number(c.b_crit)} fitted to steps to target at "
+            f"{plural(c.batches, 'batch', 'batches')} (S = S_min (1 + B_crit/B), relative "
+            f"rms residual {percent(c.rel_rmse)})"
+        )
 
     def cell(self) -> str:
         """The answer table's cell: 'B=128 measured (x1.81 over B=512)', 'B=128 predicted (x1.30
@@ -150,6 +195,11 @@ class FastestToTarget:
 
     def line(self) -> str:
         """The verdict's words, quoting the figures `to_dict` holds."""
+        crit = self.critical_text()
+        text = self._prediction()
+        return text if crit is None else f"{text}; {crit}"
+
+    def _prediction(self) -> str:
         p, n = self.pick, self.noise
         if p is None or n is None:
             return self.why or "not predicted"
@@ -176,8 +226,20 @@ class FastestToTarget:
         None and `why`. Always: the answer table's `cell` and `measured` (None, or the
         measured pick with each batch's median seconds to target)."""
         p, n, m = self.pick, self.noise, self.measured
+        c = self.critical
         shared = {
             "cell": self.cell(),
+            "b_crit": None
+            if c is None
+            else {
+                "b_crit": c.b_crit,
+                "s_min": c.s_min,
+                "r2": c.r2,
+                "rel_rmse": c.rel_rmse,
+                "batches": c.batches,
+                "rows": c.rows,
+            },
+            "b_crit_why": self.critical_why,
             "measured": None
             if m is None
             else {
@@ -229,19 +291,21 @@ def answer(
     noise: NoiseEstimate | None,
     model: str,
     measured: MeasuredPick | None = None,
+    critical: tuple[goodput.CriticalBatchFit | None, str | None] = (None, None),
 ) -> FastestToTarget:
     """The goodput pick over the measured `samples_per_s` (batch -> samples/s) at `noise`'s
     B_noise and interval ends; not predicted (with why) where there is no B_noise or no
     measured batch. `measured`: the pick convergence rows measured (measured_of), carried
-    beside the prediction."""
+    beside the prediction; `critical`: critical_of's B_crit fit of the same rows, or why none."""
     rates = dict(sorted(samples_per_s.items()))
+    beside = (rates, measured, *critical)
     if noise is None:
-        return FastestToTarget(None, None, NOT_PREDICTED.format(model=model), rates, measured)
+        return FastestToTarget(None, None, NOT_PREDICTED.format(model=model), *beside)
     if not samples_per_s:
         why = "not predicted (no batch's samples/s measured)"
-        return FastestToTarget(None, noise, why, rates, measured)
+        return FastestToTarget(None, noise, why, *beside)
     low, high = noise.low, noise.high
     if low is None or high is None or not low <= noise.b_noise <= high:
         low = high = None
     pick = goodput.pick(samples_per_s, noise.b_noise, low, high)
-    return FastestToTarget(pick, noise, None, rates, measured)
+    return FastestToTarget(pick, noise, None, *beside)

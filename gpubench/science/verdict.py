@@ -20,6 +20,7 @@ from gpubench.science.devices import Across, DeviceLead, across, device_leads, e
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
 from gpubench.science.fastest_to_target import (
     FastestToTarget,
+    critical_of,
     measured_of,
     noise_of,
     samples_per_s_by_batch,
@@ -236,13 +237,15 @@ def _goodput(
 ) -> FastestToTarget:
     """issue 51: the goodput pick over the samples/s per batch of the leader's configuration,
     at the B_noise of the convergence rows (`noisy`) of its model, size and optimizer; beside
-    it the measured pick where that configuration's convergence rows reached the target."""
+    it the measured pick where that configuration's convergence rows reached the target, and
+    B_crit fitted to their steps to target."""
     mine = configuration(best, "batch_size")
     alike = [r for r in rows if configuration(r, "batch_size") == mine]
     rates = samples_per_s_by_batch([r for r in alike if standing.ran(r)])
     same = ("model", "model_size", "optimizer")
     noise = noise_of([r for r in noisy if all(r[k] == best[k] for k in same)])
-    return goodput_answer(rates, noise, str(best["model"]), measured_of(alike, rates))
+    found = measured_of(alike, rates)
+    return goodput_answer(rates, noise, str(best["model"]), found, critical_of(alike))
 
 
 def _verdict(
