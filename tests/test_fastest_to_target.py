@@ -139,16 +139,21 @@ def test_the_cell_says_predicted_or_why_not() -> None:
     assert none.to_dict()["cell"] == none.cell() and none.relative_times() == {}
 
 
+def _conv(b: int, seed: int, **values: object) -> dict:
+    """A cnn convergence row (it carries its lr rule) at batch `b`, `seed`, with `values`."""
+    return {
+        "model": "cnn",
+        "batch_size": b,
+        "seed": seed,
+        "lr_scaling": "sqrt",
+        "status": "ok",
+        **values,
+    }
+
+
 def test_the_measured_pick_is_the_least_median_time_whose_every_seed_reached() -> None:
     def run(b: int, seed: int, t: float | None) -> dict:
-        return {
-            "model": "cnn",
-            "batch_size": b,
-            "seed": seed,
-            "lr_scaling": "sqrt",
-            "status": "ok",
-            "time_to_target_s": t,
-        }
+        return _conv(b, seed, time_to_target_s=t)
 
     rate = {32: 1000.0, 128: 2250.0, 512: 5062.5}
     rows = [
@@ -177,15 +182,7 @@ def test_the_measured_pick_is_the_least_median_time_whose_every_seed_reached() -
 def test_b_crit_is_fitted_to_the_steps_to_target_and_stated_beside_b_noise() -> None:
     # S = 40 (1 + 60/B) steps, 2 seeds a batch (one 5% over): B_crit ~ 60
     def run(b: int, seed: int, steps: float | None) -> dict:
-        return {
-            "model": "cnn",
-            "batch_size": b,
-            "seed": seed,
-            "lr_scaling": "sqrt",
-            "status": "ok",
-            "steps_to_target": steps,
-            "time_to_target_s": None if steps is None else steps * 1e-3,
-        }
+        return _conv(b, seed, steps_to_target=steps, time_to_target_s=steps and steps * 1e-3)
 
     rows = [run(b, s, 40 * (1 + 60 / b) * (1.05 if s else 1)) for b in (8, 32, 128) for s in (0, 1)]
     fit, why = critical_of(rows)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from statistics import median
 from typing import Any
 
 from gpubench.science import goodput, target_time
 from gpubench.science.gradient_noise import across_seeds
+from gpubench.store.noise_record import NoiseEntry
 from gpubench.store.wording import number, percent, plural, span, times
 
 # what a run folder needs for a prediction, said where it has none
@@ -71,6 +72,24 @@ def noise_of(rows: Sequence[Mapping[str, Any]]) -> NoiseEstimate | None:
         centre, low, high = across_seeds([float(r[column]) for r in having])
         return NoiseEstimate(centre, low, high, kind, f"{where}, across them")
     return None
+
+
+def noise_of_phase(entries: Sequence[NoiseEntry], best: Mapping[str, Any]) -> NoiseEstimate | None:
+    """B_noise from a sweep's noise phase (store.noise_record) for `best`'s model, size and
+    optimizer (its device's entry first, else any device's: B_noise is the data's and the
+    model's, not the device's); None where the phase measured none."""
+    same = [
+        e
+        for e in entries
+        if (e.model, e.model_size, e.optimizer)
+        == (best.get("model"), best.get("model_size"), best.get("optimizer"))
+    ]
+    if not same:
+        return None
+    e = min(same, key=lambda e: e.device != best.get("device"))
+    # a stored interval with a null high end is unbounded (|G|^2 not told from 0)
+    high = math.inf if e.high is None and e.low is not None else e.high
+    return NoiseEstimate(e.b_noise, e.low, high, e.kind, e.where())
 
 
 def samples_per_s_by_batch(rows: Sequence[Mapping[str, Any]]) -> dict[int, float]:
@@ -229,25 +248,10 @@ class FastestToTarget:
         c = self.critical
         shared = {
             "cell": self.cell(),
-            "b_crit": None
-            if c is None
-            else {
-                "b_crit": c.b_crit,
-                "s_min": c.s_min,
-                "r2": c.r2,
-                "rel_rmse": c.rel_rmse,
-                "batches": c.batches,
-                "rows": c.rows,
-            },
+            "b_crit": None if c is None else asdict(c),
             "b_crit_why": self.critical_why,
-            "measured": None
-            if m is None
-            else {
-                "batch": m.batch,
-                "throughput_batch": m.throughput_batch,
-                "gain": m.gain,
-                "times_s": {str(b): t for b, t in m.times_s.items()},
-            },
+            # each batch's median seconds to target (JSON writes the batches as strings)
+            "measured": None if m is None else asdict(m),
         }
         if p is None or n is None:
             return {
