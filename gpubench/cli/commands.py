@@ -337,10 +337,20 @@ def report(args: argparse.Namespace) -> int:
 
 
 def compare(args: argparse.Namespace) -> int:
-    from gpubench.report.compare import compare as compare_runs
-    from gpubench.report.compare import format_comparison
+    """`gpubench compare BASE NEW` (two run folders), or `compare --ab BASE_REF` (cli.ab_command:
+    the working tree's code against BASE_REF's, measured in this job)."""
+    from gpubench.cli import ab_args
 
-    result = compare_runs(args.base, args.new, args.threshold)
+    ab_args.check_usage(args)
+    if args.ab is not None:
+        from gpubench.cli import ab_command
+
+        return ab_command.run(args)
+    from gpubench.report.compare import THRESHOLD_PCT, format_comparison
+    from gpubench.report.compare import compare as compare_runs
+
+    threshold = args.threshold if args.threshold is not None else THRESHOLD_PCT
+    result = compare_runs(args.base, args.new, threshold)
     sys.stdout.write(format_comparison(result, args.format) + "\n")
     return result.exit_code()
 
