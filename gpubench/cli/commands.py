@@ -337,15 +337,8 @@ def report(args: argparse.Namespace) -> int:
 
 
 def compare(args: argparse.Namespace) -> int:
-    """`gpubench compare BASE NEW` (two run folders), or `compare --ab BASE_REF` (cli.ab_command:
-    the working tree's code against BASE_REF's, measured in this job)."""
-    from gpubench.cli import ab_args
-
-    ab_args.check_usage(args)
-    if args.ab is not None:
-        from gpubench.cli import ab_command
-
-        return ab_command.run(args)
+    """`gpubench compare BASE NEW`: two run folders point by point (`compare --ab` is
+    cli.ab_command's)."""
     from gpubench.report.compare import THRESHOLD_PCT, format_comparison
     from gpubench.report.compare import compare as compare_runs
 
