@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,31 @@ def test_a_head_three_times_slower_fails_naming_the_point(repo: Path, tmp_path: 
     assert record is not None and record.head_changed
     (point,) = record.points
     assert point.reading == "slower" and point.high < 1 / 1.05 and point.ratio < 0.6
+
+
+def test_ctrl_c_ends_the_gate_and_removes_the_base_export(repo: Path, tmp_path: Path) -> None:
+    temp = tmp_path / "temp"  # where the gate exports the base
+    temp.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(repo), "TMPDIR": str(temp)}
+    args = ["compare", "--ab", "HEAD", *POINT, "--out", str(tmp_path / "out")]
+    gate = subprocess.Popen(
+        [sys.executable, "-m", "gpubench", *args],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert gate.stderr is not None
+    for line in gate.stderr:  # measuring: both versions' processes run
+        if line.startswith("round 1 of"):
+            break
+    assert [p.name for p in temp.glob("gpubench-ab-*")], "the base is exported there"
+    gate.send_signal(signal.SIGINT)
+    _, err = gate.communicate(timeout=60)
+    assert gate.returncode == 130, err
+    assert list(temp.glob("gpubench-ab-*")) == []
+    assert not (tmp_path / "out" / ab_record.FILE).exists()
 
 
 @pytest.mark.parametrize(

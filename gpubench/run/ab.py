@@ -5,11 +5,13 @@ head/base ratio (science.regression) against a margin.
 
 How it measures (the verdict's confirmation, run.confirm, across two versions): one measuring
 process per version (run.version_worker), started in that version's tree with it first on
-PYTHONPATH, imports its torch and harness once. Each round asks the two in turn (base first
-in even rounds, head first in odd ones) to time every point interleaved (their own
-harness.interleave: WINDOWS windows of about window_s each) in a process forked for that round
-alone; a version's figure for a point in a round is the median of its windows. Round r of the
-two versions ran seconds apart, so their ratio cancels the machine's drift; the rounds' fresh
+PYTHONPATH, imports its torch and harness once. Each round, each version forks a fresh
+process that builds and warms the points with its own harness (the base's first in even
+rounds, the head's in odd ones; one round per device where the points are on several); then
+the two time WINDOWS windows of about WINDOW_S of each point, alternating window by window
+(which of the two goes first alternates too), and the round's processes end. A version's
+figure for a point in a round is the median of its windows. The two versions' windows ran
+within a second of each other, so their ratio cancels the machine's drift; the rounds' fresh
 processes carry the spread between processes into the interval. Each version's processes say
 which gpubench they imported, and the base's must be the base tree's where the head's is the
 head tree's (a base run on the head's code would pass any change).
@@ -37,8 +39,9 @@ from gpubench.store.ab_record import ABPoint, ABRecord
 
 ROUNDS = 10  # the default: a 95% interval of the median ratio between the 2nd and 9th rounds'
 WINDOW_S = 0.1  # seconds of steps per window, as the verdict's confirmation
-WINDOWS = 3  # windows of each point in each round's process
+WINDOWS = 3  # windows of each point of each version in each round
 READY_TIMEOUT_S = 600.0  # a version's measuring process importing torch on a busy machine
+ANSWER_TIMEOUT_S = 600.0  # one round's points in one version's process
 
 
 class ABError(RuntimeError):
@@ -91,20 +94,42 @@ class Version:
         self._fork = bool(answer.get("fork"))
         return self.gpubench
 
-    def measure(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The request's points timed in a fresh process of this version (its answer)."""
-        if self._proc is None:  # no fork here: a new process for each request
+    def begin(self, points: list[Point]) -> None:
+        """Start a round: `points` built and warmed in a fresh process of this version."""
+        if self._proc is None:  # no fork here: a new process for each round
             self.start()
             self.ready()
+        warm_s = interleave_warm_s(len(points))
+        self._ask(
+            {
+                "begin": {
+                    "points": [p.to_dict() for p in points],
+                    "window_s": WINDOW_S,
+                    "warm_s": warm_s,
+                }
+            }
+        )
+
+    def window(self, i: int) -> float:
+        """Point `i` of the round's samples/s over one window."""
+        return float(self._ask({"window": i})["samples_per_s"])
+
+    def end(self) -> dict[str, Any]:
+        """End the round (its process ends): the other load over its windows."""
+        answer = self._ask({"end": True})
+        if not self._fork:
+            self.close()
+        return answer
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
         proc = self._proc
         assert proc is not None and proc.stdin is not None
         proc.stdin.write(json.dumps(request) + "\n")
         proc.stdin.flush()
-        answer = self._answer(None)
+        answer = self._answer(ANSWER_TIMEOUT_S)
         if "error" in answer:
-            raise ABError(f"{self.what} failed to measure: {answer['error']}", answer["traceback"])
-        if not self._fork:
-            self.close()
+            detail = answer.get("traceback") or _tail(self.log)
+            raise ABError(f"{self.what} failed to measure: {answer['error']}", detail)
         return answer
 
     def _answer(self, timeout_s: float | None) -> dict[str, Any]:
@@ -165,6 +190,31 @@ def _check_own_code(base: Version, head: Version, trees: Trees) -> None:
         )
 
 
+def interleave_warm_s(n_points: int) -> float:
+    """The seconds each of `n_points` may warm up after its first step (two steps at the
+    least): harness.interleave's share of a budget of WINDOWS windows of each."""
+    from gpubench.harness.interleave import WARMUP_SHARE
+
+    return WARMUP_SHARE * WINDOW_S * WINDOWS
+
+
+def _round(
+    order: tuple[Version, Version], points: list[Point]
+) -> tuple[dict[str, list[float]], list[dict[str, Any]]]:
+    """One round of `points` (of one device): each version's figure per point (the median of
+    its windows, the versions alternating window by window, `order[0]` first in the first),
+    and the versions' end-of-round answers."""
+    for v in order:
+        v.begin(points)
+    windows: dict[str, list[list[float]]] = {v.name: [[] for _ in points] for v in order}
+    for w in range(WINDOWS):
+        for i in range(len(points)):
+            for v in order if (w + i) % 2 == 0 else order[::-1]:
+                windows[v.name][i].append(v.window(i))
+    ends = [v.end() for v in order]
+    return {n: [statistics.median(x) for x in per] for n, per in windows.items()}, ends
+
+
 def measure(
     trees: Trees,
     points: list[Point],
@@ -183,13 +233,9 @@ def measure(
     short = trees.base_commit[:7]
     base = Version("base", trees.base, f"the base ({trees.base_ref}, {short})", logs / "base.log")
     head = Version("head", trees.head, "the head (the working tree)", logs / "head.log")
-    request = {
-        "points": [p.to_dict() for p in points],
-        "budget_s": WINDOW_S * WINDOWS * len(points),
-        "window_s": WINDOW_S,
-        "min_rounds": WINDOWS,
-        "max_rounds": WINDOWS,
-    }
+    # one request per device: a process's interleaved points share one device's checks
+    devices = list(dict.fromkeys(p.device for p in points))
+    groups = [[i for i, p in enumerate(points) if p.device == d] for d in devices]
     figures: dict[str, list[list[float]]] = {"base": [], "head": []}  # [round][point]
     loads: list[float] = []
     busy: list[bool] = []
@@ -200,13 +246,21 @@ def measure(
             v.ready()
         _check_own_code(base, head, trees)
         for r in range(rounds):
-            for v in (base, head) if r % 2 == 0 else (head, base):
-                answer = v.measure(request)
-                figures[v.name].append([statistics.median(w) for w in answer["samples_per_s"]])
-                if answer.get("other_load_cores") is not None:
-                    loads.append(float(answer["other_load_cores"]))
-                if answer.get("busy") is not None:
-                    busy.append(bool(answer["busy"]))
+            rows = {"base": [0.0] * len(points), "head": [0.0] * len(points)}
+            for group in groups:
+                order = (base, head) if r % 2 == 0 else (head, base)
+                got, ends = _round(order, [points[i] for i in group])
+                for name, row in rows.items():
+                    for i, value in zip(group, got[name], strict=True):
+                        row[i] = value
+                loads += [
+                    float(e["other_load_cores"])
+                    for e in ends
+                    if e.get("other_load_cores") is not None
+                ]
+                busy += [bool(e["busy"]) for e in ends if e.get("busy") is not None]
+            for name, row in rows.items():
+                figures[name].append(row)
             if on_round is not None:
                 on_round(r + 1, rounds)
     finally:
