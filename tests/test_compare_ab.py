@@ -126,6 +126,24 @@ def test_ctrl_c_ends_the_gate_and_removes_the_base_export(repo: Path, tmp_path: 
     assert not (tmp_path / "out" / ab_record.FILE).exists()
 
 
+def test_a_base_that_cannot_import_its_own_gpubench_stops_the_gate(tmp_path: Path) -> None:
+    # the base commit holds no gpubench: its process must not measure another tree's instead
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "README").write_text("before gpubench\n")
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "no package yet")
+    shutil.copytree(PACKAGE, root / "gpubench", ignore=shutil.ignore_patterns("__pycache__"))
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "the package")
+    done = _gate(root, "--ab", "HEAD~1", *POINT, "--rounds", "6", "--out", str(tmp_path / "o"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("gpubench: error: the base (HEAD~1, "), last
+    assert not (tmp_path / "o" / ab_record.FILE).exists()
+
+
 @pytest.mark.parametrize(
     ("args", "named"),
     [

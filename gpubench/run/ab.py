@@ -99,16 +99,8 @@ class Version:
         if self._proc is None:  # no fork here: a new process for each round
             self.start()
             self.ready()
-        warm_s = interleave_warm_s(len(points))
-        self._ask(
-            {
-                "begin": {
-                    "points": [p.to_dict() for p in points],
-                    "window_s": WINDOW_S,
-                    "warm_s": warm_s,
-                }
-            }
-        )
+        listed = [p.to_dict() for p in points]
+        self._ask({"begin": {"points": listed, "window_s": WINDOW_S, "windows": WINDOWS}})
 
     def window(self, i: int) -> float:
         """Point `i` of the round's samples/s over one window."""
@@ -188,14 +180,6 @@ def _check_own_code(base: Version, head: Version, trees: Trees) -> None:
             f"{base.what}'s process imported gpubench from {base.gpubench}, not from the base's "
             f"tree {trees.base}: it would measure other code than BASE_REF's"
         )
-
-
-def interleave_warm_s(n_points: int) -> float:
-    """The seconds each of `n_points` may warm up after its first step (two steps at the
-    least): harness.interleave's share of a budget of WINDOWS windows of each."""
-    from gpubench.harness.interleave import WARMUP_SHARE
-
-    return WARMUP_SHARE * WINDOW_S * WINDOWS
 
 
 def _round(

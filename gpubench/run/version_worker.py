@@ -15,8 +15,9 @@ one for each round.
 Requests and answers are JSON lines: stdin, and what was stdout when it started (anything the
 measuring prints goes to stderr):
 - first, unasked: {"ready": true, "gpubench": its gpubench/__init__.py, "fork": bool}
-- {"begin": {"points": [Point.to_dict()], "window_s": s, "warm_s": s}} -> {"built": true,
-  "setup_s": s} (building and warming in the round's fresh process)
+- {"begin": {"points": [Point.to_dict()], "window_s": s, "windows": n}} -> {"built": true,
+  "setup_s": s} (building and warming in the round's fresh process: each point until steady,
+  or for harness.interleave's share of its n windows after its first step)
 - {"window": i} -> {"samples_per_s": point i's over one window of about window_s}
 - {"end": true} -> {"ended": true, "other_load_cores", "busy"} (over the round's windows)
 - any failure -> {"error": one line, "traceback": text}; the round's process is then gone
@@ -88,10 +89,10 @@ def _round(begin: dict[str, Any], out: TextIO) -> int:
     started = time.perf_counter()
     try:
         points = [Point.of(d) for d in begin["points"]]
+        window_s = float(begin["window_s"])
         built = [interleave._Candidate(p) for p in points]
         for c in built:
-            c.build(begin["warm_s"])
-        window_s = float(begin["window_s"])
+            c.build(interleave.WARMUP_SHARE * window_s * int(begin["windows"]))
         steps = [max(1, round(window_s / c.estimate)) for c in built]
     except Exception as e:  # told to run.ab, which stops the gate with it
         return _failed(out, e)
