@@ -141,9 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare two runs point by point, or (--ab) this working tree's code against a "
         "commit's, measured in one job; exit 1 on a regression",
         description="compare BASE NEW: two run folders point by point. compare --ab BASE_REF: "
-        "the working tree's code against BASE_REF's, both measured in this job, alternating "
-        "round by round in fresh processes; each point's head/base ratio of samples/s, with "
-        "its 95%% interval, is judged against --margin (docs/ci-gate.md).",
+        "the working tree's code against BASE_REF's, both measured in this job, window by "
+        "window, in fresh processes of each version every round; each point's head/base ratio "
+        "of samples/s, with its 95% interval, is judged against --margin (docs/ci-gate.md).",
     )
     compare.add_argument("base", type=Path, nargs="?", help="the baseline run folder")
     compare.add_argument("new", type=Path, nargs="?", help="the run folder to check")
