@@ -337,10 +337,13 @@ def report(args: argparse.Namespace) -> int:
 
 
 def compare(args: argparse.Namespace) -> int:
+    """`gpubench compare BASE NEW`: two run folders point by point (`compare --ab` is
+    cli.ab_command's)."""
+    from gpubench.report.compare import THRESHOLD_PCT, format_comparison
     from gpubench.report.compare import compare as compare_runs
-    from gpubench.report.compare import format_comparison
 
-    result = compare_runs(args.base, args.new, args.threshold)
+    threshold = args.threshold if args.threshold is not None else THRESHOLD_PCT
+    result = compare_runs(args.base, args.new, threshold)
     sys.stdout.write(format_comparison(result, args.format) + "\n")
     return result.exit_code()
 

@@ -127,6 +127,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gpubench.cli import tune_command
 
         return tune_command.run(args)
+    if args.command == "compare":  # two run folders, or (--ab) two code versions measured
+        from gpubench.cli import ab_args
+
+        ab_args.check_usage(args)
+        if args.ab is not None:  # issue 52
+            from gpubench.cli import ab_command
+
+            return ab_command.run(args)
     from gpubench.cli import commands
 
     run = {

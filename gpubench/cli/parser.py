@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gpubench.cli import max_batch_args, sweep_args, tune_args, values
+from gpubench.cli import ab_args, max_batch_args, sweep_args, tune_args, values
 from gpubench.config.errors import ConfigError
 
 
@@ -90,6 +90,8 @@ examples:
   gpubench explain results/RUN                 the verdict: fastest, bottleneck, next step
   gpubench report results/RUN                  the HTML report of one or more runs
   gpubench compare results/BASE results/NEW    point by point; exit 1 on a regression
+  gpubench compare --ab main                   this tree's code against main's, measured
+                                               alternately in one job; exit 1 on a slowdown
 
 `gpubench COMMAND --help` lists a command's flags, their allowed values and defaults;
 README.md (the Quick start) and docs/ say more."""
@@ -135,23 +137,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     compare = sub.add_parser(
-        "compare", help="compare two runs point by point; exit 1 on a regression"
+        "compare",
+        help="compare two runs point by point, or (--ab) this working tree's code against a "
+        "commit's, measured in one job; exit 1 on a regression",
+        description="compare BASE NEW: two run folders point by point. compare --ab BASE_REF: "
+        "the working tree's code against BASE_REF's, both measured in this job, window by "
+        "window, in fresh processes of each version every round; each point's head/base ratio "
+        "of samples/s, with its 95% interval, is judged against --margin (docs/ci-gate.md).",
     )
-    compare.add_argument("base", type=Path, help="the baseline run folder")
-    compare.add_argument("new", type=Path, help="the run folder to check")
+    compare.add_argument("base", type=Path, nargs="?", help="the baseline run folder")
+    compare.add_argument("new", type=Path, nargs="?", help="the run folder to check")
     compare.add_argument(
         "--threshold",
         type=values.arg(values.percent),
-        default=5.0,
         help="smallest slowdown of the median step time, in percent, that counts (default: 5)",
     )
     compare.add_argument(
         "--format",
         type=values.choice(("text", "markdown", "json"), "format"),
         default="text",
-        help="text, markdown, json",
+        help="text, markdown, json (--ab: text, json)",
     )
-
+    ab_args.add_flags(compare)
     explain = sub.add_parser(
         "explain", help="print the verdict of run folders: fastest, bottleneck, next experiment"
     )
