@@ -15,11 +15,13 @@ import pytest
 import torch
 from isolation import rows
 
+from gpubench.cli.commands import resume_command
 from gpubench.cli.main import main
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.config.suite import load_suite
 from gpubench.run import pool
+from gpubench.run.context import RunOptions
 from gpubench.run.sweep import run_sweep
 
 FOUR = ("0", "1", "2", "3")
@@ -148,3 +150,28 @@ def test_gpus_values_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert pool.resolve("all") == FOUR and pool.resolve(("3", "1")) == ("3", "1")
     with pytest.raises(ConfigError, match="names device 4, and this machine has 4"):
         pool.resolve(("4",))
+
+
+def test_the_model_checks_and_the_confirmation_see_the_pools_first_device(
+    tmp_path: Path, fake4: None
+) -> None:
+    """Under --gpus 2,3 nothing runs on a device outside the pool: the model checks' worker
+    and the confirmation's (the pool drained) see device 2, the points 2 or 3."""
+    log = tmp_path / "visible.log"
+    spec = _spec(tmp_path, '["pool_workloads:visible_logged"]', batches="[1, 2]")
+    table = {"pool_workloads:visible_logged": {"log": str(log)}}
+    spec = dataclasses.replace(spec, optimizers=("sgd",), model_options=table)
+    out = tmp_path / "run"
+    run_sweep(spec, out, gpus=("2", "3"))
+    seen = log.read_text().splitlines()
+    assert set(seen) <= {"visible=2", "visible=3"}, seen
+    assert seen[0] == seen[-1] == "visible=2"  # the checks first, the confirmation last
+    (part,) = json.loads((out / "confirm.json").read_text())["partitions"]
+    assert part["status"] != "not needed"  # the confirmation measured, in its own workers
+    assert len(seen) > len(rows(out)) + 1
+
+
+def test_the_resume_command_of_a_pooled_sweep_keeps_its_devices() -> None:
+    hint = resume_command(Path("results/x"), RunOptions(gpus=("1", "3")))
+    assert hint == "python -m gpubench sweep --resume results/x --gpus 1,3"
+    assert "--gpus" not in resume_command(Path("results/x"), RunOptions())
