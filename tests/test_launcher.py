@@ -17,7 +17,7 @@ from gpubench.cli.main import main
 from gpubench.config.spec import Point
 from gpubench.run import launcher
 from gpubench.run.shard_job import EXIT_ENV, shard_dir
-from gpubench.store import launch_record
+from gpubench.store import launch_record, pace_record
 
 pytest.importorskip("submitit")
 
@@ -65,6 +65,9 @@ def test_a_failed_job_is_named_with_its_log_and_the_resume_finishes_its_shard(
     sources = json.loads((out / launcher.MERGED / "merge.json").read_text())["sources"]
     assert sorted(sources) == [str(shard_dir(out, i, 2)) for i in (1, 2)]
     assert "merged 2 finished shards of 2: 4 rows" in got.out
+    pace = pace_record.of_folder(out / launcher.MERGED)  # from the first submission to the end
+    assert pace is not None and pace.points == 4 and pace.since.startswith("the first submission")
+    assert pace.line() in got.out and "per minute" in got.out
     assert main(["collect", str(out)]) == 0  # from another process's record: the same merge
     assert len(rows(out / launcher.MERGED)) == 4
 

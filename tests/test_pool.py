@@ -7,6 +7,7 @@ resume measures only the rest."""
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,13 @@ from gpubench.cli.main import main
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.config.suite import load_suite
+from gpubench.report.html import runs_section
+from gpubench.report.runs import load_runs
 from gpubench.run import pool
 from gpubench.run.context import RunOptions
 from gpubench.run.sweep import run_sweep
+from gpubench.store import pace_record
+from gpubench.store.wording import number, seconds
 
 FOUR = ("0", "1", "2", "3")
 
@@ -73,6 +78,18 @@ def test_four_devices_run_eight_points_at_most_four_at_once_each_seeing_its_own(
     assert 1 < _overlap(out) <= 4  # at once, never more than a point per device
     record = json.loads((out / pool.POOL_FILE).read_text())
     assert record["devices"] == list(FOUR) and record["fake"] is True
+    # its pace: the wall time from phases.json and the points per minute, in the report too
+    pace = pace_record.of_folder(out)
+    assert pace is not None and pace.points == 8
+    points = json.loads((out / "phases.json").read_text())["points"]
+    assert pace.wall_s >= max(p["written"] for p in points) - min(p["start"] for p in points)
+    assert pace.per_minute() == pytest.approx(8 * 60 / pace.wall_s)
+    assert pace.line() == (
+        f"wall time {seconds(pace.wall_s)} (from the sweep's start): 8 points, "
+        f"{number(8 * 60 / pace.wall_s)} per minute"
+    )
+    cell = html.escape(pace.line().removeprefix("wall time "))
+    assert f"<td>{cell}</td>" in runs_section(load_runs([out]))
 
 
 def test_a_two_device_point_does_not_hold_back_single_device_points() -> None:

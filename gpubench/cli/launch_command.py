@@ -107,6 +107,8 @@ def _collected(launch_dir: Path, live: dict[int, Any]) -> int:
         f"merged {plural(len(got.finished), 'finished shard')} of {count}: "
         f"{plural(got.rows, 'row')} -> {got.merged}"
     )
+    if got.pace is not None:  # issue 53: the launch's speedup, seen
+        print(got.pace.line())
     stopped = commands.render_report(got.merged)
     if stopped is not None:
         return stopped

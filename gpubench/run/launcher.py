@@ -29,7 +29,7 @@ from typing import Any
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import AUTO, Point, SweepSpec
 from gpubench.run import shard as shards
-from gpubench.store import growth_record, launch_record, merge_record, suite_record
+from gpubench.store import growth_record, launch_record, merge_record, pace_record, suite_record
 from gpubench.store.launch_record import Job, LaunchRecord
 from gpubench.store.results import read_rows
 
@@ -175,12 +175,14 @@ class Failed:
 @dataclass(frozen=True)
 class Collected:
     """What collect found: the shards whose jobs finished, those that failed, and where the
-    finished ones were merged (None where none finished with rows), with its rows."""
+    finished ones were merged (None where none finished with rows), with its rows and its
+    pace (pace.json: wall time and points per minute)."""
 
     finished: list[int]
     failed: list[Failed]
     merged: Path | None
     rows: int
+    pace: pace_record.Pace | None = None
 
 
 def _job(record: LaunchRecord, launch_dir: Path, job: Job) -> Any:
@@ -259,8 +261,8 @@ def collect(launch_dir: Path, live: dict[int, Any] | None = None) -> Collected:
         failed.append(
             Failed(shard, job.job_id, state, handle.paths.stderr, tail(handle.paths.stderr))
         )
-    dirs = [shard_dir(launch_dir, i, record.shards) for i in finished]
-    dirs = [d for d in dirs if has_rows(d)]
+    merging = [i for i in finished if has_rows(shard_dir(launch_dir, i, record.shards))]
+    dirs = [shard_dir(launch_dir, i, record.shards) for i in merging]
     out = launch_dir / MERGED
     if not dirs:
         return Collected(finished, failed, None, 0)
@@ -269,4 +271,28 @@ def collect(launch_dir: Path, live: dict[int, Any] | None = None) -> Collected:
             raise ConfigError(f"{str(out)!r} is no merge of this launch; move it away")
         shutil.rmtree(out)
     merged = merge.merge(dirs, out)
-    return Collected(finished, failed, out, merged.rows)
+    pace(record, merging, dirs, out)
+    pace_of = pace_record.Pace.read(out)
+    return Collected(finished, failed, out, merged.rows, pace_of)
+
+
+def pace(record: LaunchRecord, shards_merged: list[int], dirs: list[Path], out: Path) -> None:
+    """pace.json in the merged folder `out` (of `dirs`, the folders of `shards_merged`): from
+    the first submission of those shards' latest jobs to the last row written in them (their
+    phases.json), and the points they hold. Nothing where no shard recorded its phases."""
+    from gpubench.store import phases_record
+
+    latest = record.latest()
+    since = min(dt.datetime.fromisoformat(latest[i].submitted_at) for i in shards_merged)
+    ends, points = [], 0
+    for d in dirs:
+        phases = phases_record.read(d)
+        if phases is None:
+            continue
+        ends += [p.written for p in phases.points] + [p.end for p in phases.phases]
+        points += len(read_rows(d))
+    if not ends:
+        return
+    wall = max(ends) - since.timestamp()
+    first = f"the first submission of its jobs ({record.launcher})"
+    pace_record.Pace(wall, points, first).write(out)
