@@ -50,6 +50,8 @@ def test_a_failed_job_is_named_with_its_log_and_the_resume_finishes_its_shard(
     assert len(kept.splitlines()) == 1
 
     monkeypatch.delenv(EXIT_ENV)
+    assert main(["sweep", "--resume", str(out), "--time-limit", "5"]) == 2  # launch.json's
+    assert "--time-limit with --resume" in capsys.readouterr().err
     assert main(["sweep", "--resume", str(out)]) == 0
     got = capsys.readouterr()
     record = launch_record.read(out)

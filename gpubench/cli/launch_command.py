@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from gpubench.config.errors import ConfigError
 from gpubench.store import launch_record
 from gpubench.store.wording import plural
 
@@ -27,12 +28,22 @@ def sweep(args: argparse.Namespace) -> int:
     """Submit the sweep's shards (a new launch into --out, default results/<timestamp>; or,
     with --resume DIR, the shards of DIR whose planned points lack rows and whose job has
     ended), then wait for them and collect (exit status as `collect`'s)."""
-    from gpubench.cli import console, sweep_args
+    from gpubench.cli import console, launch_args, sweep_args
     from gpubench.cli.commands import reserved_run_dir
     from gpubench.run import launcher
     from gpubench.run.shard_job import Measuring
 
+    if args.resume is None:
+        launch_args.check(args)
     launcher.require_submitit()
+    if args.resume is not None:  # a launch resumes with the settings of its launch.json
+        given = [d for d in (*launch_args.ONLY_LAUNCH, "launcher") if getattr(args, d) is not None]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise ConfigError(
+                f"{flag} with --resume {args.resume}: a launch resumes with the settings its "
+                f"{launch_record.FILE} holds; allowed: sweep --resume {args.resume} alone"
+            )
     spec = sweep_args.spec_from_args(args)
     if args.resume is not None:
         launch_dir = args.resume
@@ -45,7 +56,12 @@ def sweep(args: argparse.Namespace) -> int:
             console.say(f"gpubench: note: shards {shards} are still running; not resubmitted")
     else:
         launch_dir = args.out if args.out is not None else reserved_run_dir()
-        record = launcher.start(spec, launch_dir, launch_args_settings(args))
+        try:
+            record = launcher.start(spec, launch_dir, launch_args.settings(args))
+        except ConfigError:
+            if args.out is None:
+                launch_dir.rmdir()  # reserved just now, and nothing written: not left behind
+            raise
         which = list(range(1, record.shards + 1))
     pool = tuple(str(i) for i in range(record.gpus_per_task)) if record.gpus_per_task > 1 else ()
     measuring = Measuring(args.max_memory, args.point_timeout, pool)
@@ -62,12 +78,6 @@ def sweep(args: argparse.Namespace) -> int:
         print(f"every shard of {launch_dir} has its rows or is running: nothing submitted")
     print(f"waiting for the jobs; Ctrl-C stops waiting, then: {collect_command(launch_dir)}")
     return _collected(launch_dir, live)
-
-
-def launch_args_settings(args: argparse.Namespace) -> Any:
-    from gpubench.cli import launch_args
-
-    return launch_args.settings(args)
 
 
 def collect(args: argparse.Namespace) -> int:

@@ -130,9 +130,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     from gpubench.cli import commands, launch_args, launch_command
 
     if args.command == "sweep":  # issue 53: --launcher, or the resume of a launch
-        launch_args.check(args)
         if args.launcher is not None or launch_command.is_launch(args.resume):
             return launch_command.sweep(args)
+        launch_args.check(args)
     run = {
         "sweep": commands.sweep,
         "merge": commands.merge,
