@@ -178,6 +178,15 @@ def convergence_run(root: Path) -> Path:
             time_to_target_s=(int(3000 / b * 2) + 10) * time_per_step,
         )
         row["curve"] = curve
+        # issue 51: the noise scale the convergence path measures (the predicted chart's data)
+        b_noise = 60.0 + b / 8
+        row.update(
+            noise_scale_b_noise=b_noise,
+            noise_scale_b_noise_low=b_noise / 2,
+            noise_scale_b_noise_high=b_noise * 2,
+            noise_scale_first_step=20,
+            noise_scale_last_step=180,
+        )
         rows.append(row)
     analysis = {
         "groups": [

@@ -74,3 +74,43 @@ def test_analysis_recommends_the_fastest_batch_and_compares(tmp_path: Path) -> N
     assert "throughput-optimal B=128 takes" in entry["comparison"]
     path = write_analysis(tmp_path)
     assert json.loads(path.read_text())["groups"][0]["recommended_batch_size"] == 32
+
+
+def test_the_analysis_and_its_tables_state_b_noise_and_read_an_old_b_simple() -> None:
+    from rich.console import Console
+
+    from gpubench.cli.convergence_table import batch_table, points_table
+
+    def text(table: object) -> str:
+        console = Console(width=300, record=True)
+        console.print(table)
+        return console.export_text()
+
+    new = []
+    for b, value in ((8, 40.0), (32, 90.0)):
+        r = _row(b, 0, 100, 1e-3)
+        # AdamW's rows carry both; the analysis states the preconditioned one
+        r.update(
+            optimizer="adamw",
+            noise_scale_b_noise=value / 3,
+            noise_scale_b_noise_preconditioned=value,
+            noise_scale_first_step=2,
+            noise_scale_last_step=38,
+        )
+        new.append(r)
+    (entry,) = analyse(pd.DataFrame(new))
+    assert entry["b_noise_kind"] == "preconditioned"
+    assert entry["b_noise"] == pytest.approx(60.0)  # geometric mean across the two runs
+    assert entry["b_noise_where"] == "steps 2-38 of 2 convergence runs, across them"
+    assert [p["noise_scale_b_noise_preconditioned"] for p in entry["per_batch"]] == [40, 90]
+    assert entry["noise_scale_b_simple"] is None
+    assert "60 (precond.)" in text(batch_table([entry]))
+    assert "90 (precond.)" in text(points_table(pd.DataFrame(new)))
+    # an old folder's rows: the extra-pass figure, under its own name
+    old = [{**_row(b, 0, 100, 1e-3), "noise_scale_b_simple": 4.1} for b in (8, 32)]
+    for r in old:
+        r.pop("noise_scale_b_noise", None)
+    (was,) = analyse(pd.DataFrame(old))
+    assert was["b_noise"] is None and was["noise_scale_b_simple"] == pytest.approx(4.1)
+    assert "4.1 (B_simple)" in text(batch_table([was]))
+    assert "4.1 (B_simple)" in text(points_table(pd.DataFrame(old)))

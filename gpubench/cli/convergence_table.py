@@ -14,8 +14,8 @@ from gpubench.store.wording import cell, number, seconds, times
 # Both tables open with what was trained, how: _trained's cells.
 _TRAINED = ("model", "device", "precision", "optimizer", "lr rule")
 _POINT_HEADERS: tuple[str, ...] = (*_TRAINED, "batch", "seed", "lr", "status", "steps→target")
-_POINT_HEADERS += ("time→target", "eval acc", "eval loss", "B_simple")
-_BATCH_HEADERS: tuple[str, ...] = (*_TRAINED, "S_min", "B_crit", "B_simple", "recommended")
+_POINT_HEADERS += ("time→target", "eval acc", "eval loss", "B_noise")
+_BATCH_HEADERS: tuple[str, ...] = (*_TRAINED, "S_min", "B_crit", "B_noise", "recommended")
 _BATCH_HEADERS += ("its time→target", "seeds, spread", "throughput-opt", "largest fits")
 
 
@@ -39,11 +39,25 @@ def points_table(frame: pd.DataFrame) -> Table:
             seconds(row["time_to_target_s"]),
             cell(row["eval_accuracy"], ".3f"),
             cell(row["eval_loss"], ".3f"),
-            cell(row["noise_scale_b_simple"], ".3g"),
+            _b_noise(row),
         )
         for row in frame.to_dict("records")
     )
     return plain_table("gpubench convergence", _POINT_HEADERS, rows, right)
+
+
+def _b_noise(row: dict[str, Any]) -> str:
+    """A point's B_noise: preconditioned where its optimizer gave one (Adam, AdamW), else raw,
+    said which; an old row's extra-pass figure marked 'B_simple'; '' where none."""
+    for column, kind in (
+        ("noise_scale_b_noise_preconditioned", "precond."),
+        ("noise_scale_b_noise", "raw"),
+        ("noise_scale_b_simple", "B_simple"),
+    ):
+        value = row.get(column)
+        if value is not None and pd.notna(value):
+            return f"{cell(value, '.3g')} ({kind})"
+    return ""
 
 
 def _status(row: dict[str, Any]) -> str:
@@ -70,7 +84,7 @@ def batch_table(groups: list[dict[str, Any]]) -> Table:
                 *_trained(g),
                 cell(g["s_min"], ".3g"),
                 cell(g["b_crit"], ".3g"),
-                cell(g["noise_scale_b_simple"], ".3g"),
+                _group_b_noise(g),
                 cell(g["recommended_batch_size"], "d"),
                 seconds(rec.get("median")),
                 f"{rec.get('runs', '')}{seeds}",
@@ -79,6 +93,16 @@ def batch_table(groups: list[dict[str, Any]]) -> Table:
             )
         )
     return plain_table("batch size analysis (batch_analysis.json)", _BATCH_HEADERS, rows)
+
+
+def _group_b_noise(g: dict[str, Any]) -> str:
+    """A series' B_noise with its kind (batch_analysis._noise), or an old analysis's
+    B_simple marked so; '' where none."""
+    if g.get("b_noise") is not None:
+        kind = "precond." if g.get("b_noise_kind") == "preconditioned" else "raw"
+        return f"{cell(g['b_noise'], '.3g')} ({kind})"
+    old = g.get("noise_scale_b_simple")
+    return "" if old is None else f"{cell(old, '.3g')} (B_simple)"
 
 
 def comparisons(groups: list[dict[str, Any]]) -> list[str]:

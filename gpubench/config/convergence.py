@@ -31,11 +31,12 @@ class Convergence:
     (auto: linear for SGD, sqrt for Adam and AdamW), ramped up linearly over `warmup_samples`
     where it grows. A train loss that is not finite or exceeds `divergence_factor` times the
     first one ends the point as diverged. The gradient noise scale is measured on one training
-    step in every `noise_every_steps` (0: never), split into `noise_splits` micro-batches where
-    the point accumulates 1 (science.convergence); `noise_samples` and `noise_ema` are accepted
-    and unused since issue 51. Image models see `image_size`-pixel
-    square images where it is set (else their own input size; the MLP takes the digits at their
-    native 8x8). `data_dir` is the folder a file-based data set (cifar10) is read from.
+    step in every `noise_every_steps` (0: never) from step `noise_from_step` on, split into
+    `noise_splits` micro-batches where the point accumulates 1 (science.convergence);
+    `noise_samples` and `noise_ema` are accepted and unused since issue 51. Image models see
+    `image_size`-pixel square images where it is set (else their own input size; the MLP takes
+    the digits at their native 8x8). `data_dir` is the folder a file-based data set (cifar10)
+    is read from.
     """
 
     dataset: str = "auto"
@@ -56,6 +57,7 @@ class Convergence:
     warmup_samples: int = 2048
     divergence_factor: float = 3.0
     noise_every_steps: int = 4
+    noise_from_step: int = 0  # issue 51: measure from this step on (after a warm-up window)
     noise_samples: int = 256
     noise_splits: int = 4
     noise_ema: float = 0.9
@@ -105,7 +107,7 @@ def check(c: Convergence) -> None:
         v = getattr(c, name)
         if v is not None and (isinstance(v, bool) or not v > 0 or v == float("inf")):
             raise ConfigError(f"invalid convergence.{name} {v!r}; allowed: a number above 0")
-    for name in ("eval_rel_gap", "warmup_samples", "noise_every_steps"):
+    for name in ("eval_rel_gap", "warmup_samples", "noise_every_steps", "noise_from_step"):
         v = getattr(c, name)
         if isinstance(v, bool) or not v >= 0:
             raise ConfigError(f"invalid convergence.{name} {v!r}; allowed: a number of 0 or more")

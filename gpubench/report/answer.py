@@ -15,6 +15,7 @@ HEADERS = (
     "configuration",
     "samples/s",
     "tokens/s",
+    "fastest to target",
     "lead over the runner-up",
     "bottleneck",
     "samples/J",
@@ -29,7 +30,9 @@ def rows(verdicts: Sequence[ModelVerdict]) -> list[tuple[str, ...]]:
     tie the first of standing.tie_order: the smaller batch, then the more samples per joule),
     that choice's throughput as every view quotes it ('(re-measured)' where it is the verdict's
     re-measurement; tokens/s for sequence models), its lead over the runner-up with the 95%
-    interval, or 'tie' with the closest gap, the bottleneck in a word, and its samples per
+    interval, or 'tie' with the closest gap, the batch soonest to a quality target, measured or
+    predicted, with its gain over the throughput-fastest batch (science.fastest_to_target: the
+    cell `explain --json` quotes), the bottleneck in a word, and its samples per
     joule and dollars per million samples where measured ('' elsewhere). Where a verdict's rows
     span several devices, a row per device follows with that device's fastest."""
     out: list[tuple[str, ...]] = []
@@ -48,6 +51,7 @@ def rows(verdicts: Sequence[ModelVerdict]) -> list[tuple[str, ...]]:
                 v.fastest if choice is None else str(choice["label"]),
                 f"{number(sps)}{mark}",
                 cell(tokens, ",.0f"),
+                "" if v.goodput is None else v.goodput.cell(),
                 _lead(v),
                 v.bottleneck or "not classified",
                 cell(per_j, ",.3g"),
@@ -56,7 +60,7 @@ def rows(verdicts: Sequence[ModelVerdict]) -> list[tuple[str, ...]]:
         )
         if len(v.devices) > 1:
             out += [
-                (f"  on {d.device}", d.fastest, number(d.samples_per_s), "", "", "", "", "")
+                (f"  on {d.device}", d.fastest, number(d.samples_per_s), *[""] * 6)
                 for d in v.devices
             ]
     return out

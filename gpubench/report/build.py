@@ -22,6 +22,7 @@ from gpubench.report import (
     effective_batch,
     efficiency,
     figure,
+    goodput_chart,
     learning,
     plots,
     search_speed,
@@ -52,6 +53,7 @@ CHART_FILES = (
     "speedup.png",
     "loss_curves.png",
     "time_to_target.png",
+    goodput_chart.FILE,  # issue 51
     "breakdown.png",
     "roofline.png",
 )
@@ -128,6 +130,10 @@ def _build(runs: Sequence[Run], path: Path, plots_dir: Path) -> Path:
     batch_varies = _batch_varies(frame)
     if batch_varies:
         against_batch()
+        draw(  # issue 51: beside throughput
+            lambda: goodput_chart.predicted_time(verdicts, plots_dir),
+            "Fastest to target (predicted): no model has a B_noise measured on real data.",
+        )
     draw(
         lambda: why_plots.breakdown(frame, plots_dir),
         "Step-time breakdown: no point was profiled (profiling off, or runs made before it).",

@@ -25,11 +25,13 @@ from gpubench.store import (
     confirmations,
     growth_record,
     merge_record,
+    noise_record,
     phases_record,
     shard_record,
     tune_record,
 )
 from gpubench.store.growth_record import GrowthRecord, Stop
+from gpubench.store.noise_record import NoiseRecord
 from gpubench.store.results import read_rows
 from gpubench.store.typed_json import RecordError
 
@@ -110,6 +112,8 @@ def run_verdicts(
         command(runs),
         unreached(runs, records),
         stops(records),
+        # issue 51: the B_noise each folder's noise phase measured on real data
+        [e for run in runs for e in (noise_record.read(run.path) or NoiseRecord()).entries],
     )
     for v in out:
         v.fastest += machine_of_fastest(rows, v)

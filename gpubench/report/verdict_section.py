@@ -48,9 +48,11 @@ def answer_table(verdicts: Sequence[ModelVerdict]) -> str:
     caption = (
         '<p class="caption">The answer at a glance: per model and optimizer the configuration '
         "to choose (in a tie the smaller batch, then the more samples per joule), its "
-        "throughput as every view quotes it, its lead over the runner-up with the 95% interval "
-        "between processes, the bottleneck, and energy and cost where measured. The details "
-        "follow.</p>\n"
+        "throughput as every view quotes it, the batch soonest to a quality target (measured "
+        "where convergence runs reached it, else predicted from the gradient noise scale and "
+        "the measured samples/s) with its gain over the throughput-fastest batch, its lead "
+        "over the runner-up with the 95% interval between processes, the bottleneck, and "
+        "energy and cost where measured. The details follow.</p>\n"
     )
     return caption + H.table(answer.HEADERS, rows) + "\n"
 

@@ -7,7 +7,10 @@ finds the recommended batch size: the fastest to target by science.target_time, 
 median training time to target over seeds among the batch sizes whose every seed reached it
 (the verdict's "fastest to target" is the same notion). It compares it with the
 throughput-optimal batch size (the smallest within 5% of the best samples/s) and with the
-largest batch that fits (known only where a larger one ran out of memory). The result is
+largest batch that fits (known only where a larger one ran out of memory). Beside B_crit it
+states the gradient noise scale B_noise the series' own training steps measured
+(science.fastest_to_target.noise_of: preconditioned under Adam and AdamW, else raw; an old
+folder's extra-pass `noise_scale_b_simple` stays readable under its own name). The result is
 written to the run folder as batch_analysis.json.
 """
 
@@ -23,6 +26,7 @@ import pandas as pd
 from gpubench.config.keys import CONFIGURATION, configuration
 from gpubench.science import target_time
 from gpubench.science.curve import spread
+from gpubench.science.fastest_to_target import noise_of
 from gpubench.science.partition import grouped
 from gpubench.science.target_time import TargetTime
 from gpubench.science.throughput import throughput_optimal_batch
@@ -65,6 +69,26 @@ def _median(values: pd.Series) -> float | None:
     return float(np.median(v)) if v else None
 
 
+def _column(rows: pd.DataFrame, name: str) -> float | None:
+    """The median of `rows`' column `name` (None where absent: rows of another era)."""
+    return _median(rows[name]) if name in rows else None
+
+
+def _noise(rows: pd.DataFrame) -> dict[str, Any]:
+    """B_noise over a series' rows (fastest_to_target.noise_of) with its interval, kind and
+    where it was taken (None each where no row measured it), and an old folder's B_simple."""
+    found = noise_of(rows.to_dict("records"))
+    high = None if found is None or found.high is None or math.isinf(found.high) else found.high
+    return {
+        "b_noise": None if found is None else found.b_noise,
+        "b_noise_low": None if found is None else found.low,
+        "b_noise_high": high,
+        "b_noise_kind": None if found is None else found.kind,
+        "b_noise_where": None if found is None else found.where,
+        "noise_scale_b_simple": _column(rows, "noise_scale_b_simple"),  # before issue 51
+    }
+
+
 def _per_batch(rows: pd.DataFrame, times: dict[int, TargetTime]) -> list[dict[str, Any]]:
     """Per batch size of one series: its runs, steps and samples to target with their spread
     over seeds, and its time to target (`times`, science.target_time's summary)."""
@@ -82,7 +106,11 @@ def _per_batch(rows: pd.DataFrame, times: dict[int, TargetTime]) -> list[dict[st
                 "time_to_target_s": times[int(bs)].as_dict(),  # type: ignore[call-overload]
                 "step_time_s": _median(g["step_time_s"]),
                 "samples_per_s": _median(g["samples_per_s"]),
-                "noise_scale_b_simple": _median(g["noise_scale_b_simple"]),
+                "noise_scale_b_noise": _column(g, "noise_scale_b_noise"),
+                "noise_scale_b_noise_preconditioned": _column(
+                    g, "noise_scale_b_noise_preconditioned"
+                ),
+                "noise_scale_b_simple": _column(g, "noise_scale_b_simple"),  # old rows
                 "lr": _median(g["lr"]),
             }
         )
@@ -158,7 +186,7 @@ def analyse(frame: pd.DataFrame) -> list[dict[str, Any]]:
             "fit": fit,
             "s_min": fit["s_min"] if fit["valid"] else None,
             "b_crit": fit["b_crit"] if fit["valid"] else None,
-            "noise_scale_b_simple": _median(rows["noise_scale_b_simple"]),
+            **_noise(rows),
             "recommended_batch_size": rec.batch_size if rec else None,
             "recommended_time_to_target_s": rec.as_dict() if rec else None,
             "throughput_optimal_batch_size": throughput_optimal_batch(

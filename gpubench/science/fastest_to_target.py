@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from statistics import median
 from typing import Any
 
-from gpubench.science import goodput
+from gpubench.science import goodput, target_time
 from gpubench.science.gradient_noise import across_seeds
-from gpubench.store.wording import number, plural, span, times
+from gpubench.store.noise_record import NoiseEntry
+from gpubench.store.wording import number, percent, plural, span, times
 
 # what a run folder needs for a prediction, said where it has none
 NOT_PREDICTED = (
@@ -26,6 +27,8 @@ NOT_PREDICTED = (
     "convergence run measures it: python -m gpubench sweep suites/convergence.toml "
     "--models {model})"
 )
+# the answer table's cell where there is no prediction: the reason, in a few words
+SHORT_WHY = "not predicted (synthetic data)"
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,24 @@ def noise_of(rows: Sequence[Mapping[str, Any]]) -> NoiseEstimate | None:
     return None
 
 
+def noise_of_phase(entries: Sequence[NoiseEntry], best: Mapping[str, Any]) -> NoiseEstimate | None:
+    """B_noise from a sweep's noise phase (store.noise_record) for `best`'s model, size and
+    optimizer (its device's entry first, else any device's: B_noise is the data's and the
+    model's, not the device's); None where the phase measured none."""
+    same = [
+        e
+        for e in entries
+        if (e.model, e.model_size, e.optimizer)
+        == (best.get("model"), best.get("model_size"), best.get("optimizer"))
+    ]
+    if not same:
+        return None
+    e = min(same, key=lambda e: e.device != best.get("device"))
+    # a stored interval with a null high end is unbounded (|G|^2 not told from 0)
+    high = math.inf if e.high is None and e.low is not None else e.high
+    return NoiseEstimate(e.b_noise, e.low, high, e.kind, e.where())
+
+
 def samples_per_s_by_batch(rows: Sequence[Mapping[str, Any]]) -> dict[int, float]:
     """Each batch's median samples/s over `rows` (one configuration's rows but the batch)."""
     by: dict[int, list[float]] = {}
@@ -81,16 +102,123 @@ def samples_per_s_by_batch(rows: Sequence[Mapping[str, Any]]) -> dict[int, float
     return {b: median(xs) for b, xs in sorted(by.items())}
 
 
+def _throughput_batch(samples_per_s: Mapping[int, float]) -> int:
+    """The batch of most samples/s (the smaller of equals), as goodput.pick names it."""
+    return min(samples_per_s, key=lambda b: (-samples_per_s[b], b))
+
+
+@dataclass(frozen=True)
+class MeasuredPick:
+    """The batch whose every seed reached the target soonest (least median time to target,
+    science.target_time.fastest), the throughput-fastest batch of the same samples/s the
+    prediction uses, and `gain` = the throughput-fastest batch's median time to target over the
+    pick's (None where that batch did not reach the target in every seed); `times_s`: the
+    median time to target (seconds) of each batch whose every seed reached it."""
+
+    batch: int
+    throughput_batch: int
+    gain: float | None
+    times_s: dict[int, float]
+
+
+def measured_of(
+    rows: Sequence[Mapping[str, Any]], samples_per_s: Mapping[int, float]
+) -> MeasuredPick | None:
+    """The measured fastest-to-target batch among `rows` (one configuration's rows but the batch
+    and seed, failed seeds included: they did not reach the target), against the
+    throughput-fastest batch of `samples_per_s`; None where no batch reached the target in
+    every seed, or no samples/s was measured."""
+    summaries = [s for s in target_time.summarise(rows) if s.complete]
+    best = target_time.fastest(summaries)
+    if best is None or not samples_per_s:
+        return None
+    times_s = {s.batch_size: float(s.median_s or 0.0) for s in summaries}
+    top = _throughput_batch(samples_per_s)
+    mine = times_s[best.batch_size]
+    gain = times_s[top] / mine if top in times_s and mine > 0 else None
+    return MeasuredPick(best.batch_size, top, gain, dict(sorted(times_s.items())))
+
+
+def critical_of(
+    rows: Sequence[Mapping[str, Any]],
+) -> tuple[goodput.CriticalBatchFit | None, str | None]:
+    """B_crit fitted (goodput.fit_critical_batch: S = S_min (1 + B_crit/B)) to the steps to
+    target of `rows`' convergence runs (one configuration's rows but the batch and seed), over
+    the batches whose every seed reached the target (a missed seed would bias its batch's
+    steps down); (None, why) where under 3 such batches, or where the fit is not of that form."""
+    done = [s for s in target_time.summarise(rows) if s.complete]
+    if not done:
+        return None, None  # no convergence run reached the target: nothing to say
+    points = [
+        (float(s.batch_size), float(r["steps_to_target"]))
+        for s in done
+        for r in s.rows
+        if isinstance(r.get("steps_to_target"), int | float)
+        and math.isfinite(r["steps_to_target"])
+        and r["steps_to_target"] > 0
+    ]
+    if len({b for b, _ in points}) < 3:
+        return None, (
+            f"no B_crit fit: steps to target at {plural(len(done), 'batch', 'batches')} "
+            "whose every seed reached it, 3 needed"
+        )
+    fit = goodput.fit_critical_batch(points)
+    if fit.b_crit is None:
+        return None, "no B_crit fit: the steps to target do not follow S_min (1 + B_crit/B)"
+    return fit, None
+
+
 @dataclass(frozen=True)
 class FastestToTarget:
-    """The goodput pick of one model (None where not predicted, with `why`), its B_noise."""
+    """The goodput pick of one model (None where not predicted, with `why`), its B_noise, the
+    samples/s per batch it was picked from, and the measured pick where convergence rows
+    reached the target (None: none did)."""
 
     pick: goodput.GoodputPick | None
     noise: NoiseEstimate | None
     why: str | None = None
+    samples_per_s: dict[int, float] | None = None
+    measured: MeasuredPick | None = None
+    # B_crit from the convergence rows' steps to target, stated beside B_noise, or why none
+    critical: goodput.CriticalBatchFit | None = None
+    critical_why: str | None = None
+
+    def critical_text(self) -> str | None:
+        """'B_crit ≈ 35.6 fitted to steps to target at 3 batches (S = S_min (1 + B_crit/B),
+        relative rms residual 12%)', the reason there is no fit, or None (no convergence run
+        reached the target)."""
+        c = self.critical
+        if c is None:
+            return self.critical_why
+        return (
+            f"B_crit ≈ {number(c.b_crit)} fitted to steps to target at "
+            f"{plural(c.batches, 'batch', 'batches')} (S = S_min (1 + B_crit/B), relative "
+            f"rms residual {percent(c.rel_rmse)})"
+        )
+
+    def cell(self) -> str:
+        """The answer table's cell: 'B=128 measured (x1.81 over B=512)', 'B=128 predicted (x1.30
+        over B=512)', 'B=512 predicted (the throughput-fastest)', or the short reason there is
+        none. Measured where convergence rows reached the target; the figures are `to_dict`'s."""
+        m, p = self.measured, self.pick
+        if m is not None:
+            if m.gain is None:
+                return (
+                    f"B={m.batch} measured (B={m.throughput_batch} did not reach the target "
+                    "in every seed)"
+                )
+            return f"B={m.batch} measured ({_over(m.batch, m.throughput_batch, m.gain)})"
+        if p is None or self.noise is None:
+            return SHORT_WHY if self.noise is None else "not predicted (no samples/s)"
+        return f"B={p.batch} predicted ({_over(p.batch, p.throughput_batch, p.gain)})"
 
     def line(self) -> str:
         """The verdict's words, quoting the figures `to_dict` holds."""
+        crit = self.critical_text()
+        text = self._prediction()
+        return text if crit is None else f"{text}; {crit}"
+
+    def _prediction(self) -> str:
         p, n = self.pick, self.noise
         if p is None or n is None:
             return self.why or "not predicted"
@@ -112,12 +240,29 @@ class FastestToTarget:
 
     def to_dict(self) -> dict[str, Any]:
         """`explain --json`'s "fastest_to_target": batch, "predicted", gain over the
-        throughput-fastest batch, b_noise with its interval and kind, where it was taken; or
-        batch None and `why`."""
-        p, n = self.pick, self.noise
+        throughput-fastest batch, b_noise with its interval and kind, where it was taken,
+        each batch's predicted time to target over the pick's (`relative_times`); or batch
+        None and `why`. Always: the answer table's `cell` and `measured` (None, or the
+        measured pick with each batch's median seconds to target)."""
+        p, n, m = self.pick, self.noise, self.measured
+        c = self.critical
+        shared = {
+            "cell": self.cell(),
+            "b_crit": None if c is None else asdict(c),
+            "b_crit_why": self.critical_why,
+            # each batch's median seconds to target (JSON writes the batches as strings)
+            "measured": None if m is None else asdict(m),
+        }
         if p is None or n is None:
-            return {"batch": None, "predicted": None, "why": self.why, "text": self.line()}
+            return {
+                "batch": None,
+                "predicted": None,
+                "why": self.why,
+                "text": self.line(),
+                **shared,
+            }
         return {
+            **shared,
             "batch": p.batch,
             "predicted": "predicted",
             "throughput_batch": p.throughput_batch,
@@ -127,21 +272,44 @@ class FastestToTarget:
             "interval": None if n.low is None else [n.low, None if n.high == math.inf else n.high],
             "kind": n.kind,
             "where": n.where,
+            "relative_times": {str(b): t for b, t in self.relative_times().items()},
             "text": self.line(),
         }
 
+    def relative_times(self) -> dict[int, float]:
+        """Each measured batch's predicted time to target over the pick's (the pick 1.0; {}
+        where not predicted): what the report's chart draws."""
+        p = self.pick
+        if p is None:
+            return {}
+        return {b: t / p.times[p.batch] for b, t in p.times.items()}
+
+
+def _over(batch: int, top: int, gain: float) -> str:
+    """'x1.30 over B=512', or 'the throughput-fastest' where `batch` is `top`."""
+    return "the throughput-fastest" if batch == top else f"{times(gain)} over B={top}"
+
 
 def answer(
-    samples_per_s: Mapping[int, float], noise: NoiseEstimate | None, model: str
+    samples_per_s: Mapping[int, float],
+    noise: NoiseEstimate | None,
+    model: str,
+    measured: MeasuredPick | None = None,
+    critical: tuple[goodput.CriticalBatchFit | None, str | None] = (None, None),
 ) -> FastestToTarget:
     """The goodput pick over the measured `samples_per_s` (batch -> samples/s) at `noise`'s
     B_noise and interval ends; not predicted (with why) where there is no B_noise or no
-    measured batch."""
+    measured batch. `measured`: the pick convergence rows measured (measured_of), carried
+    beside the prediction; `critical`: critical_of's B_crit fit of the same rows, or why none."""
+    rates = dict(sorted(samples_per_s.items()))
+    beside = (rates, measured, *critical)
     if noise is None:
-        return FastestToTarget(None, None, NOT_PREDICTED.format(model=model))
+        return FastestToTarget(None, None, NOT_PREDICTED.format(model=model), *beside)
     if not samples_per_s:
-        return FastestToTarget(None, noise, "not predicted (no batch's samples/s measured)")
+        why = "not predicted (no batch's samples/s measured)"
+        return FastestToTarget(None, noise, why, *beside)
     low, high = noise.low, noise.high
     if low is None or high is None or not low <= noise.b_noise <= high:
         low = high = None
-    return FastestToTarget(goodput.pick(samples_per_s, noise.b_noise, low, high), noise)
+    pick = goodput.pick(samples_per_s, noise.b_noise, low, high)
+    return FastestToTarget(pick, noise, None, *beside)

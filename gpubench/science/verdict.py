@@ -18,7 +18,14 @@ from gpubench.science import economy, leaders, plan, remeasured, standing, targe
 from gpubench.science.bottleneck import BOTTLENECKS, Bottleneck, classify
 from gpubench.science.devices import Across, DeviceLead, across, device_leads, energy_lines
 from gpubench.science.effective_batch import EffectiveBatch, effective_batches
-from gpubench.science.fastest_to_target import FastestToTarget, noise_of, samples_per_s_by_batch
+from gpubench.science.fastest_to_target import (
+    FastestToTarget,
+    critical_of,
+    measured_of,
+    noise_of,
+    noise_of_phase,
+    samples_per_s_by_batch,
+)
 from gpubench.science.fastest_to_target import answer as goodput_answer
 from gpubench.science.input_bound import input_lines
 from gpubench.science.levers import levers, no_help
@@ -34,6 +41,7 @@ from gpubench.science.partition import (
 )
 from gpubench.science.partition import norm as _norm
 from gpubench.store.growth_record import Stop
+from gpubench.store.noise_record import NoiseEntry
 from gpubench.store.wording import milliseconds, number, span, times
 
 
@@ -205,6 +213,7 @@ def verdicts(
     command: str = "sweep",
     unreached: Sequence[plan.Unreached] = (),
     stops: Mapping[Key | str, Stop] | None = None,
+    noise_phase: Sequence[NoiseEntry] = (),
 ) -> list[ModelVerdict]:
     """One verdict per partition (model, size, model options, optimizer, lr rule: see
     science.partition) with a point that ran, in order. `confirmations`: the interleaved
@@ -213,7 +222,8 @@ def verdicts(
     rows ("sweep" or "tune"), so that the next experiment is one that command can run;
     `unreached`: the points the runs planned and did not measure (science.plan.unreached);
     `stops`: why each grown series stopped, by its series' key, or its label in an old
-    growth.json (GrowthRecord.by_series; None: not known)."""
+    growth.json (GrowthRecord.by_series; None: not known); `noise_phase`: the B_noise a
+    sweep's noise phase measured on real data (noise.json), where no convergence row has one."""
     leaders.check_margin(margin)
     if frame.empty:
         return []
@@ -230,21 +240,30 @@ def verdicts(
         if any(standing.ran(r) for r in rows):
             missing = plan.of_partition(unreached, rows[0])
             v = _verdict(rows, found.get(key), margin, command, missing, stops)
-            v.goodput = _goodput(v.identity, rows, noisy)
+            v.goodput = _goodput(v.identity, rows, noisy, noise_phase)
             out.append(v)
     return out
 
 
 def _goodput(
-    best: dict[str, Any], rows: list[dict[str, Any]], noisy: list[dict[str, Any]]
+    best: dict[str, Any],
+    rows: list[dict[str, Any]],
+    noisy: list[dict[str, Any]],
+    phase: Sequence[NoiseEntry] = (),
 ) -> FastestToTarget:
     """issue 51: the goodput pick over the samples/s per batch of the leader's configuration,
-    at the B_noise of the convergence rows (`noisy`) of its model, size and optimizer."""
+    at the B_noise of the convergence rows (`noisy`) of its model, size and optimizer; beside
+    it the measured pick where that configuration's convergence rows reached the target, and
+    B_crit fitted to their steps to target. Without convergence rows, the B_noise of the
+    sweep's noise phase (`phase`)."""
     mine = configuration(best, "batch_size")
-    speed = [r for r in rows if standing.ran(r) and configuration(r, "batch_size") == mine]
+    alike = [r for r in rows if configuration(r, "batch_size") == mine]
+    rates = samples_per_s_by_batch([r for r in alike if standing.ran(r)])
     same = ("model", "model_size", "optimizer")
     noise = noise_of([r for r in noisy if all(r[k] == best[k] for k in same)])
-    return goodput_answer(samples_per_s_by_batch(speed), noise, str(best["model"]))
+    noise = noise or noise_of_phase(phase, best)  # issue 51: the sweep's noise phase
+    found = measured_of(alike, rates)
+    return goodput_answer(rates, noise, str(best["model"]), found, critical_of(alike))
 
 
 def _verdict(
