@@ -2,24 +2,29 @@
 (`--launcher local`: real job processes, no Slurm) on a tiny model: two shards, one array task
 each, merged into one folder with every point once; a job that dies mid-run (the test hook
 GPUBENCH_TEST_SHARD_EXIT) is reported with its log's path and tail, the other shard's rows are
-merged, and the resume resubmits only that shard, which finishes from its rows."""
+merged, and the resume resubmits only that shard, which finishes from its rows; a task
+signalled as Slurm signals one at its time limit (USR2) is requeued by submitit and resumes."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from isolation import rows
 
+pytest.importorskip("submitit")  # the `test` extra installs it; run.shard_job imports it
+
+from gpubench.cli import parser, sweep_args
 from gpubench.cli.main import main
 from gpubench.config.spec import Point
 from gpubench.run import launcher
-from gpubench.run.shard_job import EXIT_ENV, shard_dir
+from gpubench.run.shard_job import EXIT_ENV, Measuring, shard_dir
 from gpubench.store import launch_record, pace_record
-
-pytest.importorskip("submitit")
 
 # 4 points: 2 batch sizes x 2 optimizers (2 series each way round), 2 steps each
 SWEEP = ["sweep", "--models", "mlp", "--size", "tiny", "--devices", "cpu", "--batch-sizes"]
@@ -99,3 +104,44 @@ def test_launcher_flags_are_checked_in_one_line(
         'with: pip install "gpubench[slurm]"'
     ]
     assert not out.exists()
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow  # a job process importing torch twice (about 40 s on 2 busy cores)
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the job's process in /proc")
+def test_a_task_signalled_at_its_time_limit_is_requeued_and_resumes_from_its_rows(
+    tmp_path: Path,
+) -> None:
+    """Slurm signals a task (USR2) before its time limit or when preempted: submitit calls
+    ShardJob.checkpoint, requeues the same call, and the shard resumes from its rows."""
+    spec = sweep_args.spec_from_args(parser.build_parser().parse_args(SWEEP[:-6]))
+    out = tmp_path / "launch"
+    record = launcher.start(spec, out, launcher.Settings("local", shards=1, time_limit_min=10))
+    record, (job,) = launcher.submit(spec, out, record, Measuring(None, 300.0), [1])
+    results = shard_dir(out, 1, 1) / "results.jsonl"
+    deadline = time.time() + 300
+    while not (results.is_file() and results.read_text().strip()):  # its first row
+        assert time.time() < deadline and job.state == "RUNNING", job.state
+        time.sleep(0.2)
+    (task,) = _children(int(job.job_id))  # the local controller's task: the sweep
+    os.kill(task, signal.SIGUSR2)
+    got = launcher.collect(out, {1: job})
+    assert got.finished == [1] and not got.failed and got.rows == 4
+    log = (out / launcher.JOBS / f"{job.job_id}_0_log.out").read_text()
+    assert "Calling checkpoint method" in log and "Requeued job" in log
+    # the requeued call resumed: every point once, the rows before the signal kept
+    shard = rows(shard_dir(out, 1, 1))
+    assert len(shard) == 4 and len({Point.of(r).key() for r in shard}) == 4
+    assert log.count("Loading pickle") == 2 and "1/4" not in log.split("Requeued job")[1]
