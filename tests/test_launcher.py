@@ -90,6 +90,10 @@ def test_launcher_flags_are_checked_in_one_line(
         (["--launcher", "pbs"], "allowed: slurm, local"),
         (["--launcher", "local", "--gpus-per-task", "-1"], "invalid GPU count"),
         (["--launcher", "local", "--shards", "3"], "--shards 3: suite 'quick' has 2 point series"),
+        (
+            ["--launcher", "local", "--gpus-per-task", "2", "--nproc", "4", "--parallel", "ddp"],
+            "--gpus-per-task 2 (a pool): nproc 4 needs more devices",
+        ),
     ]
     for extra, message in cases:
         assert main([*SWEEP[:-6], *extra, "--out", str(out)]) == 2, extra

@@ -77,7 +77,8 @@ def series_count(spec: SweepSpec) -> int:
 
 def start(spec: SweepSpec, launch_dir: Path, settings: Settings) -> LaunchRecord:
     """Write a new launcher folder `launch_dir` (refused where it holds a launch or a run
-    already): suite.json and launch.json, with no job yet."""
+    already, and for a shard count above the suite's series or a task's device pool that
+    run.pool.check refuses): suite.json and launch.json, with no job yet."""
     if (launch_dir / launch_record.FILE).is_file() or (launch_dir / suite_record.FILE).is_file():
         raise ConfigError(
             f"folder {str(launch_dir)!r} holds a launch or a run already; continue it with "
@@ -90,6 +91,13 @@ def start(spec: SweepSpec, launch_dir: Path, settings: Settings) -> LaunchRecord
             f"--shards {count}: suite {spec.name!r} has {series} point series to share (a "
             f"series' batch sizes and nproc values count once); allowed: 1 to {series}"
         )
+    if settings.gpus_per_task > 1:  # each task measures in a device pool: what it refuses
+        from gpubench.run import pool
+
+        try:
+            pool.check(spec, [str(i) for i in range(settings.gpus_per_task)])
+        except ConfigError as e:
+            raise ConfigError(f"--gpus-per-task {settings.gpus_per_task} (a pool): {e}") from e
     launch_dir.mkdir(parents=True, exist_ok=True)
     suite_record.write(launch_dir, spec.to_dict())
     record = LaunchRecord(
