@@ -63,3 +63,13 @@ def killed_at_3() -> Workload:
     w = visible()
     w.model = _Killer(w.model, _KilledAt(3))
     return w
+
+
+def visible_logged(log: str) -> Workload:
+    """visible(), which also appends the CUDA_VISIBLE_DEVICES its process saw to the file `log`
+    (a model option: the fork server's environment is the one it started with), a line per
+    build (the model checks, each point, each confirmation worker's candidates)."""
+    w = visible()
+    with open(log, "a") as f:
+        f.write(w.name + "\n")
+    return w

@@ -7,6 +7,7 @@ resume measures only the rest."""
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -15,12 +16,18 @@ import pytest
 import torch
 from isolation import rows
 
+from gpubench.cli.commands import resume_command
 from gpubench.cli.main import main
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.config.suite import load_suite
+from gpubench.report.html import runs_section
+from gpubench.report.runs import load_runs
 from gpubench.run import pool
+from gpubench.run.context import RunOptions
 from gpubench.run.sweep import run_sweep
+from gpubench.store import pace_record
+from gpubench.store.wording import number, seconds
 
 FOUR = ("0", "1", "2", "3")
 
@@ -71,6 +78,18 @@ def test_four_devices_run_eight_points_at_most_four_at_once_each_seeing_its_own(
     assert 1 < _overlap(out) <= 4  # at once, never more than a point per device
     record = json.loads((out / pool.POOL_FILE).read_text())
     assert record["devices"] == list(FOUR) and record["fake"] is True
+    # its pace: the wall time from phases.json and the points per minute, in the report too
+    pace = pace_record.of_folder(out)
+    assert pace is not None and pace.points == 8
+    points = json.loads((out / "phases.json").read_text())["points"]
+    assert pace.wall_s >= max(p["written"] for p in points) - min(p["start"] for p in points)
+    assert pace.per_minute() == pytest.approx(8 * 60 / pace.wall_s)
+    assert pace.line() == (
+        f"wall time {seconds(pace.wall_s)} (from the sweep's start): 8 points, "
+        f"{number(8 * 60 / pace.wall_s)} per minute"
+    )
+    cell = html.escape(pace.line().removeprefix("wall time "))
+    assert f"<td>{cell}</td>" in runs_section(load_runs([out]))
 
 
 def test_a_two_device_point_does_not_hold_back_single_device_points() -> None:
@@ -148,3 +167,28 @@ def test_gpus_values_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert pool.resolve("all") == FOUR and pool.resolve(("3", "1")) == ("3", "1")
     with pytest.raises(ConfigError, match="names device 4, and this machine has 4"):
         pool.resolve(("4",))
+
+
+def test_the_model_checks_and_the_confirmation_see_the_pools_first_device(
+    tmp_path: Path, fake4: None
+) -> None:
+    """Under --gpus 2,3 nothing runs on a device outside the pool: the model checks' worker
+    and the confirmation's (the pool drained) see device 2, the points 2 or 3."""
+    log = tmp_path / "visible.log"
+    spec = _spec(tmp_path, '["pool_workloads:visible_logged"]', batches="[1, 2]")
+    table = {"pool_workloads:visible_logged": {"log": str(log)}}
+    spec = dataclasses.replace(spec, optimizers=("sgd",), model_options=table)
+    out = tmp_path / "run"
+    run_sweep(spec, out, gpus=("2", "3"))
+    seen = log.read_text().splitlines()
+    assert set(seen) <= {"visible=2", "visible=3"}, seen
+    assert seen[0] == seen[-1] == "visible=2"  # the checks first, the confirmation last
+    (part,) = json.loads((out / "confirm.json").read_text())["partitions"]
+    assert part["status"] != "not needed"  # the confirmation measured, in its own workers
+    assert len(seen) > len(rows(out)) + 1
+
+
+def test_the_resume_command_of_a_pooled_sweep_keeps_its_devices() -> None:
+    hint = resume_command(Path("results/x"), RunOptions(gpus=("1", "3")))
+    assert hint == "python -m gpubench sweep --resume results/x --gpus 1,3"
+    assert "--gpus" not in resume_command(Path("results/x"), RunOptions())

@@ -20,7 +20,7 @@ from gpubench.config.spec import Point
 from gpubench.report.explain import explain_runs
 from gpubench.report.runs import combine, load_runs
 from gpubench.science import devices, leaders, levers
-from gpubench.science.partition import label
+from gpubench.science.partition import device_of, label
 from gpubench.science.verdict import ModelVerdict, verdicts
 from gpubench.store.wording import number, times
 
@@ -247,3 +247,24 @@ def test_a_one_process_ddp_row_read_back_from_a_frame_has_no_nan_in_its_label() 
            "scaling": math.nan, "batch_size": 64.0}  # fmt: skip
     assert label(row) == "cpu fp32 ddp x1 B=64"
     assert label({**row, "nproc": 2, "scaling": "weak"}) == "cpu fp32 ddp x2 weak B=64"
+
+
+def test_a_pool_of_two_gpu_models_keeps_each_its_own_name() -> None:
+    """Issue 53: pooled rows of one partition on an A100 and on an H100 (both `cuda`) are two
+    devices of the verdict, each named from its row's device_name, never one `cuda`."""
+    a100 = dict(pool_devices="0", device_name="NVIDIA A100-SXM4-80GB")
+    h100 = dict(pool_devices="1", device_name="NVIDIA H100 80GB HBM3")
+    rows = [
+        *_rows((CUDA, 0.004), (dataclasses.replace(CUDA, batch_size=32), 0.003), **a100),
+        *_rows((CUDA, 0.002), (dataclasses.replace(CUDA, batch_size=32), 0.0016), **h100),
+    ]
+    (v,) = verdicts(pd.DataFrame(rows))
+    names = [d.device for d in v.devices]
+    assert names == ["cuda (NVIDIA H100 80GB HBM3)", "cuda (NVIDIA A100-SXM4-80GB)"]
+    assert v.device == names[0]
+    (a,) = v.across
+    assert a.ratio == pytest.approx(2.0, rel=0.05) and a.configurations == 2
+    # a row no pool measured keeps its bare device, as before; so does a pooled CPU row
+    assert device_of({k: val for k, val in rows[0].items() if k != "pool_devices"}) == "cuda"
+    assert device_of({**rows[0], "device": "cpu"}) == "cpu"
+    assert device_of({**rows[0], "device_name": "cuda (NVIDIA H100 80GB HBM3)"}) == names[0]

@@ -371,6 +371,8 @@ def resume_command(
             parts[0] = f"python -m gpubench sweep {shlex.quote(suite)} --resume"
         else:
             parts += ["--models", shlex.quote(",".join(spec.models))]
+    if options.gpus:  # issue 53: the pool measures the rest too
+        parts += ["--gpus", ",".join(options.gpus)]
     if options.max_memory is not None:
         parts += ["--max-memory", exact_size(options.max_memory)]
     timeout = options.point_timeout_s

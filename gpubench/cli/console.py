@@ -30,7 +30,7 @@ from gpubench.report import answer
 from gpubench.run import maxbatch
 from gpubench.science import remeasured
 from gpubench.science.verdict import ModelVerdict
-from gpubench.store import confirmations, env
+from gpubench.store import confirmations, env, pace_record
 from gpubench.store.wording import cell, milliseconds, number, plural, printable, seconds, size
 
 if TYPE_CHECKING:  # its search runs workers (torch): printed only after one ran
@@ -128,6 +128,9 @@ def sweep_summary(frame: pd.DataFrame, run_dir: Path, convergence: bool) -> None
         shown = remeasured.apply(frame, confirmations.partitions(run_dir))
         stdout.print(results_table.summary_table(shown, width=stdout.width))
     stdout.print(f"results: {run_dir}")
+    pace = pace_record.of_folder(run_dir)  # issue 53: a pool's speedup, seen
+    if pace is not None:
+        out(pace.line())
     busy = load.busy_line(env.read(run_dir), frame.to_dict("records"))
     if busy is not None:
         say(f"gpubench: warning: {busy}")

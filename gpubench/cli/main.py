@@ -135,11 +135,16 @@ def _dispatch(args: argparse.Namespace) -> int:
             from gpubench.cli import ab_command
 
             return ab_command.run(args)
-    from gpubench.cli import commands
+    from gpubench.cli import commands, launch_args, launch_command
 
+    if args.command == "sweep":  # issue 53: --launcher, or the resume of a launch
+        if args.launcher is not None or launch_command.is_launch(args.resume):
+            return launch_command.sweep(args)
+        launch_args.check(args)
     run = {
         "sweep": commands.sweep,
         "merge": commands.merge,
+        "collect": launch_command.collect,  # issue 53
         "report": commands.report,
         "explain": commands.explain,
         "compare": commands.compare,

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gpubench.cli import ab_args, max_batch_args, sweep_args, tune_args, values
+from gpubench.cli import ab_args, launch_args, max_batch_args, sweep_args, tune_args, values
 from gpubench.config.errors import ConfigError
 
 
@@ -129,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="set a parallel row against a one-process baseline measured on another machine "
         "(default: only against its own machine's)",
     )
+
+    launch_args.add_collect(sub)  # issue 53
 
     report = sub.add_parser("report", help="render the HTML report of one or more run folders")
     report.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="run folders")

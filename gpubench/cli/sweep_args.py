@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from gpubench.cli import flags, values
+from gpubench.cli import flags, launch_args, values
 from gpubench.config import model_options, prices, user_code
 from gpubench.config import spec as S
 from gpubench.config.checks import check_watts
@@ -88,6 +88,7 @@ def add_parser(sub: Any) -> None:
         "such as 0,1,3), each seeing only its own; the verdict's re-measurement runs after, "
         "with the pool drained (default: one point at a time)",
     )
+    launch_args.add_flags(sweep)  # issue 53: a cluster through submitit
     # issue 32: what the devices' time costs, and the epoch a cost per epoch is of
     sweep.add_argument(
         "--price",

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpubench.report.figure import Chart
 from gpubench.report.runs import Run
-from gpubench.store import wording
+from gpubench.store import pace_record, wording
 from gpubench.store.wording import missing
 
 SORT_SCRIPT = """
@@ -152,19 +152,21 @@ def page(title: str, sections: Sequence[str]) -> str:
 
 def runs_section(runs: Sequence[Run]) -> str:
     """One line per run folder: where it is, when, the machines (hostnames) and devices its rows
-    ran on (each named from its own machine: a merged folder lists every one), its points."""
+    ran on (each named from its own machine: a merged folder lists every one), its points, and
+    its wall time with the points it measured per minute (store.pace_record)."""
     rows = []
     for r in runs:
         counts = r.frame["status"].value_counts()
         status = ", ".join(f"{n} {s}" for s, n in counts.items())
         hosts = ", ".join(r.hosts()) or "not recorded"
         devices = ", ".join(r.device_names())
+        pace = pace_record.of_folder(r.path)  # issue 53: a pool's or a launch's speedup
+        took = pace.line().removeprefix("wall time ") if pace is not None else "not recorded"
         rows.append(
-            [r.name, str(r.path), r.env.get("captured_at"), hosts, devices, status, r.commit]
+            [r.name, str(r.path), r.env.get("captured_at"), hosts, devices, status, took, r.commit]
         )
-    return "<h2>Runs</h2>\n" + table(
-        ["run", "folder", "captured", "machines", "devices", "points", "git commit"], rows
-    )
+    headers = ["run", "folder", "captured", "machines", "devices", "points", "wall time"]
+    return "<h2>Runs</h2>\n" + table([*headers, "git commit"], rows)
 
 
 def environment_section(runs: Sequence[Run]) -> str:

@@ -33,7 +33,8 @@ from typing import Any
 from gpubench.config.keys import FIXED, partition_key
 from gpubench.config.spec import Point
 from gpubench.harness.interleave import Rounds
-from gpubench.run.worker import Call, WorkerError, WorkerRunner
+from gpubench.run.pool import drained_worker
+from gpubench.run.worker import Call, WorkerError
 from gpubench.science import leaders, standing
 from gpubench.store import confirmations
 from gpubench.store.confirmations import Confirmations, Partition
@@ -56,13 +57,15 @@ def confirm(
     max_memory: int | None = None,
     timeout_s: float | None = TIMEOUT_S,
     only: Sequence[Point] | None = None,
+    devices: Sequence[str] = (),
 ) -> Confirmations:
     """Confirm the lead of every partition of `rows` (a speed sweep's), write confirm.json in
     `run_dir` and return what it holds: per partition its candidates, rounds, decision (or why
     there is none), and the seconds it took. The rounds run in fresh workers of their own, each
     closed after its rounds (a sweep's worker is best closed before: on a GPU its cached
     memory is not the candidates'). `only`: confirm again just the partitions of these points
-    (a series grown after the first confirmation), the others' records kept as they were."""
+    (a series grown after the first confirmation), the others' records kept as they were.
+    `devices`: a drained device pool's (run.pool), whose first device every worker sees."""
     started = time.perf_counter()
     keys = None if only is None else {partition_key(p.to_dict()) for p in only}
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
@@ -79,7 +82,7 @@ def confirm(
     for n, group in enumerate(order):
         share = _share(left, needs[n:])
         spent = time.perf_counter()
-        record = _confirm_partition(group, max_memory, timeout_s, share)
+        record = _confirm_partition(group, max_memory, timeout_s, share, devices)
         # the rounds' cost: the set-up (workers, compiling above all) is outside the budget
         setup_s = (record.setup_s if record is not None else None) or 0.0
         left -= max(time.perf_counter() - spent - setup_s, 0.0)
@@ -117,6 +120,7 @@ def _confirm_partition(
     max_memory: int | None,
     timeout_s: float | None,
     share_s: float,
+    devices: Sequence[str] = (),
 ) -> Partition | None:
     """Re-measure one partition's candidates within `share_s` seconds, every one of them
     whatever that share (MIN_ROUNDS rounds of one-step windows of theirs at the least), in
@@ -150,7 +154,7 @@ def _confirm_partition(
     peaks = [r.get("torch_peak_reserved_bytes") for r in fits]
     started = time.perf_counter()
     try:
-        done = rounds_in_fresh_workers(points, budget_s, peaks, max_memory, timeout_s)
+        done = rounds_in_fresh_workers(points, budget_s, peaks, max_memory, timeout_s, devices)
     except WorkerError as e:
         return record(
             status="failed",
@@ -193,11 +197,14 @@ def rounds_in_fresh_workers(
     peaks: list[Any] | None = None,
     max_memory: int | None = None,
     timeout_s: float | None = TIMEOUT_S,
+    devices: Sequence[str] = (),
 ) -> list[Rounds]:
     """`points` timed interleaved (harness.interleave) in leaders.PROCESSES fresh worker
     processes in turn, each with its even share of `budget_s` (its start and the candidates'
     set-up outside it) and closed after its rounds; `peaks`: the points' peak reserved bytes
-    where known (whether they fit the device together). WorkerError where one fails."""
+    where known (whether they fit the device together); `devices`: a drained device pool's,
+    whose first device the workers see (run.pool.drained_worker). WorkerError where one
+    fails."""
     each_s = budget_s / leaders.PROCESSES
     most = math.ceil(MAX_ROUNDS / leaders.PROCESSES)
     peaks = peaks if peaks is not None else [None] * len(points)
@@ -205,7 +212,7 @@ def rounds_in_fresh_workers(
     call = Call("gpubench.harness.interleave:interleave", args, max_memory, points[0].device)
     done: list[Rounds] = []
     for _ in range(leaders.PROCESSES):
-        runner = WorkerRunner(max_memory, timeout_s)
+        runner = drained_worker(devices, max_memory, timeout_s)
         try:
             t0 = time.perf_counter()
             rounds = runner.call(call, timeout_s)

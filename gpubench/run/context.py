@@ -18,6 +18,7 @@ from gpubench.config.spec import DEFAULT_POINT_TIMEOUT_S, Point, SweepSpec
 from gpubench.probes import nvml
 from gpubench.run import calibration_process, folder, phases
 from gpubench.run import confirm as leads
+from gpubench.run.pool import drained_worker
 from gpubench.run.worker import STARTUP_TIMEOUT_S, Task, WorkerRunner
 from gpubench.science import bottleneck
 from gpubench.store import env, suite_record
@@ -85,8 +86,9 @@ class RunContext(contextlib.ExitStack):
 
     @property
     def runner(self) -> WorkerRunner:
-        if self._runner is None:
-            self._runner = WorkerRunner(self.options.max_memory, self.options.point_timeout_s)
+        if self._runner is None:  # a pool's first device where a pool measures (issue 53)
+            options = self.options
+            self._runner = drained_worker(options.gpus, options.max_memory, options.point_timeout_s)
         return self._runner
 
     def _close_worker(self, raised: type[BaseException] | None, *_: object) -> None:
@@ -186,7 +188,7 @@ class RunContext(contextlib.ExitStack):
             self.runner.close()
             rows = of_suite(read_rows(self.dir), suite)
             cap, timeout = self.options.max_memory, self.options.point_timeout_s
-            leads.confirm(self.dir, rows, cap, timeout, only)
+            leads.confirm(self.dir, rows, cap, timeout, only, self.options.gpus)
 
 
 def of_suite(rows: list[dict[str, Any]], suite: SweepSpec) -> list[dict[str, Any]]:

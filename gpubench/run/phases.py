@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gpubench.config.spec import Point
+from gpubench.store.phases_record import REPORT_PHASE as REPORT_PHASE
 from gpubench.store.phases_record import Phase, PhasesRecord, PointTime, read
 
 
@@ -58,9 +59,6 @@ class PhaseLog:
         """phases.json as recorded so far, once attached (store.phases_record)."""
         if self._dir is not None:
             PhasesRecord(self.started, tuple(self.phases), tuple(self.points)).write(self._dir)
-
-
-REPORT_PHASE = "summary and report (HTML, PNG charts)"
 
 
 def add_phase(run_dir: Path, name: str, start: float, end: float) -> None:

@@ -152,12 +152,13 @@ def next_fit(waiting: Sequence[Point], free: int, needs: Callable[[Point], int])
 
 class DeviceWorker(WorkerRunner):
     """A WorkerRunner whose workers see only `devices` (CUDA_VISIBLE_DEVICES, set in the worker
-    before CUDA starts) and use `threads` intra-op threads."""
+    before CUDA starts) and use `threads` intra-op threads (None: torch's default, as a drained
+    pool's worker, which has the host to itself)."""
 
     def __init__(
         self,
         devices: str,
-        threads: int,
+        threads: int | None,
         max_memory: int | None,
         point_timeout_s: float | None,
     ) -> None:
@@ -173,13 +174,28 @@ class DeviceWorker(WorkerRunner):
             proc.kill()
 
 
-def device_worker_main(devices: str, threads: int, conn: Connection, lifeline: Connection) -> None:
-    """run.worker.worker_main, seeing only `devices` with `threads` threads."""
+def device_worker_main(
+    devices: str, threads: int | None, conn: Connection, lifeline: Connection
+) -> None:
+    """run.worker.worker_main, seeing only `devices` with `threads` threads (None: torch's)."""
     os.environ["CUDA_VISIBLE_DEVICES"] = devices
     import torch
 
-    torch.set_num_threads(threads)
+    if threads is not None:
+        torch.set_num_threads(threads)
     worker_main(conn, lifeline)
+
+
+def drained_worker(
+    devices: Sequence[str], max_memory: int | None, timeout_s: float | None
+) -> WorkerRunner:
+    """The worker of what runs while the pool is drained (the model checks before the points,
+    the verdict's re-measurement after them): a WorkerRunner seeing only the pool's first
+    device, with the host's threads; a plain WorkerRunner where `devices` is empty (no pool).
+    It never strays to a device outside the pool (physical GPU 0 under --gpus 1,3)."""
+    if not devices:
+        return WorkerRunner(max_memory, timeout_s)
+    return DeviceWorker(devices[0], None, max_memory, timeout_s)
 
 
 @dataclass

@@ -135,6 +135,7 @@ def run_sweep(
                 points = shards.select(points, *shard, spec)
             with run.log.phase("points"):
                 if gpus:  # issue 53: one worker per device; drained before the confirmation
+                    run.runner.close()  # the model checks' worker: its device joins the pool
                     pool.measure(run, spec, points, done, gpus, on_row, should_stop, on_start)
                 else:
                     sharded = shard is not None

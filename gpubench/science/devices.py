@@ -15,7 +15,7 @@ from typing import Any
 
 from gpubench.config.keys import identity_dict, same_key
 from gpubench.science import leaders, standing
-from gpubench.science.partition import answer, finite, label, norm
+from gpubench.science.partition import answer, device_of, finite, label, norm
 from gpubench.store.wording import number, plural, times
 
 
@@ -185,7 +185,7 @@ def same_batch(
     with the fastest row of each there (by its samples/s); None where they share none."""
     by_batch: dict[str, dict[int, dict[str, Any]]] = {faster: {}, slower: {}}
     for r in ok:
-        found = by_batch.get(str(r["device"]))
+        found = by_batch.get(device_of(r))
         if found is None or not finite(r.get("samples_per_s")):
             continue
         b = int(r["batch_size"])
@@ -240,7 +240,8 @@ def _median_steps(ok: list[dict[str, Any]]) -> dict[str, dict[tuple[Any, ...], f
     found: dict[str, dict[tuple[Any, ...], list[float]]] = {}
     for r in ok:
         key = same_key(r, "device")
-        found.setdefault(str(r["device"]), {}).setdefault(key, []).append(float(r["step_time_s"]))
+        steps = found.setdefault(device_of(r), {})
+        steps.setdefault(key, []).append(float(r["step_time_s"]))
     return {d: {k: statistics.median(v) for k, v in by_key.items()} for d, by_key in found.items()}
 
 

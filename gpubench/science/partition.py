@@ -58,7 +58,20 @@ def answer(
     }
 
 
+def device_of(row: dict[str, Any]) -> str:
+    """The device `row` ran on as the verdict tells devices apart: its `device` ("cpu",
+    "cuda"), and for a CUDA row a device pool measured (issue 53: its `pool_devices`) its own
+    GPU's name too, "cuda (NVIDIA A100-SXM4-80GB)", so that a pool of two GPU models keeps
+    them apart (the row's recorded `device_name`, bare or as report.runs words it)."""
+    device = str(row["device"])
+    name, pooled = row.get("device_name"), row.get("pool_devices")
+    if not device.startswith("cuda") or not isinstance(pooled, str) or not isinstance(name, str):
+        return device
+    return name if name.startswith(f"{device} (") else f"{device} ({name})"
+
+
 def series(best: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows of `best`'s batch-size series: its identity but the batch size and seed."""
-    key = same_key(best, "batch_size", "seed")
-    return [r for r in rows if same_key(r, "batch_size", "seed") == key]
+    """The rows of `best`'s batch-size series: its identity but the batch size and seed, on
+    its device (device_of: a pool's other GPU model is another series)."""
+    key = (same_key(best, "batch_size", "seed"), device_of(best))
+    return [r for r in rows if (same_key(r, "batch_size", "seed"), device_of(r)) == key]

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpubench.config.keys import configuration, identity, identity_dict
 from gpubench.science import leaders
-from gpubench.science.partition import grouped, label, norm
+from gpubench.science.partition import device_of, grouped, label, norm
 from gpubench.store.wording import number, percent, plural, seconds, span, times
 
 
@@ -80,8 +80,9 @@ def _clean_or_all(ok: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def by_device(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """The rows that ran, per device ("cpu", "cuda"), devices in the order they first appear."""
-    return grouped((r for r in rows if ran(r)), lambda r: str(r["device"]))
+    """The rows that ran, per device (device_of: "cpu", "cuda", a pooled GPU with its name),
+    devices in the order they first appear."""
+    return grouped((r for r in rows if ran(r)), device_of)
 
 
 def lead(

@@ -29,7 +29,16 @@ from gpubench.science.fastest_to_target import (
 from gpubench.science.fastest_to_target import answer as goodput_answer
 from gpubench.science.input_bound import input_lines
 from gpubench.science.levers import levers, no_help
-from gpubench.science.partition import answer, finite, grouped, heading, label, series, varying
+from gpubench.science.partition import (
+    answer,
+    device_of,
+    finite,
+    grouped,
+    heading,
+    label,
+    series,
+    varying,
+)
 from gpubench.science.partition import norm as _norm
 from gpubench.store.growth_record import Stop
 from gpubench.store.noise_record import NoiseEntry
@@ -274,7 +283,7 @@ def _verdict(
         heading(best),
         label(best, among),
         float(best["samples_per_s"]),
-        str(best["device"]),
+        device_of(best),
         identity=identity_dict(best),
         ties=lead.ties,
         confidence=lead.confidence,

@@ -22,6 +22,9 @@ from gpubench.store.typed_json import Record
 
 FILE = "phases.json"
 
+# The phase the sweep command appends after run_sweep returned (run.phases.add_phase)
+REPORT_PHASE = "summary and report (HTML, PNG charts)"
+
 
 @dataclass(frozen=True)
 class Phase:
