@@ -123,6 +123,22 @@ def test_a_head_three_times_heavier_fails_naming_the_benchmark(repo: Path, tmp_p
     assert point.reading == "slower" and point.ratio < 0.6
 
 
+def test_a_benchmark_that_fails_in_a_version_stops_the_gate_with_exit_1(
+    repo: Path, tmp_path: Path
+) -> None:
+    test = repo / "tests" / "test_speed.py"
+    test.write_text(TEST + "    raise AssertionError('broken in the head')\n")
+    try:
+        done = _gate(repo, "--ab", "HEAD", "--pytest", NAME, *ROUNDS, "--out", str(tmp_path))
+    finally:
+        _git(repo, "checkout", "--", "tests/test_speed.py")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "broken in the head" in done.stderr  # the end of its pytest output
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("gpubench: error: the head (the working tree)'s pytest run of round 1")
+    assert not (tmp_path / ab_record.FILE).exists()
+
+
 @pytest.mark.parametrize(
     ("args", "named"),
     [

@@ -139,8 +139,8 @@ class _PytestVersion:
             return {}
         if code != 0 or not json_file.is_file():
             raise ABError(
-                f"{self.what}'s pytest run of round {r + 1} failed (exit status {code}; its "
-                f"output: {self.log})",
+                f"{self.what}'s pytest run of round {r + 1} failed (exit status {code}; the end "
+                "of its output above)",
                 log_tail(self.log),
             )
         if json_file.stat().st_size == 0:  # pytest-benchmark's file where no benchmark ran
