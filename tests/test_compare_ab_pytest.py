@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from git_repo import git as _git
 
 from gpubench.store import ab_record
 
@@ -41,14 +42,6 @@ def pytest_benchmark_generate_commit_info(config):
 """
 NAME = "tests/test_speed.py::test_work"
 ROUNDS = ["--rounds", "6"]  # the fewest with a 95% interval
-
-
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo), *args],
-        check=True,
-        capture_output=True,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -182,6 +182,17 @@ def check_own_code(what: str, base_gpubench: str, head_gpubench: str, trees: Tre
         )
 
 
+def versions(trees: Trees) -> dict[str, Any]:
+    """ab.json's fields that name the two versions (BASE_REF, both commits, whether the head
+    has changes not committed)."""
+    return {
+        "base_ref": trees.base_ref,
+        "base_commit": trees.base_commit,
+        "head_commit": trees.head_commit,
+        "head_changed": trees.head_changed,
+    }
+
+
 def judged(
     identities: list[dict[str, Any]],
     base: list[list[float]],
@@ -271,10 +282,7 @@ def measure(
         head.close()
     assert base.gpubench is not None and head.gpubench is not None
     return ABRecord(
-        base_ref=trees.base_ref,
-        base_commit=trees.base_commit,
-        head_commit=trees.head_commit,
-        head_changed=trees.head_changed,
+        **versions(trees),
         margin=margin,
         rounds=rounds,
         window_s=WINDOW_S,

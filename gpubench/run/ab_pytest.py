@@ -30,7 +30,7 @@ from typing import Any
 
 from gpubench.config.errors import ConfigError
 from gpubench.probes import load, process_tree
-from gpubench.run.ab import ABError, check_own_code, judged, log_tail
+from gpubench.run.ab import ABError, check_own_code, judged, log_tail, versions
 from gpubench.run.base_tree import Trees
 from gpubench.store import benchjson
 from gpubench.store.ab_record import BENCHMARK, ABRecord
@@ -232,10 +232,7 @@ def measure(
     needed = _threads()
     busy = [load.contended(c, needed, load.cores()) for c in loads]
     return ABRecord(
-        base_ref=trees.base_ref,
-        base_commit=trees.base_commit,
-        head_commit=trees.head_commit,
-        head_changed=trees.head_changed,
+        **versions(trees),
         margin=margin,
         rounds=len(figures["head"]) if common else 1,
         window_s=None,
