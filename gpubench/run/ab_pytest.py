@@ -154,8 +154,13 @@ class _PytestVersion:
             name = str(row["benchmark"])
             if row["samples_per_s"] is not None:
                 got[name] = ("samples/s", float(row["samples_per_s"]))
-            else:  # a plain benchmark: a call is its sample
+            elif float(row["step_time_s"]) > 0:  # a plain benchmark: a call is its sample
                 got[name] = ("calls/s", 1 / float(row["step_time_s"]))
+            else:  # faster than its timer can tell: no ratio to take
+                raise ABError(
+                    f"{self.what}'s benchmark {name} read a median time of 0 s in round {r + 1}; "
+                    "allowed: a benchmark whose call takes longer than its timer's resolution"
+                )
         return got
 
 
