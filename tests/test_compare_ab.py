@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from git_repo import git as _git
 
 import gpubench
 from gpubench.science import regression
@@ -23,14 +24,6 @@ from gpubench.store.typed_json import RecordError
 PACKAGE = Path(gpubench.__file__).parent
 # one tiny point, one thread (the gate's default), few rounds: seconds of measuring
 POINT = ["--models", "mlp", "--size", "tiny", "--batch-sizes", "64", "--threads", "1"]
-
-
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo), *args],
-        check=True,
-        capture_output=True,
-    )
 
 
 @pytest.fixture(scope="module")

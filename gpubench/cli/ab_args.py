@@ -1,5 +1,6 @@
-"""`gpubench compare --ab BASE_REF`'s arguments: the A/B gate's margin and rounds, and the points
-it measures (a suite and the sweep's axis flags; by default DEFAULT_POINTS, three points)."""
+"""`gpubench compare --ab BASE_REF`'s arguments: the A/B gate's margin and rounds, and what it
+measures: points (a suite and the sweep's axis flags; by default DEFAULT_POINTS, three points),
+or pytest-benchmark tests (--pytest PATH...)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ DEFAULT_POINTS: dict[str, Any] = {
 DEFAULT_ROUNDS = 10
 DEFAULT_MARGIN_PCT = 5.0
 MIN_ROUNDS = 6  # the fewest whose median ratio has a 95% interval (science.regression)
-_AB_ONLY = ("suite", "margin", "rounds", "out")
+_AB_ONLY = ("suite", "margin", "rounds", "out", "pytest")
 
 
 def _rounds(text: str) -> int:
@@ -92,6 +93,14 @@ def add_flags(compare: argparse.ArgumentParser) -> None:
         help="folder for ab.json, the gate's record (default: results/<timestamp>)",
     )
     ab.add_argument(
+        "--pytest",
+        nargs="+",
+        metavar="PATH",
+        help="measure these pytest-benchmark tests instead of points (test files, folders or "
+        "node IDs of the checkout: the gpubench fixture's or plain benchmark ones), each version's "
+        "own copy in a fresh pytest process per round; needs pytest-benchmark",
+    )
+    ab.add_argument(
         "--suite",
         help="a suite TOML file or a shipped suite's name whose points are measured (its axes; "
         "flags below override them)",
@@ -112,6 +121,14 @@ def check_usage(args: argparse.Namespace) -> None:
             raise ConfigError("--threshold is for two run folders; compare --ab takes --margin")
         if args.format == "markdown":
             raise ConfigError("invalid --format 'markdown' with --ab; allowed: text, json")
+        if args.pytest is not None:
+            given = [k for k in ("suite", *S.AXES) if getattr(args, k, None) is not None]
+            if given:
+                flag = "--" + given[0].replace("_", "-")
+                raise ConfigError(
+                    f"{flag} chooses points; compare --ab --pytest measures the benchmark tests "
+                    "named; allowed: one or the other"
+                )
         return
     given = [k for k in (*_AB_ONLY, *S.AXES) if getattr(args, k, None) is not None]
     if given:

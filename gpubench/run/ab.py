@@ -120,7 +120,7 @@ class Version:
         proc.stdin.flush()
         answer = self._answer(ANSWER_TIMEOUT_S)
         if "error" in answer:
-            detail = answer.get("traceback") or _tail(self.log)
+            detail = answer.get("traceback") or log_tail(self.log)
             raise ABError(f"{self.what} failed to measure: {answer['error']}", detail)
         return answer
 
@@ -132,7 +132,7 @@ class Version:
             code = proc.poll()
             raise ABError(
                 f"{self.what}'s measuring process ended (exit status {code}) or did not answer",
-                _tail(self.log),
+                log_tail(self.log),
             )
         answer: dict[str, Any] = json.loads(line)
         return answer
@@ -162,7 +162,7 @@ def _line(stream: IO[str], timeout_s: float | None) -> str:
     return stream.readline()
 
 
-def _tail(path: Path, lines: int = 20) -> str:
+def log_tail(path: Path, lines: int = 20) -> str:
     """The last `lines` lines of the file `path` ("" where it cannot be read)."""
     try:
         return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
@@ -170,16 +170,45 @@ def _tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
-def _check_own_code(base: Version, head: Version, trees: Trees) -> None:
-    """ABError where the head imported gpubench from its tree and the base did not from its."""
-    assert base.gpubench is not None and head.gpubench is not None
-    if Path(head.gpubench).resolve().is_relative_to(trees.head.resolve()) and not Path(
-        base.gpubench
+def check_own_code(what: str, base_gpubench: str, head_gpubench: str, trees: Trees) -> None:
+    """ABError where the head imported gpubench from its tree and the base (`what`: how errors
+    name it) did not from its: the base would measure other code than BASE_REF's."""
+    if Path(head_gpubench).resolve().is_relative_to(trees.head.resolve()) and not Path(
+        base_gpubench
     ).resolve().is_relative_to(trees.base.resolve()):
         raise ABError(
-            f"{base.what}'s process imported gpubench from {base.gpubench}, not from the base's "
+            f"{what}'s process imported gpubench from {base_gpubench}, not from the base's "
             f"tree {trees.base}: it would measure other code than BASE_REF's"
         )
+
+
+def versions(trees: Trees) -> dict[str, Any]:
+    """ab.json's fields that name the two versions (BASE_REF, both commits, whether the head
+    has changes not committed)."""
+    return {
+        "base_ref": trees.base_ref,
+        "base_commit": trees.base_commit,
+        "head_commit": trees.head_commit,
+        "head_changed": trees.head_changed,
+    }
+
+
+def judged(
+    identities: list[dict[str, Any]],
+    base: list[list[float]],
+    head: list[list[float]],
+    margin: float,
+) -> list[ABPoint]:
+    """Each point's record: `identities[i]` (a Point's dict, or a benchmark's), its figures
+    per round (`base[r][i]`, `head[r][i]`, higher is faster) and science.regression's judgement
+    of their ratio at `margin`."""
+    points = []
+    for i, identity in enumerate(identities):
+        b = [row[i] for row in base]
+        h = [row[i] for row in head]
+        j = regression.judge(b, h, margin)
+        points.append(ABPoint(identity, b, h, j.ratio, j.low, j.high, j.reading))
+    return points
 
 
 def _round(
@@ -228,7 +257,8 @@ def measure(
             v.start()
         for v in (base, head):
             v.ready()
-        _check_own_code(base, head, trees)
+        assert base.gpubench is not None and head.gpubench is not None
+        check_own_code(base.what, base.gpubench, head.gpubench, trees)
         for r in range(rounds):
             rows = {"base": [0.0] * len(points), "head": [0.0] * len(points)}
             for group in groups:
@@ -250,18 +280,9 @@ def measure(
     finally:
         base.close()
         head.close()
-    judged = []
-    for i, p in enumerate(points):
-        b = [figures["base"][r][i] for r in range(rounds)]
-        h = [figures["head"][r][i] for r in range(rounds)]
-        j = regression.judge(b, h, margin)
-        judged.append(ABPoint(p.to_dict(), b, h, j.ratio, j.low, j.high, j.reading))
     assert base.gpubench is not None and head.gpubench is not None
     return ABRecord(
-        base_ref=trees.base_ref,
-        base_commit=trees.base_commit,
-        head_commit=trees.head_commit,
-        head_changed=trees.head_changed,
+        **versions(trees),
         margin=margin,
         rounds=rounds,
         window_s=WINDOW_S,
@@ -269,7 +290,7 @@ def measure(
         seconds=time.perf_counter() - started,
         base_gpubench=base.gpubench,
         head_gpubench=head.gpubench,
-        points=judged,
+        points=judged([p.to_dict() for p in points], figures["base"], figures["head"], margin),
         other_load_cores=max(loads, default=None),
         busy=any(busy) if busy else None,
     )

@@ -1,25 +1,30 @@
 """A folder's ab.json: what `gpubench compare --ab BASE_REF` measured and how it judged it, with
-its writer (run.ab) and reader (`read`), so the gate's answer can be read again (and judged at
-another margin from its rounds).
+its writers (run.ab for points, run.ab_pytest for pytest-benchmark tests) and reader (`read`),
+so the gate's answer can be read again (and judged at another margin from its rounds).
 
 ```
 {"base_ref": as given, "base_commit": sha, "head_commit": sha, "head_changed": bool (uncommitted
  changes measured), "margin": share, "rounds": int, "window_s": s, "windows": per process,
  "seconds": the whole gate, "base_gpubench", "head_gpubench": the gpubench/__init__.py each
  version's processes imported, "other_load_cores": most seen, "busy": any round contended,
- "points": [{"point": Point.to_dict(), "base_samples_per_s": [per round], "head_samples_per_s":
- [per round], "ratio", "low", "high": head/base median and 95% interval, "reading"}]}
+ "points": [{"point": Point.to_dict(), or {"benchmark": a pytest-benchmark test's full name,
+ "unit": "samples/s" (the gpubench fixture's) or "calls/s" (1 / the median time of a call of a
+ plain benchmark)}, "base_samples_per_s": [per round, in the unit], "head_samples_per_s": [per
+ round], "ratio", "low", "high": head/base median and 95% interval, "reading"}],
+ "pytest": the tests selected (--pytest; null for points), "unmatched": benchmarks that ran in
+ one version only (not compared)}
 ```
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.store.typed_json import Record
 
 FILE = "ab.json"
+BENCHMARK = "benchmark"  # a point's key that names a pytest-benchmark test (--pytest)
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,12 @@ class ABPoint:
     def fails(self) -> bool:
         return self.reading == "slower"
 
+    @property
+    def benchmark(self) -> str | None:
+        """The pytest-benchmark test's full name where the point is one (None for a Point)."""
+        name = self.point.get(BENCHMARK)
+        return None if name is None else str(name)
+
 
 @dataclass(frozen=True)
 class ABRecord(Record):
@@ -53,7 +64,7 @@ class ABRecord(Record):
     head_changed: bool
     margin: float
     rounds: int
-    window_s: float
+    window_s: float | None
     windows: int
     seconds: float
     base_gpubench: str
@@ -61,6 +72,8 @@ class ABRecord(Record):
     points: list[ABPoint]
     other_load_cores: float | None = None
     busy: bool | None = None
+    pytest: list[str] | None = None
+    unmatched: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[ABPoint]:
