@@ -182,7 +182,11 @@ def test_python_dash_m_entry_point_runs() -> None:
             "argument --resume: invalid value '--'; allowed: DIR other than '--' (which ends "
             "the options)",
         ),
-        (["--bogus"], "unrecognized arguments: --bogus; allowed: --accumulate, --array-parallelism, --batch-sizes"),
+        (
+            ["--bogus"],
+            "unrecognized arguments: --bogus; allowed: --accumulate, --array-parallelism, "
+            "--batch-sizes",
+        ),
         (["nosuch"], "unknown suite 'nosuch'; allowed: a .toml file, or a shipped suite: "),
     ],
 )

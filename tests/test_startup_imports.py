@@ -85,3 +85,34 @@ def test_explain_reads_a_folder_without_torch_or_matplotlib(tmp_path: Path) -> N
     assert ran == 0
     assert "torch" not in heavy and "matplotlib" not in heavy, heavy
     assert "pandas" in heavy  # what it does use, so that the check above looked at a real run
+
+
+
+def test_pytest_with_the_plugin_loaded_imports_no_torch_until_a_test_uses_the_fixture(
+    tmp_path: Path,
+) -> None:
+    """The plugin loads in every pytest run of an environment where gpubench is installed: a
+    plain test must not pay torch's import for it (seconds a process); the fixture imports it."""
+    (tmp_path / "conftest.py").write_text(
+        "import json, sys\n"
+        "def pytest_sessionfinish(session):\n"
+        "    loaded = session.config.pluginmanager.has_plugin('gpubench')\n"
+        f"    heavy = sorted({{m.split('.')[0] for m in sys.modules}} & set({list(HEAVY)!r}))\n"
+        "    print('\\nFINISH=' + json.dumps([loaded, heavy]))\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert 1 + 1 == 2\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
+    argv = ["-m", "pytest", "-p", "gpubench", "-s", "-q", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [sys.executable, *argv, "test_plain.py"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("FINISH="))
+    assert json.loads(line.removeprefix("FINISH=")) == [True, []]

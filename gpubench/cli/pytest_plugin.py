@@ -16,17 +16,19 @@ import sys
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
-from torch import nn
 
 from gpubench.config.errors import ConfigError
-from gpubench.config.spec import Budget
-from gpubench.harness.stepbench import SMOKE_BUDGET, Unsupported, benchmark_step
-from gpubench.models.workload import BatchMaker, Workload
 from gpubench.store import env
+
+if TYPE_CHECKING:  # torch and the harness load when a test calls the fixture, not with pytest
+    import torch
+    from torch import nn
+
+    from gpubench.config.spec import Budget
+    from gpubench.models.workload import BatchMaker, Workload
 
 
 class StepClock:
@@ -95,6 +97,8 @@ class GpuBench:
         samples_per_s, ...), also stored in the benchmark's extra_info. An unsupported
         combination skips the test with the reason.
         """
+        from gpubench.harness.stepbench import SMOKE_BUDGET, Unsupported, benchmark_step
+
         workload = _as_workload(
             model, make_batch, loss_fn, tokens_per_sample, flops_per_sample, name
         )
@@ -138,6 +142,10 @@ def _as_workload(
     flops_per_sample: float | None,
     name: str | None,
 ) -> Workload:
+    from torch import nn
+
+    from gpubench.models.workload import Workload
+
     if isinstance(model, Workload):
         given = [k for k, v in (("make_batch", make_batch), ("loss_fn", loss_fn)) if v is not None]
         if given:
