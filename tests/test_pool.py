@@ -129,18 +129,20 @@ def test_a_worker_killed_mid_point_is_one_error_row_and_the_rest_complete(
     assert after, "no point was measured after the kill"
 
 
-SLOW_POOL = """
+HELD_POOL = """
 name = "pool"
-models = ["pool_workloads:visible_slow"]
+models = ["pool_workloads:visible_held"]
 size = "tiny"
 devices = ["cpu"]
 batch_sizes = [1, 2, 3, 4]
 precisions = ["fp32"]
 optimizers = ["sgd", "adamw"]
+[model_options."pool_workloads:visible_held"]
+hold = "{hold}"
 """
 
 
-@pytest.mark.slow  # a sweep's process and a resume, each point asleep for a second
+@pytest.mark.slow  # a sweep's process, then its resume
 def test_ctrl_c_keeps_every_finished_row_and_the_resume_measures_only_the_rest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -148,12 +150,13 @@ def test_ctrl_c_keeps_every_finished_row_and_the_resume_measures_only_the_rest(
     written a row: the dealing stops, the points in flight finish and every row is kept, exit
     status 130, and the resume command it prints keeps its --gpus; that command measures only
     the points without a row, each point once in all."""
+    hold = tmp_path / "hold"
+    hold.touch()  # each point sleeps HELD_S: 8 points on 2 devices take 6 s after the first
     suite = tmp_path / "pool.toml"
-    suite.write_text(SLOW_POOL)
+    suite.write_text(HELD_POOL.format(hold=hold))
     out = tmp_path / "run"
     flags = ["--steps", "1", "--no-profile"]
-    # each point sleeps a second in its warm-up: 8 points on 2 devices take 4 s after the first
-    env = {**subprocess_env(), pool.FAKE_DEVICES_ENV: "4", "GPUBENCH_TEST_SLOW_S": "1"}
+    env = {**subprocess_env(), pool.FAKE_DEVICES_ENV: "4"}
     proc = subprocess.Popen(
         gpubench_command("sweep", str(suite), "--gpus", "0,1", "--out", str(out), *flags),
         env=env,
@@ -181,7 +184,7 @@ def test_ctrl_c_keeps_every_finished_row_and_the_resume_measures_only_the_rest(
     assert hint.endswith(f"resume with: python -m gpubench sweep {suite} --resume {out} --gpus 0,1")
 
     monkeypatch.setenv(pool.FAKE_DEVICES_ENV, "4")
-    monkeypatch.setenv("GPUBENCH_TEST_SLOW_S", "0")
+    hold.unlink()  # the rest unheld
     command = shlex.split(hint.split("resume with: ")[1])[3:]  # after `python -m gpubench`
     assert main([*command, *flags, "--no-confirm", "--quiet"]) == 0
     got = rows(out)
