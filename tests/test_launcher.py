@@ -81,7 +81,7 @@ def test_three_shards_of_the_default_suite_merge_into_the_points_of_one_sweep(
     out = tmp_path / "launch"
     monkeypatch.setenv(EXIT_ENV, "2")  # shard 2's job dies after its first row
     sent: list[int] = []
-    signaller = threading.Thread(target=_usr2_after_first_row, args=(out, 1, 3, sent))
+    signaller = threading.Thread(target=_usr2_after_first_row, args=(out, 1, 3, sent), daemon=True)
     signaller.start()
     assert main([*LAUNCH, "--out", str(out)]) == 1
     signaller.join()
