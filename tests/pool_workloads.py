@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from pathlib import Path
 
 import torch
-from fault_workloads import _asleep_at, _wrap
+from fault_workloads import _wrap
 from torch import nn
 
 from gpubench import models
@@ -27,10 +29,22 @@ def visible() -> Workload:
     return w
 
 
-def visible_slow() -> Workload:
-    """fault_workloads.slow (its second forward pass sleeps $GPUBENCH_TEST_SLOW_S seconds, after
-    touching $GPUBENCH_TEST_SLOW_MARKER), named as visible()."""
-    w = _wrap(_asleep_at(2))
+HELD_S = 2.0  # how long visible_held's point sleeps while its file exists
+
+
+def visible_held(hold: str) -> Workload:
+    """visible(), whose second forward pass (its point's warm-up: the first is the sweep's
+    check step) sleeps HELD_S seconds where the file `hold` exists then. `hold` is a model
+    option, read in the worker, since the fork server's environment is the one it started
+    with: a test holds a sweep's points in flight, then lets its resume run unheld."""
+    calls: list[bool] = []
+
+    def fault() -> None:
+        calls.append(True)
+        if len(calls) == 2 and Path(hold).exists():
+            time.sleep(HELD_S)
+
+    w = _wrap(fault)
     w.name = _seen()
     return w
 

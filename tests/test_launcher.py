@@ -1,9 +1,10 @@
 """Issue 53: a sweep through submitit (run.launcher), run for real with its LocalExecutor
-(`--launcher local`: real job processes, no Slurm) on a tiny model: two shards, one array task
-each, merged into one folder with every point once; a job that dies mid-run (the test hook
-GPUBENCH_TEST_SHARD_EXIT) is reported with its log's path and tail, the other shard's rows are
-merged, and the resume resubmits only that shard, which finishes from its rows; a task
-signalled as Slurm signals one at its time limit (USR2) is requeued by submitit and resumes."""
+(`--launcher local`: real job processes, no Slurm): the default suite on tiny models in three
+shards, one array task each, merged into one folder with the points of one sweep, each once; a
+job that dies mid-run (the test hook GPUBENCH_TEST_SHARD_EXIT) is reported with its log's path
+and tail, the other shards' rows are merged, and the resume resubmits only that shard, which
+finishes from its rows; a task signalled as Slurm signals one at its time limit (USR2) is
+requeued by submitit and resumes. All in one launch (its job processes are the cost)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -22,37 +24,90 @@ pytest.importorskip("submitit")  # the `test` extra installs it; run.shard_job i
 from gpubench.cli import parser, sweep_args
 from gpubench.cli.main import main
 from gpubench.config.spec import Point
-from gpubench.run import launcher
-from gpubench.run.shard_job import EXIT_ENV, Measuring, shard_dir
+from gpubench.run import launcher, shard
+from gpubench.run.context import RunOptions
+from gpubench.run.shard_job import EXIT_ENV, shard_dir
+from gpubench.run.sweep import plan
 from gpubench.store import launch_record, pace_record
 
-# 4 points: 2 batch sizes x 2 optimizers (2 series each way round), 2 steps each
+# the flags' checks: 4 points, 2 batch sizes x 2 optimizers (2 series each way round)
 SWEEP = ["sweep", "--models", "mlp", "--size", "tiny", "--devices", "cpu", "--batch-sizes"]
 SWEEP += ["2,4", "--precisions", "fp32", "--optimizers", "sgd,adamw", "--steps", "2"]
 SWEEP += ["--no-profile", "--launcher", "local", "--shards", "2", "--time-limit", "10"]
 
 
-@pytest.mark.slow  # three job processes, each importing torch (a minute or two on 2 busy cores)
-def test_a_failed_job_is_named_with_its_log_and_the_resume_finishes_its_shard(
+# The default suite (quick: its models, optimizers, batch sizes and growth rule) at its tiny
+# size, on the CPU (its `auto` devices on a machine without CUDA), one measured step a point,
+# unprofiled, in fp32 alone: bf16, which many CPUs only emulate (the suite then leaves it out),
+# would double the points' time. 18 points in 6 series.
+DEFAULT = ["sweep", "--size", "tiny", "--devices", "cpu", "--steps", "1", "--no-profile"]
+DEFAULT += ["--precisions", "fp32"]
+LAUNCH = [*DEFAULT, "--launcher", "local", "--shards", "3", "--time-limit", "10"]
+
+
+def _usr2_after_first_row(out: Path, shard: int, count: int, sent: list[int]) -> None:
+    """Once shard `shard`'s folder holds a row, send its task SIGUSR2, as Slurm signals a task
+    before its time limit or when preempted; the task's process id goes into `sent` (nothing
+    where no row came within 600 s)."""
+    results = shard_dir(out, shard, count) / "results.jsonl"
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        record = launch_record.read(out) if out.is_dir() else None
+        job = record.latest().get(shard) if record is not None else None
+        if job is not None and results.is_file() and results.read_text().strip():
+            (task,) = _children(int(job.job_id))  # the local controller's task: the sweep
+            os.kill(task, signal.SIGUSR2)
+            sent.append(task)
+            return
+        time.sleep(0.05)
+
+
+@pytest.mark.slow  # four job processes, one requeued, each importing torch (minutes on 2 cores)
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the job's process in /proc")
+def test_three_shards_of_the_default_suite_merge_into_the_points_of_one_sweep(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """One launch of the default suite on tiny models in 3 shards (restricted as DEFAULT
+    says: the tiny size, one measured step, no profile, fp32), each of the launcher's three
+    cases in its own shard: shard 1's task is signalled USR2 mid-run and requeued by submitit,
+    resuming from its rows; shard 2's job dies after its first row (GPUBENCH_TEST_SHARD_EXIT)
+    and is named with its log's path and tail, and the resume resubmits it alone, finishing
+    from its rows; shard 3 runs through. The merged folder then holds exactly the points a
+    single sweep plans (run.sweep.plan; such a sweep grows its series past them, a shard does
+    not), each once."""
+    spec = sweep_args.spec_from_args(parser.build_parser().parse_args(DEFAULT))
+    planned = plan(spec, tmp_path, RunOptions())
+    expected = {p.key() for p in planned}
     out = tmp_path / "launch"
     monkeypatch.setenv(EXIT_ENV, "2")  # shard 2's job dies after its first row
-    assert main([*SWEEP, "--out", str(out)]) == 1
+    sent: list[int] = []
+    signaller = threading.Thread(target=_usr2_after_first_row, args=(out, 1, 3, sent), daemon=True)
+    signaller.start()
+    assert main([*LAUNCH, "--out", str(out)]) == 1
+    signaller.join()
     got = capsys.readouterr()
     record = launch_record.read(out)
-    assert record is not None and record.launcher == "local" and record.shards == 2
-    assert [j.shard for j in record.jobs] == [1, 2] and record.time_limit_min == 10
-    failed = record.latest()[2].job_id
-    log = out / launcher.JOBS / f"{failed}_0_log.err"
-    assert f"shard 2/2 failed (job {failed}" in got.err and str(log) in got.err
+    assert record is not None and record.launcher == "local" and record.shards == 3
+    assert [j.shard for j in record.jobs] == [1, 2, 3] and record.time_limit_min == 10
+    jobs = record.latest()
+    # shard 1: signalled, checkpointed, requeued with the same call, which resumed its folder
+    assert len(sent) == 1, "shard 1 wrote no row"
+    log = (out / launcher.JOBS / f"{jobs[1].job_id}_0_log.out").read_text()
+    assert "Calling checkpoint method" in log and "Requeued job" in log
+    assert log.count("Loading pickle") == 2 and "shard 1/3: 1/" not in log.split("Requeued job")[1]
+    # shard 2: named with its log's path and its last lines, and how to resume
+    failed = jobs[2].job_id
+    err = out / launcher.JOBS / f"{failed}_0_log.err"
+    assert f"shard 2/3 failed (job {failed}" in got.err and str(err) in got.err
     assert f"    {EXIT_ENV}=2: shard 2 exits with status 3" in got.err  # its log's tail
     assert f"sweep --resume {out}" in got.err
-    # shard 1 finished and is merged; shard 2's first row stays in its own folder
-    first = rows(out / launcher.MERGED)
-    assert len(first) == 2 and "merged 1 finished shard of 2: 2 rows" in got.out
-    kept = (shard_dir(out, 2, 2) / "results.jsonl").read_text()
+    kept = (shard_dir(out, 2, 3) / "results.jsonl").read_text()
     assert len(kept.splitlines()) == 1
+    # shards 1 and 3 finished and are merged, each of their points once
+    first = rows(out / launcher.MERGED)
+    firsts = {p.key() for i in (1, 3) for p in shard.select(planned, i, 3, spec)}
+    assert sorted(Point.of(r).key() for r in first) == sorted(firsts)
+    assert f"merged 2 finished shards of 3: {len(first)} rows" in got.out
 
     monkeypatch.delenv(EXIT_ENV)
     assert main(["sweep", "--resume", str(out), "--time-limit", "5"]) == 2  # launch.json's
@@ -60,23 +115,23 @@ def test_a_failed_job_is_named_with_its_log_and_the_resume_finishes_its_shard(
     assert main(["sweep", "--resume", str(out)]) == 0
     got = capsys.readouterr()
     record = launch_record.read(out)
-    assert record is not None and [j.shard for j in record.jobs] == [1, 2, 2]  # shard 2 alone
-    assert "submitted 1 array task of 2 shards" in got.out
-    assert (shard_dir(out, 2, 2) / "results.jsonl").read_text().startswith(kept)
+    assert record is not None and [j.shard for j in record.jobs] == [1, 2, 3, 2]  # shard 2 alone
+    assert "submitted 1 array task of 3 shards" in got.out
+    assert (shard_dir(out, 2, 3) / "results.jsonl").read_text().startswith(kept)
+    # one folder with the points of one sweep, each once
     merged = rows(out / launcher.MERGED)
     keys = [Point.of(r).key() for r in merged]
-    assert len(merged) == 4 and len(set(keys)) == 4  # every point once
-    assert {(r["batch_size"], r["optimizer"]) for r in merged} == {
-        (b, o) for b in (2, 4) for o in ("sgd", "adamw")
-    }
+    assert len(keys) == len(set(keys)) and set(keys) == expected
+    assert len(expected) == 18 and {r["model"] for r in merged} == {"mlp", "cnn", "transformer"}
     sources = json.loads((out / launcher.MERGED / "merge.json").read_text())["sources"]
-    assert sorted(sources) == [str(shard_dir(out, i, 2)) for i in (1, 2)]
-    assert "merged 2 finished shards of 2: 4 rows" in got.out
+    assert sorted(sources) == [str(shard_dir(out, i, 3)) for i in (1, 2, 3)]
+    assert f"merged 3 finished shards of 3: {len(expected)} rows" in got.out
     pace = pace_record.of_folder(out / launcher.MERGED)  # from the first submission to the end
-    assert pace is not None and pace.points == 4 and pace.since.startswith("the first submission")
+    assert pace is not None and pace.points == len(expected)
+    assert pace.since.startswith("the first submission")
     assert pace.line() in got.out and "per minute" in got.out
     assert main(["collect", str(out)]) == 0  # from another process's record: the same merge
-    assert len(rows(out / launcher.MERGED)) == 4
+    assert len(rows(out / launcher.MERGED)) == len(expected)
 
 
 def test_launcher_flags_are_checked_in_one_line(
@@ -121,31 +176,3 @@ def _children(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             found.append(int(stat.parent.name))
     return found
-
-
-@pytest.mark.slow  # a job process importing torch twice (about 40 s on 2 busy cores)
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the job's process in /proc")
-def test_a_task_signalled_at_its_time_limit_is_requeued_and_resumes_from_its_rows(
-    tmp_path: Path,
-) -> None:
-    """Slurm signals a task (USR2) before its time limit or when preempted: submitit calls
-    ShardJob.checkpoint, requeues the same call, and the shard resumes from its rows."""
-    spec = sweep_args.spec_from_args(parser.build_parser().parse_args(SWEEP[:-6]))
-    out = tmp_path / "launch"
-    record = launcher.start(spec, out, launcher.Settings("local", shards=1, time_limit_min=10))
-    record, (job,) = launcher.submit(spec, out, record, Measuring(None, 300.0), [1])
-    results = shard_dir(out, 1, 1) / "results.jsonl"
-    deadline = time.time() + 300
-    while not (results.is_file() and results.read_text().strip()):  # its first row
-        assert time.time() < deadline and job.state == "RUNNING", job.state
-        time.sleep(0.2)
-    (task,) = _children(int(job.job_id))  # the local controller's task: the sweep
-    os.kill(task, signal.SIGUSR2)
-    got = launcher.collect(out, {1: job})
-    assert got.finished == [1] and not got.failed and got.rows == 4
-    log = (out / launcher.JOBS / f"{job.job_id}_0_log.out").read_text()
-    assert "Calling checkpoint method" in log and "Requeued job" in log
-    # the requeued call resumed: every point once, the rows before the signal kept
-    shard = rows(shard_dir(out, 1, 1))
-    assert len(shard) == 4 and len({Point.of(r).key() for r in shard}) == 4
-    assert log.count("Loading pickle") == 2 and "1/4" not in log.split("Requeued job")[1]

@@ -1,20 +1,25 @@
 """Issue 53: a device pool on one node (run.pool), run for real on the CPU with fake devices
 (GPUBENCH_FAKE_DEVICES, the pool's test hook): each worker sees its own CUDA_VISIBLE_DEVICES,
 at most one point per device runs at once, a k-device point never holds back single-device
-points, a worker killed mid-point is one `error` row, a stop keeps every finished row and a
-resume measures only the rest."""
+points, a worker killed mid-point is one `error` row, Ctrl-C (a real SIGINT) keeps every
+finished row and a resume measures only the rest."""
 
 from __future__ import annotations
 
 import dataclasses
 import html
 import json
+import os
+import shlex
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from isolation import rows
+from isolation import gpubench_command, rows, subprocess_env
 
 from gpubench.cli.commands import resume_command
 from gpubench.cli.main import main
@@ -124,26 +129,68 @@ def test_a_worker_killed_mid_point_is_one_error_row_and_the_rest_complete(
     assert after, "no point was measured after the kill"
 
 
-def test_a_stop_keeps_every_finished_row_and_a_resume_measures_only_the_rest(
-    tmp_path: Path, fake4: None
+HELD_POOL = """
+name = "pool"
+models = ["pool_workloads:visible_held"]
+size = "tiny"
+devices = ["cpu"]
+batch_sizes = [1, 2, 3, 4]
+precisions = ["fp32"]
+optimizers = ["sgd", "adamw"]
+[model_options."pool_workloads:visible_held"]
+hold = "{hold}"
+"""
+
+
+@pytest.mark.slow  # a sweep's process, then its resume
+def test_ctrl_c_keeps_every_finished_row_and_the_resume_measures_only_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spec = _spec(tmp_path, '["pool_workloads:visible"]')
+    """A real SIGINT to a pooled sweep's process group (as a terminal's Ctrl-C) once it has
+    written a row: the dealing stops, the points in flight finish and every row is kept, exit
+    status 130, and the resume command it prints keeps its --gpus; that command measures only
+    the points without a row, each point once in all."""
+    hold = tmp_path / "hold"
+    hold.touch()  # each point sleeps HELD_S: 8 points on 2 devices take 6 s after the first
+    suite = tmp_path / "pool.toml"
+    suite.write_text(HELD_POOL.format(hold=hold))
     out = tmp_path / "run"
-    written: list[dict[str, Any]] = []
-    _sweep(
-        spec,
-        out,
-        ("0", "1"),
-        on_row=lambda row, done, total: written.append(row),
-        should_stop=lambda: bool(written),  # as the first Ctrl-C: stop dealing
+    flags = ["--steps", "1", "--no-profile"]
+    env = {**subprocess_env(), pool.FAKE_DEVICES_ENV: "4"}
+    proc = subprocess.Popen(
+        gpubench_command("sweep", str(suite), "--gpus", "0,1", "--out", str(out), *flags),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
-    first = (out / "results.jsonl").read_text()
-    kept = rows(out)
-    assert 1 <= len(kept) <= 2 and len(kept) == len(written)  # the point in flight finishes
-    _sweep(spec, out, ("0", "1"), resume=True)
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 300
+    while not (results.is_file() and results.read_text().endswith("\n")):  # a whole row
+        assert proc.poll() is None, f"the sweep ended early: {proc.communicate()}"
+        assert time.monotonic() < deadline, "the sweep wrote no row"
+        time.sleep(0.01)
+    at_signal = results.read_text()
+    os.killpg(proc.pid, signal.SIGINT)  # the sweep and its workers, as a terminal's Ctrl-C
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr
+    assert "stopping after the point in flight" in stderr and "Traceback" not in stderr
+    kept = results.read_text()
+    assert kept.startswith(at_signal)  # every row written before the signal, unchanged
+    finished = json.loads((out / "phases.json").read_text())["points"]
+    assert len(rows(out)) == len(finished) < 8  # each point that ended has its row
+    hint = stderr.strip().splitlines()[-1]
+    assert hint.endswith(f"resume with: python -m gpubench sweep {suite} --resume {out} --gpus 0,1")
+
+    monkeypatch.setenv(pool.FAKE_DEVICES_ENV, "4")
+    hold.unlink()  # the rest unheld
+    command = shlex.split(hint.split("resume with: ")[1])[3:]  # after `python -m gpubench`
+    assert main([*command, *flags, "--no-confirm", "--quiet"]) == 0
     got = rows(out)
-    assert (out / "results.jsonl").read_text().startswith(first)  # the rows kept, unchanged
-    assert len(got) == 8 and len({Point.of(r).key() for r in got}) == 8
+    assert results.read_text().startswith(kept)  # the rows kept, unchanged
+    assert len(got) == 8 and len({Point.of(r).key() for r in got}) == 8  # the rest, once each
+    assert {r["pool_devices"] for r in got[len(kept.splitlines()) :]} <= {"0", "1"}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal of a machine without CUDA")
