@@ -73,6 +73,33 @@ def _no_xdist_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+# A tiny sweep run to its end: the MLP at batches 4 and 8, fp32, SGD, one step each, confirmed.
+FINISHED_SWEEP = [
+    "sweep", "quick", "--models", "mlp", "--size", "tiny", "--devices", "cpu",
+    "--batch-sizes", "4,8", "--precisions", "fp32", "--optimizers", "sgd", "--steps", "1",
+    "--quiet",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def finished_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real finished sweep folder (FINISHED_SWEEP, in this process), built once a session
+    (under xdist, once a worker) for every test that reads one: a test that changes a folder
+    works on a copy (shutil.copytree). Under the session's base folder, beside each test's
+    tmp_path, so a test that watches tmp_path.parent sees it change."""
+    import contextlib
+    import io
+
+    from gpubench.cli.main import main
+
+    out = tmp_path_factory.mktemp("finished-sweep") / "run"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main([*FINISHED_SWEEP, "--out", str(out)]) == 0
+    for name in ("results.jsonl", "suite.json", "env.json", "confirm.json"):
+        assert (out / name).is_file(), name
+    return out
+
+
 @pytest.fixture
 def quick_budget() -> Budget:
     """A few fixed steps: enough to exercise the harness, fast on 2 cores."""

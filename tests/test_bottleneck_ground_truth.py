@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from gpubench.config.spec import Budget, Point
+from gpubench.data.files import CACHE_ENV
+from gpubench.harness import timing
 from gpubench.harness.point import measure_workload
 from gpubench.harness.threads import intra_op_threads
 from gpubench.models.workload import Workload
@@ -104,11 +108,42 @@ def test_a_chain_of_elementwise_ops_over_a_wide_tensor_is_memory_bound() -> None
     )
 
 
-def test_large_square_matmuls_at_a_large_batch_are_compute_bound() -> None:
-    n = 512
-    products = nn.Sequential(nn.Linear(n, n, bias=False), nn.Linear(n, n, bias=False))
-    verdict = _classified(_workload("products", products, n), batch_size=n)
-    assert verdict.kind == "compute", verdict.evidence
+def _cpu_seconds(device: torch.device, work: Callable[[], object], reps: int = 1) -> float:
+    """calibration.device_seconds on this process's CPU clock (the CPU only)."""
+    assert device.type == "cpu", device
+    t0 = time.process_time()
+    for _ in range(reps):
+        work()
+    return time.process_time() - t0
+
+
+def test_large_square_matmuls_at_a_large_batch_are_compute_bound(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Judged on this process's CPU clock: the steps (harness.timing's clock) and both roofs,
+    calibrated afresh in this test's own cache. On the wall clock the verdict read the load:
+    the median step, slowed by other processes, against a roof from the session's cache (a
+    best of three rounds, at another moment) read 32.5% of the roof, under BOUND_ROOF, with
+    another process beside the suite; beside two other processes, wall-clock readings with a
+    fresh roof ran 21-67% of it here, CPU-clock ones 62-86%. Seconds a process waits for a
+    core are on neither CPU clock: the fraction measures the work, as the verdict means it
+    (the sweep itself reads the wall clock and says when a point was contended). What the CPU
+    clock does not remove (caches and memory shared with other processes) slows the roofs'
+    products and the steps alike."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(timing, "_clock", time.process_time)
+    monkeypatch.setattr(calibration, "device_seconds", _cpu_seconds)
+    monkeypatch.setattr(bandwidth, "device_seconds", _cpu_seconds)
+    calibration.clear_memo()  # the roofs of this clock, measured here, stay out of the memo
+    try:
+        n = 512
+        products = nn.Sequential(nn.Linear(n, n, bias=False), nn.Linear(n, n, bias=False))
+        row = _measured(_workload("products", products, n), batch_size=n)
+    finally:
+        calibration.clear_memo()
+    assert row["peak_tflops"] > 0 and row["peak_bandwidth_gb_per_s"] > 0
+    verdict = classify(row)
+    assert verdict is not None and verdict.kind == "compute", verdict
 
 
 def test_many_tiny_ops_on_the_cpu_are_overhead_bound() -> None:

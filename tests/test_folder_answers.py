@@ -89,9 +89,10 @@ def test_the_confirmation_phase_is_in_phases_json_from_its_start(tmp_path: Path)
 
 
 def test_an_interrupted_confirmation_is_said_with_the_command_that_finishes_it(
-    runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    finished_sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run = Path(shutil.copytree(runs[0], tmp_path / "run"))
+    # the session's finished sweep (one partition: its resume confirms one, not A's two)
+    run = Path(shutil.copytree(finished_sweep, tmp_path / "run"))
     (run / "confirm.json").unlink()  # stopped within its confirmation: phases.json has it begun
     rows = (run / "results.jsonl").read_text()
     capsys.readouterr()

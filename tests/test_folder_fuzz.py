@@ -60,18 +60,11 @@ ODD = st.one_of(
 )
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real tiny finished sweep folder (2 points, confirmed)."""
-    out = tmp_path_factory.mktemp("fuzz-base") / "run"
-    argv = ["sweep", "quick", "--models", "mlp", "--size", "tiny", "--devices", "cpu"]
-    argv += ["--batch-sizes", "4,8", "--precisions", "fp32", "--optimizers", "sgd"]
-    argv += ["--steps", "1", "--quiet", "--out", str(out)]
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(argv) == 0
-    for name in ("results.jsonl", "suite.json", "env.json"):
-        assert (out / name).is_file()
-    return out
+@pytest.fixture
+def finished(finished_sweep: Path) -> Path:
+    """A real tiny finished sweep folder (2 points, confirmed): the session's
+    (conftest.finished_sweep), under tmp_path.parent, which every check watches unchanged."""
+    return finished_sweep
 
 
 def _paths(value: Any, where: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

@@ -23,12 +23,11 @@ TINY = [
 TUNE = Path(__file__).parent / "data" / "tune" / "cnn-stopped"
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny sweep run to its end (two batch sizes of one series, confirmed)."""
-    out = tmp_path_factory.mktemp("finished") / "run"
-    assert main(["sweep", *TINY, "--out", str(out)]) == 0
-    return out
+@pytest.fixture
+def finished(finished_sweep: Path) -> Path:
+    """A tiny sweep run to its end (two batch sizes of one series, confirmed): the session's
+    (conftest.finished_sweep), which every test here copies before changing anything."""
+    return finished_sweep
 
 
 def _copy(run: Path, tmp_path: Path) -> Path:
@@ -256,6 +255,7 @@ def test_a_tune_that_measured_nothing_exits_1(
     out = tmp_path / "run"
     model = "fault_workloads:raises_when_measured"  # its checks train, every point fails
     flags = ["--batch-sizes", "4", "--precisions", "fp32", "--threads", "1", "--no-confirm"]
+    flags += ["--compile", "eager"]  # a compiled trial compiled for 11-13 s, then failed alike
     assert (
         main(["tune", "--model", model, *flags, "--budget", "60s", "--out", str(out), "--quiet"])
         == 1

@@ -4,23 +4,18 @@ rather restore the file than mix two machines' rows unseen). Without rows nothin
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
 from gpubench.cli.main import main
 
-TINY = [
-    "quick", "--models", "mlp", "--size", "tiny", "--devices", "cpu", "--batch-sizes", "4",
-    "--precisions", "fp32", "--optimizers", "sgd", "--steps", "1", "--quiet",
-]  # fmt: skip
-
 
 def test_a_folder_with_rows_but_no_env_json_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    finished_sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "run"
-    assert main(["sweep", *TINY, "--out", str(out)]) == 0
+    out = Path(shutil.copytree(finished_sweep, tmp_path / "run"))  # the session's, copied
     (out / "env.json").unlink()
     before = (out / "results.jsonl").read_bytes()
     capsys.readouterr()

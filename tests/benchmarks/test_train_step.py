@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
+from gpubench.config.spec import Budget
 from gpubench.models import MODEL_NAMES, transformer
 from gpubench.models.workload import Workload
 
@@ -65,6 +66,7 @@ def test_cpu_step(
     batch_size: int,
     precision: str,
     optimizer: str,
+    bench_budget: Budget | None,
 ) -> None:
     workload = reference_workload(model, size)
     row = gpubench(
@@ -74,6 +76,7 @@ def test_cpu_step(
         optimizer=optimizer,
         device="cpu",
         model_size=size,
+        budget=bench_budget,
     )
     _check(row, model, batch_size)
     assert row["torch_peak_allocated_bytes"] is None  # the CPU has no allocator statistics
@@ -92,6 +95,7 @@ def test_cuda_step(
     batch_size: int,
     precision: str,
     optimizer: str,
+    bench_budget: Budget | None,
 ) -> None:
     workload = reference_workload(model, "base")
     row = gpubench(
@@ -101,6 +105,7 @@ def test_cuda_step(
         optimizer=optimizer,
         device="cuda",
         model_size="base",
+        budget=bench_budget,
     )
     _check(row, model, batch_size)
     assert row["torch_peak_allocated_bytes"] > 0
