@@ -87,7 +87,6 @@ def test_explain_reads_a_folder_without_torch_or_matplotlib(tmp_path: Path) -> N
     assert "pandas" in heavy  # what it does use, so that the check above looked at a real run
 
 
-
 def test_pytest_with_the_plugin_loaded_imports_no_torch_until_a_test_uses_the_fixture(
     tmp_path: Path,
 ) -> None:

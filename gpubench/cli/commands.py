@@ -45,7 +45,8 @@ def sweep(args: argparse.Namespace) -> int:
     stopped it (the rows measured are kept either way). The opening line names the flags that
     changed the suite."""
     from gpubench.cli import console
-    from gpubench.run import launched, phases
+    from gpubench.probes import process_tree
+    from gpubench.run import phases
     from gpubench.run.context import RunOptions
     from gpubench.run.interrupt import GracefulStop, Terminated
     from gpubench.run.sweep import run_sweep
@@ -64,7 +65,7 @@ def sweep(args: argparse.Namespace) -> int:
         plan_file=args.plan,
         gpus=sweep_args.pool_devices(args),  # issue 53
     )
-    if launched.under_torchrun():  # issue 17: this process is one rank of a torchrun launch
+    if process_tree.under_torchrun():  # issue 17: this process is one rank of a torchrun launch
         return _launched_sweep(spec, out, options.point_timeout_s)
     run_dir = out if out is not None else reserved_run_dir()
     hint = resume_command(run_dir, options, spec, args.suite)

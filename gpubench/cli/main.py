@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpubench.config.errors import ConfigError
+from gpubench.probes import process_tree
 
 # The commands that measure in worker processes (run.worker): their fork server starts first.
 _WORKER_COMMANDS = ("sweep", "max-batch", "tune")
@@ -34,7 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gpubench.cli import parser
 
             args = parser.build_parser().parse_args(negative_values_joined(given))
-            if args.command in _WORKER_COMMANDS:
+            # a torchrun rank measures in its own process: its fork server (seconds of imports
+            # a rank) starts only if something asks it for a worker
+            if args.command in _WORKER_COMMANDS and not process_tree.under_torchrun():
                 from gpubench.run import forkserver
 
                 forkserver.start()

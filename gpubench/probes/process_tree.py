@@ -46,6 +46,11 @@ def _is_ancestor_or_self(pid: int) -> bool:
     return False
 
 
+def under_torchrun() -> bool:
+    """Whether this process is a worker that torchrun (the elastic agent) started: a rank."""
+    return "TORCHELASTIC_RUN_ID" in os.environ and "LOCAL_RANK" in os.environ
+
+
 def root_pid() -> int:
     """The root of gpubench's process tree: ROOT_ENV where it names this process or an ancestor
     (a stale value is ignored); else, in a torchrun rank, its parent (the node's agent); else
@@ -53,7 +58,7 @@ def root_pid() -> int:
     value = os.environ.get(ROOT_ENV, "")
     if value.isdigit() and _is_ancestor_or_self(int(value)):
         return int(value)
-    if "TORCHELASTIC_RUN_ID" in os.environ and "LOCAL_RANK" in os.environ:
+    if under_torchrun():
         return os.getppid()
     return os.getpid()
 

@@ -46,11 +46,6 @@ from gpubench.store.wording import seconds
 _RECORDED = "gpubench/failed/{index}/recorded"
 
 
-def under_torchrun() -> bool:
-    """Whether this process is a worker that torchrun (the elastic agent) started."""
-    return "TORCHELASTIC_RUN_ID" in os.environ and "LOCAL_WORLD_SIZE" in os.environ
-
-
 def run_launched(
     spec: SweepSpec,
     out: Path,
