@@ -143,7 +143,8 @@ def check_resumable(run_dir: Path, spec: SweepSpec, extend: bool) -> None:
         return
     where = str(run_dir)
     diff = "; ".join(_differences(saved, here, changed)[:3])
-    settings = [k for k in changed if k not in AXES and k != "name"]
+    # issue 51: the noise phase's budget is no part of how a point is measured
+    settings = [k for k in changed if k not in AXES and k not in ("name", "noise_budget_s")]
     if settings:
         raise ConfigError(
             f"cannot resume {where!r}: it was measured with other settings ({diff}); "
