@@ -26,6 +26,10 @@ from gpubench.store.wording import plural, seconds
 
 # the phase's defaults: about a second a model and optimizer on a 2-core CPU
 BUDGET_S = 2.0
+# B_noise does not depend on the threads, and a batch of 16 gains little from more, while on a
+# shared CPU the intra-op threads wait on each other: on a 2-core CPU at load 10 a cnn/small
+# step took 62 ms with one thread and 341 ms with two
+CPU_THREADS = 1
 BATCH = 16
 SPLITS = 4  # micro-batches of a measured step (config.convergence's noise_splits default)
 WARMUP_STEPS = 20
@@ -135,11 +139,21 @@ def measure_all(
 ) -> list[NoiseEntry | NotMeasured]:
     """Each (model, size, optimizer) of `pairs` measured in turn within `budget_s` seconds in
     all: each gets an even share of what the ones before it left (a fast one leaves time to the
-    next), its data set loaded first (once a process, out of the whole budget). Run in a
-    sweep's worker (run.noise_sweep)."""
+    next), its data set loaded first (once a process, out of the whole budget). On the CPU it
+    trains with CPU_THREADS intra-op threads. Run in a sweep's worker (run.noise_sweep)."""
     if not budget_s > 0:
         raise ValueError(f"noise phase budget_s {budget_s!r}; allowed: a number above 0")
-    from gpubench.science import noise_training  # torch: where the phase runs
+    from gpubench.harness.threads import intra_op_threads  # torch: where the phase runs
+
+    threads = CPU_THREADS if device == "cpu" else None
+    with intra_op_threads(threads):
+        return _measure_all(pairs, device, budget_s)
+
+
+def _measure_all(
+    pairs: Sequence[tuple[str, str, str]], device: str, budget_s: float
+) -> list[NoiseEntry | NotMeasured]:
+    from gpubench.science import noise_training
 
     end = time.perf_counter() + budget_s
     out: list[NoiseEntry | NotMeasured] = []
