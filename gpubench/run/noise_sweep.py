@@ -79,7 +79,8 @@ def run(run_dir: Path, spec: SweepSpec, runner: WorkerRunner) -> NoiseRecord | N
     todo = pairs(spec)
     budget = budget_s(spec)
     device = device_of(spec)
-    call = Call(TARGET, (todo, device, budget), None, device)
+    # under the sweep's memory cap (--max-memory), as its points
+    call = Call(TARGET, (todo, device, budget), runner.max_memory, device)
     try:
         results = runner.call(call, budget * _TIMEOUT_FACTOR + _TIMEOUT_EXTRA_S)
     except WorkerError as e:
