@@ -135,3 +135,16 @@ def test_an_error_of_the_phase_is_one_line_and_writes_nothing(
 
 def test_the_noise_budget_is_checked_in_one_line() -> None:
     assert main(["sweep", "--noise-budget", "-1"]) == 2
+
+
+def test_a_folder_of_another_noise_budget_resumes_with_the_suite(tmp_path: Path) -> None:
+    from gpubench.config.suite import load_suite
+    from gpubench.run import folder
+    from gpubench.store import suite_record
+
+    quick = load_suite("quick")
+    assert quick.noise_budget_s == 10.0  # the default sweep runs the phase
+    saved = quick.to_dict()
+    del saved["noise_budget_s"]  # a folder from before the phase: 0 by default
+    suite_record.write(tmp_path, saved)
+    folder.check_resumable(tmp_path, quick, extend=False)  # the budget measures no point

@@ -138,13 +138,14 @@ def check_resumable(run_dir: Path, spec: SweepSpec, extend: bool) -> None:
     change (new points are added) but not how each point is measured."""
     saved = with_defaults(saved_suite(run_dir))  # a setting added since had its default there
     here = as_saved(spec)
-    changed = sorted(k for k in {*saved, *here} if saved.get(k) != here.get(k))
+    # issue 51: the noise phase's budget is no part of the points nor of how they are measured
+    keys = {*saved, *here} - {"noise_budget_s"}
+    changed = sorted(k for k in keys if saved.get(k) != here.get(k))
     if not changed:
         return
     where = str(run_dir)
     diff = "; ".join(_differences(saved, here, changed)[:3])
-    # issue 51: the noise phase's budget is no part of how a point is measured
-    settings = [k for k in changed if k not in AXES and k not in ("name", "noise_budget_s")]
+    settings = [k for k in changed if k not in AXES and k != "name"]
     if settings:
         raise ConfigError(
             f"cannot resume {where!r}: it was measured with other settings ({diff}); "
