@@ -26,6 +26,15 @@ def test_digits_split_is_fixed_disjoint_and_scaled_to_the_cnn_input() -> None:
     assert abs(float(all_x.mean())) < 1e-4 and float(all_x.std()) == pytest.approx(1, abs=1e-3)
 
 
+def test_the_digits_read_without_sklearn_are_load_digits() -> None:
+    # issue 51: read from scikit-learn's CSV file without importing it (seconds of imports)
+    from sklearn.datasets import load_digits
+
+    images, target = digits._raw()
+    raw = load_digits()
+    assert np.array_equal(images, raw.images) and np.array_equal(target, raw.target)
+
+
 def test_shuffled_batches_cover_an_epoch_and_repeat_with_the_seed() -> None:
     ds = digits.load((1, 8, 8))
     n = ds.train_size // 100

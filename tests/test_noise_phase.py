@@ -1,6 +1,8 @@
 """issue 51, item 4: the noise phase measures B_noise on a reference model's real data after a
 warm-up window, noise.json records it (reader beside writer), and a speed sweep's verdict
-predicts the fastest to target from it. The one test that trains: ~1 s of mlp/tiny on digits."""
+predicts the fastest to target from it. The tests that train: mlp/tiny on digits, a second or
+so each; one runs a sweep end to end with the phase on (a test session has it off:
+tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from report_fixture import env, speed_row, write_run
 
 from gpubench.cli import main
 from gpubench.config.spec import Point
-from gpubench.science.noise_phase import measure
-from gpubench.store import noise_record
+from gpubench.run import noise_sweep
+from gpubench.run.worker import WorkerRunner
+from gpubench.science.noise_phase import BATCH, MIN_STEPS, NotMeasured, measure
+from gpubench.store import noise_record, phases_record
 from gpubench.store.noise_record import NoiseEntry, NoiseRecord
 from gpubench.store.typed_json import RecordError
 
@@ -23,10 +27,12 @@ def test_a_noise_phase_makes_a_speed_sweeps_fastest_to_target_predicted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # bounded in steps, not seconds, so a busy machine measures the same steps
-    entry = measure("mlp", "tiny", "adamw", budget_s=60.0, warmup_steps=6, max_steps=12)
-    assert entry is not None and entry.dataset == "digits" and entry.kind == "preconditioned"
-    # taken after the warm-up window, every other step
-    assert (entry.first_step, entry.last_step, entry.steps) == (6, 10, 3)
+    entry = measure("mlp", "tiny", "adamw", budget_s=60.0, warmup_steps=6, measured_steps=9)
+    assert isinstance(entry, NoiseEntry), entry
+    assert entry.dataset == "digits" and entry.kind == "preconditioned"
+    # taken after the warm-up window, every step, at the phase's small batch
+    assert (entry.first_step, entry.last_step, entry.steps) == (6, 14, 9)
+    assert entry.batch_size == BATCH and entry.low is not None  # 9 steps: an interval
     assert entry.b_noise > 0 and entry.cost_s >= entry.train_s > 0
     # speed rows on synthetic batches (no B_noise of their own) beside the phase's record
     rng = np.random.default_rng(0)
@@ -58,3 +64,87 @@ def test_a_noise_record_of_another_shape_is_refused_in_one_line(tmp_path: Path) 
     (tmp_path / noise_record.FILE).write_text(json.dumps(data))
     with pytest.raises(RecordError, match="kind 'simple' is not one of preconditioned, raw"):
         noise_record.read(tmp_path)
+
+
+def test_a_model_too_slow_for_its_budget_gets_no_figure_and_one_line() -> None:
+    got = measure("mlp", "tiny", "sgd", budget_s=1e-3)  # building alone takes longer
+    assert isinstance(got, NotMeasured)
+    line = got.line()
+    assert line.startswith("noise phase: mlp/tiny sgd not measured (a step of B=16 on digits")
+    assert f"{MIN_STEPS} measured) do not fit in its" in line and "\n" not in line
+
+
+SUITE = """
+models = ["mlp"]
+size = "tiny"
+devices = ["cpu"]
+batch_sizes = [4, 16]
+precisions = ["fp32"]
+optimizers = ["adamw"]
+noise_budget_s = 30.0
+[budget]
+warmup_steps = 1
+min_steps = 3
+max_time_s = 0.05
+"""
+
+
+def test_a_sweep_runs_the_noise_phase_and_its_verdict_is_predicted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(noise_sweep.BUDGET_VARIABLE)  # on, as the suite says
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE)
+    out = tmp_path / "run"
+    assert main(["sweep", str(suite), "--out", str(out), "--quiet", "--no-confirm"]) == 0
+    phases = [p.phase for p in phases_record.read(out).phases]  # type: ignore[union-attr]
+    assert noise_sweep.PHASE in phases
+    assert phases.index(noise_sweep.PHASE) > phases.index("points")
+    (entry,) = noise_record.read(out).entries  # type: ignore[union-attr]
+    assert (entry.model, entry.optimizer, entry.dataset) == ("mlp", "adamw", "digits")
+    capsys.readouterr()
+    assert main(["explain", str(out), "--json"]) == 0
+    (v,) = json.loads(capsys.readouterr().out)["verdicts"]
+    got = v["fastest_to_target"]
+    assert got["predicted"] == "predicted" and got["where"] == entry.where()
+    assert got["where"].startswith(f"steps {entry.first_step}-{entry.last_step} of a ")
+    # a resume does not run the phase again: noise.json as it was, no phase this time
+    before = (out / noise_record.FILE).read_bytes()
+    assert main(["sweep", "--resume", str(out), "--quiet", "--no-confirm"]) == 0
+    assert (out / noise_record.FILE).read_bytes() == before
+    again = [p.phase for p in phases_record.read(out).phases]  # type: ignore[union-attr]
+    assert noise_sweep.PHASE not in again
+
+
+def test_an_error_of_the_phase_is_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(noise_sweep.BUDGET_VARIABLE, "5")
+    monkeypatch.setattr(noise_sweep, "TARGET", "gpubench.science.noise_phase:no_such_function")
+    from gpubench.config.suite import load_suite
+
+    spec = load_suite("quick")
+    runner = WorkerRunner()
+    try:
+        with pytest.warns(UserWarning, match=r"^noise phase: not measured \(.*no_such_function"):
+            assert noise_sweep.run(tmp_path, spec, runner) is None
+    finally:
+        runner.close()
+    assert not (tmp_path / noise_record.FILE).exists()
+
+
+def test_the_noise_budget_is_checked_in_one_line() -> None:
+    assert main(["sweep", "--noise-budget", "-1"]) == 2
+
+
+def test_a_folder_of_another_noise_budget_resumes_with_the_suite(tmp_path: Path) -> None:
+    from gpubench.config.suite import load_suite
+    from gpubench.run import folder
+    from gpubench.store import suite_record
+
+    quick = load_suite("quick")
+    assert quick.noise_budget_s == 10.0  # the default sweep runs the phase
+    saved = quick.to_dict()
+    del saved["noise_budget_s"]  # a folder from before the phase: 0 by default
+    suite_record.write(tmp_path, saved)
+    folder.check_resumable(tmp_path, quick, extend=False)  # the budget measures no point

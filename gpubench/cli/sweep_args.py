@@ -11,7 +11,7 @@ from typing import Any
 from gpubench.cli import flags, launch_args, values
 from gpubench.config import model_options, prices, user_code
 from gpubench.config import spec as S
-from gpubench.config.checks import check_watts
+from gpubench.config.checks import check_noise_budget, check_watts
 from gpubench.config.errors import ConfigError
 from gpubench.config.suite import load_suite, shipped_names
 from gpubench.config.validate import validate
@@ -49,6 +49,15 @@ def add_parser(sub: Any) -> None:
         action="store_false",
         help="skip re-measuring each verdict's leaders interleaved at the end (about 15%% of "
         "the sweep's time); the verdict then goes by the rows' intervals",
+    )
+    sweep.add_argument(  # issue 51
+        "--noise-budget",
+        type=values.arg(check_noise_budget),
+        metavar="S",
+        help="seconds in all of the noise phase after the points: each reference model and "
+        "optimizer trains briefly on its real data set for the gradient noise scale, from which "
+        "the verdict predicts the batch fastest to a trained model (0: none; default: the "
+        "suite's noise_budget_s)",
     )
     flags.add_measuring_flags(sweep, sweep=True)
     sweep.add_argument(
@@ -176,6 +185,8 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
         spec = dataclasses.replace(spec, prices=prices.with_epoch(args.epoch, spec.prices))
     if args.cpu_watts is not None:  # issue 49
         spec = dataclasses.replace(spec, cpu_watts=args.cpu_watts)
+    if args.noise_budget is not None:  # issue 51
+        spec = dataclasses.replace(spec, noise_budget_s=args.noise_budget)
     if args.data_dir is not None:
         conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
         spec = dataclasses.replace(spec, convergence=conv)

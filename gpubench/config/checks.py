@@ -165,3 +165,18 @@ def check_watts(value: object) -> float:
             f"invalid power {value!r}; allowed: a finite number of watts above 0, e.g. 65"
         )
     return watts
+
+
+def check_noise_budget(value: object) -> float:
+    """The seconds in all of a speed sweep's noise phase (issue 51: `--noise-budget`, a suite's
+    `noise_budget_s`): a finite number of seconds, 0 or more (0: no phase)."""
+    try:
+        budget = math.nan if isinstance(value, bool) else float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        budget = math.nan
+    if not (math.isfinite(budget) and budget >= 0):
+        raise ConfigError(
+            f"invalid noise budget {value!r}; allowed: a finite number of seconds, 0 or more "
+            "(0: no noise phase), e.g. 10"
+        )
+    return budget

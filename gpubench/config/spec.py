@@ -356,6 +356,9 @@ def _sweep_class() -> type:
             # the CPU's power as the user states it (--cpu-watts, a suite's cpu_watts), in
             # watts: a CPU row without RAPL gets its energy from it (run.cpu_watts); None: none
             ("cpu_watts", float | None, field(default=None)),
+            # issue 51: seconds in all of the speed sweep's noise phase (run.noise_sweep):
+            # B_noise of each reference model and optimizer on its real data; 0: none
+            ("noise_budget_s", float, field(default=0.0)),
         ],
         bases=(_SweepMethods,),
         frozen=True,

@@ -16,6 +16,7 @@ from gpubench.config import model_options, prices
 from gpubench.config.checks import (
     check_bool,
     check_model,
+    check_noise_budget,
     check_watts,
 )
 from gpubench.config.convergence import Convergence
@@ -166,7 +167,7 @@ def load_suite(path: str | Path) -> SweepSpec:
 
 def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
     allowed = sorted([*_LIST_KEYS, *_SCALAR_KEYS, *_TABLES, "model_options", *_BOOL_KEYS])
-    allowed = sorted([*allowed, "prices", "cpu_watts"])  # issues 32, 49
+    allowed = sorted([*allowed, "prices", "cpu_watts", "noise_budget_s"])  # issues 32, 49, 51
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         try:
@@ -191,6 +192,8 @@ def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
                 kwargs[key] = prices.from_table(value)
             elif key == "cpu_watts":  # issue 49
                 kwargs[key] = check_watts(value)
+            elif key == "noise_budget_s":  # issue 51
+                kwargs[key] = check_noise_budget(value)
             else:
                 raise ConfigError(f"unknown key {key!r}; allowed: {', '.join(allowed)}")
         except ConfigError as e:

@@ -7,7 +7,13 @@ from dataclasses import fields
 from typing import Any
 
 from gpubench.config import convergence, needs
-from gpubench.config.checks import check_divides, check_one_of, check_watts, nonempty
+from gpubench.config.checks import (
+    check_divides,
+    check_noise_budget,
+    check_one_of,
+    check_watts,
+    nonempty,
+)
 from gpubench.config.errors import ConfigError, keyed_error
 from gpubench.config.registry import axes
 from gpubench.config.spec import AUTO, GROW_DEVICE_TYPES, MODES, Budget, SweepSpec
@@ -57,6 +63,10 @@ def validate(spec: SweepSpec) -> SweepSpec:
             check_watts(spec.cpu_watts)
         except ConfigError as e:
             raise keyed_error("cpu_watts", str(e)) from e
+    try:  # issue 51
+        check_noise_budget(spec.noise_budget_s)
+    except ConfigError as e:
+        raise keyed_error("noise_budget_s", str(e)) from e
     return spec
 
 

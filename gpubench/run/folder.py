@@ -138,7 +138,9 @@ def check_resumable(run_dir: Path, spec: SweepSpec, extend: bool) -> None:
     change (new points are added) but not how each point is measured."""
     saved = with_defaults(saved_suite(run_dir))  # a setting added since had its default there
     here = as_saved(spec)
-    changed = sorted(k for k in {*saved, *here} if saved.get(k) != here.get(k))
+    # issue 51: the noise phase's budget is no part of the points nor of how they are measured
+    keys = {*saved, *here} - {"noise_budget_s"}
+    changed = sorted(k for k in keys if saved.get(k) != here.get(k))
     if not changed:
         return
     where = str(run_dir)

@@ -24,6 +24,7 @@ from gpubench.run import (
     cpu_watts,
     forkserver,
     maxbatch,
+    noise_sweep,
     phases,
     pool,
     preflight,
@@ -143,6 +144,11 @@ def run_sweep(
         finally:
             run.write_csv()
         stopped = should_stop is not None and should_stop()
+        if shard is None and not stopped and noise_sweep.due(run_dir, spec):
+            # issue 51: B_noise on real data, in the sweep's worker before the confirmation
+            # closes it (run.noise_sweep); not again where a resumed folder has noise.json
+            with run.log.phase(noise_sweep.PHASE):
+                noise_sweep.run(run_dir, spec, run.runner)
         if confirm and spec.mode == "speed" and shard is None and not stopped:
             # in fresh workers of its own (run.confirm): intervals between processes
             run.confirm(spec)

@@ -24,8 +24,9 @@ from gpubench.store.wording import number, percent, plural, span, times
 # what a run folder needs for a prediction, said where it has none
 NOT_PREDICTED = (
     "not predicted (synthetic data: no B_noise measured on real data for this model; a "
-    "convergence run measures it: python -m gpubench sweep suites/convergence.toml "
-    "--models {model})"
+    "sweep's noise phase measures it where its steps fit the budget (--noise-budget S, "
+    "docs/suites.md), and so does a convergence run: python -m gpubench sweep "
+    "suites/convergence.toml --models {model})"
 )
 # the answer table's cell where there is no prediction: the reason, in a few words
 SHORT_WHY = "not predicted (synthetic data)"

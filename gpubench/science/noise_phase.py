@@ -1,29 +1,56 @@
 """A sweep's noise phase (issue 51): a short training of a reference model on its real data set
 (digits for the MLP and the CNN, the text corpus for the transformer: data.catalog) whose own
-steps give the gradient noise scale B_noise (science.gradient_norms, through the convergence
-path), so that a speed sweep, whose points run on synthetic batches, can predict the batch
-fastest to a quality target.
+steps give the gradient noise scale B_noise (science.gradient_norms), so that a speed sweep,
+whose points run on synthetic batches, can predict the batch fastest to a quality target.
 
-B_noise grows as training goes on (McCandlish et al. 2018), so a value taken at initialisation
-favours small batches: the phase measures every other step after a warm-up window of
-`warmup_steps` optimizer updates (the learning rate's own warm-up included), and the entry
-says which steps it was taken over. Its cost is the phase's whole time per model (data,
-model, training), recorded beside the figure.
+The light path: the data set loaded once per model (no hash), the model built once per
+optimizer, training straight on the data set's train batches at a small batch (BATCH, split
+into SPLITS micro-batches on the measured steps: the statistic compares micro-batch gradients
+with their mean), with no evaluation. B_noise grows as training goes on (McCandlish et al.
+2018), so a value taken at initialisation favours small batches: the first `warmup_steps`
+updates are a warm-up window, not measured; every update after it is measured, up to
+`measured_steps` of them or the time budget, and at least MIN_STEPS (the fewest that give an
+interval: science.gradient_noise's 3 batch means of 3 steps). A model whose steps cannot give
+MIN_STEPS measured steps within its budget gets no figure: one line says why (its step time),
+rather than a B_noise from too few steps.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from gpubench.config.convergence import Convergence
-from gpubench.config.spec import Point
 from gpubench.store.noise_record import NoiseEntry
+from gpubench.store.wording import plural, seconds
 
-# the phase's defaults: a few seconds a model on a 2-core CPU
-BUDGET_S = 3.0
-BATCH = 32
+# the phase's defaults: about a second a model and optimizer on a 2-core CPU
+BUDGET_S = 2.0
+# B_noise does not depend on the threads, and a batch of 16 gains little from more, while on a
+# shared CPU the intra-op threads wait on each other: on a 2-core CPU at load 10 a cnn/small
+# step took 62 ms with one thread and 341 ms with two
+CPU_THREADS = 1
+BATCH = 16
+SPLITS = 4  # micro-batches of a measured step (config.convergence's noise_splits default)
 WARMUP_STEPS = 20
-EVERY = 2
+MEASURED_STEPS = 30
+JUDGE_STEPS = 3  # a step time is judged on the mean of the latest 3, from the 4th step on
+MIN_STEPS = 9  # 3 batch means of 3 steps: the fewest that give Fieller's interval
+
+
+@dataclass(frozen=True)
+class NotMeasured:
+    """A model and optimizer the phase gave no B_noise, and why, in one line."""
+
+    model: str
+    model_size: str
+    optimizer: str
+    reason: str
+
+    def line(self) -> str:
+        """e.g. 'noise phase: cnn/small adamw not measured (...)'."""
+        what = f"{self.model}/{self.model_size} {self.optimizer}"
+        return f"noise phase: {what} not measured ({self.reason})"
 
 
 def measure(
@@ -34,55 +61,107 @@ def measure(
     budget_s: float = BUDGET_S,
     batch_size: int = BATCH,
     warmup_steps: int = WARMUP_STEPS,
+    measured_steps: int = MEASURED_STEPS,
     seed: int = 0,
-    max_steps: int | None = None,
-) -> NoiseEntry | None:
-    """Train `model` at preset `size` on its real data set for `budget_s` seconds of training
-    or `max_steps` optimizer updates, whichever ends first (fp32, `optimizer` at its default
-    learning rate scaled from batch 32 by the suite's rule), measuring every EVERY-th step
-    from `warmup_steps` on, and return its B_noise (preconditioned under Adam and AdamW, else
-    raw) with where it was taken and what it cost; None where no step after the warm-up window
-    was measured (the budget too short). ValueError where the run did not train (its row's
-    reason) or `budget_s` is not above 0."""
+) -> NoiseEntry | NotMeasured:
+    """Train `model` at preset `size` on its real data set (fp32, `optimizer` at its default
+    learning rate scaled from batch 32 by the suite's rule: linear for SGD, sqrt for
+    Adam and AdamW) for `warmup_steps` updates, then measure each update until `measured_steps`
+    are measured or `budget_s` seconds (data, model and training together) are spent, and
+    return its B_noise (preconditioned under Adam and AdamW, else raw) with where it was taken
+    and what it cost. NotMeasured, with its step time, where fewer than MIN_STEPS updates could
+    be measured within `budget_s` (the training stops as soon as its step time says so), or no
+    measured step had a finite norm or a positive |G|^2. ValueError for a bad argument."""
     if not budget_s > 0:
         raise ValueError(f"noise phase budget_s {budget_s!r}; allowed: a number above 0")
-    from gpubench.science import convergence  # torch: imported where the phase runs
-
+    if measured_steps < MIN_STEPS:
+        raise ValueError(f"measured_steps {measured_steps}; allowed: {MIN_STEPS} or more")
+    if warmup_steps < 0 or batch_size % SPLITS:
+        raise ValueError(
+            f"warmup_steps {warmup_steps}, batch_size {batch_size}; allowed: warmup_steps >= 0 "
+            f"and a batch size that splits into {SPLITS} equal micro-batches"
+        )
     started = time.perf_counter()
-    conv = Convergence(
-        max_time_s=budget_s,
-        max_steps=max_steps,
-        eval_every_steps=10**9,  # one evaluation at step 0: the phase needs no curve
-        eval_samples=64,
-        noise_every_steps=EVERY,
-        noise_from_step=warmup_steps,
-    )
-    rule = "sqrt" if optimizer in ("adam", "adamw") else "linear"
-    point = Point(model, size, device, "fp32", optimizer, batch_size, seed, lr_scaling=rule)
-    row = convergence.train_point(point, conv)
-    if row["status"] not in ("ok", "diverged"):
-        raise ValueError(f"the noise phase of {model}/{size} did not train: {row.get('error')}")
-    for kind, column in (
-        ("preconditioned", "noise_scale_b_noise_preconditioned"),
-        ("raw", "noise_scale_b_noise"),
-    ):
-        value = row.get(column)
-        if isinstance(value, float) and value > 0:
-            return NoiseEntry(
-                model=model,
-                model_size=size,
-                optimizer=optimizer,
-                device=device,
-                dataset=str(row["dataset"]),
-                batch_size=batch_size,
-                b_noise=value,
-                low=row.get(f"{column}_low"),
-                high=row.get(f"{column}_high"),
-                kind=kind,
-                first_step=int(row["noise_scale_first_step"]),
-                last_step=int(row["noise_scale_last_step"]),
-                steps=int(row["noise_scale_steps"]),
-                train_s=float(row["wall_time_s"]),
-                cost_s=time.perf_counter() - started,
+    deadline = started + budget_s
+    from gpubench.science.noise_training import NoiseTraining  # torch: where the phase runs
+
+    run = NoiseTraining(model, size, optimizer, device, batch_size, SPLITS, seed)
+    times: list[float] = []
+    while run.measured < measured_steps:
+        t0 = time.perf_counter()
+        run.step(measure=run.steps >= warmup_steps)
+        now = time.perf_counter()
+        times.append(now - t0)
+        # the steps to come weighed at the latest JUDGE_STEPS' mean (measured steps cost more
+        # than the warm-up's; the first steps' one-time costs are not judged on)
+        step_s = sum(times[-JUDGE_STEPS:]) / len(times[-JUDGE_STEPS:])
+        still = max(warmup_steps - run.steps, 0) + max(MIN_STEPS - run.measured, 0)
+        judged = run.steps > JUDGE_STEPS or now > deadline
+        if run.measured < MIN_STEPS and judged and now + still * step_s > deadline:
+            need = warmup_steps + MIN_STEPS
+            return NotMeasured(
+                model,
+                size,
+                optimizer,
+                f"a step of B={batch_size} on {run.dataset} takes {seconds(step_s)}: "
+                f"{need} steps ({warmup_steps} warm-up, {MIN_STEPS} measured) do not fit in "
+                f"its {seconds(budget_s)} budget",
             )
-    return None
+        if now > deadline:
+            break
+    estimate = run.estimate()
+    if estimate is None:
+        return NotMeasured(
+            model, size, optimizer, f"no finite B_noise over {plural(run.measured, 'step')}"
+        )
+    b_noise, low, high, kind, first, last, n = estimate
+    return NoiseEntry(
+        model=model,
+        model_size=size,
+        optimizer=optimizer,
+        device=device,
+        dataset=run.dataset,
+        batch_size=batch_size,
+        b_noise=b_noise,
+        low=low,
+        high=high,
+        kind=kind,
+        first_step=first,
+        last_step=last,
+        steps=n,
+        train_s=run.train_s,
+        cost_s=time.perf_counter() - started,
+    )
+
+
+def measure_all(
+    pairs: Sequence[tuple[str, str, str]], device: str, budget_s: float
+) -> list[NoiseEntry | NotMeasured]:
+    """Each (model, size, optimizer) of `pairs` measured in turn within `budget_s` seconds in
+    all: each gets an even share of what the ones before it left (a fast one leaves time to the
+    next), its data set loaded first (once a process, out of the whole budget). On the CPU it
+    trains with CPU_THREADS intra-op threads. Run in a sweep's worker (run.noise_sweep)."""
+    if not budget_s > 0:
+        raise ValueError(f"noise phase budget_s {budget_s!r}; allowed: a number above 0")
+    from gpubench.harness.threads import intra_op_threads  # torch: where the phase runs
+
+    threads = CPU_THREADS if device == "cpu" else None
+    with intra_op_threads(threads):
+        return _measure_all(pairs, device, budget_s)
+
+
+def _measure_all(
+    pairs: Sequence[tuple[str, str, str]], device: str, budget_s: float
+) -> list[NoiseEntry | NotMeasured]:
+    from gpubench.science import noise_training
+
+    end = time.perf_counter() + budget_s
+    out: list[NoiseEntry | NotMeasured] = []
+    for n, (model, size, optimizer) in enumerate(pairs):
+        noise_training.load(model, size)
+        share = (end - time.perf_counter()) / (len(pairs) - n)
+        if share <= 0:
+            out.append(NotMeasured(model, size, optimizer, "the phase's budget was spent"))
+            continue
+        out.append(measure(model, size, optimizer, device, budget_s=share))
+    return out

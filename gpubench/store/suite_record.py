@@ -95,4 +95,5 @@ SCHEMA: dict[str, Any] = {
     "skip_emulated": bool,
     "prices": {"usd_per_hour": {"*": float}, "epoch_samples": float},
     "cpu_watts": float,
+    "noise_budget_s": float,
 }
