@@ -137,7 +137,7 @@ def test_the_confirmation_passes_the_rows_peaks_and_records_how_they_were_held(
     worker's answer stands in for the GPU's)."""
     import json
 
-    from gpubench.run import confirm
+    from gpubench.run import confirm, worker
     from gpubench.store.row import make_row
 
     peaks = {64: 40 * GiB, 128: 70 * GiB}
@@ -160,7 +160,7 @@ def test_the_confirmation_passes_the_rows_peaks_and_records_how_they_were_held(
         samples = [[300.0 + i for i in range(3)], [302.0 + i for i in range(3)]]
         return interleave.Rounds(samples, [2, 1], 1000.0, 1010.0, 0.0, False, together=False)
 
-    monkeypatch.setattr(confirm.WorkerRunner, "call", call)
+    monkeypatch.setattr(worker.WorkerRunner, "call", call)
     out = confirm.confirm(tmp_path, rows)
     # the same rounds in each fresh process
     assert len(calls) == leaders.PROCESSES and all(c == calls[0] for c in calls)

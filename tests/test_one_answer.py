@@ -106,7 +106,7 @@ def test_the_leader_and_runner_up_are_re_measured_whatever_the_share(
 ) -> None:
     # the issue's transformer: the share had 0.49 s left, under the two leaders' cost, and the
     # partition was skipped, its tie the budget's doing
-    from gpubench.run import confirm
+    from gpubench.run import confirm, worker
 
     b16 = dataclasses.replace(BASE, model="transformer", batch_size=16)
     rows = _rows((dataclasses.replace(b16, batch_size=64), 0.5), (b16, 0.14), ci=0.05)
@@ -120,7 +120,7 @@ def test_the_leader_and_runner_up_are_re_measured_whatever_the_share(
         samples = [[128.0 + i for i in range(n)], [114.0 + i for i in range(n)]]
         return interleave.Rounds(samples, [1, 1], 0.1, 1.0, 0.0, False)
 
-    monkeypatch.setattr(confirm.WorkerRunner, "call", call)
+    monkeypatch.setattr(worker.WorkerRunner, "call", call)
     (record,) = confirm.confirm(tmp_path, rows).partitions
     assert record.status == "confirmed" and record.decision is not None
     assert record.processes == [leaders.ROUNDS_PER_PROCESS] * leaders.PROCESSES
@@ -134,7 +134,7 @@ def test_every_candidate_is_re_measured_whatever_the_share(
 ) -> None:
     # the five default sweeps' cnn/small AdamW: B=64 led, B=128 ran second and B=32, 10% under
     # B=64 by its row, was left out for the budget and called slower; the next run it led x1.21
-    from gpubench.run import confirm
+    from gpubench.run import confirm, worker
 
     b = [dataclasses.replace(BASE, model="cnn", batch_size=n) for n in (64, 128, 32)]
     rows = _rows((b[0], 64 / 1000), (b[1], 128 / 950), (b[2], 32 / 900), ci=0.04)
@@ -150,7 +150,7 @@ def test_every_candidate_is_re_measured_whatever_the_share(
         samples.append([1000.0 + i for i in range(n)])  # B=32 leads, re-measured
         return interleave.Rounds(samples, [1, 1, 1], 0.1, 1.0, 0.0, False)
 
-    monkeypatch.setattr(confirm.WorkerRunner, "call", call)
+    monkeypatch.setattr(worker.WorkerRunner, "call", call)
     (record,) = confirm.confirm(tmp_path, rows).partitions
     assert measured == [3] * leaders.PROCESSES and not record.unmeasured
     assert record.budget_s == pytest.approx(leaders.cost_s(rows))

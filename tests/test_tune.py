@@ -212,8 +212,7 @@ def test_one_worker_serves_the_check_the_calibration_and_the_trials(
     # one worker started for the model check, the environment capture and the trials (an H100
     # paid about 4 s a start); the confirmation runs in fresh workers of its own (issue 41: an
     # interval must hold between processes)
-    from gpubench.run import calibration_process, context, preflight
-    from gpubench.run import confirm as leads
+    from gpubench.run import calibration_process, pool, preflight
     from gpubench.run.worker import WorkerRunner
     from gpubench.tune import tuner
 
@@ -224,10 +223,10 @@ def test_one_worker_serves_the_check_the_calibration_and_the_trials(
             super().__init__(*args, **kwargs)  # type: ignore[arg-type]
             made.append(self)
 
-    monkeypatch.setattr(context, "WorkerRunner", Counted)
+    # the run's own worker and the confirmation's come from run.pool.drained_worker
+    monkeypatch.setattr(pool, "WorkerRunner", Counted)
     monkeypatch.setattr(preflight, "WorkerRunner", Counted)  # where the check made its own
     monkeypatch.setattr(calibration_process, "WorkerRunner", Counted)  # and the calibration
-    monkeypatch.setattr(leads, "WorkerRunner", Counted)  # and the confirmation
     request = tuner.TuneRequest(
         "mlp", "tiny", "cpu", "sgd", named={"precision": ("fp32",), "compile": ("eager",),
         "threads": (1,)}, batch_sizes=(4, 8), budget=Budget(max_time_s=0.2, min_time_s=0.1),

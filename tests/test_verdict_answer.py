@@ -238,7 +238,7 @@ def test_a_sweep_confirms_its_leaders_interleaved(
 
     monkeypatch.setattr(standing, "_clean_or_all", lambda ok: ok)
     # every worker the sweep and its confirmation start (calibration's own aside)
-    from gpubench.run import context, worker
+    from gpubench.run import pool, worker
 
     runners: list[worker.WorkerRunner] = []
 
@@ -247,8 +247,8 @@ def test_a_sweep_confirms_its_leaders_interleaved(
             super().__init__(*args, **kwargs)
             runners.append(self)
 
-    monkeypatch.setattr(context, "WorkerRunner", Recorded)
-    monkeypatch.setattr(confirm, "WorkerRunner", Recorded)
+    # the sweep's worker and the confirmation's come from run.pool.drained_worker
+    monkeypatch.setattr(pool, "WorkerRunner", Recorded)
     suite = tmp_path / "tiny.toml"
     suite.write_text(TINY)
     out = tmp_path / "run"

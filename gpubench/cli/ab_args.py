@@ -12,6 +12,7 @@ from typing import Any
 from gpubench.cli import flags, values
 from gpubench.config import spec as S
 from gpubench.config.errors import ConfigError
+from gpubench.store.wording import number
 
 # The points measured where no --suite and no axis flag says otherwise (10 rounds of them took
 # 160-189 s on the 2-core CPU at a load average of 7-16, 2026-12-02): each reference model
@@ -78,7 +79,8 @@ def add_flags(compare: argparse.ArgumentParser) -> None:
         "--margin",
         type=values.arg(_margin),
         metavar="PCT",
-        help=f"the slowdown that fails the gate, in percent (default: {DEFAULT_MARGIN_PCT:g})",
+        help="the slowdown that fails the gate, in percent "
+        f"(default: {number(DEFAULT_MARGIN_PCT)})",
     )
     ab.add_argument(
         "--rounds",
