@@ -140,10 +140,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             return ab_command.run(args)
     from gpubench.cli import commands, launch_args, launch_command
 
-    if args.command == "sweep":  # issue 53: --launcher, or the resume of a launch
-        if args.launcher is not None or launch_command.is_launch(args.resume):
+    if args.command == "sweep":  # issue 53: --launcher (or its suite key), a launch's resume
+        keys = launch_args.suite_keys(args)
+        if launch_args.kind(args, keys) is not None or launch_command.is_launch(args.resume):
             return launch_command.sweep(args)
-        launch_args.check(args)
+        launch_args.check(args, keys)
     run = {
         "sweep": commands.sweep,
         "merge": commands.merge,
