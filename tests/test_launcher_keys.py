@@ -56,7 +56,7 @@ def test_the_table_is_read_and_each_flag_overrides_its_key(tmp_path: Path) -> No
 
     def settings(*flags: str) -> object:
         args = parser.build_parser().parse_args(["sweep", str(path), *flags])
-        return launch_args.settings(args, launch_args.suite_keys(args))
+        return launch_args.settings(args, launch_args.suite_keys(args, "quick"))
 
     assert settings() == launch_args_settings("slurm", "gpu", 120, 0, 4, 2)
     overridden = settings(
@@ -68,9 +68,9 @@ def test_the_table_is_read_and_each_flag_overrides_its_key(tmp_path: Path) -> No
     assert settings("--launcher", "local") == launch_args_settings("local", None, 120, 0, 4, 2)
     # without the table: the flags' defaults
     bare = parser.build_parser().parse_args(["sweep", "quick", "--launcher", "local"])
-    assert launch_args.settings(bare, launch_args.suite_keys(bare)) == launch_args_settings(
-        "local", None, 60, 1, None, None
-    )
+    assert launch_args.settings(
+        bare, launch_args.suite_keys(bare, "quick")
+    ) == launch_args_settings("local", None, 60, 1, None, None)
 
 
 def launch_args_settings(*values: object) -> object:

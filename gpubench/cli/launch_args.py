@@ -62,16 +62,15 @@ def add_flags(sweep: Any) -> None:
     )
 
 
-def suite_keys(args: argparse.Namespace) -> LauncherKeys:
-    """The `[launcher]` table of the suite a new sweep names (the default suite where it names
+def suite_keys(args: argparse.Namespace, default_suite: str) -> LauncherKeys:
+    """The `[launcher]` table of the suite a new sweep names (`default_suite` where it names
     none); none for a resume (a launch resumes with its launch.json, a run folder is measured
     here)."""
     if args.resume is not None:
         return LauncherKeys()
-    from gpubench.cli.sweep_args import DEFAULT_SUITE
     from gpubench.config.suite import load_launcher
 
-    return load_launcher(args.suite or DEFAULT_SUITE)
+    return load_launcher(args.suite or default_suite)
 
 
 def kind(args: argparse.Namespace, keys: LauncherKeys) -> str | None:

@@ -33,7 +33,8 @@ def sweep(args: argparse.Namespace) -> int:
     from gpubench.run import launcher
     from gpubench.run.shard_job import Measuring
 
-    keys = launch_args.suite_keys(args)  # the suite's [launcher] table, beneath the flags
+    # the suite's [launcher] table, beneath the flags
+    keys = launch_args.suite_keys(args, sweep_args.DEFAULT_SUITE)
     if args.resume is None:
         launch_args.check(args, keys)
     launcher.require_submitit()
