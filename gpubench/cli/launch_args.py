@@ -1,5 +1,6 @@
 """`gpubench sweep`'s launcher flags (issue 53: --launcher slurm|local and what a submission
-needs) and the run.launcher.Settings they make; `gpubench collect`'s parser."""
+needs) and the run.launcher.Settings they make, each flag over its key in the suite's
+`[launcher]` table (config.launcher_keys); `gpubench collect`'s parser."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 from gpubench.cli import values
 from gpubench.config.checks import whole
 from gpubench.config.errors import ConfigError
+from gpubench.config.launcher_keys import LAUNCHERS, LauncherKeys
 
-LAUNCHERS = ("slurm", "local")
 DEFAULT_TIME_LIMIT_MIN = 60  # run.launcher's (not imported: the parser stays light)
 # the flags that only a launch takes, by their dest
 ONLY_LAUNCH = ("partition", "time_limit", "gpus_per_task", "array_parallelism", "shards")
@@ -61,37 +62,67 @@ def add_flags(sweep: Any) -> None:
     )
 
 
-def check(args: argparse.Namespace) -> None:
-    """Refuse launcher flags without --launcher (a resume of a launch takes none), and
-    --launcher with the flags of a sweep measured here (ConfigError, one line)."""
+def suite_keys(args: argparse.Namespace, default_suite: str) -> LauncherKeys:
+    """The `[launcher]` table of the suite a new sweep names (`default_suite` where it names
+    none); none for a resume (a launch resumes with its launch.json, a run folder is measured
+    here)."""
+    if args.resume is not None:
+        return LauncherKeys()
+    from gpubench.config.suite import load_launcher
+
+    return load_launcher(args.suite or default_suite)
+
+
+def kind(args: argparse.Namespace, keys: LauncherKeys) -> str | None:
+    """The launcher of the sweep: --launcher, else the suite's `launcher.kind` (None: measure
+    here)."""
+    return args.launcher if args.launcher is not None else keys.kind
+
+
+def check(args: argparse.Namespace, keys: LauncherKeys) -> None:
+    """Refuse launcher flags without a launcher (--launcher or the suite's `launcher.kind`; a
+    resume of a launch takes none), and a launch with the flags of a sweep measured here
+    (ConfigError, one line)."""
+    launcher = kind(args, keys)
     given = [d for d in ONLY_LAUNCH if getattr(args, d) is not None]
-    if args.launcher is None and given:
+    if launcher is None and given:
         flag = "--" + given[0].replace("_", "-")
         raise ConfigError(f"{flag} needs --launcher slurm|local; allowed: a sweep --launcher")
-    if args.launcher is None:
+    if launcher is None:
         return
+    named = (
+        "--launcher" if args.launcher is not None else f'the suite\'s launcher.kind "{launcher}"'
+    )
     for dest in ("shard", "gpus", "plan"):
         if getattr(args, dest) is not None:
             raise ConfigError(
-                f"--launcher shares the points itself and --{dest} is one machine's; allowed: "
+                f"{named} shares the points itself and --{dest} is one machine's; allowed: "
                 "--launcher without --shard, --gpus or --plan (--gpus-per-task gives a task a "
                 "device pool)"
             )
-    if args.partition is not None and args.launcher != "slurm":
+    if args.partition is not None and launcher != "slurm":
         raise ConfigError("--partition needs --launcher slurm; allowed: --launcher slurm")
 
 
-def settings(args: argparse.Namespace) -> Any:
-    """The run.launcher.Settings of the flags (defaults where not given)."""
+def settings(args: argparse.Namespace, keys: LauncherKeys) -> Any:
+    """The run.launcher.Settings of the flags, each over the suite's `[launcher]` key (`keys`),
+    the default where neither is given; the table's partition is Slurm's alone (a local launch
+    leaves it)."""
     from gpubench.run import launcher
 
+    def first(flag: Any, key: Any, default: Any) -> Any:
+        return flag if flag is not None else key if key is not None else default
+
+    launched = kind(args, keys)
+    assert launched is not None, "settings of a sweep measured here"
+    partition = first(args.partition, keys.partition if launched == "slurm" else None, None)
     return launcher.Settings(
-        args.launcher,
-        args.partition,
-        args.time_limit if args.time_limit is not None else launcher.DEFAULT_TIME_LIMIT_MIN,
-        args.gpus_per_task if args.gpus_per_task is not None else 1,
-        args.array_parallelism,
-        args.shards,
+        launched,
+        partition,
+        first(args.time_limit, keys.time_limit_min, launcher.DEFAULT_TIME_LIMIT_MIN),
+        first(args.gpus_per_task, keys.gpus_per_task, 1),
+        first(args.array_parallelism, keys.array_parallelism, None),
+        first(args.shards, keys.shards, None),
     )
 
 

@@ -33,8 +33,10 @@ def sweep(args: argparse.Namespace) -> int:
     from gpubench.run import launcher
     from gpubench.run.shard_job import Measuring
 
+    # the suite's [launcher] table, beneath the flags
+    keys = launch_args.suite_keys(args, sweep_args.DEFAULT_SUITE)
     if args.resume is None:
-        launch_args.check(args)
+        launch_args.check(args, keys)
     launcher.require_submitit()
     if args.resume is not None:  # a launch resumes with the settings of its launch.json
         given = [d for d in (*launch_args.ONLY_LAUNCH, "launcher") if getattr(args, d) is not None]
@@ -57,7 +59,7 @@ def sweep(args: argparse.Namespace) -> int:
     else:
         launch_dir = args.out if args.out is not None else reserved_run_dir()
         try:
-            record = launcher.start(spec, launch_dir, launch_args.settings(args))
+            record = launcher.start(spec, launch_dir, launch_args.settings(args, keys))
         except ConfigError:
             if args.out is None:
                 launch_dir.rmdir()  # reserved just now, and nothing written: not left behind

@@ -138,12 +138,13 @@ def _dispatch(args: argparse.Namespace) -> int:
             from gpubench.cli import ab_command
 
             return ab_command.run(args)
-    from gpubench.cli import commands, launch_args, launch_command
+    from gpubench.cli import commands, launch_args, launch_command, sweep_args
 
-    if args.command == "sweep":  # issue 53: --launcher, or the resume of a launch
-        if args.launcher is not None or launch_command.is_launch(args.resume):
+    if args.command == "sweep":  # issue 53: --launcher (or its suite key), a launch's resume
+        keys = launch_args.suite_keys(args, sweep_args.DEFAULT_SUITE)
+        if launch_args.kind(args, keys) is not None or launch_command.is_launch(args.resume):
             return launch_command.sweep(args)
-        launch_args.check(args)
+        launch_args.check(args, keys)
     run = {
         "sweep": commands.sweep,
         "merge": commands.merge,

@@ -12,7 +12,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from gpubench.config import model_options, prices
+from gpubench.config import launcher_keys, model_options, prices
 from gpubench.config.checks import (
     check_bool,
     check_model,
@@ -21,6 +21,7 @@ from gpubench.config.checks import (
 )
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError, keyed_error
+from gpubench.config.launcher_keys import LauncherKeys
 from gpubench.config.spec import (
     AUTO,
     Budget,
@@ -43,7 +44,8 @@ _TABLES = {"budget": Budget, "convergence": Convergence}
 
 
 def _line_of(text: str, key: str) -> int | None:
-    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=|^\s*\[{re.escape(key)}[\].]", re.M)
+    # [ \t]*, not \s*: a blank line before the key is not its line
+    pattern = re.compile(rf"^[ \t]*{re.escape(key)}[ \t]*=|^[ \t]*\[{re.escape(key)}[\].]", re.M)
     m = pattern.search(text)
     return text.count("\n", 0, m.start()) + 1 if m else None
 
@@ -143,21 +145,27 @@ def find_suite(name_or_path: str | Path) -> Path:
     )
 
 
-def load_suite(path: str | Path) -> SweepSpec:
-    """Read and validate a suite: a TOML file, or a shipped suite by name ('quick'; see
-    find_suite), from whatever the current folder is. Every problem is a ConfigError naming
-    the file (and line)."""
-    path = find_suite(path)
+def _read(name_or_path: str | Path) -> tuple[Path, str, dict[str, Any]]:
+    """The suite file `name_or_path` means (find_suite), its text and its TOML; a ConfigError
+    naming the file (and line) where it cannot be read or is no TOML."""
+    path = find_suite(name_or_path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read suite {str(path)!r}: {e}") from e
     try:
-        raw = tomllib.loads(text)
+        return path, text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         message, line = _decode_error(e, text)
         where = f"{path}, line {line}" if line is not None else str(path)
         raise ConfigError(f"{where}: malformed TOML: {message}") from e
+
+
+def load_suite(path: str | Path) -> SweepSpec:
+    """Read and validate a suite: a TOML file, or a shipped suite by name ('quick'; see
+    find_suite), from whatever the current folder is. Every problem is a ConfigError naming
+    the file (and line)."""
+    path, text, raw = _read(path)
     try:
         return validate(_spec_from_dict(raw, default_name=path.stem))
     except ConfigError as e:
@@ -165,9 +173,23 @@ def load_suite(path: str | Path) -> SweepSpec:
         raise ConfigError(f"{_where(path, text, key) if key else path}: {e}") from e
 
 
+def load_launcher(path: str | Path) -> LauncherKeys:
+    """The suite's `[launcher]` table (config.launcher_keys; every key None where the suite has
+    no table), checked as load_suite checks it: a bad value is a ConfigError of one line naming
+    the file, the line, the value and what is allowed."""
+    path, text, raw = _read(path)
+    if launcher_keys.TABLE not in raw:
+        return LauncherKeys()
+    try:
+        return launcher_keys.parse_table(raw[launcher_keys.TABLE])
+    except ConfigError as e:
+        raise ConfigError(f"{_where(path, text, launcher_keys.TABLE)}: {e}") from e
+
+
 def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
     allowed = sorted([*_LIST_KEYS, *_SCALAR_KEYS, *_TABLES, "model_options", *_BOOL_KEYS])
     allowed = sorted([*allowed, "prices", "cpu_watts", "noise_budget_s"])  # issues 32, 49, 51
+    allowed = sorted([*allowed, launcher_keys.TABLE])  # issue 53
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         try:
@@ -194,6 +216,8 @@ def _spec_from_dict(raw: dict[str, Any], default_name: str) -> SweepSpec:
                 kwargs[key] = check_watts(value)
             elif key == "noise_budget_s":  # issue 51
                 kwargs[key] = check_noise_budget(value)
+            elif key == launcher_keys.TABLE:  # issue 53: checked here, read by load_launcher
+                launcher_keys.parse_table(value)
             else:
                 raise ConfigError(f"unknown key {key!r}; allowed: {', '.join(allowed)}")
         except ConfigError as e:

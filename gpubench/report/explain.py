@@ -173,7 +173,7 @@ def _planned(run: Run, rows: list[dict[str, object]]) -> list[dict[str, object]]
     points: list[Point] = list(dict.fromkeys(spec.points()))
     part = shard_record.read(run.path)
     if part is not None:
-        points = shard.select(points, part.index, part.count, spec)
+        points = shard.select(points, part.index, part.count, spec, part.whole_series)
     return [p.to_dict() for p in points]
 
 

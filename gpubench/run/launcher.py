@@ -1,8 +1,9 @@
 """A sweep on a cluster through submitit (issue 53): `sweep --launcher slurm|local` submits one
-array task per shard (run.shard's `--shard I/N` selection; run.shard_job runs it, resume on,
-into its own folder), and `collect` waits for the jobs, reports each failed one with its log's
-path and the tail of its stderr, and merges the finished shards (run.merge) into one folder
-whose verdict and report cover them all.
+array task per shard (run.shard's selection by whole batch-size series: every batch size of a series
+in one job, on one machine, so the verdict's batch comparison is like with like; run.shard_job runs
+it, resume on, into its own folder), and `collect` waits for the jobs, reports each failed one with
+its log's path and the tail of its stderr, and merges the finished shards (run.merge) into one
+folder whose verdict and report cover them all.
 
 The launcher's folder DIR holds suite.json (the suite, as a run folder's), launch.json (the
 launcher, its settings and every job: store.launch_record), jobs/ (submitit's logs and
@@ -67,12 +68,12 @@ class Settings:
 
 
 def series_count(spec: SweepSpec) -> int:
-    """The point series `spec` has to share among shards (a parallel point's nproc values and
-    a series' batch sizes count once)."""
+    """The point series `spec` has to share among shards (run.shard.unit with whole_series:
+    a parallel point's nproc values and a series' batch sizes count once)."""
     import dataclasses
 
-    bases = dataclasses.replace(spec, batch_sizes=(1,)).points()
-    return len({p.baseline().key() for p in bases})
+    bases = dataclasses.replace(spec, batch_sizes=(1,)).points()  # "auto" too: one per series
+    return shards.series_count(bases, whole_series=True)
 
 
 def start(spec: SweepSpec, launch_dir: Path, settings: Settings) -> LaunchRecord:
@@ -113,9 +114,10 @@ def start(spec: SweepSpec, launch_dir: Path, settings: Settings) -> LaunchRecord
 
 
 def pending(spec: SweepSpec, launch_dir: Path, count: int) -> list[int]:
-    """The shards (1-based) to submit: those whose planned points (run.shard.select) lack a
-    row in their folder and are not recorded there as left unmeasured (growth.json: an emulated
-    precision). With batch_sizes = "auto" (the plan is the shards' own), those with no row."""
+    """The shards (1-based) to submit: those whose planned points (run.shard.select, by whole
+    series) lack a row in their folder and are not recorded there as left unmeasured
+    (growth.json: an emulated precision). With batch_sizes = "auto" (the plan is the shards'
+    own), those with no row."""
     from gpubench.run.shard_job import has_rows, shard_dir
 
     out = []
@@ -129,7 +131,7 @@ def pending(spec: SweepSpec, launch_dir: Path, count: int) -> list[int]:
         done = {Point.of(r).key() for r in read_rows(folder)} if has_rows(folder) else set()
         record = growth_record.read(folder)
         left = {Point.of(u.point).key() for u in (record.unmeasured if record else ())}
-        planned = {p.key() for p in shards.select(points, i, count, spec)}
+        planned = {p.key() for p in shards.select(points, i, count, spec, whole_series=True)}
         if planned - done - left:
             out.append(i)
     return out

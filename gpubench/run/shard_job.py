@@ -1,7 +1,7 @@
 """What one array task of a launched sweep runs (issue 53; run.launcher submits it): its shard
-of the sweep (run.shard's `--shard I/N` selection) into its own shard folder, with resume on,
-so that a job requeued after a preemption or its time limit (submitit's Checkpointable: the
-checkpoint is the same call again) measures only the points that have no row yet.
+of the sweep (run.shard's selection by whole batch-size series) into its own shard folder, with
+resume on, so that a job requeued after a preemption or its time limit (submitit's Checkpointable:
+the checkpoint is the same call again) measures only the points that have no row yet.
 
 Imported only where submitit is installed (the `slurm` extra): in the launching process and in
 each job's, which unpickles ShardJob from here.
@@ -83,6 +83,7 @@ class ShardJob(submitit.helpers.Checkpointable):
             resume=has_rows(out),
             confirm=False,  # a shard holds no verdict's leaders together (run.shard)
             shard=(index, self.count),
+            whole_series=True,  # a series measured in one job, on one machine (run.shard)
             plan_file=plan,
             on_row=on_row,
             gpus=self.measuring.gpus,

@@ -73,6 +73,7 @@ def run_sweep(
     plan_file: Path | None = None,
     prepare: Sequence[str] = (),
     gpus: Sequence[str] = (),
+    whole_series: bool = False,
 ) -> pd.DataFrame:
     """Measure every point of `spec` into run folder `out` (default results/<timestamp>) and
     return all its rows. Each row is on disk (fsynced) before the next point starts.
@@ -84,7 +85,8 @@ def run_sweep(
     its missing points run (`extend` allows new axis values), on the machine it was started on
     (see folder.check_same_machine); with `retry_failed` too, the points that ended `error` or
     `timeout` lose their rows and run again. `should_stop` is asked before each point.
-    `shard` (i, n) runs only the i-th of n shares of the points (see run.shard).
+    `shard` (i, n) runs only the i-th of n shares of the points (see run.shard), dealt point
+    by point (`--shard`) or, with `whole_series`, by whole batch-size series (a launch's).
     With `confirm`, a speed sweep that ran to its end re-measures each verdict's leaders
     interleaved (run.confirm) into confirm.json; a shard does not (its leaders are not all
     there). `plan_file`: batch_sizes = "auto" read from (or searched into) that file, one
@@ -114,7 +116,8 @@ def run_sweep(
             if spec.mode == "convergence":
                 convergence.prepare(spec)  # load the data sets: a data problem is found first
                 _check_time_limit(spec.convergence, point_timeout_s)
-            shards.check_before_writing(shard, spec)  # issue 23: a bad count writes nothing
+            # issue 23: a bad count writes nothing
+            shards.check_before_writing(shard, spec, whole_series)
             if gpus:
                 pool.check(spec, gpus)  # issue 53
             # One training step per model, in a worker: a model that cannot train is exit 2,
@@ -131,9 +134,10 @@ def run_sweep(
         try:
             with run.log.phase("plan"):
                 points = plan(spec, run_dir, options)
-            shard = shards.saved(run.dir, shard)  # issue 17
-            if shard is not None:
-                points = shards.select(points, *shard, spec)
+            part = shards.saved(run.dir, shard, whole_series)  # issue 17
+            if part is not None:
+                shard = (part.index, part.count)
+                points = shards.select(points, *shard, spec, part.whole_series)
             with run.log.phase("points"):
                 if gpus:  # issue 53: one worker per device; drained before the confirmation
                     run.runner.close()  # the model checks' worker: its device joins the pool

@@ -3,8 +3,10 @@
 shard and explain plans that shard's points.
 
 ```
-{"index": int, "count": int}
+{"index": int, "count": int, "whole_series": bool}
 ```
+`whole_series` (absent in a folder from before it: false): the shards were dealt whole
+batch-size series (a launch's, run.launcher), not point by point (`--shard`).
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ FILE = "shard.json"
 
 @dataclass(frozen=True)
 class ShardRecord(Record):
-    """The whole of shard.json: shard `index` of `count` (1-based; run.shard checks the pair)."""
+    """The whole of shard.json: shard `index` of `count` (1-based; run.shard checks the pair),
+    dealt by whole batch-size series where `whole_series` (run.shard.unit)."""
 
     FILE = FILE
     WHAT = "a shard record"
 
     index: int
     count: int
+    whole_series: bool = False
 
 
 read = ShardRecord.read
