@@ -161,6 +161,8 @@ def run_sweep(
                     _measure(run, spec, grown, rows, on_row, should_stop, None, budgeted=False)
                 run.write_csv()
                 run.confirm(spec, only=grown)
+            # issue 52: the reference probes again, beside the start's (compare's drift)
+            run.reprobe_env(spec.resolved_devices(), spec.precisions)
         if spec.mode == "convergence":
             with run.log.phase("analysis"):
                 batch_analysis.write_analysis(run_dir)
