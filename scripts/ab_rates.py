@@ -11,11 +11,11 @@ sized here, before any gate runs, for each point the gate measures: this process
 point with this tree's harness (the point's intra-op threads: one by default), and times plain
 steps and steps with one extra forward on k = 1, 2, 4, ... samples up to the whole batch
 alternately, in blocks of about 0.1 s (the median of 9 blocks' ratios per k, the ks taken in
-turn; made non-decreasing in k, as more samples never cost less); the (k, m) whose added
-time is nearest f of the plain step is chosen (m = 1; m > 1 only where the whole batch's forward
-adds less than f). It then checks the choice the same way over 9 blocks and prints the head's
-step time over the base's (the target is 1 + f). The gate reads the same slowdown as its
-head/base ratio of samples/s, about 1/(1 + f), printed per run.
+turn; made non-decreasing in k, as more samples never cost less). The k whose added time is f
+of the plain step is interpolated linearly between the measured ks around it (m = 1; m > 1
+only where the whole batch's forward adds less than f). It then checks the choice the same way
+over 9 blocks and prints the head's step time over the base's (the target is 1 + f). The gate
+reads the same slowdown as its head/base ratio of samples/s, about 1/(1 + f), printed per run.
 
 Each fraction's gate runs N times (`python -m gpubench compare --ab base GATE_FLAGS` from the
 repository on the fraction's branch; fraction 0 is the base against itself, an A/A), and the
@@ -148,10 +148,7 @@ class Sizer:
     def size(self, fraction: float) -> tuple[int, int]:
         """(k, m) whose extra forward passes take the nearest to `fraction` of the plain step
         (after measure_costs); m > 1 only where the whole batch's forward adds less."""
-        batch = max(self.costs)
-        if self.costs[batch] < fraction:
-            return batch, max(1, round(fraction / max(self.costs[batch], 1e-3)))
-        return min(self.costs, key=lambda k: abs(self.costs[k] - fraction)), 1
+        return choose(self.costs, fraction)
 
     def check(self, k: int, m: int, blocks: int = 9) -> float:
         """The slowed step's time over the plain step's: the median of `blocks` blocks'
@@ -162,6 +159,24 @@ class Sizer:
             head = _block_s(self._slowed(k, m), self.steps, self.device)
             ratios.append(head / base)
         return statistics.median(ratios)
+
+
+def choose(costs: dict[int, float], fraction: float) -> tuple[int, int]:
+    """(k, m) from `costs` (k to the fraction of the step one extra forward on k samples adds,
+    non-decreasing in k): m = 1 and k interpolated linearly between the measured ks whose costs
+    bracket `fraction` (the least k where none is below it); where even the largest k adds
+    less, that k, repeated m = fraction / its cost times (rounded, at least 1)."""
+    ks = sorted(costs)
+    top = ks[-1]
+    if costs[top] < fraction:
+        return top, max(1, round(fraction / max(costs[top], 1e-3)))
+    hi = next(k for k in ks if costs[k] >= fraction)
+    below = [k for k in ks if k < hi]
+    if not below or costs[hi] == costs[below[-1]]:
+        return hi, 1
+    lo = below[-1]
+    share = (fraction - costs[lo]) / (costs[hi] - costs[lo])
+    return min(hi, max(lo, round(lo + share * (hi - lo)))), 1
 
 
 def _points(gate_flags: list[str]) -> list[Point]:
