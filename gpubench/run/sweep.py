@@ -86,9 +86,10 @@ def run_sweep(
     `timeout` lose their rows and run again. `should_stop` is asked before each point.
     `shard` (i, n) runs only the i-th of n shares of the points (see run.shard).
     With `confirm`, a speed sweep that ran to its end re-measures each verdict's leaders
-    interleaved (run.confirm) into confirm.json; a shard does not (its leaders are not all
-    there). `plan_file`: batch_sizes = "auto" read from (or searched into) that file, one
-    plan for every shard given it (see `plan`). Before anything is written, each model takes
+    interleaved (run.confirm) into confirm.json, then measures the reference probes again
+    (env.json's end_probes); a shard does not (its leaders are not all there).
+    `plan_file`: batch_sizes = "auto" read from (or searched into) that file, one plan for
+    every shard given it (see `plan`). Before anything is written, each model takes
     one training step (run.preflight): a model that fails it raises preflight.ModelCheckFailed,
     a ConfigError. The worker that took those steps measures the points, and confirms.
     `prepare`: modules the caller needs after the sweep (the report's), imported meanwhile
