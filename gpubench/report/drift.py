@@ -4,7 +4,8 @@ a regression (issue 52).
 A stored row is one worker process at one time. Between two runs its figure carries, besides any
 change of the code, (1) the machine's common shift, read from the reference probes each run
 records in env.json (the calibration's matmul rates and copy bandwidth, taken at the run's
-start), and (2) how far one configuration moves apart from the rest, read from the runs'
+start and, since issue 52, again at its end: each probe's larger move, start against start or end
+against end), and (2) how far one configuration moves apart from the rest, read from the runs'
 confirm.json in two ways: across the runs, the spread of the re-measured configurations'
 cross-run ratios around their common level (a change of the code that slows every configuration
 alike moves that level, not the spread); within a run, the widest max/min over the fresh
@@ -33,7 +34,8 @@ class Drift:
     the other), None where the runs record nothing to read it from.
 
     - probe: the largest change of one reference probe (a device's matmul rate at one precision,
-      or its copy bandwidth) that both runs recorded; probes: how many were matched
+      or its copy bandwidth) that both runs recorded, at their starts or at their ends; probes:
+      how many were matched; at_end: how many of them both runs recorded at their ends too
     - across: the spread of the cross-run ratios of the configurations both runs re-measured,
       around their median; matched: how many
     - within: the widest max/min of one candidate's figures over its rounds (fresh processes),
@@ -45,6 +47,7 @@ class Drift:
     across: float | None
     matched: int
     within: float | None
+    at_end: int = 0
 
     @property
     def factor(self) -> float | None:
@@ -69,7 +72,8 @@ class Drift:
                 "re-measurement): the test sees only the spread within each run"
             )
         parts = [
-            f"reference probes x{self.probe:.2f} ({self.probes} matched)"
+            f"reference probes x{self.probe:.2f} ({self.probes} matched"
+            + (f", {self.at_end} at both ends)" if self.at_end else ")")
             if self.probe is not None
             else "no reference probe in both",
             f"re-measured configurations apart x{self.across:.2f} ({self.matched} in both)"
@@ -86,10 +90,13 @@ def _factor(a: float, b: float) -> float:
     return max(a / b, b / a)
 
 
-def probes(captured: Mapping[str, Any]) -> dict[tuple[str, ...], float]:
-    """A captured environment's (env.json's) reference probes: ("matmul", device, precision) to
-    its measured TFLOPS and ("bandwidth", device) to its GB/s; a probe without a positive
-    figure is left out."""
+def probes(captured: Mapping[str, Any], end: bool = False) -> dict[tuple[str, ...], float]:
+    """A captured environment's (env.json's) reference probes, at the run's start (or with
+    `end`, at its end: {} where it records none): ("matmul", device, precision) to its measured
+    TFLOPS and ("bandwidth", device) to its GB/s; a probe without a positive figure is left
+    out."""
+    if end:
+        captured = captured.get(env_store.END_PROBES) or {}
     out: dict[tuple[str, ...], float] = {}
     for device, peaks in (captured.get("matmul_peaks") or {}).items():
         for prec, peak in (peaks or {}).items():
@@ -135,9 +142,16 @@ def between(base: str | Path, new: str | Path) -> Drift:
     """The drift between run folders `base` and `new` (each a folder or its results file; a
     pytest-benchmark JSON file records nothing: its parts are None)."""
     sides = [_folder(Path(p)) for p in (base, new)]
-    b_probes, n_probes = (probes(env_store.read(p)) if p else {} for p in sides)
-    both = [k for k in b_probes if k in n_probes]
-    probe = max((_factor(b_probes[k], n_probes[k]) for k in both), default=None)
+    b_env, n_env = (env_store.read(p) if p else {} for p in sides)
+    moves: dict[tuple[str, ...], float] = {}  # each probe's larger move: starts, or ends
+    at_end = 0
+    for end in (False, True):
+        b_probes, n_probes = probes(b_env, end), probes(n_env, end)
+        both = [k for k in b_probes if k in n_probes]
+        at_end += len(both) if end else 0
+        for k in both:
+            moves[k] = max(moves.get(k, 1.0), _factor(b_probes[k], n_probes[k]))
+    probe = max(moves.values(), default=None)
     b_parts, n_parts = ((confirmations.partitions(p) or []) if p else [] for p in sides)
     (b_med, b_spread), (n_med, n_spread) = remeasured(b_parts), remeasured(n_parts)
     ratios = [n_med[k] / b_med[k] for k in b_med if k in n_med]
@@ -146,4 +160,4 @@ def between(base: str | Path, new: str | Path) -> Drift:
         level = statistics.median(ratios)
         across = max(_factor(r, level) for r in ratios)
     within = max(b_spread + n_spread, default=None)
-    return Drift(probe, len(both), across, len(ratios), within)
+    return Drift(probe, len(moves), across, len(ratios), within, at_end)

@@ -12,6 +12,7 @@ from typing import Any
 from gpubench.run.worker import Call, WorkerRunner
 
 _TARGET = "gpubench.run.calibration_process:capture_env"
+_REPROBE = "gpubench.run.calibration_process:reprobe"
 
 
 def captured(
@@ -77,3 +78,32 @@ def calibrate_threads(threads: Sequence[int], precisions: Sequence[str]) -> None
             for prec in precisions:  # one the CPU cannot run is None, not measured
                 calibration.matmul_peak("cpu", prec, refresh=True)
             bandwidth.memory_bandwidth("cpu", refresh=True)
+
+
+def reprobed(
+    devices: Sequence[str] | None,
+    precisions: Sequence[str] | None,
+    timeout_s: float | None = None,
+) -> dict[str, Any]:
+    """env.json's END_PROBES (store.env.reprobe: the reference probes measured again, at a
+    run's end) from a worker of its own, exited when this returns; WorkerError where it failed
+    or took over `timeout_s` seconds (None: no limit)."""
+    runner = WorkerRunner(None, timeout_s, reuse=False)
+    args = (
+        None if devices is None else list(devices),
+        None if precisions is None else list(precisions),
+    )
+    try:
+        value: dict[str, Any] = runner.call(Call(_REPROBE, args, None, "cpu"), timeout_s)
+    except BaseException:
+        runner.close(grace_s=0)
+        raise
+    runner.close()
+    return value
+
+
+def reprobe(devices: list[str] | None, precisions: list[str] | None) -> dict[str, Any]:
+    """In the worker: store.env.reprobe."""
+    from gpubench.store import env
+
+    return env.reprobe(devices, precisions)

@@ -158,6 +158,19 @@ class RunContext(contextlib.ExitStack):
                 self._env_written = True
         nvml.warn_if_unavailable(devices)
 
+    def reprobe_env(self, devices: Sequence[str], precisions: Sequence[str]) -> None:
+        """env.json's END_PROBES (issue 52): the reference probes measured again at the run's
+        end, in a worker of its own, beside the start's; report.drift reads both. Needs the
+        folder's env.json (capture_env's)."""
+        with self.log.phase("end probes"):
+            end = calibration_process.reprobed(
+                devices, precisions, timeout_s=_setup_limit(self.options.point_timeout_s)
+            )
+            captured = env.read(self.dir)
+            if not captured:
+                raise FileNotFoundError(self.dir / env.ENV_FILE)
+            self.store.write_json(env.ENV_FILE, {**captured, env.END_PROBES: end})
+
     def measure(self, point: Point, task: Task) -> Measured:
         """`point`'s row from the run's worker, its bottleneck classified."""
         t0, workers = time.perf_counter(), len(self.runner.startup_s)

@@ -88,9 +88,10 @@ def run_sweep(
     `shard` (i, n) runs only the i-th of n shares of the points (see run.shard), dealt point
     by point (`--shard`) or, with `whole_series`, by whole batch-size series (a launch's).
     With `confirm`, a speed sweep that ran to its end re-measures each verdict's leaders
-    interleaved (run.confirm) into confirm.json; a shard does not (its leaders are not all
-    there). `plan_file`: batch_sizes = "auto" read from (or searched into) that file, one
-    plan for every shard given it (see `plan`). Before anything is written, each model takes
+    interleaved (run.confirm) into confirm.json, then measures the reference probes again
+    (env.json's end_probes); a shard does not (its leaders are not all there).
+    `plan_file`: batch_sizes = "auto" read from (or searched into) that file, one plan for
+    every shard given it (see `plan`). Before anything is written, each model takes
     one training step (run.preflight): a model that fails it raises preflight.ModelCheckFailed,
     a ConfigError. The worker that took those steps measures the points, and confirms.
     `prepare`: modules the caller needs after the sweep (the report's), imported meanwhile
@@ -165,6 +166,8 @@ def run_sweep(
                     _measure(run, spec, grown, rows, on_row, should_stop, None, budgeted=False)
                 run.write_csv()
                 run.confirm(spec, only=grown)
+            # issue 52: the reference probes again, beside the start's (compare's drift)
+            run.reprobe_env(spec.resolved_devices(), spec.precisions)
         if spec.mode == "convergence":
             with run.log.phase("analysis"):
                 batch_analysis.write_analysis(run_dir)

@@ -154,7 +154,27 @@ _MACHINE: dict[str, Any] = {
     "rapl": {"unavailable_reason": str},
     "load": _LOAD,
 }
-SCHEMA: dict[str, Any] = {**_MACHINE, "machines": [_MACHINE]}
+# The reference probes again at the run's end (issue 52: run.context.reprobe_env, after the
+# confirmation): the matmul peaks and copy bandwidths measured as at the start, beside the start's
+# (the top-level keys above). report.drift reads the larger of the start's and the end's moves
+# between two runs; a folder from before has no END_PROBES and reads as it did.
+END_PROBES = "end_probes"
+_END = {
+    "captured_at": str,
+    "matmul_peaks": {"*": {"*": _PEAK}},
+    "memory_bandwidth": {"*": _BANDWIDTH},
+}
+SCHEMA: dict[str, Any] = {**_MACHINE, "machines": [_MACHINE], END_PROBES: _END}
+
+
+def reprobe(devices: Sequence[str] | None, precisions: Sequence[str] | None) -> dict[str, Any]:
+    """END_PROBES's value: `devices`' matmul peaks for `precisions` and copy bandwidths, measured
+    now (the caches refreshed), as `capture` records them at a run's start."""
+    return {
+        "captured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "matmul_peaks": matmul_peaks(devices, precisions, recalibrate=True),
+        "memory_bandwidth": memory_bandwidths(devices, recalibrate=True),
+    }
 
 
 def _not_an_object(path: Path, what: str) -> str:
