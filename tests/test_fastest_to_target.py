@@ -201,3 +201,29 @@ def test_b_crit_is_fitted_to_the_steps_to_target_and_stated_beside_b_noise() -> 
         "no B_crit fit: steps to target at 2 batches whose every seed reached it, 3 needed",
     )
     assert critical_of([run(8, 0, None)]) == (None, None)  # nothing reached: nothing said
+
+
+def test_a_pick_that_moves_over_b_noises_interval_claims_no_gain() -> None:
+    # samples/s x1.9 per doubling from B=4 to B=4096: B_noise ≈ 23.5 picks a small batch, its
+    # unbounded interval's high end the throughput-fastest B=4096: uncertain, no gain claimed
+    rate = {
+        b: 100.0 * 1.9**i for i, b in enumerate([4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096])
+    }
+    row = {**_conv_row(23.5, None), "noise_scale_b_noise_low": 14.6}
+    got = answer(rate, noise_of([row]), "mlp")
+    assert got.pick is not None and got.uncertain() and got.pick.high_batch == 4096
+    moves = f"B={got.pick.low_batch} to B=4096 over B_noise's interval (unbounded above)"
+    assert got.cell() == f"B={got.pick.batch} predicted, uncertain ({moves})"
+    assert f"B={got.pick.batch}, uncertain: {moves}, so no gain" in got.line()
+    assert "slower to target" not in got.line() and times(got.pick.gain) not in got.line()
+    d = got.to_dict()
+    assert (d["uncertain"], d["moves_over"], d["cell"]) == (
+        True,
+        [got.pick.low_batch, 4096],
+        got.cell(),
+    )
+    # the same B_noise with a bounded interval whose ends pick within one batch: claimed
+    tight = {**row, "noise_scale_b_noise_low": 23.0, "noise_scale_b_noise_high": 24.0}
+    sure = answer(rate, noise_of([tight]), "mlp")
+    assert not sure.uncertain() and sure.to_dict()["moves_over"] is None
+    assert "slower to target" in sure.line() and "uncertain" not in sure.cell()

@@ -17,7 +17,14 @@ from gpubench.cli import main
 from gpubench.config.spec import Point
 from gpubench.run import noise_sweep
 from gpubench.run.worker import WorkerRunner
-from gpubench.science.noise_phase import BATCH, MIN_STEPS, NotMeasured, measure
+from gpubench.science.noise_phase import (
+    BATCH,
+    MEASURED_COST,
+    MIN_STEPS,
+    NotMeasured,
+    measure,
+    warmed_up,
+)
 from gpubench.store import noise_record, phases_record
 from gpubench.store.noise_record import NoiseEntry, NoiseRecord
 from gpubench.store.typed_json import RecordError
@@ -27,7 +34,9 @@ def test_a_noise_phase_makes_a_speed_sweeps_fastest_to_target_predicted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # bounded in steps, not seconds, so a busy machine measures the same steps
-    entry = measure("mlp", "tiny", "adamw", budget_s=60.0, warmup_steps=6, measured_steps=9)
+    entry = measure(
+        "mlp", "tiny", "adamw", budget_s=60.0, warmup_steps=6, measured_steps=9, warmup_fraction=0
+    )
     assert isinstance(entry, NoiseEntry), entry
     assert entry.dataset == "digits" and entry.kind == "preconditioned"
     # taken after the warm-up window, every step, at the phase's small batch
@@ -148,3 +157,14 @@ def test_a_folder_of_another_noise_budget_resumes_with_the_suite(tmp_path: Path)
     del saved["noise_budget_s"]  # a folder from before the phase: 0 by default
     suite_record.write(tmp_path, saved)
     folder.check_resumable(tmp_path, quick, extend=False)  # the budget measures no point
+
+
+def test_the_warm_up_runs_to_its_share_of_the_budget_or_while_the_rest_holds_the_measured() -> None:
+    # a 10 s budget warmed up to 6 s: 1 ms steps warm up until then, not before the fewest steps
+    assert not warmed_up(5.9, 6.0, 10.0, 500, 20, 1e-3)
+    assert warmed_up(6.0, 6.0, 10.0, 500, 20, 1e-3)
+    assert not warmed_up(9.0, 6.0, 10.0, 19, 20, 1e-3)
+    # slow steps: the warm-up ends early where MIN_STEPS measured steps would not fit after it
+    slow = 4.0 / (MIN_STEPS * MEASURED_COST)  # the rest after t=6 holds them just
+    assert not warmed_up(5.9, 6.0, 10.0, 30, 20, slow * 0.9)
+    assert warmed_up(5.9, 6.0, 10.0, 30, 20, slow * 1.1)

@@ -199,8 +199,10 @@ class FastestToTarget:
 
     def cell(self) -> str:
         """The answer table's cell: 'B=128 measured (x1.81 over B=512)', 'B=128 predicted (x1.30
-        over B=512)', 'B=512 predicted (the throughput-fastest)', or the short reason there is
-        none. Measured where convergence rows reached the target; the figures are `to_dict`'s."""
+        over B=512)', 'B=512 predicted (the throughput-fastest)', 'B=64 predicted, uncertain (B=4
+        to B=4096 over B_noise's interval)' (no gain claimed: `uncertain`), or the short reason
+        there is none. Measured where convergence rows reached the target; the figures are
+        `to_dict`'s."""
         m, p = self.measured, self.pick
         if m is not None:
             if m.gain is None:
@@ -211,7 +213,30 @@ class FastestToTarget:
             return f"B={m.batch} measured ({_over(m.batch, m.throughput_batch, m.gain)})"
         if p is None or self.noise is None:
             return SHORT_WHY if self.noise is None else "not predicted (no samples/s)"
+        if self.uncertain():
+            return f"B={p.batch} predicted, uncertain ({self._moves()})"
         return f"B={p.batch} predicted ({_over(p.batch, p.throughput_batch, p.gain)})"
+
+    def uncertain(self) -> bool:
+        """Whether the pick is not claimed: over B_noise's interval (its ends' picks) it moves
+        more than one step of the measured batches from the pick, or the interval is unbounded
+        above and its ends do not both pick the pick. False without a prediction or an
+        interval (goodput.GoodputPick.holds None)."""
+        p, n = self.pick, self.noise
+        if p is None or n is None or p.low_batch is None or p.high_batch is None:
+            return False
+        if n.high == math.inf and not p.holds:
+            return True
+        grid = sorted(p.times)
+        at = grid.index(p.batch)
+        return any(abs(grid.index(b) - at) > 1 for b in (p.low_batch, p.high_batch))
+
+    def _moves(self) -> str:
+        """'B=4 to B=4096 over B_noise's interval (unbounded above)'."""
+        p, n = self.pick, self.noise
+        assert p is not None and n is not None
+        above = " (unbounded above)" if n.high == math.inf else ""
+        return f"B={p.low_batch} to B={p.high_batch} over B_noise's interval{above}"
 
     def line(self) -> str:
         """The verdict's words, quoting the figures `to_dict` holds."""
@@ -226,6 +251,12 @@ class FastestToTarget:
         interval = "" if n.low is None or n.high is None else f"{span(n.low, n.high)}, "
         text = f"predicted from B_noise ≈ {number(n.b_noise)} ({interval}{n.kind}; {n.where})"
         text += f" and this sweep's samples/s: B={p.batch}"
+        if self.uncertain():
+            return (
+                f"{text}, uncertain: {self._moves()}, so no gain over the throughput-fastest "
+                f"B={p.throughput_batch} is claimed (explain --json: fastest_to_target's "
+                "relative_times at B_noise's centre)"
+            )
         if p.batch == p.throughput_batch:
             text += ", the throughput-fastest batch too"
         else:
@@ -242,7 +273,8 @@ class FastestToTarget:
     def to_dict(self) -> dict[str, Any]:
         """`explain --json`'s "fastest_to_target": batch, "predicted", gain over the
         throughput-fastest batch, b_noise with its interval and kind, where it was taken,
-        each batch's predicted time to target over the pick's (`relative_times`); or batch
+        each batch's predicted time to target over the pick's (`relative_times`), `uncertain`
+        with the batches the pick moves over (`moves_over`, [low end's, high end's]); or batch
         None and `why`. Always: the answer table's `cell` and `measured` (None, or the
         measured pick with each batch's median seconds to target)."""
         p, n, m = self.pick, self.noise, self.measured
@@ -269,6 +301,9 @@ class FastestToTarget:
             "throughput_batch": p.throughput_batch,
             "gain": p.gain,
             "holds": p.holds,
+            # the pick not claimed (uncertain()): the batches it moves over, else None
+            "uncertain": self.uncertain(),
+            "moves_over": [p.low_batch, p.high_batch] if self.uncertain() else None,
             "b_noise": n.b_noise,
             "interval": None if n.low is None else [n.low, None if n.high == math.inf else n.high],
             "kind": n.kind,

@@ -10,8 +10,11 @@ GradScaler), so it is scaled back to the micro-batch's own mean-loss gradient. A
 step pre-hook reads the accumulated `.grad` (unscaled by then) before the update. Under Adam and
 AdamW the same norms are also taken of every gradient divided by the preconditioner
 sqrt(v / (1 - beta2^t)) + eps of the state before the step (ones before the optimizer's 5th
-step, AdaptDL's rule). The norms stay on the device (float64) until `steps()` reads them, after
-the timed training: a measured step adds no host sync.
+step, AdaptDL's rule), built once a step per parameter from the optimizer's own state, in its
+dtype, the first time a hook needs it. Each parameter's norm is one reduction in the gradient's
+own dtype (torch's norm kernels accumulate float32 in float64 on the CPU and in float32 on CUDA:
+float error only), scaled after the reduction, not before; the parameters' norms are summed in
+float64 when `steps()` reads them, after the timed training: a measured step adds no host sync.
 """
 
 from __future__ import annotations
@@ -29,17 +32,31 @@ from gpubench.science.gradient_noise import PRECONDITION_FROM_STEP, StepNorms
 
 @dataclass
 class _Measured:
-    """One measured step's norms, on the device: raw and preconditioned (None: not Adam)."""
+    """One measured step's per-parameter norms |g|, on the device, before `factor`: raw and
+    preconditioned (None: not Adam), per micro-batch and of the accumulated gradient."""
 
     step: int
-    micro: Tensor  # (k,) |g_i|^2
-    micro_pre: Tensor | None
-    total: Tensor | None = None  # set by the optimizer's step pre-hook; None: step skipped
-    total_pre: Tensor | None = None
+    factor: Tensor | float  # a micro-batch's norm times this is its own mean-loss gradient's
+    micro: list[list[Tensor]]
+    micro_pre: list[list[Tensor]] | None
+    total: list[Tensor] | None = None  # set by the optimizer's step pre-hook; None: skipped
+    total_pre: list[Tensor] | None = None
 
 
 def _adam(optimizer: torch.optim.Optimizer) -> bool:
     return isinstance(optimizer, torch.optim.Adam | torch.optim.AdamW)
+
+
+def _norm(g: Tensor) -> Tensor:
+    """|g| as one reduction (float32 and wider as they are; half types in float32)."""
+    return torch.linalg.vector_norm(g, dtype=None if g.dtype.itemsize >= 4 else torch.float32)
+
+
+def _squared(norms: list[Tensor], factor: Tensor | float) -> float:
+    """sum |g_p|^2 over the parameters' norms, in float64, times factor^2 (reads the device)."""
+    if not norms:
+        return 0.0
+    return float(torch.stack([n.double() for n in norms]).square().sum() * factor**2)
 
 
 class GradientNorms:
@@ -53,38 +70,49 @@ class GradientNorms:
         self.split = trainer.accumulate < 2  # measured steps are split only for the measurement
         self.preconditioned = _adam(trainer.optimizer)
         self._measured: list[_Measured] = []
+        # (beta2, eps) of each parameter's group: Adam's and AdamW's, {} for another optimizer
+        self._groups = {
+            p: (group["betas"][1], group["eps"])
+            for group in trainer.optimizer.param_groups
+            for p in group["params"]
+            if self.preconditioned
+        }
 
-    def _inverse_preconditioner(self, updates_done: int) -> dict[Tensor, Tensor]:
-        """1 / (sqrt(v_hat) + eps) per parameter from the optimizer's state before this step
-        ({} before PRECONDITION_FROM_STEP updates: the preconditioner is ones)."""
-        if updates_done < PRECONDITION_FROM_STEP:
-            return {}
-        out = {}
-        for group in self.trainer.optimizer.param_groups:
-            beta2, eps = group["betas"][1], group["eps"]
-            for p in group["params"]:
-                v = self.trainer.optimizer.state.get(p, {}).get("exp_avg_sq")
-                if v is not None:
-                    out[p] = 1 / ((v.double() / (1 - beta2**updates_done)).sqrt() + eps)
-        return out
+    def _inverse(
+        self, p: Tensor, updates_done: int, built: dict[Tensor, Tensor | None]
+    ) -> Tensor | None:
+        """1 / (sqrt(v_hat) + eps) of `p` from the optimizer's state before this step, built on
+        first use in the step and kept in `built`; None (the preconditioner is ones) before
+        PRECONDITION_FROM_STEP updates or where `p` has no state."""
+        if p in built:
+            return built[p]
+        inv = None
+        v = self.trainer.optimizer.state.get(p, {}).get("exp_avg_sq")
+        if updates_done >= PRECONDITION_FROM_STEP and v is not None:
+            beta2, eps = self._groups[p]
+            inv = (v / (1 - beta2**updates_done)).sqrt_().add_(eps).reciprocal_()
+        built[p] = inv
+        return inv
 
     @contextlib.contextmanager
     def measuring(self, updates_done: int) -> Iterator[None]:
         """The training step run in this block is measured: `updates_done` is the optimizer's
         updates before it (the Adam step count, known without reading the device)."""
         trainer, k = self.trainer, self.micro_batches
-        device = next(trainer.model.parameters()).device
-        rec = _Measured(
-            updates_done,
-            torch.zeros(k, dtype=torch.float64, device=device),
-            torch.zeros(k, dtype=torch.float64, device=device) if self.preconditioned else None,
-        )
-        inverse = self._inverse_preconditioner(updates_done) if self.preconditioned else {}
         # the backward of loss/k (times the loss scale): back to each micro-batch's own gradient
         factor: Tensor | float = float(k)
-        # the scaler's own scale tensor: get_scale() would read it from the device
+        # the scaler's own scale tensor (a copy: update() changes it in place after the step);
+        # get_scale() would read it from the device
         if trainer.scaler is not None and trainer.scaler._scale is not None:
             factor = k / trainer.scaler._scale.double()
+        pre = self.preconditioned
+        rec = _Measured(
+            updates_done,
+            factor,
+            [[] for _ in range(k)],
+            [[] for _ in range(k)] if pre else None,
+        )
+        built: dict[Tensor, Tensor | None] = {}
         index = [-1]
 
         def next_micro(module: object, args: object) -> None:
@@ -94,21 +122,20 @@ class GradientNorms:
         def on_grad(p: Tensor) -> torch.utils.hooks.RemovableHandle:
             def hook(g: Tensor) -> None:
                 i = min(index[0], k - 1)
-                g = g.detach().double() * factor
-                rec.micro[i] += g.square().sum()
+                g = g.detach()
+                rec.micro[i].append(_norm(g))
                 if rec.micro_pre is not None:
-                    inv = inverse.get(p)
-                    rec.micro_pre[i] += (g if inv is None else g * inv).square().sum()
+                    inv = self._inverse(p, updates_done, built)
+                    rec.micro_pre[i].append(_norm(g if inv is None else g * inv))
 
             return p.register_hook(hook)
 
         def before_update(optimizer: object, args: object, kwargs: object) -> None:
-            grads = [(p, p.grad) for p in trainer.model.parameters() if p.grad is not None]
-            zero = torch.zeros((), dtype=torch.float64, device=device)
-            rec.total = sum((g.double().square().sum() for _, g in grads), zero)
-            if rec.micro_pre is not None:
-                pre = [g.double() * inverse[p] if p in inverse else g.double() for p, g in grads]
-                rec.total_pre = sum((g.square().sum() for g in pre), zero)
+            grads = [(p, p.grad.detach()) for p in trainer.model.parameters() if p.grad is not None]
+            rec.total = [_norm(g) for _, g in grads]
+            if pre:
+                invs = [(g, self._inverse(p, updates_done, built)) for p, g in grads]
+                rec.total_pre = [_norm(g if inv is None else g * inv) for g, inv in invs]
 
         params = [p for p in trainer.model.parameters() if p.requires_grad]
         handles = [on_grad(p) for p in params]
@@ -138,7 +165,9 @@ class GradientNorms:
             if rec.total is None:
                 continue
             numbers.append(rec.step)
-            raw.append(StepNorms(tuple(rec.micro.tolist()), sizes, float(rec.total)))
+            micro = tuple(_squared(m, rec.factor) for m in rec.micro)
+            raw.append(StepNorms(micro, sizes, _squared(rec.total, 1.0)))
             if rec.micro_pre is not None and rec.total_pre is not None:
-                pre.append(StepNorms(tuple(rec.micro_pre.tolist()), sizes, float(rec.total_pre)))
+                micro_pre = tuple(_squared(m, rec.factor) for m in rec.micro_pre)
+                pre.append(StepNorms(micro_pre, sizes, _squared(rec.total_pre, 1.0)))
         return numbers, raw, pre

@@ -7,12 +7,12 @@ The light path: the data set loaded once per model (no hash), the model built on
 optimizer, training straight on the data set's train batches at a small batch (BATCH, split
 into SPLITS micro-batches on the measured steps: the statistic compares micro-batch gradients
 with their mean), with no evaluation. B_noise grows as training goes on (McCandlish et al.
-2018), so a value taken at initialisation favours small batches: the first `warmup_steps`
-updates are a warm-up window, not measured; every update after it is measured, up to
-`measured_steps` of them or the time budget, and at least MIN_STEPS (the fewest that give an
-interval: science.gradient_noise's 3 batch means of 3 steps). A model whose steps cannot give
-MIN_STEPS measured steps within its budget gets no figure: one line says why (its step time),
-rather than a B_noise from too few steps.
+2018), so a value taken at initialisation favours small batches: the warm-up, not measured,
+runs for WARMUP_FRACTION of the budget (at least `warmup_steps` updates); every update after
+it is measured, up to `measured_steps` of them or the time budget, and at least MIN_STEPS (the
+fewest that give an interval: science.gradient_noise's 3 batch means of 3 steps). A model whose
+steps cannot give MIN_STEPS measured steps within its budget gets no figure: one line says why
+(its step time), rather than a B_noise from too few steps.
 """
 
 from __future__ import annotations
@@ -32,7 +32,12 @@ BUDGET_S = 2.0
 CPU_THREADS = 1
 BATCH = 16
 SPLITS = 4  # micro-batches of a measured step (config.convergence's noise_splits default)
-WARMUP_STEPS = 20
+WARMUP_STEPS = 20  # the fewest warm-up updates
+# the warm-up runs on to this fraction of the model's budget (B_noise grows as the loss falls:
+# the later its steps, the nearer the run to a target), ending sooner only where the rest would
+# not hold MIN_STEPS measured steps at MEASURED_COST times the warm-up's step time
+WARMUP_FRACTION = 0.6
+MEASURED_COST = 3.0
 MEASURED_STEPS = 30
 JUDGE_STEPS = 3  # a step time is judged on the mean of the latest 3, from the 4th step on
 MIN_STEPS = 9  # 3 batch means of 3 steps: the fewest that give Fieller's interval
@@ -53,6 +58,18 @@ class NotMeasured:
         return f"noise phase: {what} not measured ({self.reason})"
 
 
+def warmed_up(
+    now: float, warm_until: float, deadline: float, steps: int, warmup_steps: int, step_s: float
+) -> bool:
+    """Whether the warm-up ends after `steps` updates at time `now`: at least `warmup_steps` are
+    done and either `warm_until` has come or the time to `deadline` would not hold MIN_STEPS
+    measured steps at MEASURED_COST times `step_s` (judged from the JUDGE_STEPS + 1th update)."""
+    if steps < warmup_steps:
+        return False
+    short = now + MIN_STEPS * MEASURED_COST * step_s > deadline
+    return now >= warm_until or (short and steps > JUDGE_STEPS)
+
+
 def measure(
     model: str,
     size: str,
@@ -63,10 +80,13 @@ def measure(
     warmup_steps: int = WARMUP_STEPS,
     measured_steps: int = MEASURED_STEPS,
     seed: int = 0,
+    warmup_fraction: float = WARMUP_FRACTION,
 ) -> NoiseEntry | NotMeasured:
     """Train `model` at preset `size` on its real data set (fp32, `optimizer` at its default
     learning rate scaled from batch 32 by the suite's rule: linear for SGD, sqrt for
-    Adam and AdamW) for `warmup_steps` updates, then measure each update until `measured_steps`
+    Adam and AdamW) for `warmup_steps` updates and on until `warmup_fraction` of `budget_s` is
+    spent (sooner where the rest would not hold MIN_STEPS measured steps at MEASURED_COST times
+    the latest step time), then measure each update until `measured_steps`
     are measured or `budget_s` seconds (data, model and training together) are spent, and
     return its B_noise (preconditioned under Adam and AdamW, else raw) with where it was taken
     and what it cost. NotMeasured, with its step time, where fewer than MIN_STEPS updates could
@@ -76,6 +96,8 @@ def measure(
         raise ValueError(f"noise phase budget_s {budget_s!r}; allowed: a number above 0")
     if measured_steps < MIN_STEPS:
         raise ValueError(f"measured_steps {measured_steps}; allowed: {MIN_STEPS} or more")
+    if not 0 <= warmup_fraction < 1:
+        raise ValueError(f"warmup_fraction {warmup_fraction!r}; allowed: 0 to under 1")
     if warmup_steps < 0 or batch_size % SPLITS:
         raise ValueError(
             f"warmup_steps {warmup_steps}, batch_size {batch_size}; allowed: warmup_steps >= 0 "
@@ -87,14 +109,18 @@ def measure(
 
     run = NoiseTraining(model, size, optimizer, device, batch_size, SPLITS, seed)
     times: list[float] = []
+    warm_until = started + warmup_fraction * budget_s
+    measuring = False
     while run.measured < measured_steps:
         t0 = time.perf_counter()
-        run.step(measure=run.steps >= warmup_steps)
+        run.step(measure=measuring)
         now = time.perf_counter()
         times.append(now - t0)
         # the steps to come weighed at the latest JUDGE_STEPS' mean (measured steps cost more
         # than the warm-up's; the first steps' one-time costs are not judged on)
         step_s = sum(times[-JUDGE_STEPS:]) / len(times[-JUDGE_STEPS:])
+        if not measuring:
+            measuring = warmed_up(now, warm_until, deadline, run.steps, warmup_steps, step_s)
         still = max(warmup_steps - run.steps, 0) + max(MIN_STEPS - run.measured, 0)
         judged = run.steps > JUDGE_STEPS or now > deadline
         if run.measured < MIN_STEPS and judged and now + still * step_s > deadline:
