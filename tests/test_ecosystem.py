@@ -306,6 +306,7 @@ def test_list_shows_the_precision_note(capsys: pytest.CaptureFixture[str]) -> No
     assert "fp32 is strict IEEE fp32" in out and "hf:MODEL_TYPE" in out
 
 
+@pytest.mark.slow  # the console script's sweep
 def test_console_script_finds_a_module_in_the_current_folder(tmp_path: Path) -> None:
     script = shutil.which("gpubench")
     if script is None:

@@ -29,6 +29,7 @@ optimizers = ["sgd"]
 """
 
 
+@pytest.mark.slow  # twelve points, each in a worker
 def test_a_sweep_survives_oom_crash_and_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -133,6 +134,7 @@ optimizers = ["sgd"]
 """
 
 
+@pytest.mark.slow  # a growing series, then its resume
 def test_auto_batch_sizes_grow_until_the_series_answers(tmp_path: Path) -> None:
     """Issue 42: `--batch-sizes auto` on a single-process speed sweep probes no memory limit (a
     probe at B=65,536 took 64.5 s on the CPU): the series starts at B=1 and grows by the growth
