@@ -20,16 +20,7 @@ def threads_per_worker(workers: str | None, cores: int) -> int | None:
     return max(1, cores // int(workers))
 
 
-# Tests xdist's load scheduler sends a worker at a time (unless --maxschedchunk says). By default
-# it sends each worker a quarter of its share at once, in collection order: the first worker would
-# get every slow test (run first, pytest_collection_modifyitems) and run them in turn while the
-# others took the short ones. A few at a time, each worker takes the next test as it frees up.
-SCHEDULE_CHUNK = 2
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    if config.pluginmanager.hasplugin("xdist") and config.getoption("maxschedchunk") is None:
-        config.option.maxschedchunk = SCHEDULE_CHUNK
     # issue 51: no sweep of a test runs the noise phase (seconds of training) unless the test
     # asks for it (tests/test_noise_phase.py); the sweeps a test starts as processes inherit it
     os.environ["GPUBENCH_NOISE_BUDGET_S"] = "0"
@@ -46,11 +37,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # The tests marked slow run first (a stable sort: each group keeps its order): under xdist,
-    # dealt out a few at a time (pytest_configure), the long ones are shared out while many short
-    # ones remain to fill the gaps, and no worker finishes a minute-long test alone at the end
-    # while the others idle (issue 49).
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")
