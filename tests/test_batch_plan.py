@@ -57,6 +57,7 @@ def test_auto_batch_sizes_are_in_each_points_own_batch_size() -> None:
     assert batch_plan.batch_sizes(layout("fsdp", 4, "strong"), 0) == [4]
 
 
+@pytest.mark.slow  # two batch searches of two-rank layouts
 def test_a_rank_is_searched_against_the_memory_its_layout_frees_or_takes() -> None:
     """ddp x1 and x2 strong answered the same global 9056 (issue 23): the search is per rank,
     DDP takes a copy of the gradients, FSDP x2 frees half the state."""
@@ -107,6 +108,7 @@ optimizers = ["sgd"]
 """
 
 
+@pytest.mark.slow  # two shards' sweeps
 def test_two_shards_given_one_plan_measure_one_plan(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -69,6 +69,7 @@ profile_steps = 0
 """
 
 
+@pytest.mark.slow  # a torchrun launch of two ranks
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="needs torchrun on PATH")
 def test_a_cpu_torchrun_launch_sets_no_cuda_device(tmp_path: Path) -> None:
     # Two ranks rather than the README's four (issue 49: half the processes): on the pretended

@@ -306,6 +306,7 @@ def test_list_shows_the_precision_note(capsys: pytest.CaptureFixture[str]) -> No
     assert "fp32 is strict IEEE fp32" in out and "hf:MODEL_TYPE" in out
 
 
+@pytest.mark.slow  # the console script's sweep
 def test_console_script_finds_a_module_in_the_current_folder(tmp_path: Path) -> None:
     script = shutil.which("gpubench")
     if script is None:
@@ -315,7 +316,7 @@ def test_console_script_finds_a_module_in_the_current_folder(tmp_path: Path) -> 
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's gpubench, not the cwd
     common = ["--devices", "cpu", "--batch-sizes", "2", "--precisions", "fp32", "--optimizers"]
-    common += ["sgd", "--steps", "1", "--quiet"]
+    common += ["sgd", "--steps", "1", "--no-profile", "--quiet"]
 
     def sweep(model: str, out: str) -> subprocess.CompletedProcess[str]:
         argv = [script, "sweep", "--models", model, *common, "--out", out]

@@ -405,7 +405,8 @@ def test_sigterm_ends_a_sweep_with_one_line_and_the_resume_command(tmp_path: Pat
     suite.write_text(SLOW)
     out, marker = tmp_path / "run", tmp_path / "slow-started"
     env_vars = {"GPUBENCH_TEST_SLOW_MARKER": str(marker), "GPUBENCH_TEST_SLOW_S": "120"}
-    proc = _start("sweep", str(suite), "--out", str(out), "--steps", "1", env=env_vars)
+    args = ["--steps", "1", "--no-profile"]
+    proc = _start("sweep", str(suite), "--out", str(out), *args, env=env_vars)
     _wait_for(proc, marker.exists)  # the mlp points are done; slow B=1 is in flight
     os.kill(proc.pid, signal.SIGTERM)  # as a scheduler does: the sweep's process alone
     _, stderr = proc.communicate(timeout=120)
@@ -462,6 +463,7 @@ def test_ctrl_c_while_the_report_draws_its_charts_is_one_line(tmp_path: Path) ->
     ), stderr
 
 
+@pytest.mark.slow  # a sweep's process
 def test_ctrl_c_before_the_first_point_is_one_line_and_the_resume_command(
     tmp_path: Path,
 ) -> None:

@@ -30,6 +30,7 @@ nproc = [1, 2]
 warmup_steps = 1
 min_steps = 2
 max_steps = 2
+profile_steps = 0
 min_time_s = 0
 max_time_s = 1
 """
@@ -44,6 +45,7 @@ def _launch(suite: Path, out: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # three torchrun launches of two ranks
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="needs torchrun on PATH")
 def test_torchrun_launch_writes_rows_from_rank_0_and_stops_at_a_failure(tmp_path: Path) -> None:
     suite = tmp_path / "launched.toml"

@@ -19,12 +19,12 @@ from gpubench.cli import main
 from gpubench.config.suite import load_suite
 from gpubench.run import folder
 
-EIGHT = """
-name = "eight"
+SIX = """
+name = "six"
 models = ["mlp"]
 size = "tiny"
 devices = ["cpu"]
-batch_sizes = [1, 2, 3, 4]
+batch_sizes = [1, 2, 3]
 precisions = ["fp32"]
 optimizers = ["sgd", "adamw"]
 """
@@ -84,13 +84,16 @@ def _lines(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.is_file() else 0
 
 
+@pytest.mark.slow  # three sweep processes
 def test_a_sweep_killed_at_any_moment_resumes_to_every_point_once(tmp_path: Path) -> None:
-    suite = tmp_path / "eight.toml"
-    suite.write_text(EIGHT)
+    suite = tmp_path / "six.toml"
+    suite.write_text(SIX)
     out = tmp_path / "run"
     results = out / "results.jsonl"
-    # no confirmation: what it re-measures is no row (tests/test_verdict_answer.py checks it)
-    common = ["--quiet", "--steps", "2", "--no-confirm"]
+    # no confirmation: what it re-measures is no row (tests/test_verdict_answer.py checks it);
+    # no profile: it writes no row either. Six points: none before the first kill, three before
+    # the second, the rest (up to three) by the resume.
+    common = ["--quiet", "--steps", "2", "--no-confirm", "--no-profile"]
     kept: list[bytes] = []
     # 1: killed while starting (suite.json written, no row yet); 2: killed three rows later,
     # while measuring; 3: resumed to the end.
@@ -131,13 +134,14 @@ optimizers = ["sgd"]
 """
 
 
+@pytest.mark.slow  # two sweep processes
 def test_ctrl_c_finishes_the_point_in_flight_and_a_second_stops_at_once(tmp_path: Path) -> None:
     suite = tmp_path / "slow.toml"
     suite.write_text(SLOW)
     out = tmp_path / "run"
     marker = tmp_path / "slow-started"
     env = {"GPUBENCH_TEST_SLOW_MARKER": str(marker)}
-    args = ["--steps", "1"]
+    args = ["--steps", "1", "--no-profile"]
     proc = _start("sweep", str(suite), "--out", str(out), *args, new_session=True, env=env)
     _wait_for(proc, marker.exists)  # the mlp points are done; slow B=1 is in flight
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the sweep and its workers

@@ -28,6 +28,7 @@ scaling = ["strong"]
 warmup_steps = 1
 min_steps = 2
 max_steps = 2
+profile_steps = 0
 min_time_s = 0
 max_time_s = 1
 """
@@ -40,6 +41,7 @@ def _free_port() -> int:
         return port
 
 
+@pytest.mark.slow  # two torchrun agents
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="needs torchrun on PATH")
 def test_two_nodes_of_one_process_split_the_global_batch(tmp_path: Path) -> None:
     suite = tmp_path / "two.toml"

@@ -29,6 +29,7 @@ optimizers = ["sgd"]
 """
 
 
+@pytest.mark.slow  # twelve points, each in a worker
 def test_a_sweep_survives_oom_crash_and_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -36,6 +37,8 @@ def test_a_sweep_survives_oom_crash_and_error(
     suite.write_text(FAULTS)
     out = tmp_path / "run"
     args = ["sweep", str(suite), "--out", str(out), "--quiet", "--steps", "2"]
+    # no profile, no confirmation (issue 49: they made no row of these faults, for seconds)
+    args += ["--no-profile", "--no-confirm"]
     # No short point timeout: points that must end ok may be slow on a loaded machine.
     # Exit status 1: every point of two models ended in error.
     assert main([*args, "--max-memory", cap_text()]) == 1
@@ -133,6 +136,7 @@ optimizers = ["sgd"]
 """
 
 
+@pytest.mark.slow  # a growing series, then its resume
 def test_auto_batch_sizes_grow_until_the_series_answers(tmp_path: Path) -> None:
     """Issue 42: `--batch-sizes auto` on a single-process speed sweep probes no memory limit (a
     probe at B=65,536 took 64.5 s on the CPU): the series starts at B=1 and grows by the growth
@@ -140,7 +144,7 @@ def test_auto_batch_sizes_grow_until_the_series_answers(tmp_path: Path) -> None:
     suite = tmp_path / "auto.toml"
     suite.write_text(AUTO)
     out = tmp_path / "run"
-    args = ["sweep", str(suite), "--out", str(out), "--quiet", "--steps", "1"]
+    args = ["sweep", str(suite), "--out", str(out), "--quiet", "--steps", "1", "--no-confirm"]
     assert main([*args, "--max-memory", cap_text()]) == 0
     assert not (out / "maxbatch.json").exists()
     got = rows(out)
@@ -155,6 +159,7 @@ def test_auto_batch_sizes_grow_until_the_series_answers(tmp_path: Path) -> None:
         assert oom and all(b < min(oom) for b in batches if b not in oom)
     # a resumed sweep measures nothing again
     resume = ["sweep", str(suite), "--resume", str(out), "--quiet", "--steps", "1"]  # names code
+    resume += ["--no-confirm"]
     assert main([*resume, "--max-memory", cap_text()]) == 0
     assert [r["batch_size"] for r in rows(out)] == batches
 

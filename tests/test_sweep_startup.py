@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Runs in a fresh interpreter: whether torch was loaded when the fork server was started, what
@@ -37,6 +39,7 @@ print(json.dumps([started_with, code, "torch._dynamo" in sys.modules]))
 """
 
 
+@pytest.mark.slow  # a sweep in a fresh interpreter
 def test_the_fork_server_starts_before_torch_and_the_build_check_runs_in_the_worker(
     tmp_path: Path,
 ) -> None:

@@ -27,7 +27,7 @@ from gpubench.store.results import read_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SHRINK = ["--models", "mlp", "--batch-sizes", "16", "--parallel", "ddp", "--scaling", "weak"]
-SHRINK += ["--steps", "2", "--devices", "cpu"]
+SHRINK += ["--steps", "2", "--devices", "cpu", "--no-profile"]
 
 pytestmark = [
     pytest.mark.slow,  # up to eight torch processes at once
