@@ -7,6 +7,7 @@ tests/conftest.py)."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +91,7 @@ devices = ["cpu"]
 batch_sizes = [4, 16]
 precisions = ["fp32"]
 optimizers = ["adamw"]
-noise_budget_s = 30.0
+noise_budget_s = 10.0
 [budget]
 warmup_steps = 1
 min_steps = 3
@@ -105,11 +106,16 @@ def test_a_sweep_runs_the_noise_phase_and_its_verdict_is_predicted(
     suite = tmp_path / "tiny.toml"
     suite.write_text(SUITE)
     out = tmp_path / "run"
-    assert main(["sweep", str(suite), "--out", str(out), "--quiet", "--no-confirm"]) == 0
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        assert main(["sweep", str(suite), "--out", str(out), "--quiet", "--no-confirm"]) == 0
     phases = [p.phase for p in phases_record.read(out).phases]  # type: ignore[union-attr]
     assert noise_sweep.PHASE in phases
     assert phases.index(noise_sweep.PHASE) > phases.index("points")
-    (entry,) = noise_record.read(out).entries  # type: ignore[union-attr]
+    entries = noise_record.read(out).entries  # type: ignore[union-attr]
+    said = [str(w.message) for w in warned if "noise phase" in str(w.message)]
+    assert len(entries) == 1, f"the phase measured nothing: {said}"  # its reason, where it fails
+    (entry,) = entries
     assert (entry.model, entry.optimizer, entry.dataset) == ("mlp", "adamw", "digits")
     capsys.readouterr()
     assert main(["explain", str(out), "--json"]) == 0
