@@ -52,9 +52,10 @@ def test_a_shard_record_reads_back_and_is_none_where_absent(tmp_path: Path) -> N
     assert shard_record.read(tmp_path) is None
     ShardRecord(2, 3).write(tmp_path)
     assert shard_record.read(tmp_path) == ShardRecord(2, 3)
-    assert json.loads((tmp_path / shard_record.FILE).read_text()) == {"index": 2, "count": 3}
+    written = json.loads((tmp_path / shard_record.FILE).read_text())
+    assert written == {"index": 2, "count": 3, "whole_series": False}
     # the run folder's shard as a resume reads it, and a resume of another shard refused
-    assert shard.saved(tmp_path, None) == (2, 3)
+    assert shard.saved(tmp_path, None) == ShardRecord(2, 3)
     with pytest.raises(ConfigError, match="holds shard 2/3, not 1/3"):
         shard.saved(tmp_path, (1, 3))
 
