@@ -1,6 +1,6 @@
 """How often `compare --ab` fails: unchanged code (A/A) and a head slowed by a known fraction.
 
-    python scripts/ab_rates.py [--runs N] [--fractions 0,0.05,0.1,0.2] [-- GATE_FLAGS...]
+    python scripts/ab_rates.py [--runs N] [--fractions F,...] [--out DIR] [-- GATE_FLAGS...]
 
 The figures of issue 52's "Done when" (docs/ci-gate.md). It copies this tree's gpubench package
 into a temporary git repository and commits it (branch `base`), then for each fraction f above 0
@@ -10,15 +10,17 @@ the model on the first k samples of the step's batch, m times, in the head's har
 sized here, before any gate runs, for each point the gate measures: this process builds the
 point with this tree's harness (the point's intra-op threads: one by default), and times plain
 steps and steps with one extra forward on k = 1, 2, 4, ... samples up to the whole batch
-alternately, in blocks of about 0.1 s (the median of 9 blocks' ratios per k, the ks taken in
-turn; made non-decreasing in k, as more samples never cost less). The k whose added time is f
-of the plain step is interpolated linearly between the measured ks around it (m = 1; m > 1
-only where the whole batch's forward adds less than f). It then checks the choice the same way
-over 9 blocks and prints the head's step time over the base's (the target is 1 + f). The gate
-reads the same slowdown as its head/base ratio of samples/s, about 1/(1 + f), printed per run.
+alternately, in blocks of about BLOCK_S (a step at the least; the geometric mean of PASSES
+blocks' ratios per k, the ks taken in turn; made non-decreasing in k, as more samples never
+cost less). The k whose added time is f of the plain step is interpolated linearly between
+the measured ks around it (m = 1; m > 1 only where the whole batch's forward adds less than
+f). It then checks the choice the same way over PASSES blocks and prints the head's step
+time over the base's (the target is 1 + f). The gate reads the same slowdown as its head/base
+ratio of samples/s, about 1/(1 + f), printed per run.
 
 Each fraction's gate runs N times (`python -m gpubench compare --ab base GATE_FLAGS` from the
-repository on the fraction's branch; fraction 0 is the base against itself, an A/A), and the
+repository on the fraction's branch; fraction 0 is the base against itself, an A/A), run by
+run with the fractions in turn, each run's ab.json kept under --out where given, and the
 script prints per run its exit status, wall time, each point's head/base ratio and 95% interval,
 and the load average (1 minute) before and after, then per fraction the failures out of N. The
 default GATE_FLAGS are none: the gate's default points and rounds. Exit status 0 when every run
@@ -51,6 +53,11 @@ from gpubench.store.wording import number, percent, seconds, span, times
 
 PACKAGE = Path(gpubench.__file__).parent
 STEP_FILE = Path("gpubench") / "harness" / "step.py"
+# The sizing's blocks: as the gate's windows (run.ab), short and many, alternating plain and
+# slowed steps, since the machine's pace moves by tens of percent within a second (9 blocks of
+# 0.1 s sized cnn/small's 10% at x0.975 once, on the quiet 2-core CPU)
+BLOCK_S = 0.02
+PASSES = 41
 PLAIN = "lambda: trainer.step(*batches.next())"
 SLOWED = "lambda: _injected_step(trainer, batches, point)"
 # The head's extra work, appended to its harness/step.py; the same text sizes it here (exec'd).
@@ -115,7 +122,8 @@ class Sizer:
         for _ in range(10):  # warm
             self.prepared.step()
         one = _block_s(self.prepared.step, 3, self.device) / 3
-        self.steps = max(1, round(0.1 / max(one, 1e-6)))  # blocks of about 0.1 s
+        # blocks of about BLOCK_S, a step at the least: the gate's windows (run.ab)
+        self.steps = max(1, round(BLOCK_S / max(one, 1e-6)))
         self.costs: dict[int, float] = {}
 
     def _slowed(self, k: int, m: int) -> Callable[[], object]:
@@ -125,11 +133,11 @@ class Sizer:
 
         return slowed
 
-    def measure_costs(self, passes: int = 9) -> None:
+    def measure_costs(self, passes: int = PASSES) -> None:
         """What one extra forward on k samples adds to the step, as a fraction of the plain
         step, for k = 1, 2, 4, ... and the whole batch: `passes` passes over every k, each
-        timing a block of plain steps and one of slowed steps, the median of a k's ratios
-        less 1; then made non-decreasing in k (a k's figure is the least of its and every
+        timing a block of plain steps and one of slowed steps, the geometric mean of a k's
+        ratios less 1; then made non-decreasing in k (a k's figure is the least of its and every
         larger k's: more samples never cost less, so a higher figure is the machine's noise)."""
         batch = int(self.inputs.shape[0])
         ks = sorted({*(2**i for i in range(batch.bit_length()) if 2**i <= batch), batch})
@@ -141,7 +149,7 @@ class Sizer:
                 ratios[k].append(head / base)
         least = float("inf")
         for k in reversed(ks):
-            least = min(least, statistics.median(ratios[k]) - 1)
+            least = min(least, statistics.geometric_mean(ratios[k]) - 1)
             self.costs[k] = least
         self.costs = dict(sorted(self.costs.items()))
 
@@ -150,15 +158,15 @@ class Sizer:
         (after measure_costs); m > 1 only where the whole batch's forward adds less."""
         return choose(self.costs, fraction)
 
-    def check(self, k: int, m: int, blocks: int = 9) -> float:
-        """The slowed step's time over the plain step's: the median of `blocks` blocks'
-        ratios, the two timed alternately."""
+    def check(self, k: int, m: int, blocks: int = PASSES) -> float:
+        """The slowed step's time over the plain step's: the geometric mean of `blocks`
+        blocks' ratios, the two timed alternately."""
         ratios = []
         for _ in range(blocks):
             base = _block_s(self.prepared.step, self.steps, self.device)
             head = _block_s(self._slowed(k, m), self.steps, self.device)
             ratios.append(head / base)
-        return statistics.median(ratios)
+        return statistics.geometric_mean(ratios)
 
 
 def choose(costs: dict[int, float], fraction: float) -> tuple[int, int]:
@@ -273,21 +281,27 @@ def main() -> int:
         default="0,0.05,0.1,0.2",
         help="the head's extra work, as fractions of the step (0: A/A; default 0,0.05,0.1,0.2)",
     )
+    cli.add_argument(
+        "--out",
+        type=Path,
+        help="keep each gate run's ab.json in OUT/<fraction>-<run>/ (default: not kept)",
+    )
     cli.add_argument("gate", nargs=argparse.REMAINDER, help="-- and the gate's flags")
     args = cli.parse_args()
     fractions = [float(f) for f in args.fractions.split(",")]
     gate_flags = args.gate[1:] if args.gate[:1] == ["--"] else args.gate
     tables = sized(_points(gate_flags), fractions)
     ok = True
-    failures: dict[float, int] = {}
     with tempfile.TemporaryDirectory(prefix="gpubench-ab-rates-") as tmp:
         root = Path(tmp) / "repo"
         branches = make_repo(root, tables)
-        for f in fractions:
-            failures[f] = 0
-            for i in range(args.runs):
+        failures = dict.fromkeys(fractions, 0)
+        # run by run, each fraction in turn: the machine's drift over the hour falls on every
+        # fraction alike, and a run cut short has figures for each
+        for i in range(args.runs):
+            for f in fractions:
                 print(f"fraction {percent(f)}, run {i + 1} of {args.runs}:", flush=True)
-                out = Path(tmp) / f"out-{f:g}-{i}"
+                out = (args.out or Path(tmp)) / f"{f:g}-{i + 1}"
                 ok = gate_run(root, branches[f], [*gate_flags, "--out", str(out)], out) and ok
                 record = ab_record.read(out) if (out / ab_record.FILE).exists() else None
                 failures[f] += record is not None and record.exit_code() == 1

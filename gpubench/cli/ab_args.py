@@ -29,7 +29,7 @@ DEFAULT_POINTS: dict[str, Any] = {
     "optimizers": ("adamw",),
     "threads": (1,),
 }
-DEFAULT_ROUNDS = 10
+DEFAULT_ROUNDS = 12
 DEFAULT_MARGIN_PCT = 5.0
 MIN_ROUNDS = 6  # the fewest whose median ratio has a 95% interval (science.regression)
 _AB_ONLY = ("suite", "margin", "rounds", "out", "pytest")

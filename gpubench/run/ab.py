@@ -10,11 +10,20 @@ process that builds and warms the points with its own harness (the base's first 
 rounds, the head's in odd ones; one round per device where the points are on several); then
 the two time WINDOWS windows of about WINDOW_S of each point, alternating window by window
 (which of the two goes first alternates too), and the round's processes end. A version's
-figure for a point in a round is the median of its windows. The two versions' windows ran
-within a second of each other, so their ratio cancels the machine's drift; the rounds' fresh
-processes carry the spread between processes into the interval. Each version's processes say
-which gpubench they imported, and the base's must be the base tree's where the head's is the
-head tree's (a base run on the head's code would pass any change).
+figure for a point in a round is the geometric mean of its windows' samples/s. The two
+versions' windows ran within a fraction of a second of each other, so their ratio cancels the
+machine's drift; the rounds' fresh processes carry the spread between processes into the
+interval. Each version's processes say which gpubench they imported, and the base's must be
+the base tree's where the head's is the head tree's (a base run on the head's code would pass
+any change).
+
+Why many short windows: a shared CPU's pace moves by tens of percent within a second (on the
+quiet 2-core CPU of 2026-12-02, mlp/tiny's samples/s over 10 ms windows ranged 0.66-1.40 of
+their mean; two 10 ms windows in a row correlated at 0.89, two 0.1 s windows at 0.54), so
+windows of 0.1 s, three a round, left each round's ratio 4-11% apart (A/A intervals of
++-6-25%); fifteen of 0.02 s (a step at the least) left 2-4%. The geometric mean, not the
+median: the pace jumps between two levels, and a median of a few windows jumps with it
+(per-round ratios 2.4-3.3% apart against 3.0-3.6% by the median, same rounds).
 """
 
 from __future__ import annotations
@@ -37,9 +46,9 @@ from gpubench.run.base_tree import Trees
 from gpubench.science import regression
 from gpubench.store.ab_record import ABPoint, ABRecord
 
-ROUNDS = 10  # the default: a 95% interval of the median ratio between the 2nd and 9th rounds'
-WINDOW_S = 0.1  # seconds of steps per window, as the verdict's confirmation
-WINDOWS = 3  # windows of each point of each version in each round
+ROUNDS = 12  # the default: a 95% interval of the median ratio between the 3rd and 10th rounds'
+WINDOW_S = 0.02  # seconds of steps per window (one step at the least)
+WINDOWS = 15  # windows of each point of each version in each round
 READY_TIMEOUT_S = 600.0  # a version's measuring process importing torch on a busy machine
 ANSWER_TIMEOUT_S = 600.0  # one round's points in one version's process
 
@@ -214,9 +223,9 @@ def judged(
 def _round(
     order: tuple[Version, Version], points: list[Point]
 ) -> tuple[dict[str, list[float]], list[dict[str, Any]]]:
-    """One round of `points` (of one device): each version's figure per point (the median of
-    its windows, the versions alternating window by window, `order[0]` first in the first),
-    and the versions' end-of-round answers."""
+    """One round of `points` (of one device): each version's figure per point (the geometric
+    mean of its windows' samples/s, the versions alternating window by window, `order[0]`
+    first in the first), and the versions' end-of-round answers."""
     for v in order:
         v.begin(points)
     windows: dict[str, list[list[float]]] = {v.name: [[] for _ in points] for v in order}
@@ -225,7 +234,7 @@ def _round(
             for v in order if (w + i) % 2 == 0 else order[::-1]:
                 windows[v.name][i].append(v.window(i))
     ends = [v.end() for v in order]
-    return {n: [statistics.median(x) for x in per] for n, per in windows.items()}, ends
+    return {n: [statistics.geometric_mean(x) for x in per] for n, per in windows.items()}, ends
 
 
 def measure(

@@ -31,6 +31,7 @@ import traceback
 from typing import Any, TextIO
 
 _TOLD = 3  # a round's process's exit status after it answered its error itself
+SWITCH_S = 0.05  # steps shorter than this get an untimed step at the start of each window
 
 
 def main() -> None:
@@ -109,7 +110,7 @@ def _round(begin: dict[str, Any], out: TextIO) -> int:
                 i = int(request["window"])
                 c = built[i]
                 assert c.prepared is not None
-                seconds = interleave._window(c.point, c.prepared.step, steps[i])
+                seconds = _window(c, steps[i])
                 _send(out, {"samples_per_s": c.point.batch_size * steps[i] / seconds})
                 # the next window's steps from this one's pace, as harness.interleave does
                 steps[i] = max(1, round(window_s * steps[i] / seconds))
@@ -120,6 +121,22 @@ def _round(begin: dict[str, Any], out: TextIO) -> int:
     busy = load.contended(others.cores, needed, load.cores())
     _send(out, {"ended": True, "other_load_cores": others.cores, "busy": busy})
     return 0
+
+
+def _window(c: Any, n: int) -> float:
+    """Seconds `n` steps of candidate `c` take under its point's settings. A step shorter than
+    SWITCH_S runs once untimed first: the first step after the other version's window re-warms
+    caches, a cost that would weigh on a short window; a longer step is timed from the first
+    (re-warming is a sliver of it, and an untimed step would double a one-step window's cost)."""
+    import torch
+
+    from gpubench.harness import interleave
+    from gpubench.harness.timing import time_window
+
+    with interleave._settings(c.point):
+        if c.estimate < SWITCH_S:
+            c.prepared.step()
+        return time_window(c.prepared.step, torch.device(c.point.device), n).wall_s
 
 
 if __name__ == "__main__":
