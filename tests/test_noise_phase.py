@@ -18,6 +18,7 @@ from gpubench.cli import main
 from gpubench.config.spec import Point
 from gpubench.run import noise_sweep
 from gpubench.run.worker import WorkerRunner
+from gpubench.science.gradient_noise import NoiseScale
 from gpubench.science.noise_phase import (
     BATCH,
     MEASURED_COST,
@@ -26,6 +27,7 @@ from gpubench.science.noise_phase import (
     measure,
     warmed_up,
 )
+from gpubench.science.noise_training import chosen
 from gpubench.store import noise_record, phases_record
 from gpubench.store.noise_record import NoiseEntry, NoiseRecord
 from gpubench.store.typed_json import RecordError
@@ -183,3 +185,29 @@ def test_the_warm_up_runs_to_its_share_of_the_budget_or_while_the_rest_holds_the
     slow = 4.0 / (MIN_STEPS * MEASURED_COST)  # the rest after t=6 holds them just
     assert not warmed_up(5.9, 6.0, 10.0, 30, 20, slow * 0.9)
     assert warmed_up(5.9, 6.0, 10.0, 30, 20, slow * 1.1)
+
+
+def _figure(b_noise: float | None, high: float | None) -> NoiseScale:
+    return NoiseScale(
+        b_noise, 1.0, 1.0, None if b_noise is None else 1.0, high, "batches", 30, 0, "mean"
+    )
+
+
+def test_the_stated_figure_is_the_first_bounded_one_else_the_first_positive() -> None:
+    pre_unbounded = ("preconditioned", _figure(3.2e6, float("inf")))
+    pre_open = ("preconditioned", _figure(3.2e6, None))  # too few steps for an interval
+    pre_bounded = ("preconditioned", _figure(72.0, 130.0))
+    raw_bounded = ("raw", _figure(40.0, 90.0))
+    raw_unbounded = ("raw", _figure(40.0, float("inf")))
+    no_signal = ("preconditioned", _figure(None, None))  # |G|^2 not positive
+    # the preconditioned figure where its interval is bounded
+    assert chosen([pre_bounded, raw_bounded]) == pre_bounded
+    # an unbounded preconditioned figure gives way to a bounded raw one
+    assert chosen([pre_unbounded, raw_bounded]) == raw_bounded
+    assert chosen([pre_open, raw_bounded]) == raw_bounded
+    # neither bounded: the preferred one, as before
+    assert chosen([pre_unbounded, raw_unbounded]) == pre_unbounded
+    # no positive figure is skipped; none at all is None
+    assert chosen([no_signal, raw_unbounded]) == raw_unbounded
+    assert chosen([no_signal]) is None
+    assert chosen([]) is None

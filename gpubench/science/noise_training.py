@@ -74,25 +74,43 @@ class NoiseTraining:
         self.steps += 1
 
     def estimate(self) -> Estimate | None:
-        """B_noise over the measured steps (preconditioned under Adam and AdamW, else raw; their
-        means, Fieller's interval from batch means, an unbounded high end as None) with the
-        steps it was taken over; None where no measured step gave a positive figure."""
+        """B_noise over the measured steps (chosen(): preconditioned under Adam and AdamW, else
+        raw; their means, Fieller's interval from batch means, an unbounded high end as None)
+        with the steps it was taken over; None where no measured step gave a positive figure."""
         numbers, raw, pre = self.norms.steps(self.batch_size)
-        for kind, steps in (("preconditioned", pre), ("raw", raw)):
-            if not any(s.finite() for s in steps):
-                continue
-            est = gradient_noise.noise_scale(steps, "mean")
-            if est.b_noise is None or not est.b_noise > 0:
-                continue
-            high = None if est.high is None or not float(est.high) < float("inf") else est.high
-            low = None if est.low is None else float(est.low)
-            return (
-                float(est.b_noise),
-                low,
-                None if high is None else float(high),
-                kind,
-                min(numbers),
-                max(numbers),
-                len(numbers),
-            )
-        return None
+        figures = [
+            (kind, gradient_noise.noise_scale(steps, "mean"))
+            for kind, steps in (("preconditioned", pre), ("raw", raw))
+            if any(s.finite() for s in steps)
+        ]
+        pick = chosen(figures)
+        if pick is None:
+            return None
+        kind, est = pick
+        assert est.b_noise is not None
+        high = None if est.high is None or not float(est.high) < float("inf") else est.high
+        low = None if est.low is None else float(est.low)
+        return (
+            float(est.b_noise),
+            low,
+            None if high is None else float(high),
+            kind,
+            min(numbers),
+            max(numbers),
+            len(numbers),
+        )
+
+
+def chosen(
+    figures: list[tuple[str, gradient_noise.NoiseScale]],
+) -> tuple[str, gradient_noise.NoiseScale] | None:
+    """The figure the phase states, of (kind, B_noise) in order of preference (the
+    preconditioned one first, where the optimizer has one): the first with a positive B_noise
+    whose interval is bounded above, else the first with a positive B_noise; None where none
+    has one. Early in a transformer's training under AdamW the preconditioned figure read 1e6-1e7
+    with no upper bound (embedding rows whose Adam second moment is still about 0, divided by
+    eps): a bounded raw figure says more than that."""
+    positive = [(k, f) for k, f in figures if f.b_noise is not None and f.b_noise > 0]
+    bounded = [(k, f) for k, f in positive if f.high is not None and float(f.high) < float("inf")]
+    ranked = bounded or positive
+    return ranked[0] if ranked else None
