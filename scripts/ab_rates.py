@@ -301,7 +301,8 @@ def main() -> int:
         for i in range(args.runs):
             for f in fractions:
                 print(f"fraction {percent(f)}, run {i + 1} of {args.runs}:", flush=True)
-                out = (args.out or Path(tmp)) / f"{f:g}-{i + 1}"
+                # absolute: the gate runs in the repository, not here
+                out = (args.out.resolve() if args.out else Path(tmp)) / f"{f:g}-{i + 1}"
                 ok = gate_run(root, branches[f], [*gate_flags, "--out", str(out)], out) and ok
                 record = ab_record.read(out) if (out / ab_record.FILE).exists() else None
                 failures[f] += record is not None and record.exit_code() == 1

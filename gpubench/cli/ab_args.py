@@ -14,8 +14,8 @@ from gpubench.config import spec as S
 from gpubench.config.errors import ConfigError
 from gpubench.store.wording import number
 
-# The points measured where no --suite and no axis flag says otherwise (10 rounds of them took
-# 160-189 s on the 2-core CPU at a load average of 7-16, 2026-12-02): each reference model
+# The points measured where no --suite and no axis flag says otherwise (12 rounds of them took
+# 2 to 2.6 minutes a gate on the quiet 2-core CPU, 2026-12-02): each reference model
 # once, at its CPU-sized preset, in fp32 with adamw at batch 64, on every device here, with one
 # intra-op thread: on a shared CPU two threads stall on each other whenever another process
 # takes a core (mlp/tiny B=64 on the busy 2-core CPU: 355-10,665 samples/s with its 2 threads,
@@ -66,7 +66,7 @@ def add_flags(compare: argparse.ArgumentParser) -> None:
     ab = compare.add_argument_group(
         "A/B gate (--ab)",
         f"the points measured: a suite and the sweep's axis flags over it (default: {default}: "
-        "3 points, 10 rounds: about 3 minutes on a busy 2-core CPU)",
+        "3 points, 12 rounds: about 2.5 minutes on a quiet 2-core CPU)",
     )
     ab.add_argument(
         "--ab",
