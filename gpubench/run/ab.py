@@ -21,10 +21,10 @@ Why many short windows: a shared CPU's pace moves by tens of percent within a se
 quiet 2-core CPU of 2026-12-02, mlp/tiny's samples/s over 10 ms windows lay 0.73-1.40 of
 their mean, 5th to 95th percentile; two 10 ms windows in a row correlated at 0.89, two 0.1 s
 windows at 0.54: scripts/pace.py), so windows of 0.1 s, three a round, left each round's
-ratio 4-11% apart (A/A intervals of +-6-25%); fifteen of 0.02 s (a step at the least) left
-2-4%. The geometric mean, not the median: the pace jumps between two levels, and a median of
-a few windows jumps with it (per-round ratios 2.4-3.3% apart against 3.0-3.6% by the median,
-same rounds).
+ratio 4-11% apart (a quiet A/A's intervals reached 0.753-1.14); fifteen of 0.02 s (a step at
+the least) left 2-4%. The geometric mean, not the median: the pace jumps between two levels,
+and a median of a few windows jumps with it (per-round ratios 2.4-3.3% apart against 3.0-3.6%
+by the median, same rounds).
 """
 
 from __future__ import annotations
