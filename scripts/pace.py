@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -27,7 +28,7 @@ LAGS = (1, 2, 4, 8, 16)
 PERCENTILES = (5, 25, 50, 75, 95)
 
 
-def windows(step: object, window_s: float, seconds: float) -> list[float]:
+def windows(step: Callable[[], object], window_s: float, seconds: float) -> list[float]:
     """Steps per second over back-to-back windows of at least `window_s` (a step at the
     least), for `seconds` in all."""
     rates = []
@@ -36,7 +37,7 @@ def windows(step: object, window_s: float, seconds: float) -> list[float]:
         t0 = time.perf_counter()
         n = 0
         while time.perf_counter() - t0 < window_s or n == 0:
-            step()  # type: ignore[operator]
+            step()
             n += 1
         rates.append(n / (time.perf_counter() - t0))
     return rates

@@ -127,7 +127,9 @@ def _window(c: Any, n: int) -> float:
     """Seconds `n` steps of candidate `c` take under its point's settings. A step shorter than
     SWITCH_S runs once untimed first: the first step after the other version's window re-warms
     caches, a cost that would weigh on a short window; a longer step is timed from the first
-    (re-warming is a sliver of it, and an untimed step would double a one-step window's cost)."""
+    (re-warming is a sliver of it, and an untimed step would double a one-step window's cost).
+    Written here, not as an argument of harness.interleave._window: this file runs against the
+    base's harness too, and an older base's _window takes no such argument."""
     import torch
 
     from gpubench.harness import interleave
