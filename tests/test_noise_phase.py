@@ -21,8 +21,10 @@ from gpubench.run.worker import WorkerRunner
 from gpubench.science.gradient_noise import NoiseScale
 from gpubench.science.noise_phase import (
     BATCH,
+    LEAST_WARMUP_STEPS,
     MEASURED_COST,
     MIN_STEPS,
+    WARMUP_STEPS,
     NotMeasured,
     measure,
     warmed_up,
@@ -37,9 +39,7 @@ def test_a_noise_phase_makes_a_speed_sweeps_fastest_to_target_predicted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # bounded in steps, not seconds, so a busy machine measures the same steps
-    entry = measure(
-        "mlp", "tiny", "adamw", budget_s=60.0, warmup_steps=6, measured_steps=9, warmup_fraction=0
-    )
+    entry = measure("mlp", "tiny", "adamw", budget_s=60.0, warmup_steps=6, measured_steps=9)
     assert isinstance(entry, NoiseEntry), entry
     assert entry.dataset == "digits" and entry.kind == "preconditioned"
     # taken after the warm-up window, every step, at the phase's small batch
@@ -176,15 +176,26 @@ def test_a_folder_of_another_noise_budget_resumes_with_the_suite(tmp_path: Path)
     folder.check_resumable(tmp_path, quick, extend=False)  # the budget measures no point
 
 
-def test_the_warm_up_runs_to_its_share_of_the_budget_or_while_the_rest_holds_the_measured() -> None:
-    # a 10 s budget warmed up to 6 s: 1 ms steps warm up until then, not before the fewest steps
-    assert not warmed_up(5.9, 6.0, 10.0, 500, 20, 1e-3)
-    assert warmed_up(6.0, 6.0, 10.0, 500, 20, 1e-3)
-    assert not warmed_up(9.0, 6.0, 10.0, 19, 20, 1e-3)
-    # slow steps: the warm-up ends early where MIN_STEPS measured steps would not fit after it
-    slow = 4.0 / (MIN_STEPS * MEASURED_COST)  # the rest after t=6 holds them just
-    assert not warmed_up(5.9, 6.0, 10.0, 30, 20, slow * 0.9)
-    assert warmed_up(5.9, 6.0, 10.0, 30, 20, slow * 1.1)
+def test_the_warm_up_is_counted_in_updates_and_shortened_only_where_the_rest_is_short() -> None:
+    # a 10 s budget at t=1: 1 ms steps warm up for exactly the 100 updates, however fast
+    assert not warmed_up(1.0, 10.0, 99, 100, 30, 1e-3)
+    assert warmed_up(1.0, 10.0, 100, 100, 30, 1e-3)
+    # slow steps: past the fewest (20), the warm-up ends where 30 measured steps would not fit
+    fits = 9.0 / (30 * MEASURED_COST)  # the 9 s left hold them just
+    assert not warmed_up(1.0, 10.0, 40, 100, 30, fits * 0.9)
+    assert warmed_up(1.0, 10.0, 40, 100, 30, fits * 1.1)
+    assert not warmed_up(1.0, 10.0, LEAST_WARMUP_STEPS - 1, 100, 30, fits * 10)
+    assert warmed_up(1.0, 10.0, LEAST_WARMUP_STEPS, 100, 30, fits * 10)
+    # a warm-up asked shorter than the fewest is that long
+    assert warmed_up(1.0, 10.0, 6, 6, 9, fits * 10) and not warmed_up(1.0, 10.0, 5, 6, 9, 1e-3)
+
+
+def test_a_fast_model_is_measured_after_the_same_updates_whatever_the_budget() -> None:
+    # mlp/tiny's steps take about a millisecond: with ample time the warm-up is its 100 updates
+    # on any machine (a warm-up in seconds took it to step 400 and more, near convergence)
+    entry = measure("mlp", "tiny", "adamw", budget_s=60.0)
+    assert isinstance(entry, NoiseEntry), entry
+    assert (entry.first_step, entry.last_step, entry.steps) == (WARMUP_STEPS, WARMUP_STEPS + 29, 30)
 
 
 def _figure(b_noise: float | None, high: float | None) -> NoiseScale:

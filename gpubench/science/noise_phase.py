@@ -8,10 +8,13 @@ optimizer, training straight on the data set's train batches at a small batch (B
 into SPLITS micro-batches on the measured steps: the statistic compares micro-batch gradients
 with their mean), with no evaluation. B_noise grows as training goes on (McCandlish et al.
 2018), so a value taken at initialisation favours small batches: the warm-up, not measured,
-runs for WARMUP_FRACTION of the budget (at least `warmup_steps` updates); every update after
-it is measured, up to `measured_steps` of them or the time budget, and at least MIN_STEPS (the
-fewest that give an interval: science.gradient_noise's 3 batch means of 3 steps). A model whose
-steps cannot give MIN_STEPS measured steps within its budget gets no figure: one line says why
+runs WARMUP_STEPS updates (fewer, LEAST_WARMUP_STEPS at the least, only where the rest of the
+budget would not then hold MEASURED_STEPS measured steps), counted in updates so that a faster
+machine measures the same steps of training, not later ones; every update after it is
+measured, up to `measured_steps` of them or the time budget, and at least MIN_STEPS (the
+fewest that give an interval: science.gradient_noise's 3 batch means of 3 steps). A model
+whose steps cannot give MIN_STEPS measured steps within its budget gets no figure: one line
+says why
 (its step time), rather than a B_noise from too few steps.
 """
 
@@ -32,11 +35,15 @@ BUDGET_S = 2.0
 CPU_THREADS = 1
 BATCH = 16
 SPLITS = 4  # micro-batches of a measured step (config.convergence's noise_splits default)
-WARMUP_STEPS = 20  # the fewest warm-up updates
-# the warm-up runs on to this fraction of the model's budget (B_noise grows as the loss falls:
-# the later its steps, the nearer the run to a target), ending sooner only where the rest would
-# not hold MIN_STEPS measured steps at MEASURED_COST times the warm-up's step time
-WARMUP_FRACTION = 0.6
+# The warm-up's updates where the budget holds them. Along 200 steps of transformer/tiny AdamW
+# at B=16 the raw B_noise grew 3.4 (steps 0-24) -> 15.5 (50-74) -> 64 (75-124, loss near the
+# published run's target) -> 215 (125-149), against that run's B_crit 44.9 (docs/method.md):
+# steps 100-129 lie in the window that brackets it. A warm-up counted in seconds (it was 60% of
+# the budget) took a fast model to step 400 and more, near convergence, where |G|^2 is lost in
+# the noise (no finite B_noise over 30 steps of mlp/tiny once in CI).
+WARMUP_STEPS = 100
+LEAST_WARMUP_STEPS = 20  # the fewest warm-up updates, where the budget is short
+# a measured step (its micro-batches' norms) weighed at this many warm-up steps
 MEASURED_COST = 3.0
 MEASURED_STEPS = 30
 JUDGE_STEPS = 3  # a step time is judged on the mean of the latest 3, from the 4th step on
@@ -59,15 +66,17 @@ class NotMeasured:
 
 
 def warmed_up(
-    now: float, warm_until: float, deadline: float, steps: int, warmup_steps: int, step_s: float
+    now: float, deadline: float, steps: int, warmup_steps: int, measured_steps: int, step_s: float
 ) -> bool:
-    """Whether the warm-up ends after `steps` updates at time `now`: at least `warmup_steps` are
-    done and either `warm_until` has come or the time to `deadline` would not hold MIN_STEPS
-    measured steps at MEASURED_COST times `step_s` (judged from the JUDGE_STEPS + 1th update)."""
-    if steps < warmup_steps:
+    """Whether the warm-up ends after `steps` updates at time `now`: `warmup_steps` are done, or
+    min(LEAST_WARMUP_STEPS, `warmup_steps`) are and the time to `deadline` would no longer hold
+    `measured_steps` measured steps at MEASURED_COST times `step_s` (judged from the
+    JUDGE_STEPS + 1th update)."""
+    if steps >= warmup_steps:
+        return True
+    if steps < min(LEAST_WARMUP_STEPS, warmup_steps) or steps <= JUDGE_STEPS:
         return False
-    short = now + MIN_STEPS * MEASURED_COST * step_s > deadline
-    return now >= warm_until or (short and steps > JUDGE_STEPS)
+    return now + measured_steps * MEASURED_COST * step_s > deadline
 
 
 def measure(
@@ -80,24 +89,21 @@ def measure(
     warmup_steps: int = WARMUP_STEPS,
     measured_steps: int = MEASURED_STEPS,
     seed: int = 0,
-    warmup_fraction: float = WARMUP_FRACTION,
 ) -> NoiseEntry | NotMeasured:
     """Train `model` at preset `size` on its real data set (fp32, `optimizer` at its default
     learning rate scaled from batch 32 by the suite's rule: linear for SGD, sqrt for
-    Adam and AdamW) for `warmup_steps` updates and on until `warmup_fraction` of `budget_s` is
-    spent (sooner where the rest would not hold MIN_STEPS measured steps at MEASURED_COST times
-    the latest step time), then measure each update until `measured_steps`
-    are measured or `budget_s` seconds (data, model and training together) are spent, and
-    return its B_noise (preconditioned under Adam and AdamW, else raw) with where it was taken
-    and what it cost. NotMeasured, with its step time, where fewer than MIN_STEPS updates could
+    Adam and AdamW) for `warmup_steps` updates (fewer, LEAST_WARMUP_STEPS at the least, where
+    the rest of `budget_s` would not then hold `measured_steps` measured steps at MEASURED_COST
+    times the latest step time), then measure each update until `measured_steps` are measured
+    or `budget_s` seconds (data, model and training together) are spent, and return its B_noise
+    (preconditioned under Adam and AdamW, else raw) with where it was taken and what it cost.
+    NotMeasured, with its step time, where fewer than MIN_STEPS updates could
     be measured within `budget_s` (the training stops as soon as its step time says so), or no
     measured step had a finite norm or a positive |G|^2. ValueError for a bad argument."""
     if not budget_s > 0:
         raise ValueError(f"noise phase budget_s {budget_s!r}; allowed: a number above 0")
     if measured_steps < MIN_STEPS:
         raise ValueError(f"measured_steps {measured_steps}; allowed: {MIN_STEPS} or more")
-    if not 0 <= warmup_fraction < 1:
-        raise ValueError(f"warmup_fraction {warmup_fraction!r}; allowed: 0 to under 1")
     if warmup_steps < 0 or batch_size % SPLITS:
         raise ValueError(
             f"warmup_steps {warmup_steps}, batch_size {batch_size}; allowed: warmup_steps >= 0 "
@@ -109,8 +115,8 @@ def measure(
 
     run = NoiseTraining(model, size, optimizer, device, batch_size, SPLITS, seed)
     times: list[float] = []
-    warm_until = started + warmup_fraction * budget_s
     measuring = False
+    least = min(LEAST_WARMUP_STEPS, warmup_steps)
     while run.measured < measured_steps:
         t0 = time.perf_counter()
         run.step(measure=measuring)
@@ -120,17 +126,17 @@ def measure(
         # than the warm-up's; the first steps' one-time costs are not judged on)
         step_s = sum(times[-JUDGE_STEPS:]) / len(times[-JUDGE_STEPS:])
         if not measuring:
-            measuring = warmed_up(now, warm_until, deadline, run.steps, warmup_steps, step_s)
-        still = max(warmup_steps - run.steps, 0) + max(MIN_STEPS - run.measured, 0)
+            measuring = warmed_up(now, deadline, run.steps, warmup_steps, measured_steps, step_s)
+        still = max(least - run.steps, 0) + max(MIN_STEPS - run.measured, 0)
         judged = run.steps > JUDGE_STEPS or now > deadline
         if run.measured < MIN_STEPS and judged and now + still * step_s > deadline:
-            need = warmup_steps + MIN_STEPS
+            need = least + MIN_STEPS
             return NotMeasured(
                 model,
                 size,
                 optimizer,
                 f"a step of B={batch_size} on {run.dataset} takes {seconds(step_s)}: "
-                f"{need} steps ({warmup_steps} warm-up, {MIN_STEPS} measured) do not fit in "
+                f"{need} steps ({least} warm-up, {MIN_STEPS} measured) do not fit in "
                 f"its {seconds(budget_s)} budget",
             )
         if now > deadline:
