@@ -47,6 +47,8 @@ def test_every_kind_of_number_is_written_out() -> None:
     assert milliseconds(0.9997) == "1,000 ms"  # input_bound's copy: "1e+03 ms"
     assert (milliseconds(0.00581), milliseconds(1.126)) == ("5.81 ms", "1,126 ms")
     assert cell(12345.0) == "12,345"  # the report's copy: "1.234e+04"
+    assert number(999_999_999_999.0) == "999,999,999,999"
+    assert number(4.6595e30) == "4.66e+30"  # thirty digits in groups hid the figure
     assert dollars(12345.6) == "$12,346" and dollars(0.0277777) == "$0.02778"
     assert (percent(0.03), percent(0.025)) == ("3%", "2.5%")
     assert (seconds(0.41), seconds(1234.4), seconds(None)) == ("0.410 s", "1,234 s", "")

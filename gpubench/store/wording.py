@@ -20,11 +20,15 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
 def number(value: float, digits: int = 3, zeros: bool = False) -> str:
     """`value` to `digits` significant figures, written out as a person would: 0.0123, 1.5,
     250, 1,234 (a number with more whole digits than `digits` keeps them all, rounded to a
-    whole number; never 1.23e+03). Only a magnitude below 1e-4 is written with an exponent,
-    where zeros would hide the figure; nan and infinities as Python writes them. With `zeros`
-    the trailing zeros stay (1.00, 0.900: a measured ratio shows its precision)."""
+    whole number; never 1.23e+03). Only a magnitude below 1e-4 or of 1e12 and above is
+    written with an exponent, where zeros or a row of digit groups would hide the figure (a
+    B_noise interval's unbounded end read 4,659,526,795,215,888,415,226,593,280); nan and
+    infinities as Python writes them. With `zeros` the trailing zeros stay (1.00, 0.900: a
+    measured ratio shows its precision)."""
     if not math.isfinite(value) or value == 0:
         return f"{value:g}"
+    if abs(value) >= 1e12:
+        return f"{value:.{digits}g}"
     if abs(value) >= 10**digits:
         return f"{value:,.0f}"
     text = f"{value:{'#' if zeros else ''},.{digits}g}".replace(".e", "e").removesuffix(".")
