@@ -21,6 +21,24 @@ PARENT_HELD = int(5.5 * GiB)
 H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_bytes": 80 * GiB}
 
 
+# Every chart the report draws, each once: the runs of cpu_gpu_runs and convergence_run
+# together draw them all.
+CHART_FILES = (
+    "throughput.png",
+    "step_time.png",
+    "memory.png",
+    "compute.png",
+    "energy.png",
+    "efficiency.png",  # issue 32
+    "speedup.png",
+    "loss_curves.png",
+    "time_to_target.png",
+    "time_to_target_predicted.png",  # issue 51
+    "breakdown.png",
+    "roofline.png",
+)
+
+
 def env(gpus: list[dict[str, Any]] | None = None, threads: int = 2) -> dict[str, Any]:
     return {
         "captured_at": "2026-11-22T10:00:00+00:00",

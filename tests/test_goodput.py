@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from gpubench.science.goodput import efficiency, fit_critical_batch, pick, relative_time
+from gpubench.science.goodput import fit_critical_batch, pick, relative_time
 
 GRID = [2**i for i in range(15)]  # batches 1 .. 16384
 
@@ -75,7 +75,8 @@ def test_pick_minimises_predicted_time_and_maximises_goodput() -> None:
     assert got.times == pytest.approx(times)
     assert got.batch == 32 and got.throughput_batch == 512  # (32+50)/3000 < (128+50)/6000
     assert got.gain == pytest.approx(times[512] / times[32])
-    goodput = {b: x * efficiency(b, 50.0, base=8) for b, x in rate.items()}
+    # statistical efficiency against B=8 (McCandlish; Pollux): (B_noise + 8) / (B_noise + B)
+    goodput = {b: x * (50.0 + 8) / (50.0 + b) for b, x in rate.items()}
     assert max(goodput, key=goodput.__getitem__) == got.batch
     assert (got.low_batch, got.high_batch, got.holds) == (32, 128, False)
     assert pick(rate, 50.0, low=40.0, high=60.0).holds is True

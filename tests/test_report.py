@@ -7,12 +7,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from report_fixture import H100, convergence_run, cpu_gpu_runs, env, speed_row, write_run
+from report_fixture import (
+    CHART_FILES,
+    H100,
+    convergence_run,
+    cpu_gpu_runs,
+    env,
+    speed_row,
+    write_run,
+)
 
 from gpubench.cli import main
 from gpubench.config.spec import Point
 from gpubench.report import build_report
-from gpubench.report.build import CHART_FILES
 from gpubench.report.html import csp
 from gpubench.store.results import read_rows
 from gpubench.store.row import make_row

@@ -11,11 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from report_fixture import convergence_run, cpu_gpu_runs, env, speed_row, write_run
+from report_fixture import CHART_FILES, convergence_run, cpu_gpu_runs, env, speed_row, write_run
 
 from gpubench.config.spec import Point
 from gpubench.report import build_report
-from gpubench.report.build import CHART_FILES
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "check_report.py"
 CHROMIUM = next(

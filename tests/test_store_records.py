@@ -28,7 +28,7 @@ from gpubench.store import (
 )
 from gpubench.store.batch_analysis_record import BatchAnalysisRecord
 from gpubench.store.phases_record import Phase, PhasesRecord, PointTime
-from gpubench.store.results import REJECTED_SUFFIX, RESULTS_FILE, ResultsError
+from gpubench.store.results import REJECTED_SUFFIX, RESULTS_FILE, ResultsError, repair_tail
 from gpubench.store.row import make_row
 from gpubench.store.shard_record import ShardRecord
 
@@ -135,7 +135,7 @@ def test_a_torn_last_tune_row_is_skipped_on_read_and_moved_aside_by_the_repair(
     with pytest.warns(UserWarning, match="skipping its last line"):
         assert tune_rows.read(tmp_path) == [whole]
     with pytest.warns(UserWarning, match="moved its last line"):
-        tune_rows.repair(tmp_path)
+        repair_tail(path)
     rejected = path.with_name(path.name + REJECTED_SUFFIX)
     assert rejected.read_bytes() == b'{"model": "mlp", "batch_si\n'
     tune_rows.append(tmp_path, _row(8, tune_round=0))  # appends after the last whole row
@@ -151,7 +151,7 @@ def test_a_corrupt_tune_row_before_the_last_is_one_line_naming_the_file(tmp_path
         tune_rows.read(tmp_path)
     _one_line(error.value, path)
     with pytest.raises(ResultsError, match=r"line 1: corrupt row"):
-        tune_rows.repair(tmp_path)  # nothing is appended after it
+        repair_tail(path)  # nothing is appended after it
 
 
 # ---- corrupt files: one line naming the file

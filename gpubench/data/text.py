@@ -43,10 +43,6 @@ def encode(text: str) -> np.ndarray:
     return ids
 
 
-def decode(ids: np.ndarray | list[int]) -> str:
-    return "".join(ALPHABET[i] if i < UNKNOWN else "\ufffd" for i in ids)
-
-
 def corpus(max_chars: int = MAX_CHARS) -> tuple[str, list[str]]:
     """The corpus text (at most `max_chars` characters) and the names of the files in it."""
     parts: list[str] = []

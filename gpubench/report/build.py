@@ -43,20 +43,6 @@ from gpubench.store.results import replace_durably
 from gpubench.store.typed_json import RecordError
 from gpubench.store.wording import plural
 
-CHART_FILES = (
-    "throughput.png",
-    "step_time.png",
-    "memory.png",
-    "compute.png",
-    "energy.png",
-    "efficiency.png",  # issue 32
-    "speedup.png",
-    "loss_curves.png",
-    "time_to_target.png",
-    goodput_chart.FILE,  # issue 51
-    "breakdown.png",
-    "roofline.png",
-)
 # Processes that draw the charts: each chart is an independent matplotlib rendering (a third
 # to half a second of one core on a 2-core CPU), and drawing is most of a report's time.
 CHART_PROCESSES = 2

@@ -14,7 +14,6 @@ from gpubench.report.figure import Chart, empty_panel, palette, panels, save
 from gpubench.science import scaling as S
 from gpubench.store.wording import plural
 
-CHART_FILES = ("scaling.png", "parallel_memory.png")
 MiB = 2**20
 
 

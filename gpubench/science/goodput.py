@@ -35,12 +35,6 @@ def relative_time(batch: float, samples_per_s: float, b_noise: float) -> float:
     return (batch + b_noise) / samples_per_s
 
 
-def efficiency(batch: float, b_noise: float, base: float) -> float:
-    """Statistical efficiency of `batch` relative to `base` (McCandlish; Pollux): the progress
-    per sample at `batch` over that at `base`, (b_noise + base) / (b_noise + batch)."""
-    return (b_noise + base) / (b_noise + batch)
-
-
 def _fastest(samples_per_s: Mapping[int, float], b_noise: float) -> int:
     """The batch of least predicted time; ties go to the smaller batch, and an infinite
     b_noise ranks by samples/s alone (the limit of the predicted times' ratios)."""

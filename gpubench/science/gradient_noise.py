@@ -19,8 +19,9 @@ counted.
 
 Under Adam and AdamW the step is taken along g / (sqrt(v_hat) + eps), so the noise that matters
 is the preconditioned gradient's (AdaptDL's AdamGradientNoiseScale): the same estimator on
-squared norms of every gradient divided elementwise by the preconditioner (`adam_preconditioner`,
-`squared_norm`). Batch sizes count samples; B_noise is in the same unit. Pure numpy, no torch.
+squared norms of every gradient divided elementwise by the preconditioner (taken in the step by
+science.gradient_norms). Batch sizes count samples; B_noise is in the same unit. Pure numpy, no
+torch.
 """
 
 from __future__ import annotations
@@ -190,29 +191,3 @@ def across_seeds(values: Sequence[float], confidence: float = 0.95) -> tuple[flo
     half = _t_quantile(confidence, len(v) - 1) * float(logs.std(ddof=1)) / math.sqrt(len(v))
     centre = float(logs.mean())
     return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
-
-
-def adam_preconditioner(exp_avg_sq: np.ndarray, beta2: float, step: int, eps: float) -> np.ndarray:
-    """Adam's elementwise preconditioner sqrt(v / (1 - beta2^step)) + eps from its second moment
-    `exp_avg_sq` after `step` updates (the state before this step's update); ones before step
-    PRECONDITION_FROM_STEP (AdaptDL's rule)."""
-    if step < PRECONDITION_FROM_STEP:
-        return np.ones_like(exp_avg_sq, dtype=float)
-    return np.sqrt(exp_avg_sq / (1 - beta2**step)) + eps
-
-
-def squared_norm(
-    grads: Sequence[np.ndarray], preconditioner: Sequence[np.ndarray] | None = None
-) -> float:
-    """sum over parameters of |g / p|^2 in float64 (|g|^2 without a preconditioner): the norm
-    the preconditioned noise scale takes of every micro-batch and accumulated gradient alike."""
-    if preconditioner is None:
-        return float(sum(np.sum(np.square(g, dtype=np.float64)) for g in grads))
-    if len(preconditioner) != len(grads):
-        raise ValueError(f"{len(grads)} gradients but {len(preconditioner)} preconditioners")
-    return float(
-        sum(
-            np.sum(np.square(g / p, dtype=np.float64))
-            for g, p in zip(grads, preconditioner, strict=True)
-        )
-    )

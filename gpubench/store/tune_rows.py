@@ -1,15 +1,15 @@
 """A tune's tune_rows.jsonl: every measurement of its search, one row per line in the order
 measured, each marked with its `tune_round` (and `tune_cut` where the deadline cut it short),
-with its writer and reader (gpubench.tune.tuner) and the repair a resume makes before it
-appends. A file of rows as the results file is (store.results): appended a whole line at a
-time and fsynced, a torn last line moved aside on resume, skipped with a warning on read."""
+with its writer and reader (gpubench.tune.tuner). A file of rows as the results file is
+(store.results): appended a whole line at a time and fsynced, a torn last line moved aside on
+resume (run.context: store.results.repair_tail), skipped with a warning on read."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from gpubench.store.results import append_row, repair_tail, rows_in
+from gpubench.store.results import append_row, rows_in
 
 FILE = "tune_rows.jsonl"
 
@@ -26,8 +26,3 @@ def read(run_dir: str | Path) -> list[dict[str, Any]] | None:
     ResultsError naming the file and the line (store.results.rows_in)."""
     path = Path(run_dir) / FILE
     return rows_in(path) if path.is_file() else None
-
-
-def repair(run_dir: str | Path) -> None:
-    """Make `run_dir`'s tune_rows.jsonl safe to append to (store.results.repair_tail)."""
-    repair_tail(Path(run_dir) / FILE)
