@@ -49,10 +49,11 @@ def test_seeds_of_a_configuration_are_summarised_together() -> None:
     assert (s.runs, s.reached, s.complete) == (3, 3, True)
     assert s.median_s == 0.41 and (s.min_s, s.max_s) == (0.22, 0.95)
     assert s.spread == pytest.approx(0.95 / 0.22) and s.disagree
+    assert s.median_steps == 41  # the median of the seeds' 95, 22 and 41 steps, said beside
     assert s.describe() == (
-        "0.410 s median over 3 seeds (0.220-0.950 s, spread x4.32: seeds disagree)"
+        "0.410 s median over 3 seeds, 41 steps (0.220-0.950 s, spread x4.32: seeds disagree)"
     )
-    assert by_threads[1].describe() == "0.500 s median over 1 seed"
+    assert by_threads[1].describe() == "0.500 s median over 1 seed, 50 steps"
 
 
 def test_a_target_searchs_rung_runs_count_once_per_seed() -> None:
@@ -131,7 +132,8 @@ def test_the_verdict_flags_seeds_that_disagree_and_counts_failed_seeds() -> None
     rows += [conv_row(128, 0, 0.1), conv_row(128, 1, None, status="diverged")]
     (v,) = verdicts(pd.DataFrame(rows))
     assert v.time_to_target == (
-        "cpu fp32 B=32: 0.410 s median over 3 seeds (0.220-0.950 s, spread x4.32: seeds disagree)"
+        "cpu fp32 B=32: 0.410 s median over 3 seeds, 41 steps (0.220-0.950 s, spread x4.32: "
+        "seeds disagree)"
     )
     rows = [conv_row(32, 0, None), conv_row(128, 0, 0.1), conv_row(128, 1, None)]
     (v,) = verdicts(pd.DataFrame(rows))
@@ -149,5 +151,8 @@ def test_the_convergence_tables_print_sub_second_times_and_the_spread() -> None:
     assert "0.0432 s" in text and "0.0951 s" in text and "0.0100 s" in text
     assert "0.0692 s" in text and "2, x2.20 (disagree)" in text  # B=32's median and spread
     (line,) = comparisons(groups)
-    assert "least training time, 0.0692 s median over 2 seeds" in line
+    assert "least training time, 0.0692 s median over 2 seeds, 7 steps (" in line  # 4 and 10
+    assert "its steps→target" in text and groups[0]["recommended_time_to_target_s"][
+        "median_steps"
+    ] == pytest.approx(7)
     assert "spread x2.20: seeds disagree" in line

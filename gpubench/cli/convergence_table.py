@@ -16,7 +16,8 @@ _TRAINED = ("model", "device", "precision", "optimizer", "lr rule")
 _POINT_HEADERS: tuple[str, ...] = (*_TRAINED, "batch", "seed", "lr", "status", "steps→target")
 _POINT_HEADERS += ("time→target", "eval acc", "eval loss", "B_noise")
 _BATCH_HEADERS: tuple[str, ...] = (*_TRAINED, "S_min", "B_crit", "B_noise", "recommended")
-_BATCH_HEADERS += ("its time→target", "seeds, spread", "throughput-opt", "largest fits")
+_BATCH_HEADERS += ("its time→target", "its steps→target", "seeds, spread", "throughput-opt")
+_BATCH_HEADERS += ("largest fits",)
 
 
 def _trained(r: dict[str, Any]) -> tuple[str, ...]:
@@ -87,6 +88,7 @@ def batch_table(groups: list[dict[str, Any]]) -> Table:
                 _group_b_noise(g),
                 cell(g["recommended_batch_size"], "d"),
                 seconds(rec.get("median")),
+                cell(rec.get("median_steps"), ".0f"),  # an analysis before it: empty
                 f"{rec.get('runs', '')}{seeds}",
                 cell(g["throughput_optimal_batch_size"], "d"),
                 cell(g["largest_batch_fits"], "d"),
