@@ -173,8 +173,6 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
         spec = dataclasses.replace(spec, grow_batch_sizes=())
     if "precisions" in overrides:  # and precisions given, emulated or not
         spec = dataclasses.replace(spec, skip_emulated=False)
-    if args.profile is not None:
-        spec = dataclasses.replace(spec, profile=args.profile)
     if args.options:
         models = overrides.get("models", spec.models)
         table = model_options.with_given(spec.model_options, args.options, tuple(models))
@@ -183,10 +181,10 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
         spec = dataclasses.replace(spec, prices=prices.from_flag(args.price, spec.prices))
     if args.epoch is not None:
         spec = dataclasses.replace(spec, prices=prices.with_epoch(args.epoch, spec.prices))
-    if args.cpu_watts is not None:  # issue 49
-        spec = dataclasses.replace(spec, cpu_watts=args.cpu_watts)
-    if args.noise_budget is not None:  # issue 51
-        spec = dataclasses.replace(spec, noise_budget_s=args.noise_budget)
+    # the suite's own value where a flag is not given (--cpu-watts: issue 49; --noise-budget: 51)
+    given = {"profile": args.profile, "cpu_watts": args.cpu_watts}
+    given["noise_budget_s"] = args.noise_budget
+    spec = dataclasses.replace(spec, **{k: v for k, v in given.items() if v is not None})
     if args.data_dir is not None:
         conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
         spec = dataclasses.replace(spec, convergence=conv)

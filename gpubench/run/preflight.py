@@ -55,10 +55,18 @@ def check_builds(spec: SweepSpec, runner: WorkerRunner) -> None:
 
 
 def check_built(
-    models: tuple[str, ...], size: str, options: dict[str, dict[str, Any]], runner: WorkerRunner
+    models: tuple[str, ...],
+    size: str,
+    options: dict[str, dict[str, Any]],
+    runner: WorkerRunner,
+    alone: bool = False,
 ) -> None:
-    """check_builds for `models` at `size` with their `options` (decoded): for a command
-    without a SweepSpec (max-batch), which then meets a hang or a death in its own probes."""
+    """check_builds for `models` at `size` with their `options` (decoded), in `runner`'s worker
+    under its point timeout: for a command without a SweepSpec (max-batch), which then meets a
+    hang or a death in its own probes. With `alone`, for the one model a command measures
+    (tune, tune --target): a build that hangs or kills its process is a ConfigError here, one
+    line (a sweep makes it rows; a search of one model has nothing else to measure, and its
+    own process would hang or die with it)."""
     limit = min(STARTUP_TIMEOUT_S, runner.point_timeout_s or STARTUP_TIMEOUT_S)
     for model in dict.fromkeys(models):
         args = ((model,), size, options)
@@ -67,26 +75,11 @@ def check_built(
         except WorkerError as e:
             if e.traceback is not None:  # the check itself raised: a bug of gpubench's own
                 raise
+            if alone:
+                raise ConfigError(f"model {model!r} at {size}: building it failed: {e}") from None
             continue  # hung or died: check_models tells it from a failing step, the rows say it
         if message is not None:
             raise ConfigError(message)
-
-
-def check_built_alone(model: str, size: str, options: dict[str, Any], runner: WorkerRunner) -> None:
-    """check_buildable for the one `model` a command measures (tune, tune --target), built in
-    `runner`'s worker under its point timeout: a build that hangs or kills its process is a
-    ConfigError here, one line (a sweep makes it rows; a search of one model has nothing else
-    to measure, and its own process would hang or die with it)."""
-    limit = min(STARTUP_TIMEOUT_S, runner.point_timeout_s or STARTUP_TIMEOUT_S)
-    try:
-        args = ((model,), size, {model: options})
-        message = runner.call(Call(f"{__name__}:build_error", args, None, "cpu"), limit)
-    except WorkerError as e:
-        if e.traceback is not None:  # the check itself raised: a bug of gpubench's own
-            raise
-        raise ConfigError(f"model {model!r} at {size}: building it failed: {e}") from None
-    if message is not None:
-        raise ConfigError(message)
 
 
 def build_error(

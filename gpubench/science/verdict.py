@@ -316,11 +316,11 @@ def _verdict(
         and f"B={int(best['batch_size'])} (" in scaling
     ):
         scaling = None  # the label's evidence quotes the same growth (the leader is the largest)
+    # rows tied with the leader by their own intervals: no lever figure comes from them
+    tied = frozenset(identity(t["identity"]) for t in lead.ties)
     if judged is not None:
         kind = v.bottleneck = judged.kind
         v.evidence = [judged.evidence, *([scaling] if scaling else [])]
-        # rows tied with the leader by their own intervals: no lever figure comes from them
-        tied = frozenset(identity(t["identity"]) for t in lead.ties)
         # a lever's figure is a ratio of rows measured alike (the sweep's own figures), or the
         # rounds' paired comparison where they measured both
         mine, own_ok = standing.as_measured(best), [standing.as_measured(r) for r in ok]
@@ -334,8 +334,7 @@ def _verdict(
         v.unclassified, v.next_experiment = _unclassified(best, command)
     # a run that stopped before points it planned: finishing it comes first
     v.next_experiment = plan.resume(missing) or v.next_experiment
-    ties = frozenset(identity(t["identity"]) for t in lead.ties)
-    v.input = input_lines(best, ok, margin, ties)  # issue 31
+    v.input = input_lines(best, ok, margin, tied)  # issue 31
     v.energy = energy_lines(best, v.devices, ok, among)
     v.effective_batch = effective_batches(all_rows)
     v.economy = economy.lines(best, ok, all_rows, among)  # issue 32

@@ -168,9 +168,7 @@ class Planner:
         trial of a setting with its compile mode; before anything of that mode ran, the
         largest first trial seen, or `prior_fixed_s` (max-batch's probes); a `fresh_worker`
         trial only where no other ran."""
-        mine = [c for c in self.costs if c.combo == combo and c.batch_size == batch_size]
-        if not batch_size:
-            mine = [c for c in self.costs if c.combo == combo]
+        mine = [c for c in self.costs if c.combo == combo and batch_size in (0, c.batch_size)]
         if first is None:
             first = not mine
         firsts = self._firsts()
@@ -421,8 +419,7 @@ class Planner:
         survivors = min(len(screened), math.ceil(len(set(trials)) / ETA))
         fewest = [survivors] * (len(later) - 1) + [FINALISTS] * bool(later)
         floor = self._floor_s(combo, batch_size)
-        fixed = self.fixed_s(combo, batch_size) if batch_size else self.fixed_s(combo)
-        need = fixed + max(self.measuring_est_s(rnd, scale), floor)
+        need = self.fixed_s(combo, batch_size) + max(self.measuring_est_s(rnd, scale), floor)
         keep = self._kept_s(rnd_now, fewest, trials)
         return need <= self._share_left(left) and need + keep <= left
 

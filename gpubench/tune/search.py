@@ -184,22 +184,15 @@ def search(
     return s.out
 
 
+@dataclass
 class _Searcher:
-    def __init__(
-        self,
-        space: Space,
-        measure: Measure,
-        should_stop: Callable[[], bool],
-        pacer: Pacer | None,
-        note: Callable[[str], None] | None = None,
-    ) -> None:
-        self.note = note
-        self.space = space
-        self._measure = measure
-        self._should_stop = should_stop
-        self.pacer = pacer
-        self.out = Outcome()
-        self.figures: dict[tuple[Config, int], float | None] = {}
+    space: Space
+    _measure: Measure
+    _should_stop: Callable[[], bool]
+    pacer: Pacer | None
+    note: Callable[[str], None] | None = None
+    out: Outcome = field(default_factory=Outcome)
+    figures: dict[tuple[Config, int], float | None] = field(default_factory=dict)
 
     def measure(self, config: Config, rnd: int) -> float | None:
         if (config, rnd) in self.figures:

@@ -78,7 +78,7 @@ def _write_record(
         best = result.configs[result.best]
         describe = spread.describe() if spread else None
         time_to_target = spread.as_dict() if spread else None
-        answer = TargetAnswer(best.as_dict(), best.label(), time_to_target, describe)
+        answer = TargetAnswer(dataclasses.asdict(best), best.label(), time_to_target, describe)
     study = result.study
     dataclasses.replace(
         fixed,
@@ -245,7 +245,7 @@ def run_target(
     model_kwargs = decode(point.model_options)
     # built in a worker: a factory that hangs or kills its process is one line (issue 43)
     with contextlib.closing(WorkerRunner(None, options.point_timeout_s)) as checker:
-        preflight.check_built_alone(model, size, model_kwargs, checker)
+        preflight.check_built((model,), size, {model: model_kwargs}, checker, alone=True)
     try:
         ds, _ = catalog.load(model, size, conv.dataset, conv.data_dir, conv.image_size)
     except ValueError as e:
@@ -286,7 +286,7 @@ def run_target(
         eta=ladder.eta,
         rungs_s=tuple(ladder.limits_s),
         seeds=seeds,
-        space={"batch_sizes": list(sizes), "configs": [c.as_dict() for c in configs]},
+        space={"batch_sizes": list(sizes), "configs": [dataclasses.asdict(c) for c in configs]},
     )
     started = time.perf_counter()
     with RunContext(Path(out), options) as run:

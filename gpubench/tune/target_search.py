@@ -57,10 +57,6 @@ class TargetConfig:
     def label(self) -> str:
         return f"B={self.batch_size} lr={number(self.lr)} ({self.lr_scaling})"
 
-    def as_dict(self) -> dict[str, Any]:
-        """batch_size, lr_scaling, lr_base and lr."""
-        return dataclasses.asdict(self)
-
 
 @dataclass(frozen=True)
 class TrialRun:
@@ -204,7 +200,7 @@ class SearchResult:
         return run, {
             "run": index,
             "id": i,
-            "config": config.as_dict(),
+            "config": dataclasses.asdict(config),
             "label": config.label(),
             "rung": rung,
             "seed": seed,

@@ -171,8 +171,8 @@ def tune(
         run.open(rows=run_dir / tune_rows.FILE)
         # built in the run's worker: a factory that hangs or kills its process is one line
         # (issue 43), not this process hung or killed
-        model_options = dict(request.model_options or {})
-        preflight.check_built_alone(request.model, request.size, model_options, run.runner)
+        options_of = {request.model: dict(request.model_options or {})}
+        preflight.check_built((request.model,), request.size, options_of, run.runner, alone=True)
         if not resume and (run_dir / T.FILE).exists():
             raise ConfigError(
                 f"run folder {str(run_dir)!r} already holds a tune; continue it with "
