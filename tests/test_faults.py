@@ -494,18 +494,20 @@ def test_ctrl_c_before_the_first_point_is_one_line_and_the_resume_command(
 
 
 @pytest.mark.parametrize(
-    ("factory", "said"),
+    ("factory", "timeout", "said"),
     [
-        ("hang_building", "B=1 ended with timeout: no result within 1 s (--point-timeout)"),
-        ("die_building", "B=1 ended with error: the worker process died"),
+        ("hang_building", "1", "B=1 ended with timeout: no result within 1 s (--point-timeout)"),
+        # a limit the death comes well within: at load 8 a worker took over 1 s to reach the
+        # build, and a 1 s limit killed it first (a timeout, not the death this case checks)
+        ("die_building", "120", "B=1 ended with error: the worker process died"),
     ],
 )
 def test_max_batch_meets_a_factory_that_hangs_or_dies_in_its_probe(
-    capsys: pytest.CaptureFixture[str], factory: str, said: str
+    capsys: pytest.CaptureFixture[str], factory: str, timeout: str, said: str
 ) -> None:
     args = ["--model", f"fault_workloads:{factory}", "--size", "tiny", "--device", "cpu"]
     # before, its build in the command's own process hung it for good, or killed it
-    assert main(["max-batch", *args, "--point-timeout", "1", "--json"]) == 1
+    assert main(["max-batch", *args, "--point-timeout", timeout, "--json"]) == 1
     found = json.loads(capsys.readouterr().out)
     assert found["largest_batch"] == 0 and found["stopped"].startswith(said), found
     # in words, nothing was measured: not "not even a batch of one fits" (nothing ran out of
