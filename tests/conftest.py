@@ -76,14 +76,6 @@ def _no_xdist_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-# A tiny sweep run to its end: the MLP at batches 4 and 8, fp32, SGD, one step each, confirmed.
-FINISHED_SWEEP = [
-    "sweep", "quick", "--models", "mlp", "--size", "tiny", "--devices", "cpu",
-    "--batch-sizes", "4,8", "--precisions", "fp32", "--optimizers", "sgd", "--steps", "1",
-    "--quiet",
-]  # fmt: skip
-
-
 @pytest.fixture(scope="session")
 def finished_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real finished sweep folder (FINISHED_SWEEP, in this process), built once a session
@@ -92,6 +84,8 @@ def finished_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp_path, so a test that watches tmp_path.parent sees it change."""
     import contextlib
     import io
+
+    from isolation import FINISHED_SWEEP
 
     from gpubench.cli.main import main
 

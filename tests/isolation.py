@@ -14,6 +14,15 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
 
 
+# A tiny sweep run to its end: the MLP at batches 4 and 8, fp32, SGD, one step each, confirmed
+# (conftest's session-wide `finished_sweep`, which tests that resume or read a folder copy).
+FINISHED_SWEEP = [
+    "sweep", "quick", "--models", "mlp", "--size", "tiny", "--devices", "cpu",
+    "--batch-sizes", "4,8", "--precisions", "fp32", "--optimizers", "sgd", "--steps", "1",
+    "--quiet",
+]  # fmt: skip
+
+
 def memory_cap(headroom_mib: int = 320) -> int:
     """A --max-memory (bytes) of `headroom_mib` MiB: on the CPU the cap counts what a point maps
     beyond what its worker holds, so with 320, tens of `fault_workloads:hungry` samples fit

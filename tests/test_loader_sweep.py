@@ -39,7 +39,8 @@ def test_a_crashing_worker_is_an_error_row_with_its_traceback_and_the_sweep_goes
         loader="loader_datasets:crashing",
         budget=BUDGET,
     )
-    run_sweep(spec, tmp_path / "run", point_timeout_s=120)
+    # no confirmation: it writes no row, and this sweep's one ok row has no rival to confirm
+    run_sweep(spec, tmp_path / "run", point_timeout_s=120, confirm=False)
     rows = {r["loader_workers"]: r for r in _rows(tmp_path / "run")}
     assert rows[1]["status"] == "error"
     assert "ValueError" in rows[1]["error"] and "DataLoader worker" in rows[1]["error"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -136,16 +137,23 @@ def test_sweep_writes_its_report_and_keeps_its_rows_when_the_report_fails(
     suite = tmp_path / "tiny.toml"
     suite.write_text(TINY)
     out = tmp_path / "run"
-    assert main(["sweep", str(suite), "--out", str(out), "--quiet", "--steps", "3"]) == 0
+    # no confirmation: the report is the subject (test_folder_answers.py confirms a sweep)
+    args = ["--quiet", "--steps", "3", "--no-confirm"]
+    assert main(["sweep", str(suite), "--out", str(out), *args]) == 0
     assert (out / "plots" / "throughput.png").is_file()
     assert "mlp" in (out / "report.html").read_text()
     assert "report.html" in capsys.readouterr().out
-    # A report that cannot be written (plots/ is a file) costs the report, not the results.
-    broken = tmp_path / "broken"
-    broken.mkdir()
+    # A report that cannot be written (plots/ is a file) costs the report, not the results:
+    # the same run resumed (nothing left to measure; it draws its report again) with plots/
+    # a file and without its results.csv, which the sweep writes again before the report
+    broken = Path(shutil.copytree(out, tmp_path / "broken"))
+    shutil.rmtree(broken / "plots")
     (broken / "plots").write_text("not a folder")
-    assert main(["sweep", str(suite), "--out", str(broken), "--quiet", "--steps", "3"]) == 0
+    (broken / "results.csv").unlink()
+    (broken / "report.html").unlink()
+    assert main(["sweep", str(suite), "--resume", str(broken), *args]) == 0
     assert len(read_rows(broken)) == 2 and (broken / "results.csv").is_file()
+    assert not (broken / "report.html").exists()
     # one line, whatever the paths' lengths (a pytest-xdist worker's tmp_path once put a line
     # break between "gpubench" and "report"), ending in the command that retries
     (warning,) = [s for s in capsys.readouterr().err.splitlines() if "the report failed" in s]

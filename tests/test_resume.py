@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -13,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from isolation import ROOT, gpubench_command, rows, subprocess_env
+from isolation import FINISHED_SWEEP, ROOT, gpubench_command, rows, subprocess_env
 
 from gpubench.cli import main
 from gpubench.config.suite import load_suite
@@ -84,7 +85,7 @@ def _lines(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.is_file() else 0
 
 
-@pytest.mark.slow  # three sweep processes
+@pytest.mark.slow  # two sweep processes, and a resume in this one
 def test_a_sweep_killed_at_any_moment_resumes_to_every_point_once(tmp_path: Path) -> None:
     suite = tmp_path / "six.toml"
     suite.write_text(SIX)
@@ -96,15 +97,14 @@ def test_a_sweep_killed_at_any_moment_resumes_to_every_point_once(tmp_path: Path
     common = ["--quiet", "--steps", "2", "--no-confirm", "--no-profile"]
     kept: list[bytes] = []
     # 1: killed while starting (suite.json written, no row yet); 2: killed three rows later,
-    # while measuring; 3: resumed to the end.
+    # while measuring; 3: resumed to the end (in this process).
     for i, rows_more in enumerate([0, 3, None]):
         args = [str(suite), "--out", str(out)] if i == 0 else ["--resume", str(out)]
-        want = _lines(results) + (rows_more or 0)
-        proc = _start("sweep", *args, *common)
-        if rows_more is None:
-            _, stderr = proc.communicate(timeout=300)
-            assert proc.returncode == 0, stderr
+        if rows_more is None:  # the resume need not be a process of its own: nothing kills it
+            assert main(["sweep", *args, *common]) == 0
             break
+        want = _lines(results) + rows_more
+        proc = _start("sweep", *args, *common)
         _wait_for(proc, lambda: (out / "suite.json").is_file() and _lines(results) >= want)  # noqa: B023
         helpers = _descendants(proc.pid)  # the fork server and the worker, once measuring
         assert helpers or i == 0
@@ -189,35 +189,42 @@ def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
     return err
 
 
+def _copy(finished_sweep: Path, tmp_path: Path) -> Path:
+    """The session's finished sweep (conftest: FINISHED_SWEEP, batches 4 and 8), copied."""
+    return Path(shutil.copytree(finished_sweep, tmp_path / "run"))
+
+
+# The resumes below do not confirm: what they check is the rows and the folder, and the
+# confirmation (and its end probes) writes no row (tests/test_folder_answers.py resumes one).
+NO_CONFIRM = ["--quiet", "--no-confirm"]
+
+
 def test_resume_refuses_another_suite_unless_extended(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    finished_sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    suite = tmp_path / "two.toml"
-    suite.write_text(MLP2)
-    out = tmp_path / "run"
-    assert main(["sweep", str(suite), "--out", str(out), "--quiet", "--steps", "1"]) == 0
-    capsys.readouterr()
+    out = _copy(finished_sweep, tmp_path)
     first = (out / "results.jsonl").read_bytes()
-    wider = ["sweep", str(suite), "--resume", str(out), "--quiet", "--batch-sizes", "2,4"]
+    # the suite named again (FINISHED_SWEEP's), with a batch size more
+    wider = [*FINISHED_SWEEP, "--resume", str(out), *NO_CONFIRM, "--batch-sizes", "4,8,16"]
     assert main([*wider, "--steps", "1"]) == 2
     err = _one_line_error(capsys)
-    assert "suite differs" in err and "batch_sizes: [2] there, [2, 4] here" in err
+    assert "suite differs" in err and "batch_sizes: [4, 8] there, [4, 8, 16] here" in err
     assert "--extend" in err
     assert main([*wider, "--steps", "3", "--extend"]) == 2
     assert "other settings" in _one_line_error(capsys)
     assert main([*wider, "--steps", "1", "--extend"]) == 0
     capsys.readouterr()
     after = (out / "results.jsonl").read_bytes()
-    assert after.startswith(first) and [r["batch_size"] for r in rows(out)] == [2, 4]
-    assert json.loads((out / "suite.json").read_text())["batch_sizes"] == [2, 4]
+    assert after.startswith(first) and [r["batch_size"] for r in rows(out)] == [4, 8, 16]
+    assert json.loads((out / "suite.json").read_text())["batch_sizes"] == [4, 8, 16]
     # resuming a finished run measures nothing; a folder that is no run cannot be resumed
-    assert main(["sweep", "--resume", str(out), "--quiet"]) == 0
+    assert main(["sweep", "--resume", str(out), *NO_CONFIRM]) == 0
     capsys.readouterr()
     assert (out / "results.jsonl").read_bytes() == after
     assert main(["sweep", "--resume", str(tmp_path / "nothing")]) == 2
     assert "nothing to resume" in _one_line_error(capsys)
     assert not (tmp_path / "nothing").exists()
-    assert main(["sweep", str(suite), "--out", str(out)]) == 2
+    assert main([*FINISHED_SWEEP, "--out", str(out)]) == 2
     assert "already holds results" in _one_line_error(capsys)
     assert main(["sweep", "--extend"]) == 2
     assert "--extend needs --resume" in _one_line_error(capsys)
@@ -236,31 +243,23 @@ def test_a_second_sweep_into_a_folder_in_use_refuses(
 
 
 def test_a_torn_last_line_is_moved_aside_before_resuming(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    finished_sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    suite = tmp_path / "two.toml"
-    suite.write_text(MLP2)
-    out = tmp_path / "run"
-    args = ["--quiet", "--steps", "1", "--batch-sizes", "2,4"]
-    assert main(["sweep", str(suite), "--out", str(out), *args]) == 0
+    out = _copy(finished_sweep, tmp_path)
     whole = (out / "results.jsonl").read_bytes()
     first_line = whole[: whole.index(b"\n") + 1]
     (out / "results.jsonl").write_bytes(whole[: len(first_line) + 40])  # a crash mid-write
     with pytest.warns(UserWarning, match="moved its last line, not a row"):
-        assert main(["sweep", str(suite), "--resume", str(out), *args]) == 0
+        assert main(["sweep", "--resume", str(out), *NO_CONFIRM]) == 0
     assert (out / "results.jsonl.rejected").read_bytes() == whole[len(first_line) :][:40] + b"\n"
     again = (out / "results.jsonl").read_bytes()
-    assert again.startswith(first_line) and [r["batch_size"] for r in rows(out)] == [2, 4]
+    assert again.startswith(first_line) and [r["batch_size"] for r in rows(out)] == [4, 8]
 
 
 def test_resume_refuses_another_machine_and_retries_failed_points(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    finished_sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    suite = tmp_path / "two.toml"
-    suite.write_text(MLP2)
-    out = tmp_path / "run"
-    assert main(["sweep", str(suite), "--out", str(out), "--quiet", "--steps", "1"]) == 0
-    capsys.readouterr()
+    out = _copy(finished_sweep, tmp_path)
     # Another torch wrote these rows: resuming here would mix two machines' rows.
     env_path = out / "env.json"
     saved = env_path.read_text()
@@ -268,7 +267,7 @@ def test_resume_refuses_another_machine_and_retries_failed_points(
     other["torch"]["version"] = "1.0.0"
     env_path.write_text(json.dumps(other))
     before = (out / "results.jsonl").read_bytes()
-    assert main(["sweep", "--resume", str(out), "--quiet"]) == 2
+    assert main(["sweep", "--resume", str(out), *NO_CONFIRM]) == 2
     err = _one_line_error(capsys)
     assert "another machine" in err and "torch: '1.0.0' there" in err
     assert (out / "results.jsonl").read_bytes() == before
@@ -276,11 +275,11 @@ def test_resume_refuses_another_machine_and_retries_failed_points(
     # A point that ended in error runs again only when asked to.
     failed = [{**r, "status": "error", "error": "RuntimeError: a bug"} for r in rows(out)]
     (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in failed))
-    # (exit status 1: the model's every point, its only one, ended in error)
-    assert main(["sweep", "--resume", str(out), "--quiet"]) == 1
-    assert [r["status"] for r in rows(out)] == ["error"]
-    assert main(["sweep", "--resume", str(out), "--quiet", "--retry-failed"]) == 0
-    assert [r["status"] for r in rows(out)] == ["ok"]
+    # (exit status 1: the model's every point ended in error)
+    assert main(["sweep", "--resume", str(out), *NO_CONFIRM]) == 1
+    assert [r["status"] for r in rows(out)] == ["error", "error"]
+    assert main(["sweep", "--resume", str(out), *NO_CONFIRM, "--retry-failed"]) == 0
+    assert [r["status"] for r in rows(out)] == ["ok", "ok"]
     capsys.readouterr()
     assert main(["sweep", "--retry-failed"]) == 2
     assert "--retry-failed needs --resume" in _one_line_error(capsys)
