@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,14 @@ def subprocess_env() -> dict[str, str]:
     """The environment of a `python -m gpubench` subprocess run from the repository root."""
     paths = [str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+def interruptible() -> None:
+    """A child's SIGINT at its default (a subprocess' preexec_fn): where pytest itself was
+    started with SIGINT ignored (a job started with `&` from a shell without job control), its
+    children inherit SIG_IGN, Python then installs no KeyboardInterrupt handler, and a test
+    that sends them Ctrl-C would see them carry on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def gpubench_command(*args: str) -> list[str]:

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from isolation import interruptible
 from report_fixture import cpu_gpu_runs
 
 from gpubench.report import build_report
@@ -107,6 +108,7 @@ def _stopped_report(tmp_path: Path, sig: signal.Signals) -> tuple[int, str, list
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=interruptible,  # Ctrl-C reaches it where pytest ignores SIGINT
     )
     workers: list[int] = []
     deadline = time.monotonic() + 120

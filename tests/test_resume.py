@@ -14,7 +14,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from isolation import FINISHED_SWEEP, ROOT, gpubench_command, rows, subprocess_env
+from isolation import (
+    FINISHED_SWEEP,
+    ROOT,
+    gpubench_command,
+    interruptible,
+    rows,
+    subprocess_env,
+)
 
 from gpubench.cli import main
 from gpubench.config.suite import load_suite
@@ -42,6 +49,7 @@ def _start(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=new_session,
+        preexec_fn=interruptible,  # its Ctrl-C tests hold where pytest ignores SIGINT
     )
 
 
