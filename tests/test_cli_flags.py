@@ -163,3 +163,19 @@ def test_gpubench_help_describes_the_tool(capsys: pytest.CaptureFixture[str]) ->
         "README.md",
     ):
         assert example in text, example
+
+
+def test_no_report_is_a_flag_of_sweep_and_collect(capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 49: drawn by default; --no-report (sweep, its resume, a launch, collect) skips it
+    # (run so: test_scaling_launch, test_launched, test_launcher), and the line where its path
+    # would be names the command that draws it
+    from pathlib import Path
+
+    from gpubench.cli import console
+
+    parse = build_parser().parse_args
+    assert parse(["sweep"]).report and not parse(["sweep", "--no-report"]).report
+    assert parse(["collect", "d"]).report and not parse(["collect", "d", "--no-report"]).report
+    console.report_skipped(Path("results/my run"))
+    line = "report: not drawn (--no-report); draw it with: python -m gpubench report "
+    assert capsys.readouterr().out == line + "'results/my run'\n"

@@ -66,6 +66,8 @@ max_steps = 2
 min_time_s = 0
 max_time_s = 1
 profile_steps = 0
+warmup_min_s = 0
+warmup_max_s = 0
 """
 
 
@@ -81,7 +83,7 @@ def test_a_cpu_torchrun_launch_sets_no_cuda_device(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
     command = [
         "torchrun", "--standalone", "--nproc-per-node", "2",
-        "-m", "fake_cuda_host", "sweep", str(suite), "--out", str(out), "--quiet",
+        "-m", "fake_cuda_host", "sweep", str(suite), "--out", str(out), "--quiet", "--no-report",
     ]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -33,19 +33,24 @@ max_steps = 2
 profile_steps = 0
 min_time_s = 0
 max_time_s = 1
+warmup_min_s = 0
+warmup_max_s = 0
 """
 
 
-def _launch(suite: Path, out: Path) -> subprocess.CompletedProcess[str]:
+def _launch(suite: Path, out: Path, nproc: int = 2) -> subprocess.CompletedProcess[str]:
+    """A torchrun launch of `nproc` ranks, without the report (rank 0 drawing it after a
+    failure is tests/test_torchrun.py's)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
     command = [
-        "torchrun", "--standalone", "--nproc-per-node", "2",
+        "torchrun", "--standalone", "--nproc-per-node", str(nproc),
         "-m", "gpubench", "sweep", str(suite), "--out", str(out), "--point-timeout", "5",
+        "--no-report",
     ]  # fmt: skip
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.slow  # three torchrun launches of two ranks
+@pytest.mark.slow  # three torchrun launches: one of two ranks, two of one
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="needs torchrun on PATH")
 def test_torchrun_launch_writes_rows_from_rank_0_and_stops_at_a_failure(tmp_path: Path) -> None:
     suite = tmp_path / "launched.toml"
@@ -61,20 +66,23 @@ def test_torchrun_launch_writes_rows_from_rank_0_and_stops_at_a_failure(tmp_path
     ]
     assert rows[0]["world_size"] == 2 and rows[0]["global_batch_size"] == 8
     assert rows[1]["error"].startswith("rank 1 of 2: ValueError: injected failure on rank 1")
+    assert not (out / "report.html").exists()  # --no-report, after a failure too
 
     # The same folder (issue 49: this launch's, where it had a launch of its own): a launch into
     # it is refused where another machine measured its rows, and while another sweep holds it.
+    # Rank 0 refuses it as it opens the folder, before any other rank has a part (the suite's
+    # nproc = 1 points make a launch of one rank as much the suite's as one of two).
     before = (out / "results.jsonl").read_bytes()
     saved = (out / "env.json").read_text()
     other = json.loads(saved)
     other["torch"]["version"] = "1.0.0"
     (out / "env.json").write_text(json.dumps(other))
-    done = _launch(suite, out)
+    done = _launch(suite, out, nproc=1)
     assert done.returncode != 0
     assert "measured on another machine" in done.stderr and "torch: '1.0.0' there" in done.stderr
     assert (out / "results.jsonl").read_bytes() == before
     (out / "env.json").write_text(saved)
     with folder.locked(out):  # another sweep in the folder
-        done = _launch(suite, out)
+        done = _launch(suite, out, nproc=1)
     assert done.returncode != 0 and "is in use by another sweep" in done.stderr, done.stderr[-3000:]
     assert (out / "results.jsonl").read_bytes() == before

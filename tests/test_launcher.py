@@ -83,7 +83,7 @@ def test_three_shards_of_the_default_suite_merge_into_the_points_of_one_sweep(
     sent: list[int] = []
     signaller = threading.Thread(target=_usr2_after_first_row, args=(out, 1, 3, sent), daemon=True)
     signaller.start()
-    assert main([*LAUNCH, "--out", str(out)]) == 1
+    assert main([*LAUNCH, "--out", str(out), "--no-report"]) == 1
     signaller.join()
     got = capsys.readouterr()
     record = launch_record.read(out)
@@ -109,11 +109,14 @@ def test_three_shards_of_the_default_suite_merge_into_the_points_of_one_sweep(
     firsts = {p.key() for i in (1, 3) for p in shard.select(planned, i, 3, spec, True)}
     assert sorted(Point.of(r).key() for r in first) == sorted(firsts)
     assert f"merged 2 finished shards of 3: {len(first)} rows" in got.out
+    # --no-report: the merged folder's report is left to a later collect (drawn below)
+    assert "report: not drawn (--no-report)" in got.out
+    assert not (out / launcher.MERGED / "report.html").exists()
 
     monkeypatch.delenv(EXIT_ENV)
     assert main(["sweep", "--resume", str(out), "--time-limit", "5"]) == 2  # launch.json's
     assert "--time-limit with --resume" in capsys.readouterr().err
-    assert main(["sweep", "--resume", str(out)]) == 0
+    assert main(["sweep", "--resume", str(out), "--no-report"]) == 0
     got = capsys.readouterr()
     record = launch_record.read(out)
     assert record is not None and [j.shard for j in record.jobs] == [1, 2, 3, 2]  # shard 2 alone
@@ -133,6 +136,7 @@ def test_three_shards_of_the_default_suite_merge_into_the_points_of_one_sweep(
     assert pace.line() in got.out and "per minute" in got.out
     assert main(["collect", str(out)]) == 0  # from another process's record: the same merge
     assert len(rows(out / launcher.MERGED)) == len(expected)
+    assert (out / launcher.MERGED / "report.html").is_file()  # collect draws the merge's report
 
 
 def test_launcher_flags_are_checked_in_one_line(

@@ -31,6 +31,8 @@ max_steps = 2
 profile_steps = 0
 min_time_s = 0
 max_time_s = 1
+warmup_min_s = 0
+warmup_max_s = 0
 """
 
 
@@ -54,7 +56,7 @@ def test_two_nodes_of_one_process_split_the_global_batch(tmp_path: Path) -> None
         return [
             "torchrun", "--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(rank),
             "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "i23",
-            "-m", "gpubench", "sweep", str(suite), "--out", str(out),
+            "-m", "gpubench", "sweep", str(suite), "--out", str(out), "--no-report",
         ]  # fmt: skip
 
     agents = [
@@ -70,3 +72,7 @@ def test_two_nodes_of_one_process_split_the_global_batch(tmp_path: Path) -> None
     assert (row["global_batch_size"], row["per_process_batch_size"]) == (8, 4)
     assert (row["nproc"], row["nodes"], row["scaling"], row["world_size"]) == (1, 2, "strong", 2)
     assert row["scaling_efficiency"] is None  # its baseline (one node) is not in this folder
+    # --no-report: rank 0 (on either node) says so where the report's path would be, and
+    # draws none
+    assert "report: not drawn (--no-report)" in "".join(logs)
+    assert not (out / "report.html").exists()

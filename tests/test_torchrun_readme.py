@@ -9,8 +9,9 @@ documented flags, appended after the command's (`--models mlp --batch-sizes 16 -
 every machine: the scaling suite's devices are `auto`, and on a host with fewer GPUs than
 --nproc-per-node its CUDA points are `unsupported` rows, tests/test_cpu_points_on_gpu_host.py),
 and a multi-node command (`--nnodes N`) runs as N agents on this machine, its `--rdzv-endpoint`
-host:port (the first node's address) replaced by 127.0.0.1 and a free port. Four processes per
-node on this machine's cores is slow, not wrong: gloo ranks of one thread each."""
+host:port (the first node's address) replaced by 127.0.0.1 and a free port, and `--no-report`
+appended too (the report a launch's rank 0 draws is the single-node command's to show). Four
+processes per node on this machine's cores is slow, not wrong: gloo ranks of one thread each."""
 
 from __future__ import annotations
 
@@ -52,9 +53,10 @@ def run_as_written(argv: list[str], cwd: Path) -> list[subprocess.CompletedProce
     if endpoint is not None:
         argv = [w.replace(endpoint, f"127.0.0.1:{free_port()}") for w in argv]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    shrink = [*SHRINK, "--no-report"] if nodes > 1 else SHRINK
     agents = [
         subprocess.Popen(
-            [*argv, *SHRINK],
+            [*argv, *shrink],
             cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,
@@ -89,3 +91,5 @@ def test_a_readme_torchrun_command_runs_as_written(argv: list[str], tmp_path: Pa
     per_node = int(_option(argv, "--nproc-per-node") or 1)
     assert rows and all(r["status"] == "ok" for r in rows), rows
     assert {(r["nproc"], r["world_size"]) for r in rows} == {(per_node, nodes * per_node)}
+    # rank 0 draws the launch's report once its points are done (not asked to on several nodes)
+    assert (out / "report.html").is_file() == (nodes == 1)

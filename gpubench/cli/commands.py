@@ -36,6 +36,7 @@ FAILED_MODEL = 1
 # What the report and verdict after a sweep import (matplotlib above all): imported while the
 # sweep's worker starts (run.sweep's `prepare`), not after its last point.
 REPORT_MODULES = ("gpubench.report.build", "gpubench.report.explain", "concurrent.futures.process")
+VERDICT_MODULES = ("gpubench.report.explain",)  # --no-report: the verdict's alone
 
 
 def sweep(args: argparse.Namespace) -> int:
@@ -66,7 +67,7 @@ def sweep(args: argparse.Namespace) -> int:
         gpus=sweep_args.pool_devices(args),  # issue 53
     )
     if process_tree.under_torchrun():  # issue 17: this process is one rank of a torchrun launch
-        return _launched_sweep(spec, out, options.point_timeout_s)
+        return _launched_sweep(spec, out, options.point_timeout_s, args.report)
     run_dir = out if out is not None else reserved_run_dir()
     hint = resume_command(run_dir, options, spec, args.suite)
     progress = console.SweepProgress(spec, run_dir, args.quiet, sweep_args.overridden_flags(args))
@@ -78,7 +79,7 @@ def sweep(args: argparse.Namespace) -> int:
                 on_row=progress.on_row,
                 should_stop=lambda: stop.requested,
                 on_start=progress.on_start,
-                prepare=REPORT_MODULES,
+                prepare=REPORT_MODULES if args.report else VERDICT_MODULES,
                 **dataclasses.asdict(options),
             )
     except OSError as e:
@@ -119,7 +120,7 @@ def sweep(args: argparse.Namespace) -> int:
             _drop_if_unused(run_dir)
     reported = time.time()
     console.sweep_summary(frame, run_dir, convergence=spec.mode == "convergence")
-    stopped = render_report(run_dir)
+    stopped = render_report(run_dir) if args.report else console.report_skipped(run_dir)
     if stopped is not None:
         return stopped
     phases.add_phase(run_dir, phases.REPORT_PHASE, reported, time.time())
@@ -183,9 +184,12 @@ def failed_models(rows: Sequence[dict[str, Any]]) -> list[str]:
     return [m for m, seen in statuses.items() if seen == {"error"}]
 
 
-def _launched_sweep(spec: SweepSpec, out: Path | None, point_timeout_s: float | None) -> NoReturn:
+def _launched_sweep(
+    spec: SweepSpec, out: Path | None, point_timeout_s: float | None, report: bool = True
+) -> NoReturn:
     """One rank's part of a sweep under torchrun (--out required: every rank names the same
-    folder); rank 0 prints each row and renders the report. The process ends here."""
+    folder); rank 0 prints each row and renders the report (where `report`: not with
+    --no-report). The process ends here."""
     import os
 
     from gpubench.cli import console
@@ -202,10 +206,12 @@ def _launched_sweep(spec: SweepSpec, out: Path | None, point_timeout_s: float | 
         timeout,
         on_row=lambda row: console.launched_row(row) if rank0 else None,
         # after a failure torchrun stops rank 0 once the others exit: report before they may
-        on_failure=lambda: render_report(out),
+        on_failure=(lambda: render_report(out)) if report else None,
     )
-    if rank0 and status == 0:
+    if rank0 and status == 0 and report:
         render_report(out)
+    elif rank0 and status == 0:
+        console.report_skipped(out)
     # Leave without the interpreter's teardown: every row is on disk, but objects gloo still
     # holds can abort a rank as they are destructed (SIGABRT), and torchrun then fails the
     # whole launch after it succeeded (seen in CI, 8 ranks on 2 cores).

@@ -160,6 +160,13 @@ def report_path(path: Path) -> None:
     stdout.print(f"report: {path}")
 
 
+def report_skipped(run_dir: Path) -> None:
+    """--no-report's line where the report's path would be: the command that draws it. None,
+    as commands.render_report returns for a report drawn."""
+    again = shlex.quote(str(run_dir))
+    out(f"report: not drawn (--no-report); draw it with: python -m gpubench report {again}")
+
+
 def report_failed(run_dir: Path, error: Exception) -> None:
     """One line (a command to copy must not be wrapped: rich wrapped it at 80 columns)."""
     say(

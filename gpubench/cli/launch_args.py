@@ -134,3 +134,9 @@ def add_collect(sub: Any) -> None:
         "merge the finished shards into DIR/merged",
     )
     collect.add_argument("dir", type=Path, metavar="DIR", help="the folder of a sweep --launcher")
+    collect.add_argument(
+        "--no-report",
+        dest="report",
+        action="store_false",
+        help="draw no report of the merged folder (its rows and verdict are the same)",
+    )

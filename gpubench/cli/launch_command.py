@@ -79,7 +79,7 @@ def sweep(args: argparse.Namespace) -> int:
     else:
         print(f"every shard of {launch_dir} has its rows or is running: nothing submitted")
     print(f"waiting for the jobs; Ctrl-C stops waiting, then: {collect_command(launch_dir)}")
-    return _collected(launch_dir, live)
+    return _collected(launch_dir, live, args.report)
 
 
 def collect(args: argparse.Namespace) -> int:
@@ -87,12 +87,13 @@ def collect(args: argparse.Namespace) -> int:
     from gpubench.run import launcher
 
     launcher.require_submitit()
-    return _collected(args.dir, {})
+    return _collected(args.dir, {}, args.report)
 
 
-def _collected(launch_dir: Path, live: dict[int, Any]) -> int:
+def _collected(launch_dir: Path, live: dict[int, Any], report: bool = True) -> int:
     """Wait for `launch_dir`'s jobs, say each failed one with its log's path and last lines,
-    merge the finished shards, render their report and print their verdict. Exit status 0
+    merge the finished shards, render their report (where `report`: not with --no-report) and
+    print their verdict. Exit status 0
     where every job finished, 1 where one failed or none finished with rows."""
     from gpubench.cli import commands, console
     from gpubench.run import launcher
@@ -121,7 +122,7 @@ def _collected(launch_dir: Path, live: dict[int, Any]) -> int:
     )
     if got.pace is not None:  # issue 53: the launch's speedup, seen
         print(got.pace.line())
-    stopped = commands.render_report(got.merged)
+    stopped = commands.render_report(got.merged) if report else console.report_skipped(got.merged)
     if stopped is not None:
         return stopped
     commands.print_verdict([got.merged])

@@ -38,9 +38,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             # a torchrun rank measures in its own process: its fork server (seconds of imports
             # a rank) starts only if something asks it for a worker
             if args.command in _WORKER_COMMANDS and not process_tree.under_torchrun():
-                from gpubench.run import forkserver
+                if _submits(args):
+                    # no worker here, but a local launch's jobs (its descendants) are still
+                    # gpubench's own to their busy checks, as the server's claim made them
+                    process_tree.claim_root()
+                else:
+                    from gpubench.run import forkserver
 
-                forkserver.start()
+                    forkserver.start()
             # a command of its own process (not main([...]) from Python): a wall-clock budget
             # counts from the process's start (tune)
             args.own_process = argv is None
@@ -64,6 +69,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\ngpubench: stopped (Ctrl-C)", file=sys.stderr)
             status = 130
     return leave(status) if argv is None else status
+
+
+def _submits(args: argparse.Namespace) -> bool:
+    """Whether `args` is a sweep that a launcher's jobs measure (--launcher, or a launch's
+    resume): this process only submits and collects, so no worker of its own (issue 53). A
+    suite whose [launcher] table names the launcher is told apart later (cli.launch_args):
+    a fork server started for it is only unused."""
+    from gpubench.cli import launch_command
+
+    if args.command != "sweep":
+        return False
+    return args.launcher is not None or launch_command.is_launch(args.resume)
 
 
 # Flags whose value a user may give negative by mistake: argparse takes "-5G" for an option and

@@ -50,6 +50,13 @@ def add_parser(sub: Any) -> None:
         help="skip re-measuring each verdict's leaders interleaved at the end (about 15%% of "
         "the sweep's time); the verdict then goes by the rows' intervals",
     )
+    sweep.add_argument(  # issue 49: CI and tests that read only the rows
+        "--no-report",
+        dest="report",
+        action="store_false",
+        help="draw no report (report.html, plots/) at the end: the rows, tables and verdict "
+        "are the same; draw it later with: gpubench report DIR",
+    )
     sweep.add_argument(  # issue 51
         "--noise-budget",
         type=values.arg(check_noise_budget),

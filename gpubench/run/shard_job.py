@@ -59,6 +59,13 @@ class ShardJob(submitit.helpers.Checkpointable):
         """Run shard `index` (1-based) of the sweep into its shard folder, resuming the rows
         already there; the shard's rows and its `error` rows, counted. A point's failure is a
         row; anything else raised fails the job (collect reports it with its log)."""
+        from gpubench.run import forkserver
+
+        # The job's workers come from a fork server that imports torch and the harness
+        # (seconds of one core): started before this process's own imports of the sweep
+        # (torch, pandas, scipy), the two run side by side, as on the command line (cli.main),
+        # instead of one after the other (run_sweep would start it only now).
+        forkserver.start()
         from gpubench.run.sweep import run_sweep
         from gpubench.store.results import read_rows
 
