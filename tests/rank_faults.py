@@ -71,21 +71,26 @@ def ddp_gradients(
 
 
 class _SlowFirst:
-    """Sleeps for each of `seconds` in turn, one a call, then not at all."""
+    """Sleeps `base` seconds each call, and for each of `seconds` in turn, one a call, that
+    much more."""
 
-    def __init__(self, seconds: list[float]) -> None:
+    def __init__(self, seconds: list[float], base: float = 0.0) -> None:
         self.left = list(seconds)
+        self.base = base
 
     def __call__(self) -> None:
-        if self.left:
-            time.sleep(self.left.pop(0))
+        extra = self.left.pop(0) if self.left else 0.0
+        if extra + self.base:
+            time.sleep(extra + self.base)
 
 
 def settles_late() -> Workload:
-    """Rank 1's first 10 forward passes take 400 ms more, then 30% less each time, then nothing
-    more; rank 0's steps, which wait for rank 1's in each all-reduce, settle with them. Three
-    steps in a row (base + e, + 0.7e, + 0.49e) disagree by more than 10% while e > 0.23 x the
-    plain step: the last three extras (33, 23 and 16 ms) keep them apart for plain steps up to
-    140 ms, a loaded machine's (80 ms extras kept them apart only to 29 ms, and a loaded run
-    ended the warm-up one step early)."""
-    return _on_rank1(_SlowFirst([0.4 * 0.7**k for k in range(10)]))
+    """Rank 1's forward passes sleep 20 ms each, the first 10 of them 400 ms more, then 30%
+    less each time; rank 0's steps, which wait for rank 1's in each all-reduce, settle with
+    them. Three steps in a row (base + e, + 0.7e, + 0.49e) disagree by more than 10% while
+    e > 0.23 x the plain step: the last three extras (33, 23 and 16 ms) keep them apart for
+    plain steps up to 140 ms, a loaded machine's (80 ms extras kept them apart only to 29 ms,
+    and a loaded run ended the warm-up one step early). The 20 ms sleep makes the settled
+    steps agree: a plain step of the tiny MLP (about 1 ms) on a busy machine seldom had three
+    in a row within 10%, and the warm-up then ran to its time limit."""
+    return _on_rank1(_SlowFirst([0.4 * 0.7**k for k in range(10)], base=0.02))

@@ -3,7 +3,9 @@ docs/ci-gate.md, issue 52): what the workflow asks of GitHub (the base branch's 
 torch, the record kept when the gate fails, the gate's exit status as the check), and its
 gpubench commands run as written on a pull request's clone made here: `${{ github.base_ref }}`
 reads `main` as Actions would write it, and only what the page says a user adapts (the points and
---rounds) is swapped for the tiny mlp and the fewest rounds, so the test takes seconds."""
+--rounds) is swapped for the tiny mlp and the fewest rounds, so the test takes seconds. The pull
+request leaves the code as it was: the run is also the gate's A/A (it must pass; each version
+imports its own tree's gpubench; the record holds the rounds, samples and commits)."""
 
 from __future__ import annotations
 
@@ -116,16 +118,28 @@ def test_the_workflows_gate_runs_as_written_on_a_pull_request(
         text=True,
         timeout=600,
     )
+    # the pull request leaves the code as it was: the gate's A/A, which must pass
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASSED" in done.stdout and "mlp/tiny" in done.stdout
+    assert "6 rounds of each version in" in done.stdout
     (upload,) = [s for s in _steps() if s.get("uses", "").startswith("actions/upload-artifact@")]
     kept = clone / upload["with"]["path"]  # the artifact's path holds the record
     record = ab_record.read(kept.parent)
     assert kept.is_file() and record is not None and record.rounds == 6
+    assert not record.failed and record.exit_code() == 0
+    (point,) = record.points
+    assert len(point.base_samples_per_s) == len(point.head_samples_per_s) == 6
     base = subprocess.run(
         ["git", "-C", str(upstream), "rev-parse", "main"], capture_output=True, text=True
     )
     assert record.base_commit == base.stdout.strip()  # origin/main: the base branch
-    assert record.head_commit != record.base_commit and Path(record.head_gpubench).is_relative_to(
-        clone
+    head = subprocess.run(
+        ["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True
     )
+    assert record.head_commit == head.stdout.strip() and not record.head_changed
+    # each version imported gpubench from its own tree: the head from the clone, the base
+    # from origin/main's export, a temporary folder removed when the gate ended
+    assert Path(record.head_gpubench).is_relative_to(clone)
+    base_tree = Path(record.base_gpubench).parent.parent
+    assert not Path(record.base_gpubench).is_relative_to(clone)
+    assert not base_tree.exists()
