@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from git_repo import git as _git
+from isolation import interruptible
 
 import gpubench
 from gpubench.science import regression
@@ -93,6 +94,7 @@ def test_ctrl_c_ends_the_gate_and_removes_the_base_export(repo: Path, tmp_path: 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,  # Ctrl-C reaches it where pytest ignores SIGINT
     )
     assert gate.stderr is not None
     for line in gate.stderr:  # measuring: both versions' processes run
