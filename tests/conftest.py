@@ -77,11 +77,14 @@ def _no_xdist_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session")
-def finished_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real finished sweep folder (FINISHED_SWEEP, in this process), built once a session
-    (under xdist, once a worker) for every test that reads one: a test that changes a folder
-    works on a copy (shutil.copytree). Under the session's base folder, beside each test's
-    tmp_path, so a test that watches tmp_path.parent sees it change."""
+def finished_sweep(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A real finished sweep folder (FINISHED_SWEEP, run in this process), built once a session
+    for every test that reads one: a test that changes a folder works on a copy
+    (shutil.copytree), and a test that only reads it may not write into it. Under xdist the
+    workers share one (pytest-xdist's documented pattern: built by the first worker that asks,
+    under a file lock, in the folder above the workers' own), so it is not built once a worker."""
     import contextlib
     import io
 
@@ -89,12 +92,27 @@ def finished_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     from gpubench.cli.main import main
 
-    out = tmp_path_factory.mktemp("finished-sweep") / "run"
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main([*FINISHED_SWEEP, "--out", str(out)]) == 0
-    for name in ("results.jsonl", "suite.json", "env.json", "confirm.json"):
-        assert (out / name).is_file(), name
-    return out
+    def build(out: Path) -> None:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            assert main([*FINISHED_SWEEP, "--out", str(out)]) == 0
+        for name in ("results.jsonl", "suite.json", "env.json", "confirm.json"):
+            assert (out / name).is_file(), name
+
+    if not hasattr(request.config, "workerinput"):  # not under xdist
+        out = tmp_path_factory.mktemp("finished-sweep") / "run"
+        build(out)
+        return out
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent  # the session's, above every worker's own
+    done = shared / "finished-sweep"
+    with FileLock(str(shared / "finished-sweep.lock")):
+        if not done.is_dir():
+            # built aside and renamed whole: a worker that failed midway leaves no half folder
+            building = shared / f"finished-sweep.{os.getpid()}"
+            build(building / "run")
+            building.rename(done)
+    return done / "run"
 
 
 @pytest.fixture

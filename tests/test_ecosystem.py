@@ -316,7 +316,8 @@ def test_console_script_finds_a_module_in_the_current_folder(tmp_path: Path) -> 
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's gpubench, not the cwd
     common = ["--devices", "cpu", "--batch-sizes", "2", "--precisions", "fp32", "--optimizers"]
-    common += ["sgd", "--steps", "1", "--no-profile", "--quiet"]
+    # no confirmation, no report: what is checked is that the model is found, and the row
+    common += ["sgd", "--steps", "1", "--no-profile", "--no-confirm", "--no-report", "--quiet"]
 
     def sweep(model: str, out: str) -> subprocess.CompletedProcess[str]:
         argv = [script, "sweep", "--models", model, *common, "--out", out]

@@ -63,7 +63,8 @@ ODD = st.one_of(
 @pytest.fixture
 def finished(finished_sweep: Path) -> Path:
     """A real tiny finished sweep folder (2 points, confirmed): the session's
-    (conftest.finished_sweep), under tmp_path.parent, which every check watches unchanged."""
+    (conftest.finished_sweep; under xdist, shared by the workers, outside tmp_path.parent), which
+    every check watches unchanged beside tmp_path.parent."""
     return finished_sweep
 
 
@@ -136,15 +137,21 @@ def _listing(root: Path, but: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-def _check(argv: list[str], folder: Path, watched: Path) -> None:
-    before = _listing(watched, folder)
+def _check(argv: list[str], folder: Path, watched: Path, finished: Path) -> None:
+    """`argv` answers in one line or none, and changes no file under `watched` nor `finished`
+    but those of `folder`."""
+
+    def listing() -> dict[str, tuple[int, int]]:
+        return _listing(watched, folder) | _listing(finished, folder)
+
+    before = listing()
     modules = set(sys.modules)
     code, out, err = _run(argv)
     shown = f"{argv}: status {code}\n{err[-3000:]}"
     assert code in (0, 1, 2), shown
     assert "Traceback" not in out + err, shown
     assert all(line.startswith("gpubench:") for line in err.splitlines() if line.strip()), shown
-    assert _listing(watched, folder) == before, shown
+    assert listing() == before, shown
     for name in set(sys.modules) - modules:
         where = getattr(sys.modules[name], "__file__", None) or ""
         assert not where.startswith(str(folder)), f"{argv} imported {name} from {where}"
@@ -179,11 +186,12 @@ def test_odd_folder_is_read_without_a_traceback(finished: Path, tmp_path: Path) 
             ["explain", "--json", str(folder)],
             ["compare", str(finished), str(folder)],
         ):
-            _check(argv, folder, watched)
+            _check(argv, folder, watched, finished)
         if data is None or (REPORT_EVERY and n % REPORT_EVERY == 1):
-            _check(["report", str(folder)], folder, watched)
+            _check(["report", str(folder)], folder, watched, finished)
         if data is None or (REPORT_EVERY and n % REPORT_EVERY == 2):
-            _check(["sweep", "--resume", str(folder), "--no-confirm", "--quiet"], folder, watched)
+            argv = ["sweep", "--resume", str(folder), "--no-confirm", "--quiet"]
+            _check(argv, folder, watched, finished)
         shutil.rmtree(case)
 
     run()
@@ -228,7 +236,7 @@ def test_issue_cases_are_one_line(finished: Path, tmp_path: Path, case: str) -> 
     name, change = ISSUE_CASES[case]
     folder = _copy_with(finished, tmp_path, name, change)
     for argv in (["explain", str(folder)], ["compare", str(finished), str(folder)]):
-        _check(argv, folder, tmp_path.parent)
+        _check(argv, folder, tmp_path.parent, finished)
     if name == "confirm.json":  # a resume without a confirmation does not read it
         return
     code, _, err = _run(["sweep", "--resume", str(folder), "--no-confirm", "--quiet"])

@@ -156,7 +156,8 @@ def test_ctrl_c_keeps_every_finished_row_and_the_resume_measures_only_the_rest(
     suite = tmp_path / "pool.toml"
     suite.write_text(HELD_POOL.format(hold=hold))
     out = tmp_path / "run"
-    flags = ["--steps", "1", "--no-profile"]
+    # no report: it is drawn after the rows, which are what is checked (and the resume's hint)
+    flags = ["--steps", "1", "--no-profile", "--no-report"]
     env = {**subprocess_env(), pool.FAKE_DEVICES_ENV: "4"}
     proc = subprocess.Popen(
         gpubench_command("sweep", str(suite), "--gpus", "0,1", "--out", str(out), *flags),

@@ -100,9 +100,10 @@ def test_a_sweep_killed_at_any_moment_resumes_to_every_point_once(tmp_path: Path
     out = tmp_path / "run"
     results = out / "results.jsonl"
     # no confirmation: what it re-measures is no row (tests/test_verdict_answer.py checks it);
-    # no profile: it writes no row either. Six points: none before the first kill, three before
-    # the second, the rest (up to three) by the resume.
-    common = ["--quiet", "--steps", "2", "--no-confirm", "--no-profile"]
+    # no profile: it writes no row either; no report: it is drawn from the rows, after them.
+    # Six points: none before the first kill, three before the second, the rest (up to three) by
+    # the resume.
+    common = ["--quiet", "--steps", "2", "--no-confirm", "--no-profile", "--no-report"]
     kept: list[bytes] = []
     # 1: killed while starting (suite.json written, no row yet); 2: killed three rows later,
     # while measuring; 3: resumed to the end (in this process).
@@ -149,7 +150,8 @@ def test_ctrl_c_finishes_the_point_in_flight_and_a_second_stops_at_once(tmp_path
     out = tmp_path / "run"
     marker = tmp_path / "slow-started"
     env = {"GPUBENCH_TEST_SLOW_MARKER": str(marker)}
-    args = ["--steps", "1", "--no-profile"]
+    # no report: it is drawn after the rows (the stop's rows and results.csv are what is checked)
+    args = ["--steps", "1", "--no-profile", "--no-report"]
     proc = _start("sweep", str(suite), "--out", str(out), *args, new_session=True, env=env)
     _wait_for(proc, marker.exists)  # the mlp points are done; slow B=1 is in flight
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the sweep and its workers
