@@ -14,8 +14,7 @@ machine measures the same steps of training, not later ones; every update after 
 measured, up to `measured_steps` of them or the time budget, and at least MIN_STEPS (the
 fewest that give an interval: science.gradient_noise's 3 batch means of 3 steps). A model
 whose steps cannot give MIN_STEPS measured steps within its budget gets no figure: one line
-says why
-(its step time), rather than a B_noise from too few steps.
+says why (its step time), rather than a B_noise from too few steps.
 """
 
 from __future__ import annotations
