@@ -122,3 +122,27 @@ def test_cuda_peaks_sit_below_the_datasheet() -> None:
         if peak is None or sheet is None:
             continue
         assert 0.3 * sheet < peak.tflops < 1.05 * sheet, (prec, peak.tflops, sheet)
+
+
+def _keep_many(file: Path, who: str, count: int) -> None:
+    """`count` entries of its own kept in `file`, one write each (a process of the test below)."""
+    for i in range(count):
+        peak = calibration.Peak(1.0, 512, "float32", "2026-12-02T00:00:00+00:00", "measured")
+        calibration.keep(file, (who, str(i)), peak)
+
+
+def test_two_processes_keeping_calibrations_at_once_drop_none(tmp_path: Path) -> None:
+    import multiprocessing
+
+    # each reads the cache, adds its entry and writes it back: without the lock the later
+    # writer dropped what the other had added in between
+    file = tmp_path / "peaks.json"
+    context = multiprocessing.get_context("fork")
+    procs = [context.Process(target=_keep_many, args=(file, who, 150)) for who in "ab"]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    data = json.loads(file.read_text())
+    assert {who: len(data[who]) for who in "ab"} == {"a": 150, "b": 150}

@@ -6,13 +6,15 @@ bf16). Cached per device, precision, torch version and thread count, in the proc
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import json
 import math
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
@@ -82,12 +84,25 @@ def keep(file: Path, keys: tuple[str, ...], measured: Any) -> None:
     """Keep a calibration `measured` in this process, under `keys`, and in the cache `file`
     (where its source reads "cache")."""
     _memo[(file.name, *keys)] = measured
-    data = read_cache(file)
-    node = data
-    for key in keys[:-1]:
-        node = node.setdefault(key, {})
-    node[keys[-1]] = asdict(measured) | {"source": "cache"}
-    write_cache(file, data)
+    with _locked(file):  # read, add, write back: another process's entry is not dropped
+        data = read_cache(file)
+        node = data
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = asdict(measured) | {"source": "cache"}
+        write_cache(file, data)
+
+
+@contextlib.contextmanager
+def _locked(file: Path) -> Iterator[None]:
+    """`file` held for one process's read-modify-write (an exclusive flock on a sibling .lock
+    file): two gpubench processes that calibrated at once each read the cache, added their
+    entry and wrote the file back, the later dropping the earlier's entry (measured again by
+    the next process, never wrong, but a calibration's seconds spent twice)."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with open(file.with_name(file.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released as the file closes
+        yield
 
 
 def cpu_model() -> str | None:
