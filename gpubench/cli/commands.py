@@ -120,7 +120,7 @@ def sweep(args: argparse.Namespace) -> int:
             _drop_if_unused(run_dir)
     reported = time.time()
     console.sweep_summary(frame, run_dir, convergence=spec.mode == "convergence")
-    stopped = render_report(run_dir) if args.report else console.report_skipped(run_dir)
+    stopped = render_report(run_dir, args.report)
     if stopped is not None:
         return stopped
     phases.add_phase(run_dir, phases.REPORT_PHASE, reported, time.time())
@@ -208,10 +208,8 @@ def _launched_sweep(
         # after a failure torchrun stops rank 0 once the others exit: report before they may
         on_failure=(lambda: render_report(out)) if report else None,
     )
-    if rank0 and status == 0 and report:
-        render_report(out)
-    elif rank0 and status == 0:
-        console.report_skipped(out)
+    if rank0 and status == 0:
+        render_report(out, report)
     # Leave without the interpreter's teardown: every row is on disk, but objects gloo still
     # holds can abort a rank as they are destructed (SIGABRT), and torchrun then fails the
     # whole launch after it succeeded (seen in CI, 8 ranks on 2 cores).
@@ -220,12 +218,16 @@ def _launched_sweep(
     os._exit(status)
 
 
-def render_report(run_dir: Path) -> int | None:
+def render_report(run_dir: Path, draw: bool = True) -> int | None:
     """The sweep's report; a failure costs only the report (its rows are on disk): it is
     printed with the command that retries it, and the sweep still succeeds (None). Stopped by
-    SIGTERM or Ctrl-C: one line (drawn_report) and the exit status, 143 or 130."""
+    SIGTERM or Ctrl-C: one line (drawn_report) and the exit status, 143 or 130. Not `draw`
+    (--no-report): only the line that says how to draw it, None."""
     from gpubench.cli import console
 
+    if not draw:
+        console.report_skipped(run_dir)
+        return None
     try:
         return drawn_report([run_dir])
     except Exception as e:

@@ -161,8 +161,7 @@ def report_path(path: Path) -> None:
 
 
 def report_skipped(run_dir: Path) -> None:
-    """--no-report's line where the report's path would be: the command that draws it. None,
-    as commands.render_report returns for a report drawn."""
+    """--no-report's line where the report's path would be: the command that draws it."""
     again = shlex.quote(str(run_dir))
     out(f"report: not drawn (--no-report); draw it with: python -m gpubench report {again}")
 

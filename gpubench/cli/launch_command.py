@@ -122,7 +122,7 @@ def _collected(launch_dir: Path, live: dict[int, Any], report: bool = True) -> i
     )
     if got.pace is not None:  # issue 53: the launch's speedup, seen
         print(got.pace.line())
-    stopped = commands.render_report(got.merged) if report else console.report_skipped(got.merged)
+    stopped = commands.render_report(got.merged, report)
     if stopped is not None:
         return stopped
     commands.print_verdict([got.merged])

@@ -189,8 +189,11 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
     if args.epoch is not None:
         spec = dataclasses.replace(spec, prices=prices.with_epoch(args.epoch, spec.prices))
     # the suite's own value where a flag is not given (--cpu-watts: issue 49; --noise-budget: 51)
-    given = {"profile": args.profile, "cpu_watts": args.cpu_watts}
-    given["noise_budget_s"] = args.noise_budget
+    given = {
+        "profile": args.profile,
+        "cpu_watts": args.cpu_watts,
+        "noise_budget_s": args.noise_budget,
+    }
     spec = dataclasses.replace(spec, **{k: v for k, v in given.items() if v is not None})
     if args.data_dir is not None:
         conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
