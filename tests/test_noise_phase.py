@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from report_fixture import env, speed_row, write_run
 
 from gpubench.cli import main
 from gpubench.config.spec import Point
-from gpubench.run import noise_sweep
+from gpubench.run import noise_sweep, target_confirm
 from gpubench.run.worker import WorkerRunner
 from gpubench.science.gradient_noise import NoiseScale
 from gpubench.science.noise_phase import (
@@ -30,7 +31,7 @@ from gpubench.science.noise_phase import (
     warmed_up,
 )
 from gpubench.science.noise_training import chosen
-from gpubench.store import noise_record, phases_record
+from gpubench.store import noise_record, phases_record, target_runs
 from gpubench.store.noise_record import NoiseEntry, NoiseRecord
 from gpubench.store.typed_json import RecordError
 
@@ -110,13 +111,15 @@ def test_a_sweep_runs_the_noise_phase_and_its_verdict_is_predicted(
     out = tmp_path / "run"
     with warnings.catch_warnings(record=True) as warned:
         warnings.simplefilter("always")
-        assert main(["sweep", str(suite), "--out", str(out), "--quiet", "--no-confirm"]) == 0
+        # issue 51, item 5: and the prediction checked by training
+        sweep = ["sweep", str(suite), "--out", str(out), "--no-confirm", "--confirm-target"]
+        assert main([*sweep, "--no-report"]) == 0
     phases = [p.phase for p in phases_record.read(out).phases]  # type: ignore[union-attr]
     assert noise_sweep.PHASE in phases
     assert phases.index(noise_sweep.PHASE) > phases.index("points")
     entries = noise_record.read(out).entries  # type: ignore[union-attr]
     said = [str(w.message) for w in warned if "noise phase" in str(w.message)]
-    capsys.readouterr()
+    printed = " ".join(capsys.readouterr())
     assert main(["explain", str(out), "--json"]) == 0
     (v,) = json.loads(capsys.readouterr().out)["verdicts"]
     got = v["fastest_to_target"]
@@ -129,17 +132,41 @@ def test_a_sweep_runs_the_noise_phase_and_its_verdict_is_predicted(
             "noise phase: mlp/tiny adamw not measured (no finite B_noise over 30 steps)"
         ]
         assert got["predicted"] != "predicted"
+        assert target_confirm.PHASE not in phases and not target_runs.read(out)
     else:
         (entry,) = entries
         assert (entry.model, entry.optimizer, entry.dataset) == ("mlp", "adamw", "digits")
         assert got["predicted"] == "predicted" and got["where"] == entry.where()
         assert got["where"].startswith(f"steps {entry.first_step}-{entry.last_step} of a ")
-    # a resume does not run the phase again: noise.json as it was, no phase this time
+        _check_trained(out, phases, got, printed)
+    # a resume does not run the phase again: noise.json as it was, no phase this time; nor
+    # trains a run to the target again
     before = (out / noise_record.FILE).read_bytes()
-    assert main(["sweep", "--resume", str(out), "--quiet", "--no-confirm"]) == 0
+    trained = (out / target_runs.FILE).read_bytes() if entries else b""
+    assert main(["sweep", "--resume", str(out), "--quiet", "--no-confirm", "--confirm-target"]) == 0
     assert (out / noise_record.FILE).read_bytes() == before
+    assert ((out / target_runs.FILE).read_bytes() if entries else b"") == trained
     again = [p.phase for p in phases_record.read(out).phases]  # type: ignore[union-attr]
     assert noise_sweep.PHASE not in again
+
+
+def _check_trained(out: Path, phases: list[str], got: dict[str, Any], printed: str) -> None:
+    """--confirm-target trained the pick, the throughput-fastest batch (and the pick's
+    neighbour between), 3 seeds each, after the noise phase, and the verdict's terminal line
+    and explain --json quote the same check."""
+    assert phases.index(target_confirm.PHASE) > phases.index(noise_sweep.PHASE)
+    runs = target_runs.read(out)
+    batches = {4, 16} & {got["batch"], got["throughput_batch"]} or {got["batch"]}
+    trained = sorted((r["batch_size"], r["seed"]) for r in runs)
+    assert {b for b, _ in trained} >= batches and len(trained) == 3 * len({b for b, _ in trained})
+    assert {s for _, s in trained} == {0, 1, 2}
+    assert all(r["lr_scaling"] == "sqrt" and r["data"] == "device" for r in runs)
+    assert all(r["dataset"] == "digits" and r["target_metric"] == "eval_accuracy" for r in runs)
+    check = got["confirmed"]
+    assert check is not None and check["outcome"] in ("confirmed", "missed", "unsettled")
+    assert sorted(int(b) for b in check["batches"]) == sorted({b for b, _ in trained})
+    assert check["text"] in got["text"] and check["text"] in printed.replace("\n", " ")
+    assert "target run 1/" in printed  # each run said as it ends
 
 
 def test_an_error_of_the_phase_is_one_line_and_writes_nothing(

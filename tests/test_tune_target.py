@@ -14,15 +14,16 @@ from gpubench.cli import main
 from gpubench.config.convergence import Convergence
 from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Point
+from gpubench.config.suite import convergence_settings
 from gpubench.store import target_record
 from gpubench.store.results import read_rows
-from gpubench.tune.target import TargetSearch, default_settings, parse_target, run_target, space
+from gpubench.tune.target import TargetSearch, parse_target, run_target, space
 
 
 def mlp(**fields: object) -> Point:
     """The MLP on the CPU at the convergence suite's size, as a target search starts from it
     (its batch size is the search's)."""
-    size = default_settings("adamw")[0]
+    size = convergence_settings("adamw")[0]
     return Point("mlp", size, "cpu", "fp32", "adamw", 1, **fields)  # type: ignore[arg-type]
 
 

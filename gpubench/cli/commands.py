@@ -65,6 +65,7 @@ def sweep(args: argparse.Namespace) -> int:
         shard=args.shard,
         plan_file=args.plan,
         gpus=sweep_args.pool_devices(args),  # issue 53
+        confirm_target=args.confirm_target,  # issue 51
     )
     if process_tree.under_torchrun():  # issue 17: this process is one rank of a torchrun launch
         return _launched_sweep(spec, out, options.point_timeout_s, args.report)
@@ -79,6 +80,7 @@ def sweep(args: argparse.Namespace) -> int:
                 on_row=progress.on_row,
                 should_stop=lambda: stop.requested,
                 on_start=progress.on_start,
+                on_target_run=None if args.quiet else console.target_run,
                 prepare=REPORT_MODULES if args.report else VERDICT_MODULES,
                 **dataclasses.asdict(options),
             )
@@ -382,6 +384,8 @@ def resume_command(
             parts += ["--models", shlex.quote(",".join(spec.models))]
     if options.gpus:  # issue 53: the pool measures the rest too
         parts += ["--gpus", ",".join(options.gpus)]
+    if options.confirm_target:  # issue 51: the runs to the target it lacks
+        parts.append("--confirm-target")
     if options.max_memory is not None:
         parts += ["--max-memory", exact_size(options.max_memory)]
     timeout = options.point_timeout_s

@@ -98,6 +98,21 @@ class SweepProgress:
         self.bar.stop()
 
 
+def target_run(row: dict[str, Any], i: int, total: int) -> None:
+    """A run to the target of `sweep --confirm-target` (issue 51) as it ends: 'target run 3/9:
+    mlp/small cpu fp32 adamw B=16 seed 1: 0.410 s to eval_accuracy 0.9, 41 steps'."""
+    what = f"target run {i}/{total}: {labels.label(row, whole=True)} seed {row.get('seed')}"
+    reached = row.get("time_to_target_s")
+    if row.get("status") != "ok":
+        say(f"gpubench: {what}: {row.get('status')} ({row.get('error')})")
+    elif reached is None:
+        say(f"gpubench: {what}: missed {row.get('target_metric')} {row.get('target')}")
+    else:
+        steps = plural(int(row["steps_to_target"]), "step")
+        reach = f"{seconds(reached)} to {row.get('target_metric')} {row.get('target')}"
+        say(f"gpubench: {what}: {reach}, {steps}")
+
+
 def launched_row(row: dict[str, Any]) -> None:
     """A row written by rank 0 of a torchrun launch (issue 17)."""
     say(f"gpubench: {_short(row)}")

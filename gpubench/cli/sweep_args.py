@@ -66,6 +66,14 @@ def add_parser(sub: Any) -> None:
         "the verdict predicts the batch fastest to a trained model (0: none; default: the "
         "suite's noise_budget_s)",
     )
+    sweep.add_argument(  # issue 51, item 5
+        "--confirm-target",
+        action="store_true",
+        help="after the confirmation, check each predicted fastest to target by training: the "
+        "predicted batch, the throughput-fastest batch and the one between train to the "
+        "model's target on its real data, 3 seeds each (the convergence suite's settings), and "
+        "the verdict says predicted against measured (minutes: up to 15 s a run)",
+    )
     flags.add_measuring_flags(sweep, sweep=True)
     sweep.add_argument(
         "--resume",

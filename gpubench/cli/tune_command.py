@@ -85,7 +85,8 @@ def _run_target(args: argparse.Namespace) -> int:
     and reach every run; the speed search's axis flags other than one precision are refused."""
     from gpubench.config.model_options import encode
     from gpubench.config.spec import Point
-    from gpubench.tune.target import TargetSearch, default_settings, parse_target, run_target
+    from gpubench.config.suite import convergence_settings
+    from gpubench.tune.target import TargetSearch, parse_target, run_target
 
     if args.resume is not None:
         raise ConfigError("tune --target has no --resume; start a new search with --out DIR")
@@ -109,7 +110,7 @@ def _run_target(args: argparse.Namespace) -> int:
     def run_line(r: dict[str, Any]) -> None:
         print(f"  {r['label']} rung {r['rung']}: {r['decision']} ({r['reason']})", flush=True)
 
-    size = args.size or default_settings(request.optimizer)[0]  # the convergence suite's
+    size = args.size or convergence_settings(request.optimizer)[0]  # the convergence suite's
     point = Point(
         request.model,
         size,

@@ -173,6 +173,22 @@ def load_suite(path: str | Path) -> SweepSpec:
         raise ConfigError(f"{_where(path, text, key) if key else path}: {e}") from e
 
 
+# The shipped suite whose [convergence] settings (data, evaluation gaps, warm-up, base rate,
+# time limit, targets) a training run to a target outside a convergence suite uses: a target
+# search (tune --target) and a sweep's --confirm-target.
+CONVERGENCE_SUITE = "convergence"
+
+
+def convergence_settings(optimizer: str) -> tuple[str, Convergence]:
+    """The shipped convergence suite's model size and settings (its base rate only for the
+    optimizers it names: the optimizer's default for the others)."""
+    spec = load_suite(CONVERGENCE_SUITE)
+    conv = spec.convergence
+    if optimizer not in spec.optimizers:
+        conv = replace(conv, lr=None)
+    return spec.size, conv
+
+
 def load_launcher(path: str | Path) -> LauncherKeys:
     """The suite's `[launcher]` table (config.launcher_keys; every key None where the suite has
     no table), checked as load_suite checks it: a bad value is a ConfigError of one line naming

@@ -28,6 +28,7 @@ from gpubench.store import (
     noise_record,
     phases_record,
     shard_record,
+    target_runs,
     tune_record,
 )
 from gpubench.store.growth_record import GrowthRecord, Stop
@@ -114,6 +115,8 @@ def run_verdicts(
         stops(records),
         # issue 51: the B_noise each folder's noise phase measured on real data
         [e for run in runs for e in (noise_record.read(run.path) or NoiseRecord()).entries],
+        # issue 51: the runs to the target that checked each prediction (--confirm-target)
+        [r for run in runs for r in target_runs.read(run.path, skip_odd=True)],
     )
     for v in out:
         v.fastest += machine_of_fastest(rows, v)

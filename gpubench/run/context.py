@@ -38,7 +38,9 @@ class RunOptions:
     `timeout` points measured again where `retry_failed`; `confirm` the leaders interleaved once
     the points are measured; `shard` (i, n): the i-th of n shares of the points (run.shard);
     `plan_file`: where batch_sizes = "auto" keeps its plan for every shard (run.batch_plan);
-    `gpus`: a device pool's devices (run.pool; empty: one point at a time)."""
+    `gpus`: a device pool's devices (run.pool; empty: one point at a time); `confirm_target`:
+    each predicted fastest to target checked by training once the leaders are confirmed
+    (run.target_confirm)."""
 
     max_memory: int | None = None
     point_timeout_s: float | None = DEFAULT_POINT_TIMEOUT_S
@@ -49,6 +51,7 @@ class RunOptions:
     shard: tuple[int, int] | None = None
     plan_file: Path | None = None
     gpus: tuple[str, ...] = ()
+    confirm_target: bool = False
 
 
 def _setup_limit(point_timeout_s: float | None) -> float | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
+import warnings
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ from gpubench.run import (
     pool,
     preflight,
     ranks,
+    target_confirm,
 )
 from gpubench.run import shard as shards
 from gpubench.run.context import DEFAULT_POINT_TIMEOUT_S, RunContext, RunOptions
@@ -74,6 +76,8 @@ def run_sweep(
     prepare: Sequence[str] = (),
     gpus: Sequence[str] = (),
     whole_series: bool = False,
+    confirm_target: bool = False,
+    on_target_run: target_confirm.OnRun | None = None,
 ) -> pd.DataFrame:
     """Measure every point of `spec` into run folder `out` (default results/<timestamp>) and
     return all its rows. Each row is on disk (fsynced) before the next point starts.
@@ -98,11 +102,14 @@ def run_sweep(
     (run.forkserver.imported_meanwhile), done before the calibration starts.
     `gpus`: measure the points in a device pool of these devices (run.pool), the confirmation
     after it has drained.
+    `confirm_target`: after the confirmation, each verdict's predicted fastest to target is
+    trained to its target (run.target_confirm) into target_runs.jsonl; `on_target_run` is told
+    of each run as it ends.
     """
     options = RunOptions(
         max_memory, point_timeout_s, resume, extend, retry_failed, confirm, shard, plan_file
     )
-    options = dataclasses.replace(options, gpus=tuple(gpus))
+    options = dataclasses.replace(options, gpus=tuple(gpus), confirm_target=confirm_target)
     validate(spec)
     run_dir = Path(out) if out is not None else default_run_dir()
     with RunContext(run_dir, options) as run:
@@ -168,6 +175,14 @@ def run_sweep(
                 run.confirm(spec, only=grown)
             # issue 52: the reference probes again, beside the start's (compare's drift)
             run.reprobe_env(spec.resolved_devices(), spec.precisions)
+        if confirm_target and not stopped:
+            # issue 51: the predictions checked by training, once the leaders are final
+            why = target_confirm.not_due(run_dir, spec, shard is not None)
+            if why is not None:
+                warnings.warn(f"--confirm-target: nothing trained: {why}", stacklevel=2)
+            else:
+                with run.log.phase(target_confirm.PHASE):
+                    target_confirm.run(run_dir, spec, run.runner, should_stop, on_target_run)
         if spec.mode == "convergence":
             with run.log.phase("analysis"):
                 batch_analysis.write_analysis(run_dir)

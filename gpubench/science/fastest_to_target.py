@@ -18,6 +18,7 @@ from typing import Any
 
 from gpubench.science import goodput, target_time
 from gpubench.science.gradient_noise import across_seeds
+from gpubench.science.target_check import TargetCheck, check_of
 from gpubench.store.noise_record import NoiseEntry
 from gpubench.store.wording import number, percent, plural, span, times
 
@@ -183,6 +184,8 @@ class FastestToTarget:
     # B_crit from the convergence rows' steps to target, stated beside B_noise, or why none
     critical: goodput.CriticalBatchFit | None = None
     critical_why: str | None = None
+    # the prediction checked by training (sweep --confirm-target), None where not trained
+    check: TargetCheck | None = None
 
     def critical_text(self) -> str | None:
         """'B_crit ≈ 35.6 fitted to steps to target at 3 batches (S = S_min (1 + B_crit/B),
@@ -214,8 +217,10 @@ class FastestToTarget:
         if p is None or self.noise is None:
             return SHORT_WHY if self.noise is None else "not predicted (no samples/s)"
         if self.uncertain():
-            return f"B={p.batch} predicted, uncertain ({self._moves()})"
-        return f"B={p.batch} predicted ({_over(p.batch, p.throughput_batch, p.gain)})"
+            text = f"B={p.batch} predicted, uncertain ({self._moves()})"
+        else:
+            text = f"B={p.batch} predicted ({_over(p.batch, p.throughput_batch, p.gain)})"
+        return text if self.check is None else f"{text}, {self.check.cell()}"
 
     def uncertain(self) -> bool:
         """Whether the pick is not claimed: over B_noise's interval (its ends' picks) it moves
@@ -240,9 +245,11 @@ class FastestToTarget:
 
     def line(self) -> str:
         """The verdict's words, quoting the figures `to_dict` holds."""
+        parts = [self._prediction()]
+        if self.check is not None and self.pick is not None:
+            parts.append(self.check.line())
         crit = self.critical_text()
-        text = self._prediction()
-        return text if crit is None else f"{text}; {crit}"
+        return "; ".join(parts if crit is None else [*parts, crit])
 
     def _prediction(self) -> str:
         p, n = self.pick, self.noise
@@ -285,6 +292,8 @@ class FastestToTarget:
             "b_crit_why": self.critical_why,
             # each batch's median seconds to target (JSON writes the batches as strings)
             "measured": None if m is None else asdict(m),
+            # the prediction checked by training (sweep --confirm-target), else None
+            "confirmed": None if self.check is None else self.check.to_dict(),
         }
         if p is None or n is None:
             return {
@@ -332,11 +341,15 @@ def answer(
     model: str,
     measured: MeasuredPick | None = None,
     critical: tuple[goodput.CriticalBatchFit | None, str | None] = (None, None),
+    leader: Mapping[str, Any] | None = None,
+    runs: Sequence[Mapping[str, Any]] = (),
 ) -> FastestToTarget:
     """The goodput pick over the measured `samples_per_s` (batch -> samples/s) at `noise`'s
     B_noise and interval ends; not predicted (with why) where there is no B_noise or no
     measured batch. `measured`: the pick convergence rows measured (measured_of), carried
-    beside the prediction; `critical`: critical_of's B_crit fit of the same rows, or why none."""
+    beside the prediction; `critical`: critical_of's B_crit fit of the same rows, or why none;
+    `runs`: runs to the target (store.target_runs) that checked the pick for the configuration of
+    `leader` (its speed row; science.target_check)."""
     rates = dict(sorted(samples_per_s.items()))
     beside = (rates, measured, *critical)
     if noise is None:
@@ -348,4 +361,5 @@ def answer(
     if low is None or high is None or not low <= noise.b_noise <= high:
         low = high = None
     pick = goodput.pick(samples_per_s, noise.b_noise, low, high)
-    return FastestToTarget(pick, noise, None, *beside)
+    check = check_of(pick, leader, runs) if leader is not None and runs else None
+    return FastestToTarget(pick, noise, None, *beside, check=check)

@@ -214,6 +214,7 @@ def verdicts(
     unreached: Sequence[plan.Unreached] = (),
     stops: Mapping[Key | str, Stop] | None = None,
     noise_phase: Sequence[NoiseEntry] = (),
+    target_runs: Sequence[dict[str, Any]] = (),
 ) -> list[ModelVerdict]:
     """One verdict per partition (model, size, model options, optimizer, lr rule: see
     science.partition) with a point that ran, in order. `confirmations`: the interleaved
@@ -223,7 +224,9 @@ def verdicts(
     `unreached`: the points the runs planned and did not measure (science.plan.unreached);
     `stops`: why each grown series stopped, by its series' key, or its label in an old
     growth.json (GrowthRecord.by_series; None: not known); `noise_phase`: the B_noise a
-    sweep's noise phase measured on real data (noise.json), where no convergence row has one."""
+    sweep's noise phase measured on real data (noise.json), where no convergence row has one;
+    `target_runs`: the runs to the target that checked its prediction (sweep --confirm-target,
+    store.target_runs)."""
     leaders.check_margin(margin)
     if frame.empty:
         return []
@@ -240,7 +243,7 @@ def verdicts(
         if any(standing.ran(r) for r in rows):
             missing = plan.of_partition(unreached, rows[0])
             v = _verdict(rows, found.get(key), margin, command, missing, stops)
-            v.goodput = _goodput(v.identity, rows, noisy, noise_phase)
+            v.goodput = _goodput(v.identity, rows, noisy, noise_phase, target_runs)
             out.append(v)
     return out
 
@@ -250,12 +253,13 @@ def _goodput(
     rows: list[dict[str, Any]],
     noisy: list[dict[str, Any]],
     phase: Sequence[NoiseEntry] = (),
+    target_runs: Sequence[dict[str, Any]] = (),
 ) -> FastestToTarget:
     """issue 51: the goodput pick over the samples/s per batch of the leader's configuration,
     at the B_noise of the convergence rows (`noisy`) of its model, size and optimizer; beside
     it the measured pick where that configuration's convergence rows reached the target, and
     B_crit fitted to their steps to target. Without convergence rows, the B_noise of the
-    sweep's noise phase (`phase`)."""
+    sweep's noise phase (`phase`); the runs that trained its pick to the target (`target_runs`)."""
     mine = configuration(best, "batch_size")
     alike = [r for r in rows if configuration(r, "batch_size") == mine]
     rates = samples_per_s_by_batch([r for r in alike if standing.ran(r)])
@@ -263,7 +267,8 @@ def _goodput(
     noise = noise_of([r for r in noisy if all(r[k] == best[k] for k in same)])
     noise = noise or noise_of_phase(phase, best)  # issue 51: the sweep's noise phase
     found = measured_of(alike, rates)
-    return goodput_answer(rates, noise, str(best["model"]), found, critical_of(alike))
+    critical = critical_of(alike)
+    return goodput_answer(rates, noise, str(best["model"]), found, critical, best, target_runs)
 
 
 def _verdict(

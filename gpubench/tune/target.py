@@ -29,7 +29,7 @@ from gpubench.config.errors import ConfigError
 from gpubench.config.model_options import decode, encode
 from gpubench.config.registry import SETTINGS
 from gpubench.config.spec import OPTIMIZERS, PRECISIONS, Point
-from gpubench.config.suite import load_suite
+from gpubench.config.suite import convergence_settings
 from gpubench.data import catalog
 from gpubench.harness.optimizers import DEFAULT_LR
 from gpubench.run import maxbatch, preflight
@@ -52,9 +52,6 @@ from gpubench.tune.target_search import (
 )
 from gpubench.tune.target_search import search as search_rungs
 
-# The shipped suite whose [convergence] settings (data, evaluation gaps, warm-up, base rate,
-# top rung) a target search uses: the grid it is compared with is that suite's sweep.
-SETTINGS_SUITE = "convergence"
 RUN_OPTIONS = RunOptions()  # the sweep's: no memory cap, its point timeout
 ETA = 3  # each rung eta times the last; the top 1/eta go on (the eta of Li et al.'s Hyperband)
 RUNG_COUNT = 3
@@ -142,16 +139,6 @@ def parse_target(text: str) -> tuple[str, float]:
     return metric.strip(), number
 
 
-def default_settings(optimizer: str) -> tuple[str, Convergence]:
-    """The shipped convergence suite's model size and settings (its base rate only for the
-    optimizers it names: the optimizer's default for the others)."""
-    spec = load_suite(SETTINGS_SUITE)
-    conv = spec.convergence
-    if optimizer not in spec.optimizers:
-        conv = dataclasses.replace(conv, lr=None)
-    return spec.size, conv
-
-
 def space(
     optimizer: str,
     conv: Convergence,
@@ -213,7 +200,7 @@ def run_target(
     written."""
     model, size, optimizer = point.model, point.model_size, point.optimizer
     metric, value = parse_target(target)
-    conv = search.settings or default_settings(optimizer)[1]
+    conv = search.settings or convergence_settings(optimizer)[1]
     check_one_of(optimizer, OPTIMIZERS, "--optimizer")
     others = [
         s.name

@@ -1,0 +1,135 @@
+"""issue 51, item 5: a predicted fastest to target checked by training (science.target_check):
+which batches train, and what the runs say against the prediction, on synthetic runs (no
+training here; tests/test_noise_phase.py runs a sweep with --confirm-target end to end)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from gpubench.config.spec import Point
+from gpubench.science import goodput
+from gpubench.science.fastest_to_target import NoiseEstimate, answer
+from gpubench.science.target_check import (
+    CONFIRMED,
+    MISSED,
+    UNSETTLED,
+    batches_for,
+    check_of,
+    trained_key,
+)
+from gpubench.store.row import make_row
+
+LEADER = Point("cnn", "small", "cpu", "bf16", "adamw", 512)
+RATES = {8: 1_000.0, 32: 3_000.0, 128: 6_000.0, 512: 8_000.0}
+
+
+def _run(batch: int, seed: int, reached_s: float | None, status: str = "ok") -> dict[str, Any]:
+    """A run to the target as run.target_confirm trains it: the leader's settings with the
+    batch, seed, rule and data changed."""
+    p = dataclasses.replace(LEADER, batch_size=batch, seed=seed, lr_scaling="sqrt", data="device")
+    return make_row(
+        p,
+        status,
+        time_to_target_s=reached_s,
+        steps_to_target=None if reached_s is None else round(reached_s * 100),
+        target_metric="eval_accuracy",
+        target=0.95,
+        dataset="digits",
+    )
+
+
+def _runs(times: dict[int, list[float | None]]) -> list[dict[str, Any]]:
+    return [_run(b, s, t) for b, ts in times.items() for s, t in enumerate(ts)]
+
+
+def test_the_pick_the_throughput_batch_and_the_one_between_are_trained() -> None:
+    def pick(b_noise: float) -> goodput.GoodputPick:
+        return goodput.pick(RATES, b_noise)
+
+    assert pick(200.0).batch == 128 and pick(200.0).throughput_batch == 512
+    assert batches_for(pick(200.0)) == (128, 512)  # neighbours: nothing between
+    assert pick(1.0).batch == 8
+    assert batches_for(pick(1.0)) == (8, 32, 512)  # the pick's neighbour toward throughput
+    # (a pick above the throughput batch cannot come from goodput.pick; the rule holds anyway)
+    top = goodput.pick({8: 9_000.0, 32: 8_000.0, 128: 7_900.0}, 1e9)
+    assert batches_for(dataclasses.replace(top, batch=128)) == (8, 32, 128)
+    # the pick is the throughput-fastest: it and its neighbours, so the runs can refute it
+    assert pick(1e9).batch == 512 and batches_for(pick(1e9)) == (128, 512)
+    middle = goodput.pick({8: 1.0, 32: 9.0, 128: 2.0}, 1.0)
+    assert middle.batch == 32 == middle.throughput_batch
+    assert batches_for(middle) == (8, 32, 128)
+
+
+def test_a_run_keys_to_the_leader_it_trains_and_no_other() -> None:
+    assert trained_key(_run(8, 2, 1.0)) == trained_key(LEADER.to_dict())
+    other = dataclasses.replace(LEADER, precision="fp32")
+    assert trained_key(other.to_dict()) != trained_key(LEADER.to_dict())
+
+
+def test_the_predicted_batch_trained_fastest_is_confirmed_with_both_gains() -> None:
+    p = goodput.pick(RATES, 200.0)
+    runs = _runs({128: [1.0, 1.2, 1.1], 512: [2.0, 1.9, 2.2]})
+    got = check_of(p, LEADER.to_dict(), runs)
+    assert got is not None and got.outcome == CONFIRMED and got.fastest == 128
+    assert got.measured_gain == pytest.approx(2.0 / 1.1)
+    line = got.line()
+    assert line.startswith("confirmed by training (eval_accuracy 0.95 on digits, 3 seeds a batch)")
+    assert f"predicted x{p.gain:.2f}, measured x1.82 over B=512" in line
+    assert "B=128: 1.10 s median over 3 seeds, 110 steps" in line
+    assert got.cell() == "confirmed (measured x1.82)"
+    d = got.to_dict()
+    assert (d["outcome"], d["fastest"], d["predicted"], d["throughput_batch"]) == (
+        CONFIRMED,
+        128,
+        128,
+        512,
+    )
+    assert d["batches"]["512"]["median"] == 2.0 and d["text"] == line
+    # runs of another configuration are not this leader's
+    assert check_of(p, dataclasses.replace(LEADER, precision="fp32").to_dict(), runs) is None
+
+
+def test_another_batch_trained_fastest_is_a_miss_with_both_figures() -> None:
+    p = goodput.pick(RATES, 1.0)  # predicts B=8
+    assert p.batch == 8
+    runs = _runs({8: [3.0, 3.1, 2.9], 32: [1.0, 1.1, 1.2], 512: [2.0, 2.0, 2.0]})
+    got = check_of(p, LEADER.to_dict(), runs)
+    assert got is not None and got.outcome == MISSED and got.fastest == 32
+    assert got.line().startswith(
+        "the prediction missed (eval_accuracy 0.95 on digits, 3 seeds a batch): B=32 trained "
+        "fastest of B=8, B=32, B=512, not the predicted B=8; predicted x"
+    )
+    assert "measured x0.667 over B=512" in got.line()  # the throughput answer was faster
+    assert got.cell() == "missed: B=32 trained fastest"
+
+
+def test_a_seed_that_missed_the_target_keeps_its_batch_from_being_fastest() -> None:
+    p = goodput.pick(RATES, 200.0)
+    runs = _runs({128: [1.0, None, 1.1], 512: [2.0, 1.9, 2.2]})
+    got = check_of(p, LEADER.to_dict(), runs)
+    assert got is not None and got.outcome == MISSED and got.fastest == 512
+    assert got.measured_gain is None
+    assert "not measured (a seed missed the target)" in got.line()
+    assert "B=128: reached the target in only 2 of 3 seeds" in got.line()
+    none = check_of(p, LEADER.to_dict(), _runs({128: [None] * 3, 512: [None, 2.0, 2.0]}))
+    assert none is not None and none.outcome == UNSETTLED
+    assert none.line().startswith("not settled by training (eval_accuracy 0.95 on digits")
+    assert none.cell() == "unsettled by training"
+
+
+def test_the_verdicts_answer_carries_the_check_in_its_cell_line_and_json() -> None:
+    noise = NoiseEstimate(200.0, 100.0, 400.0, "preconditioned", "steps 100-129")
+    runs = _runs({128: [1.0, 1.2, 1.1], 512: [2.0, 1.9, 2.2]})
+    leader = LEADER.to_dict()
+    got = answer(RATES, noise, "cnn", leader=leader, runs=runs)
+    assert got.check is not None
+    assert got.cell().endswith(", confirmed (measured x1.82)")
+    assert got.check.line() in got.line()
+    assert got.to_dict()["confirmed"] == got.check.to_dict()
+    # without runs, the answer is the prediction alone
+    alone = answer(RATES, noise, "cnn", leader=leader)
+    assert alone.check is None and alone.to_dict()["confirmed"] is None
+    assert "confirmed" not in alone.cell()
