@@ -23,6 +23,7 @@ from gpubench.store import (
     phases_record,
     shard_record,
     suite_record,
+    target_runs,
     tune_rows,
     typed_json,
 )
@@ -142,6 +143,31 @@ def test_a_torn_last_tune_row_is_skipped_on_read_and_moved_aside_by_the_repair(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert [r["batch_size"] for r in tune_rows.read(tmp_path) or []] == [4, 8]
+
+
+def test_target_runs_append_repair_and_read_as_the_results_file_does(tmp_path: Path) -> None:
+    # issue 51: sweep --confirm-target's runs, a file of rows of its own
+    assert target_runs.read(tmp_path) == []
+    first, second = _row(4, seed=0), _row(16, seed=0)
+    target_runs.append(tmp_path, first)
+    path = tmp_path / target_runs.FILE
+    with open(path, "ab") as f:
+        f.write(b'{"model": "mlp", "batch_si')  # a crash mid-append
+    with pytest.warns(UserWarning, match="skipping its last line"):
+        assert target_runs.read(tmp_path) == [first]
+    with pytest.warns(UserWarning, match="moved its last line"):
+        target_runs.repair(tmp_path)  # a resume, before appending again
+    target_runs.append(tmp_path, second)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert target_runs.read(tmp_path) == [first, second]
+    assert not (tmp_path / RESULTS_FILE).exists()
+    path.write_text(path.read_text().replace('"batch_size": 4', '"batch_size": "four"'))
+    with pytest.raises(ResultsError, match=r"line 1: batch_size is 'four'") as error:
+        target_runs.read(tmp_path)  # a resume does not read past it
+    _one_line(error.value, path)
+    with pytest.warns(UserWarning, match="that row is left out"):
+        assert target_runs.read(tmp_path, skip_odd=True) == [second]  # a reader goes on
 
 
 def test_a_corrupt_tune_row_before_the_last_is_one_line_naming_the_file(tmp_path: Path) -> None:

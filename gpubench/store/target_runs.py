@@ -3,7 +3,7 @@ quality target that confirm or refute a verdict's predicted "fastest to target",
 row per line in the order trained (run.target_confirm writes them, science.target_check reads
 them). A file of rows as the results file is (store.results): appended a whole line at a time
 and fsynced, a torn last line moved aside before appending again (store.results.repair_tail),
-skipped with a warning on read. Kept beside results.jsonl, not in it: their samples/s are
+skipped with a warning on read. Kept beside the results file, not in it: their samples/s are
 those of training on real data with evaluations between, not the speed points' figures the
 verdict ranks."""
 
