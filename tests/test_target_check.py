@@ -1,15 +1,23 @@
 """issue 51, item 5: a predicted fastest to target checked by training (science.target_check):
-which batches train, and what the runs say against the prediction, on synthetic runs (no
-training here; tests/test_noise_phase.py runs a sweep with --confirm-target end to end)."""
+which batches train, what the runs say against the prediction, and that the terminal, the
+report and explain --json quote it alike, on synthetic runs (no training here;
+tests/test_noise_phase.py runs a sweep with --confirm-target end to end)."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from report_fixture import env, speed_row, write_run
 
+from gpubench.cli import console, main
 from gpubench.config.spec import Point
+from gpubench.report import goodput_chart
+from gpubench.report.html import e
 from gpubench.science import goodput
 from gpubench.science.fastest_to_target import NoiseEstimate, answer
 from gpubench.science.target_check import (
@@ -20,7 +28,10 @@ from gpubench.science.target_check import (
     check_of,
     trained_key,
 )
+from gpubench.store import target_runs
+from gpubench.store.noise_record import NoiseEntry, NoiseRecord
 from gpubench.store.row import make_row
+from gpubench.store.wording import times
 
 LEADER = Point("cnn", "small", "cpu", "bf16", "adamw", 512)
 RATES = {8: 1_000.0, 32: 3_000.0, 128: 6_000.0, 512: 8_000.0}
@@ -133,3 +144,41 @@ def test_the_verdicts_answer_carries_the_check_in_its_cell_line_and_json() -> No
     alone = answer(RATES, noise, "cnn", leader=leader)
     assert alone.check is None and alone.to_dict()["confirmed"] is None
     assert "confirmed" not in alone.cell()
+
+
+def test_terminal_html_and_explain_json_quote_the_same_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a speed sweep's folder: rows on synthetic batches, its noise phase's B_noise and the runs
+    # to the target that --confirm-target trained (store.target_runs), read as any folder is
+    rng = np.random.default_rng(0)
+    rows = [
+        speed_row(dataclasses.replace(LEADER, batch_size=b), 1e-2, 1e-4, rng)
+        for b in (8, 32, 128, 512)
+    ]
+    run = write_run(tmp_path / "run", rows, env())
+    entry = NoiseEntry(
+        "cnn", "small", "adamw", "cpu", "digits", 16, 200.0, 120.0, 350.0, "preconditioned",
+        100, 129, 30, 1.5, 2.0,
+    )  # fmt: skip
+    NoiseRecord((entry,)).write(run)
+    for r in _runs({128: [1.0, 1.2, 1.1], 512: [2.0, 1.9, 2.2]}):
+        target_runs.append(run, r)
+    assert main(["explain", str(run), "--json"]) == 0
+    (v,) = json.loads(capsys.readouterr().out)["verdicts"]
+    got = v["fastest_to_target"]
+    assert (got["batch"], got["throughput_batch"]) == (128, 512)
+    check = got["confirmed"]
+    assert check["outcome"] == CONFIRMED and check["measured_gain"] == pytest.approx(2.0 / 1.1)
+    assert check["relative_times"] == {"128": 1.0, "512": pytest.approx(2.0 / 1.1)}
+    assert got["cell"].endswith(f", confirmed (measured {times(check['measured_gain'])})")
+    monkeypatch.setattr(console.stdout, "width", 400)  # the answer table unwrapped
+    assert main(["explain", str(run)]) == 0
+    printed = capsys.readouterr().out
+    assert got["cell"] in printed and check["text"] in " ".join(printed.split())
+    assert main(["report", str(run)]) == 0
+    page = (run / "report.html").read_text()
+    answer_table = page[page.index("<table") : page.index("</table>")]
+    assert f"<td>{e(got['cell'])}</td>" in answer_table
+    assert e(check["text"]) in page
+    assert (run / "plots" / goodput_chart.FILE).stat().st_size > 0

@@ -24,8 +24,9 @@ def predicted_time(verdicts: Sequence[ModelVerdict], plots_dir: Path) -> Chart |
     """Per verdict with a prediction, a column of two panels against batch: its samples/s (the
     figures the pick was made from) and its predicted time to target over the pick's
     ((B + B_noise)/X(B), the pick 1), with the measured median time to target over the
-    measured best beside it where convergence rows reached the target. None where no verdict
-    has a prediction."""
+    measured best beside it where convergence rows reached the target, and the runs of
+    --confirm-target over the pick's (science.target_check). None where no verdict has a
+    prediction."""
     shown = [v for v in verdicts if v.goodput is not None and v.goodput.pick is not None]
     if not shown:
         return None
@@ -63,8 +64,19 @@ def predicted_time(verdicts: Sequence[ModelVerdict], plots_dir: Path) -> Chart |
                 color="tab:green",
                 label="measured time to target (median over seeds, over the best's)",
             )
+        trained = got.check.relative_times() if got.check is not None else {}
+        if trained:  # issue 51: sweep --confirm-target's runs
+            bottom.plot(
+                list(trained),
+                list(trained.values()),
+                "D:",
+                color="tab:red",
+                label="trained to the target (median over seeds, over the pick's)",
+            )
         batch_axis(
-            bottom, [*rel, *(m.times_s if m else ())], "time to target over the pick's (log scale)"
+            bottom,
+            [*rel, *(m.times_s if m else ()), *trained],
+            "time to target over the pick's (log scale)",
         )
     save(fig, plots_dir, FILE, "Fastest to a quality target: predicted from B_noise", keys=KEYS)
     return Chart(
@@ -74,7 +86,9 @@ def predicted_time(verdicts: Sequence[ModelVerdict], plots_dir: Path) -> Chart |
         "the throughput-fastest). Below: the time to reach a quality target that the gradient "
         "noise scale predicts, (B + B_noise) / samples/s, relative to the pick (the star, 1); "
         "where convergence runs reached the target, their median time over seeds relative to "
-        "the measured best is drawn beside it. A prediction until training runs confirm it; "
+        "the measured best is drawn beside it, and where sweep --confirm-target trained the "
+        "pick and its rivals, their median time over seeds relative to the pick's. A "
+        "prediction until training runs confirm it; "
         "the verdict's 'fastest to target' line states B_noise, its interval and where in "
         "training it was taken.",
     )

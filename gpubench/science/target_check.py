@@ -91,6 +91,19 @@ class TargetCheck:
             return UNSETTLED
         return CONFIRMED if self.fastest == self.predicted else MISSED
 
+    def relative_times(self) -> dict[int, float]:
+        """Each trained batch's median time to target (every seed reached it) over the
+        predicted batch's, or over the fastest's where the predicted batch missed a seed ({}
+        where none reached it in every seed): what the report's chart draws beside the
+        predicted times over the pick's."""
+        times_s = {t.batch_size: t.median_s for t in self.trained if t.complete}
+        base = times_s.get(self.predicted) or (
+            times_s[self.fastest] if self.fastest is not None else None
+        )
+        if not base:
+            return {}
+        return {b: float(t) / base for b, t in times_s.items() if t is not None}
+
     def _seeds(self) -> str:
         most = max((t.runs for t in self.trained), default=0)
         return plural(most, "seed")
@@ -147,7 +160,8 @@ class TargetCheck:
 
     def to_dict(self) -> dict[str, Any]:
         """`explain --json`'s fastest_to_target "confirmed": the outcome, the batches, both
-        gains, what was trained to, each trained batch's time to target (seconds) and `text`."""
+        gains, what was trained to, each trained batch's time to target (seconds), the chart's
+        `relative_times` and `text`."""
         return {
             "outcome": self.outcome,
             "predicted": self.predicted,
@@ -159,6 +173,7 @@ class TargetCheck:
             "target": self.target,
             "dataset": self.dataset,
             "batches": {str(t.batch_size): t.as_dict() for t in self.trained},
+            "relative_times": {str(b): t for b, t in self.relative_times().items()},
             "text": self.line(),
         }
 
