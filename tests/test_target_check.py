@@ -91,6 +91,7 @@ def test_the_predicted_batch_trained_fastest_is_confirmed_with_both_gains() -> N
     assert f"predicted x{p.gain:.2f}, measured x1.82 over B=512" in line
     assert "B=128: 1.10 s median over 3 seeds, 110 steps" in line
     assert got.cell() == "confirmed (measured x1.82)"
+    assert "contended" not in line and got.contended == 0
     d = got.to_dict()
     assert (d["outcome"], d["fastest"], d["predicted"], d["throughput_batch"]) == (
         CONFIRMED,
@@ -115,6 +116,14 @@ def test_another_batch_trained_fastest_is_a_miss_with_both_figures() -> None:
     )
     assert "measured x0.667 over B=512" in got.line()  # the throughput answer was faster
     assert got.cell() == "missed: B=32 trained fastest"
+    # runs that shared their cores say so beside their figures
+    runs[0]["busy"] = runs[4]["busy"] = True
+    busy = check_of(p, LEADER.to_dict(), runs)
+    assert busy is not None and busy.to_dict()["contended_runs"] == 2
+    assert busy.line().endswith(
+        "; 2 of 9 runs contended (other processes shared their cores: their times to target "
+        "are slower and noisier than this machine's, their steps are not)"
+    )
 
 
 def test_a_seed_that_missed_the_target_keeps_its_batch_from_being_fastest() -> None:

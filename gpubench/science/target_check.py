@@ -120,6 +120,23 @@ class TargetCheck:
             return f"predicted {said} over {top}, not measured (a seed missed the target)"
         return f"predicted {said}, measured {times(got)} over {top}"
 
+    @property
+    def contended(self) -> int:
+        """How many runs trained while other processes shared their cores (`busy`): their
+        times to target are slower and noisier than the machine's, the steps are not."""
+        return sum(1 for t in self.trained for r in t.rows if r.get("busy") is True)
+
+    def _busy(self) -> str:
+        """'; 4 of 6 runs contended (...)', or '' where none was."""
+        if not self.contended:
+            return ""
+        runs = sum(t.runs for t in self.trained)
+        return (
+            f"; {self.contended} of {plural(runs, 'run')} contended (other processes shared "
+            "their cores: their times to target are slower and noisier than this machine's, "
+            "their steps are not)"
+        )
+
     def _each(self) -> str:
         """'B=32: 1.74 s median over 3 seeds, 54 steps (...); B=128: ...'."""
         return "; ".join(f"B={t.batch_size}: {t.describe()}" for t in self.trained)
@@ -131,20 +148,20 @@ class TargetCheck:
         if self.outcome == UNSETTLED:
             return (
                 f"not settled by training ({self._task()}): no batch of {batches} reached the "
-                f"target in every seed ({self._each()})"
+                f"target in every seed ({self._each()}){self._busy()}"
             )
         if self.outcome == CONFIRMED:
             said = f"B={self.predicted} trained fastest of {batches}"
             if self.predicted != self.throughput:
                 said = self._gains()
-            return f"confirmed by training ({self._task()}): {said} ({self._each()})"
+            return f"confirmed by training ({self._task()}): {said} ({self._each()}){self._busy()}"
         text = (
             f"the prediction missed ({self._task()}): B={self.fastest} trained fastest of "
             f"{batches}, not the predicted B={self.predicted}"
         )
         if self.predicted != self.throughput:
             text += f"; {self._gains()}"
-        return f"{text} ({self._each()})"
+        return f"{text} ({self._each()}){self._busy()}"
 
     def cell(self) -> str:
         """The answer table's few words: 'confirmed (measured x1.70)', 'missed: B=32 trained
@@ -174,6 +191,7 @@ class TargetCheck:
             "dataset": self.dataset,
             "batches": {str(t.batch_size): t.as_dict() for t in self.trained},
             "relative_times": {str(b): t for b, t in self.relative_times().items()},
+            "contended_runs": self.contended,
             "text": self.line(),
         }
 
