@@ -307,7 +307,9 @@ def test_list_shows_the_precision_note(capsys: pytest.CaptureFixture[str]) -> No
 
 
 @pytest.mark.slow  # the console script's sweep
-def test_console_script_finds_a_module_in_the_current_folder(tmp_path: Path) -> None:
+def test_console_script_finds_a_module_in_the_current_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     script = shutil.which("gpubench")
     if script is None:
         pytest.skip("the gpubench console script is not installed")
@@ -319,20 +321,29 @@ def test_console_script_finds_a_module_in_the_current_folder(tmp_path: Path) -> 
     # no confirmation, no report: what is checked is that the model is found, and the row
     common += ["sgd", "--steps", "1", "--no-profile", "--no-confirm", "--no-report", "--quiet"]
 
-    def sweep(model: str, out: str) -> subprocess.CompletedProcess[str]:
-        argv = [script, "sweep", "--models", model, *common, "--out", out]
-        return subprocess.run(
-            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-        )
+    def sweep(model: str, out: str) -> list[str]:
+        return ["sweep", "--models", model, *common, "--out", out]
 
-    ok = sweep("mycnn:small_cnn", "good")
+    ok = subprocess.run(
+        [script, *sweep("mycnn:small_cnn", "good")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
     assert ok.returncode == 0, ok.stderr
     (row,) = [json.loads(line) for line in (tmp_path / "good" / "results.jsonl").open()]
     assert row["status"] == "ok", row["error"]
+    # A model that is not there is refused at the edge, in one line, before anything is
+    # written: the same whether the console script or main() parses the command line, so here
+    # (issue 49: two console-script processes, each importing torch, took seconds each). The
+    # folder goes on sys.path as the console script puts it (config.user_code): both restored.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "mycnn", raising=False)
     for bad, says in [("mycnn:nope", "has no attribute 'nope'"), ("nomodule:f", "No module named")]:
-        failed = sweep(bad, "bad")
-        assert failed.returncode == 2 and says in failed.stderr
-        assert len(failed.stderr.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
+        assert main(sweep(bad, "bad")) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "bad").exists()
+    sys.modules.pop("mycnn", None)  # this folder's module, not another test's
 
 
 def test_max_batch_takes_model_options(capsys: pytest.CaptureFixture[str]) -> None:

@@ -263,6 +263,11 @@ def collect(launch_dir: Path, live: dict[int, Any] | None = None) -> Collected:
             handle = _job(record, launch_dir, job)
             if record.launcher == "local":
                 _wait_local(handle)
+        if record.launcher == "local":
+            # submitit waits up to 15 s for a result file that a network filesystem may show
+            # late; a local job's ended process wrote its own already, so a job that died
+            # without one (killed, os._exit) is reported at once, not 15 s later
+            handle._results_timeout_s = 0
         error = handle.exception()  # waits for the job
         if error is None:
             finished.append(shard)
