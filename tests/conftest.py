@@ -24,6 +24,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # issue 51: no sweep of a test runs the noise phase (seconds of training) unless the test
     # asks for it (tests/test_noise_phase.py); the sweeps a test starts as processes inherit it
     os.environ["GPUBENCH_NOISE_BUDGET_S"] = "0"
+    # issue 49: the session's machine is calibrated once (its first sweep, into the session's
+    # cache: _matmul_peak_cache below), not again by each of its 100-odd sweeps (about 1 s of a
+    # core each, twice with the end probes); a test of recalibration asks for it
+    # (monkeypatch.delenv(RECALIBRATE_VARIABLE))
+    os.environ["GPUBENCH_RECALIBRATE"] = "0"
     # Under xdist, every worker's torch would take a thread per core, and so would each worker
     # process, rank and subprocess its tests start (15 workers on 16 cores: 240 threads for 16
     # cores, and the suite crawled). Each worker takes its share of the cores instead, and its

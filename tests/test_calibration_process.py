@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from gpubench.config.errors import ConfigError
 from gpubench.config.spec import Budget, SweepSpec
 from gpubench.probes import bandwidth, calibration
 from gpubench.run import calibration_process
+from gpubench.run.context import RECALIBRATE_VARIABLE, recalibrating
 from gpubench.run.sweep import run_sweep
 
 
@@ -36,7 +38,10 @@ def no_calibration_here(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("no_calibration_here")
-def test_a_sweep_calibrates_in_a_worker_and_its_points_get_the_roofs(tmp_path: Path) -> None:
+def test_a_sweep_calibrates_in_a_worker_and_its_points_get_the_roofs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(RECALIBRATE_VARIABLE)  # as a user's sweep: afresh (the session's is not)
     spec = SweepSpec(
         name="t",
         models=("mlp",),
@@ -64,6 +69,15 @@ def test_a_sweep_calibrates_in_a_worker_and_its_points_get_the_roofs(tmp_path: P
     assert cuda_before or not torch.cuda.is_initialized(), (
         "the sweep's parent created a CUDA context"
     )
+    # issue 49: GPUBENCH_RECALIBRATE=0 takes the cache's figures (a machine calibrated once)
+    monkeypatch.setenv(RECALIBRATE_VARIABLE, "0")
+    run_sweep(spec, tmp_path / "again", confirm=False)
+    again = json.loads((tmp_path / "again" / "env.json").read_text())
+    assert again["matmul_peaks"]["cpu"]["fp32"]["source"] == "cache"
+    assert again["matmul_peaks"]["cpu"]["fp32"]["measured_tflops"] == peak["measured_tflops"]
+    monkeypatch.setenv(RECALIBRATE_VARIABLE, "yes")
+    with pytest.raises(ConfigError, match=r"^invalid GPUBENCH_RECALIBRATE='yes'; allowed: 0 or 1$"):
+        recalibrating()
 
 
 @pytest.mark.usefixtures("no_calibration_here")

@@ -13,6 +13,7 @@ from gpubench import models
 from gpubench.config.spec import Budget, Point, SweepSpec
 from gpubench.harness.point import measure_point
 from gpubench.probes import calibration, nvml
+from gpubench.run.context import RECALIBRATE_VARIABLE
 from gpubench.run.sweep import run_sweep
 from gpubench.store.row import COLUMNS
 
@@ -70,6 +71,7 @@ def test_missing_nvml_leaves_fields_null_and_a_cpu_sweep_silent(
     miss; issue 30), and its rows' NVML fields are null; a sweep that asks for CUDA warns
     (tests/test_nvml.py)."""
     real_reason = nvml.unavailable_reason()  # this machine's, as the calibration worker sees it
+    monkeypatch.delenv(RECALIBRATE_VARIABLE)  # the sweep recalibrates, as a user's does
     monkeypatch.setattr(nvml, "_state", {"module": None, "reason": "test: no driver"})
     spec = SweepSpec(
         name="t",

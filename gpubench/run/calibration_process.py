@@ -84,14 +84,17 @@ def reprobed(
     devices: Sequence[str] | None,
     precisions: Sequence[str] | None,
     timeout_s: float | None = None,
+    recalibrate: bool = True,
 ) -> dict[str, Any]:
     """env.json's END_PROBES (store.env.reprobe: the reference probes measured again, at a
-    run's end) from a worker of its own, exited when this returns; WorkerError where it failed
-    or took over `timeout_s` seconds (None: no limit)."""
+    run's end; the cache's figures where they are cached and not `recalibrate`) from a worker
+    of its own, exited when this returns; WorkerError where it failed or took over `timeout_s`
+    seconds (None: no limit)."""
     runner = WorkerRunner(None, timeout_s, reuse=False)
     args = (
         None if devices is None else list(devices),
         None if precisions is None else list(precisions),
+        recalibrate,
     )
     try:
         value: dict[str, Any] = runner.call(Call(_REPROBE, args, None, "cpu"), timeout_s)
@@ -102,8 +105,10 @@ def reprobed(
     return value
 
 
-def reprobe(devices: list[str] | None, precisions: list[str] | None) -> dict[str, Any]:
+def reprobe(
+    devices: list[str] | None, precisions: list[str] | None, recalibrate: bool
+) -> dict[str, Any]:
     """In the worker: store.env.reprobe."""
     from gpubench.store import env
 
-    return env.reprobe(devices, precisions)
+    return env.reprobe(devices, precisions, recalibrate)

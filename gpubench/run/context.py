@@ -6,6 +6,7 @@ travel with a run (RunOptions), one object instead of a dozen parameters."""
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 import warnings
 from collections.abc import Sequence
@@ -28,6 +29,19 @@ from gpubench.store.wording import printable
 
 # What --retry-failed runs again: outcomes that say nothing about the point itself.
 RETRIED = ("error", "timeout")
+# A sweep measures the machine's roofs afresh, at its start and at its end; where this is "0" it
+# takes the calibration cache's figures where the cache has them (a machine calibrated once for
+# many sweeps: a test session's; docs/method.md).
+RECALIBRATE_VARIABLE = "GPUBENCH_RECALIBRATE"
+
+
+def recalibrating() -> bool:
+    """Whether a sweep calibrates the machine afresh: unless RECALIBRATE_VARIABLE is "0" ("1"
+    or unset: yes); a ConfigError naming the variable where it is anything else."""
+    given = os.environ.get(RECALIBRATE_VARIABLE, "1")
+    if given not in ("0", "1"):
+        raise ConfigError(f"invalid {RECALIBRATE_VARIABLE}={given!r}; allowed: 0 or 1")
+    return given == "1"
 
 
 @dataclass(frozen=True)
@@ -140,7 +154,8 @@ class RunContext(contextlib.ExitStack):
         in_worker: bool = False,
     ) -> None:
         """env.json where the folder lacks it: the machine, and the matmul peaks and memory
-        bandwidths calibrated now (`recalibrate`), under the run's conditions, with how busy
+        bandwidths calibrated now (`recalibrate`, unless recalibrating() says not), under the
+        run's conditions, with how busy
         the machine was meanwhile (issue 14); in a worker (the run's with `in_worker`, else one
         of its own) that gives back the GPU memory it used before the first point (issue 28).
         Then NVML's warning, once, where the CUDA rows' NVML fields will be null."""
@@ -152,7 +167,7 @@ class RunContext(contextlib.ExitStack):
                 captured = calibration_process.captured(
                     devices,
                     precisions,
-                    recalibrate=recalibrate,
+                    recalibrate=recalibrate and recalibrating(),
                     threads=threads,
                     timeout_s=_setup_limit(self.options.point_timeout_s),
                     runner=self.runner if in_worker else None,
@@ -163,12 +178,12 @@ class RunContext(contextlib.ExitStack):
 
     def reprobe_env(self, devices: Sequence[str], precisions: Sequence[str]) -> None:
         """env.json's END_PROBES (issue 52): the reference probes measured again at the run's
-        end, in a worker of its own, beside the start's; report.drift reads both. Needs the
-        folder's env.json (capture_env's)."""
+        end (the cache's figures where recalibrating() says not), in a worker of its own,
+        beside the start's; report.drift reads both. Needs the folder's env.json
+        (capture_env's)."""
         with self.log.phase("end probes"):
-            end = calibration_process.reprobed(
-                devices, precisions, timeout_s=_setup_limit(self.options.point_timeout_s)
-            )
+            limit = _setup_limit(self.options.point_timeout_s)
+            end = calibration_process.reprobed(devices, precisions, limit, recalibrating())
             captured = env.read(self.dir)
             if not captured:
                 raise FileNotFoundError(self.dir / env.ENV_FILE)

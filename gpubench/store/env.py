@@ -167,13 +167,16 @@ _END = {
 SCHEMA: dict[str, Any] = {**_MACHINE, "machines": [_MACHINE], END_PROBES: _END}
 
 
-def reprobe(devices: Sequence[str] | None, precisions: Sequence[str] | None) -> dict[str, Any]:
+def reprobe(
+    devices: Sequence[str] | None, precisions: Sequence[str] | None, recalibrate: bool = True
+) -> dict[str, Any]:
     """END_PROBES's value: `devices`' matmul peaks for `precisions` and copy bandwidths, measured
-    now (the caches refreshed), as `capture` records them at a run's start."""
+    now (the caches refreshed; the cache's figures where cached and not `recalibrate`), as
+    `capture` records them at a run's start."""
     return {
         "captured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "matmul_peaks": matmul_peaks(devices, precisions, recalibrate=True),
-        "memory_bandwidth": memory_bandwidths(devices, recalibrate=True),
+        "matmul_peaks": matmul_peaks(devices, precisions, recalibrate),
+        "memory_bandwidth": memory_bandwidths(devices, recalibrate),
     }
 
 
