@@ -16,8 +16,10 @@ from report_fixture import env, speed_row, write_run
 
 from gpubench.cli import console, main
 from gpubench.config.spec import Point
+from gpubench.config.suite import load_suite
 from gpubench.report import goodput_chart
 from gpubench.report.html import e
+from gpubench.run import target_confirm
 from gpubench.science import goodput
 from gpubench.science.fastest_to_target import NoiseEstimate, answer
 from gpubench.science.target_check import (
@@ -191,3 +193,35 @@ def test_terminal_html_and_explain_json_quote_the_same_check(
     assert f"<td>{e(got['cell'])}</td>" in answer_table
     assert e(check["text"]) in page
     assert (run / "plots" / goodput_chart.FILE).stat().st_size > 0
+
+
+def test_a_batch_above_the_data_sets_training_samples_is_planned_out_and_said(
+    tmp_path: Path,
+) -> None:
+    # mlp/tiny's throughput-fastest B=4096 cannot train on digits' 1438 training samples
+    rng = np.random.default_rng(0)
+    mlp = Point("mlp", "tiny", "cpu", "fp32", "adamw", 1)
+    rows = [
+        speed_row(dataclasses.replace(mlp, batch_size=b), 1e-3, 1e-7, rng)
+        for b in (256, 1024, 4096)
+    ]
+    run = write_run(tmp_path / "run", rows, env())
+    entry = NoiseEntry(
+        "mlp", "tiny", "adamw", "cpu", "digits", 16, 75.0, 45.0, 194.0, "preconditioned",
+        100, 129, 30, 0.1, 0.2,
+    )  # fmt: skip
+    NoiseRecord((entry,)).write(run)
+    spec = dataclasses.replace(load_suite("quick"), models=("mlp",), size="tiny")
+    with pytest.warns(UserWarning, match=r"^--confirm-target: .*B=4096 not trained: above the "):
+        (planned,) = target_confirm.plan(run, spec)
+    assert 4096 not in planned.batches and planned.batches
+    points = planned.points()
+    assert len(points) == 3 * len(planned.batches)
+    assert [p.seed for p in points[: len(planned.batches)]] == [0] * len(planned.batches)
+    assert {(p.lr_scaling, p.data, p.precision) for p in points} == {("sqrt", "device", "fp32")}
+    # the check of such a plan says its throughput-fastest batch was not trained
+    p = goodput.pick({256: 1e5, 1024: 3e5, 4096: 6e5}, 75.0)
+    runs = _runs({256: [1.0, 1.1, 1.2], 1024: [0.5, 0.6, 0.7]})
+    got = check_of(p, LEADER.to_dict(), runs)
+    assert got is not None and got.outcome == MISSED
+    assert "not measured (not both trained)" in got.line()

@@ -17,6 +17,7 @@ is said by the verdict where it has none.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,8 @@ from typing import Any
 
 from gpubench.config.spec import Point, SweepSpec
 from gpubench.config.suite import convergence_settings
+from gpubench.data import catalog
+from gpubench.data.dataset import DataSet
 from gpubench.run.noise_sweep import REFERENCE_MODELS
 from gpubench.run.worker import WorkerRunner
 from gpubench.science.target_check import batches_for
@@ -63,7 +66,8 @@ class Planned:
 
 def plan(run_dir: Path, spec: SweepSpec) -> list[Planned]:
     """The runs each verdict of `run_dir`'s rows (those of `spec`'s models) needs: one Planned
-    per verdict of a reference model with a prediction, in the verdicts' order."""
+    per verdict of a reference model with a prediction, in the verdicts' order; a batch above
+    the data set's training samples is not trained, and said in one warning."""
     frame = load_results(run_dir)
     frame = frame[frame["model"].isin([m for m in spec.models if m in REFERENCE_MODELS])]
     if frame.empty:
@@ -74,9 +78,28 @@ def plan(run_dir: Path, spec: SweepSpec) -> list[Planned]:
     out = []
     for v in verdicts(frame, found, noise_phase=entries):
         pick = v.goodput.pick if v.goodput is not None else None
-        if pick is not None:
-            out.append(Planned(dict(v.identity), batches_for(pick)))
+        if pick is None:
+            continue
+        leader = dict(v.identity)
+        ds = _data_set(leader)
+        batches = [b for b in batches_for(pick) if b <= ds.train_size]
+        for b in sorted(set(batches_for(pick)) - set(batches)):
+            warnings.warn(
+                f"--confirm-target: {v.model} B={b} not trained: above the {ds.train_size} "
+                f"training samples of {ds.name}",
+                stacklevel=2,
+            )
+        if batches:
+            out.append(Planned(leader, tuple(batches)))
     return out
+
+
+def _data_set(leader: dict[str, Any]) -> DataSet:
+    """The data set `leader`'s model trains on to its target (the convergence suite's)."""
+    _, conv = convergence_settings(str(leader["optimizer"]))
+    size = str(leader["model_size"])
+    ds, _ = catalog.load(str(leader["model"]), size, conv.dataset, conv.data_dir, conv.image_size)
+    return ds
 
 
 def not_due(run_dir: Path, spec: SweepSpec, sharded: bool) -> str | None:

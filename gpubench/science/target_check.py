@@ -116,6 +116,8 @@ class TargetCheck:
         """'predicted x1.80, measured x1.70 over B=512' (or the measured part's absence said)."""
         top, said = f"B={self.throughput}", times(self.predicted_gain)
         got = self.measured_gain
+        if self._of(self.throughput) is None or self._of(self.predicted) is None:
+            return f"predicted {said} over {top}, not measured (not both trained)"
         if got is None:
             return f"predicted {said} over {top}, not measured (a seed missed the target)"
         return f"predicted {said}, measured {times(got)} over {top}"
