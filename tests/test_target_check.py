@@ -69,6 +69,12 @@ def test_the_pick_the_throughput_batch_and_the_one_between_are_trained() -> None
     # (a pick above the throughput batch cannot come from goodput.pick; the rule holds anyway)
     top = goodput.pick({8: 9_000.0, 32: 8_000.0, 128: 7_900.0}, 1e9)
     assert batches_for(dataclasses.replace(top, batch=128)) == (8, 32, 128)
+    # a limit (the data set's training samples): the largest batch under it stands in for the
+    # throughput-fastest batch above it, and a pick above it trains nothing
+    wide = goodput.pick({**RATES, 2048: 9_000.0, 4096: 9_500.0}, 1.0)
+    assert (wide.batch, wide.throughput_batch) == (8, 4096)
+    assert batches_for(wide, 1438) == (8, 32, 512)
+    assert batches_for(dataclasses.replace(wide, batch=4096), 1438) == ()
     # the pick is the throughput-fastest: it and its neighbours, so the runs can refute it
     assert pick(1e9).batch == 512 and batches_for(pick(1e9)) == (128, 512)
     middle = goodput.pick({8: 1.0, 32: 9.0, 128: 2.0}, 1.0)
@@ -212,9 +218,11 @@ def test_a_batch_above_the_data_sets_training_samples_is_planned_out_and_said(
     )  # fmt: skip
     NoiseRecord((entry,)).write(run)
     spec = dataclasses.replace(load_suite("quick"), models=("mlp",), size="tiny")
-    with pytest.warns(UserWarning, match=r"^--confirm-target: .*B=4096 not trained: above the "):
+    with pytest.warns(
+        UserWarning, match=r"throughput-fastest B=4096 not trained \(above the 1438 "
+    ):
         (planned,) = target_confirm.plan(run, spec)
-    assert 4096 not in planned.batches and planned.batches
+    assert planned.batches[-1] == 1024  # the largest that fits stands in for B=4096
     points = planned.points()
     assert len(points) == 3 * len(planned.batches)
     assert [p.seed for p in points[: len(planned.batches)]] == [0] * len(planned.batches)

@@ -66,8 +66,9 @@ class Planned:
 
 def plan(run_dir: Path, spec: SweepSpec) -> list[Planned]:
     """The runs each verdict of `run_dir`'s rows (those of `spec`'s models) needs: one Planned
-    per verdict of a reference model with a prediction, in the verdicts' order; a batch above
-    the data set's training samples is not trained, and said in one warning."""
+    per verdict of a reference model with a prediction, in the verdicts' order; no batch above
+    the data set's training samples trains (a throughput-fastest one left out is said in one
+    warning)."""
     frame = load_results(run_dir)
     frame = frame[frame["model"].isin([m for m in spec.models if m in REFERENCE_MODELS])]
     if frame.empty:
@@ -82,15 +83,17 @@ def plan(run_dir: Path, spec: SweepSpec) -> list[Planned]:
             continue
         leader = dict(v.identity)
         ds = _data_set(leader)
-        batches = [b for b in batches_for(pick) if b <= ds.train_size]
-        for b in sorted(set(batches_for(pick)) - set(batches)):
+        top = pick.throughput_batch
+        if top > ds.train_size:
             warnings.warn(
-                f"--confirm-target: {v.model} B={b} not trained: above the {ds.train_size} "
-                f"training samples of {ds.name}",
+                f"--confirm-target: {v.model}: the throughput-fastest B={top} not trained "
+                f"(above the {ds.train_size} training samples of {ds.name}); the largest "
+                "measured batch that fits stands in for it",
                 stacklevel=2,
             )
+        batches = batches_for(pick, ds.train_size)
         if batches:
-            out.append(Planned(leader, tuple(batches)))
+            out.append(Planned(leader, batches))
     return out
 
 

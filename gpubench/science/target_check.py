@@ -34,13 +34,18 @@ def trained_key(row: Mapping[str, Any]) -> Key:
     return same_key(row, *CHANGED)
 
 
-def batches_for(pick: GoodputPick) -> tuple[int, ...]:
+def batches_for(pick: GoodputPick, limit: int | None = None) -> tuple[int, ...]:
     """The batches to train, ascending: the predicted pick, the throughput-fastest batch and the
     pick's measured neighbour between them (none where the two are neighbours): whether the
     optimum lies a step toward throughput; where the pick is the throughput-fastest batch, it
-    and its measured neighbours, so that the runs can refute it."""
-    grid = sorted(pick.times)
-    i, j = grid.index(pick.batch), grid.index(pick.throughput_batch)
+    and its measured neighbours, so that the runs can refute it. Only measured batches up to
+    `limit` (a data set's training samples; None: any) train: where the throughput-fastest
+    batch is above it, the largest that is not stands in for it; () where the pick is above."""
+    grid = [b for b in sorted(pick.times) if limit is None or b <= limit]
+    if pick.batch not in grid:
+        return ()
+    i = grid.index(pick.batch)
+    j = grid.index(pick.throughput_batch) if pick.throughput_batch in grid else len(grid) - 1
     if i == j:
         return tuple(grid[max(0, i - 1) : i + 2])
     step = 1 if j > i else -1
