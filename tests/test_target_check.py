@@ -146,6 +146,9 @@ def test_a_seed_that_missed_the_target_keeps_its_batch_from_being_fastest() -> N
     assert none is not None and none.outcome == UNSETTLED
     assert none.line().startswith("not settled by training (eval_accuracy 0.95 on digits")
     assert none.cell() == "unsettled by training"
+    alone = check_of(p, LEADER.to_dict(), _runs({128: [1.0, 1.1, 1.2]}))
+    assert alone is not None and alone.outcome == UNSETTLED
+    assert "B=128 alone was trained (B=128: 1.10 s median" in alone.line()
 
 
 def test_the_verdicts_answer_carries_the_check_in_its_cell_line_and_json() -> None:

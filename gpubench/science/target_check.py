@@ -91,8 +91,9 @@ class TargetCheck:
     @property
     def outcome(self) -> str:
         """CONFIRMED (the predicted batch trained fastest), MISSED (another batch did) or
-        UNSETTLED (no trained batch reached the target in every seed)."""
-        if self.fastest is None:
+        UNSETTLED (no trained batch reached the target in every seed, or one batch alone was
+        trained: nothing to be faster than)."""
+        if self.fastest is None or len(self.trained) < 2:
             return UNSETTLED
         return CONFIRMED if self.fastest == self.predicted else MISSED
 
@@ -154,8 +155,13 @@ class TargetCheck:
         batches = ", ".join(f"B={t.batch_size}" for t in self.trained)
         if self.outcome == UNSETTLED:
             return (
-                f"not settled by training ({self._task()}): no batch of {batches} reached the "
-                f"target in every seed ({self._each()}){self._busy()}"
+                f"not settled by training ({self._task()}): "
+                + (
+                    f"no batch of {batches} reached the target in every seed"
+                    if len(self.trained) > 1
+                    else f"{batches} alone was trained"
+                )
+                + f" ({self._each()}){self._busy()}"
             )
         if self.outcome == CONFIRMED:
             said = f"B={self.predicted} trained fastest of {batches}"
