@@ -72,7 +72,8 @@ def add_parser(sub: Any) -> None:
         help="after the confirmation, check each predicted fastest to target by training: the "
         "predicted batch, the throughput-fastest batch and the one between train to the "
         "model's target on its real data, 3 seeds each (the convergence suite's settings), and "
-        "the verdict says predicted against measured (minutes: up to 15 s a run)",
+        "the verdict says predicted against measured (minutes: each run trains up to the "
+        "convergence suite's time limit)",
     )
     flags.add_measuring_flags(sweep, sweep=True)
     sweep.add_argument(
