@@ -100,17 +100,18 @@ class SweepProgress:
 
 def target_run(row: dict[str, Any], i: int, total: int) -> None:
     """A run to the target of `sweep --confirm-target` (issue 51) as it ends: 'target run 3/9:
-    mlp/small cpu fp32 adamw B=16 seed 1: 0.410 s to eval_accuracy 0.9, 41 steps'."""
+    mlp/tiny cpu fp32 adamw B=256 lr sqrt seed 1: 0.0974 s to eval_loss 0.15, 127 steps'."""
     what = f"target run {i}/{total}: {labels.label(row, whole=True)} seed {row.get('seed')}"
     reached = row.get("time_to_target_s")
-    if row.get("status") != "ok":
+    if row.get("status") != "ok":  # no target recorded: a run refused or failed before it
         say(f"gpubench: {what}: {row.get('status')} ({row.get('error')})")
-    elif reached is None:
-        say(f"gpubench: {what}: missed {row.get('target_metric')} {row.get('target')}")
+        return
+    target = f"{row.get('target_metric')} {number(float(row['target']))}"
+    if reached is None:
+        say(f"gpubench: {what}: missed {target}")
     else:
         steps = plural(int(row["steps_to_target"]), "step")
-        reach = f"{seconds(reached)} to {row.get('target_metric')} {row.get('target')}"
-        say(f"gpubench: {what}: {reach}, {steps}")
+        say(f"gpubench: {what}: {seconds(reached)} to {target}, {steps}")
 
 
 def launched_row(row: dict[str, Any]) -> None:

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpubench.config.convergence import Convergence
 from gpubench.config.spec import Point, SweepSpec
 from gpubench.config.suite import convergence_settings
 from gpubench.data import catalog
-from gpubench.data.dataset import DataSet
 from gpubench.run.noise_sweep import REFERENCE_MODELS
 from gpubench.run.worker import WorkerRunner
 from gpubench.science.target_check import batches_for
@@ -43,10 +43,12 @@ OnRun = Callable[[dict[str, Any], int, int], None]  # (row, runs done, runs in a
 @dataclass(frozen=True)
 class Planned:
     """One verdict's runs to the target: its leader's configuration (`leader`, the speed row's
-    identity) at each of `batches`, seeds `leader`'s seed and the next SEEDS - 1."""
+    identity) at each of `batches`, seeds `leader`'s seed and the next SEEDS - 1, trained under
+    `conv` (the convergence suite's settings for its optimizer)."""
 
     leader: dict[str, Any]
     batches: tuple[int, ...]
+    conv: Convergence
 
     def points(self) -> list[Point]:
         """The runs, each a convergence point: the leader's settings with the batch, the seed,
@@ -54,8 +56,7 @@ class Planned:
         the device. Seed by seed, each seed's batches in turn: a machine that slows meanwhile
         slows every batch alike, not the last one trained."""
         base = Point.of(self.leader)
-        _, conv = convergence_settings(base.optimizer)
-        rule = conv.lr_scaling_for(base.optimizer)[0]
+        rule = self.conv.lr_scaling_for(base.optimizer)[0]
         base = dataclasses.replace(base, lr_scaling=rule, data="device")
         return [
             dataclasses.replace(base, batch_size=b, seed=base.seed + s)
@@ -82,7 +83,9 @@ def plan(run_dir: Path, spec: SweepSpec) -> list[Planned]:
         if pick is None:
             continue
         leader = dict(v.identity)
-        ds = _data_set(leader)
+        model, size = str(leader["model"]), str(leader["model_size"])
+        _, conv = convergence_settings(str(leader["optimizer"]))
+        ds, _ = catalog.load(model, size, conv.dataset, conv.data_dir, conv.image_size)
         top = pick.throughput_batch
         if top > ds.train_size:
             warnings.warn(
@@ -93,16 +96,8 @@ def plan(run_dir: Path, spec: SweepSpec) -> list[Planned]:
             )
         batches = batches_for(pick, ds.train_size)
         if batches:
-            out.append(Planned(leader, batches))
+            out.append(Planned(leader, batches, conv))
     return out
-
-
-def _data_set(leader: dict[str, Any]) -> DataSet:
-    """The data set `leader`'s model trains on to its target (the convergence suite's)."""
-    _, conv = convergence_settings(str(leader["optimizer"]))
-    size = str(leader["model_size"])
-    ds, _ = catalog.load(str(leader["model"]), size, conv.dataset, conv.data_dir, conv.image_size)
-    return ds
 
 
 def not_due(run_dir: Path, spec: SweepSpec, sharded: bool) -> str | None:
@@ -132,13 +127,12 @@ def run(
     Returns the runs trained now."""
     target_runs.repair(run_dir)
     done = {Point.of(r).key() for r in target_runs.read(run_dir)}
-    todo = [p for planned in plan(run_dir, spec) for p in planned.points()]
-    left = [p for p in todo if p.key() not in done]
+    todo = [(p, planned.conv) for planned in plan(run_dir, spec) for p in planned.points()]
+    left = [(p, conv) for p, conv in todo if p.key() not in done]
     trained = 0
-    for point in left:
+    for point, conv in left:
         if should_stop is not None and should_stop():
             break
-        _, conv = convergence_settings(point.optimizer)
         row = runner.run(point, conv)
         target_runs.append(run_dir, row)
         trained += 1

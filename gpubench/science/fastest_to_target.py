@@ -246,7 +246,7 @@ class FastestToTarget:
     def line(self) -> str:
         """The verdict's words, quoting the figures `to_dict` holds."""
         parts = [self._prediction()]
-        if self.check is not None and self.pick is not None:
+        if self.check is not None:  # only a prediction is checked (answer)
             parts.append(self.check.line())
         crit = self.critical_text()
         return "; ".join(parts if crit is None else [*parts, crit])
