@@ -149,6 +149,10 @@ def test_a_seed_that_missed_the_target_keeps_its_batch_from_being_fastest() -> N
     alone = check_of(p, LEADER.to_dict(), _runs({128: [1.0, 1.1, 1.2]}))
     assert alone is not None and alone.outcome == UNSETTLED
     assert "B=128 alone was trained (B=128: 1.10 s median" in alone.line()
+    # a first run that failed before recording its target does not blank what was trained to
+    failed = make_row(dataclasses.replace(LEADER, lr_scaling="sqrt", data="device"), "oom")
+    got = check_of(p, LEADER.to_dict(), [failed, *runs])
+    assert got is not None and (got.metric, got.target) == ("eval_accuracy", 0.95)
 
 
 def test_the_verdicts_answer_carries_the_check_in_its_cell_line_and_json() -> None:

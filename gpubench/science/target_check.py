@@ -218,7 +218,8 @@ def check_of(
     mine = [r for r in runs if trained_key(r) == key]
     if not mine:
         return None
-    first = mine[0]
+    # what they trained to, from a run that recorded it (one refused or failed early did not)
+    first = next((r for r in mine if r.get("target") is not None), mine[0])
     trained = sorted(target_time.summarise(mine), key=lambda t: t.batch_size)
     return TargetCheck(
         pick.batch,
