@@ -1,13 +1,14 @@
-"""issue 51, item 4: the noise phase measures B_noise on a reference model's real data after a
-warm-up window, noise.json records it (reader beside writer), and a speed sweep's verdict
-predicts the fastest to target from it. The tests that train: mlp/tiny on digits, a second or
-so each; one runs a sweep end to end with the phase on (a test session has it off:
+"""issue 51, item 4: the noise phase measures B_noise on a reference model's real data along a
+run toward its target, noise.json records it (reader beside writer), and a speed sweep's
+verdict predicts the fastest to target from it. The tests that train: mlp/tiny on digits, a
+second or so each; one runs a sweep end to end with the phase on (a test session has it off:
 tests/conftest.py)."""
 
 from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +18,11 @@ from report_fixture import env, speed_row, write_run
 
 from gpubench.cli import main
 from gpubench.config.spec import Point
+from gpubench.config.suite import target_settings
 from gpubench.run import noise_sweep, target_confirm
 from gpubench.run.worker import WorkerRunner
-from gpubench.science.gradient_noise import NoiseScale
-from gpubench.science.noise_phase import (
-    BATCH,
-    LEAST_WARMUP_STEPS,
-    MEASURED_COST,
-    MIN_STEPS,
-    WARMUP_STEPS,
-    NotMeasured,
-    measure,
-    warmed_up,
-)
-from gpubench.science.noise_training import chosen
+from gpubench.science.noise_path import MIN_STRETCHES, PathNoise
+from gpubench.science.noise_phase import BATCH, NotMeasured, chosen, measure
 from gpubench.store import noise_record, phases_record, target_runs
 from gpubench.store.noise_record import NoiseEntry, NoiseRecord
 from gpubench.store.typed_json import RecordError
@@ -39,13 +31,16 @@ from gpubench.store.typed_json import RecordError
 def test_a_noise_phase_makes_a_speed_sweeps_fastest_to_target_predicted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # bounded in steps, not seconds, so a busy machine measures the same steps
-    entry = measure("mlp", "tiny", "adamw", budget_s=60.0, warmup_steps=6, measured_steps=9)
+    # the whole way to the convergence suite's target (mlp/tiny: a second or so at most)
+    entry = measure("mlp", "tiny", "adamw", budget_s=60.0)
     assert isinstance(entry, NoiseEntry), entry
     assert entry.dataset == "digits" and entry.kind == "preconditioned"
-    # taken after the warm-up window, every step, at the phase's small batch
-    assert (entry.first_step, entry.last_step, entry.steps) == (6, 14, 9)
-    assert entry.batch_size == BATCH and entry.low is not None  # 9 steps: an interval
+    assert (entry.target_metric, entry.target) == ("eval_loss", 0.15) and entry.reached
+    assert entry.metric_last is not None and entry.metric_last <= 0.15
+    # along the whole run, one update in 4 measured, at the phase's batch
+    assert entry.first_step == 0 and entry.steps == (entry.last_step - 1) // 4  # 4, 8, ...
+    assert entry.batch_size == BATCH and entry.low is not None and entry.high is not None
+    assert entry.low <= entry.b_noise <= entry.high
     assert entry.b_noise > 0 and entry.cost_s >= entry.train_s > 0
     # speed rows on synthetic batches (no B_noise of their own) beside the phase's record
     rng = np.random.default_rng(0)
@@ -64,6 +59,7 @@ def test_a_noise_phase_makes_a_speed_sweeps_fastest_to_target_predicted(
     got = v["fastest_to_target"]
     assert got["predicted"] == "predicted" and got["b_noise"] == pytest.approx(entry.b_noise)
     assert got["where"] == entry.where() and "noise phase on digits" in got["where"]
+    assert got["where"].endswith("the whole way to eval_loss 0.15")
     assert got["cell"].startswith(f"B={got['batch']} predicted")
 
 
@@ -80,11 +76,26 @@ def test_a_noise_record_of_another_shape_is_refused_in_one_line(tmp_path: Path) 
 
 
 def test_a_model_too_slow_for_its_budget_gets_no_figure_and_one_line() -> None:
-    got = measure("mlp", "tiny", "sgd", budget_s=1e-3)  # building alone takes longer
+    got = measure("mlp", "tiny", "sgd", budget_s=1e-3)  # loading alone takes longer
     assert isinstance(got, NotMeasured)
     line = got.line()
-    assert line.startswith("noise phase: mlp/tiny sgd not measured (a step of B=16 on digits")
-    assert f"{MIN_STEPS} measured) do not fit in its" in line and "\n" not in line
+    assert line.startswith(
+        f"noise phase: mlp/tiny sgd not measured (0 of the {MIN_STRETCHES} stretches of 8 "
+        "measured steps needed fit in its 0.00100 s budget ("
+    )
+    assert line.endswith(f" of B={BATCH}))")
+    assert "\n" not in line
+
+
+def test_a_run_stopped_short_of_its_target_is_unbounded_above() -> None:
+    # a target no run reaches: the phase trains its budget and the rest of the path, where
+    # B_noise is higher, is unknown
+    conv = replace(target_settings("adamw"), target=(("mlp", 1e-9),))
+    entry = measure("mlp", "tiny", "adamw", budget_s=1.5, conv=conv)
+    assert isinstance(entry, NoiseEntry), entry
+    assert entry.reached is False and entry.low is not None and entry.high is None
+    assert entry.metric_last is not None and entry.metric_last > 1e-9
+    assert "short of eval_loss 1e-09: the figure leaves out the rest" in entry.where()
 
 
 SUITE = """
@@ -203,32 +214,8 @@ def test_a_folder_of_another_noise_budget_resumes_with_the_suite(tmp_path: Path)
     folder.check_resumable(tmp_path, quick, extend=False)  # the budget measures no point
 
 
-def test_the_warm_up_is_counted_in_updates_and_shortened_only_where_the_rest_is_short() -> None:
-    # a 10 s budget at t=1: 1 ms steps warm up for exactly the 100 updates, however fast
-    assert not warmed_up(1.0, 10.0, 99, 100, 30, 1e-3)
-    assert warmed_up(1.0, 10.0, 100, 100, 30, 1e-3)
-    # slow steps: past the fewest (20), the warm-up ends where 30 measured steps would not fit
-    fits = 9.0 / (30 * MEASURED_COST)  # the 9 s left hold them just
-    assert not warmed_up(1.0, 10.0, 40, 100, 30, fits * 0.9)
-    assert warmed_up(1.0, 10.0, 40, 100, 30, fits * 1.1)
-    assert not warmed_up(1.0, 10.0, LEAST_WARMUP_STEPS - 1, 100, 30, fits * 10)
-    assert warmed_up(1.0, 10.0, LEAST_WARMUP_STEPS, 100, 30, fits * 10)
-    # a warm-up asked shorter than the fewest is that long
-    assert warmed_up(1.0, 10.0, 6, 6, 9, fits * 10) and not warmed_up(1.0, 10.0, 5, 6, 9, 1e-3)
-
-
-def test_a_fast_model_is_measured_after_the_same_updates_whatever_the_budget() -> None:
-    # mlp/tiny's steps take about a millisecond: with ample time the warm-up is its 100 updates
-    # on any machine (a warm-up in seconds took it to step 400 and more, near convergence)
-    entry = measure("mlp", "tiny", "adamw", budget_s=60.0)
-    assert isinstance(entry, NoiseEntry), entry
-    assert (entry.first_step, entry.last_step, entry.steps) == (WARMUP_STEPS, WARMUP_STEPS + 29, 30)
-
-
-def _figure(b_noise: float | None, high: float | None) -> NoiseScale:
-    return NoiseScale(
-        b_noise, 1.0, 1.0, None if b_noise is None else 1.0, high, "batches", 30, 0, "mean"
-    )
+def _figure(b_noise: float, high: float | None) -> PathNoise:
+    return PathNoise(b_noise, None if high is None else 1.0, high, 10, 500)
 
 
 def test_the_stated_figure_is_the_first_bounded_one_else_the_first_positive() -> None:
@@ -237,7 +224,7 @@ def test_the_stated_figure_is_the_first_bounded_one_else_the_first_positive() ->
     pre_bounded = ("preconditioned", _figure(72.0, 130.0))
     raw_bounded = ("raw", _figure(40.0, 90.0))
     raw_unbounded = ("raw", _figure(40.0, float("inf")))
-    no_signal = ("preconditioned", _figure(None, None))  # |G|^2 not positive
+    no_signal = ("preconditioned", _figure(float("inf"), None))  # |G|^2 never positive
     # the preconditioned figure where its interval is bounded
     assert chosen([pre_bounded, raw_bounded]) == pre_bounded
     # an unbounded preconditioned figure gives way to a bounded raw one

@@ -189,6 +189,16 @@ def convergence_settings(optimizer: str) -> tuple[str, Convergence]:
     return spec.size, conv
 
 
+def target_settings(optimizer: str) -> Convergence:
+    """The settings a speed sweep's "fastest to target" is predicted under (its noise phase) and
+    checked under (`--confirm-target`), issue 51: the shipped convergence suite's target,
+    learning-rate rule, warm-up, evaluation gaps and limits for `optimizer`, with each model at
+    its own input size, the shape its speed points measured (the suite itself trains the CNN on
+    8x8 digits, smaller than the CNN's own input)."""
+    _, conv = convergence_settings(optimizer)
+    return replace(conv, image_size=None)
+
+
 def load_launcher(path: str | Path) -> LauncherKeys:
     """The suite's `[launcher]` table (config.launcher_keys; every key None where the suite has
     no table), checked as load_suite checks it: a bad value is a ConfigError of one line naming

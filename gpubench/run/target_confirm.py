@@ -25,7 +25,7 @@ from typing import Any
 
 from gpubench.config.convergence import Convergence
 from gpubench.config.spec import Point, SweepSpec
-from gpubench.config.suite import convergence_settings
+from gpubench.config.suite import target_settings
 from gpubench.data import catalog
 from gpubench.run.noise_sweep import REFERENCE_MODELS
 from gpubench.run.worker import WorkerRunner
@@ -84,7 +84,7 @@ def plan(run_dir: Path, spec: SweepSpec) -> list[Planned]:
             continue
         leader = dict(v.identity)
         model, size = str(leader["model"]), str(leader["model_size"])
-        _, conv = convergence_settings(str(leader["optimizer"]))
+        conv = target_settings(str(leader["optimizer"]))
         ds, _ = catalog.load(model, size, conv.dataset, conv.data_dir, conv.image_size)
         top = pick.throughput_batch
         if top > ds.train_size:

@@ -201,7 +201,7 @@ def train_point(point: Point, conv: Convergence) -> dict[str, Any]:
     torch.manual_seed(point.seed)
     options = {**decode(point.model_options), **overrides}  # the data set's shapes win
     workload = models.build(point.model, point.model_size, **options)
-    run = _Training(point, conv, ds, workload, metric, target)
+    run = Training(point, conv, ds, workload, metric, target)
     with precision.tf32_mode(precision.get(point.precision).tf32):
         run.train()
     return _row(run, ds, point_time_s=time.perf_counter() - started)
@@ -218,7 +218,7 @@ def _effective_batch_reason(point: Point) -> str | None:
     return None
 
 
-class _Training:
+class Training:
     """One convergence run in progress: the trainer, its data, and what it has recorded."""
 
     def __init__(
@@ -345,7 +345,7 @@ class _Training:
         return entry
 
 
-def _row(run: _Training, ds: DataSet, point_time_s: float) -> dict[str, Any]:
+def _row(run: Training, ds: DataSet, point_time_s: float) -> dict[str, Any]:
     """The result row of a finished convergence run."""
     point, plan, reached, diverged = run.point, run.plan, run.reached, run.diverged
     last = run.curve[-1]

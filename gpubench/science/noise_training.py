@@ -1,116 +1,120 @@
-"""The noise phase's training (science.noise_phase): a reference model built once, trained
-straight on its real data set's train batches, each step measured or not by
-science.gradient_norms' hooks, and B_noise over the measured steps. No evaluation, no data set
-hash, no learning curve: the phase's seconds go to steps."""
+"""The noise phase's training (science.noise_phase): one run of a reference model toward its
+quality target on its real data set, a convergence run (science.convergence.Training) under the
+settings its prediction is checked under, with a time limit, and the gradient norms of its
+measured steps cut into stretches along the run (science.noise_path)."""
 
 from __future__ import annotations
 
-import time
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from gpubench import models
+from gpubench.config.convergence import Convergence
+from gpubench.config.spec import Point
 from gpubench.data import catalog
 from gpubench.data.dataset import DataSet
-from gpubench.harness import optimizers
-from gpubench.harness.timing import synchronize
-from gpubench.harness.train import make_trainer
-from gpubench.science import gradient_noise, lr_scaling
-from gpubench.science.gradient_norms import GradientNorms
+from gpubench.science.convergence import Training, target_of
+from gpubench.science.gradient_noise import StepNorms
+from gpubench.science.noise_path import Stretch, stretch_of
 
-BASE_BATCH = 32  # the batch the optimizer's default learning rate is for (config.convergence)
-
-# (b_noise, low, high, kind, first step, last step, steps measured)
-Estimate = tuple[float, float | None, float | None, str, int, int, int]
+SPLITS = 4  # micro-batches of a measured step: the statistic compares them with their mean
+EVERY = 4  # one update in EVERY is measured (the convergence suite's noise_every_steps)
+STRETCH_MEASURED = 8  # measured steps a stretch of the path holds (its last holds the rest)
 
 
-def load(model: str, size: str) -> tuple[DataSet, dict[str, object]]:
-    """`model`'s real data set at preset `size` and the model overrides that fit it
-    (data.catalog; loaded once a process)."""
-    return catalog.load(model, size, "auto", None)
+def load(model: str, size: str, conv: Convergence) -> tuple[DataSet, dict[str, Any]]:
+    """`model`'s data set under `conv` at preset `size` and the model overrides that fit it
+    (data.catalog; each data set loaded once a process)."""
+    return catalog.load(model, size, conv.dataset, conv.data_dir, conv.image_size)
 
 
-class NoiseTraining:
-    """`model` at preset `size` on its data set in fp32 on `device`, `optimizer` at its default
-    learning rate scaled from BASE_BATCH to `batch_size` (linear for SGD, sqrt for Adam and
-    AdamW), a measured step split into `splits` micro-batches."""
+@dataclass(frozen=True)
+class Path:
+    """What a run toward the target measured: `stretches` of raw and (Adam, AdamW)
+    `preconditioned` norms (each stretch: its updates and mean estimates), the run's `steps`
+    (updates), `measured` steps, training seconds `train_s`, its `metric`, `target`, the
+    metric's first and last held-out values and whether the target was `reached`."""
 
-    def __init__(
-        self,
-        model: str,
-        size: str,
-        optimizer: str,
-        device: str,
-        batch_size: int,
-        splits: int,
-        seed: int,
-    ) -> None:
-        ds, overrides = load(model, size)
-        self.dataset = ds.name
-        self.batch_size = batch_size
-        self.device = torch.device(device)
-        rule = "sqrt" if optimizer in ("adam", "adamw") else "linear"
-        lr = lr_scaling.scaled_lr(optimizers.DEFAULT_LR[optimizer], rule, batch_size, BASE_BATCH)
-        torch.manual_seed(seed)
-        workload = models.build(model, size, **overrides)
-        self.trainer = make_trainer(workload, self.device, "fp32", optimizer, lr=lr)
-        self.norms = GradientNorms(self.trainer, splits)
-        self.batches = ds.train_batches(batch_size, self.device, seed)
-        self.steps = 0  # optimizer updates done
-        self.measured = 0
-        self.train_s = 0.0
-
-    def step(self, measure: bool) -> None:
-        """One update (measured by the hooks where `measure`), synchronised: its time is known."""
-        t0 = time.perf_counter()
-        if measure:
-            with self.norms.measuring(self.steps):
-                self.trainer.step(*next(self.batches))
-            self.measured += 1
-        else:
-            self.trainer.step(*next(self.batches))
-        synchronize(self.device)
-        self.train_s += time.perf_counter() - t0
-        self.steps += 1
-
-    def estimate(self) -> Estimate | None:
-        """B_noise over the measured steps (chosen(): preconditioned under Adam and AdamW, else
-        raw; their means, Fieller's interval from batch means, an unbounded high end as None)
-        with the steps it was taken over; None where no measured step gave a positive figure."""
-        numbers, raw, pre = self.norms.steps(self.batch_size)
-        figures = [
-            (kind, gradient_noise.noise_scale(steps, "mean"))
-            for kind, steps in (("preconditioned", pre), ("raw", raw))
-            if any(s.finite() for s in steps)
-        ]
-        pick = chosen(figures)
-        if pick is None:
-            return None
-        kind, est = pick
-        assert est.b_noise is not None
-        high = None if est.high is None or not float(est.high) < float("inf") else est.high
-        low = None if est.low is None else float(est.low)
-        return (
-            float(est.b_noise),
-            low,
-            None if high is None else float(high),
-            kind,
-            min(numbers),
-            max(numbers),
-            len(numbers),
-        )
+    dataset: str
+    raw: tuple[Stretch, ...]
+    preconditioned: tuple[Stretch, ...]
+    steps: int
+    measured: int
+    train_s: float
+    metric: str
+    target: float
+    first: float | None
+    last: float | None
+    reached: bool
 
 
-def chosen(
-    figures: list[tuple[str, gradient_noise.NoiseScale]],
-) -> tuple[str, gradient_noise.NoiseScale] | None:
-    """The figure the phase states, of (kind, B_noise) in order of preference (the
-    preconditioned one first, where the optimizer has one): the first with a positive B_noise
-    whose interval is bounded above, else the first with a positive B_noise; None where none
-    has one. Early in a transformer's training under AdamW the preconditioned figure read 1e6-1e7
-    with no upper bound (embedding rows whose Adam second moment is still about 0, divided by
-    eps): a bounded raw figure says more than that."""
-    positive = [(k, f) for k, f in figures if f.b_noise is not None and f.b_noise > 0]
-    bounded = [(k, f) for k, f in positive if f.high is not None and float(f.high) < float("inf")]
-    ranked = bounded or positive
-    return ranked[0] if ranked else None
+def stretches(
+    numbers: Sequence[int], norms: Sequence[StepNorms], steps: int, per: int = STRETCH_MEASURED
+) -> tuple[Stretch, ...]:
+    """The run of `steps` updates cut after every `per` measured steps (`numbers`: the updates
+    done before each measured step, ascending; `norms`: theirs), the updates after the last full
+    stretch joined to it; a stretch with no finite norm is left out (its updates with it)."""
+    out: list[Stretch] = []
+    cuts = list(range(per, len(numbers) - per + 1, per)) if len(numbers) >= 2 * per else []
+    start_step, start = 0, 0
+    for cut in [*cuts, len(numbers)]:
+        end_step = numbers[cut] if cut < len(numbers) else steps
+        if end_step > start_step and cut > start:
+            s = stretch_of(end_step - start_step, norms[start:cut])
+            if s is not None:
+                out.append(s)
+        start_step, start = end_step, cut
+    return tuple(out)
+
+
+def train(
+    model: str,
+    size: str,
+    optimizer: str,
+    device: str,
+    batch_size: int,
+    seed: int,
+    conv: Convergence,
+    limit_s: float,
+) -> Path:
+    """Train `model` at preset `size` on `conv`'s data set in fp32 on `device` at `batch_size`
+    (`conv`'s learning rate, rule and warm-up; seed `seed`) until its target or `limit_s`
+    training seconds, measuring one update in EVERY split into SPLITS micro-batches."""
+    ds, overrides = load(model, size, conv)
+    rule = conv.lr_scaling_for(optimizer)[0]
+    fields = dict(model=model, model_size=size, device=device, precision="fp32")
+    fields |= dict(optimizer=optimizer, batch_size=batch_size, seed=seed)
+    point = Point.of({**fields, "lr_scaling": rule, "data": "device"})
+    run_conv = dataclasses.replace(
+        conv,
+        stop_at_target=True,
+        max_time_s=limit_s,
+        max_steps=None,
+        max_samples=None,
+        noise_every_steps=EVERY,
+        noise_from_step=0,
+        noise_splits=SPLITS,
+    )
+    metric, target = target_of(run_conv, model, ds.name)
+    torch.manual_seed(seed)
+    run = Training(point, run_conv, ds, models.build(model, size, **overrides), metric, target)
+    run.train()
+    assert run.noise.norms is not None
+    numbers, raw, pre = run.noise.norms.steps(batch_size)
+    return Path(
+        dataset=ds.name,
+        raw=stretches(numbers, raw, run.step),
+        preconditioned=stretches(numbers, pre, run.step) if pre else (),
+        steps=run.step,
+        measured=len(numbers),
+        train_s=run.train_time,
+        metric=metric,
+        target=target,
+        first=run.curve[0][metric],
+        last=run.curve[-1][metric],
+        reached=run.reached is not None,
+    )
