@@ -22,7 +22,7 @@ from gpubench.config.suite import target_settings
 from gpubench.run import noise_sweep, target_confirm
 from gpubench.run.worker import WorkerRunner
 from gpubench.science.noise_path import MIN_STRETCHES, PathNoise
-from gpubench.science.noise_phase import BATCH, NotMeasured, chosen, measure
+from gpubench.science.noise_phase import BATCH, SMALL_BATCH, NotMeasured, chosen, measure
 from gpubench.store import noise_record, phases_record, target_runs
 from gpubench.store.noise_record import NoiseEntry, NoiseRecord
 from gpubench.store.typed_json import RecordError
@@ -37,8 +37,10 @@ def test_a_noise_phase_makes_a_speed_sweeps_fastest_to_target_predicted(
     assert entry.dataset == "digits" and entry.kind == "preconditioned"
     assert (entry.target_metric, entry.target) == ("eval_loss", 0.15) and entry.reached
     assert entry.metric_last is not None and entry.metric_last <= 0.15
-    # along the whole run, one update in 4 measured, at the phase's batch
-    assert entry.first_step == 0 and entry.steps == (entry.last_step - 1) // 4  # 4, 8, ...
+    # along the whole run, every update after the first measured, at the phase's batch; the
+    # target is known at the evaluations, every 50 updates
+    assert entry.first_step == 0 and entry.steps == entry.last_step - 1
+    assert entry.last_step % 50 == 0
     assert entry.batch_size == BATCH and entry.low is not None and entry.high is not None
     assert entry.low <= entry.b_noise <= entry.high
     assert entry.b_noise > 0 and entry.cost_s >= entry.train_s > 0
@@ -83,7 +85,8 @@ def test_a_model_too_slow_for_its_budget_gets_no_figure_and_one_line() -> None:
         f"noise phase: mlp/tiny sgd not measured (0 of the {MIN_STRETCHES} stretches of 8 "
         "measured steps needed fit in its 0.00100 s budget ("
     )
-    assert line.endswith(f" of B={BATCH}))")
+    # the probe's update at B=64 said its updates would not fit: the run fell back to B=16
+    assert line.endswith(f"(0 updates of B={SMALL_BATCH}))")
     assert "\n" not in line
 
 

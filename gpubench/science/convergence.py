@@ -257,12 +257,20 @@ class Training:
         self.step = 0
         self.energy = StretchEnergy(self.device)  # issue 32: joules to target
 
-    def train(self) -> None:
+    def train(self, deadline: float | None = None) -> None:
         """Timed stretches of training, each followed by an evaluation, until a limit, the
-        target (where the suite stops there) or divergence."""
+        target (where the suite stops there) or divergence; where `deadline` is given (a
+        time.perf_counter() value), also by that time, evaluations included: the training
+        stops an evaluation's mean time before it (the noise phase's budget,
+        science.noise_training)."""
         plan = self.plan
         self.record(None, plan.base_lr)
         while self.step < plan.max_steps and self.train_time < plan.time_limit_s:
+            if deadline is not None:
+                left = deadline - time.perf_counter() - self.eval_time / len(self.curve)
+                if left <= 0:
+                    break
+                plan.time_limit_s = min(plan.time_limit_s, self.train_time + left)
             gap = next_eval_step(self.step, self.conv.eval_every_steps, self.conv.eval_rel_gap)
             losses, lr = self.stretch(min(gap, plan.max_steps))
             values = torch.stack(losses).float().cpu()

@@ -28,6 +28,7 @@ import numpy as np
 from gpubench.science.gradient_noise import StepNorms, step_estimates
 
 MIN_STRETCHES = 3  # the fewest stretches that give an interval
+STRETCH_MEASURED = 8  # measured steps a stretch holds (science.noise_training cuts them)
 RESAMPLES = 2000
 
 

@@ -24,7 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpubench.config.convergence import Convergence
-from gpubench.science.noise_path import MIN_STRETCHES, PathNoise, Stretch, path_noise
+from gpubench.science.noise_path import (
+    MIN_STRETCHES,
+    STRETCH_MEASURED,
+    PathNoise,
+    path_noise,
+)
 from gpubench.store.noise_record import NoiseEntry
 from gpubench.store.wording import plural, seconds
 
@@ -35,8 +40,18 @@ BUDGET_S = 3.0
 # step took 62 ms with one thread and 341 ms with two
 CPU_THREADS = 1
 # a batch that reaches the convergence suite's targets in a few hundred updates on the CPU
-# (cnn/tiny: 626-759 at B=64, results/20261202-cpu-target-grid), in 4 micro-batches
+# (cnn/tiny: 919-1262 at B=64, results/20261202-cpu-target-grid), in 4 micro-batches
 BATCH = 64
+# the batch where BATCH's updates would not give FEWEST_STEPS within the share (one update at
+# BATCH, timed on a model built for it, says so): a figure from the start of the path rather
+# than none (cnn/small's update at B=64 took 0.1 s on one thread)
+SMALL_BATCH = 16
+FEWEST_STEPS = MIN_STRETCHES * STRETCH_MEASURED  # every update measured
+# room beside the probe's one update: the run's own first update and evaluations, a machine
+# that slows (cnn/small's 21 updates of B=64 did not fill 3 stretches in a 2.26 s share that
+# its probe said held 24)
+PROBE_MARGIN = 1.5
+RESERVE = 0.05  # of the phase's budget, left to the worker's call and the record (not shared)
 
 
 @dataclass(frozen=True)
@@ -95,30 +110,34 @@ def measure(
             f"{noise_training.SPLITS} equal micro-batches"
         )
     started = time.perf_counter()
+    deadline = started + budget_s
     if conv is None:
         from gpubench.config.suite import target_settings
 
         conv = target_settings(optimizer)
     ds, _ = noise_training.load(model, size, conv)
     batch = min(batch_size, ds.train_size - ds.train_size % noise_training.SPLITS)
-    limit = budget_s - (time.perf_counter() - started)
-    path = noise_training.train(model, size, optimizer, device, batch, seed, conv, limit)
+    if batch > SMALL_BATCH:
+        probe = noise_training.step_s(model, size, optimizer, device, batch, conv)
+        if time.perf_counter() + PROBE_MARGIN * FEWEST_STEPS * probe > deadline:
+            batch = SMALL_BATCH
+    path = noise_training.train(model, size, optimizer, device, batch, seed, conv, deadline)
     figures: list[tuple[str, PathNoise]] = []
     for kind, stretches in (("preconditioned", path.preconditioned), ("raw", path.raw)):
         if len(stretches) >= MIN_STRETCHES:
-            figures.append((kind, _figure(stretches, batch, path.reached)))
+            figures.append((kind, path_noise(stretches, batch)))
     pick = chosen(figures)
     if pick is None:
         most = max(len(path.preconditioned), len(path.raw))
         why = (
-            f"{most} of the {MIN_STRETCHES} stretches of {noise_training.STRETCH_MEASURED} "
+            f"{most} of the {MIN_STRETCHES} stretches of {STRETCH_MEASURED} "
             f"measured steps needed fit in its {seconds(budget_s)} budget "
             f"({plural(path.steps, 'update')} of B={batch})"
             if most < MIN_STRETCHES
             else f"no finite B_noise over {plural(path.steps, 'update')}"
         )
         return NotMeasured(model, size, optimizer, why)
-    kind, figure = pick
+    kind, figure = pick[0], _short(pick[1], path.reached)
     return NoiseEntry(
         model=model,
         model_size=size,
@@ -142,10 +161,9 @@ def measure(
     )
 
 
-def _figure(stretches: Sequence[Stretch], batch: int, reached: bool) -> PathNoise:
-    """B_path over `stretches`; a path short of its target is unbounded above (the rest of it,
-    where B_noise is higher, was not trained)."""
-    figure = path_noise(stretches, batch)
+def _short(figure: PathNoise, reached: bool) -> PathNoise:
+    """`figure` as stated: a path short of its target is unbounded above (the rest of it, where
+    B_noise is higher, was not trained)."""
     if reached or figure.low is None:
         return figure
     return PathNoise(figure.b_noise, figure.low, float("inf"), figure.stretches, figure.steps)
@@ -173,7 +191,7 @@ def _measure_all(
     from gpubench.config.suite import target_settings
     from gpubench.science import noise_training
 
-    end = time.perf_counter() + budget_s
+    end = time.perf_counter() + budget_s * (1 - RESERVE)
     out: list[NoiseEntry | NotMeasured] = []
     for n, (model, size, optimizer) in enumerate(pairs):
         noise_training.load(model, size, target_settings(optimizer))

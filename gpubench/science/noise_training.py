@@ -1,11 +1,19 @@
 """The noise phase's training (science.noise_phase): one run of a reference model toward its
 quality target on its real data set, a convergence run (science.convergence.Training) under the
-settings its prediction is checked under, with a time limit, and the gradient norms of its
-measured steps cut into stretches along the run (science.noise_path)."""
+settings its prediction is checked under, until a deadline, and the gradient norms of its
+steps cut into stretches along the run (science.noise_path).
+
+Every update is measured (split into SPLITS micro-batches): where the phase's share is short,
+the steps it affords are all data. The held-out evaluations only tell where the run is against
+its target, so they are fewer and smaller than a convergence row's: every EVAL_EVERY updates,
+on EVAL_SAMPLES held-out samples (a convergence row's gaps of 5% of the updates done evaluated
+transformer/small after each of its first 20 updates, 0.3 s each for 256 samples on one
+thread, against 45 ms an update). The target is then located to within EVAL_EVERY updates."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,13 +25,14 @@ from gpubench.config.convergence import Convergence
 from gpubench.config.spec import Point
 from gpubench.data import catalog
 from gpubench.data.dataset import DataSet
+from gpubench.harness.timing import synchronize
 from gpubench.science.convergence import Training, target_of
 from gpubench.science.gradient_noise import StepNorms
-from gpubench.science.noise_path import Stretch, stretch_of
+from gpubench.science.noise_path import STRETCH_MEASURED, Stretch, stretch_of
 
 SPLITS = 4  # micro-batches of a measured step: the statistic compares them with their mean
-EVERY = 4  # one update in EVERY is measured (the convergence suite's noise_every_steps)
-STRETCH_MEASURED = 8  # measured steps a stretch of the path holds (its last holds the rest)
+EVAL_EVERY = 50
+EVAL_SAMPLES = 128
 
 
 def load(model: str, size: str, conv: Convergence) -> tuple[DataSet, dict[str, Any]]:
@@ -71,7 +80,7 @@ def stretches(
     return tuple(out)
 
 
-def train(
+def _run(
     model: str,
     size: str,
     optimizer: str,
@@ -79,11 +88,9 @@ def train(
     batch_size: int,
     seed: int,
     conv: Convergence,
-    limit_s: float,
-) -> Path:
-    """Train `model` at preset `size` on `conv`'s data set in fp32 on `device` at `batch_size`
-    (`conv`'s learning rate, rule and warm-up; seed `seed`) until its target or `limit_s`
-    training seconds, measuring one update in EVERY split into SPLITS micro-batches."""
+) -> tuple[Training, DataSet]:
+    """The run, built: `conv`'s data set, learning rate, rule and warm-up, every update
+    measured, evaluations as the module's docstring says, stopping at the target."""
     ds, overrides = load(model, size, conv)
     rule = conv.lr_scaling_for(optimizer)[0]
     fields = dict(model=model, model_size=size, device=device, precision="fp32")
@@ -92,17 +99,51 @@ def train(
     run_conv = dataclasses.replace(
         conv,
         stop_at_target=True,
-        max_time_s=limit_s,
+        max_time_s=None,
         max_steps=None,
         max_samples=None,
-        noise_every_steps=EVERY,
+        eval_every_steps=EVAL_EVERY,
+        eval_rel_gap=0.0,
+        eval_samples=EVAL_SAMPLES,
+        noise_every_steps=1,
         noise_from_step=0,
         noise_splits=SPLITS,
     )
     metric, target = target_of(run_conv, model, ds.name)
     torch.manual_seed(seed)
-    run = Training(point, run_conv, ds, models.build(model, size, **overrides), metric, target)
-    run.train()
+    workload = models.build(model, size, **overrides)
+    return Training(point, run_conv, ds, workload, metric, target), ds
+
+
+def step_s(
+    model: str, size: str, optimizer: str, device: str, batch_size: int, conv: Convergence
+) -> float:
+    """Seconds of one measured update at `batch_size`, on a run built for it and then dropped
+    (in a sweep's worker the one-time costs were paid by its points)."""
+    run, _ = _run(model, size, optimizer, device, batch_size, 0, conv)
+    assert run.noise.norms is not None
+    t0 = time.perf_counter()
+    with run.noise.norms.measuring(1):
+        run.trainer.step(*next(run.batches))
+    synchronize(run.device)
+    return time.perf_counter() - t0
+
+
+def train(
+    model: str,
+    size: str,
+    optimizer: str,
+    device: str,
+    batch_size: int,
+    seed: int,
+    conv: Convergence,
+    deadline: float,
+) -> Path:
+    """Train `model` at preset `size` on `conv`'s data set in fp32 on `device` at `batch_size`
+    (`conv`'s learning rate, rule and warm-up; seed `seed`) until its target or `deadline` (a
+    time.perf_counter() value, evaluations included), every update measured."""
+    run, ds = _run(model, size, optimizer, device, batch_size, seed, conv)
+    run.train(deadline)
     assert run.noise.norms is not None
     numbers, raw, pre = run.noise.norms.steps(batch_size)
     return Path(
@@ -112,9 +153,9 @@ def train(
         steps=run.step,
         measured=len(numbers),
         train_s=run.train_time,
-        metric=metric,
-        target=target,
-        first=run.curve[0][metric],
-        last=run.curve[-1][metric],
+        metric=run.metric,
+        target=run.target,
+        first=run.curve[0][run.metric],
+        last=run.curve[-1][run.metric],
         reached=run.reached is not None,
     )
