@@ -120,16 +120,20 @@ def _plan(point: Point, conv: Convergence) -> _Plan:
 class _Noise:
     """The gradient noise scale from the run's own steps: step s is measured where s >= 1, s >=
     `noise_from_step` (after a warm-up window) and s is a multiple of `noise_every_steps` (0:
-    never)."""
+    never), or s < `dense_until` (0 here; the noise phase measures its first steps densely, so
+    that a short run gives a figure: science.noise_training)."""
 
     def __init__(self, conv: Convergence, trainer: Trainer) -> None:
         self.every = conv.noise_every_steps
         self.first = max(1, conv.noise_from_step)
+        self.dense_until = 0
         self.norms = GradientNorms(trainer, conv.noise_splits) if self.every > 0 else None
 
     def measuring(self, step: int) -> contextlib.AbstractContextManager[None]:
         """The context step `step` trains in: measured where due, else nothing."""
-        if self.norms is None or step < self.first or step % self.every:
+        if self.norms is None or step < self.first:
+            return nullcontext()
+        if step >= self.dense_until and step % self.every:
             return nullcontext()
         return self.norms.measuring(step)
 

@@ -5,16 +5,16 @@ so that a speed sweep, whose points run on synthetic batches, can predict the ba
 that target.
 
 B_noise grows as training goes on (McCandlish et al. 2018), so a window early in training
-predicts a shallow target and favours small batches (the phase measured steps 100-129 until
-2026-12-02, and every pick it made missed on the convergence suite's targets). The run trains
-under the settings that `--confirm-target` checks the prediction under (config.suite
-.target_settings: the convergence suite's target, learning-rate rule and warm-up, the model at
-its own input size, as its speed points ran it), at BATCH, measuring one update in four, and
-stops at the target or its time; the figure is the critical batch of the path it trained
+predicts a shallow target and favours small batches. The run trains under the settings that
+`--confirm-target` checks the prediction under (config.suite.target_settings: the convergence
+suite's target, learning-rate rule and warm-up, the model at its own input size, as its speed
+points ran it), at BATCH (SMALL_BATCH where a probe says BATCH's updates do not fit its
+share), measuring its first updates and then one in four (science.noise_training), and stops
+at the target or its time. The figure is the critical batch of the path it trained
 (science.noise_path): each stretch's B_noise weighed by the fewest steps the stretch needs. A
-run that stops short of the target has seen only the start of the path, where B_noise is lower:
-its interval is unbounded above, and the verdict claims no gain from it. Preconditioned under
-Adam and AdamW where its interval is bounded, else raw (science.noise_training).
+run that stops short of the target has seen only the start of the path, where B_noise is
+lower: its interval is unbounded above, and the verdict claims no gain from it.
+Preconditioned under Adam and AdamW where its interval is bounded, else raw (`chosen`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ BATCH = 64
 # BATCH, timed on a model built for it, says so): a figure from the start of the path rather
 # than none (cnn/small's update at B=64 took 0.1 s on one thread)
 SMALL_BATCH = 16
-FEWEST_STEPS = MIN_STRETCHES * STRETCH_MEASURED  # every update measured
+FEWEST_STEPS = MIN_STRETCHES * STRETCH_MEASURED  # the first updates are all measured
 # room beside the probe's one update: the run's own first update and evaluations, a machine
 # that slows (cnn/small's 21 updates of B=64 did not fill 3 stretches in a 2.26 s share that
 # its probe said held 24)

@@ -3,12 +3,17 @@ quality target on its real data set, a convergence run (science.convergence.Trai
 settings its prediction is checked under, until a deadline, and the gradient norms of its
 steps cut into stretches along the run (science.noise_path).
 
-Every update is measured (split into SPLITS micro-batches): where the phase's share is short,
-the steps it affords are all data. The held-out evaluations only tell where the run is against
-its target, so they are fewer and smaller than a convergence row's: every EVAL_EVERY updates,
-on EVAL_SAMPLES held-out samples (a convergence row's gaps of 5% of the updates done evaluated
-transformer/small after each of its first 20 updates, 0.3 s each for 256 samples on one
-thread, against 45 ms an update). The target is then located to within EVAL_EVERY updates."""
+The first DENSE_STEPS updates are all measured (split into SPLITS micro-batches), so that a
+share too short to go far still gives MIN_STRETCHES stretches; after them one update in EVERY
+is, so that a run that goes the whole way to its target costs little more than training
+(a measured update of B=64 took 2.5 plain ones for cnn/tiny on 8x8 digits, 1.8 for
+transformer/tiny, on one thread of the quiet 2-core CPU).
+
+The held-out evaluations only tell where the run is against its target, so they are fewer and
+smaller than a convergence row's: every EVAL_EVERY updates, on EVAL_SAMPLES held-out samples
+(a convergence row's gaps of 5% of the updates done evaluated transformer/small after each of
+its first 20 updates, 0.3 s each for 256 samples on one thread, against 45 ms an update). The
+target is then located to within EVAL_EVERY updates."""
 
 from __future__ import annotations
 
@@ -28,9 +33,11 @@ from gpubench.data.dataset import DataSet
 from gpubench.harness.timing import synchronize
 from gpubench.science.convergence import Training, target_of
 from gpubench.science.gradient_noise import StepNorms
-from gpubench.science.noise_path import STRETCH_MEASURED, Stretch, stretch_of
+from gpubench.science.noise_path import MIN_STRETCHES, STRETCH_MEASURED, Stretch, stretch_of
 
 SPLITS = 4  # micro-batches of a measured step: the statistic compares them with their mean
+EVERY = 4  # the convergence suite's noise_every_steps
+DENSE_STEPS = MIN_STRETCHES * STRETCH_MEASURED + 1  # update 0 is not measured
 EVAL_EVERY = 50
 EVAL_SAMPLES = 128
 
@@ -89,8 +96,8 @@ def _run(
     seed: int,
     conv: Convergence,
 ) -> tuple[Training, DataSet]:
-    """The run, built: `conv`'s data set, learning rate, rule and warm-up, every update
-    measured, evaluations as the module's docstring says, stopping at the target."""
+    """The run, built: `conv`'s data set, learning rate, rule and warm-up, its updates measured
+    and evaluated as the module's docstring says, stopping at the target."""
     ds, overrides = load(model, size, conv)
     rule = conv.lr_scaling_for(optimizer)[0]
     fields = dict(model=model, model_size=size, device=device, precision="fp32")
@@ -105,14 +112,16 @@ def _run(
         eval_every_steps=EVAL_EVERY,
         eval_rel_gap=0.0,
         eval_samples=EVAL_SAMPLES,
-        noise_every_steps=1,
+        noise_every_steps=EVERY,
         noise_from_step=0,
         noise_splits=SPLITS,
     )
     metric, target = target_of(run_conv, model, ds.name)
     torch.manual_seed(seed)
     workload = models.build(model, size, **overrides)
-    return Training(point, run_conv, ds, workload, metric, target), ds
+    run = Training(point, run_conv, ds, workload, metric, target)
+    run.noise.dense_until = DENSE_STEPS
+    return run, ds
 
 
 def step_s(
@@ -141,7 +150,7 @@ def train(
 ) -> Path:
     """Train `model` at preset `size` on `conv`'s data set in fp32 on `device` at `batch_size`
     (`conv`'s learning rate, rule and warm-up; seed `seed`) until its target or `deadline` (a
-    time.perf_counter() value, evaluations included), every update measured."""
+    time.perf_counter() value, evaluations included)."""
     run, ds = _run(model, size, optimizer, device, batch_size, seed, conv)
     run.train(deadline)
     assert run.noise.norms is not None
