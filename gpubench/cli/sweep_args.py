@@ -62,8 +62,9 @@ def add_parser(sub: Any) -> None:
         type=values.arg(check_noise_budget),
         metavar="S",
         help="seconds in all of the noise phase after the points: each reference model and "
-        "optimizer trains briefly on its real data set for the gradient noise scale, from which "
-        "the verdict predicts the batch fastest to a trained model (0: none; default: the "
+        "optimizer trains toward its target on its real data set for the gradient noise scale "
+        "of that path, from which the verdict predicts the batch fastest to a trained model; "
+        "more seconds take a slow model further along the path (0: none; default: the "
         "suite's noise_budget_s)",
     )
     sweep.add_argument(  # issue 51, item 5
