@@ -77,6 +77,21 @@ def test_a_noise_record_of_another_shape_is_refused_in_one_line(tmp_path: Path) 
         noise_record.read(tmp_path)
 
 
+def test_a_noise_record_from_before_the_path_reads_and_says_where_as_then(tmp_path: Path) -> None:
+    # written before the phase trained toward a target (no target_metric, target, metric_last,
+    # reached): it reads, and its verdict's "where" is what it said then
+    old = {
+        "model": "cnn", "model_size": "small", "optimizer": "adamw", "device": "cpu",
+        "dataset": "digits", "batch_size": 32, "b_noise": 41.2, "low": 20.1, "high": 90.3,
+        "kind": "preconditioned", "first_step": 8, "last_step": 40, "steps": 33,
+        "train_s": 2.9, "cost_s": 3.4,
+    }  # fmt: skip
+    (tmp_path / noise_record.FILE).write_text(json.dumps({"entries": [old]}))
+    (entry,) = noise_record.read(tmp_path).entries  # type: ignore[union-attr]
+    assert entry.reached is None and entry.target is None
+    assert entry.where() == "steps 8-40 of a 2.90 s noise phase on digits (B=32, 33 steps measured)"
+
+
 def test_a_model_too_slow_for_its_budget_gets_no_figure_and_one_line() -> None:
     got = measure("mlp", "tiny", "sgd", budget_s=1e-3)  # loading alone takes longer
     assert isinstance(got, NotMeasured)
