@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from gpubench.science import noise_path
 from gpubench.science.gradient_noise import StepNorms, noise_scale
 from gpubench.science.noise_path import (
     MIN_STRETCHES,
@@ -78,6 +79,18 @@ def test_the_interval_resamples_the_stretches_and_is_seeded() -> None:
     # one stretch in three with no signal: some resamples hold only it, so the high end is inf
     lost = path_noise([Stretch(50, 1.0, 100.0), Stretch(50, 1.0, 120.0), Stretch(50, 0, 1)], 64)
     assert lost.high is not None and math.isinf(lost.high)
+
+
+def test_an_interval_that_misses_the_figure_is_widened_to_hold_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # goodput.pick refuses an interval that does not hold B_noise; a percentile interval of a
+    # ratio need not. One resample alone (a seeded draw of the 3 stretches) stands for it here
+    monkeypatch.setattr(noise_path, "RESAMPLES", 1)
+    path = [Stretch(50, 1.0, 100.0), Stretch(50, 1.0, 200.0), Stretch(50, 1.0, 400.0)]
+    got = path_noise(path, 64)
+    assert got.low is not None and got.high is not None
+    assert got.low <= got.b_noise <= got.high and got.low < got.high
 
 
 def _norms(rng: np.random.Generator, grad: np.ndarray, sigma: float, micro: int) -> StepNorms:

@@ -4,10 +4,11 @@ checked by training. After the confirmation, each verdict whose fastest to targe
 throughput-fastest batch and the measured batch between them (science.target_check.batches_for)
 to the model's target on its real data, SEEDS seeds each, in the leader's configuration (its
 device, precision and settings), with the shipped convergence suite's settings (target, data
-set, evaluation gaps, warm-up, base learning rate scaled by its rule, time limit: config.suite
-.convergence_settings). Each run is a convergence row in target_runs.jsonl (store.target_runs),
-on disk before the next starts; a resumed sweep trains only the runs the file lacks. The
-verdict then says predicted against measured (science.target_check).
+set, evaluation gaps, warm-up, base learning rate scaled by its rule, time limit) and the model
+at its own input size, the shape its speed points measured (config.suite.target_settings).
+Each run is a convergence row in target_runs.jsonl (store.target_runs), on disk before the next
+starts; a resumed sweep trains only the runs the file lacks. The verdict then says predicted
+against measured (science.target_check).
 
 Only rows of the suite's own models are read (a folder's rows never choose code to build), and
 only verdicts that the sweep's own phase made predictable are trained: what a prediction needs

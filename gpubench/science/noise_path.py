@@ -96,7 +96,8 @@ def path_noise(
     stretches: Sequence[Stretch], batch: int, confidence: float = 0.95, seed: int = 0
 ) -> PathNoise:
     """B_path and a percentile-bootstrap interval at `confidence` from RESAMPLES resamples of
-    the stretches (with `seed`: the same stretches give the same interval)."""
+    the stretches (with `seed`: the same stretches give the same interval), widened where it
+    does not hold B_path."""
     b_path = path_b_noise(stretches, batch)
     low = high = None
     if len(stretches) >= MIN_STRETCHES:
@@ -108,5 +109,8 @@ def path_noise(
             values = np.where(dens > 0, nums / np.where(dens > 0, dens, 1.0), np.inf)
         values.sort()  # inf sorts last; a percentile by rank, not interpolated across an inf
         tail = int((1 - confidence) / 2 * RESAMPLES)
-        low, high = float(values[tail]), float(values[RESAMPLES - 1 - tail])
+        # a percentile interval of a ratio need not hold the point figure (a skewed few
+        # stretches): widened to hold it, as goodput.pick requires
+        low = min(float(values[tail]), b_path)
+        high = max(float(values[RESAMPLES - 1 - tail]), b_path)
     return PathNoise(b_path, low, high, len(stretches), sum(s.steps for s in stretches))

@@ -33,7 +33,7 @@ from gpubench.science.noise_path import (
 from gpubench.store.noise_record import NoiseEntry
 from gpubench.store.wording import plural, seconds
 
-# the phase's default seconds for a model: a run toward the target where it is short
+# the seconds of one `measure` called alone (a sweep shares its noise_budget_s instead)
 BUDGET_S = 3.0
 # B_noise does not depend on the threads, and a small batch gains little from more, while on a
 # shared CPU the intra-op threads wait on each other: on a 2-core CPU at load 10 a cnn/small
