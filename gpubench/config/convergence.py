@@ -3,7 +3,7 @@ their validation."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,11 @@ class Convergence:
     `noise_splits` micro-batches where the point accumulates 1 (science.convergence);
     `noise_samples` and `noise_ema` are accepted and unused since issue 51. Image models see
     `image_size`-pixel square images where it is set (else their own input size; the MLP takes
-    the digits at their native 8x8). `data_dir` is the folder a file-based data set (cifar10)
-    is read from.
+    the digits at their native 8x8). `own_input_target` (a number or a table by model, only
+    beside `image_size`) is the target for a model trained at its own input size instead, where a
+    speed sweep predicts and checks its fastest batch to target (`at_own_input`): a CNN learns
+    32x32 upscaled digits more slowly than 8x8 ones. `data_dir` is the folder a file-based data
+    set (cifar10) is read from.
     """
 
     dataset: str = "auto"
@@ -44,6 +47,7 @@ class Convergence:
     image_size: int | None = None
     target_metric: str | None = None
     target: float | tuple[tuple[str, float], ...] | None = None
+    own_input_target: float | tuple[tuple[str, float], ...] | None = None  # issue 51
     stop_at_target: bool = False
     max_steps: int | None = None
     max_samples: int | None = None
@@ -67,6 +71,21 @@ class Convergence:
         if isinstance(self.target, tuple):
             return dict(self.target).get(model)
         return self.target
+
+    def at_own_input(self) -> Convergence:
+        """These settings with each model at its own input size: `image_size` unset, and, where
+        `image_size` was set, `own_input_target` in place of `target` for the models it names."""
+        own = self.own_input_target
+        if self.image_size is None or own is None:
+            return replace(self, image_size=None)
+        if isinstance(own, tuple):
+            base = self.target if isinstance(self.target, tuple) else ()
+            if self.target is not None and not isinstance(self.target, tuple):
+                base = tuple((m, self.target) for m in catalog.MODEL_TASKS)
+            merged = tuple(sorted({**dict(base), **dict(own)}.items()))
+        else:
+            merged = own
+        return replace(self, image_size=None, target=merged, own_input_target=None)
 
     def time_limit_s(self) -> float | None:
         """The training-time limit in seconds: max_time_s, or 60 where no limit is set."""
@@ -92,9 +111,13 @@ def check(c: Convergence) -> None:
         check_one_of(c.target_metric, TARGET_METRICS, "convergence.target_metric")
     for rule in nonempty(c.lr_scaling, "convergence.lr_scaling"):
         check_one_of(rule, LR_SCALINGS, "convergence.lr_scaling")
-    targets = c.target if isinstance(c.target, tuple) else [("", c.target)]
-    for model, value in targets:
-        what = f"convergence.target.{model}" if model else "convergence.target"
+    if c.own_input_target is not None and c.image_size is None:
+        raise ConfigError(
+            "convergence.own_input_target is set without convergence.image_size; allowed: "
+            "own_input_target beside an image_size (without one, target is the own input's)"
+        )
+    for model, value, key in _targets(c):
+        what = f"convergence.{key}.{model}" if model else f"convergence.{key}"
         if value is not None and (isinstance(value, bool) or not 0 < value < float("inf")):
             raise ConfigError(f"invalid {what} {value!r}; allowed: a number above 0")
         if c.target_metric == "eval_accuracy" and value is not None and value > 1:
@@ -127,6 +150,16 @@ def check(c: Convergence) -> None:
         )
 
 
+def _targets(c: Convergence) -> list[tuple[str, float | None, str]]:
+    """Every target value of `c`: (model or "", value, the key it is under)."""
+    out: list[tuple[str, float | None, str]] = []
+    for key in ("target", "own_input_target"):
+        value = getattr(c, key)
+        pairs = value if isinstance(value, tuple) else [("", value)]
+        out += [(model, v, key) for model, v in pairs]
+    return out
+
+
 def check_models(models: tuple[str, ...], conv: Convergence) -> None:
     """Every model of a convergence sweep must have a data set it can train on."""
     for m in models:
@@ -143,11 +176,12 @@ def check_models(models: tuple[str, ...], conv: Convergence) -> None:
             raise ConfigError(
                 f"model {m!r} cannot train on convergence.dataset {name!r}; allowed: {fits}"
             )
-    if isinstance(conv.target, tuple):
-        unknown = sorted({m for m, _ in conv.target} - set(models))
+    for key in ("target", "own_input_target"):
+        value = getattr(conv, key)
+        unknown = sorted({m for m, _ in value} - set(models)) if isinstance(value, tuple) else []
         if unknown:
             raise ConfigError(
-                f"convergence.target names {', '.join(unknown)}, not in models; "
+                f"convergence.{key} names {', '.join(unknown)}, not in models; "
                 f"allowed: {', '.join(models)}"
             )
 

@@ -193,10 +193,10 @@ def target_settings(optimizer: str) -> Convergence:
     """The settings a speed sweep's "fastest to target" is predicted under (its noise phase) and
     checked under (`--confirm-target`), issue 51: the shipped convergence suite's target,
     learning-rate rule, warm-up, evaluation gaps and limits for `optimizer`, with each model at
-    its own input size, the shape its speed points measured (the suite itself trains the CNN on
-    8x8 digits, smaller than the CNN's own input)."""
+    its own input size, the shape its speed points measured, and its target there (the suite
+    itself trains the CNN on 8x8 digits, smaller than the CNN's own input)."""
     _, conv = convergence_settings(optimizer)
-    return replace(conv, image_size=None)
+    return conv.at_own_input()
 
 
 def load_launcher(path: str | Path) -> LauncherKeys:
