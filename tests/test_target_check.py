@@ -16,7 +16,7 @@ from report_fixture import env, speed_row, write_run
 
 from gpubench.cli import console, main
 from gpubench.config.spec import Point
-from gpubench.config.suite import load_suite
+from gpubench.config.suite import load_suite, target_settings
 from gpubench.report import goodput_chart
 from gpubench.report.html import e
 from gpubench.run import target_confirm
@@ -234,6 +234,10 @@ def test_a_batch_above_the_data_sets_training_samples_is_planned_out_and_said(
     assert len(points) == 3 * len(planned.batches)
     assert [p.seed for p in points[: len(planned.batches)]] == [0] * len(planned.batches)
     assert {(p.lr_scaling, p.data, p.precision) for p in points} == {("sqrt", "device", "fp32")}
+    # timed as plain training: no step is slowed to measure B_noise (it would slow small
+    # batches more), at the MLP's own-input target
+    assert planned.conv.noise_every_steps == 0
+    assert planned.conv.target == target_settings("adamw").target
     # the check of such a plan says its throughput-fastest batch was not trained
     p = goodput.pick({256: 1e5, 1024: 3e5, 4096: 6e5}, 75.0)
     runs = _runs({256: [1.0, 1.1, 1.2], 1024: [0.5, 0.6, 0.7]})
