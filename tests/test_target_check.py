@@ -120,10 +120,16 @@ def test_another_batch_trained_fastest_is_a_miss_with_both_figures() -> None:
     assert got is not None and got.outcome == MISSED and got.fastest == 32
     assert got.line().startswith(
         "the prediction missed (eval_accuracy 0.95 on digits, 3 seeds a batch): B=32 trained "
-        "fastest of B=8, B=32, B=512, not the predicted B=8; predicted x"
+        "fastest of B=8, B=32, B=512, not the predicted B=8 (x2.73 by the medians, outside "
+        "the seeds' spread); predicted x"
     )
     assert "measured x0.667 over B=512" in got.line()  # the throughput answer was faster
-    assert got.cell() == "missed: B=32 trained fastest"
+    # by how much, and that the seeds do not overlap (B=8's fastest 2.9 s > B=32's slowest 1.2)
+    assert got.cell() == "missed: B=32 trained fastest (x2.73)"
+    assert (got.to_dict()["miss_factor"], got.to_dict()["within_spread"]) == (
+        pytest.approx(3.0 / 1.1),
+        False,
+    )
     # runs that shared their cores say so beside their figures
     runs[0]["busy"] = runs[4]["busy"] = True
     busy = check_of(p, LEADER.to_dict(), runs)
@@ -134,13 +140,33 @@ def test_another_batch_trained_fastest_is_a_miss_with_both_figures() -> None:
     )
 
 
+def test_a_miss_inside_the_seeds_spread_says_they_overlap() -> None:
+    p = goodput.pick(RATES, 1.0)  # predicts B=8
+    # B=32 is faster by the medians (1.1 against 1.2 s), but B=8's fastest seed (1.0 s) is no
+    # slower than B=32's slowest (1.3 s): the seeds do not tell the two apart
+    runs = _runs({8: [1.2, 1.0, 1.5], 32: [1.1, 0.9, 1.3], 512: [2.0, 2.0, 2.0]})
+    got = check_of(p, LEADER.to_dict(), runs)
+    assert got is not None and got.outcome == MISSED and got.fastest == 32
+    assert got.miss_factor == pytest.approx(1.2 / 1.1) and got.within_spread
+    assert (
+        "not the predicted B=8 (x1.09 by the medians, within the seeds' spread: their times "
+        "overlap)" in got.line()
+    )
+    assert got.cell() == "missed: B=32 trained fastest (x1.09, seeds overlap)"
+    # a pick that is itself fastest has no miss to size
+    best = check_of(p, LEADER.to_dict(), _runs({8: [0.5, 0.6, 0.7], 32: [1.1, 0.9, 1.3]}))
+    assert best is not None and best.outcome == CONFIRMED
+    assert best.miss_factor is None and not best.within_spread
+
+
 def test_a_seed_that_missed_the_target_keeps_its_batch_from_being_fastest() -> None:
     p = goodput.pick(RATES, 200.0)
     runs = _runs({128: [1.0, None, 1.1], 512: [2.0, 1.9, 2.2]})
     got = check_of(p, LEADER.to_dict(), runs)
     assert got is not None and got.outcome == MISSED and got.fastest == 512
-    assert got.measured_gain is None
+    assert got.measured_gain is None and got.miss_factor is None  # B=128 lacks a seed
     assert "not measured (a seed missed the target)" in got.line()
+    assert "by the medians" not in got.line()
     assert "B=128: reached the target in only 2 of 3 seeds" in got.line()
     none = check_of(p, LEADER.to_dict(), _runs({128: [None] * 3, 512: [None, 2.0, 2.0]}))
     assert none is not None and none.outcome == UNSETTLED

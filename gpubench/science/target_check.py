@@ -7,7 +7,9 @@ figures. Pure functions of rows.
 
 A batch counts as measured only where every seed it ran reached the target (science.target_time:
 the median of the seeds that did would hide those that did not). The prediction holds where the
-predicted batch is the fastest of the batches trained; it misses where another is.
+predicted batch is the fastest of the batches trained; it misses where another is, and says by
+how much (the medians' ratio) and whether the two batches' seeds overlap (the pick's fastest seed
+no slower than the winner's slowest): a miss that 3 seeds cannot tell from a tie.
 """
 
 from __future__ import annotations
@@ -87,6 +89,38 @@ class TargetCheck:
         """T(throughput) / T(predicted) as trained (None where either missed a seed)."""
         mine, top = self._time(self.predicted), self._time(self.throughput)
         return top / mine if mine and top is not None else None
+
+    @property
+    def miss_factor(self) -> float | None:
+        """Where the prediction missed: the predicted batch's median time to target over the
+        fastest's (None where the predicted batch missed a seed, or did not miss)."""
+        mine = self._time(self.predicted)
+        if self.outcome != MISSED or mine is None or self.fastest is None:
+            return None
+        best = self._time(self.fastest)
+        return mine / best if best else None
+
+    @property
+    def within_spread(self) -> bool:
+        """Where the prediction missed by `miss_factor`: whether the predicted batch's fastest
+        seed reached the target no later than the fastest batch's slowest seed, so that the
+        seeds' times overlap and the runs do not tell the two apart."""
+        if self.miss_factor is None or self.fastest is None:
+            return False
+        mine, best = self._of(self.predicted), self._of(self.fastest)
+        assert mine is not None and best is not None  # both trained: miss_factor is set
+        return mine.min_s is not None and best.max_s is not None and mine.min_s <= best.max_s
+
+    def _by(self) -> str:
+        """' (x1.09 by the medians, within the seeds' spread: their times overlap)', or ''."""
+        if self.miss_factor is None:
+            return ""
+        where = (
+            "within the seeds' spread: their times overlap"
+            if self.within_spread
+            else "outside the seeds' spread"
+        )
+        return f" ({times(self.miss_factor)} by the medians, {where})"
 
     @property
     def outcome(self) -> str:
@@ -170,7 +204,7 @@ class TargetCheck:
             return f"confirmed by training ({self._task()}): {said} ({self._each()}){self._busy()}"
         text = (
             f"the prediction missed ({self._task()}): B={self.fastest} trained fastest of "
-            f"{batches}, not the predicted B={self.predicted}"
+            f"{batches}, not the predicted B={self.predicted}{self._by()}"
         )
         if self.predicted != self.throughput:
             text += f"; {self._gains()}"
@@ -178,11 +212,15 @@ class TargetCheck:
 
     def cell(self) -> str:
         """The answer table's few words: 'confirmed (measured x1.70)', 'missed: B=32 trained
-        fastest' or 'unsettled by training'."""
+        fastest (x1.09, seeds overlap)' or 'unsettled by training'."""
         if self.outcome == UNSETTLED:
             return "unsettled by training"
         if self.outcome == MISSED:
-            return f"missed: B={self.fastest} trained fastest"
+            by = ""
+            if self.miss_factor is not None:
+                overlap = ", seeds overlap" if self.within_spread else ""
+                by = f" ({times(self.miss_factor)}{overlap})"
+            return f"missed: B={self.fastest} trained fastest{by}"
         got = self.measured_gain
         if self.predicted == self.throughput or got is None:
             return "confirmed by training"
@@ -199,6 +237,8 @@ class TargetCheck:
             "fastest": self.fastest,
             "predicted_gain": self.predicted_gain,
             "measured_gain": self.measured_gain,
+            "miss_factor": self.miss_factor,
+            "within_spread": self.within_spread,
             "metric": self.metric,
             "target": self.target,
             "dataset": self.dataset,
