@@ -282,3 +282,17 @@ def test_steps_keep_the_suites_noise_target_and_profiled_steps() -> None:
     assert (budget.min_steps, budget.max_steps) == (7, 7)
     assert budget.target_rel_ci == 0.05 and budget.profile_steps == 2
     assert budget.warmup_steps == 1
+
+
+def test_models_narrowing_a_convergence_suite_keeps_their_targets() -> None:
+    """`sweep convergence --models cnn` keeps the CNN's targets and drops the others' (the suite's
+    target table names models the flag leaves out: no error for those)."""
+    from gpubench.cli import parser as P
+    from gpubench.cli import sweep_args
+
+    args = P.build_parser().parse_args(["sweep", "convergence", "--models", "cnn"])
+    spec = sweep_args.spec_from_args(args)
+    conv = spec.convergence
+    assert spec.models == ("cnn",)
+    assert conv.target == (("cnn", 0.04),) and conv.own_input_target == (("cnn", 0.2),)
+    # (a suite file's own table naming a model it lacks is still refused: test_spec_convergence)

@@ -208,6 +208,10 @@ def spec_from_args(args: argparse.Namespace) -> S.SweepSpec:
     if args.data_dir is not None:
         conv = dataclasses.replace(spec.convergence, data_dir=args.data_dir)
         spec = dataclasses.replace(spec, convergence=conv)
+    if "models" in overrides:  # the suite's targets for the models the flag leaves out go
+        spec = dataclasses.replace(
+            spec, convergence=spec.convergence.for_models(tuple(overrides["models"]))
+        )
     spec = validate(
         dataclasses.replace(spec, **overrides, budget=values.budget_from_args(args, spec.budget))
     )

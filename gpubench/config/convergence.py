@@ -87,6 +87,19 @@ class Convergence:
             merged = own
         return replace(self, image_size=None, target=merged, own_input_target=None)
 
+    def for_models(self, models: tuple[str, ...]) -> Convergence:
+        """These settings with the target tables' entries for `models` alone: a sweep whose
+        --models narrows a suite's models drops the targets of those it leaves out."""
+
+        def kept(value: Any) -> Any:
+            return (
+                tuple((m, v) for m, v in value if m in models)
+                if isinstance(value, tuple)
+                else value
+            )
+
+        return replace(self, target=kept(self.target), own_input_target=kept(self.own_input_target))
+
     def time_limit_s(self) -> float | None:
         """The training-time limit in seconds: max_time_s, or 60 where no limit is set."""
         if self.max_time_s is None and self.max_steps is None and self.max_samples is None:
