@@ -14,6 +14,7 @@ from gpubench.data import catalog
 DATASETS = ("auto", *catalog.DATASETS)
 LR_SCALINGS = ("auto", "none", "linear", "sqrt")
 TARGET_METRICS = ("eval_accuracy", "eval_loss")
+TARGET_KEYS = ("target", "own_input_target")  # the keys that hold targets, by model or not
 
 
 @dataclass(frozen=True)
@@ -78,13 +79,11 @@ class Convergence:
         own = self.own_input_target
         if self.image_size is None or own is None:
             return replace(self, image_size=None)
+        merged: float | tuple[tuple[str, float], ...] = own
         if isinstance(own, tuple):
-            base = self.target if isinstance(self.target, tuple) else ()
-            if self.target is not None and not isinstance(self.target, tuple):
-                base = tuple((m, self.target) for m in catalog.MODEL_TASKS)
-            merged = tuple(sorted({**dict(base), **dict(own)}.items()))
-        else:
-            merged = own
+            base = {m: self.target_for(m) for m in catalog.MODEL_TASKS}
+            kept = {m: v for m, v in base.items() if v is not None}
+            merged = tuple(sorted({**kept, **dict(own)}.items()))
         return replace(self, image_size=None, target=merged, own_input_target=None)
 
     def for_models(self, models: tuple[str, ...]) -> Convergence:
@@ -98,7 +97,7 @@ class Convergence:
                 else value
             )
 
-        return replace(self, target=kept(self.target), own_input_target=kept(self.own_input_target))
+        return replace(self, **{key: kept(getattr(self, key)) for key in TARGET_KEYS})
 
     def time_limit_s(self) -> float | None:
         """The training-time limit in seconds: max_time_s, or 60 where no limit is set."""
@@ -166,7 +165,7 @@ def check(c: Convergence) -> None:
 def _targets(c: Convergence) -> list[tuple[str, float | None, str]]:
     """Every target value of `c`: (model or "", value, the key it is under)."""
     out: list[tuple[str, float | None, str]] = []
-    for key in ("target", "own_input_target"):
+    for key in TARGET_KEYS:
         value = getattr(c, key)
         pairs = value if isinstance(value, tuple) else [("", value)]
         out += [(model, v, key) for model, v in pairs]
@@ -189,7 +188,7 @@ def check_models(models: tuple[str, ...], conv: Convergence) -> None:
             raise ConfigError(
                 f"model {m!r} cannot train on convergence.dataset {name!r}; allowed: {fits}"
             )
-    for key in ("target", "own_input_target"):
+    for key in TARGET_KEYS:
         value = getattr(conv, key)
         unknown = sorted({m for m, _ in value} - set(models)) if isinstance(value, tuple) else []
         if unknown:

@@ -221,10 +221,8 @@ def run_target(
         raise ConfigError(f"invalid --seeds {seeds!r}; allowed: 1 or more")
     if max_steps is not None and (isinstance(max_steps, bool) or max_steps < 1):
         raise ConfigError(f"invalid --steps {max_steps!r}; allowed: 1 or more")
-    # the given target is the one the runs train to, at the suite's image size
-    conv = dataclasses.replace(
-        conv, target_metric=metric, target=value, own_input_target=None, stop_at_target=True
-    )
+    conv = dataclasses.replace(conv, target_metric=metric, target=value, stop_at_target=True)
+    conv = conv.for_models((model,))  # the suite's tables name its other models too
     check(conv)
     check_models((model,), conv)
     if point.data != "device":  # science.convergence would make every run `unsupported`
